@@ -1,0 +1,45 @@
+"""Run options a host chooses; none of them is part of a machine document."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+Hitl = Literal["none", "asking", "all"]
+
+# Enough threads that 50 branches at 50 ms each finish in about 0.1 s.
+DEFAULT_MAX_WORKERS = 32
+MAX_CALL_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a host wants a run carried out.
+
+    ``hitl`` decides which escalate gates suspend for a person: ``all`` (every
+    escalate whose ``to`` is not END), ``asking`` (only those with an authored
+    ``ask:`` — the notebook default) or ``none`` (route as authored).
+    """
+
+    cost_budget: int | None = None
+    max_steps: int | None = None  # replaces the root machine's ``budget`` (a resume with more steps)
+    suspendable: bool = False
+    hitl: Hitl = "none"
+    on_untrusted_flow: Literal["report", "halt"] = "report"
+    tool_effects: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    trusted_keys: frozenset[str] = frozenset()
+    max_workers: int = DEFAULT_MAX_WORKERS
+    secret: bytes = b""  # per-run secret for fence nonces; random when empty
+    ask_human: bool = False  # let every generative state ask the person (extension)
+    ask_limit: int = 3
+    observer: Callable[[str, dict[str, Any]], None] | None = None  # live progress events
+
+    def with_secret(self) -> RunOptions:
+        if self.secret:
+            return self
+        from dataclasses import replace
+
+        return replace(self, secret=os.urandom(16))

@@ -1,0 +1,222 @@
+"""The oracle boundary: everything non-deterministic a run needs passes through here.
+
+The engine is a pure function of the answers it gets from one :class:`Oracle`
+(LLM produce and judge calls, host hook verdicts, tool observations and human
+replies).  Each request names its *position*, a stable path such as
+``root/7:draft#2/produce``, so a journal can record answers and replay them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Effect = Literal["read", "effect"]
+
+
+@dataclass(frozen=True)
+class ProduceRequest:
+    """Ask a model to write a state's output."""
+
+    position: str
+    machine: str
+    state: str
+    tier: str
+    structure: str  # the output contract, "(unspecified)" when the state has none
+    execution: str | None  # operational policy
+    user: str  # rendered prompt plus repair feedback, fences included
+    fenced: bool  # the prompt carries untrusted data: add the untrusted-data rule
+    reason: bool  # ask for a private scratchpad as well
+    temperature: float
+    ask_human: bool = False
+    conversation: tuple[tuple[str, str], ...] = ()  # earlier (role, text) turns of this produce call
+
+    kind = "produce"
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """Ask a model which of ``conditions`` is the first true one (or none)."""
+
+    position: str
+    machine: str
+    state: str
+    tier: str
+    conditions: tuple[str, ...]
+    output: str
+    reasoning: str | None
+    context_json: str  # the run context as JSON, what the judge sees as evidence
+    nonce: str  # fences the judge's evidence
+
+    kind = "judge"
+
+
+@dataclass(frozen=True)
+class HookRequest:
+    position: str
+    machine: str
+    state: str
+    name: str
+    context_json: str
+    output: str
+
+    kind = "hook"
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    position: str
+    machine: str
+    state: str
+    name: str
+    input_json: str
+    effect: Effect
+    idempotent: bool = True
+
+    kind = "tool"
+
+    @property
+    def input(self) -> dict[str, Any]:
+        return json.loads(self.input_json)
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    """A person's reply to an escalate gate that suspends for them."""
+
+    position: str
+    machine: str
+    state: str  # the handler state the run continues in
+    ask: str | None
+    reply_to: str
+
+    kind = "reply"
+
+
+OracleRequest = ProduceRequest | JudgeRequest | HookRequest | ToolRequest | ReplyRequest
+
+
+@dataclass(frozen=True)
+class ProduceAnswer:
+    text: str
+    reasoning: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    truncated: bool = False
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgeAnswer:
+    """``choice`` is 0-based into the batch; ``len(conditions)`` is the none option.
+
+    ``choice`` None is an anomaly (unparseable reply); ``raw`` then says why.
+    """
+
+    choice: int | None
+    raw: str | None = None
+    parse: str | None = None  # "bare" or "last-number" when the reply was not clean JSON
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class HumanReply:
+    value: Any
+    by: str | None = None
+
+
+class OracleError(Exception):
+    """The oracle could not answer; the run halts with ``error`` (no step is recorded).
+
+    ``error`` is the whole halt reason, e.g. ``state-error: no scripted produce …``
+    or ``provider-error: rate limited``.  In a fan-out branch the marker shows
+    ``detail`` (the reason without a leading ``state-error: ``).
+    """
+
+    def __init__(self, error: str, *, suspendable: bool = False) -> None:
+        super().__init__(error)
+        self.error = error
+        self.suspendable = suspendable  # provider outages may suspend a suspendable run instead
+
+    @property
+    def detail(self) -> str:
+        return self.error.removeprefix("state-error: ")
+
+
+class AwaitingHuman(Exception):
+    """Raised by an oracle that has no reply yet for a :class:`ReplyRequest`."""
+
+
+class Oracle(ABC):
+    """The single interface through which a run meets the world."""
+
+    @abstractmethod
+    def ask(self, request: OracleRequest) -> Any:
+        """Answer one request: ProduceAnswer, JudgeAnswer, bool (hook), observation (tool) or HumanReply."""
+
+    def has_hook(self, name: str) -> bool:
+        return False
+
+    def has_tool(self, name: str) -> bool:
+        return False
+
+    def tool_effect(self, name: str) -> Effect | None:
+        """The class the host declared for a tool, if any."""
+        return None
+
+
+def fingerprint(request: OracleRequest) -> str:
+    """A hash of the exact request, minus its position: equal requests replay."""
+    fields = asdict(request)
+    fields.pop("position", None)
+    fields["kind"] = request.kind
+    payload = json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, input_tokens: int, output_tokens: int) -> None:
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+def context_json(ctx: Mapping[str, Any]) -> str:
+    return json.dumps(ctx, ensure_ascii=False, sort_keys=False, default=str)
+
+
+__all__ = [
+    "AwaitingHuman",
+    "Effect",
+    "HookRequest",
+    "HumanReply",
+    "JudgeAnswer",
+    "JudgeRequest",
+    "Oracle",
+    "OracleError",
+    "OracleRequest",
+    "ProduceAnswer",
+    "ProduceRequest",
+    "ReplyRequest",
+    "ToolRequest",
+    "Usage",
+    "context_json",
+    "field",
+    "fingerprint",
+]

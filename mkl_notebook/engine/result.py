@@ -1,0 +1,36 @@
+"""What a run returns (LANGUAGE.md §7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["done", "halt", "suspended"]
+
+
+@dataclass
+class RunResult:
+    status: Status
+    error: str | None = None
+    result: Any = None
+    at: str | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)
+    diagnosis: dict[str, Any] | None = None
+    ask: str | None = None
+    reply_to: str | None = None
+    question: str | None = None  # a model-initiated question (suspension reason "asked")
+    visits: dict[str, int] = field(default_factory=dict)  # entries per state of the root run
+    pending: str | None = None  # position of the awaited reply, for hosts that answer it
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "status": self.status, "error": self.error, "result": self.result, "at": self.at,
+            "usage": dict(self.usage), "trace": self.trace, "context": self.context,
+        }
+        for key in ("diagnosis", "ask", "reply_to", "question"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data

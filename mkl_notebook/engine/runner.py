@@ -1,0 +1,595 @@
+"""The run loop (LANGUAGE.md §2–§7).
+
+A run is a deterministic function of the machine, its inputs, its options and
+the answers of one :class:`Oracle`.  Every request carries a stable position
+(``root/3:draft#2/produce``) so a journal can replay it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key
+from ..lang.model import END, Gate, Machine, State
+from .failure import StateFailure as _Fail
+from .gates import select_gate
+from .options import MAX_CALL_DEPTH, RunOptions
+from .oracle import (
+    AwaitingHuman,
+    HumanReply,
+    Oracle,
+    OracleError,
+    ProduceAnswer,
+    ProduceRequest,
+    ReplyRequest,
+    ToolRequest,
+    Usage,
+)
+from .result import RunResult
+from .taint import fence_nonce, initial_taint, reaches_tool_state, tool_class
+
+_WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
+REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
+UNTRUSTED_NOTE = "(unspecified)"
+
+
+class _Suspended(Exception):
+    """A nested call suspended; the whole run surfaces the innermost suspension."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
+@dataclass
+class _Executed:
+    value: Any
+    reasoning: str | None = None
+    usage: tuple[int, int] = (0, 0)
+    sub_trace: list[dict[str, Any]] | None = None
+    external: bool = False
+    truncated: bool = False
+
+
+@dataclass
+class _Shared:
+    """What every (sub-)run of one run tree shares."""
+
+    oracle: Oracle
+    registry: Mapping[str, Machine]
+    options: RunOptions
+    secret: bytes
+
+    def emit(self, event: str, **data: Any) -> None:
+        observer = self.options.observer
+        if observer is not None:
+            observer(event, data)
+
+
+@dataclass
+class _Taint:
+    tainted: set[str] = field(default_factory=set)
+    external: set[str] = field(default_factory=set)
+
+
+def _nonce_factory(secret: bytes, position: str, values: list[str]):
+    return lambda: fence_nonce(secret, position, values)
+
+
+class _MachineRun:
+    def __init__(self, shared: _Shared, machine: Machine, ctx: dict[str, Any], taint: _Taint, *, depth: int,
+                 prefix: str, budget: int, cost_limit: int | None, suspendable: bool, flow_tainted: bool,
+                 can_ask: bool) -> None:
+        self.shared = shared
+        self.machine = machine
+        self.ctx = ctx
+        self.taint = taint
+        self.depth = depth
+        self.prefix = prefix
+        self.budget = budget
+        self.cost_limit = cost_limit
+        self.suspendable = suspendable
+        self.flow_tainted = flow_tainted
+        self.can_ask = can_ask  # branches never suspend, so they never ask a person either
+        self.steps = 0
+        self.iteration = 0
+        self.visits: dict[str, int] = {}
+        self.repair_left: dict[tuple[str, int], int] = {}
+        self.feedback = ""
+        self.usage = Usage()
+        self.trace: list[dict[str, Any]] = []
+        self.last_value: Any = None
+
+    # -- outcomes --------------------------------------------------------------
+
+    def _result(self, status: str, error: str | None = None, *, at: str | None = None, result: Any = None,
+                diagnosis: dict[str, Any] | None = None, ask: str | None = None, reply_to: str | None = None,
+                pending: str | None = None) -> RunResult:
+        run_result = RunResult(status=status, error=error, result=result, at=at, usage=self.usage.as_dict(),
+                               trace=self.trace, context=self.ctx, diagnosis=diagnosis, ask=ask, reply_to=reply_to,
+                               visits=dict(self.visits), pending=pending)
+        if self.depth == 0:
+            self.shared.emit("finish", result=run_result)
+        return run_result
+
+    def _halt(self, error: str, at: str | None) -> RunResult:
+        return self._result("halt", error, at=at)
+
+    def _diagnosis(self) -> dict[str, Any] | None:
+        if not self.visits:
+            return None
+        state, count = max(self.visits.items(), key=lambda item: item[1])
+        return {"most_visited_state": state, "visits": count} if count >= 2 else None
+
+    def _exhausted(self, reason: str, state_id: str) -> RunResult:
+        if self.suspendable:
+            return self._result("suspended", reason, at=state_id)
+        return self._result("halt", reason, diagnosis=self._diagnosis())
+
+    def _record(self, step: dict[str, Any]) -> None:
+        self.trace.append(step)
+        self.shared.emit("step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps,
+                         usage=self.usage.as_dict())
+
+    # -- the loop --------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        state_id = self.machine.entry
+        states = self.machine.states
+        cost_limit = self.cost_limit
+        while True:
+            if self.steps >= self.budget:
+                return self._exhausted("budget-exhausted", state_id)
+            if cost_limit is not None and self.usage.total >= cost_limit:
+                return self._exhausted("cost-exhausted", state_id)
+            state = states.get(state_id)
+            if state is None:
+                return self._halt(f"state-error: unknown state '{state_id}'", state_id)
+            visits = self.visits.get(state_id, 0)
+            if state.max_visits is not None and visits >= state.max_visits:
+                return self._halt("loop-ceiling", state_id)
+            self.visits[state_id] = visits + 1
+            position = f"{self.prefix}/{self.iteration}:{state_id}#{visits + 1}"
+            self.iteration += 1
+            self.shared.emit("enter", machine=self.machine.name, depth=self.depth, state=state_id,
+                             steps=self.steps, usage=self.usage.as_dict())
+            try:
+                outcome = self._visit(state, position)
+            except _Suspended as suspended:
+                return suspended.result
+            if isinstance(outcome, RunResult):
+                return outcome
+            state_id = outcome
+
+    def _visit(self, state: State, position: str) -> RunResult | str:
+        """Execute one state and take its transition: the next state id, or the run's end."""
+        step: dict[str, Any] = {"step": None, "state": state.id, "tier": self.machine.tier_of(state)}
+        feedback, self.feedback = self.feedback, ""
+        if state.kind == "tool":
+            refused = self._flow_guard(state, step)
+            if refused is not None:
+                return refused
+        try:
+            if state.is_fanout:
+                executed = self._fan_out(state, position)
+                self.steps += max(1, len(executed.value))
+                step["branches"] = [fmt(v) for v in executed.value]
+                reasonings = executed.reasoning
+                if reasonings is not None and any(r is not None for r in reasonings):
+                    step["reasonings"] = reasonings
+                if executed.sub_trace is not None:
+                    step["sub_traces"] = executed.sub_trace
+            else:
+                self.steps += 1
+                executed = self._execute(state, self.ctx, self.taint, feedback, position)
+                step["output"] = fmt(executed.value)
+                if executed.reasoning is not None:
+                    step["reasoning"] = executed.reasoning
+                if executed.sub_trace is not None:
+                    step["sub_trace"] = executed.sub_trace
+        except _Fail as failure:
+            self.usage.add(*failure.usage)
+            if failure.policy is None:
+                return self._halt(failure.error, state.id)
+            step["step"] = self.steps
+            if failure.sub_trace is not None:
+                step["sub_trace"] = failure.sub_trace
+            step.update(gate=None, policy=failure.policy, to=None)
+            _add_cost(step, failure.usage)
+            self._record(step)
+            return self._halt(failure.error, state.id)
+        self.usage.add(*executed.usage)
+        _add_cost(step, executed.usage)
+        if executed.truncated:
+            step["truncated"] = True
+        self._deposit(state, executed)
+        step["step"] = self.steps
+        return self._route(state, step, executed, position)
+
+    def _deposit(self, state: State, executed: _Executed) -> None:
+        key = state.output
+        value = executed.value
+        if state.accumulate:
+            existing = self.ctx.get(key)
+            if existing is None:
+                self.ctx[key] = [value]
+            elif isinstance(existing, list):
+                existing.append(value)
+            else:
+                self.ctx[key] = [existing, value]
+        else:
+            self.ctx[key] = value
+        self.last_value = value
+        self.taint.tainted.add(key)
+        if executed.external:
+            self.taint.external.add(key)
+        elif not state.accumulate:
+            self.taint.external.discard(key)
+
+    # -- gates and transitions ---------------------------------------------------
+
+    def _route(self, state: State, step: dict[str, Any], executed: _Executed, position: str) -> RunResult | str:
+        eligible = [(index, gate) for index, gate in enumerate(state.gates)
+                    if gate.policy != "repair" or self.repair_left.get((state.id, index), gate.repair) > 0]
+        output_text = step.get("output") if "output" in step else fmt(executed.value)
+        reasoning = executed.reasoning if isinstance(executed.reasoning, str) else None
+        try:
+            outcome = select_gate(self, state, eligible, output_text, reasoning, executed.value, position)
+        except _Fail as failure:
+            return self._halt(failure.error, state.id)
+        self.usage.add(*outcome.usage)
+        _add_cost(step, outcome.usage)
+        step.update(outcome.annotations)
+        if outcome.judged_by_llm and not outcome.via_hook and self._external_in_scope():
+            self.flow_tainted = True
+            step["decision_tainted"] = True
+        elif outcome.via_hook:
+            self.flow_tainted = False
+        if outcome.gate is None:
+            step.update(gate=None, policy=outcome.failure, to=None)
+            self._record(step)
+            return self._halt(outcome.failure or "no-gate-matched", state.id)
+        return self._transition(state, step, outcome.index, outcome.gate, position)
+
+    def _external_in_scope(self) -> bool:
+        return any(key in self.ctx for key in self.taint.external)
+
+    def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate,
+                    position: str) -> RunResult | str:
+        step.update(gate=gate.when, policy=gate.policy, to=gate.to if gate.policy != "fail" else None)
+        if gate.policy == "fail":
+            self._record(step)
+            return self._halt("gate-fail", state.id)
+        if gate.to is None:
+            self._record(step)
+            return self._halt("state-error: gate-missing-to", state.id)
+        if gate.policy == "repair":
+            key = (state.id, index)
+            self.repair_left[key] = self.repair_left.get(key, gate.repair) - 1
+            self.feedback = REPAIR_FEEDBACK.format(when=gate.when)
+        self._record(step)
+        if gate.to == END:
+            value = self.ctx.get(self.machine.result) if self.machine.result else self.last_value
+            return self._result("done", result=value)
+        if gate.to not in self.machine.states:
+            return self._halt(f"state-error: unknown state '{gate.to}'", state.id)
+        if gate.policy == "escalate" and self._escalate_suspends(gate):
+            return self._await_reply(gate, gate.to, f"{position}/reply@{index}")
+        return gate.to
+
+    def _escalate_suspends(self, gate: Gate) -> bool:
+        if not self.can_ask:
+            return False
+        hitl = self.shared.options.hitl
+        return hitl == "all" or (hitl == "asking" and gate.ask is not None)
+
+    def _await_reply(self, gate: Gate, handler: str, position: str) -> RunResult | str:
+        reply_to = gate.reply_to or "human.reply"
+        request = ReplyRequest(position=position, machine=self.machine.name, state=handler, ask=gate.ask,
+                               reply_to=reply_to)
+        try:
+            reply = self.shared.oracle.ask(request)
+        except AwaitingHuman:
+            return self._result("suspended", "escalated", at=handler, ask=gate.ask, reply_to=reply_to,
+                                pending=position)
+        except OracleError as exc:
+            return self._halt(exc.error, handler)
+        value = reply.value if isinstance(reply, HumanReply) else reply
+        _set_path(self.ctx, reply_to, value)
+        root = root_key(reply_to)
+        self.taint.tainted.add(root)
+        self.taint.external.add(root)
+        self.flow_tainted = False  # the person confirmed the pending decision
+        return handler
+
+    # -- executing a state -------------------------------------------------------
+
+    def _flow_guard(self, state: State, step: dict[str, Any]) -> RunResult | None:
+        if not self.flow_tainted:
+            return None
+        options = self.shared.options
+        name = state.tool or ""
+        if tool_class(name, options.tool_effects, self.shared.oracle.tool_effect(name)) != "effect":
+            return None
+        if options.on_untrusted_flow == "halt":
+            step.update(step=self.steps, gate=None, policy="untrusted-control-flow", to=None)
+            self._record(step)
+            return self._halt("untrusted-control-flow", state.id)
+        step["untrusted_control_flow"] = True
+        return None
+
+    def _execute(self, state: State, ctx: dict[str, Any], taint: _Taint, feedback: str, position: str,
+                 in_branch: bool = False, cost_limit: int | None = None) -> _Executed:
+        if state.kind == "generative":
+            return self._produce(state, ctx, taint, feedback, position)
+        if state.kind == "tool":
+            return self._tool(state, ctx, taint, position)
+        return self._call(state, ctx, taint, position, in_branch, cost_limit)
+
+    def _produce(self, state: State, ctx: dict[str, Any], taint: _Taint, feedback: str, position: str,
+                 sampled: bool = False, extra_external: bool = False) -> _Executed:
+        call_position = f"{position}/produce"
+        template = state.prompt
+        tainted = taint.tainted
+        fenced_texts = [fmt(lookup(ctx, m.group(1))) for m in PLACEHOLDER.finditer(template)
+                        if root_key(m.group(1)) in tainted]
+        rendered = render(template, ctx, tainted, _nonce_factory(self.shared.secret, call_position, fenced_texts))
+        request = ProduceRequest(
+            position=call_position, machine=self.machine.name, state=state.id, tier=self.machine.tier_of(state),
+            structure=state.structure if state.structure is not None else UNTRUSTED_NOTE,
+            execution=state.execution, user=rendered.text + feedback, fenced=rendered.fenced, reason=state.reason,
+            temperature=0.8 if sampled else 0.4,
+            ask_human=state.ask_human or self.shared.options.ask_human,
+        )
+        answer = self._ask(request)
+        if not isinstance(answer, ProduceAnswer):
+            raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
+        usage = (answer.input_tokens, answer.output_tokens)
+        value: Any = answer.text
+        if state.parse is not None:
+            value = _parse_output(state.parse, answer.text, usage)
+        external = extra_external or any(key in taint.external for key in rendered.read_keys)
+        return _Executed(value, answer.reasoning if state.reason else None, usage, external=external,
+                         truncated=answer.truncated)
+
+    def _ask(self, request: Any) -> Any:
+        try:
+            return self.shared.oracle.ask(request)
+        except (_Fail, _Suspended):
+            raise
+        except OracleError as exc:
+            raise _Fail(exc.error) from None
+        except Exception as exc:  # a host callable raised: its message is the halt reason
+            raise _Fail(f"state-error: {exc}") from None
+
+    def _tool(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str) -> _Executed:
+        name = state.tool or ""
+        oracle = self.shared.oracle
+        if not oracle.has_tool(name):
+            raise _Fail(f"state-error: tool: unknown tool '{name}' (register it with the run's tools)")
+        tool_input = self._resolve_input(state, ctx)
+        effect = tool_class(name, self.shared.options.tool_effects, oracle.tool_effect(name))
+        request = ToolRequest(position=f"{position}/tool", machine=self.machine.name, state=state.id, name=name,
+                              input_json=json.dumps(tool_input, ensure_ascii=False, default=str), effect=effect,
+                              idempotent=state.idempotent)
+        observation = self._ask(request)
+        return _Executed(_observation_text(observation), external=True)
+
+    def _resolve_input(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
+        resolved: dict[str, Any] = {}
+        for key, value in state.input.items():
+            if isinstance(value, str):
+                whole = _WHOLE_PLACEHOLDER.match(value)
+                if whole:
+                    raw = lookup(ctx, whole.group(1))
+                    resolved[key] = "" if raw is None else copy.deepcopy(raw)
+                else:
+                    resolved[key] = render(value, ctx).text
+            else:
+                resolved[key] = copy.deepcopy(value)
+        return resolved
+
+    def _call(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str, in_branch: bool,
+              cost_limit: int | None) -> _Executed:
+        name = state.call or ""
+        registry = self.shared.registry
+        callee = registry.get(name)
+        if callee is None:
+            raise _Fail(f"state-error: call: unknown machine '{name}'")
+        inputs = self._resolve_input(state, ctx)
+        child_ctx = copy.deepcopy(dict(callee.context))
+        child_ctx.update(inputs)
+        tainted_inputs: set[str] = set()
+        reads_external = False
+        for key, value in state.input.items():
+            if isinstance(value, str):
+                roots = {root_key(m.group(1)) for m in PLACEHOLDER.finditer(value)}
+                if roots & taint.tainted:
+                    tainted_inputs.add(key)
+                if roots & taint.external:
+                    reads_external = True
+        literal_keys = {key for key, value in state.input.items() if not isinstance(value, str)}
+        child_tainted = tainted_inputs | initial_taint(callee.context, {k: child_ctx[k] for k in literal_keys},
+                                                      self.shared.options.trusted_keys)
+        if cost_limit is None and self.cost_limit is not None:
+            cost_limit = max(0, self.cost_limit - self.usage.total)
+        child = _MachineRun(
+            self.shared, callee, child_ctx, _Taint(set(child_tainted), set(child_tainted)), depth=self.depth + 1,
+            prefix=f"{position}/call:{name}", budget=callee.budget, cost_limit=cost_limit,
+            suspendable=self.suspendable and not in_branch, flow_tainted=self.flow_tainted,
+            can_ask=self.can_ask and not in_branch,
+        )
+        result = child._result("halt", "call-depth-exceeded") if child.depth > MAX_CALL_DEPTH else child.run()
+        usage = (result.usage["input_tokens"], result.usage["output_tokens"])
+        if result.status == "suspended":
+            raise _Suspended(result)
+        if result.status != "done":
+            raise _Fail(f"call-failed: {result.error}", policy="call-failed", usage=usage, sub_trace=result.trace,
+                        branch_text=result.error or "")
+        external = reads_external or reaches_tool_state(name, registry)
+        return _Executed(result.result, usage=usage, sub_trace=result.trace, external=external)
+
+    # -- fan-out -----------------------------------------------------------------
+
+    def _fan_out(self, state: State, position: str) -> _Executed:
+        ctx, taint = self.ctx, self.taint
+        item_tainted = item_external = False
+        if state.over is not None:
+            match = PLACEHOLDER.search(state.over)
+            if match is None:
+                raise _Fail(f"state-error: over: invalid expression {state.over!r} (expected {{{{path}}}})")
+            path = match.group(1)
+            items = lookup(ctx, path)
+            if items is None:
+                raise _Fail(f"state-error: over: path '{path}' not found in context")
+            if not isinstance(items, list):
+                raise _Fail(f"state-error: over: path '{path}' is not a list (got {type(items).__name__})")
+            item_tainted = root_key(path) in taint.tainted
+            item_external = root_key(path) in taint.external
+            branches = [(index, item) for index, item in enumerate(items)]
+        else:
+            branches = [(index, None) for index in range(state.sample or 0)]
+        count = len(branches)
+        if count == 0:
+            return _Executed([], external=item_external)
+        branch_taint = _Taint(set(taint.tainted), set(taint.external))
+        branch_taint.tainted.discard("index")
+        branch_taint.external.discard("index")
+        for flag, target in ((item_tainted, branch_taint.tainted), (item_external, branch_taint.external)):
+            if state.over is not None:
+                (target.add if flag else target.discard)("item")
+        share = None
+        if state.kind == "call" and self.cost_limit is not None:
+            share = max(1, (self.cost_limit - self.usage.total) // count)
+
+        def run_branch(branch: tuple[int, Any]) -> tuple[Any, str | None, tuple[int, int], Any, bool]:
+            index, item = branch
+            branch_ctx = dict(ctx)
+            branch_ctx["index"] = index
+            if state.over is not None:
+                branch_ctx["item"] = item
+            branch_position = f"{position}/branch:{index}"
+            try:
+                if state.kind == "generative":
+                    done = self._produce(state, branch_ctx, branch_taint, "", branch_position,
+                                         sampled=state.sample is not None, extra_external=item_external)
+                else:
+                    done = self._execute(state, branch_ctx, branch_taint, "", branch_position, True, share)
+            except _Fail as failure:
+                return f"[branch-error: {failure.branch_text}]", None, failure.usage, failure.sub_trace, False
+            except _Suspended as suspended:  # cannot happen: branches are not suspendable
+                return f"[branch-error: {suspended.result.error}]", None, (0, 0), None, False
+            return done.value, done.reasoning, done.usage, done.sub_trace, done.external
+
+        workers = max(1, min(self.shared.options.max_workers, count))
+        if workers == 1:
+            outcomes = [run_branch(branch) for branch in branches]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkl-branch") as pool:
+                outcomes = list(pool.map(run_branch, branches))
+        values = [outcome[0] for outcome in outcomes]
+        reasonings = [outcome[1] for outcome in outcomes] if state.reason else None
+        input_tokens = sum(outcome[2][0] for outcome in outcomes)
+        output_tokens = sum(outcome[2][1] for outcome in outcomes)
+        sub_traces = [outcome[3] for outcome in outcomes] if state.kind == "call" else None
+        external = item_external or any(outcome[4] for outcome in outcomes)
+        return _Executed(values, reasonings, (input_tokens, output_tokens), sub_traces, external)
+
+
+def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
+    if usage[0] or usage[1]:
+        cost = step.get("cost") or {"input_tokens": 0, "output_tokens": 0}
+        step["cost"] = {"input_tokens": cost["input_tokens"] + usage[0],
+                        "output_tokens": cost["output_tokens"] + usage[1]}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _observation_text(observation: Any) -> str:
+    if isinstance(observation, str):
+        return observation
+    if observation is None:
+        return ""
+    if isinstance(observation, (dict, list, bool, int, float)):
+        return json.dumps(observation, ensure_ascii=False, default=str)
+    return str(observation)
+
+
+def _strip_fence(text: str) -> str:
+    text = text.strip()
+    if text.startswith("```"):
+        text = text[3:]
+        if text.endswith("```"):
+            text = text[:-3]
+        if "\n" in text:
+            text = text.split("\n", 1)[1]
+    return text.strip()
+
+
+def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
+    try:
+        value = json.loads(_strip_fence(text))
+    except ValueError as exc:
+        raise _Fail(f"state-error: parse-{mode}: output is not valid JSON ({exc})", policy="state-error",
+                    usage=usage) from None
+    if mode == "list" and not isinstance(value, list):
+        raise _Fail(f"state-error: parse-list: output is JSON but not an array (got {_json_type(value)})",
+                    policy="state-error", usage=usage)
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "null" if value is None else type(value).__name__
+
+
+def _set_path(ctx: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    target = ctx
+    for part in parts[:-1]:
+        nested = target.get(part)
+        if not isinstance(nested, dict):
+            nested = {}
+            target[part] = nested
+        target = nested
+    target[parts[-1]] = value
+
+
+def run_machine(machine: Machine, oracle: Oracle, *, registry: Mapping[str, Machine] | None = None,
+                context: Mapping[str, Any] | None = None, input: Mapping[str, Any] | None = None,
+                options: RunOptions | None = None) -> RunResult:
+    """Run ``machine`` to done, halt or suspension.
+
+    ``context`` then ``input`` are host values laid over the machine's own
+    ``context:``; values that differ from the author's literals are tainted.
+    """
+    options = (options or RunOptions()).with_secret()
+    full_registry = dict(registry or {})
+    full_registry.setdefault(machine.name, machine)
+    ctx = copy.deepcopy(dict(machine.context))
+    for overlay in (context, input):
+        if overlay:
+            ctx.update(copy.deepcopy(dict(overlay)))
+    tainted = initial_taint(machine.context, ctx, options.trusted_keys)
+    shared = _Shared(oracle, full_registry, options, options.secret)
+    run = _MachineRun(
+        shared, machine, ctx, _Taint(set(tainted), set(tainted)), depth=0, prefix="root",
+        budget=options.max_steps if options.max_steps is not None else machine.budget,
+        cost_limit=options.cost_budget, suspendable=options.suspendable, flow_tainted=False, can_ask=True,
+    )
+    return run.run()

@@ -1,0 +1,64 @@
+"""Untrusted-data bookkeeping (LANGUAGE.md §6): provenance, tool classes, fence nonces."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from ..lang.model import Machine
+
+READ_ONLY_TOOLS = frozenset({
+    "calc", "search", "search_kb", "list_files", "read_file", "list_machines", "describe_machine", "read_machine",
+    "check_machine", "list_workspace", "read_workspace_file", "search_workspace", "ask_user",
+})
+EFFECTFUL_TOOLS = frozenset({"write_file", "send_reply", "write_machine", "run_machine", "update_task"})
+
+
+def tool_class(name: str, overrides: Mapping[str, str], declared: str | None) -> str:
+    """``read`` or ``effect``: run overrides, then the host's declaration, then the built-in table."""
+    if name in overrides:
+        return overrides[name]
+    if declared in ("read", "effect"):
+        return declared
+    return "read" if name in READ_ONLY_TOOLS else "effect"
+
+
+def initial_taint(literals: Mapping[str, Any], ctx: Mapping[str, Any], trusted: Collection[str]) -> set[str]:
+    """Keys whose value is not the author's literal: host-supplied, so tainted (and external)."""
+    return {key for key, value in ctx.items()
+            if key not in trusted and (key not in literals or literals[key] != value)}
+
+
+def reaches_tool_state(name: str, registry: Mapping[str, Machine]) -> bool:
+    """Whether machine ``name`` or any machine it names in a ``call:``, transitively, has a tool state."""
+    seen: set[str] = set()
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        machine = registry.get(current)
+        if machine is None:
+            continue
+        if machine.has_tool_state():
+            return True
+        pending.extend(machine.called_machines())
+    return False
+
+
+def fence_nonce(secret: bytes, position: str, values: Iterable[str]) -> str:
+    """A 12-hex-digit nonce, unguessable without the run secret, reproducible on replay.
+
+    Re-rolled (deterministically) while it occurs inside any fenced value, so a
+    value can never close its own fence.
+    """
+    texts = list(values)
+    attempt = 0
+    while True:
+        digest = hmac.new(secret, f"{position}#{attempt}".encode(), hashlib.sha256).hexdigest()[:12]
+        if not any(digest in text for text in texts):
+            return digest
+        attempt += 1

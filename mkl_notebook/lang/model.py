@@ -1,0 +1,116 @@
+"""The immutable model of an mkl machine (LANGUAGE.md §1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+END = "END"
+TIERS = ("fast", "balanced", "reasoning")
+SPEC_VERSIONS = ("0.2", "0.3", "0.4")
+
+StateKind = Literal["generative", "call", "tool"]
+Policy = Literal["ok", "repair", "escalate", "fail"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def is_otherwise(when: str) -> bool:
+    """``when: otherwise`` is the catch-all, compared case-insensitively and stripped."""
+    return when.strip().lower() == "otherwise"
+
+
+@dataclass(frozen=True)
+class Gate:
+    when: str
+    policy: Policy | None  # None only for unvalidated documents with no policy key
+    to: str | None = None
+    repair: int = 0
+    hook: str | None = None
+    ask: str | None = None
+    reply_to: str | None = None
+    line: int = 0
+
+    @property
+    def is_otherwise(self) -> bool:
+        return is_otherwise(self.when)
+
+    @property
+    def is_prose(self) -> bool:
+        """A gate decided by the judge: no hook and not a catch-all."""
+        return self.hook is None and not self.is_otherwise
+
+
+@dataclass(frozen=True)
+class OnError:
+    """One ``on_error:`` matcher of a tool state (an extension of this project)."""
+
+    match: str  # a regular expression searched in the error text; "" matches everything
+    retry: int = 0
+    route: str | None = None
+    fallback: Any = None
+    has_fallback: bool = False
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class State:
+    id: str
+    kind: StateKind
+    output: str
+    gates: tuple[Gate, ...]
+    structure: str | None = None
+    prompt: str = ""
+    execution: str | None = None
+    tier: str | None = None
+    reason: bool = False
+    accumulate: bool = False
+    sample: int | None = None
+    over: str | None = None
+    parse: str | None = None
+    max_visits: int | None = None
+    call: str | None = None
+    tool: str | None = None
+    input: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    idempotent: bool = True
+    on_error: tuple[OnError, ...] = ()
+    ask_human: bool = False
+    line: int = 0
+
+    @property
+    def is_fanout(self) -> bool:
+        return self.sample is not None or self.over is not None
+
+
+@dataclass(frozen=True)
+class Declaration:
+    name: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    entry: str
+    budget: int
+    states: Mapping[str, State]
+    default_tier: str = "balanced"
+    result: str | None = None
+    context: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    tools: tuple[Declaration, ...] = ()
+    hooks: tuple[Declaration, ...] = ()
+    mklang: str | None = None
+    source: str = ""
+    sha256: str = ""
+
+    def tier_of(self, state: State) -> str:
+        return state.tier or self.default_tier
+
+    def called_machines(self) -> tuple[str, ...]:
+        """Names this machine mentions in ``call:`` states, in document order, once each."""
+        return tuple(dict.fromkeys(s.call for s in self.states.values() if s.kind == "call" and s.call))
+
+    def has_tool_state(self) -> bool:
+        return any(s.kind == "tool" for s in self.states.values())

@@ -1,0 +1,196 @@
+"""The scripted oracle (LANGUAGE.md §8): canned LLM answers, hook verdicts and tool outputs.
+
+It lets machines run offline — in tests, in demos and with ``--script`` — with
+no model and no API key.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..engine.oracle import (
+    AwaitingHuman,
+    Effect,
+    HookRequest,
+    HumanReply,
+    JudgeAnswer,
+    JudgeRequest,
+    Oracle,
+    OracleError,
+    OracleRequest,
+    ProduceAnswer,
+    ProduceRequest,
+    ReplyRequest,
+    ToolRequest,
+)
+
+SCRIPTED_MODEL = "scripted"
+SCRIPT_KEYS = frozenset({"llm", "tools", "hooks", "replies"})
+
+
+class ScriptError(ValueError):
+    """A script file or mapping that does not have the shape of LANGUAGE.md §8."""
+
+
+class _Sequence:
+    """Values read in order; the last one repeats forever."""
+
+    def __init__(self, name: str, values: list[Any]) -> None:
+        self.name = name
+        self.values = list(values)
+        self.cursor = 0
+
+    def next(self) -> Any:
+        if not self.values:
+            raise OracleError(f"state-error: scripted '{self.name}' invoked with no values left")
+        value = self.values[min(self.cursor, len(self.values) - 1)]
+        self.cursor += 1
+        return value
+
+
+def _short(text: str) -> str:
+    return repr(text[:80])
+
+
+class ScriptedOracle(Oracle):
+    """Answers every request from a script; thread-safe for concurrent fan-out branches.
+
+    ``latency`` (seconds) makes every LLM and tool answer take that long, to
+    model a slow provider.  ``replies`` answers human gates in order (an
+    extension used by demos and scenario files); without one, a gate awaits a person.
+    """
+
+    def __init__(self, llm: Mapping[str, Any] | None = None, tools: Mapping[str, Any] | None = None,
+                 hooks: Mapping[str, Any] | None = None, *, replies: list[Any] | None = None,
+                 tool_effects: Mapping[str, Effect] | None = None, latency: float = 0.0) -> None:
+        llm = dict(llm or {})
+        self._lock = threading.Lock()
+        produce = llm.get("produce", [])
+        self._produce_map: dict[str, Any] | None = dict(produce) if isinstance(produce, Mapping) else None
+        self._produce_seq: list[Any] = list(produce) if isinstance(produce, list) else []
+        self._produce_cursor = 0
+        judge = llm.get("judge")
+        self._judge_unparseable = judge == "unparseable"
+        self._judge = list(judge) if isinstance(judge, list) else None
+        self._judge_cursor = 0
+        tokens = llm.get("tokens") or [0, 0]
+        if not isinstance(tokens, list) or len(tokens) != 2 or not all(
+                isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise ScriptError(f"llm.tokens must be a pair of whole numbers [in, out], got {tokens!r}")
+        self._tokens = (tokens[0], tokens[1])
+        self._hooks = {str(name): _Sequence(str(name), list(values) if isinstance(values, list) else [values])
+                       for name, values in (hooks or {}).items()}
+        self._tools: dict[str, _Sequence | dict[str, Any]] = {}
+        for name, spec in (tools or {}).items():
+            if isinstance(spec, Mapping):
+                self._tools[str(name)] = dict(spec)
+            else:
+                self._tools[str(name)] = _Sequence(str(name), list(spec) if isinstance(spec, list) else [spec])
+        self._replies = list(replies) if replies is not None else None
+        self._tool_effects = dict(tool_effects or {})
+        self.latency = latency
+        self.calls: dict[str, int] = {"produce": 0, "judge": 0, "hook": 0, "tool": 0, "reply": 0}
+
+    # -- Oracle ------------------------------------------------------------------
+
+    def has_hook(self, name: str) -> bool:
+        return name in self._hooks
+
+    def has_tool(self, name: str) -> bool:
+        return name in self._tools
+
+    def tool_effect(self, name: str) -> Effect | None:
+        return self._tool_effects.get(name)
+
+    def ask(self, request: OracleRequest) -> Any:
+        with self._lock:
+            self.calls[request.kind] += 1
+        if self.latency and request.kind in ("produce", "judge", "tool"):
+            time.sleep(self.latency)
+        if isinstance(request, ProduceRequest):
+            return self._produce(request)
+        if isinstance(request, JudgeRequest):
+            return self._judge_answer(request)
+        if isinstance(request, HookRequest):
+            with self._lock:
+                return bool(self._hooks[request.name].next())
+        if isinstance(request, ToolRequest):
+            return self._tool(request)
+        if isinstance(request, ReplyRequest):
+            with self._lock:
+                if not self._replies:
+                    raise AwaitingHuman(request.position)
+                return HumanReply(self._replies.pop(0), by="script")
+        raise OracleError(f"state-error: the scripted oracle cannot answer {request.kind} requests")
+
+    # -- answers -----------------------------------------------------------------
+
+    def _produce(self, request: ProduceRequest) -> ProduceAnswer:
+        user = request.user
+        with self._lock:
+            if self._produce_map is not None:
+                text = next((value for key, value in self._produce_map.items() if str(key) in user), None)
+                if text is None:
+                    raise OracleError(f"state-error: no scripted produce matches prompt {_short(user)}")
+            elif self._produce_cursor < len(self._produce_seq):
+                text = self._produce_seq[self._produce_cursor]
+                self._produce_cursor += 1
+            else:
+                text = "ok"
+        return ProduceAnswer(text=text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
+                             reasoning="thought" if request.reason else None,
+                             input_tokens=self._tokens[0], output_tokens=self._tokens[1], model=SCRIPTED_MODEL)
+
+    def _judge_answer(self, request: JudgeRequest) -> JudgeAnswer:
+        size = len(request.conditions)
+        if self._judge_unparseable:
+            return JudgeAnswer(None, raw="scripted", model=SCRIPTED_MODEL)
+        with self._lock:
+            if not self._judge:
+                return JudgeAnswer(size - 1, model=SCRIPTED_MODEL)
+            pick = self._judge[min(self._judge_cursor, len(self._judge) - 1)]
+            self._judge_cursor += 1
+        if isinstance(pick, str):
+            if pick.strip().lower() == "none":
+                return JudgeAnswer(size, model=SCRIPTED_MODEL)
+            raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
+        if isinstance(pick, bool) or not isinstance(pick, int):
+            raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
+        return JudgeAnswer(pick, model=SCRIPTED_MODEL)
+
+    def _tool(self, request: ToolRequest) -> str:
+        spec = self._tools[request.name]
+        if isinstance(spec, dict):
+            blob = request.input_json
+            for key, output in spec.items():
+                if str(key) in blob:
+                    return str(output)
+            raise OracleError(f"state-error: tool '{request.name}': no scripted output for input "
+                              f"{request.input_json}")
+        with self._lock:
+            return str(spec.next())
+
+
+def oracle_from_script(script: Mapping[str, Any], *, where: str = "script", **kwargs: Any) -> ScriptedOracle:
+    """Build a scripted oracle from the ``llm`` / ``tools`` / ``hooks`` keys of a mapping."""
+    llm = script.get("llm") or {}
+    if not isinstance(llm, Mapping):
+        raise ScriptError(f"{where}: 'llm' must be a mapping with produce/judge/tokens")
+    unknown = set(llm) - {"produce", "judge", "tokens"}
+    if unknown:
+        raise ScriptError(f"{where}: unknown key(s) under 'llm': {', '.join(sorted(map(str, unknown)))}")
+    produce = llm.get("produce", [])
+    if produce is not None and not isinstance(produce, (list, Mapping)):
+        raise ScriptError(f"{where}: llm.produce must be a list of answers or a map of prompt substrings")
+    for key in ("tools", "hooks"):
+        value = script.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise ScriptError(f"{where}: '{key}' must be a mapping of names to scripted values")
+    replies = script.get("replies")
+    if replies is not None and not isinstance(replies, list):
+        raise ScriptError(f"{where}: 'replies' must be a list of human replies")
+    return ScriptedOracle(llm, script.get("tools"), script.get("hooks"), replies=replies, **kwargs)
