@@ -44,7 +44,7 @@ def fmt(value: Any) -> str:
     """Render a context value as prompt text, capped at 20,000 characters."""
     text = _fmt_uncapped(value)
     if len(text) > VALUE_CAP:
-        return text[:VALUE_CAP] + TRUNCATION_MARK
+        return text[:VALUE_CAP - len(TRUNCATION_MARK)] + TRUNCATION_MARK
     return text
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+import warnings
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -84,6 +85,16 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+def _as_int(value: Any) -> int | None:
+    """The whole number a text like "12" spells, for lenient loading; None when it spells none."""
+    if not isinstance(value, str) or not value.strip().lstrip("-").isdigit():
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:  # digits int() refuses, such as "²", or too many of them
+        return None
+
+
 def _state_label(state_id: str) -> str:
     return f"state '{state_id}'"
 
@@ -116,9 +127,7 @@ class _MachineBuilder:
             return None
         value = mapping[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            coerced = None
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                coerced = int(value.strip())
+            coerced = _as_int(value)
             self.out.error("wrong-type", f"{owner}: '{key}' must be a whole number, not {_type_name(value)}",
                            mapping.at(key), state, key)
             return coerced
@@ -439,8 +448,10 @@ class _MachineBuilder:
                                    "takes match and one of retry, route, fallback)", item.at(key), sid, "on_error")
             match = self._text(item, "match", label, sid, "") or ""
             try:
-                re.compile(match)
-            except re.error as exc:
+                with warnings.catch_warnings():  # "possible nested set" and the like are not the user's problem here
+                    warnings.simplefilter("ignore")
+                    re.compile(match)
+            except (re.error, RecursionError, OverflowError) as exc:
                 self.out.error("bad-value", f"{label} item {index + 1}: 'match' is not a valid pattern ({exc})",
                                item.at("match"), sid, "on_error")
                 match = re.escape(match)

@@ -67,6 +67,7 @@ def _where(node: yaml.Node) -> Where:
 
 
 _MAX_NODES = 500_000
+_MAX_INT_BITS = 9_965  # about 3000 decimal digits; str() refuses ints over 4300 digits
 
 
 class _Builder:
@@ -90,9 +91,15 @@ class _Builder:
             items.item_where = [_where(child) for child in node.value]
             return items
         try:
-            return self._scalars.construct_object(node, deep=True)
+            value = self._scalars.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise YamlSyntaxError(str(getattr(exc, "problem", exc) or exc), _where(node)) from None
+        except (ValueError, TypeError, OverflowError) as exc:  # e.g. "2020-13-45" resolves as a timestamp
+            problem = f"the value {_short(node.value)!r} cannot be read ({str(exc)[:80]})"
+            raise YamlSyntaxError(problem, _where(node)) from None
+        if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+            raise YamlSyntaxError("a number has more than 3000 digits", _where(node))
+        return value
 
     def _mapping(self, node: yaml.MappingNode, depth: int) -> LocatedMap:
         result = LocatedMap()
@@ -112,6 +119,15 @@ class _Builder:
         return result
 
 
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _offset_where(text: str, offset: int) -> Where:
+    before = text[:offset]
+    return Where(before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1)
+
+
 def parse_located(text: str) -> Any:
     """Parse one YAML document, returning plain values with positions attached.
 
@@ -128,6 +144,9 @@ def parse_located(text: str) -> Any:
         raise YamlSyntaxError(str(exc) or "invalid YAML", None) from None
     except RecursionError:
         raise YamlSyntaxError("the document nests too deeply", None) from None
+    except UnicodeEncodeError as exc:  # lone surrogates cannot be handed to libyaml
+        raise YamlSyntaxError("the text contains an invalid character (a lone surrogate)",
+                              _offset_where(text, exc.start)) from None
     if node is None:
         return None
     try:

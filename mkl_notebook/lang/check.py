@@ -1,0 +1,216 @@
+"""Static findings about a machine document: structure (from the loader) plus its graph.
+
+``check`` never raises: whatever the text, the answer is a list of findings sorted by
+line.  Errors are what ``mkl check`` refuses; warnings are worth a look but legal.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from functools import cached_property
+
+from .findings import Finding, Severity
+from .loader import analyse
+from .located import LocatedMap, YamlSyntaxError, parse_located
+from .model import END, Gate, Machine, State
+
+BUILTIN_HOOKS = frozenset({"always_true", "always_false"})
+PARAMETRIC_HOOK_PREFIXES = ("eq:", "neq:")
+
+
+def check(text: str) -> list[Finding]:
+    """Every structural and graph finding about ``text``, sorted by line."""
+    if not isinstance(text, str):
+        return [Finding("error", "not-text", f"a machine document must be YAML text, not {type(text).__name__}")]
+    try:
+        machine, findings = analyse(text)
+        if machine is not None:
+            findings = findings + check_machine(machine)
+    except Exception as exc:  # a bug of ours must not become the user's traceback
+        return [Finding("error", "internal-error", f"the checker failed on this document ({type(exc).__name__}: "
+                        f"{str(exc)[:200]}); please report it")]
+    return _sorted(findings)
+
+
+def check_machine(machine: Machine) -> list[Finding]:
+    """The graph findings of an already-built machine, sorted by line."""
+    lines = _Lines(machine.source)
+    findings: list[Finding] = []
+    if machine.entry in machine.states:
+        findings += _path_findings(machine, lines)
+    for state in machine.states.values():
+        findings += _catch_all_findings(state)
+        findings += _max_visits_findings(state, lines)
+        findings += _declaration_findings(machine, state, lines)
+    return _sorted(findings)
+
+
+def _sorted(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: f.line or 0)
+
+
+class _Lines:
+    """Where keys sit in the source, for findings the model alone cannot place."""
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+
+    @cached_property
+    def _doc(self) -> LocatedMap | None:
+        try:
+            doc = parse_located(self._source)
+        except YamlSyntaxError:
+            return None
+        return doc if isinstance(doc, LocatedMap) else None
+
+    def top(self, key: str) -> tuple[int | None, int | None]:
+        doc = self._doc
+        if doc is None or key not in doc.key_where:
+            return None, None
+        where = doc.at(key)
+        return where.line, where.column
+
+    def state_key(self, state: State, key: str) -> tuple[int | None, int | None]:
+        states = self._doc.get("states") if self._doc is not None else None
+        body = states.get(state.id) if isinstance(states, LocatedMap) else None
+        if isinstance(body, LocatedMap) and key in body.key_where:
+            where = body.at(key)
+            return where.line, where.column
+        return state.line or None, None
+
+
+def _finding(severity: Severity, code: str, message: str, at: tuple[int | None, int | None],
+             state: str | None = None, key: str | None = None) -> Finding:
+    return Finding(severity, code, message, at[0], at[1], state, key)
+
+
+def _label(state: State) -> str:
+    return f"state '{state.id}'"
+
+
+# -- the graph -----------------------------------------------------------------
+
+
+def _is_edge(gate: Gate) -> bool:
+    return gate.policy != "fail" and gate.to is not None
+
+
+def _successors(machine: Machine, state: State) -> Iterator[str]:
+    for gate in state.gates:
+        if _is_edge(gate) and gate.to in machine.states:
+            yield gate.to  # type: ignore[misc]
+    for matcher in state.on_error:
+        if matcher.route in machine.states:
+            yield matcher.route  # type: ignore[misc]
+
+
+def _finishes(state: State) -> bool:
+    return any(_is_edge(gate) and gate.to == END for gate in state.gates)
+
+
+def _breadth_first(machine: Machine) -> dict[str, str | None]:
+    """Every state reachable from the entry, in order of distance, with the state it is first reached from."""
+    parents: dict[str, str | None] = {machine.entry: None}
+    queue = deque([machine.entry])
+    while queue:
+        current = queue.popleft()
+        for target in _successors(machine, machine.states[current]):
+            if target not in parents:
+                parents[target] = current
+                queue.append(target)
+    return parents
+
+
+def _path_to(parents: dict[str, str | None], state_id: str) -> list[str]:
+    path = [state_id]
+    while (parent := parents[path[-1]]) is not None:
+        path.append(parent)
+    return path[::-1]
+
+
+def _show_path(path: list[str]) -> str:
+    shown = path if len(path) <= 8 else [*path[:4], "...", *path[-3:]]
+    return " -> ".join([*shown, END])
+
+
+def _path_findings(machine: Machine, lines: _Lines) -> list[Finding]:
+    entry = machine.states[machine.entry]
+    parents = _breadth_first(machine)
+    findings = [
+        _finding("warning", "unreachable-state", f"{_label(state)} cannot be reached from the entry state "
+                 f"'{machine.entry}'; route a gate to it or remove it", (state.line or None, None), state.id)
+        for state in machine.states.values() if state.id not in parents
+    ]
+    nearest = next((sid for sid in parents if _finishes(machine.states[sid])), None)
+    if nearest is None:
+        findings.append(_finding(
+            "error", "no-path-to-end", f"no path from the entry state '{machine.entry}' reaches END: no reachable "
+            "state has a gate with 'to: END' (other than fail); add one", (entry.line or None, None), entry.id))
+        return findings
+    shortest = _path_to(parents, nearest)
+    if 1 <= machine.budget < len(shortest):
+        at = lines.top("budget")
+        findings.append(_finding(
+            "error", "budget-below-shortest-path", f"budget {machine.budget} is below the {len(shortest)} steps of "
+            f"the shortest path to END ({_show_path(shortest)}); raise budget to at least {len(shortest)}",
+            at if at[0] is not None else (entry.line or None, None), entry.id, "budget"))
+    return findings
+
+
+# -- per state -----------------------------------------------------------------
+
+
+def _catch_all_findings(state: State) -> list[Finding]:
+    if not state.gates:
+        return []
+    catch_alls = [gate for gate in state.gates if gate.is_otherwise]
+    at = (state.line or None, None)
+    if not catch_alls:
+        return [_finding("warning", "no-catch-all", f"{_label(state)} has no 'when: otherwise' gate, so the run "
+                         "halts no-gate-matched when no condition holds; add one as its last gate", at, state.id,
+                         "gates")]
+    if all(gate.policy == "repair" for gate in catch_alls):
+        return [_finding("warning", "repair-only-catch-all", f"{_label(state)}: its only 'when: otherwise' gate is "
+                         "a repair gate, which stops matching once its repairs are spent; add a final otherwise gate "
+                         "with then: ok, escalate or fail", (catch_alls[-1].line or None, None), state.id, "gates")]
+    return []
+
+
+def _max_visits_findings(state: State, lines: _Lines) -> list[Finding]:
+    if state.max_visits is None or state.max_visits < 1:
+        return []
+    at = lines.state_key(state, "max_visits")
+    return [
+        _finding("warning", "max-visits-under-repair", f"{_label(state)}: max_visits {state.max_visits} is at or "
+                 f"under the repair budget {gate.repair} of gate {index}, so the loop ceiling halts the run before "
+                 f"those repairs are spent; raise max_visits to at least {gate.repair + 1}", at, state.id,
+                 "max_visits")
+        for index, gate in enumerate(state.gates, start=1)
+        if gate.policy == "repair" and gate.repair >= 1 and gate.repair >= state.max_visits
+    ]
+
+
+def is_builtin_hook(name: str) -> bool:
+    """Hooks every run resolves without registration (LANGUAGE.md §3)."""
+    if name in BUILTIN_HOOKS:
+        return True
+    return any(name.startswith(prefix) and ":" in name[len(prefix):] for prefix in PARAMETRIC_HOOK_PREFIXES)
+
+
+def _declaration_findings(machine: Machine, state: State, lines: _Lines) -> list[Finding]:
+    findings = []
+    tools = {declaration.name for declaration in machine.tools}
+    if state.kind == "tool" and state.tool is not None and state.tool not in tools:
+        findings.append(_finding(
+            "warning", "undeclared-tool", f"{_label(state)} uses tool '{state.tool}', which the top-level 'tools:' "
+            f"list does not declare; add {{name: {state.tool}, description: ...}} to it",
+            lines.state_key(state, "tool"), state.id, "tool"))
+    hooks = {declaration.name for declaration in machine.hooks}
+    for index, gate in enumerate(state.gates, start=1):
+        if gate.hook is not None and gate.hook not in hooks and not is_builtin_hook(gate.hook):
+            findings.append(_finding(
+                "warning", "undeclared-hook", f"{_label(state)}, gate {index}: hook '{gate.hook}' is neither "
+                "declared in the top-level 'hooks:' list nor a built-in (always_true, always_false, eq:KEY:VALUE, "
+                f"neq:KEY:VALUE); declare it", (gate.line or None, None), state.id, "hook"))
+    return findings
