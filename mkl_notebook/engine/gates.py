@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..lang.interpolate import fmt
 from ..lang.model import Gate, State
 from .failure import StateFailure
-from .oracle import HookRequest, JudgeAnswer, JudgeRequest, OracleError, context_json
+from .oracle import HookRequest, JudgeAnswer, JudgeRequest, OracleError, RunInterrupted, context_json
 from .taint import fence_nonce
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ def _call_hook(run: _MachineRun, state: State, gate: Gate, index: int, output: s
             return bool(oracle.ask(request))
         except OracleError as exc:
             raise StateFailure(exc.error) from None
+        except RunInterrupted:
+            raise
         except Exception as exc:  # the host predicate raised: its message is the halt reason
             raise StateFailure(f"state-error: {exc}") from None
     verdict = _builtin_hook(name, run.ctx)
@@ -71,6 +73,8 @@ def _judge(run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output
         answer = run.shared.oracle.ask(request)
     except OracleError as exc:
         raise StateFailure(exc.error) from None
+    except RunInterrupted:
+        raise
     except Exception as exc:
         raise StateFailure(f"state-error: judge: {exc}") from None
     if not isinstance(answer, JudgeAnswer):

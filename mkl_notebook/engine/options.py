@@ -35,6 +35,7 @@ class RunOptions:
     secret: bytes = b""  # per-run secret for fence nonces; random when empty
     ask_human: bool = False  # let every generative state ask the person (extension)
     ask_limit: int = 3
+    retry_backoff: float = 0.5  # seconds before the first on_error retry; doubles each time
     observer: Callable[[str, dict[str, Any]], None] | None = None  # live progress events
 
     def with_secret(self) -> RunOptions:

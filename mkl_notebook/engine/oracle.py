@@ -12,7 +12,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 Effect = Literal["read", "effect"]
@@ -76,6 +76,8 @@ class ToolRequest:
     input_json: str
     effect: Effect
     idempotent: bool = True
+    attempt: int = 0
+    delay: float = 0.0  # seconds to wait before a live call (retry backoff); never spent on replay
 
     kind = "tool"
 
@@ -149,8 +151,26 @@ class OracleError(Exception):
         return self.error.removeprefix("state-error: ")
 
 
-class AwaitingHuman(Exception):
+class RunInterrupted(Exception):
+    """Stops the whole run at once; the engine never turns it into a halt or a branch marker."""
+
+
+class AwaitingHuman(RunInterrupted):
     """Raised by an oracle that has no reply yet for a :class:`ReplyRequest`."""
+
+
+class InDoubt(RunInterrupted):
+    """A non-idempotent tool call was started but never recorded as finished.
+
+    The run must not guess: a person says whether it completed, should be
+    retried, or the run should stop.
+    """
+
+    def __init__(self, position: str, tool: str, state: str) -> None:
+        super().__init__(f"tool '{tool}' at state '{state}' was started and may or may not have run")
+        self.position = position
+        self.tool = tool
+        self.state = state
 
 
 class Oracle(ABC):
@@ -199,24 +219,3 @@ class Usage:
 
 def context_json(ctx: Mapping[str, Any]) -> str:
     return json.dumps(ctx, ensure_ascii=False, sort_keys=False, default=str)
-
-
-__all__ = [
-    "AwaitingHuman",
-    "Effect",
-    "HookRequest",
-    "HumanReply",
-    "JudgeAnswer",
-    "JudgeRequest",
-    "Oracle",
-    "OracleError",
-    "OracleRequest",
-    "ProduceAnswer",
-    "ProduceRequest",
-    "ReplyRequest",
-    "ToolRequest",
-    "Usage",
-    "context_json",
-    "field",
-    "fingerprint",
-]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Status = Literal["done", "halt", "suspended"]
+Status = Literal["done", "halt", "suspended", "in_doubt"]
 
 
 @dataclass

@@ -28,6 +28,7 @@ from .oracle import (
     ProduceAnswer,
     ProduceRequest,
     ReplyRequest,
+    RunInterrupted,
     ToolRequest,
     Usage,
 )
@@ -55,6 +56,7 @@ class _Executed:
     sub_trace: list[dict[str, Any]] | None = None
     external: bool = False
     truncated: bool = False
+    route: str | None = None  # an on_error matcher sends the run here, bypassing the gates
 
 
 @dataclass
@@ -210,7 +212,19 @@ class _MachineRun:
             step["truncated"] = True
         self._deposit(state, executed)
         step["step"] = self.steps
+        if executed.route is not None:
+            return self._error_route(state, step, executed.route)
         return self._route(state, step, executed, position)
+
+    def _error_route(self, state: State, step: dict[str, Any], target: str) -> RunResult | str:
+        step.update(gate="on_error", gate_via="on_error", policy="route", to=target)
+        self._record(step)
+        if target == END:
+            return self._result("done", result=self.ctx.get(self.machine.result) if self.machine.result
+                                else self.last_value)
+        if target not in self.machine.states:
+            return self._halt(f"state-error: unknown state '{target}'", state.id)
+        return target
 
     def _deposit(self, state: State, executed: _Executed) -> None:
         key = state.output
@@ -361,7 +375,7 @@ class _MachineRun:
     def _ask(self, request: Any) -> Any:
         try:
             return self.shared.oracle.ask(request)
-        except (_Fail, _Suspended):
+        except (_Fail, _Suspended, RunInterrupted):
             raise
         except OracleError as exc:
             raise _Fail(exc.error) from None
@@ -373,13 +387,47 @@ class _MachineRun:
         oracle = self.shared.oracle
         if not oracle.has_tool(name):
             raise _Fail(f"state-error: tool: unknown tool '{name}' (register it with the run's tools)")
-        tool_input = self._resolve_input(state, ctx)
+        input_json = json.dumps(self._resolve_input(state, ctx), ensure_ascii=False, default=str)
         effect = tool_class(name, self.shared.options.tool_effects, oracle.tool_effect(name))
-        request = ToolRequest(position=f"{position}/tool", machine=self.machine.name, state=state.id, name=name,
-                              input_json=json.dumps(tool_input, ensure_ascii=False, default=str), effect=effect,
-                              idempotent=state.idempotent)
-        observation = self._ask(request)
-        return _Executed(_observation_text(observation), external=True)
+        retries_used: dict[int, int] = {}
+        attempt, delay = 0, 0.0
+        while True:
+            request = ToolRequest(position=f"{position}/tool" + (f"~{attempt}" if attempt else ""),
+                                  machine=self.machine.name, state=state.id, name=name, input_json=input_json,
+                                  effect=effect, idempotent=state.idempotent, attempt=attempt, delay=delay)
+            try:
+                return _Executed(_observation_text(oracle.ask(request)), external=True)
+            except (_Fail, _Suspended, RunInterrupted):
+                raise
+            except OracleError as exc:
+                error, halt = exc.detail, exc.error
+            except Exception as exc:  # the host tool raised: on_error decides, else its message halts the run
+                error = str(exc) or type(exc).__name__
+                halt = f"state-error: {error}"
+            handled = self._on_error(state, error, retries_used)
+            if handled is None:
+                raise _Fail(halt)
+            if isinstance(handled, _Executed):
+                return handled
+            attempt += 1
+            delay = handled
+
+    def _on_error(self, state: State, error: str, retries_used: dict[int, int]) -> _Executed | float | None:
+        """The first matching ``on_error`` matcher: a retry delay, a routed or fallback result, or None."""
+        for index, matcher in enumerate(state.on_error):
+            if not re.search(matcher.match, error):
+                continue
+            if matcher.retry:
+                used = retries_used.get(index, 0)
+                if used >= matcher.retry:
+                    continue  # retries spent: later matchers may still route or fall back
+                retries_used[index] = used + 1
+                return self.shared.options.retry_backoff * (2 ** used)
+            if matcher.route is not None:
+                return _Executed(f"[tool-error: {error}]", external=True, route=matcher.route)
+            if matcher.has_fallback:
+                return _Executed(_observation_text(matcher.fallback))
+        return None
 
     def _resolve_input(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
         resolved: dict[str, Any] = {}
@@ -483,8 +531,8 @@ class _MachineRun:
                     done = self._execute(state, branch_ctx, branch_taint, "", branch_position, True, share)
             except _Fail as failure:
                 return f"[branch-error: {failure.branch_text}]", None, failure.usage, failure.sub_trace, False
-            except _Suspended as suspended:  # cannot happen: branches are not suspendable
-                return f"[branch-error: {suspended.result.error}]", None, (0, 0), None, False
+            if done.route is not None:  # a branch cannot leave the fan-out: the routed error is its marker
+                return f"[branch-error: {str(done.value)[len('[tool-error: '):-1]}]", None, done.usage, None, True
             return done.value, done.reasoning, done.usage, done.sub_trace, done.external
 
         workers = max(1, min(self.shared.options.max_workers, count))

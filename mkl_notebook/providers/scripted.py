@@ -111,6 +111,8 @@ class ScriptedOracle(Oracle):
             self.calls[request.kind] += 1
         if self.latency and request.kind in ("produce", "judge", "tool"):
             time.sleep(self.latency)
+        if isinstance(request, ToolRequest) and request.delay:
+            time.sleep(request.delay)
         if isinstance(request, ProduceRequest):
             return self._produce(request)
         if isinstance(request, JudgeRequest):
