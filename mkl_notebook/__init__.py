@@ -6,3 +6,7 @@ Importing this package is cheap: nothing heavy (no litellm, no Jupyter) loads un
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+from .host import hook, tool
+
+__all__ = ["__version__", "hook", "tool"]

@@ -1,0 +1,52 @@
+"""The ``mkl`` command line: check, test, run, resume and list machines' runs.
+
+Exit codes: 0 done / no errors / all tests pass, 1 halt / check errors / a test
+failed, 2 load or usage error, 3 suspended, 4 in doubt.  Run-like commands end
+stdout with one JSON status line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from ..durable.envelope import EnvelopeError
+from ..durable.runs import RunStateError
+from ..durable.stores import StoreError
+from ..lang.findings import MachineError
+from ..testing import ScenarioFileError
+from . import check_cmd, run_cmd, test_cmd
+from .common import EXIT_USAGE, UsageFailure, emit_status
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"mkl: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mkl", description="Check, test and run mkl machines (mklang 0.4).")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    check_cmd.add_parser(commands)
+    test_cmd.add_parser(commands)
+    run_cmd.add_parsers(commands)
+    return parser
+
+
+USER_ERRORS = (UsageFailure, MachineError, ScenarioFileError, EnvelopeError, StoreError, RunStateError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except USER_ERRORS as exc:
+        print(f"mkl: error: {exc}", file=sys.stderr)
+        emit_status({"status": "error", "error": str(exc)})
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("mkl: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,36 @@
+"""``mkl check FILE``: static findings with line numbers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..lang.check import check
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_status
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("check", help="report static findings for a machine file")
+    parser.add_argument("file", help="a .mkl machine file")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
+        print(f"mkl: error: {path}: {reason}", file=sys.stderr)
+        emit_status({"status": "unreadable", "file": str(path)})
+        return EXIT_USAGE
+    findings = check(text)
+    for finding in findings:
+        print(f"{path}:{finding.line or 0}: {finding.severity}: {finding.message}")
+    errors = sum(1 for finding in findings if finding.severity == "error")
+    if not findings:
+        print(f"{path}: no findings")
+    emit_status({"status": "errors" if errors else "ok", "file": str(path), "errors": errors,
+                 "warnings": len(findings) - errors})
+    return EXIT_FAILED if errors else EXIT_OK

@@ -1,0 +1,108 @@
+"""What every ``mkl`` subcommand shares: exit codes, one-line usage errors, host-value parsing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..providers.scripted import ScriptedOracle, ScriptError, oracle_from_script
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SUSPENDED, EXIT_IN_DOUBT = 0, 1, 2, 3, 4
+STATUS_EXIT = {"done": EXIT_OK, "halt": EXIT_FAILED, "suspended": EXIT_SUSPENDED, "in_doubt": EXIT_IN_DOUBT}
+
+
+class UsageFailure(Exception):
+    """A mistake in how the command was called; printed as one line, exit 2."""
+
+
+def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` pairs into a nested mapping; dotted keys nest; values stay text."""
+    values: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise UsageFailure(f"--set expects KEY=VALUE (e.g. --set ticket.body=hello), got {item!r}")
+        target = values
+        parts = key.split(".")
+        for part in parts[:-1]:
+            nested = target.get(part)
+            if not isinstance(nested, dict):
+                nested = {}
+                target[part] = nested
+            target = nested
+        target[parts[-1]] = value
+    return values
+
+
+def parse_input(text: str | None) -> dict[str, Any]:
+    """``--input``: a JSON object, or ``@file.json``."""
+    if text is None:
+        return {}
+    source = "--input"
+    if text.startswith("@"):
+        source = text[1:]
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageFailure(f"--input {source}: cannot be read ({exc})") from None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageFailure(f"{source} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise UsageFailure(f"{source} must be a JSON object of context keys, not {type(value).__name__}")
+    return value
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_script(path: str) -> ScriptedOracle:
+    """A ``--script`` file of scripted oracles (LANGUAGE.md §8 keys, plus ``replies``)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageFailure(f"--script {path}: cannot be read ({exc})") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise UsageFailure(f"--script {path}: the YAML does not parse ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageFailure(f"--script {path}: must be a mapping with llm / tools / hooks")
+    unknown = set(data) - {"llm", "tools", "hooks", "replies"}
+    if unknown:
+        raise UsageFailure(f"--script {path}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+                           "(expected llm, tools, hooks, replies)")
+    try:
+        return oracle_from_script(data, where=f"--script {path}")
+    except ScriptError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def emit_status(status: dict[str, Any]) -> None:
+    """The last stdout line of every run-like command: one JSON object."""
+    print(json.dumps(status, ensure_ascii=False, default=str))

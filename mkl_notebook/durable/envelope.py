@@ -1,0 +1,149 @@
+"""The checkpoint envelope: one versioned JSON document that carries a whole run.
+
+It is what a notebook embeds, what ``--checkpoint PATH`` writes and what
+``mkl resume FILE`` reads.  Loading is JSON only (nothing is unpickled or
+imported) and every envelope is verified against a digest chained over its
+records, so a damaged or edited file is refused instead of half-trusted.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from .records import FORMAT, canonical
+
+COMPRESS_OVER = 16_384  # bytes of journal JSON above which it is stored compressed
+MAX_JOURNAL_BYTES = 512 * 1024 * 1024
+HEADER_KEYS = ("format", "package", "run_id", "machine", "status", "error", "at", "ask", "reply_to", "question",
+               "options", "machines", "calls")
+MIME_TYPE = "application/vnd.mkl.run+json"
+
+
+class EnvelopeError(ValueError):
+    """An envelope that cannot be trusted or read; the message says what and where."""
+
+
+def _chain(records: list[dict[str, Any]]) -> hashlib._Hash:
+    digest = hashlib.sha256(FORMAT.encode())
+    for record in records:
+        digest = hashlib.sha256(digest.digest() + canonical(record).encode("utf-8"))
+    return digest
+
+
+def _digest(header: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    chained = _chain(records).digest()
+    return hashlib.sha256(chained + canonical(header).encode("utf-8")).hexdigest()
+
+
+def build(header: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """An envelope for ``records`` with the given header fields (status, machines, …)."""
+    head = {key: header.get(key) for key in HEADER_KEYS if key not in ("format", "package")}
+    head = {"format": FORMAT, "package": f"mkl-notebook {__version__}", **head}
+    text = json.dumps(records, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text) > COMPRESS_OVER:
+        packed = base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+        journal: dict[str, Any] = {"encoding": "zlib+base64", "count": len(records), "data": packed}
+    else:
+        journal = {"encoding": "json", "count": len(records), "records": records}
+    return {**head, "journal": journal, "digest": _digest(head, records)}
+
+
+def _records(journal: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(journal, dict):
+        raise EnvelopeError(f"{where}: the checkpoint has no journal")
+    encoding = journal.get("encoding")
+    if encoding == "json":
+        records = journal.get("records")
+    elif encoding == "zlib+base64":
+        data = journal.get("data")
+        if not isinstance(data, str):
+            raise EnvelopeError(f"{where}: the checkpoint's journal data is missing")
+        try:
+            inflater = zlib.decompressobj()
+            raw = inflater.decompress(base64.b64decode(data, validate=True), MAX_JOURNAL_BYTES)
+            if inflater.unconsumed_tail:
+                raise EnvelopeError(f"{where}: the checkpoint's journal is larger than {MAX_JOURNAL_BYTES} bytes")
+            records = json.loads(raw.decode("utf-8"))
+        except EnvelopeError:
+            raise
+        except (ValueError, zlib.error, UnicodeDecodeError) as exc:
+            raise EnvelopeError(f"{where}: the checkpoint's journal is damaged ({exc})") from None
+    else:
+        raise EnvelopeError(f"{where}: unknown journal encoding {encoding!r}")
+    if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+        raise EnvelopeError(f"{where}: the checkpoint's journal is not a list of records")
+    if journal.get("count") != len(records):
+        raise EnvelopeError(f"{where}: the checkpoint's journal is truncated ({len(records)} of "
+                            f"{journal.get('count')} records)")
+    if not records or records[0].get("t") != "start":
+        raise EnvelopeError(f"{where}: the checkpoint's journal does not begin with a start record")
+    return records
+
+
+def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Check an envelope's format and digest; return its header and records."""
+    if not isinstance(envelope, dict):
+        raise EnvelopeError(f"{where}: is not an mkl run checkpoint (expected a JSON object)")
+    if envelope.get("format") != FORMAT:
+        found = envelope.get("format")
+        raise EnvelopeError(f"{where}: is not an mkl run checkpoint of format {FORMAT} (found {found!r})")
+    records = _records(envelope.get("journal"), where)
+    header = {key: envelope.get(key) for key in HEADER_KEYS}
+    if not isinstance(header["run_id"], str):
+        raise EnvelopeError(f"{where}: the checkpoint names no run id")
+    if envelope.get("digest") != _digest({k: v for k, v in header.items()}, records):
+        raise EnvelopeError(f"{where}: the checkpoint's digest does not match its contents; it was changed or "
+                            "damaged, so it is not used")
+    return header, records
+
+
+def loads(data: bytes | str, where: str = "checkpoint") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    try:
+        envelope = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EnvelopeError(f"{where}: is not valid JSON ({exc})") from None
+    return verify(envelope, where)
+
+
+def dumps(envelope: dict[str, Any]) -> str:
+    return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def read_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EnvelopeError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return loads(data, str(path))
+
+
+def write_private(path: str | Path, text: str) -> None:
+    """Replace ``path`` atomically with ``text``, readable by its owner only."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def write_file(path: str | Path, envelope: dict[str, Any]) -> None:
+    write_private(path, dumps(envelope))

@@ -1,0 +1,191 @@
+"""The replay oracle: answers from the journal when the request is unchanged, else asks anew.
+
+Wrapped around any live oracle, it makes a run a pure function of its journal:
+resume after suspension, resume after a crash, an instant re-run and an
+edit-and-rerun are all the same operation — run from the top again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine.oracle import (
+    AwaitingHuman,
+    Effect,
+    InDoubt,
+    Oracle,
+    OracleError,
+    OracleRequest,
+    ReplyRequest,
+    RunInterrupted,
+    ToolRequest,
+    fingerprint,
+)
+from .records import answer_usage, decode_answer, encode_answer
+
+SETUP_KEYS = ("root", "machines", "input", "context", "options")
+
+
+class RecordedFailure(Exception):
+    """A host tool or hook raised; the failure is journaled and raised again on replay."""
+
+
+@dataclass
+class JournalIndex:
+    """What the records say, by position (later records win)."""
+
+    start: dict[str, Any]
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tools_seen: set[str] = field(default_factory=set)
+    hooks_seen: set[str] = field(default_factory=set)
+    last: dict[str, Any] | None = None  # the latest suspend or finish record
+    overrides: dict[str, Any] = field(default_factory=dict)  # budgets given at resume
+    setup: dict[str, Any] = field(default_factory=dict)  # root, machines, input, context, options now in force
+
+    @property
+    def machines(self) -> dict[str, Any]:
+        return self.setup.get("machines") or {}
+
+    @classmethod
+    def build(cls, records: list[dict[str, Any]]) -> JournalIndex:
+        if not records or records[0].get("t") != "start":
+            raise ValueError("the journal does not begin with a start record")
+        index = cls(start=records[0], setup={key: records[0].get(key) for key in SETUP_KEYS})
+        for record in records[1:]:
+            index.add(record)
+        return index
+
+    def add(self, record: dict[str, Any]) -> None:
+        kind = record.get("t")
+        position = record.get("pos")
+        if kind == "answer":
+            self.answers[position] = record
+            self.open_intents.pop(position, None)
+            self.resolutions.pop(position, None)
+            if record.get("kind") == "tool":
+                self.tools_seen.add(record.get("name", ""))
+            elif record.get("kind") == "hook":
+                self.hooks_seen.add(record.get("name", ""))
+        elif kind == "intent":
+            self.open_intents[position] = record
+            self.resolutions.pop(position, None)
+        elif kind == "resolve":
+            self.resolutions[position] = record
+        elif kind == "reply":
+            self.replies[position] = record
+        elif kind in ("suspend", "finish"):
+            self.last = record
+        elif kind == "resume":
+            self.overrides.update({k: v for k, v in record.items() if k in ("max_steps", "cost_budget")})
+        elif kind == "rerun":
+            self.setup.update({key: record[key] for key in SETUP_KEYS if key in record})
+            self.overrides = {}
+
+
+class ReplayOracle(Oracle):
+    """Replays recorded answers whose request fingerprint matches; records every new one before using it."""
+
+    def __init__(self, inner: Oracle, journal: JournalIndex, append: Callable[[dict[str, Any]], None]) -> None:
+        self.inner = inner
+        self.journal = journal
+        self._append = append
+        self._lock = threading.Lock()
+        self.made = 0
+        self.replayed = 0
+        self.invalidated = 0
+
+    def _record(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._append(record)  # durable before the answer is used
+            self.journal.add(record)
+
+    def has_hook(self, name: str) -> bool:
+        return self.inner.has_hook(name) or name in self.journal.hooks_seen
+
+    def has_tool(self, name: str) -> bool:
+        return self.inner.has_tool(name) or name in self.journal.tools_seen
+
+    def tool_effect(self, name: str) -> Effect | None:
+        return self.inner.tool_effect(name)
+
+    def ask(self, request: OracleRequest) -> Any:
+        if isinstance(request, ReplyRequest):
+            return self._reply(request)
+        position = request.position
+        print_ = fingerprint(request)
+        recorded = self.journal.answers.get(position)
+        if recorded is not None:
+            if recorded.get("fp") == print_:
+                with self._lock:
+                    self.replayed += 1
+                if "error" in recorded:
+                    raise RecordedFailure(recorded["error"])
+                return decode_answer(request.kind, recorded.get("answer", {}), recorded.get("usage"))
+            self._record({"t": "invalidated", "pos": position, "old": recorded.get("fp"), "new": print_})
+            with self._lock:
+                self.invalidated += 1
+        if isinstance(request, ToolRequest) and not request.idempotent:
+            resolved = self._guard_effect(request, print_)
+            if resolved is not None:
+                return resolved
+        return self._call(request, print_)
+
+    def _guard_effect(self, request: ToolRequest, print_: str) -> Any:
+        """Journal the intent of a non-idempotent call; an unfinished earlier intent is in doubt."""
+        position = request.position
+        if position in self.journal.open_intents:
+            resolution = self.journal.resolutions.get(position)
+            action = resolution.get("action") if resolution else None
+            if action is None:
+                raise InDoubt(position, request.name, request.state)
+            if action == "completed":
+                value = resolution.get("value")
+                self._record({"t": "answer", "pos": position, "fp": print_, "kind": "tool", "name": request.name,
+                              "answer": {"value": value}, "resolved": True})
+                return value
+            if action == "abort":
+                raise OracleError(f"state-error: tool '{request.name}' was stopped after an in-doubt call")
+        self._record({"t": "intent", "pos": position, "fp": print_, "name": request.name})
+        return None
+
+    def _call(self, request: OracleRequest, print_: str) -> Any:
+        with self._lock:
+            self.made += 1
+        try:
+            answer = self.inner.ask(request)
+        except (RunInterrupted, OracleError):
+            raise  # provider outages and script misses are not journaled: a resume tries again
+        except Exception as exc:
+            if request.kind not in ("tool", "hook"):
+                raise
+            message = str(exc) or type(exc).__name__
+            self._record({"t": "answer", "pos": request.position, "fp": print_, "kind": request.kind,
+                          "name": request.name, "error": message})
+            raise RecordedFailure(message) from None
+        record: dict[str, Any] = {"t": "answer", "pos": request.position, "fp": print_, "kind": request.kind,
+                                  "answer": encode_answer(request.kind, answer)}
+        usage = answer_usage(request.kind, answer)
+        if usage:
+            record["usage"] = usage
+        if request.kind in ("tool", "hook"):
+            record["name"] = request.name
+        self._record(record)
+        return answer
+
+    def _reply(self, request: ReplyRequest) -> Any:
+        recorded = self.journal.replies.get(request.position)
+        if recorded is not None:
+            return decode_answer("reply", recorded, None)
+        answer = self.inner.ask(request)  # raises AwaitingHuman unless the host has a reply ready
+        if answer is None:
+            raise AwaitingHuman(request.position)
+        record = {"t": "reply", "pos": request.position, "reply_to": request.reply_to,
+                  **encode_answer("reply", answer)}
+        self._record(record)
+        return answer

@@ -1,0 +1,248 @@
+"""Where journals live: a small store protocol, an SQLite store and an in-memory store.
+
+Every append is committed before the answer it carries is used, so a process
+that dies loses at most the call in flight.  One writer per run: a lease held
+through an OS file lock (released by the kernel if the holder dies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .records import canonical
+
+DEFAULT_STORE = Path(".mkl") / "runs.sqlite"
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$")
+
+
+class StoreError(Exception):
+    """A store that cannot be used (corrupt file, unwritable folder); one clear sentence."""
+
+
+class RunBusy(StoreError):
+    """Another process or thread is already advancing this run."""
+
+
+class UnknownRun(StoreError):
+    pass
+
+
+def check_run_id(run_id: str) -> str:
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+        raise StoreError(f"run id {run_id!r} is not usable: use 1-80 letters, digits, '-', '_', '.' or ':', "
+                         "starting with a letter or digit")
+    return run_id
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    machine: str
+    status: str
+    error: str | None
+    at: str | None
+    updated: float
+
+
+class RunStore(Protocol):
+    def create(self, run_id: str, start: dict[str, Any]) -> None: ...
+    def append(self, run_id: str, record: dict[str, Any]) -> None: ...
+    def read(self, run_id: str) -> list[dict[str, Any]]: ...
+    def exists(self, run_id: str) -> bool: ...
+    def delete(self, run_id: str) -> None: ...
+    def runs(self) -> list[RunSummary]: ...
+    def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None: ...
+    def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]: ...
+
+
+class MemoryStore:
+    """A store for tests and throwaway runs; nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, list[str]] = {}
+        self._status: dict[str, RunSummary] = {}
+        self._lock = threading.Lock()
+        self._leased: set[str] = set()
+
+    def create(self, run_id: str, start: dict[str, Any]) -> None:
+        with self._lock:
+            self._records[run_id] = [canonical(start)]
+            self._status[run_id] = RunSummary(run_id, start.get("root", ""), "running", None, None, time.time())
+
+    def append(self, run_id: str, record: dict[str, Any]) -> None:
+        text = canonical(record)
+        with self._lock:
+            self._records[run_id].append(text)
+
+    def read(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            if run_id not in self._records:
+                raise UnknownRun(f"no run '{run_id}' in this store")
+            return [json.loads(text) for text in self._records[run_id]]
+
+    def exists(self, run_id: str) -> bool:
+        return run_id in self._records
+
+    def delete(self, run_id: str) -> None:
+        with self._lock:
+            self._records.pop(run_id, None)
+            self._status.pop(run_id, None)
+
+    def runs(self) -> list[RunSummary]:
+        return sorted(self._status.values(), key=lambda summary: summary.updated)
+
+    def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None:
+        with self._lock:
+            previous = self._status.get(run_id)
+            machine = previous.machine if previous else ""
+            self._status[run_id] = RunSummary(run_id, machine, status, error, at, time.time())
+
+    @contextlib.contextmanager
+    def lease(self, run_id: str) -> Iterator[None]:
+        with self._lock:
+            if run_id in self._leased:
+                raise RunBusy(f"run '{run_id}' is already being advanced; wait for it to finish")
+            self._leased.add(run_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._leased.discard(run_id)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, machine TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
+    status TEXT NOT NULL, error TEXT, at TEXT
+);
+CREATE TABLE IF NOT EXISTS records (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq)
+);
+"""
+
+
+@contextlib.contextmanager
+def file_lease(lock_path: Path, what: str) -> Iterator[None]:
+    """An exclusive, non-blocking OS lock; the kernel drops it if the holder dies."""
+    import fcntl
+
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusy(f"{what} is already being advanced by another process; wait for it or stop it") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+class SQLiteStore:
+    """The default store: ``.mkl/runs.sqlite`` in WAL mode, one committed row per record.
+
+    ``durability="process"`` (default) survives a killed process; ``"power"``
+    also fsyncs every append, to survive losing the machine.
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_STORE, *, durability: str = "process") -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durability == 'power' else 'NORMAL'}")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: is not a usable run store ({exc})") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot be opened ({exc.strerror or exc})") from None
+        with contextlib.suppress(OSError):
+            os.chmod(self.path, 0o600)
+        self._lock = threading.Lock()
+        self._next_seq: dict[str, int] = {}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+
+    def create(self, run_id: str, start: dict[str, Any]) -> None:
+        now = time.time()
+        with self._lock:
+            self._execute("BEGIN IMMEDIATE")
+            try:
+                self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+                self._execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
+                              (run_id, start.get("root", ""), now, now))
+                self._execute("INSERT INTO records VALUES (?, 0, ?)", (run_id, canonical(start)))
+                self._execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._next_seq[run_id] = 1
+
+    def append(self, run_id: str, record: dict[str, Any]) -> None:
+        body = canonical(record)
+        with self._lock:
+            seq = self._next_seq.get(run_id)
+            if seq is None:
+                row = self._execute("SELECT COALESCE(MAX(seq), -1) FROM records WHERE run_id = ?",
+                                    (run_id,)).fetchone()
+                seq = row[0] + 1
+            self._execute("INSERT INTO records VALUES (?, ?, ?)", (run_id, seq, body))
+            self._next_seq[run_id] = seq + 1
+
+    def read(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._execute("SELECT body FROM records WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+            self._next_seq[run_id] = len(rows)
+        if not rows:
+            raise UnknownRun(f"no run '{run_id}' in {self.path}")
+        try:
+            return [json.loads(body) for (body,) in rows]
+        except ValueError as exc:
+            raise StoreError(f"{self.path}: run '{run_id}' has a damaged record ({exc})") from None
+
+    def exists(self, run_id: str) -> bool:
+        with self._lock:
+            return self._execute("SELECT 1 FROM records WHERE run_id = ? LIMIT 1", (run_id,)).fetchone() is not None
+
+    def delete(self, run_id: str) -> None:
+        with self._lock:
+            self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+            self._execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            self._next_seq.pop(run_id, None)
+
+    def runs(self) -> list[RunSummary]:
+        with self._lock:
+            rows = self._execute("SELECT id, machine, status, error, at, updated FROM runs ORDER BY updated").fetchall()
+        return [RunSummary(*row) for row in rows]
+
+    def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None:
+        with self._lock:
+            self._execute("UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
+                          (status, error, at, time.time(), run_id))
+
+    def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]:
+        digest = hashlib.sha256(f"{self.path.resolve()}\0{run_id}".encode()).hexdigest()[:24]
+        return file_lease(self.path.parent / "locks" / f"{digest}.lock", f"run '{run_id}'")

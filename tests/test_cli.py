@@ -1,0 +1,181 @@
+"""The `mkl` command as a user types it: exit codes, one-line errors, a JSON status line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs write their journal to .mkl/ in the working folder: keep it out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
+def mkl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, check=False)
+
+
+def status_line(completed: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def broken(tmp_path: Path) -> Path:
+    path = tmp_path / "broken.mkl"
+    path.write_text("machine: b\nentry: a\nbudget: 3\nstates:\n  a:\n    tool: t\n    tier: fast\n"
+                    "    output: o\n    gates: [{ when: otherwise, then: ok, to: nowhere }]\n", encoding="utf-8")
+    return path
+
+
+def test_check_clean_machine_exits_zero() -> None:
+    completed = mkl("check", str(EXAMPLES / "refund.mkl"))
+    assert completed.returncode == 0
+    assert status_line(completed)["errors"] == 0
+
+
+def test_check_reports_errors_with_line_numbers(broken: Path) -> None:
+    completed = mkl("check", str(broken))
+    assert completed.returncode == 1
+    assert f"{broken}:7: error:" in completed.stdout  # `tier` on a tool state
+    assert "nowhere" in completed.stdout
+    assert status_line(completed)["status"] == "errors"
+
+
+def test_check_unreadable_file_exits_two(tmp_path: Path) -> None:
+    completed = mkl("check", str(tmp_path / "missing.mkl"))
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    assert "missing.mkl" in completed.stderr
+
+
+def test_run_offline_to_done() -> None:
+    completed = mkl("run", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.script.yaml"),
+                    "--set", "ticket=Broken parcel A-1001")
+    assert completed.returncode == 0, completed.stderr
+    status = status_line(completed)
+    assert status["status"] == "done"
+    assert "approved" in status["result"]
+    assert status["usage"] == {"input_tokens": 240, "output_tokens": 80}
+
+
+def test_run_with_hitl_suspends_with_the_authored_question() -> None:
+    completed = mkl("run", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.script.yaml"),
+                    "--hitl", "--set", "ticket=Broken parcel")
+    assert completed.returncode == 3
+    status = status_line(completed)
+    assert status["status"] == "suspended"
+    assert status["ask"] == "The draft promises a refund. Approve sending it?"
+    assert status["reply_to"] == "approval.answer"
+    assert status["at"] == "send"
+
+
+def test_run_halt_exits_one(tmp_path: Path) -> None:
+    machine = tmp_path / "loop.mkl"
+    machine.write_text("mklang: '0.4'\nmachine: loop\nentry: a\nbudget: 3\nstates:\n  a:\n    structure: s\n"
+                       "    prompt: again\n    output: o\n    gates: [{ when: otherwise, then: ok, to: a }]\n")
+    script = tmp_path / "script.yaml"
+    script.write_text("llm: { produce: [] }\n")
+    completed = mkl("run", str(machine), "--script", str(script))
+    assert completed.returncode == 1
+    status = status_line(completed)
+    assert status["error"] == "budget-exhausted"
+    assert "most visited: a (3 entries)" in completed.stdout
+
+
+def test_run_budget_suspends_with_suspend_flag(tmp_path: Path) -> None:
+    machine = tmp_path / "loop.mkl"
+    machine.write_text("machine: loop\nentry: a\nbudget: 2\nstates:\n  a:\n    structure: s\n"
+                       "    prompt: again\n    output: o\n    gates: [{ when: otherwise, then: ok, to: a }]\n")
+    script = tmp_path / "script.yaml"
+    script.write_text("llm: { produce: [] }\n")
+    completed = mkl("run", str(machine), "--script", str(script), "--suspend")
+    assert completed.returncode == 3
+    assert status_line(completed)["error"] == "budget-exhausted"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--set", "novalue"], "--set expects KEY=VALUE"),
+    (["--input", "{not json"], "--input is not valid JSON"),
+    (["--input", "[1, 2]"], "must be a JSON object"),
+    (["--max-steps", "0"], "at least 1"),
+])
+def test_run_usage_errors_are_one_line(args: list[str], message: str) -> None:
+    completed = mkl("run", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.script.yaml"), *args)
+    assert completed.returncode == 2
+    assert message in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_run_without_a_model_says_what_to_do() -> None:
+    completed = mkl("run", str(EXAMPLES / "refund.mkl"))
+    assert completed.returncode == 2
+    assert "--script" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_run_refuses_an_invalid_machine_with_its_line(broken: Path) -> None:
+    completed = mkl("run", str(broken), "--script", str(EXAMPLES / "refund.script.yaml"))
+    assert completed.returncode == 2
+    assert "line 7" in completed.stderr
+    assert "'tier'" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_run_refuses_yaml_that_does_not_parse(tmp_path: Path) -> None:
+    path = tmp_path / "bad.mkl"
+    path.write_text("machine: x\nstates: [unclosed\n")
+    completed = mkl("run", str(path), "--script", str(EXAMPLES / "refund.script.yaml"))
+    assert completed.returncode == 2
+    assert "does not parse" in completed.stderr
+    assert "line " in completed.stderr
+
+
+def test_scenarios_pass() -> None:
+    completed = mkl("test", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.test.yaml"))
+    assert completed.returncode == 0
+    assert completed.stdout.splitlines() == ["PASS refund-escalates-for-approval",
+                                             "PASS missing-order-number-is-repaired", "2 passed, 0 failed"]
+
+
+def test_failing_scenario_says_why(tmp_path: Path) -> None:
+    scenarios = tmp_path / "s.test.yaml"
+    scenarios.write_text("scenarios:\n  - name: wrong\n    input: { ticket: x }\n    tools: { order_lookup: ['{}'] }\n"
+                         "    expect: { status: halt }\n  - name: no-expect\n")
+    completed = mkl("test", str(EXAMPLES / "refund.mkl"), "--script", str(scenarios))
+    assert completed.returncode == 1
+    lines = completed.stdout.splitlines()
+    assert lines[0].startswith("FAIL wrong: status: expected 'halt', got 'done'")
+    assert lines[1].startswith("FAIL no-expect:")
+    assert lines[-1] == "0 passed, 2 failed"
+
+
+def test_test_usage_error(tmp_path: Path) -> None:
+    completed = mkl("test", str(EXAMPLES / "refund.mkl"))
+    assert completed.returncode == 2
+    assert "--script" in completed.stderr
+    missing = mkl("test", "--case", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2
+    assert "Traceback" not in missing.stderr
+
+
+def test_sibling_machines_form_the_registry(tmp_path: Path) -> None:
+    (tmp_path / "child.mkl").write_text("machine: child\nentry: s\nbudget: 2\nstates:\n  s:\n    structure: s\n"
+                                        "    prompt: inner {{topic}}\n    output: o\n"
+                                        "    gates: [{ when: otherwise, then: ok, to: END }]\n")
+    (tmp_path / "parent.mkl").write_text("machine: parent\nentry: c\nbudget: 2\nstates:\n  c:\n    call: child\n"
+                                         "    input: { topic: cats }\n    output: sub\n"
+                                         "    gates: [{ when: otherwise, then: ok, to: END }]\n")
+    (tmp_path / "p.test.yaml").write_text("scenarios:\n  - name: calls-child\n"
+                                          "    llm: { produce: { 'inner cats': meow } }\n"
+                                          "    expect: { status: done, result: meow }\n")
+    completed = mkl("test", str(tmp_path / "parent.mkl"), "--script", str(tmp_path / "p.test.yaml"))
+    assert completed.returncode == 0, completed.stdout
