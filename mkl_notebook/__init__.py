@@ -1,12 +1,52 @@
 """mkl_notebook: run mkl (mklang 0.4) LLM state machines in Jupyter, durably, with human approval forms.
 
-Importing this package is cheap: nothing heavy (no litellm, no Jupyter) loads until used.
+Importing this package is cheap: Jupyter pieces load with ``%load_ext mkl_notebook``
+and litellm only when a real model is first called.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING, Any
 
 from .host import hook, tool
 
-__all__ = ["__version__", "hook", "tool"]
+if TYPE_CHECKING:
+    from .lang.model import Machine
+    from .notebook.session import Run
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "define", "get_run", "hook", "load_ipython_extension", "run", "tool",
+           "unload_ipython_extension"]
+
+
+def define(source: str) -> Machine:
+    """Define (or redefine) the machine written in ``source`` (YAML) for this session."""
+    from .notebook.session import current_session
+
+    return current_session().define(source)
+
+
+def run(name: str, **options: Any) -> Run:
+    """Run (or replay) machine ``name``; see :meth:`mkl_notebook.notebook.session.Session.run` for options."""
+    from .notebook.session import current_session
+
+    return current_session().run(name, **options)
+
+
+def get_run(run_id: str) -> Run:
+    """A run of this session, its store, or the notebook's saved checkpoints."""
+    from .notebook.session import current_session
+
+    return current_session().get_run(run_id)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from .notebook.magics import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    magics = ipython.magics_manager.magics
+    magics["line"].pop("mkl", None)
+    magics["cell"].pop("mkl", None)

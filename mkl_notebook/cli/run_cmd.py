@@ -10,6 +10,7 @@ from typing import Any
 
 from ..durable import envelope, runs
 from ..durable.records import canonical
+from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore, file_lease
 from ..engine.options import RunOptions
 from ..engine.oracle import Oracle, OracleError
@@ -17,6 +18,10 @@ from ..engine.result import RunResult
 from ..host import HostOracle, default_registry
 from ..lang.loader import load_file
 from ..lang.model import Machine
+from ..notebook import nbfile
+from ..notebook.views import run_bundle
+from ..providers.config import ConfigError, ModelConfig, load_config
+from ..providers.litellm_provider import LiteLLMOracle, missing_keys
 from ..testing import sibling_registry
 from .common import (
     STATUS_EXIT,
@@ -29,8 +34,8 @@ from .common import (
     positive_int,
 )
 
-NO_MODEL = ("no model is configured: pass --script FILE to run offline with scripted answers "
-            "(a real model arrives with MKL_MODEL)")
+NO_MODEL = ("no model is configured: set MKL_MODEL (e.g. MKL_MODEL=openai/gpt-4o-mini) or pass --model, or "
+            "pass --script FILE to run offline with scripted answers")
 
 
 class NoModelOracle(Oracle):
@@ -61,7 +66,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.set_defaults(handler=run_command)
 
     resume = commands.add_parser("resume", help="continue a suspended or in-doubt run")
-    resume.add_argument("checkpoint", nargs="?", help="a checkpoint file written by --checkpoint")
+    resume.add_argument("target", nargs="?", metavar="CHECKPOINT|NOTEBOOK",
+                        help="a checkpoint file written by --checkpoint, or a notebook (.ipynb) that carries the run")
+    resume.add_argument("--run", dest="notebook_run", metavar="ID", help="which run of the notebook to resume")
     resume.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="the reply, at the path the run is waiting on (e.g. --set human.reply=approve)")
     resume.add_argument("--reply", metavar="TEXT", help="the reply, wherever the run is waiting for it")
@@ -71,8 +78,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     _common(resume)
     resume.set_defaults(handler=resume_command)
 
-    listing = commands.add_parser("runs", help="list the runs in a store")
-    listing.add_argument("store", nargs="?", default=str(DEFAULT_STORE), help="a run store (default .mkl/runs.sqlite)")
+    listing = commands.add_parser("runs", help="list the runs in a store or a notebook")
+    listing.add_argument("store", nargs="?", default=str(DEFAULT_STORE),
+                         help="a run store (default .mkl/runs.sqlite) or a notebook (.ipynb)")
     listing.set_defaults(handler=runs_command)
 
 
@@ -81,6 +89,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
     parser.add_argument("--checkpoint", metavar="PATH", help="also write the run's checkpoint envelope here")
     parser.add_argument("--script", metavar="FILE", help="scripted oracles (llm/tools/hooks) to run offline")
+    parser.add_argument("--model", metavar="MODEL", help="litellm model for every tier, e.g. openai/gpt-4o-mini")
+    parser.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
     parser.add_argument("--tools", metavar="FILE.py", help="a Python file whose @mkl_notebook.tool / .hook "
                         "functions the run may call")
     parser.add_argument("--max-steps", type=positive_int, metavar="N", help="step budget (replaces budget:)")
@@ -133,8 +143,41 @@ def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | N
     return STATUS_EXIT[result.status]
 
 
-def _oracle(args: argparse.Namespace) -> Oracle:
-    model = load_script(args.script) if args.script else NoModelOracle()
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+    try:
+        return load_config(overrides={"model": args.model, "api_base": args.api_base})
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def _preflight(config: ModelConfig, machine: Machine | None) -> None:
+    """A model that cannot be called says what to set, in one line, before anything runs."""
+    tiers = {machine.tier_of(state) for state in machine.states.values()} if machine else set()
+    for tier in sorted(tiers) or ["balanced"]:
+        model = config.model_for(tier)
+        if not model:
+            raise UsageFailure(f"no model is configured for tier '{tier}': set MKL_MODEL or MKL_MODEL_"
+                               f"{tier.upper()}, pass --model, or pass --script FILE for scripted answers")
+        if config.api_base_for(tier):
+            continue  # local and OpenAI-compatible servers often need no real key
+        missing = missing_keys(model)
+        if missing:
+            raise UsageFailure(f"model {model} needs {' and '.join(missing)}: set it in the environment")
+
+
+def _oracle(args: argparse.Namespace, machine: Machine | None = None, *, needs_model: bool = False) -> Oracle:
+    if args.script:
+        model: Oracle = load_script(args.script)
+    else:
+        config = _model_config(args)
+        if config.configured:
+            if needs_model:
+                _preflight(config, machine)
+            model = LiteLLMOracle(config)
+        elif needs_model:
+            raise UsageFailure(NO_MODEL)
+        else:
+            model = NoModelOracle()
     if args.tools:
         _load_tools(args.tools)
     return HostOracle(model, default_registry)
@@ -154,11 +197,11 @@ def run_command(args: argparse.Namespace) -> int:
     machine = load_file(path)
     host_values = merge(parse_input(args.input), parse_assignments(args.set))
     store = _store(args)
-    if not args.script and (args.fresh or not args.run_id or not store.exists(args.run_id)):
-        raise UsageFailure(NO_MODEL)
+    is_new = args.fresh or not args.run_id or not store.exists(args.run_id)
+    oracle = _oracle(args, machine, needs_model=is_new)
     options = RunOptions(cost_budget=args.max_tokens, max_steps=args.max_steps, suspendable=args.suspend,
                          hitl="all" if args.hitl else "none", on_untrusted_flow=args.on_untrusted_flow)
-    outcome = runs.start(machine, _oracle(args), store=store, run_id=args.run_id,
+    outcome = runs.start(machine, oracle, store=store, run_id=args.run_id,
                          registry=sibling_registry(path, machine), input=host_values, options=options,
                          fresh=args.fresh, origin={"path": str(path.resolve())})
     return _finish(args, outcome, args.checkpoint)
@@ -232,20 +275,25 @@ def _import_checkpoint(store: SQLiteStore, header: dict[str, Any], records: list
 
 
 def resume_command(args: argparse.Namespace) -> int:
-    if bool(args.checkpoint) == bool(args.run_id):
-        raise UsageFailure("name the run to resume: a checkpoint file, or --id RUN (with --store)")
+    if bool(args.target) == bool(args.run_id):
+        raise UsageFailure("name the run to resume: a checkpoint file, a notebook with --run ID, or --id RUN")
+    if args.target and args.target.endswith(".ipynb"):
+        return _resume_notebook(args)
+    if args.notebook_run:
+        raise UsageFailure("--run names a run inside a notebook; give the notebook file too")
     store = _store(args)
-    checkpoint_out = args.checkpoint
-    if args.checkpoint:
-        lock = store.path.parent / "locks" / (Path(args.checkpoint).resolve().name + ".checkpoint.lock")
-        with file_lease(lock, f"checkpoint {args.checkpoint}"):
-            header, records = envelope.read_file(args.checkpoint)
-            run_id = _import_checkpoint(store, header, records, args.checkpoint)
-            return _resume(args, store, run_id, checkpoint_out)
-    return _resume(args, store, args.run_id, checkpoint_out)
+    if not args.target:
+        return _finish(args, _resume(args, store, args.run_id), args.checkpoint)
+    lock = store.path.parent / "locks" / (Path(args.target).resolve().name + ".checkpoint.lock")
+    with file_lease(lock, f"checkpoint {args.target}"):
+        header, records = envelope.read_file(args.target)
+        run_id = _import_checkpoint(store, header, records, args.target)
+        outcome = _resume(args, store, run_id)
+        envelope.write_file(args.target, outcome.envelope())
+    return _finish(args, outcome, args.checkpoint)
 
 
-def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, checkpoint: str | None) -> int:
+def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str) -> runs.Outcome:
     records = store.read(run_id)
     has_reply, reply = _reply(args, _waiting_for(records))
     pins = next((r.get("machines") for r in reversed(records) if r.get("t") in ("start", "rerun")), {}) or {}
@@ -253,13 +301,33 @@ def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, checkpoin
     if changed and not args.force:
         raise UsageFailure(f"machine {', '.join(repr(name) for name in changed)} changed since run '{run_id}' "
                            "started; pass --force to resume with the edited machine")
-    outcome = runs.resume(run_id, _oracle(args), store=store, reply=reply, has_reply=has_reply,
-                          max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=_resolve(args.resolve),
-                          registry=current if changed else None)
-    return _finish(args, outcome, checkpoint)
+    return runs.resume(run_id, _oracle(args), store=store, reply=reply, has_reply=has_reply,
+                       max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=_resolve(args.resolve),
+                       registry=current if changed else None)
+
+
+def _resume_notebook(args: argparse.Namespace) -> int:
+    """Resume a run carried by a notebook nobody has open, and write its new checkpoint back into it."""
+    notebook = Path(args.target)
+    if not args.notebook_run:
+        runs_here = ", ".join(run.run_id for run in nbfile.embedded_runs(notebook)) or "none"
+        raise UsageFailure(f"name the run to resume with --run ID (runs in {notebook}: {runs_here})")
+    store = _store(args)
+    lock = store.path.parent / "locks" / (notebook.resolve().name + ".notebook.lock")
+    with file_lease(lock, f"notebook {notebook}"):
+        embedded = nbfile.find_run(notebook, args.notebook_run)
+        run_id = _import_checkpoint(store, embedded.header, embedded.records, str(notebook))
+        outcome = _resume(args, store, run_id)
+        machines = runs.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
+        machine = machines.get(str(embedded.header.get("machine")))
+        nbfile.write_run(notebook, embedded, run_bundle(run_id, machine, outcome.result,
+                                                        envelope=outcome.envelope()))
+    return _finish(args, outcome, args.checkpoint)
 
 
 def runs_command(args: argparse.Namespace) -> int:
+    if args.store.endswith(".ipynb"):
+        return _notebook_runs(Path(args.store))
     path = Path(args.store)
     if not path.is_file():
         raise UsageFailure(f"{path}: no such run store")
@@ -272,4 +340,20 @@ def runs_command(args: argparse.Namespace) -> int:
         print(f"{path}: no runs")
     emit_status({"runs": [{"run": s.run_id, "machine": s.machine, "status": s.status, "error": s.error,
                            "at": s.at} for s in summaries]})
+    return 0
+
+
+def _notebook_runs(path: Path) -> int:
+    embedded = nbfile.embedded_runs(path)
+    for run in embedded:
+        header = run.header
+        where = f" at {header.get('at')}" if header.get("at") else ""
+        error = f" ({header.get('error')})" if header.get("error") else ""
+        ask = f" — asks: {header.get('ask')}" if header.get("ask") else ""
+        print(f"{run.run_id}  {header.get('machine')}  {header.get('status')}{error}{where}{ask}")
+    if not embedded:
+        print(f"{path}: no run checkpoints")
+    emit_status({"runs": [{"run": r.run_id, "machine": r.header.get("machine"), "status": r.header.get("status"),
+                           "error": r.header.get("error"), "at": r.header.get("at"), "ask": r.header.get("ask"),
+                           "reply_to": r.header.get("reply_to"), "cell": r.cell_index + 1} for r in embedded]})
     return 0

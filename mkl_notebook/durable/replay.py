@@ -99,11 +99,13 @@ class ReplayOracle(Oracle):
         self.made = 0
         self.replayed = 0
         self.invalidated = 0
+        self.recorded = 0
 
     def _record(self, record: dict[str, Any]) -> None:
         with self._lock:
             self._append(record)  # durable before the answer is used
             self.journal.add(record)
+            self.recorded += 1
 
     def has_hook(self, name: str) -> bool:
         return self.inner.has_hook(name) or name in self.journal.hooks_seen

@@ -135,6 +135,20 @@ def _result_records(outcome_result: RunResult, in_doubt: InDoubt | None, calls: 
             "at": outcome_result.at, "calls": calls, "time": time.time()}
 
 
+def _same_ending(last: dict[str, Any] | None, closing: dict[str, Any]) -> bool:
+    if last is None:
+        return False
+    volatile = ("time", "calls")
+    return {k: v for k, v in last.items() if k not in volatile} == {k: v for k, v in closing.items()
+                                                                  if k not in volatile}
+
+
+def replay(run_id: str, oracle: Oracle, *, store: RunStore, registry: Mapping[str, Machine] | None = None,
+           observer: Callable[[str, dict[str, Any]], None] | None = None) -> Outcome:
+    """Run again from the journal as it stands (a finished run replays with no calls)."""
+    return advance(store, run_id, oracle, registry=registry, observer=observer)
+
+
 def advance(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[str, Machine] | None = None,
             observer: Callable[[str, dict[str, Any]], None] | None = None,
             before: Callable[[JournalIndex], list[dict[str, Any]]] | None = None) -> Outcome:
@@ -146,7 +160,8 @@ def advance(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[s
     with store.lease(run_id):
         records = _read(store, run_id)
         index = JournalIndex.build(records)
-        for record in (before(index) if before else []):
+        added = before(index) if before else []
+        for record in added:
             store.append(run_id, record)
             index.add(record)
         pins = index.machines
@@ -161,19 +176,21 @@ def advance(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[s
         secret = bytes.fromhex(index.start.get("secret", ""))
         options = _options_from_record(_effective_options(index), secret, observer)
         context, host_input = _host_values(index)
-        replay = ReplayOracle(oracle, index, lambda record: store.append(run_id, record))
+        replay_oracle = ReplayOracle(oracle, index, lambda record: store.append(run_id, record))
         in_doubt: InDoubt | None = None
         try:
-            result = run_machine(machines[root_name], replay, registry=machines, context=context, input=host_input,
-                                 options=options)
+            result = run_machine(machines[root_name], replay_oracle, registry=machines, context=context,
+                                 input=host_input, options=options)
         except InDoubt as doubt:
             in_doubt = doubt
             result = RunResult(status="in_doubt", error=f"in-doubt: {doubt}", at=doubt.state)
-        calls = {"made": replay.made, "replayed": replay.replayed}
+        calls = {"made": replay_oracle.made, "replayed": replay_oracle.replayed}
         closing = _result_records(result, in_doubt, calls)
-        store.append(run_id, closing)
-        store.set_status(run_id, result.status, result.error, result.at)
-        records = _read(store, run_id)
+        changed = bool(added or replay_oracle.recorded)
+        if changed or not _same_ending(index.last, closing):
+            store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
+            store.set_status(run_id, result.status, result.error, result.at)
+            records = _read(store, run_id)
     doubt_info = ({"position": in_doubt.position, "tool": in_doubt.tool, "state": in_doubt.state}
                   if in_doubt else None)
     return Outcome(run_id, result, calls, doubt_info, records)

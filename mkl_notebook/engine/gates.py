@@ -50,7 +50,7 @@ def _call_hook(run: _MachineRun, state: State, gate: Gate, index: int, output: s
         try:
             return bool(oracle.ask(request))
         except OracleError as exc:
-            raise StateFailure(exc.error) from None
+            raise StateFailure(exc.error, suspendable=exc.suspendable) from None
         except RunInterrupted:
             raise
         except Exception as exc:  # the host predicate raised: its message is the halt reason
@@ -72,7 +72,7 @@ def _judge(run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output
     try:
         answer = run.shared.oracle.ask(request)
     except OracleError as exc:
-        raise StateFailure(exc.error) from None
+        raise StateFailure(exc.error, suspendable=exc.suspendable) from None
     except RunInterrupted:
         raise
     except Exception as exc:

@@ -123,6 +123,12 @@ class _MachineRun:
     def _halt(self, error: str, at: str | None) -> RunResult:
         return self._result("halt", error, at=at)
 
+    def _stop(self, failure: _Fail, state_id: str) -> RunResult:
+        """Halt on a failure; a provider outage in a suspendable run suspends so it can be retried."""
+        if failure.suspendable and self.suspendable:
+            return self._result("suspended", failure.error, at=state_id)
+        return self._halt(failure.error, state_id)
+
     def _diagnosis(self) -> dict[str, Any] | None:
         if not self.visits:
             return None
@@ -198,7 +204,7 @@ class _MachineRun:
         except _Fail as failure:
             self.usage.add(*failure.usage)
             if failure.policy is None:
-                return self._halt(failure.error, state.id)
+                return self._stop(failure, state.id)
             step["step"] = self.steps
             if failure.sub_trace is not None:
                 step["sub_trace"] = failure.sub_trace
@@ -256,7 +262,7 @@ class _MachineRun:
         try:
             outcome = select_gate(self, state, eligible, output_text, reasoning, executed.value, position)
         except _Fail as failure:
-            return self._halt(failure.error, state.id)
+            return self._stop(failure, state.id)
         self.usage.add(*outcome.usage)
         _add_cost(step, outcome.usage)
         step.update(outcome.annotations)
@@ -378,7 +384,7 @@ class _MachineRun:
         except (_Fail, _Suspended, RunInterrupted):
             raise
         except OracleError as exc:
-            raise _Fail(exc.error) from None
+            raise _Fail(exc.error, suspendable=exc.suspendable) from None
         except Exception as exc:  # a host callable raised: its message is the halt reason
             raise _Fail(f"state-error: {exc}") from None
 

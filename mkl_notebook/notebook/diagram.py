@@ -1,0 +1,227 @@
+"""A machine drawn as a mermaid ``stateDiagram-v2`` (``text/vnd.mermaid``), with its text/plain twin.
+
+JupyterLab renders the mermaid source natively and redraws it from a saved
+notebook even without a kernel.  Pure Python: everything here returns strings.
+
+State ids become safe node ids (``s0``, ``s1`` …) declared with quoted labels,
+and every label is sanitized, so no state id or gate text can break the source.
+``stateDiagram-v2`` has no styles for transitions: a transition the run took is
+marked in its label (``✔``, or ``✔×N`` when taken N times).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..lang.model import END, Gate, Machine
+
+CurrentKind = Literal["running", "pending", "halted"]
+MERMAID_MIME = "text/vnd.mermaid"
+LABEL_MAX = 40
+FAILED_NODE = "failed"
+INDENT = "    "
+
+# Fixed colours (CSS variables are not allowed in untrusted output); only the classes in use are emitted.
+CLASS_STYLES: dict[str, str] = {
+    "dim": "fill:#f6f8fa,stroke:#c8ccd1,color:#8c959f,stroke-dasharray:4 4",
+    "visited": "stroke-width:2px",
+    "missing": "fill:#fff8c5,stroke:#9a6700,color:#6f4b00,stroke-dasharray:4 4",
+    "failed": "fill:#ffebe9,stroke:#cf222e,color:#82071e",
+    "current": "fill:#0969da,stroke:#033d8b,color:#ffffff,stroke-width:3px",
+    "running": "fill:#0969da,stroke:#033d8b,color:#ffffff,stroke-width:3px",
+    "pending": "fill:#bf8700,stroke:#7d4e00,color:#ffffff,stroke-width:3px",
+    "halted": "fill:#cf222e,stroke:#82071e,color:#ffffff,stroke-width:3px",
+}
+
+# Characters that break mermaid source (``;``/``#`` end a transition label, ``"`` ends a state label,
+# ``{``/``}`` open composite states and ``%%{`` directives), or that labels render as markup.
+_MERMAID_SAFE = str.maketrans({
+    '"': "'", "`": "'", ":": "∶", ";": ",", "#": "＃", "{": "(", "}": ")", "<": "‹", ">": "›", "&": "+",
+    "\\": "/", "|": "/",
+})
+
+Target = tuple[str, ...]  # ("state", id) | ("end",) | ("fail",)
+_END: Target = ("end",)
+_FAIL: Target = ("fail",)
+
+
+@dataclass
+class _Edge:
+    source: str
+    target: Target
+    labels: list[str] = field(default_factory=list)
+
+
+# -- labels ------------------------------------------------------------------------------------
+
+
+def shorten(text: str, limit: int = LABEL_MAX) -> str:
+    """One line of at most ``limit`` characters, cut with ``…``."""
+    line = " ".join(str(text).split())
+    if len(line) <= limit:
+        return line
+    return line[: max(1, limit - 1)].rstrip() + "…"
+
+
+def gate_label(gate: Gate, limit: int = LABEL_MAX) -> str:
+    """A short form of a gate: its condition (``otherwise`` for the catch-all) and any non-ok policy."""
+    condition = "otherwise" if gate.is_otherwise else gate.when
+    suffix = {"repair": f"repair ×{gate.repair}", "escalate": "escalate", "fail": "fail"}.get(gate.policy or "")
+    if gate.policy != "fail" and gate.to is None:
+        suffix = f"{suffix or gate.policy or 'no policy'}, no to"
+    if suffix is None:
+        return shorten(condition, limit)
+    return f"{shorten(condition, max(8, limit - len(suffix) - 3))} · {suffix}"
+
+
+def _mermaid_text(text: str) -> str:
+    """Text that is safe inside a quoted state label or after ``:`` in a transition."""
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in str(text)).translate(_MERMAID_SAFE)
+    return " ".join(cleaned.split()) or "?"
+
+
+def _taken_mark(count: int) -> str:
+    if count <= 0:
+        return ""
+    return " ✔" if count == 1 else f" ✔×{count}"
+
+
+# -- the graph ---------------------------------------------------------------------------------
+
+
+def _target(to: str | None) -> Target:
+    if to is None:
+        return _FAIL
+    return _END if to == END else ("state", to)
+
+
+def _edges(machine: Machine) -> list[_Edge]:
+    """One edge per (source, target) pair in document order; gates between the same pair are merged."""
+    edges: dict[tuple[str, Target], _Edge] = {}
+    for state in machine.states.values():
+        transitions = [(gate_label(g), _FAIL if g.policy == "fail" else _target(g.to)) for g in state.gates]
+        transitions += [("on_error", _target(m.route)) for m in state.on_error if m.route is not None]
+        for label, target in transitions:
+            edges.setdefault((state.id, target), _Edge(state.id, target)).labels.append(label)
+    return list(edges.values())
+
+
+def _merged_label(edge: _Edge, taken: int) -> str:
+    return shorten(" / ".join(edge.labels), LABEL_MAX) + _taken_mark(taken)
+
+
+def _missing_states(machine: Machine, edges: Iterable[_Edge]) -> list[str]:
+    """Gate targets and an entry that name no state (possible in unvalidated machines)."""
+    named = [machine.entry] + [e.target[1] for e in edges if e.target[0] == "state"]
+    return list(dict.fromkeys(sid for sid in named if sid not in machine.states))
+
+
+def _node_ids(machine: Machine, missing: Sequence[str]) -> dict[str, str]:
+    return {sid: f"s{index}" for index, sid in enumerate([*machine.states, *missing])}
+
+
+def path_from_trace(trace: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The transitions a run took: each top-level step's state and its ``to`` (steps with no ``to`` skipped)."""
+    return [(str(step.get("state")), str(step["to"])) for step in trace if step.get("to") is not None]
+
+
+def _taken(path: Sequence[tuple[str, str]] | None) -> Counter[tuple[str, Target]]:
+    return Counter((source, _target(to)) for source, to in path or ())
+
+
+# -- mermaid -----------------------------------------------------------------------------------
+
+
+def _node_label(sid: str, *, count: int | None, missing: bool, kind: str | None) -> str:
+    label = f"{sid} (missing)" if missing else sid
+    if count:
+        label += f" ×{count}"
+    if kind:
+        label += f" · {kind}"
+    return _mermaid_text(label)
+
+
+def _node_classes(machine: Machine, ids: Mapping[str, str], visits: Mapping[str, int] | None,
+                  current: str | None, current_kind: str | None) -> dict[str, list[str]]:
+    classes: dict[str, list[str]] = {name: [] for name in CLASS_STYLES}
+    for sid, node in ids.items():
+        if sid == current:
+            classes[current_kind or "current"].append(node)
+        elif sid not in machine.states:
+            classes["missing"].append(node)
+        elif visits is not None:
+            classes["visited" if visits.get(sid, 0) else "dim"].append(node)
+    return classes
+
+
+def machine_mermaid(machine: Machine, *, visits: Mapping[str, int] | None = None,
+                    path: Sequence[tuple[str, str]] | None = None, current: str | None = None,
+                    current_kind: CurrentKind | None = None) -> str:
+    """The ``stateDiagram-v2`` source of ``machine``; with a run's visits, path and current state marked."""
+    edges = _edges(machine)
+    missing = _missing_states(machine, edges)
+    ids = _node_ids(machine, missing)
+    taken = _taken(path)
+    lines = ["stateDiagram-v2"]
+    for sid, node in ids.items():
+        count = (visits or {}).get(sid)
+        kind = current_kind if sid == current else None
+        lines.append(f'{INDENT}state "{_node_label(sid, count=count, missing=sid in missing, kind=kind)}" as {node}')
+    if any(edge.target == _FAIL for edge in edges):
+        lines.append(f'{INDENT}state "{FAILED_NODE}" as {FAILED_NODE}')
+    lines.append(f"{INDENT}[*] --> {ids[machine.entry]}")
+    for edge in edges:
+        target = "[*]" if edge.target == _END else FAILED_NODE if edge.target == _FAIL else ids[edge.target[1]]
+        label = _mermaid_text(_merged_label(edge, taken[(edge.source, edge.target)]))
+        lines.append(f"{INDENT}{ids[edge.source]} --> {target} : {label}")
+    classes = _node_classes(machine, ids, visits, current, current_kind)
+    if any(edge.target == _FAIL for edge in edges):
+        classes["failed"].append(FAILED_NODE)
+    used = {name: nodes for name, nodes in classes.items() if nodes}
+    lines += [f"{INDENT}classDef {name} {CLASS_STYLES[name]}" for name in used]
+    lines += [f"{INDENT}class {','.join(nodes)} {name}" for name, nodes in used.items()]
+    return "\n".join(lines) + "\n"
+
+
+# -- text --------------------------------------------------------------------------------------
+
+
+def _target_text(target: Target) -> str:
+    if target == _END:
+        return "END"
+    return "(fail)" if target == _FAIL else target[1]
+
+
+def _state_text(sid: str, kind: str, visits: Mapping[str, int] | None, current: str | None,
+                current_kind: str | None) -> str:
+    text = f"{sid} ({kind})"
+    if visits is not None:
+        count = visits.get(sid, 0)
+        text += f" ×{count}" if count else " (not visited)"
+    if sid == current:
+        text = f"* {text} · {current_kind or 'current'}"
+    return text
+
+
+def machine_text(machine: Machine, visits: Mapping[str, int] | None = None, *,
+                 path: Sequence[tuple[str, str]] | None = None, current: str | None = None,
+                 current_kind: CurrentKind | None = None) -> str:
+    """The text/plain twin: one line per state with its transitions (and visit counts when given)."""
+    edges = _edges(machine)
+    taken = _taken(path)
+    lines = [f"machine {machine.name}: entry {machine.entry}, budget {machine.budget}"]
+    lines += [f"  missing state {sid}" for sid in _missing_states(machine, edges)]
+    for sid, state in machine.states.items():
+        transitions = [f"-> {_target_text(e.target)} [{_merged_label(e, taken[(sid, e.target)])}]"
+                       for e in edges if e.source == sid]
+        head = _state_text(sid, state.kind, visits, current, current_kind)
+        lines.append(f"  {head}  {' | '.join(transitions) or '(no transitions)'}")
+    return "\n".join(lines)
+
+
+def diagram_bundle(machine: Machine, **kw: Any) -> dict[str, str]:
+    """The MIME bundle of a diagram output: mermaid source and its text twin (same keyword arguments)."""
+    return {MERMAID_MIME: machine_mermaid(machine, **kw), "text/plain": machine_text(machine, **kw)}

@@ -1,0 +1,94 @@
+"""A run's outputs in a cell: its one checkpoint-carrying display, its diagram, its approval form.
+
+Each run owns ONE display output whose bundle carries the checkpoint envelope
+(``application/vnd.mkl.run+json``) beside HTML and text; it is updated in place
+with display handles as the run advances, so the saved notebook always holds
+the latest checkpoint.  Forms live in a widget box shown in the same output
+area; a later gate replaces the answered form there.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from IPython.display import DisplayHandle, display
+
+from ..lang.model import Machine
+from .diagram import diagram_bundle, path_from_trace
+from .session import Run
+from .views import run_bundle
+
+LIVE_INTERVAL = 0.15  # seconds between live progress redraws
+
+
+class RunView:
+    """The outputs of one run in the cell that started it (or re-showed it)."""
+
+    def __init__(self, run_id: str, machine: Machine | None) -> None:
+        self.run_id = run_id
+        self.machine = machine
+        self.handle: DisplayHandle | None = None
+        self.current_form: Any = None
+        self.diagram: DisplayHandle | None = None
+        self.forms: Any = None  # an ipywidgets.VBox, created when a first question appears
+        self._last_draw = 0.0
+        self._main = threading.main_thread()
+
+    # -- live progress ------------------------------------------------------------
+
+    def start(self) -> None:
+        self.handle = display(self._live_bundle("starting", 0, {}), raw=True, display_id=True)
+
+    def observer(self, event: str, data: dict[str, Any]) -> None:
+        """Engine progress events: redraw the live line now and then, from the run's own thread only."""
+        if event != "enter" or data.get("depth") or threading.current_thread() is not self._main:
+            return
+        now = time.monotonic()
+        if now - self._last_draw < LIVE_INTERVAL:
+            return
+        self._last_draw = now
+        if self.handle is not None:
+            self.handle.update(self._live_bundle(data.get("state", ""), data.get("steps", 0),
+                                                 data.get("usage") or {}), raw=True)
+
+    def _live_bundle(self, state: str, steps: int, usage: dict[str, int]) -> dict[str, Any]:
+        return run_bundle(self.run_id, self.machine, None, envelope=None,
+                          live={"state": state, "steps": steps, "usage": usage})
+
+    # -- final state ------------------------------------------------------------------
+
+    def show(self, run: Run, on_reply: Any = None) -> None:
+        """Draw the run as it stands, and its form when it waits for a person."""
+        machine = run.machine or self.machine
+        self.machine = machine
+        result = run.result_object
+        bundle = run_bundle(run.id, machine, result, envelope=run.envelope())
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
+        if machine is not None:
+            kind = {"suspended": "pending", "halt": "halted", "in_doubt": "halted"}.get(result.status)
+            diagram = diagram_bundle(machine, visits=result.visits, path=path_from_trace(result.trace),
+                                     current=result.at, current_kind=kind)
+            if self.diagram is None:
+                self.diagram = display(diagram, raw=True, display_id=True)
+            else:
+                self.diagram.update(diagram, raw=True)
+        if run.pending is not None and on_reply is not None:
+            self._show_form(run, on_reply)
+
+    def _show_form(self, run: Run, on_reply: Any) -> None:
+        import ipywidgets as widgets
+
+        from .form import GateForm
+
+        form = GateForm(run.id, run.pending or {}, on_reply)
+        if self.forms is None:
+            self.forms = widgets.VBox([form.widget])
+            display(self.forms)
+        else:
+            self.forms.children = (form.widget,)
+        self.current_form = form

@@ -1,0 +1,83 @@
+"""The approval form for a run waiting on a person (ipywidgets).
+
+The form shows the machine author's ``ask`` as literal text (or, for a model's
+own question, labels it as model output), Approve / Reject buttons and a reply
+box.  The first submission disables the whole form at once, so a double click
+is one reply; an empty reply where text is required is refused in the form and
+journals nothing.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+APPROVE, REJECT = "approve", "reject"
+
+
+class GateForm:
+    """One pending question; ``on_reply(value)`` is called at most once."""
+
+    def __init__(self, run_id: str, pending: dict[str, Any], on_reply: Callable[[Any], None]) -> None:
+        self.run_id = run_id
+        self.pending = pending
+        self._on_reply = on_reply
+        self._lock = threading.Lock()
+        self.submitted: Any = None
+        self.sent = False
+        question = pending.get("question")
+        if question is not None:
+            label = "<strong>The model asks</strong> (model output, not the machine's author):"
+            text = question
+        else:
+            label = "<strong>The machine's author asks:</strong>"
+            text = pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."
+        reply_to = pending.get("reply_to") or "human.reply"
+        self.header = widgets.HTML(
+            f"<p>{label}</p><blockquote>{html.escape(text)}</blockquote>"
+            f"<p><small>Run <code>{html.escape(run_id)}</code> continues at "
+            f"<code>{html.escape(str(pending.get('at')))}</code>; your reply lands at "
+            f"<code>{html.escape(reply_to)}</code>.</small></p>")
+        self.reply = widgets.Textarea(placeholder="Reply (optional for Approve / Reject)",
+                                      layout=widgets.Layout(width="100%"))
+        self.approve = widgets.Button(description="Approve", button_style="success", icon="check")
+        self.reject = widgets.Button(description="Reject", button_style="danger", icon="times")
+        self.send = widgets.Button(description="Send reply", icon="paper-plane")
+        self.status = widgets.HTML("")
+        self.approve.on_click(lambda _: self._submit(APPROVE))
+        self.reject.on_click(lambda _: self._submit(REJECT))
+        self.send.on_click(lambda _: self._submit(None))
+        buttons = [self.send] if question is not None else [self.approve, self.reject, self.send]
+        self.widget = widgets.VBox([self.header, self.reply, widgets.HBox(buttons), self.status])
+
+    @property
+    def controls(self) -> list[widgets.Widget]:
+        return [self.approve, self.reject, self.send, self.reply]
+
+    def _value(self, decision: str | None) -> Any:
+        text = self.reply.value.strip()
+        if decision is None:
+            return text or None
+        return f"{decision}: {text}" if text else decision
+
+    def _submit(self, decision: str | None) -> None:
+        with self._lock:
+            if self.sent:
+                return
+            value = self._value(decision)
+            if value is None:
+                self.status.value = "<em>Type a reply first (or use Approve / Reject).</em>"
+                return
+            self.sent = True
+            for control in self.controls:
+                control.disabled = True
+        self.submitted = value
+        self.status.value = f"<em>Sent: {html.escape(str(value))} — resuming…</em>"
+        try:
+            self._on_reply(value)
+        except Exception as exc:  # errors in click handlers never reach the cell: show them here
+            self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"

@@ -1,0 +1,373 @@
+"""``%%mkl`` and ``%mkl …``: thin magics over the session API.
+
+User mistakes raise IPython's own ``UsageError`` (one line, no traceback).
+Python values reach a run through ``$var`` and ``{expr}`` in flags, and
+``--input $dict`` passes the object itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.display import display
+
+from ..lang.check import check
+from ..testing import ScenarioFileError, run_all, scenarios_from_mapping
+from . import views
+from .diagram import diagram_bundle
+from .display import RunView
+from .session import MklUsageError, Run, Session, current_session
+
+SUBCOMMANDS = ("run", "resume", "runs", "trace", "visits", "pending", "check", "test", "config", "help")
+_WHOLE_VAR = re.compile(r"^\$([A-Za-z_]\w*)$")
+_INLINE = re.compile(r"\$([A-Za-z_]\w*)|\{([^{}]+)\}")
+
+HELP = """\
+%%mkl                     define (or redefine) the machine named by `machine:` in the cell
+%%mkl run [flags]         define it and run it
+%mkl run NAME [flags]     run a defined machine; flags:
+    --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
+    --max-steps N  --max-tokens N  --script FILE  --fresh  --notebook PATH
+%mkl resume RUN [--reply TEXT | --set path=value] [--max-steps N] [--max-tokens N]
+               [--resolve completed=VALUE|retry|abort]
+%mkl runs | pending       list runs / runs waiting for a person (with their forms)
+%mkl trace RUN | visits RUN
+%mkl check NAME           static findings with line numbers
+%mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
+%mkl config [key=value]   show or change settings (store, hitl, max_workers)
+"""
+
+
+class _HelpShown(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"%mkl {self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            raise UsageError(message.strip())
+        raise _HelpShown
+
+    def print_help(self, file: Any = None) -> None:
+        print(self.format_help())
+
+
+def _run_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--id", dest="run_id")
+    parser.add_argument("--set", action="append", default=[])
+    parser.add_argument("--input")
+    hitl = parser.add_mutually_exclusive_group()
+    hitl.add_argument("--hitl", action="store_true")
+    hitl.add_argument("--no-hitl", action="store_true")
+    parser.add_argument("--suspend", action="store_true")
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--max-tokens", type=int)
+    parser.add_argument("--script")
+    parser.add_argument("--fresh", action="store_true")
+    parser.add_argument("--notebook")
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    run = _Parser(prog="run", add_help=False)
+    run.add_argument("name", nargs="?")
+    _run_flags(run)
+    resume = _Parser(prog="resume", add_help=False)
+    resume.add_argument("run_id")
+    resume.add_argument("--set", action="append", default=[])
+    resume.add_argument("--reply")
+    resume.add_argument("--max-steps", type=int)
+    resume.add_argument("--max-tokens", type=int)
+    resume.add_argument("--resolve")
+    one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits")}
+    for parser in one_run.values():
+        parser.add_argument("run_id")
+    check_parser = _Parser(prog="check", add_help=False)
+    check_parser.add_argument("name")
+    test = _Parser(prog="test", add_help=False)
+    test.add_argument("name")
+    test.add_argument("--script", required=True)
+    return {"run": run, "resume": resume, "check": check_parser, "test": test, **one_run}
+
+
+@magics_class
+class MklMagics(Magics):
+    def __init__(self, shell: Any, session: Session) -> None:
+        super().__init__(shell)
+        self.session = session
+        self.parsers = _parsers()
+
+    # -- values from the user's namespace ------------------------------------------------
+
+    def _object(self, token: str) -> Any:
+        """``$name`` is the object itself; ``{expr}`` evaluates; anything else is text."""
+        whole = _WHOLE_VAR.match(token)
+        if whole:
+            name = whole.group(1)
+            if name not in self.shell.user_ns:
+                raise UsageError(f"there is no Python variable named '{name}'")
+            return self.shell.user_ns[name]
+        return self._text(token)
+
+    def _text(self, token: str) -> str:
+        def value(match: re.Match[str]) -> str:
+            name, expr = match.group(1), match.group(2)
+            if name is not None:
+                if name not in self.shell.user_ns:
+                    raise UsageError(f"there is no Python variable named '{name}'")
+                return str(self.shell.user_ns[name])
+            try:
+                return str(eval(expr, self.shell.user_ns))  # the notebook's own expression, like IPython's {expr}
+            except Exception as exc:
+                raise UsageError(f"{{{expr}}} could not be evaluated: {type(exc).__name__}: {exc}") from None
+
+        return _INLINE.sub(value, token)
+
+    def _input(self, token: str | None) -> dict[str, Any]:
+        if token is None:
+            return {}
+        value = self._object(token) if _WHOLE_VAR.match(token) else None
+        if value is None:
+            import json
+
+            try:
+                value = json.loads(token)
+            except ValueError:
+                value = self._object(token) if token.startswith("{") and token.endswith("}") else None
+                if isinstance(value, str):
+                    try:
+                        import ast
+
+                        value = ast.literal_eval(value)
+                    except (ValueError, SyntaxError):
+                        value = None
+        if not isinstance(value, dict):
+            raise UsageError("--input takes a dict: --input $my_dict, or a JSON object")
+        return value
+
+    def _assignments(self, items: Sequence[str]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for item in items:
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key or any(not part for part in key.split(".")):
+                raise UsageError(f"--set expects key=value, got {item!r}")
+            target = values
+            parts = key.split(".")
+            for part in parts[:-1]:
+                target = target.setdefault(part, {}) if isinstance(target.get(part, {}), dict) else {}
+            target[parts[-1]] = self._object(raw) if _WHOLE_VAR.match(raw) else self._text(raw)
+        return values
+
+    # -- the magic -------------------------------------------------------------------------
+
+    @no_var_expand
+    @line_cell_magic
+    def mkl(self, line: str, cell: str | None = None) -> None:
+        """mkl machines in notebooks: %%mkl to define, %mkl run/resume/… to run (see %mkl help)."""
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%mkl: {exc} in: {line}") from None
+        try:
+            if cell is not None:
+                self._cell(words, cell)
+            else:
+                self._line(words)
+        except MklUsageError as exc:
+            raise UsageError(str(exc)) from None
+        except _HelpShown:
+            return
+
+    def _cell(self, words: list[str], cell: str) -> None:
+        if words and words[0] != "run":
+            raise UsageError("%%mkl takes no arguments to define a machine, or 'run [flags]' to define and run it")
+        machine = self.session.define(cell)
+        if not words:
+            self._show_definition(machine)
+            return
+        args = self._parse("run", words[1:])
+        if args.name and args.name != machine.name:
+            raise UsageError(f"%%mkl run defines '{machine.name}'; drop the name '{args.name}' or run it with "
+                             f"%mkl run {args.name}")
+        self._run(machine.name, args)
+
+    def _line(self, words: list[str]) -> None:
+        if not words or words[0] == "help":
+            print(HELP)
+            return
+        command, rest = words[0], words[1:]
+        if command not in SUBCOMMANDS:
+            raise UsageError(f"%mkl: unknown subcommand '{command}'; use one of {', '.join(SUBCOMMANDS)}")
+        getattr(self, f"_cmd_{command}")(rest)
+
+    def _parse(self, name: str, words: list[str]) -> argparse.Namespace:
+        return self.parsers[name].parse_args(words)
+
+    # -- subcommands -------------------------------------------------------------------------
+
+    def _show_definition(self, machine: Any) -> None:
+        findings = [f for f in check(machine.source) if f.severity == "warning"]
+        display(diagram_bundle(machine), raw=True)
+        for finding in findings:
+            print(f"line {finding.line}: warning: {finding.message}")
+
+    def _cmd_run(self, words: list[str]) -> None:
+        args = self._parse("run", words)
+        if not args.name:
+            raise UsageError("%mkl run needs a machine name (or use %%mkl run in the machine's cell)")
+        self._run(self._text(args.name), args)
+
+    def _run(self, name: str, args: argparse.Namespace) -> None:
+        for flag in ("max_steps", "max_tokens"):
+            value = getattr(args, flag)
+            if value is not None and value < 1:
+                raise UsageError(f"--{flag.replace('_', '-')} must be at least 1")
+        self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
+        host_values = {**self._input(args.input), **self._assignments(args.set)}
+        hitl = "all" if args.hitl else "none" if args.no_hitl else None
+        script = self._text(args.script) if args.script else None
+        view = RunView(self._text(args.run_id) if args.run_id else name, self.session.machines.get(name))
+        view.start()
+        run = self.session.run(name, id=self._text(args.run_id) if args.run_id else None, input=host_values,
+                               hitl=hitl, suspend=args.suspend, max_steps=args.max_steps,
+                               max_tokens=args.max_tokens, script=script, fresh=args.fresh,
+                               notebook=args.notebook, observer=view.observer)
+        self.present(run, view)
+
+    def present(self, run: Run, view: RunView) -> None:
+        """Show a run and, when it waits for a person, a form whose click resumes it here."""
+
+        def on_reply(value: Any) -> None:
+            run.submit(value, observer=view.observer)
+            view.show(run, on_reply)
+
+        view.show(run, on_reply)
+
+    def _cmd_resume(self, words: list[str]) -> None:
+        args = self._parse("resume", words)
+        run = self.session.get_run(self._text(args.run_id))
+        view = RunView(run.id, run.machine)
+        reply = self._reply(run, args)
+        resolve = None
+        if args.resolve:
+            action, sep, value = args.resolve.partition("=")
+            if not ((action == "completed" and sep) or (action in ("retry", "abort") and not sep)):
+                raise UsageError("--resolve takes completed=VALUE, retry or abort")
+            resolve = (action, value if sep else None)
+        if reply is not None:
+            run.submit(reply[0], observer=view.observer)
+        if args.max_steps or args.max_tokens or resolve or reply is None:
+            run.resume(max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=resolve,
+                       observer=view.observer)
+        self.present(run, view)
+
+    def _reply(self, run: Run, args: argparse.Namespace) -> tuple[Any] | None:
+        if args.reply is not None and args.set:
+            raise UsageError("give the reply once: --reply TEXT or --set path=value")
+        if args.reply is not None:
+            return (self._text(args.reply),)
+        if not args.set:
+            return None
+        pending = run.pending or {}
+        reply_to = pending.get("reply_to")
+        if reply_to is None:
+            raise UsageError(f"run '{run.id}' is not waiting for a reply")
+        value: Any = self._assignments(args.set)
+        for part in reply_to.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise UsageError(f"run '{run.id}' waits for a reply at '{reply_to}'; use --set {reply_to}=…")
+            value = value[part]
+        return (value,)
+
+    def _cmd_runs(self, words: list[str]) -> None:
+        summaries = self.session.store.runs()
+        rows = [(s.run_id, s.machine, s.status, s.error or "", s.at or "") for s in summaries]
+        display(views.runs_bundle(rows), raw=True)
+
+    def _cmd_pending(self, words: list[str]) -> None:
+        pending = self.session.pending()
+        if not pending:
+            print("No run is waiting for a person.")
+            return
+        for run in pending:
+            self.present(run, RunView(run.id, run.machine))
+
+    def _cmd_trace(self, words: list[str]) -> None:
+        run = self.session.get_run(self._text(self._parse("trace", words).run_id))
+        display({"text/html": views.trace_table_html(run.trace), "text/plain": views.trace_table_text(run.trace)},
+                raw=True)
+
+    def _cmd_visits(self, words: list[str]) -> None:
+        run = self.session.get_run(self._text(self._parse("visits", words).run_id))
+        machine = run.machine
+        if machine is None:
+            raise UsageError(f"the machine of run '{run.id}' is not defined in this session")
+        diagnosis = run.result_object.diagnosis
+        display({"text/html": views.visits_table_html(machine, run.visits, diagnosis),
+                 "text/plain": views.visits_table_text(machine, run.visits, diagnosis)}, raw=True)
+
+    def _cmd_check(self, words: list[str]) -> None:
+        machine = self.session.machine(self._text(self._parse("check", words).name))
+        findings = check(machine.source)
+        if not findings:
+            print(f"{machine.name}: no findings")
+        for finding in findings:
+            print(f"line {finding.line}: {finding.severity}: {finding.message}")
+
+    def _cmd_test(self, words: list[str]) -> None:
+        args = self._parse("test", words)
+        machine = self.session.machine(self._text(args.name))
+        path = Path(self._text(args.script))
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            scenarios = scenarios_from_mapping(machine, data, dict(self.session.machines), str(path))
+        except OSError as exc:
+            raise UsageError(f"--script {path}: cannot be read ({exc.strerror or exc})") from None
+        except yaml.YAMLError as exc:
+            raise UsageError(f"--script {path}: the YAML does not parse ({exc})") from None
+        except ScenarioFileError as exc:
+            raise UsageError(str(exc)) from None
+        outcomes = run_all(scenarios)
+        display({"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
+                raw=True)
+
+    def _cmd_config(self, words: list[str]) -> None:
+        settings = self.session.settings
+        for word in words:
+            key, sep, value = word.partition("=")
+            if not sep:
+                raise UsageError(f"%mkl config takes key=value, got {word!r}")
+            if key == "store":
+                settings.store = Path(self._text(value))
+                self.session.reset_store()
+            elif key == "hitl":
+                if value not in ("none", "asking", "all"):
+                    raise UsageError("hitl is one of none, asking, all")
+                settings.hitl = value
+            elif key == "max_workers":
+                if not value.isdigit() or int(value) < 1:
+                    raise UsageError("max_workers is a whole number of at least 1")
+                settings.max_workers = int(value)
+            else:
+                raise UsageError(f"unknown setting '{key}' (settings: store, hitl, max_workers)")
+        print(f"store = {settings.store}\nhitl = {settings.hitl}\nmax_workers = {settings.max_workers or 'default'}")
+
+
+def load(shell: Any) -> MklMagics:
+    session = current_session()
+    session.user_ns = shell.user_ns
+    magics = MklMagics(shell, session)
+    shell.register_magics(magics)
+    return magics
+

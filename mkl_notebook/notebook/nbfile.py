@@ -1,0 +1,134 @@
+"""Reading run checkpoints out of a saved ``.ipynb``, and writing an updated one back.
+
+The kernel only ever reads notebook files.  The headless CLI may rewrite a
+notebook nobody has open: it replaces one output's data and writes the file
+atomically with the same JSON conventions as Jupyter, so every other cell stays
+byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..durable import envelope
+from ..durable.envelope import MIME_TYPE, EnvelopeError
+
+
+class NotebookFileError(ValueError):
+    """A notebook file that cannot be read or holds no such run."""
+
+
+@dataclass(frozen=True)
+class EmbeddedRun:
+    run_id: str
+    header: dict[str, Any]
+    records: list[dict[str, Any]]
+    cell_index: int
+    output_index: int
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise NotebookFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise NotebookFileError(f"{path}: is not a notebook (not valid JSON: {exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotebookFileError(f"{path}: is not a notebook (no cells)")
+    return data
+
+
+def _outputs(notebook: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    for cell_index, cell in enumerate(notebook.get("cells") or []):
+        if not isinstance(cell, dict):
+            continue
+        for output_index, output in enumerate(cell.get("outputs") or []):
+            if isinstance(output, dict) and isinstance(output.get("data"), dict) and MIME_TYPE in output["data"]:
+                yield cell_index, output_index, output
+
+
+def embedded_runs(path: str | Path, *, skip_damaged: bool = True) -> list[EmbeddedRun]:
+    """Every verified run checkpoint in a notebook; the last output of a run id wins."""
+    notebook = read_json(path)
+    found: dict[str, EmbeddedRun] = {}
+    for cell_index, output_index, output in _outputs(notebook):
+        data = output["data"][MIME_TYPE]
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except ValueError:
+                data = None
+        try:
+            header, records = envelope.verify(data, f"{path}, cell {cell_index + 1}")
+        except EnvelopeError:
+            if skip_damaged:
+                continue
+            raise
+        run_id = str(header["run_id"])
+        found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index)
+    return list(found.values())
+
+
+def find_run(path: str | Path, run_id: str) -> EmbeddedRun:
+    for run in embedded_runs(path, skip_damaged=True):
+        if run.run_id == run_id:
+            return run
+    names = ", ".join(sorted(run.run_id for run in embedded_runs(path))) or "none"
+    raise NotebookFileError(f"{path}: holds no checkpoint of run '{run_id}' (runs found: {names})")
+
+
+def dumps_notebook(notebook: dict[str, Any]) -> str:
+    """Jupyter's own layout (nbformat.writes): one-space indent, sorted keys, a final newline."""
+    return json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def _lines(text: str) -> list[str]:
+    """Jupyter stores multi-line text as a list of lines, each keeping its newline."""
+    return text.splitlines(keepends=True)
+
+
+def write_run(path: str | Path, run: EmbeddedRun, bundle: dict[str, Any]) -> None:
+    """Replace one run's output data with ``bundle`` and atomically rewrite the notebook."""
+    path = Path(path)
+    notebook = read_json(path)
+    try:
+        output = notebook["cells"][run.cell_index]["outputs"][run.output_index]
+    except (IndexError, KeyError, TypeError):
+        raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written") from None
+    if not isinstance(output.get("data"), dict) or MIME_TYPE not in output["data"]:
+        raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
+    data = {}
+    for mime, value in bundle.items():
+        data[mime] = _lines(value) if isinstance(value, str) and mime.startswith("text/") else value
+    output["data"] = data
+    mode = path.stat().st_mode & 0o777
+    temp = path.with_name(f".{path.name}.mkl-tmp")
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(dumps_notebook(notebook))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    finally:
+        if temp.exists():
+            temp.unlink()
+
+
+def notebook_path_from(user_ns: dict[str, Any], explicit: str | None = None) -> Path | None:
+    """The notebook this kernel runs, as Jupyter or VS Code tells it, if it tells."""
+    candidates = [explicit, user_ns.get("__session__"), user_ns.get("__vsc_ipynb_file__"),
+                  os.environ.get("JPY_SESSION_NAME")]
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.endswith(".ipynb"):
+            path = Path(candidate).expanduser()
+            if path.is_file():
+                return path
+    return None

@@ -1,0 +1,560 @@
+"""What a run looks like in a notebook output: plain semantic HTML with a text/plain twin for each view.
+
+Shared notebooks are untrusted, so the HTML uses only semantic tags (tables,
+``<details>``, ``<mark>``, ``<strong>``, ``<code>``): no ``<style>``, no
+``<script>``, no ``style=`` attributes, and every dynamic string is escaped.
+Each ``*_html`` function has a ``*_text`` twin that states the same facts.
+Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any, Protocol
+
+from ..durable.envelope import MIME_TYPE as RUN_MIME
+from ..engine.result import RunResult
+from ..lang.model import Machine
+from .diagram import shorten
+
+Step = Mapping[str, Any]
+PREVIEW = 80
+BRANCH_PREVIEW = 200
+GATE_MAX = 40
+RESULT_INLINE = 120
+NONE = "—"
+UNBOUNDED = "–"
+BUDGET_HALTS = ("budget-exhausted", "cost-exhausted")
+_FAILED_POLICIES = ("fail", "no-gate-matched", "judge-unparseable", "call-failed", "state-error",
+                    "untrusted-control-flow")
+_RUNS_HEAD = ("run", "machine", "status", "error", "at")
+_TRACE_HEAD = ("step", "state", "gate", "decided by", "policy", "to", "tokens", "output")
+_WAITING_FOR = {
+    "escalated": "a person's reply",
+    "asked": "an answer to the model's question",
+    "budget-exhausted": "more steps",
+    "cost-exhausted": "more tokens",
+}
+
+
+class ScenarioOutcome(Protocol):
+    name: str
+    passed: bool
+    why: str
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _code(value: Any) -> str:
+    return f"<code>{_e(value)}</code>"
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else plural or word + 's'}"
+
+
+def _lines_html(text: str) -> str:
+    """Literal text with its line breaks kept."""
+    return "<br>".join(_e(line) for line in str(text).splitlines() or [""])
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in str(text).splitlines() or [""])
+
+
+# -- trace -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One trace step reduced to the strings both twins show."""
+
+    cells: tuple[str, ...]  # in _TRACE_HEAD order
+    decision_flags: tuple[str, ...]
+    output_flags: tuple[str, ...]
+    branches: tuple[str, ...] | None
+    nested: tuple[tuple[str, list[Step]], ...]
+    failed: bool
+
+
+def _tokens(cost: Any) -> int:
+    if not isinstance(cost, Mapping):
+        return 0
+    return int(cost.get("input_tokens") or 0) + int(cost.get("output_tokens") or 0)
+
+
+def _decided_by(step: Step) -> str:
+    via = step.get("gate_via")
+    if via == "hook" and step.get("hook"):
+        return f"hook {step['hook']}"
+    return str(via) if via else NONE
+
+
+def _decision_flags(step: Step) -> tuple[str, ...]:
+    flags = []
+    if step.get("decision_tainted"):
+        flags.append("tainted decision")
+    if step.get("judge_none"):
+        flags.append(f"judge none ×{step['judge_none']}")
+    if step.get("judge_fallback"):
+        raw = step.get("judge_raw")
+        flags.append(f"judge fallback ({shorten(raw, 40)})" if raw else "judge fallback")
+    return tuple(flags)
+
+
+def _output_flags(step: Step) -> tuple[str, ...]:
+    flags = []
+    if step.get("untrusted_control_flow"):
+        flags.append("untrusted control flow")
+    if step.get("truncated"):
+        flags.append("truncated")
+    return tuple(flags)
+
+
+def _branch_count(branches: Sequence[Any]) -> str:
+    return _plural(len(branches), "branch", "branches")
+
+
+def _output(step: Step) -> tuple[str, tuple[str, ...] | None]:
+    branches = step.get("branches")
+    if isinstance(branches, list):
+        return _branch_count(branches), tuple(shorten(b, BRANCH_PREVIEW) for b in branches)
+    return (shorten(step["output"], PREVIEW) if "output" in step else NONE), None
+
+
+def _nested(step: Step) -> tuple[tuple[str, list[Step]], ...]:
+    if isinstance(step.get("sub_trace"), list):
+        return (("sub-run", step["sub_trace"]),)
+    subs = step.get("sub_traces")
+    if isinstance(subs, list):
+        return tuple((f"branch {index}", sub) for index, sub in enumerate(subs) if isinstance(sub, list))
+    return ()
+
+
+def _row(step: Step) -> _Row:
+    output, branches = _output(step)
+    gate = step.get("gate")
+    cells = (
+        NONE if step.get("step") is None else str(step["step"]),
+        str(step.get("state", NONE)),
+        NONE if gate is None else shorten(gate, GATE_MAX),
+        _decided_by(step),
+        str(step.get("policy") or NONE),
+        str(step.get("to") or NONE),
+        f"{_tokens(step.get('cost')):,}",
+        output,
+    )
+    return _Row(cells, _decision_flags(step), _output_flags(step), branches, _nested(step),
+                step.get("policy") in _FAILED_POLICIES)
+
+
+def _flags_html(flags: Iterable[str]) -> str:
+    return "".join(f" <small>[{_e(flag)}]</small>" for flag in flags)
+
+
+def _branches_html(branches: Sequence[str]) -> str:
+    items = "".join(f"<li>{_e(branch)}</li>" for branch in branches)
+    return f'<details><summary>{_e(_branch_count(branches))}</summary><ol start="0">{items}</ol></details>'
+
+
+def _cells_html(row: _Row) -> list[str]:
+    step, state, gate, via, policy, to, tokens, output = (_e(cell) for cell in row.cells)
+    output_html = _branches_html(row.branches) if row.branches else output
+    return [
+        step, f"<code>{state}</code>", gate, via + _flags_html(row.decision_flags),
+        f"<strong>{policy}</strong>" if row.failed else policy, f"<code>{to}</code>" if to != NONE else to,
+        tokens, output_html + _flags_html(row.output_flags),
+    ]
+
+
+def _nested_html(row: _Row) -> str:
+    if not row.nested:
+        return ""
+    blocks = "".join(f"<details><summary>{_e(label)} — {_e(_plural(len(sub), 'step'))}</summary>"
+                     f"{trace_table_html(sub, caption=f'{label} trace')}</details>" for label, sub in row.nested)
+    return f'<tr><td colspan="{len(_TRACE_HEAD)}">{blocks}</td></tr>'
+
+
+def trace_table_html(trace: Sequence[Step], *, caption: str = "Trace") -> str:
+    """The steps of a run as a table; fan-out branches and nested sub-runs expand in ``<details>``."""
+    if not trace:
+        return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
+    head = "".join(f"<th>{_e(name)}</th>" for name in _TRACE_HEAD)
+    body = ""
+    for step in trace:
+        row = _row(step)
+        body += "<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells_html(row)) + "</tr>" + _nested_html(row)
+    caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>"
+    return f"<table>{caption_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _row_text(row: _Row) -> tuple[str, ...]:
+    cells = list(row.cells)
+    cells[3] += "".join(f" [{flag}]" for flag in row.decision_flags)
+    cells[7] += "".join(f" [{flag}]" for flag in row.output_flags)
+    return tuple(cells)
+
+
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Fixed-width columns (the last one unpadded)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
+            for row in rows]
+
+
+def trace_table_text(trace: Sequence[Step], *, caption: str = "Trace", indent: str = "") -> str:
+    """The text twin of :func:`trace_table_html`: fixed-width columns, sub-runs indented below their step."""
+    if not trace:
+        return f"{indent}{caption}: no steps recorded."
+    rows = [_row(step) for step in trace]
+    lines = _columns([_TRACE_HEAD, *(_row_text(row) for row in rows)])
+    out = [f"{indent}{caption} — {_plural(len(trace), 'step')}", indent + lines[0]]
+    for row, line in zip(rows, lines[1:], strict=True):
+        out.append(indent + line)
+        out += [f"{indent}    [{index}] {branch}" for index, branch in enumerate(row.branches or ())]
+        out += [trace_table_text(sub, caption=f"↳ {label} trace", indent=indent + "    ") for label, sub in row.nested]
+    return "\n".join(out)
+
+
+# -- visits ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _VisitRow:
+    state: str
+    entries: str
+    note: str
+    hot: bool
+
+
+def most_visited(visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None,
+                 highlight_max: bool = False) -> str | None:
+    """The state to highlight: the diagnosis's, else (``highlight_max``) the first state entered most, twice or more."""
+    if diagnosis and diagnosis.get("most_visited_state"):
+        return str(diagnosis["most_visited_state"])
+    if not highlight_max or not visits:
+        return None
+    state, count = max(visits.items(), key=lambda item: item[1])
+    return state if count >= 2 else None
+
+
+def _visit_rows(machine: Machine, visits: Mapping[str, int], hot: str | None) -> list[_VisitRow]:
+    states = [*machine.states, *(sid for sid in visits if sid not in machine.states)]
+    rows = []
+    for sid in states:
+        state = machine.states.get(sid)
+        ceiling = state.max_visits if state is not None else None
+        entries = visits.get(sid, 0)
+        notes = [note for note, on in (("most visited", sid == hot),
+                                       ("ceiling reached", ceiling is not None and entries >= ceiling)) if on]
+        rows.append(_VisitRow(sid, f"{entries} / {UNBOUNDED if ceiling is None else ceiling}", ", ".join(notes),
+                              sid == hot))
+    return rows
+
+
+def visits_table_html(machine: Machine, visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None,
+                      *, highlight_max: bool = False) -> str:
+    """Entries per state against ``max_visits``; the most visited state is marked."""
+    hot = most_visited(visits, diagnosis, highlight_max)
+    body = ""
+    for row in _visit_rows(machine, visits, hot):
+        state, entries, note = _code(row.state), _e(row.entries), _e(row.note)
+        if row.hot:
+            state, entries, note = f"<mark><strong>{state}</strong></mark>", f"<strong>{entries}</strong>", \
+                f"<em>{note}</em>"
+        body += f"<tr><td>{state}</td><td>{entries}</td><td>{note}</td></tr>"
+    head = "<tr><th>state</th><th>entries / max_visits</th><th>note</th></tr>"
+    return (f"<table><caption>Visits of {_e(machine.name)}</caption><thead>{head}</thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
+def visits_table_text(machine: Machine, visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None,
+                      *, highlight_max: bool = False) -> str:
+    """The text twin of :func:`visits_table_html` (the most visited state starred)."""
+    rows = _visit_rows(machine, visits, most_visited(visits, diagnosis, highlight_max))
+    table = _columns([("  state", "entries / max_visits", "note"),
+                      *((("* " if r.hot else "  ") + r.state, r.entries, r.note) for r in rows)])
+    return "\n".join([f"Visits of {machine.name}", *table])
+
+
+# -- result ------------------------------------------------------------------------------------
+
+
+def _steps(trace: Sequence[Step]) -> int:
+    counted = [step["step"] for step in trace if isinstance(step.get("step"), int)]
+    return max(counted, default=0)
+
+
+def _usage_text(result: RunResult) -> str:
+    usage = result.usage or {}
+    spent_in, spent_out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    return (f"{_plural(_steps(result.trace), 'step')} · {_plural(spent_in + spent_out, 'token')} "
+            f"(in {spent_in:,}, out {spent_out:,})")
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _result_html(value: Any) -> str:
+    text = _value_text(value)
+    if len(text) <= RESULT_INLINE and "\n" not in text:
+        return f"<p>Result: {_code(text)}</p>"
+    return f"<details><summary>Result: {_e(shorten(text, PREVIEW))}</summary><pre>{_e(text)}</pre></details>"
+
+
+def _at_text(result: RunResult) -> str:
+    return f" at {result.at}" if result.at else ""
+
+
+def _at_html(result: RunResult) -> str:
+    return f" at {_code(result.at)}" if result.at else ""
+
+
+def _resumes_text(result: RunResult) -> str:
+    return f" (resumes at {result.at})" if result.at else ""
+
+
+def _resumes_html(result: RunResult) -> str:
+    return f" (resumes at {_code(result.at)})" if result.at else ""
+
+
+def _diagnosis_text(result: RunResult) -> str | None:
+    diagnosis = result.diagnosis or {}
+    if not diagnosis.get("most_visited_state"):
+        return None
+    entries = _plural(int(diagnosis.get("visits") or 0), "entry", "entries")
+    return f"Most visited state: {diagnosis['most_visited_state']} ({entries})"
+
+
+def _waiting_for(result: RunResult) -> str:
+    return _WAITING_FOR.get(result.error or "", result.error or "a reply")
+
+
+_IN_DOUBT = ("a tool with side effects was started but its outcome was never recorded, so it may or may not "
+             "have happened; resolve it (completed with a value, retry, or abort) before the run goes on")
+
+
+def _questions(result: RunResult) -> list[tuple[str, str]]:
+    """(label, literal text) of what the run asks: the author's ``ask`` and a model's question."""
+    asked = [("The machine's author asks:", result.ask), ("The model asks (model output):", result.question)]
+    return [(label, text) for label, text in asked if text]
+
+
+def _questions_html(result: RunResult) -> str:
+    return "".join(f"<p>{_e(label)}</p><blockquote>{_lines_html(text)}</blockquote>"
+                   for label, text in _questions(result))
+
+
+def _questions_text(result: RunResult) -> list[str]:
+    return [f"{label}\n{_indent(text, '    ')}" for label, text in _questions(result)]
+
+
+def result_summary_html(result: RunResult) -> str:
+    """The outcome of a run: its result, halt reason, pending question or doubt; always steps and tokens."""
+    status = result.status
+    parts: list[str] = []
+    if status == "done":
+        parts += ["<p><strong>Done.</strong></p>", _result_html(result.result)]
+    elif status == "halt":
+        parts.append(f"<p><strong>Halted:</strong> {_code(result.error or 'halt')}{_at_html(result)}</p>")
+        diagnosis = _diagnosis_text(result)
+        parts += [f"<p><mark>{_e(diagnosis)}</mark></p>"] if diagnosis else []
+    elif status == "suspended":
+        waiting = f"waiting for {_e(_waiting_for(result))}{_resumes_html(result)}"
+        parts.append(f"<p><strong>Suspended ({_e(result.error)}):</strong> {waiting}.</p>")
+        parts.append(_questions_html(result))
+        parts += [f"<p>The reply goes to {_code(result.reply_to)}.</p>"] if result.reply_to else []
+    else:
+        parts.append(f"<p><strong>In doubt</strong>{_at_html(result)}: {_e(_IN_DOUBT)}.</p>")
+        parts += [f"<p>{_code(result.error)}</p>"] if result.error else []
+    parts.append(f"<p><small>{_e(_usage_text(result))}</small></p>")
+    return "".join(parts)
+
+
+def result_summary_text(result: RunResult) -> str:
+    """The text twin of :func:`result_summary_html`."""
+    status = result.status
+    lines: list[str] = []
+    if status == "done":
+        lines += ["Done.", "Result: " + _value_text(result.result)]
+    elif status == "halt":
+        lines.append(f"Halted: {result.error or 'halt'}{_at_text(result)}")
+        diagnosis = _diagnosis_text(result)
+        lines += [diagnosis] if diagnosis else []
+    elif status == "suspended":
+        lines.append(f"Suspended ({result.error}): waiting for {_waiting_for(result)}{_resumes_text(result)}.")
+        lines += _questions_text(result)
+        lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
+    else:
+        lines.append(f"In doubt{_at_text(result)}: {_IN_DOUBT}.")
+        lines += [result.error] if result.error else []
+    lines.append(_usage_text(result))
+    return "\n".join(lines)
+
+
+# -- live progress -----------------------------------------------------------------------------
+
+
+def _progress_facts(steps: int, usage: Mapping[str, int] | None) -> str:
+    usage = usage or {}
+    tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    return f"{_plural(steps, 'step')} · {_plural(tokens, 'token')}"
+
+
+def progress_html(state: str | None, steps: int, usage: Mapping[str, int] | None) -> str:
+    """The live line while a run works: current state, steps and tokens so far."""
+    where = f"state {_code(state)}" if state else "starting"
+    return f"<p><em>running</em> — {where} · {_e(_progress_facts(steps, usage))}</p>"
+
+
+def progress_text(state: str | None, steps: int, usage: Mapping[str, int] | None) -> str:
+    where = f"state {state}" if state else "starting"
+    return f"running — {where} · {_progress_facts(steps, usage)}"
+
+
+# -- the pending card (a notebook opened without a kernel) ------------------------------------
+
+
+def _continue_commands(run_id: str, result: RunResult) -> list[str]:
+    base = f"mkl resume NOTEBOOK.ipynb --run {run_id}"
+    if result.status == "in_doubt":
+        return [f"{base} --resolve completed=VALUE", f"{base} --resolve retry", f"{base} --resolve abort"]
+    if result.error == "budget-exhausted":
+        return [f"{base} --max-steps N"]
+    if result.error == "cost-exhausted":
+        return [f"{base} --max-tokens N"]
+    return [f"{base} --set {result.reply_to or 'human.reply'}=…"]
+
+
+def _pending_what(result: RunResult) -> str:
+    if result.status == "in_doubt":
+        return f"is in doubt{_at_text(result)}"
+    return f"is waiting for {_waiting_for(result)}{_resumes_text(result)}"
+
+
+def pending_card_html(run_id: str, machine_name: str, result: RunResult) -> str:
+    """A static card for a notebook opened without a kernel: what is pending and how to continue."""
+    commands = "".join(f"<li>{_code(command)}</li>" for command in _continue_commands(run_id, result))
+    reply = f"<p>The reply goes to {_code(result.reply_to)}.</p>" if result.reply_to else ""
+    return (f"<section><p><strong>Pending ({_e(result.error)}):</strong> run {_code(run_id)} of {_code(machine_name)} "
+            f"{_e(_pending_what(result))}.</p>{_questions_html(result)}{reply}"
+            "<p>To continue, open this notebook with a kernel and run <code>%mkl pending</code>, "
+            f"or from a terminal:</p><ul>{commands}</ul></section>")
+
+
+def pending_card_text(run_id: str, machine_name: str, result: RunResult) -> str:
+    """The text twin of :func:`pending_card_html`."""
+    lines = [f"Pending ({result.error}): run {run_id} of {machine_name} {_pending_what(result)}.",
+             *_questions_text(result)]
+    lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
+    lines.append("To continue, open this notebook with a kernel and run %mkl pending, or from a terminal:")
+    lines += [f"  {command}" for command in _continue_commands(run_id, result)]
+    return "\n".join(lines)
+
+
+# -- the run's display output ------------------------------------------------------------------
+
+
+def _highlight_max(result: RunResult) -> bool:
+    return result.error in BUDGET_HALTS
+
+
+UNDEFINED_MACHINE = "(machine not defined)"
+
+
+def run_html(run_id: str, machine: Machine | None, result: RunResult) -> str:
+    """The finished (or parked) view of a run: outcome or pending card, trace, and visits (given the machine)."""
+    name = machine.name if machine is not None else UNDEFINED_MACHINE
+    if result.status in ("suspended", "in_doubt"):
+        head = pending_card_html(run_id, name, result) + f"<p><small>{_e(_usage_text(result))}</small></p>"
+    else:
+        head = result_summary_html(result)
+    trace = trace_table_html(result.trace, caption=f"Trace of {run_id}")
+    visits = ("" if machine is None else
+              visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
+    return f"<div>{head}{trace}{visits}</div>"
+
+
+def run_text(run_id: str, machine: Machine | None, result: RunResult) -> str:
+    """The text twin of :func:`run_html`."""
+    name = machine.name if machine is not None else UNDEFINED_MACHINE
+    if result.status in ("suspended", "in_doubt"):
+        head = f"{pending_card_text(run_id, name, result)}\n{_usage_text(result)}"
+    else:
+        head = result_summary_text(result)
+    parts = [head, trace_table_text(result.trace, caption=f"Trace of {run_id}")]
+    if machine is not None:
+        parts.append(visits_table_text(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
+    return "\n\n".join(parts)
+
+
+def run_bundle(run_id: str, machine: Machine | None, result: RunResult | None, *, envelope: dict[str, Any] | None,
+               live: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The MIME bundle of a run's one display output (the diagram is a separate output).
+
+    ``live`` (``{"state", "steps", "usage"}``) shows the progress line instead of the
+    finished view; so does a run with no result yet.
+    """
+    if live is not None or result is None:
+        live = live or {}
+        args = (live.get("state"), int(live.get("steps") or 0), live.get("usage"))
+        bundle: dict[str, Any] = {"text/html": progress_html(*args), "text/plain": progress_text(*args)}
+    else:
+        bundle = {"text/html": run_html(run_id, machine, result), "text/plain": run_text(run_id, machine, result)}
+    if envelope is not None:
+        bundle[RUN_MIME] = envelope
+    return bundle
+
+
+RunRow = tuple[str, str, str, str, str]  # run id, machine, status, error, at
+
+
+def runs_table_html(rows: Sequence[RunRow]) -> str:
+    """The runs of a store or notebook, one row each (``%mkl runs``)."""
+    if not rows:
+        return "<p><em>No runs.</em></p>"
+    body = "".join(f"<tr><td>{_code(run_id)}</td><td>{_code(name)}</td><td>{_e(status)}</td><td>{_e(error)}</td>"
+                   f"<td>{_code(at) if at else ''}</td></tr>" for run_id, name, status, error, at in rows)
+    head = "".join(f"<th>{name}</th>" for name in _RUNS_HEAD)
+    return f"<table><caption>Runs</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def runs_table_text(rows: Sequence[RunRow]) -> str:
+    if not rows:
+        return "No runs."
+    return "\n".join(["Runs", *_columns([_RUNS_HEAD, *(tuple(map(str, row)) for row in rows)])])
+
+
+def runs_bundle(rows: Sequence[RunRow]) -> dict[str, str]:
+    return {"text/html": runs_table_html(rows), "text/plain": runs_table_text(rows)}
+
+
+# -- scenarios ---------------------------------------------------------------------------------
+
+
+def _tally(outcomes: Sequence[ScenarioOutcome]) -> str:
+    passed = sum(1 for outcome in outcomes if outcome.passed)
+    return f"{passed} passed, {len(outcomes) - passed} failed"
+
+
+def scenario_table_html(outcomes: Sequence[ScenarioOutcome]) -> str:
+    """Pass/fail per scenario, with an ``N passed, N failed`` summary row."""
+    body = "".join(
+        f"<tr><td>{_code(o.name)}</td><td>{'PASS' if o.passed else '<strong>FAIL</strong>'}</td>"
+        f"<td>{_e(o.why)}</td></tr>" for o in outcomes)
+    return ("<table><caption>Scenarios</caption><thead><tr><th>scenario</th><th>outcome</th><th>why</th></tr>"
+            f"</thead><tbody>{body}</tbody><tfoot><tr><th colspan=\"3\">{_e(_tally(outcomes))}</th></tr></tfoot>"
+            "</table>")
+
+
+def scenario_table_text(outcomes: Sequence[ScenarioOutcome]) -> str:
+    lines = [f"PASS {o.name}" if o.passed else f"FAIL {o.name}: {o.why}" for o in outcomes]
+    return "\n".join([*lines, _tally(outcomes)])

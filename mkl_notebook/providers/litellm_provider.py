@@ -1,0 +1,184 @@
+"""Real models through litellm, behind the oracle boundary (LANGUAGE.md §9).
+
+litellm is imported on the first real call only (it takes seconds to import),
+with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so importing it makes no network
+call.  API keys come from the providers' usual environment variables and are
+redacted from every message this module produces.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from typing import Any
+
+from ..engine.oracle import (
+    AwaitingHuman,
+    JudgeAnswer,
+    JudgeRequest,
+    Oracle,
+    OracleError,
+    OracleRequest,
+    ProduceAnswer,
+    ProduceRequest,
+)
+from .config import ModelConfig
+from .judge_protocol import parse_judge_reply
+from .prompts import judge_messages, produce_messages, split_scratchpad
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_import_lock = threading.Lock()
+_litellm: Any = None
+
+
+def import_litellm() -> Any:
+    """Import litellm once, offline and quiet."""
+    global _litellm
+    with _import_lock:
+        if _litellm is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            os.environ.setdefault("LITELLM_LOG", "ERROR")
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            litellm.drop_params = True  # a tier's model may not take every parameter (e.g. temperature)
+            _litellm = litellm
+    return _litellm
+
+
+def redact(text: str, env: dict[str, str] | None = None) -> str:
+    """Remove every secret-looking environment value from ``text``."""
+    for name, value in (env if env is not None else os.environ).items():
+        if value and len(value) >= 6 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, "***")
+    return re.sub(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}", "***", text)
+
+
+def _short(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return redact(f"{type(exc).__name__}: {first}")[:300]
+
+
+class MissingModel(OracleError):
+    pass
+
+
+class LiteLLMOracle(Oracle):
+    """Produce and judge calls on real models; tools, hooks and replies belong to other oracles."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _model(self, tier: str) -> str:
+        model = self.config.model_for(tier)
+        if not model:
+            raise MissingModel(
+                f"provider-error: no model is configured for tier '{tier}': set MKL_MODEL (e.g. "
+                f"openai/gpt-4o-mini) or MKL_MODEL_{tier.upper()}, or '{tier} = \"…\"' under [tool.mkl] in "
+                "pyproject.toml, or run with a script of scripted answers")
+        return model
+
+    def _retryable(self, litellm: Any, exc: BaseException) -> bool:
+        kinds = tuple(getattr(litellm, name) for name in (
+            "RateLimitError", "Timeout", "APIConnectionError", "InternalServerError", "ServiceUnavailableError",
+            "BadGatewayError") if hasattr(litellm, name))
+        if isinstance(exc, kinds):
+            return True
+        status = getattr(exc, "status_code", None)
+        return isinstance(status, int) and (status == 429 or status >= 500)
+
+    def complete(self, tier: str, model: str, messages: list[dict[str, str]], **params: Any) -> Any:
+        """One chat completion with retries (exponential backoff with jitter) on transient failures."""
+        litellm = import_litellm()
+        arguments: dict[str, Any] = {
+            "model": model, "messages": messages, "timeout": self.config.timeout, "num_retries": 0,
+            **self.config.params_for(tier), **params,
+        }
+        api_base = self.config.api_base_for(tier)
+        if api_base:
+            arguments["api_base"] = api_base
+        attempt = 0
+        while True:
+            try:
+                return litellm.completion(**arguments)
+            except Exception as exc:
+                if isinstance(exc, getattr(litellm, "AuthenticationError", ())):
+                    raise OracleError(f"provider-error: {model} refused the credentials ({_short(exc)}); set the "
+                                      "provider's API key variable (e.g. OPENAI_API_KEY)") from None
+                if attempt >= self.config.retries or not self._retryable(litellm, exc):
+                    raise OracleError(f"provider-error: {model}: {_short(exc)}",
+                                      suspendable=self._retryable(litellm, exc)) from None
+                delay = self.config.backoff * (2 ** attempt)
+                time.sleep(delay + random.uniform(0, delay / 2))
+                attempt += 1
+
+    # -- the oracle ---------------------------------------------------------------------
+
+    def ask(self, request: OracleRequest) -> Any:
+        if isinstance(request, ProduceRequest):
+            return self._produce(request)
+        if isinstance(request, JudgeRequest):
+            return self._judge(request)
+        if request.kind == "reply":
+            raise AwaitingHuman(request.position)
+        raise OracleError(f"state-error: no host {request.kind} named '{getattr(request, 'name', '')}' is "
+                          "registered")
+
+    def _produce(self, request: ProduceRequest) -> ProduceAnswer:
+        model = self._model(request.tier)
+        litellm = import_litellm()
+        native = bool(request.reason) and _supports_reasoning(litellm, model)
+        params: dict[str, Any] = {"temperature": request.temperature}
+        if native:
+            params["reasoning_effort"] = "medium"
+        response = self.complete(request.tier, model, produce_messages(
+            request, scratchpad=request.reason and not native), **params)
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        reasoning = None
+        if request.reason:
+            if native:
+                reasoning = getattr(choice.message, "reasoning_content", None)
+            else:
+                reasoning, text = split_scratchpad(text)
+        usage = getattr(response, "usage", None)
+        return ProduceAnswer(text=text, reasoning=reasoning,
+                             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                             truncated=getattr(choice, "finish_reason", None) == "length", model=model)
+
+    def _judge(self, request: JudgeRequest) -> JudgeAnswer:
+        model = self.config.judge or self._model(request.tier)
+        response = self.complete(request.tier, model, judge_messages(request), temperature=0)
+        text = response.choices[0].message.content or ""
+        parsed = parse_judge_reply(text, len(request.conditions))
+        usage = getattr(response, "usage", None)
+        return JudgeAnswer(choice=parsed.choice, raw=parsed.raw, parse=parsed.parse,
+                           input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                           output_tokens=int(getattr(usage, "completion_tokens", 0) or 0), model=model)
+
+
+def _supports_reasoning(litellm: Any, model: str) -> bool:
+    check = getattr(litellm, "supports_reasoning", None)
+    if check is None:
+        return False
+    try:
+        return bool(check(model=model))
+    except Exception:  # unknown models are simply not reasoning models
+        return False
+
+
+def missing_keys(model: str) -> list[str]:
+    """Environment variables the provider of ``model`` needs and does not have."""
+    litellm = import_litellm()
+    try:
+        report = litellm.validate_environment(model=model)
+    except Exception:
+        return []
+    return list(report.get("missing_keys") or [])
