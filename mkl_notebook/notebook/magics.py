@@ -18,14 +18,18 @@ import yaml
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import display
+from traitlets import Unicode, observe
 
 from ..lang.check import check
+from ..lang.model import TIERS
+from ..providers.config import ConfigError, load_config
 from ..testing import ScenarioFileError, run_all, scenarios_from_mapping
 from . import views
 from .diagram import diagram_bundle
 from .display import RunView
 from .session import MklUsageError, Run, Session, current_session
 
+MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
 SUBCOMMANDS = ("run", "resume", "runs", "trace", "visits", "pending", "check", "test", "config", "help")
 _WHOLE_VAR = re.compile(r"^\$([A-Za-z_]\w*)$")
 _INLINE = re.compile(r"\$([A-Za-z_]\w*)|\{([^{}]+)\}")
@@ -35,14 +39,16 @@ HELP = """\
 %%mkl run [flags]         define it and run it
 %mkl run NAME [flags]     run a defined machine; flags:
     --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
-    --max-steps N  --max-tokens N  --script FILE  --fresh  --notebook PATH
+    --max-steps N  --max-tokens N  --script FILE  --model MODEL  --fresh  --notebook PATH
 %mkl resume RUN [--reply TEXT | --set path=value] [--max-steps N] [--max-tokens N]
                [--resolve completed=VALUE|retry|abort]
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
 %mkl trace RUN | visits RUN
 %mkl check NAME           static findings with line numbers
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
-%mkl config [key=value]   show or change settings (store, hitl, max_workers)
+%mkl config [key=value]   show or change settings: store, hitl, max_workers, and models:
+                          model, fast, balanced, reasoning, judge, api_base, timeout, retries
+                          (also %config MklMagics.model = "openai/gpt-4o-mini")
 """
 
 
@@ -76,6 +82,7 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--script")
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--notebook")
+    parser.add_argument("--model")
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
@@ -102,10 +109,24 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
 
 @magics_class
 class MklMagics(Magics):
+    """Also configurable: ``%config MklMagics.model = "openai/gpt-4o-mini"`` (and judge_model, api_base)."""
+
+    model = Unicode(None, allow_none=True, help="litellm model for every tier").tag(config=True)
+    judge_model = Unicode(None, allow_none=True, help="litellm model for judge calls").tag(config=True)
+    api_base = Unicode(None, allow_none=True, help="base URL of an OpenAI-compatible server").tag(config=True)
+
     def __init__(self, shell: Any, session: Session) -> None:
-        super().__init__(shell)
         self.session = session
+        super().__init__(shell)
         self.parsers = _parsers()
+
+    @observe("model", "judge_model", "api_base")
+    def _model_setting(self, change: Any) -> None:
+        key = {"model": "model", "judge_model": "judge", "api_base": "api_base"}[change["name"]]
+        if change["new"]:
+            self.session.model_overrides[key] = change["new"]
+        else:
+            self.session.model_overrides.pop(key, None)
 
     # -- values from the user's namespace ------------------------------------------------
 
@@ -242,7 +263,8 @@ class MklMagics(Magics):
         run = self.session.run(name, id=self._text(args.run_id) if args.run_id else None, input=host_values,
                                hitl=hitl, suspend=args.suspend, max_steps=args.max_steps,
                                max_tokens=args.max_tokens, script=script, fresh=args.fresh,
-                               notebook=args.notebook, observer=view.observer)
+                               notebook=args.notebook, model=self._text(args.model) if args.model else None,
+                               observer=view.observer)
         self.present(run, view)
 
     def present(self, run: Run, view: RunView) -> None:
@@ -359,9 +381,21 @@ class MklMagics(Magics):
                 if not value.isdigit() or int(value) < 1:
                     raise UsageError("max_workers is a whole number of at least 1")
                 settings.max_workers = int(value)
+            elif key in MODEL_SETTINGS:
+                candidate = {**self.session.model_overrides, key: self._text(value)}
+                try:
+                    load_config(overrides=candidate)
+                except ConfigError as exc:
+                    raise UsageError(str(exc)) from None
+                self.session.model_overrides[key] = self._text(value)
             else:
-                raise UsageError(f"unknown setting '{key}' (settings: store, hitl, max_workers)")
-        print(f"store = {settings.store}\nhitl = {settings.hitl}\nmax_workers = {settings.max_workers or 'default'}")
+                raise UsageError(f"unknown setting '{key}' (settings: store, hitl, max_workers, "
+                                 f"{', '.join(MODEL_SETTINGS)})")
+        config = self.session.model_config()
+        tiers = ", ".join(f"{tier}={config.model_for(tier) or '—'}" for tier in TIERS)
+        print(f"store = {settings.store}\nhitl = {settings.hitl}\nmax_workers = {settings.max_workers or 'default'}\n"
+              f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
+              f"api_base={config.api_base or '—'}")
 
 
 def load(shell: Any) -> MklMagics:
@@ -369,5 +403,7 @@ def load(shell: Any) -> MklMagics:
     session.user_ns = shell.user_ns
     magics = MklMagics(shell, session)
     shell.register_magics(magics)
+    if magics not in shell.configurables:
+        shell.configurables.append(magics)  # so %config MklMagics.model = … works
     return magics
 

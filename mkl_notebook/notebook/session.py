@@ -21,10 +21,11 @@ from ..host import HostOracle, Registry, default_registry
 from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine
+from ..providers.config import ConfigError, ModelConfig, load_config
 from . import nbfile
 
-NO_MODEL = ("no model is configured: pass script=… (or --script FILE) to run with scripted answers, "
-            "or configure a model tier")
+NO_MODEL = ("no model is configured: set one with %mkl config model=openai/gpt-4o-mini (or MKL_MODEL, or "
+            "[tool.mkl] in pyproject.toml), or pass --script FILE to run with scripted answers")
 
 
 class MklUsageError(ValueError):
@@ -54,7 +55,8 @@ class Session:
     runs: dict[str, Run] = field(default_factory=dict)
     registry: Registry = field(default_factory=lambda: default_registry)
     user_ns: dict[str, Any] = field(default_factory=dict)
-    model_factory: Callable[[], Oracle] | None = None
+    model_factory: Callable[[], Oracle] | None = None  # tests and embedders may supply their own model oracle
+    model_overrides: dict[str, Any] = field(default_factory=dict)  # %mkl config / %config MklMagics.model
     _store: RunStore | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -95,7 +97,7 @@ class Session:
 
     # -- oracles -----------------------------------------------------------------
 
-    def oracle(self, script: Any = None) -> Oracle:
+    def oracle(self, script: Any = None, model_name: str | None = None) -> Oracle:
         if isinstance(script, Oracle):
             model = script
         elif script is not None:
@@ -116,15 +118,35 @@ class Session:
         elif self.model_factory is not None:
             model = self.model_factory()
         else:
-            model = _NoModel()
+            config = self.model_config(model_name)
+            if config.configured:
+                from ..providers.litellm_provider import LiteLLMOracle
+
+                model = LiteLLMOracle(config)
+            else:
+                model = _NoModel()
         return HostOracle(model, self.registry)
+
+    def model_config(self, model_name: str | None = None) -> ModelConfig:
+        """Tier models from pyproject/mkl.toml, the environment, %mkl config and a run's --model."""
+        overrides = dict(self.model_overrides)
+        if model_name:
+            overrides["model"] = model_name
+        try:
+            return load_config(overrides=overrides)
+        except ConfigError as exc:
+            raise MklUsageError(str(exc)) from None
+
+    def has_model(self, model_name: str | None = None) -> bool:
+        return self.model_factory is not None or self.model_config(model_name).configured
 
     # -- runs --------------------------------------------------------------------
 
     def run(self, name: str, *, id: str | None = None, input: Mapping[str, Any] | None = None,
             hitl: str | None = None, suspend: bool = False, max_steps: int | None = None,
             max_tokens: int | None = None, script: Any = None, fresh: bool = False,
-            notebook: str | None = None, observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
+            notebook: str | None = None, model: str | None = None,
+            observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
         machine = self.machine(name)
         run_id = id or name
         hitl = hitl or self.settings.hitl
@@ -135,11 +157,11 @@ class Session:
         if not fresh:
             self._rehydrate(run_id, notebook)
         is_new = fresh or not self.store.exists(run_id)
-        if is_new and script is None and self.model_factory is None:
+        if is_new and script is None and not self.has_model(model):
             raise MklUsageError(NO_MODEL)
         options = RunOptions(cost_budget=max_tokens, max_steps=max_steps, suspendable=suspend, hitl=hitl,
                              **({"max_workers": self.settings.max_workers} if self.settings.max_workers else {}))
-        handle = Run(self, run_id, name, self.oracle(script))
+        handle = Run(self, run_id, name, self.oracle(script, model))
         handle.outcome = durable.start(machine, handle.oracle, store=self.store, run_id=run_id,
                                        registry=dict(self.machines), input=dict(input or {}), options=options,
                                        fresh=fresh, observer=observer)

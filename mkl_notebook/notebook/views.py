@@ -434,26 +434,32 @@ def _continue_commands(run_id: str, result: RunResult) -> list[str]:
     return [f"{base} --set {result.reply_to or 'human.reply'}=…"]
 
 
-def _pending_what(result: RunResult) -> str:
+def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
+    """(title, what is pending, detail) of the card, as plain text."""
     if result.status == "in_doubt":
-        return f"is in doubt{_at_text(result)}"
-    return f"is waiting for {_waiting_for(result)}{_resumes_text(result)}"
+        return "In doubt", f"run {run_id} of {machine_name}{_at_text(result)}: {_IN_DOUBT}.", result.error
+    waiting = f"is waiting for {_waiting_for(result)}{_resumes_text(result)}."
+    return f"Pending ({result.error})", f"run {run_id} of {machine_name} {waiting}", None
 
 
 def pending_card_html(run_id: str, machine_name: str, result: RunResult) -> str:
-    """A static card for a notebook opened without a kernel: what is pending and how to continue."""
+    """A static card for a suspended or in-doubt run in a notebook opened without a kernel.
+
+    It says what is pending (the ask, the reply's destination, the state) and how to continue.
+    """
+    title, what, detail = _pending_lines(run_id, machine_name, result)
     commands = "".join(f"<li>{_code(command)}</li>" for command in _continue_commands(run_id, result))
     reply = f"<p>The reply goes to {_code(result.reply_to)}.</p>" if result.reply_to else ""
-    return (f"<section><p><strong>Pending ({_e(result.error)}):</strong> run {_code(run_id)} of {_code(machine_name)} "
-            f"{_e(_pending_what(result))}.</p>{_questions_html(result)}{reply}"
+    return (f"<section><p><strong>{_e(title)}:</strong> {_e(what)}</p>"
+            f"{f'<p>{_code(detail)}</p>' if detail else ''}{_questions_html(result)}{reply}"
             "<p>To continue, open this notebook with a kernel and run <code>%mkl pending</code>, "
             f"or from a terminal:</p><ul>{commands}</ul></section>")
 
 
 def pending_card_text(run_id: str, machine_name: str, result: RunResult) -> str:
     """The text twin of :func:`pending_card_html`."""
-    lines = [f"Pending ({result.error}): run {run_id} of {machine_name} {_pending_what(result)}.",
-             *_questions_text(result)]
+    title, what, detail = _pending_lines(run_id, machine_name, result)
+    lines = [f"{title}: {what}", *([detail] if detail else []), *_questions_text(result)]
     lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
     lines.append("To continue, open this notebook with a kernel and run %mkl pending, or from a terminal:")
     lines += [f"  {command}" for command in _continue_commands(run_id, result)]
