@@ -149,7 +149,7 @@ def _node_classes(machine: Machine, ids: Mapping[str, str], visits: Mapping[str,
     classes: dict[str, list[str]] = {name: [] for name in CLASS_STYLES}
     for sid, node in ids.items():
         if sid == current:
-            classes[current_kind or "current"].append(node)
+            classes[current_kind if current_kind in CLASS_STYLES else "current"].append(node)
         elif sid not in machine.states:
             classes["missing"].append(node)
         elif visits is not None:

@@ -1,0 +1,955 @@
+"""Behaviour tests for the notebook's views (HTML + text twins) and state diagrams (mermaid + text twin).
+
+Every result rendered here comes from actually running a machine against the
+scripted oracle, except the in-doubt and model-question outcomes, which need a
+durable store or a real model and are built as the engine would report them.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+from mkl_notebook.engine.options import RunOptions
+from mkl_notebook.engine.result import RunResult
+from mkl_notebook.engine.runner import run_machine
+from mkl_notebook.lang.loader import load
+from mkl_notebook.lang.model import Machine
+from mkl_notebook.notebook import diagram, views
+from mkl_notebook.providers.scripted import ScriptedOracle
+from mkl_notebook.testing import Outcome
+
+HOSTILE = "<script>alert(1)</script>"
+RUN_MIME = "application/vnd.mkl.run+json"
+
+# Tags JupyterLab's HTML sanitizer keeps (a subset of its allow-list); anything else would vanish or be unsafe.
+ALLOWED_TAGS = {"blockquote", "br", "caption", "code", "details", "div", "em", "li", "mark", "ol", "p", "pre",
+                "section", "small", "strong", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"}
+VOID_TAGS = {"br"}
+
+
+# -- machines ---------------------------------------------------------------------------------
+
+LOOPER = """
+machine: looper
+entry: draft
+budget: 5
+states:
+  draft:
+    structure: s
+    prompt: write
+    output: draft
+    max_visits: 4
+    gates:
+      - { when: otherwise, then: ok, to: check }
+  check:
+    structure: s
+    prompt: "check {{draft}}"
+    output: verdict
+    gates:
+      - { when: good enough, then: ok, to: END }
+      - { when: otherwise, then: ok, to: draft }
+  unused:
+    structure: s
+    prompt: never
+    output: x
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+FAN = """
+machine: fan
+entry: ideas
+budget: 10
+context: { topics: [alpha, beta] }
+states:
+  ideas:
+    structure: s
+    prompt: "idea {{index}}"
+    sample: 3
+    output: ideas
+    gates:
+      - { when: otherwise, then: ok, to: look }
+  look:
+    tool: search
+    over: "{{topics}}"
+    input: { q: "{{item}}" }
+    output: found
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+PARENT = """
+machine: parent
+entry: prep
+budget: 10
+context: { items: [x, y] }
+states:
+  prep:
+    call: middle
+    output: mid
+    gates:
+      - { when: otherwise, then: ok, to: each }
+  each:
+    call: leaf
+    over: "{{items}}"
+    input: { what: "{{item}}" }
+    output: leaves
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+MIDDLE = """
+machine: middle
+entry: m1
+budget: 5
+states:
+  m1:
+    call: leaf
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+LEAF = """
+machine: leaf
+entry: l1
+budget: 5
+states:
+  l1:
+    structure: s
+    prompt: "leaf {{what}}"
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+REFUND = """
+machine: refund
+entry: draft
+budget: 6
+states:
+  draft:
+    structure: s
+    prompt: write
+    output: draft
+    gates:
+      - when: otherwise
+        escalate: true
+        to: review
+        ask: "<script>alert(1)</script> Approve the refund?\\nSay yes or no."
+        reply_to: approval.answer
+  review:
+    structure: s
+    prompt: "apply {{approval.answer}}"
+    output: final
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+STRICT = """
+machine: strict
+entry: a
+budget: 3
+states:
+  a:
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: "is it bad: yes", fail: true }
+      - { when: otherwise, then: ok, to: END }
+"""
+
+CALLER = """
+machine: caller
+entry: c
+budget: 3
+states:
+  c:
+    call: strict
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+PARSER = """
+machine: parser
+entry: p
+budget: 3
+states:
+  p:
+    structure: s
+    prompt: p
+    parse: json
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+FLAGS = """
+machine: flags
+entry: read
+budget: 6
+context: { ticket: "" }
+states:
+  read:
+    structure: s
+    prompt: "summarise {{ticket}}"
+    output: summary
+    gates:
+      - { when: is urgent, then: ok, to: reply }
+      - { when: otherwise, then: ok, to: END }
+  reply:
+    tool: send_reply
+    input: { text: "{{summary}}" }
+    output: sent
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+FALLBACK = """
+machine: fallback
+entry: a
+budget: 3
+states:
+  a:
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: looks right, then: ok, to: b }
+      - { when: otherwise, then: ok, to: END }
+  b:
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: approved, hook: approved, then: ok, to: END }
+"""
+
+HOOKED = """
+machine: hooked
+entry: a
+budget: 3
+states:
+  a:
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: approved, hook: approved, then: ok, to: END }
+"""
+
+WEIRD = r"""
+machine: weird
+entry: my-state
+budget: 9
+states:
+  my-state:
+    structure: s
+    prompt: p
+    output: o
+    max_visits: 3
+    gates:
+      - { when: "score: \"high\"; # yes", then: ok, to: "a b" }
+      - { when: "needs: more\nwork", repair: 2, to: my-state }
+      - { when: "a --> b %%{init: {\"theme\": \"dark\"}}%%", then: ok, to: END }
+  "a b":
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: "broken <b>", fail: true }
+      - { when: otherwise, then: ok, to: END }
+      - { when: "also done", then: ok, to: END }
+  END:
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: "[*]" }
+  "[*]":
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: state }
+  state:
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: 'x"y' }
+  'x"y':
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: "<b>bold</b>" }
+  "<b>bold</b>":
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: ghost }
+"""
+
+
+def machine(text: str) -> Machine:
+    return load(textwrap.dedent(text), strict=False)
+
+
+def run(text: str, llm: dict[str, Any] | None = None, *, registry: tuple[str, ...] = (), tools: Any = None,
+        hooks: Any = None, replies: list[Any] | None = None, input: dict[str, Any] | None = None,
+        **options: Any) -> tuple[Machine, RunResult]:
+    root = machine(text)
+    machines = {m.name: m for m in map(machine, registry)}
+    oracle = ScriptedOracle(llm or {}, tools, hooks, replies=replies)
+    return root, run_machine(root, oracle, registry=machines, input=input, options=RunOptions(**options))
+
+
+def budget_halt() -> tuple[Machine, RunResult]:
+    return run(LOOPER, {"judge": ["none"], "tokens": [1000, 240]})
+
+
+def fan_out() -> tuple[Machine, RunResult]:
+    return run(FAN, {"produce": ["one", "two", HOSTILE]}, tools={"search": ["r1", "r2"]})
+
+
+def nested() -> tuple[Machine, RunResult]:
+    return run(PARENT, {"produce": ["deep", "leaf-x", "leaf-y"], "tokens": [3, 4]}, registry=(MIDDLE, LEAF))
+
+
+def suspended() -> tuple[Machine, RunResult]:
+    return run(REFUND, {"produce": [HOSTILE]}, hitl="asking")
+
+
+def resumed() -> tuple[Machine, RunResult]:
+    return run(REFUND, {"produce": [HOSTILE, "applied"]}, replies=["yes"], hitl="asking")
+
+
+def gate_fail() -> tuple[Machine, RunResult]:
+    return run(STRICT, {"judge": [0]})
+
+
+def call_failed() -> tuple[Machine, RunResult]:
+    return run(CALLER, {"judge": [0]}, registry=(STRICT,))
+
+
+def parse_error() -> tuple[Machine, RunResult]:
+    return run(PARSER, {"produce": ["not json"]})
+
+
+def flagged() -> tuple[Machine, RunResult]:
+    return run(FLAGS, {"produce": ["urgent!"], "judge": [0]}, tools={"send_reply": ["sent"]},
+               input={"ticket": "help me"})
+
+
+def judge_fallback() -> tuple[Machine, RunResult]:
+    return run(FALLBACK, {"judge": "unparseable"})
+
+
+def hook_decided() -> tuple[Machine, RunResult]:
+    return run(HOOKED, {}, hooks={"approved": [True]})
+
+
+def budget_suspended() -> tuple[Machine, RunResult]:
+    return run(LOOPER, {"judge": ["none"]}, suspendable=True, max_steps=3)
+
+
+def in_doubt() -> tuple[Machine, RunResult]:
+    root, result = flagged()
+    return root, RunResult(status="in_doubt", error="in-doubt: send_reply at root/1:reply#1/tool", at="reply",
+                           usage=result.usage, trace=result.trace[:1], visits=dict(result.visits))
+
+
+def model_question() -> tuple[Machine, RunResult]:
+    root, result = suspended()
+    return root, replace(result, error="asked", ask=None, question=f"Which {HOSTILE} account?",
+                         reply_to="human.reply")
+
+
+RUNS = {
+    "budget-halt": budget_halt, "fan-out": fan_out, "nested": nested, "suspended": suspended,
+    "resumed": resumed, "gate-fail": gate_fail, "call-failed": call_failed, "parse-error": parse_error,
+    "flagged": flagged, "judge-fallback": judge_fallback, "hook": hook_decided,
+    "budget-suspended": budget_suspended, "in-doubt": in_doubt, "model-question": model_question,
+}
+
+
+def every_html(root: Machine, result: RunResult) -> list[str]:
+    envelope = {"run_id": "run-1", "status": result.status}
+    return [
+        views.run_bundle("run-1", root, result, envelope=envelope)["text/html"],
+        views.run_bundle("run-1", root, result, envelope=None, live={"state": root.entry, "steps": 2,
+                                                                     "usage": result.usage})["text/html"],
+        views.result_summary_html(result),
+        views.trace_table_html(result.trace),
+        views.visits_table_html(root, result.visits, result.diagnosis, highlight_max=True),
+        views.pending_card_html("run-1", root.name, result),
+        views.progress_html(HOSTILE, 3, result.usage),
+    ]
+
+
+# -- an HTML checker --------------------------------------------------------------------------
+
+
+class Html(HTMLParser):
+    """Parses a fragment, checking that tags balance, and keeps its text and element paths."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str | None]] = []
+        self.paths: list[tuple[str, ...]] = []
+        self.text_parts: list[str] = []
+        self.errors: list[str] = []
+        self.feed(markup)
+        self.close()
+        if self.stack:
+            self.errors.append(f"unclosed {self.stack}")
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs += attrs
+        if tag not in VOID_TAGS:
+            self.stack.append(tag)
+            self.paths.append(tuple(self.stack))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs += attrs
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            return
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text_parts.append(data)
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.text_parts)
+
+
+def parsed(markup: str) -> Html:
+    page = Html(markup)
+    assert not page.errors, page.errors
+    return page
+
+
+# -- untrusted-notebook safety ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_html_is_plain_semantic_markup(name: str) -> None:
+    root, result = RUNS[name]()
+    extra = [views.scenario_table_html([Outcome(HOSTILE, False, HOSTILE)]),
+             views.runs_table_html([("run-1", HOSTILE, result.status, result.error or "", result.at or "")])]
+    for markup in [*every_html(root, result), *extra]:
+        lowered = markup.lower()
+        assert "<style" not in lowered and "<script" not in lowered and "var(--" not in lowered
+        page = parsed(markup)
+        assert set(page.tags) <= ALLOWED_TAGS, set(page.tags) - ALLOWED_TAGS
+        assert {key for key, _ in page.attrs} <= {"colspan", "start", "title"}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_the_run_bundle_carries_html_text_and_envelope_but_no_diagram(name: str) -> None:
+    root, result = RUNS[name]()
+    envelope = {"run_id": "run-1", "status": result.status}
+    bundle = views.run_bundle("run-1", root, result, envelope=envelope)
+    assert set(bundle) == {"text/html", "text/plain", RUN_MIME}
+    assert bundle[RUN_MIME] is envelope
+    assert set(views.run_bundle("run-1", root, result, envelope=None)) == {"text/html", "text/plain"}
+
+
+def test_hostile_model_output_is_escaped_in_every_view() -> None:
+    root, result = fan_out()
+    markup = views.run_bundle("run-1", root, result, envelope=None)["text/html"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
+    assert HOSTILE in parsed(markup).text  # shown literally, as text
+    assert HOSTILE in views.run_text("run-1", root, result)
+
+
+def test_hostile_ask_and_state_names_are_escaped() -> None:
+    _, result = suspended()
+    card = views.pending_card_html("run-1", HOSTILE, result)
+    summary = views.result_summary_html(result)
+    for markup in (card, summary):
+        assert "<script" not in markup
+        assert f"{HOSTILE} Approve the refund?" in parsed(markup).text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; Approve the refund?<br>Say yes or no." in summary
+    weird = machine(WEIRD)
+    visits = views.visits_table_html(weird, {"<b>bold</b>": 2})
+    assert "<b>" not in visits and "&lt;b&gt;bold&lt;/b&gt;" in visits
+
+
+# -- text twins -------------------------------------------------------------------------------
+
+
+def _steps(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every step, nested sub-runs included."""
+    found = []
+    for step in trace:
+        found.append(step)
+        found += _steps(step.get("sub_trace") or [])
+        for sub in step.get("sub_traces") or []:
+            found += _steps(sub or [])
+    return found
+
+
+def _facts(root: Machine, result: RunResult) -> list[str]:
+    facts = [result.error, result.at, result.reply_to, f"{sum(result.usage.values()):,} tokens"]
+    facts += (result.ask or "").splitlines() + (result.question or "").splitlines()
+    for step in _steps(result.trace):
+        cost = step.get("cost") or {}
+        facts += [step["state"], step.get("policy"), step.get("to"), f"{sum(cost.values()):,}", step.get("gate_via")]
+    for sid, state in root.states.items():
+        bound = "–" if state.max_visits is None else state.max_visits
+        facts.append(f"{result.visits.get(sid, 0)} / {bound}")
+    return [str(fact) for fact in facts if fact]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_html_and_text_twins_state_the_same_facts(name: str) -> None:
+    root, result = RUNS[name]()
+    bundle = views.run_bundle("run-1", root, result, envelope=None)
+    html_text, plain = parsed(bundle["text/html"]).text, bundle["text/plain"]
+    for fact in _facts(root, result):
+        assert fact in html_text, fact
+        assert fact in plain, fact
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_each_view_has_a_text_twin(name: str) -> None:
+    root, result = RUNS[name]()
+    pairs = [
+        (views.result_summary_html(result), views.result_summary_text(result)),
+        (views.trace_table_html(result.trace), views.trace_table_text(result.trace)),
+        (views.visits_table_html(root, result.visits, result.diagnosis),
+         views.visits_table_text(root, result.visits, result.diagnosis)),
+        (views.pending_card_html("run-1", root.name, result), views.pending_card_text("run-1", root.name, result)),
+        (views.progress_html("draft", 3, result.usage), views.progress_text("draft", 3, result.usage)),
+    ]
+    for markup, plain in pairs:
+        words, plain_words = (set(re.findall(r"\w+(?:[.-]\w+)*", text)) for text in (parsed(markup).text, plain))
+        assert words <= plain_words, words - plain_words
+
+
+# -- trace tables -----------------------------------------------------------------------------
+
+
+def test_trace_table_columns_and_values() -> None:
+    _, result = budget_halt()
+    page = parsed(views.trace_table_html(result.trace))
+    for column in ("step", "state", "gate", "decided by", "policy", "to", "tokens", "output"):
+        assert column in page.text
+    assert "1,240" in page.text  # tokens in + out of one step
+    lines = views.trace_table_text(result.trace).splitlines()
+    assert lines[0] == "Trace — 5 steps"
+    header, first = lines[1], lines[2]
+    assert header.split() == ["step", "state", "gate", "decided", "by", "policy", "to", "tokens", "output"]
+    assert header.index("tokens") == first.index("1,240")  # fixed-width columns line up
+    assert first.split()[:7] == ["1", "draft", "otherwise", "otherwise", "ok", "check", "1,240"]
+
+
+def test_output_preview_is_shortened() -> None:
+    _, result = run(LEAF, {"produce": ["word " * 100]})
+    page = parsed(views.trace_table_html(result.trace))
+    assert "word word" in page.text and "…" in page.text
+    assert "word " * 30 not in page.text
+
+
+def test_fan_out_branches_expand_in_details() -> None:
+    _, result = fan_out()
+    page = parsed(views.trace_table_html(result.trace))
+    assert "3 branches" in page.text and "2 branches" in page.text
+    assert ("table", "tbody", "tr", "td", "details", "ol", "li") in page.paths
+    plain = views.trace_table_text(result.trace)
+    assert "[0] one" in plain and "[1] two" in plain and f"[2] {HOSTILE}" in plain and "[1] r2" in plain
+
+
+def test_nested_sub_traces_render_inside_details() -> None:
+    _, result = nested()
+    page = parsed(views.trace_table_html(result.trace))
+    nested_table = ("table", "tbody", "tr", "td", "details", "table")
+    assert nested_table in page.paths
+    assert (*nested_table, "tbody", "tr", "td", "details", "table") in page.paths  # middle -> leaf, two deep
+    assert "sub-run — 1 step" in page.text
+    assert "branch 0 — 1 step" in page.text and "branch 1 — 1 step" in page.text
+    assert "leaf-x" in page.text and "leaf-y" in page.text
+    plain = views.trace_table_text(result.trace)
+    assert "    ↳ sub-run trace — 1 step" in plain
+    assert "        ↳ sub-run trace — 1 step" in plain  # indented once more for the leaf under middle
+    assert "    ↳ branch 1 trace — 1 step" in plain
+
+
+def test_failed_call_shows_the_child_trace() -> None:
+    _, result = call_failed()
+    page = parsed(views.trace_table_html(result.trace))
+    assert "call-failed" in page.text and "sub-run — 1 step" in page.text and "is it bad: yes" in page.text
+
+
+def test_flags_are_marked() -> None:
+    _, result = flagged()
+    markup = views.trace_table_html(result.trace)
+    assert "<small>[tainted decision]</small>" in markup and "<small>[untrusted control flow]</small>" in markup
+    plain = views.trace_table_text(result.trace)
+    assert "[tainted decision]" in plain and "[untrusted control flow]" in plain
+    _, result = judge_fallback()
+    assert "[judge fallback (scripted)]" in views.trace_table_text(result.trace)
+    step = {**result.trace[0], "truncated": True, "judge_none": 1}
+    markup = views.trace_table_html([step])
+    assert "[truncated]" in parsed(markup).text and "[judge none ×1]" in parsed(markup).text
+
+
+def test_decided_by_names_the_hook() -> None:
+    _, result = hook_decided()
+    assert "hook approved" in parsed(views.trace_table_html(result.trace)).text
+    assert "hook approved" in views.trace_table_text(result.trace)
+
+
+def test_empty_trace() -> None:
+    assert parsed(views.trace_table_html([])).text == "Trace: no steps recorded."
+    assert views.trace_table_text([]) == "Trace: no steps recorded."
+
+
+# -- visits tables ----------------------------------------------------------------------------
+
+
+def test_budget_halt_highlights_the_most_visited_state() -> None:
+    root, result = budget_halt()
+    assert result.error == "budget-exhausted" and result.diagnosis == {"most_visited_state": "draft", "visits": 3}
+    markup = views.run_bundle("run-1", root, result, envelope=None)["text/html"]
+    assert "<tr><td><mark><strong><code>draft</code></strong></mark></td><td><strong>3 / 4</strong></td>" \
+           "<td><em>most visited</em></td></tr>" in markup
+    assert markup.count("<mark>") == 2  # the row, and the diagnosis line of the summary
+    plain = views.run_text("run-1", root, result)
+    assert re.search(r"^\* draft +3 / 4 +most visited$", plain, re.M)
+    assert re.search(r"^  check +2 / – *$", plain, re.M) and re.search(r"^  unused +0 / – *$", plain, re.M)
+    assert "Most visited state: draft (3 entries)" in plain
+
+
+def test_visits_table_shows_entries_against_max_visits() -> None:
+    root, result = fan_out()
+    page = parsed(views.visits_table_html(root, result.visits))
+    assert "entries / max_visits" in page.text and "ideas 1 / –" in page.text and "<mark>" not in str(page.tags)
+    looper = machine(LOOPER)
+    assert "ceiling reached" in views.visits_table_text(looper, {"draft": 4})
+    assert "4 / 4" in parsed(views.visits_table_html(looper, {"draft": 4})).text
+
+
+def test_budget_suspension_highlights_the_maximum_without_a_diagnosis() -> None:
+    root, result = budget_suspended()
+    assert result.status == "suspended" and result.error == "budget-exhausted" and result.diagnosis is None
+    markup = views.run_bundle("run-1", root, result, envelope=None)["text/html"]
+    assert "<mark><strong><code>draft</code></strong></mark>" in markup
+    assert views.most_visited({"a": 1, "b": 1}, None, highlight_max=True) is None  # no state entered twice
+    assert views.most_visited({"a": 2, "b": 2}, None, highlight_max=True) == "a"  # first maximum in entry order
+    assert views.most_visited({"a": 2, "b": 3}, None) is None
+
+
+# -- summaries, progress and the pending card -------------------------------------------------
+
+
+def test_done_summary_renders_the_result_as_json() -> None:
+    _, result = fan_out()
+    markup = views.result_summary_html(result)
+    assert "<details><summary>Result:" in markup  # a list: multi-line JSON, folded
+    assert "&quot;r1&quot;" in markup
+    assert "Done." in views.result_summary_text(result) and '"r2"' in views.result_summary_text(result)
+    _, result = hook_decided()
+    assert "<p>Result: <code>ok</code></p>" in views.result_summary_html(result)
+    assert "1 step · 0 tokens (in 0, out 0)" in views.result_summary_text(result)
+
+
+def test_halt_summary_names_the_error_and_state() -> None:
+    _, result = gate_fail()
+    assert "Halted: gate-fail at a" in views.result_summary_text(result)
+    assert "<strong>Halted:</strong> <code>gate-fail</code> at <code>a</code>" in views.result_summary_html(result)
+    _, result = parse_error()
+    assert "state-error: parse-json" in parsed(views.result_summary_html(result)).text
+
+
+def test_suspended_summary_shows_the_authored_ask_and_reply_to() -> None:
+    _, result = suspended()
+    plain = views.result_summary_text(result)
+    assert "Suspended (escalated): waiting for a person's reply (resumes at review)." in plain
+    assert f"The machine's author asks:\n    {HOSTILE} Approve the refund?\n    Say yes or no." in plain
+    assert "The reply goes to approval.answer." in plain
+    assert "The model asks" not in plain
+
+
+def test_model_question_is_labelled_as_model_output() -> None:
+    root, result = model_question()
+    page = parsed(views.result_summary_html(result))
+    assert f"The model asks (model output): Which {HOSTILE} account?" in page.text
+    assert "author asks" not in page.text
+    assert "The model asks (model output):" in views.pending_card_text("run-1", root.name, result)
+
+
+def test_in_doubt_summary_explains_what_to_do() -> None:
+    root, result = in_doubt()
+    plain = views.result_summary_text(result)
+    assert plain.startswith("In doubt at reply: a tool with side effects was started")
+    assert "retry, or abort" in plain
+    card = views.pending_card_text("run-7", root.name, result)
+    assert "mkl resume NOTEBOOK.ipynb --run run-7 --resolve retry" in card
+
+
+def test_progress_line() -> None:
+    usage = {"input_tokens": 1000, "output_tokens": 240}
+    assert views.progress_text("draft", 3, usage) == "running — state draft · 3 steps · 1,240 tokens"
+    assert parsed(views.progress_html("draft", 3, usage)).text.split() == \
+        ["running", "—", "state", "draft", "·", "3", "steps", "·", "1,240", "tokens"]
+    assert views.progress_text(None, 1, None) == "running — starting · 1 step · 0 tokens"
+    root, result = nested()
+    live = views.run_bundle("run-1", root, result, envelope=None,
+                            live={"state": "each", "steps": 2, "usage": usage})
+    assert live["text/plain"] == "running — state each · 2 steps · 1,240 tokens"
+
+
+def test_pending_card_says_how_to_continue() -> None:
+    root, result = suspended()
+    card = views.pending_card_text("run-42", root.name, result)
+    assert card.splitlines()[0] == ("Pending (escalated): run run-42 of refund is waiting for a person's reply "
+                                    "(resumes at review).")
+    assert "%mkl pending" in card
+    assert "mkl resume NOTEBOOK.ipynb --run run-42 --set approval.answer=…" in card
+    bundle = views.run_bundle("run-42", root, result, envelope={"run_id": "run-42"})
+    assert "<code>%mkl pending</code>" in bundle["text/html"] and "%mkl pending" in bundle["text/plain"]
+    root, result = budget_suspended()
+    assert "--run run-1 --max-steps N" in views.pending_card_text("run-1", root.name, result)
+
+
+def test_in_doubt_card_names_the_doubt_and_the_ways_out() -> None:
+    root, result = in_doubt()
+    card = views.pending_card_text("run-7", root.name, result)
+    assert card.splitlines()[:2] == [
+        "In doubt: run run-7 of flags at reply: a tool with side effects was started but its outcome was never "
+        "recorded, so it may or may not have happened; resolve it (completed with a value, retry, or abort) before "
+        "the run goes on.",
+        "in-doubt: send_reply at root/1:reply#1/tool",
+    ]
+    assert "<code>mkl resume NOTEBOOK.ipynb --run run-7 --resolve completed=VALUE</code>" in \
+        views.pending_card_html("run-7", root.name, result)
+
+
+def test_bundle_without_a_machine_or_a_result() -> None:
+    _, result = suspended()
+    bundle = views.run_bundle("run-1", None, result, envelope={"run_id": "run-1"})
+    assert "(machine not defined)" in bundle["text/plain"] and "Visits" not in bundle["text/plain"]
+    assert "Visits" not in parsed(bundle["text/html"]).text and "Trace of run-1" in parsed(bundle["text/html"]).text
+    live = views.run_bundle("run-1", None, None, envelope=None, live={"state": "draft", "steps": 1, "usage": None})
+    assert live["text/plain"] == views.progress_text("draft", 1, None) == "running — state draft · 1 step · 0 tokens"
+    assert live["text/html"] == views.progress_html("draft", 1, None)
+    idle = views.run_bundle("run-1", None, None, envelope=None)
+    assert idle["text/plain"] == "running — starting · 0 steps · 0 tokens"
+
+
+def test_runs_table() -> None:
+    rows = [("run-1", "refund", "suspended", "escalated", "review"), ("run-2", "looper", "done", "", "")]
+    bundle = views.runs_bundle(rows)
+    page = parsed(bundle["text/html"])
+    assert "run-1 refund suspended escalated review" in " ".join(page.text.split())
+    assert bundle["text/plain"].splitlines() == [
+        "Runs",
+        "run    machine  status     error      at",
+        "run-1  refund   suspended  escalated  review",
+        "run-2  looper   done",
+    ]
+    assert views.runs_table_text([]) == "No runs." and parsed(views.runs_table_html([])).text == "No runs."
+
+
+def test_finished_runs_have_no_pending_card() -> None:
+    root, result = resumed()
+    assert result.status == "done"
+    bundle = views.run_bundle("run-1", root, result, envelope=None)
+    assert "%mkl pending" not in bundle["text/html"] and "%mkl pending" not in bundle["text/plain"]
+
+
+# -- scenarios --------------------------------------------------------------------------------
+
+
+def test_scenario_table() -> None:
+    outcomes = [Outcome("happy path", True), Outcome("refund <b>", False, "status: expected 'done', got 'halt'")]
+    page = parsed(views.scenario_table_html(outcomes))
+    assert "happy path PASS" in page.text and "FAIL" in page.text and "refund <b>" in page.text
+    assert ("table", "tfoot", "tr", "th") in page.paths and "1 passed, 1 failed" in page.text
+    assert views.scenario_table_text(outcomes).splitlines() == [
+        "PASS happy path", "FAIL refund <b>: status: expected 'done', got 'halt'", "1 passed, 1 failed"]
+    assert views.scenario_table_text([]) == "0 passed, 0 failed"
+
+
+# -- diagrams ---------------------------------------------------------------------------------
+
+DECLARATION = re.compile(r'^    state "([^"\n]*)" as (s\d+|failed)$')
+TRANSITION = re.compile(r"^    (\[\*\]|s\d+) --> (\[\*\]|s\d+|failed)(?: : (.+))?$")
+CLASS_DEF = re.compile(r"^    classDef (\w+) ([\w#:,. -]+)$")
+CLASS_USE = re.compile(r"^    class ([\w,]+) (\w+)$")
+UNSAFE = set(':;#"{}<>`\n')
+
+
+def _nodes(source: str) -> dict[str, str]:
+    """Node id -> label."""
+    return {m.group(2): m.group(1) for m in map(DECLARATION.match, source.splitlines()) if m}
+
+
+def _node_of(source: str, label: str) -> str:
+    return next(node for node, text in _nodes(source).items() if text == label or text.startswith(label + " "))
+
+
+def _assert_valid(source: str) -> None:
+    lines = source.splitlines()
+    assert lines[0] == "stateDiagram-v2"
+    declared = set(_nodes(source)) | {"[*]"}
+    for line in lines[1:]:
+        match = DECLARATION.match(line) or TRANSITION.match(line) or CLASS_DEF.match(line) or CLASS_USE.match(line)
+        assert match, line
+        if line.startswith("    state "):
+            assert not set(match.group(1)) & UNSAFE, line
+        elif match.re is TRANSITION:
+            assert {match.group(1), match.group(2)} <= declared, line
+            assert match.group(3) is None or not set(match.group(3)) & UNSAFE, line
+        elif match.re is CLASS_USE:
+            assert set(match.group(1).split(",")) <= declared, line
+
+
+def test_mermaid_has_one_node_per_state_and_an_entry_arrow() -> None:
+    root = machine(LOOPER)
+    source = diagram.machine_mermaid(root)
+    _assert_valid(source)
+    nodes = _nodes(source)
+    assert sorted(nodes.values()) == sorted(root.states)
+    assert f"    [*] --> {_node_of(source, 'draft')}" in source.splitlines()
+    assert "classDef" not in source  # nothing to mark without a run
+
+
+def test_mermaid_edges_follow_the_gates() -> None:
+    source = diagram.machine_mermaid(machine(REFUND + """
+  audit:
+    structure: s
+    prompt: p
+    output: o
+    gates:
+      - { when: looks fine, then: ok, to: review }
+      - { when: close enough, repair: 2, to: review }
+      - { when: hopeless, fail: true }
+"""))
+    _assert_valid(source)
+    draft, review, audit = (_node_of(source, name) for name in ("draft", "review", "audit"))
+    lines = source.splitlines()
+    assert f"    {draft} --> {review} : otherwise · escalate" in lines
+    assert f"    {review} --> [*] : otherwise" in lines
+    assert f"    {audit} --> {review} : looks fine / close enough · repair ×2" in lines  # merged, one edge
+    assert f"    {audit} --> failed : hopeless · fail" in lines
+    assert "    class failed failed" in lines
+
+
+def test_mermaid_after_a_run_shows_visits_path_and_current_state() -> None:
+    root, result = budget_halt()
+    path = diagram.path_from_trace(result.trace)
+    assert path == [("draft", "check"), ("check", "draft")] * 2 + [("draft", "check")]
+    source = diagram.machine_mermaid(root, visits=result.visits, path=path, current="draft", current_kind="halted")
+    _assert_valid(source)
+    draft, check, unused = (_node_of(source, name) for name in ("draft", "check", "unused"))
+    nodes = _nodes(source)
+    assert nodes[draft] == "draft ×3 · halted" and nodes[check] == "check ×2" and nodes[unused] == "unused"
+    lines = source.splitlines()
+    assert f"    {draft} --> {check} : otherwise ✔×3" in lines
+    assert f"    {check} --> {draft} : otherwise ✔×2" in lines
+    assert f"    {check} --> [*] : good enough" in lines  # not taken: unmarked
+    assert f"    class {draft} halted" in lines and f"    class {unused} dim" in lines
+    assert f"    class {check} visited" in lines
+    assert any(line.startswith("    classDef halted fill:") for line in lines)
+    text = diagram.machine_text(root, result.visits, path=path, current="draft", current_kind="halted")
+    assert "* draft (generative) ×3 · halted  -> check [otherwise ✔×3]" in text
+    assert "unused (generative) (not visited)" in text
+
+
+def test_mermaid_current_state_of_a_pending_run() -> None:
+    root, result = suspended()
+    source = diagram.machine_mermaid(root, visits=result.visits, path=diagram.path_from_trace(result.trace),
+                                     current=result.at, current_kind="pending")
+    review = _node_of(source, "review")
+    assert _nodes(source)[review] == "review · pending"  # not entered yet, but it is where the run waits
+    assert f"    class {review} pending" in source.splitlines()
+    assert "dim" not in source
+
+
+def test_mermaid_stays_valid_for_awkward_ids_and_gate_text() -> None:
+    root = machine(WEIRD)
+    source = diagram.machine_mermaid(root, visits={"my-state": 2, "a b": 1}, current="a b", current_kind="running",
+                                     path=[("my-state", "my-state"), ("my-state", "a b")])
+    _assert_valid(source)
+    labels = set(_nodes(source).values())
+    assert {"my-state ×2", "a b ×1 · running", "END", "[*]", "state", "x'y", "‹b›bold‹/b›", "ghost (missing)",
+            "failed"} == labels
+    my_state, a_b, end_state = (_node_of(source, name) for name in ("my-state", "a b", "END"))
+    lines = source.splitlines()
+    assert f"    [*] --> {my_state}" in lines
+    assert f"    {my_state} --> {a_b} : score∶ 'high', ＃ yes ✔" in lines
+    assert f"    {my_state} --> {my_state} : needs∶ more work · repair ×2 ✔" in lines
+    assert f"    {a_b} --> [*] : otherwise / also done" in lines
+    assert f"    {end_state} --> {_node_of(source, '[*]')} : otherwise" in lines  # a state named END is a state
+    assert f"    class {_node_of(source, 'ghost')} missing" in lines
+    for line in lines:
+        if " : " in line:
+            assert len(line.split(" : ", 1)[1]) <= diagram.LABEL_MAX + 3
+
+
+def test_mermaid_labels_are_truncated() -> None:
+    source = diagram.machine_mermaid(machine(LEAF.replace("when: otherwise", "when: " + "very long condition " * 9)))
+    label = next(line.split(" : ", 1)[1] for line in source.splitlines() if " : " in line)
+    assert label.endswith("…") and len(label) == diagram.LABEL_MAX
+
+
+def test_mermaid_is_deterministic() -> None:
+    root, result = nested()
+    kw = {"visits": result.visits, "path": diagram.path_from_trace(result.trace), "current": "each",
+          "current_kind": "running"}
+    first = diagram.machine_mermaid(root, **kw)
+    assert diagram.machine_mermaid(machine(PARENT), **kw) == first
+    assert diagram.diagram_bundle(root, **kw) == diagram.diagram_bundle(machine(PARENT), **kw)
+
+
+def test_machine_text_lists_one_line_per_state() -> None:
+    root = machine(STRICT)
+    assert diagram.machine_text(root).splitlines() == [
+        "machine strict: entry a, budget 3",
+        "  a (generative)  -> (fail) [is it bad: yes · fail] | -> END [otherwise]",
+    ]
+
+
+def test_diagram_bundle() -> None:
+    root, result = fan_out()
+    bundle = diagram.diagram_bundle(root, visits=result.visits)
+    assert set(bundle) == {"text/vnd.mermaid", "text/plain"}
+    assert bundle["text/vnd.mermaid"].startswith("stateDiagram-v2\n")
+    assert "ideas (generative) ×1" in bundle["text/plain"] and "look (tool) ×1" in bundle["text/plain"]
+
+
+def test_path_skips_steps_without_a_target() -> None:
+    _, result = gate_fail()
+    assert diagram.path_from_trace(result.trace) == []
+    _, result = hook_decided()
+    assert diagram.path_from_trace(result.trace) == [("a", "END")]
+
+
+def test_views_import_no_jupyter() -> None:
+    code = ("import sys, mkl_notebook.notebook.views, mkl_notebook.notebook.diagram; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'jupyter_client', "
+            "'ipykernel', 'nbformat')]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
