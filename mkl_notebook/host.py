@@ -104,6 +104,9 @@ class HostOracle(Oracle):
         registered = self.registry.tools.get(name)
         return registered.effect if registered else self.model.tool_effect(name)
 
+    def replayed(self, request: OracleRequest) -> None:
+        self.model.replayed(request)
+
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ToolRequest) and request.name in self.registry.tools:
             if request.delay:

@@ -63,6 +63,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--on-untrusted-flow", choices=("report", "halt"), default="report",
                      help="what an effectful tool reached by a tainted decision does")
     run.add_argument("--fresh", action="store_true", help="start the run id over, forgetting its journal")
+    run.add_argument("--ask-human", action="store_true",
+                     help="let every generative state ask the person a question (extension)")
     run.set_defaults(handler=run_command)
 
     resume = commands.add_parser("resume", help="continue a suspended or in-doubt run")
@@ -123,6 +125,9 @@ def describe(result: RunResult) -> str:
         lines.append(f"suspended ({result.error}) at {result.at}")
         if result.ask:
             lines.append(f"  asks: {result.ask}  (reply lands at {result.reply_to})")
+        if result.question:
+            lines.append(f"  the model asks (model output): {result.question}")
+            lines.append("  answer with: mkl resume … --reply TEXT")
     return "\n".join(lines)
 
 
@@ -134,7 +139,8 @@ def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | N
         print(describe(result))
     status: dict[str, Any] = {
         "status": result.status, "error": result.error, "at": result.at, "ask": result.ask,
-        "reply_to": result.reply_to, "result": result.result, "usage": result.usage, "run": outcome.run_id,
+        "reply_to": result.reply_to, "question": result.question, "result": result.result, "usage": result.usage,
+        "run": outcome.run_id,
         "checkpoint": checkpoint, "calls": outcome.calls,
     }
     if outcome.in_doubt:
@@ -200,7 +206,8 @@ def run_command(args: argparse.Namespace) -> int:
     is_new = args.fresh or not args.run_id or not store.exists(args.run_id)
     oracle = _oracle(args, machine, needs_model=is_new)
     options = RunOptions(cost_budget=args.max_tokens, max_steps=args.max_steps, suspendable=args.suspend,
-                         hitl="all" if args.hitl else "none", on_untrusted_flow=args.on_untrusted_flow)
+                         hitl="all" if args.hitl else "none", on_untrusted_flow=args.on_untrusted_flow,
+                         ask_human=args.ask_human)
     outcome = runs.start(machine, oracle, store=store, run_id=args.run_id,
                          registry=sibling_registry(path, machine), input=host_values, options=options,
                          fresh=args.fresh, origin={"path": str(path.resolve())})

@@ -43,6 +43,7 @@ class JournalIndex:
     open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
     tools_seen: set[str] = field(default_factory=set)
+    tool_effects: dict[str, str] = field(default_factory=dict)  # the class each tool had when it ran
     hooks_seen: set[str] = field(default_factory=set)
     last: dict[str, Any] | None = None  # the latest suspend or finish record
     overrides: dict[str, Any] = field(default_factory=dict)  # budgets given at resume
@@ -70,6 +71,8 @@ class JournalIndex:
             self.resolutions.pop(position, None)
             if record.get("kind") == "tool":
                 self.tools_seen.add(record.get("name", ""))
+                if record.get("effect"):
+                    self.tool_effects[record.get("name", "")] = record["effect"]
             elif record.get("kind") == "hook":
                 self.hooks_seen.add(record.get("name", ""))
         elif kind == "intent":
@@ -114,7 +117,7 @@ class ReplayOracle(Oracle):
         return self.inner.has_tool(name) or name in self.journal.tools_seen
 
     def tool_effect(self, name: str) -> Effect | None:
-        return self.inner.tool_effect(name)
+        return self.inner.tool_effect(name) or self.journal.tool_effects.get(name)  # type: ignore[return-value]
 
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ReplyRequest):
@@ -126,6 +129,7 @@ class ReplayOracle(Oracle):
             if recorded.get("fp") == print_:
                 with self._lock:
                     self.replayed += 1
+                self.inner.replayed(request)
                 if "error" in recorded:
                     raise RecordedFailure(recorded["error"])
                 return decode_answer(request.kind, recorded.get("answer", {}), recorded.get("usage"))
@@ -168,7 +172,8 @@ class ReplayOracle(Oracle):
                 raise
             message = str(exc) or type(exc).__name__
             self._record({"t": "answer", "pos": request.position, "fp": print_, "kind": request.kind,
-                          "name": request.name, "error": message})
+                          "name": request.name, "error": message,
+                          **({"effect": request.effect} if isinstance(request, ToolRequest) else {})})
             raise RecordedFailure(message) from None
         record: dict[str, Any] = {"t": "answer", "pos": request.position, "fp": print_, "kind": request.kind,
                                   "answer": encode_answer(request.kind, answer)}
@@ -177,6 +182,8 @@ class ReplayOracle(Oracle):
             record["usage"] = usage
         if request.kind in ("tool", "hook"):
             record["name"] = request.name
+        if isinstance(request, ToolRequest):
+            record["effect"] = request.effect
         self._record(record)
         return answer
 

@@ -95,6 +95,7 @@ class ReplyRequest:
     state: str  # the handler state the run continues in
     ask: str | None
     reply_to: str
+    question: str | None = None  # a model-initiated question (ask_human), shown as model output
 
     kind = "reply"
 
@@ -180,6 +181,10 @@ class Oracle(ABC):
     def ask(self, request: OracleRequest) -> Any:
         """Answer one request: ProduceAnswer, JudgeAnswer, bool (hook), observation (tool) or HumanReply."""
 
+    def replayed(self, request: OracleRequest) -> None:
+        """Told when a journal answered ``request`` instead of this oracle (scripts keep their place)."""
+        return None
+
     def has_hook(self, name: str) -> bool:
         return False
 
@@ -195,6 +200,7 @@ def fingerprint(request: OracleRequest) -> str:
     """A hash of the exact request, minus its position: equal requests replay."""
     fields = asdict(request)
     fields.pop("position", None)
+    fields.pop("delay", None)  # how long a retry waited never changes what the call returns
     fields["kind"] = request.kind
     payload = json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key
@@ -38,6 +38,16 @@ from .taint import fence_nonce, initial_taint, reaches_tool_state, tool_class
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
 REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
 UNTRUSTED_NOTE = "(unspecified)"
+
+
+class _Asked(Exception):
+    """The model asked the person something; the run suspends until they answer."""
+
+    def __init__(self, question: str, position: str, usage: tuple[int, int]) -> None:
+        super().__init__(question)
+        self.question = question
+        self.position = position
+        self.usage = usage
 
 
 class _Suspended(Exception):
@@ -112,10 +122,10 @@ class _MachineRun:
 
     def _result(self, status: str, error: str | None = None, *, at: str | None = None, result: Any = None,
                 diagnosis: dict[str, Any] | None = None, ask: str | None = None, reply_to: str | None = None,
-                pending: str | None = None) -> RunResult:
+                pending: str | None = None, question: str | None = None) -> RunResult:
         run_result = RunResult(status=status, error=error, result=result, at=at, usage=self.usage.as_dict(),
                                trace=self.trace, context=self.ctx, diagnosis=diagnosis, ask=ask, reply_to=reply_to,
-                               visits=dict(self.visits), pending=pending)
+                               visits=dict(self.visits), pending=pending, question=question)
         if self.depth == 0:
             self.shared.emit("finish", result=run_result)
         return run_result
@@ -171,6 +181,10 @@ class _MachineRun:
                 outcome = self._visit(state, position)
             except _Suspended as suspended:
                 return suspended.result
+            except _Asked as asked:
+                self.usage.add(*asked.usage)
+                return self._result("suspended", "asked", at=state_id, question=asked.question,
+                                    pending=asked.position)
             if isinstance(outcome, RunResult):
                 return outcome
             state_id = outcome
@@ -353,30 +367,58 @@ class _MachineRun:
         return self._call(state, ctx, taint, position, in_branch, cost_limit)
 
     def _produce(self, state: State, ctx: dict[str, Any], taint: _Taint, feedback: str, position: str,
-                 sampled: bool = False, extra_external: bool = False) -> _Executed:
+                 sampled: bool = False, extra_external: bool = False, in_branch: bool = False) -> _Executed:
         call_position = f"{position}/produce"
         template = state.prompt
         tainted = taint.tainted
         fenced_texts = [fmt(lookup(ctx, m.group(1))) for m in PLACEHOLDER.finditer(template)
                         if root_key(m.group(1)) in tainted]
         rendered = render(template, ctx, tainted, _nonce_factory(self.shared.secret, call_position, fenced_texts))
+        asking = state.kind == "generative" and (state.ask_human or self.shared.options.ask_human)
         request = ProduceRequest(
             position=call_position, machine=self.machine.name, state=state.id, tier=self.machine.tier_of(state),
             structure=state.structure if state.structure is not None else UNTRUSTED_NOTE,
             execution=state.execution, user=rendered.text + feedback, fenced=rendered.fenced, reason=state.reason,
-            temperature=0.8 if sampled else 0.4,
-            ask_human=state.ask_human or self.shared.options.ask_human,
+            temperature=0.8 if sampled else 0.4, ask_human=asking,
         )
-        answer = self._ask(request)
-        if not isinstance(answer, ProduceAnswer):
-            raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
-        usage = (answer.input_tokens, answer.output_tokens)
+        spent = Usage()
+        round_ = 0
+        while True:
+            answer = self._ask(request)
+            if not isinstance(answer, ProduceAnswer):
+                raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
+            spent.add(answer.input_tokens, answer.output_tokens)
+            question = _question(answer.text) if asking else None
+            if question is None:
+                break
+            usage = (spent.input_tokens, spent.output_tokens)
+            if in_branch:
+                raise _Fail(f"state-error: ask: {question}", usage=usage)  # branches never suspend
+            if round_ >= self.shared.options.ask_limit:
+                raise _Fail("state-error: ask-limit", policy="state-error", usage=usage)
+            reply = self._person_answers(state, question, f"{position}/ask@r{round_}", usage)
+            round_ += 1
+            request = replace(request, position=f"{call_position}~r{round_}",
+                              conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)))
+        usage = (spent.input_tokens, spent.output_tokens)
         value: Any = answer.text
         if state.parse is not None:
             value = _parse_output(state.parse, answer.text, usage)
-        external = extra_external or any(key in taint.external for key in rendered.read_keys)
+        external = extra_external or round_ > 0 or any(key in taint.external for key in rendered.read_keys)
         return _Executed(value, answer.reasoning if state.reason else None, usage, external=external,
                          truncated=answer.truncated)
+
+    def _person_answers(self, state: State, question: str, position: str, usage: tuple[int, int]) -> str:
+        """The person's reply to a model's question; suspends the run when none is recorded yet."""
+        request = ReplyRequest(position=position, machine=self.machine.name, state=state.id, ask=None,
+                               reply_to="", question=question)
+        try:
+            reply = self.shared.oracle.ask(request)
+        except AwaitingHuman:
+            raise _Asked(question, position, usage) from None
+        except OracleError as exc:
+            raise _Fail(exc.error) from None
+        return fmt(reply.value if isinstance(reply, HumanReply) else reply)
 
     def _ask(self, request: Any) -> Any:
         try:
@@ -532,7 +574,8 @@ class _MachineRun:
             try:
                 if state.kind == "generative":
                     done = self._produce(state, branch_ctx, branch_taint, "", branch_position,
-                                         sampled=state.sample is not None, extra_external=item_external)
+                                         sampled=state.sample is not None, extra_external=item_external,
+                                         in_branch=True)
                 else:
                     done = self._execute(state, branch_ctx, branch_taint, "", branch_position, True, share)
             except _Fail as failure:
@@ -554,6 +597,14 @@ class _MachineRun:
         sub_traces = [outcome[3] for outcome in outcomes] if state.kind == "call" else None
         external = item_external or any(outcome[4] for outcome in outcomes)
         return _Executed(values, reasonings, (input_tokens, output_tokens), sub_traces, external)
+
+
+def _question(text: str) -> str | None:
+    """The model's question when its reply's first line is ``ASK: …`` (ask_human states only)."""
+    first = text.lstrip().split("\n", 1)[0]
+    if first[:4].upper() != "ASK:":
+        return None
+    return first[4:].strip() or "(the model asked without saying what)"
 
 
 def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:

@@ -276,8 +276,7 @@ class Run:
 
     def submit(self, reply: Any, observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
         """Journal the person's reply at ``reply_to`` and let the run go on."""
-        if self.status != "suspended" or self.result_object.reply_to is None or self.result_object.error not in (
-                "escalated", "asked"):
+        if self.status != "suspended" or self.result_object.error not in ("escalated", "asked"):
             raise MklUsageError(f"run '{self.id}' is not waiting for a reply (it is {self.status}"
                                 f"{': ' + self.error if self.error else ''})")
         return self._advance(lambda: durable.resume(self.id, self.oracle, store=self.session.store, reply=reply,

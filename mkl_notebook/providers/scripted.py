@@ -94,6 +94,7 @@ class ScriptedOracle(Oracle):
         self._tool_effects = dict(tool_effects or {})
         self.latency = latency
         self.calls: dict[str, int] = {"produce": 0, "judge": 0, "hook": 0, "tool": 0, "reply": 0}
+        self._answered: set[str] = set()  # positions this script has spoken for, live or from a journal
 
     # -- Oracle ------------------------------------------------------------------
 
@@ -106,9 +107,30 @@ class ScriptedOracle(Oracle):
     def tool_effect(self, name: str) -> Effect | None:
         return self._tool_effects.get(name)
 
+    def replayed(self, request: OracleRequest) -> None:
+        """A journal answered this position: move past the entry that would have answered it.
+
+        So one script file serves a run and every resume of it, in one process or many.
+        """
+        with self._lock:
+            if request.position in self._answered:
+                return
+            self._answered.add(request.position)
+            if isinstance(request, ProduceRequest) and self._produce_map is None:
+                self._produce_cursor += 1
+            elif isinstance(request, JudgeRequest) and self._judge:
+                self._judge_cursor += 1
+            elif isinstance(request, HookRequest) and request.name in self._hooks:
+                self._hooks[request.name].cursor += 1
+            elif isinstance(request, ToolRequest) and isinstance(self._tools.get(request.name), _Sequence):
+                self._tools[request.name].cursor += 1  # type: ignore[union-attr]
+            elif isinstance(request, ReplyRequest) and self._replies:
+                self._replies.pop(0)
+
     def ask(self, request: OracleRequest) -> Any:
         with self._lock:
             self.calls[request.kind] += 1
+            self._answered.add(request.position)
         if self.latency and request.kind in ("produce", "judge", "tool"):
             time.sleep(self.latency)
         if isinstance(request, ToolRequest) and request.delay:
@@ -135,7 +157,12 @@ class ScriptedOracle(Oracle):
         user = request.user
         with self._lock:
             if self._produce_map is not None:
-                text = next((value for key, value in self._produce_map.items() if str(key) in user), None)
+                text = None
+                if request.conversation:  # a later round: the person's latest reply picks the answer first
+                    latest = request.conversation[-1][1]
+                    text = next((value for key, value in self._produce_map.items() if str(key) in latest), None)
+                if text is None:
+                    text = next((value for key, value in self._produce_map.items() if str(key) in user), None)
                 if text is None:
                     raise OracleError(f"state-error: no scripted produce matches prompt {_short(user)}")
             elif self._produce_cursor < len(self._produce_seq):
