@@ -33,11 +33,14 @@ def run(name: str, **options: Any) -> Run:
     return current_session().run(name, **options)
 
 
-def get_run(run_id: str) -> Run:
-    """A run of this session, its store, or the notebook's saved checkpoints."""
+def get_run(run_id: str, notebook: str | None = None, script: Any = None) -> Run:
+    """A run of this session, its store, or a notebook's saved checkpoints (this one, or ``notebook``).
+
+    ``script`` (a scripted-answers file or mapping) answers the model calls the run still has to make.
+    """
     from .notebook.session import current_session
 
-    return current_session().get_run(run_id)
+    return current_session().get_run(run_id, notebook, script)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -96,6 +96,10 @@ def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], li
     if envelope.get("format") != FORMAT:
         found = envelope.get("format")
         raise EnvelopeError(f"{where}: is not an mkl run checkpoint of format {FORMAT} (found {found!r})")
+    expected = {*HEADER_KEYS, "journal", "digest"}
+    if set(envelope) != expected:
+        odd = sorted(set(envelope) ^ expected)
+        raise EnvelopeError(f"{where}: the checkpoint's fields were changed ({', '.join(odd)}); it is not used")
     records = _records(envelope.get("journal"), where)
     header = {key: envelope.get(key) for key in HEADER_KEYS}
     if not isinstance(header["run_id"], str):

@@ -158,39 +158,46 @@ def advance(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[s
     first, once the run's lease is held and its journal read.
     """
     with store.lease(run_id):
+        return _advance_leased(store, run_id, oracle, registry=registry, observer=observer, before=before)
+
+
+def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[str, Machine] | None,
+                    observer: Callable[[str, dict[str, Any]], None] | None,
+                    before: Callable[[JournalIndex], list[dict[str, Any]]] | None) -> Outcome:
+    """:func:`advance` for a caller that already holds the run's lease."""
+    records = _read(store, run_id)
+    index = JournalIndex.build(records)
+    added = before(index) if before else []
+    for record in added:
+        store.append(run_id, record)
+        index.add(record)
+    pins = index.machines
+    machines = dict(machines_from_pins(pins, run_id))
+    if registry:
+        machines.update({name: registry[name] for name in pins if name in registry})
+        for name, machine in registry.items():
+            machines.setdefault(name, machine)
+    root_name = index.setup.get("root") or ""
+    if root_name not in machines:
+        raise RunStateError(f"run '{run_id}': its machine '{root_name}' is not pinned")
+    secret = bytes.fromhex(index.start.get("secret", ""))
+    options = _options_from_record(_effective_options(index), secret, observer)
+    context, host_input = _host_values(index)
+    replay_oracle = ReplayOracle(oracle, index, lambda record: store.append(run_id, record))
+    in_doubt: InDoubt | None = None
+    try:
+        result = run_machine(machines[root_name], replay_oracle, registry=machines, context=context,
+                             input=host_input, options=options)
+    except InDoubt as doubt:
+        in_doubt = doubt
+        result = RunResult(status="in_doubt", error=f"in-doubt: {doubt}", at=doubt.state)
+    calls = {"made": replay_oracle.made, "replayed": replay_oracle.replayed}
+    closing = _result_records(result, in_doubt, calls)
+    changed = bool(added or replay_oracle.recorded)
+    if changed or not _same_ending(index.last, closing):
+        store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
+        store.set_status(run_id, result.status, result.error, result.at)
         records = _read(store, run_id)
-        index = JournalIndex.build(records)
-        added = before(index) if before else []
-        for record in added:
-            store.append(run_id, record)
-            index.add(record)
-        pins = index.machines
-        machines = dict(machines_from_pins(pins, run_id))
-        if registry:
-            machines.update({name: registry[name] for name in pins if name in registry})
-            for name, machine in registry.items():
-                machines.setdefault(name, machine)
-        root_name = index.setup.get("root") or ""
-        if root_name not in machines:
-            raise RunStateError(f"run '{run_id}': its machine '{root_name}' is not pinned")
-        secret = bytes.fromhex(index.start.get("secret", ""))
-        options = _options_from_record(_effective_options(index), secret, observer)
-        context, host_input = _host_values(index)
-        replay_oracle = ReplayOracle(oracle, index, lambda record: store.append(run_id, record))
-        in_doubt: InDoubt | None = None
-        try:
-            result = run_machine(machines[root_name], replay_oracle, registry=machines, context=context,
-                                 input=host_input, options=options)
-        except InDoubt as doubt:
-            in_doubt = doubt
-            result = RunResult(status="in_doubt", error=f"in-doubt: {doubt}", at=doubt.state)
-        calls = {"made": replay_oracle.made, "replayed": replay_oracle.replayed}
-        closing = _result_records(result, in_doubt, calls)
-        changed = bool(added or replay_oracle.recorded)
-        if changed or not _same_ending(index.last, closing):
-            store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
-            store.set_status(run_id, result.status, result.error, result.at)
-            records = _read(store, run_id)
     doubt_info = ({"position": in_doubt.position, "tool": in_doubt.tool, "state": in_doubt.state}
                   if in_doubt else None)
     return Outcome(run_id, result, calls, doubt_info, records)
@@ -213,6 +220,15 @@ def start(machine: Machine, oracle: Oracle, *, store: RunStore, run_id: str | No
     pins = pin_machines(machine, full_registry)
     host_input = copy.deepcopy(dict(input or {}))
     host_context = copy.deepcopy(dict(context or {}))
+    with store.lease(run_id):  # creating a run, or replacing one with --fresh, also needs the lease
+        return _start_leased(store, run_id, machine, oracle, full_registry, pins, host_input, host_context, options,
+                             fresh, observer, origin)
+
+
+def _start_leased(store: RunStore, run_id: str, machine: Machine, oracle: Oracle, full_registry: dict[str, Machine],
+                  pins: dict[str, dict[str, str]], host_input: dict[str, Any], host_context: dict[str, Any],
+                  options: RunOptions, fresh: bool, observer: Callable[[str, dict[str, Any]], None] | None,
+                  origin: Mapping[str, Any] | None) -> Outcome:
     if fresh or not store.exists(run_id):
         start_record = {
             "t": "start", "run": run_id, "root": machine.name, "machines": pins, "input": host_input,
@@ -221,7 +237,7 @@ def start(machine: Machine, oracle: Oracle, *, store: RunStore, run_id: str | No
             "origin": dict(origin or {}),
         }
         store.create(run_id, start_record)
-        return advance(store, run_id, oracle, registry=full_registry, observer=observer)
+        return _advance_leased(store, run_id, oracle, registry=full_registry, observer=observer, before=None)
 
     def rerun(index: JournalIndex) -> list[dict[str, Any]]:
         setup = {"root": machine.name, "machines": pins, "input": host_input, "context": host_context,
@@ -233,8 +249,7 @@ def start(machine: Machine, oracle: Oracle, *, store: RunStore, run_id: str | No
             return []
         return [{"t": "rerun", **setup, "time": time.time()}]
 
-    outcome = advance(store, run_id, oracle, registry=full_registry, observer=observer, before=rerun)
-    return outcome
+    return _advance_leased(store, run_id, oracle, registry=full_registry, observer=observer, before=rerun)
 
 
 def resume(run_id: str, oracle: Oracle, *, store: RunStore, reply: Any = None, has_reply: bool = False,
@@ -290,9 +305,10 @@ def resume(run_id: str, oracle: Oracle, *, store: RunStore, reply: Any = None, h
 def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
     """Put a verified envelope's journal into ``store`` (replacing what it held for that run)."""
     run_id = check_run_id(str(header["run_id"]))
-    store.create(run_id, records[0])
-    for record in records[1:]:
-        store.append(run_id, record)
+    with store.lease(run_id):
+        store.create(run_id, records[0])
+        for record in records[1:]:
+            store.append(run_id, record)
     last = JournalIndex.build(records).last or {}
     status = "suspended" if last.get("t") == "suspend" else last.get("status", "running")
     store.set_status(run_id, status, last.get("reason") or last.get("error"), last.get("at"))

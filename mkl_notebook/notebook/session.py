@@ -182,13 +182,17 @@ class Session:
         durable.import_envelope(self.store, embedded.header, embedded.records)
         return True
 
-    def get_run(self, run_id: str, notebook: str | None = None) -> Run:
+    def get_run(self, run_id: str, notebook: str | None = None, script: Any = None) -> Run:
+        """A run by id; ``script`` (scripted answers) serves the calls it still has to make."""
         if run_id in self.runs:
-            return self.runs[run_id]
+            handle = self.runs[run_id]
+            if script is not None:
+                handle.oracle = self.oracle(script)
+            return handle
         self._rehydrate(run_id, notebook)
         if not self.store.exists(run_id):
             raise MklUsageError(f"no run '{run_id}' in this session, its store or its notebook")
-        handle = Run(self, run_id, "", self.oracle())
+        handle = Run(self, run_id, "", self.oracle(script))
         handle.refresh()
         self.runs[run_id] = handle
         return handle

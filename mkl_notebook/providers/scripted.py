@@ -140,6 +140,8 @@ class ScriptedOracle(Oracle):
         if isinstance(request, JudgeRequest):
             return self._judge_answer(request)
         if isinstance(request, HookRequest):
+            if request.name not in self._hooks:
+                raise OracleError(f"state-error: hook: unknown hook '{request.name}' (not in the script)")
             with self._lock:
                 return bool(self._hooks[request.name].next())
         if isinstance(request, ToolRequest):
@@ -192,7 +194,9 @@ class ScriptedOracle(Oracle):
         return JudgeAnswer(pick, model=SCRIPTED_MODEL)
 
     def _tool(self, request: ToolRequest) -> str:
-        spec = self._tools[request.name]
+        spec = self._tools.get(request.name)
+        if spec is None:
+            raise OracleError(f"state-error: tool: unknown tool '{request.name}' (not in the script)")
         if isinstance(spec, dict):
             blob = request.input_json
             for key, output in spec.items():

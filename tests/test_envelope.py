@@ -1,0 +1,422 @@
+"""The checkpoint envelope: written privately and atomically, and never half-trusted.
+
+A run's envelope must round-trip exactly; anything damaged or edited (a flipped byte, a
+truncated file, an edited field) is refused with :class:`EnvelopeError` — never another
+exception, never accepted with different content — and ``mkl resume`` then exits 2
+with one line and leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import stat
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from mkl_notebook.durable import envelope, runs
+from mkl_notebook.durable.envelope import EnvelopeError
+from mkl_notebook.durable.stores import MemoryStore
+from mkl_notebook.engine.options import RunOptions
+from mkl_notebook.lang.loader import load
+from mkl_notebook.providers.scripted import ScriptedOracle
+
+LOOP = """
+machine: grower
+entry: grow
+budget: 40
+result: notes
+states:
+  grow:
+    structure: one more note
+    prompt: "add a note to {{notes}}"
+    output: notes
+    accumulate: true
+    gates:
+      - { when: the notes are complete, then: ok, to: END }
+      - { when: otherwise, then: ok, to: check }
+  check:
+    tool: count_notes
+    input: { notes: "{{notes}}" }
+    output: counted
+    gates:
+      - { when: otherwise, then: ok, to: grow }
+"""
+
+
+def _finished_run(note: str = "note", rounds: int = 10) -> runs.Outcome:
+    """A finished run of about 20 steps (10 produce + 9 tool states, 10 judge calls)."""
+    oracle = ScriptedOracle({"produce": [f"{note} {i}" for i in range(rounds)],
+                             "judge": ["none"] * (rounds - 1) + [0], "tokens": [11, 13]},
+                            tools={"count_notes": [str(i) for i in range(1, rounds)]})
+    outcome = runs.start(load(LOOP), oracle, store=MemoryStore(), run_id="env-run",
+                         input={"topic": "privacy"}, options=RunOptions(secret=b"envelope-secret!"))
+    assert outcome.result.status == "done"
+    return outcome
+
+
+PLAIN_RUN = _finished_run()
+PLAIN = PLAIN_RUN.envelope()
+PLAIN_BYTES = envelope.dumps(PLAIN).encode("utf-8")
+BIG_RUN = _finished_run(note="x" * 3000)
+BIG = BIG_RUN.envelope()
+BIG_BYTES = envelope.dumps(BIG).encode("utf-8")
+ORIGINAL = {"plain": envelope.loads(PLAIN_BYTES), "big": envelope.loads(BIG_BYTES)}
+DATA = {"plain": PLAIN_BYTES, "big": BIG_BYTES}
+
+
+def test_the_envelopes_under_test_are_what_they_claim() -> None:
+    assert len(PLAIN_RUN.result.trace) == 19
+    assert PLAIN["journal"]["encoding"] == "json"
+    assert BIG["journal"]["encoding"] == "zlib+base64"
+
+
+# -- files ----------------------------------------------------------------------------------
+
+
+def test_write_then_read_round_trips_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "run.mkl-run.json"
+    old_umask = os.umask(0)  # the mode must not depend on a permissive umask
+    try:
+        envelope.write_file(path, PLAIN)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    header, records = envelope.read_file(path)
+    assert records == PLAIN_RUN.records
+    assert header["run_id"] == "env-run" and header["status"] == "done"
+    assert header["machines"][0]["name"] == "grower"
+    assert header["machines"][0]["sha256"] == load(LOOP).sha256
+    assert header == PLAIN_RUN.header() | {"format": "mkl-run/1", "package": header["package"]}
+
+
+def test_write_over_an_existing_file_replaces_it_atomically(tmp_path: Path) -> None:
+    path = tmp_path / "cp.json"
+    path.write_text("an older checkpoint", encoding="utf-8")
+    os.chmod(path, 0o644)
+    inode = path.stat().st_ino
+    envelope.write_file(path, BIG)
+    assert path.read_bytes() == BIG_BYTES
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.stat().st_ino != inode  # a new file renamed over the old one, not rewritten in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cp.json"]  # no temp files left
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "cp.json"
+    envelope.write_file(path, PLAIN)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError):
+        envelope.write_file(path, BIG)
+    assert path.read_bytes() == PLAIN_BYTES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cp.json"]
+
+
+def test_a_large_journal_is_compressed_and_still_verifies(tmp_path: Path) -> None:
+    journal = BIG["journal"]
+    assert journal["encoding"] == "zlib+base64" and "records" not in journal
+    assert journal["count"] == len(BIG_RUN.records)
+    plain_size = len(json.dumps(BIG_RUN.records, ensure_ascii=False, separators=(",", ":")))
+    assert len(BIG_BYTES) < plain_size / 3
+    path = tmp_path / "big.json"
+    envelope.write_file(path, BIG)
+    header, records = envelope.read_file(path)
+    assert records == BIG_RUN.records and header["status"] == "done"
+
+
+def test_unreadable_or_foreign_files_are_refused_with_envelope_error(tmp_path: Path) -> None:
+    with pytest.raises(EnvelopeError, match="cannot be read"):
+        envelope.read_file(tmp_path / "missing.json")
+    (tmp_path / "list.json").write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(EnvelopeError, match="not an mkl run checkpoint"):
+        envelope.read_file(tmp_path / "list.json")
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": [], "nbformat": 4}), encoding="utf-8")
+    with pytest.raises(EnvelopeError):
+        envelope.read_file(tmp_path / "nb.ipynb")
+
+
+# -- damage and edits (property tests) ------------------------------------------------------------
+
+
+def _refused_or_identical(which: str, data: bytes) -> None:
+    """Refused with EnvelopeError, or accepted only when nothing changed at the JSON level.
+
+    The one tolerated difference: in a compressed journal, base64 text that decodes
+    to the very same journal (a flip in the unused bits of the last base64 digit).
+    """
+    try:
+        accepted = envelope.loads(data)
+    except EnvelopeError:
+        return
+    assert accepted == ORIGINAL[which], "a damaged envelope was accepted with different content"
+    got, want = json.loads(data), json.loads(DATA[which])
+    got_journal, want_journal = got.pop("journal"), want.pop("journal")
+    assert got == want, "an envelope with a changed header was accepted"
+    if want_journal["encoding"] == "json":
+        assert got_journal == want_journal, "an envelope with a changed journal was accepted"
+    else:
+        assert {k: v for k, v in got_journal.items() if k != "data"} == {
+            k: v for k, v in want_journal.items() if k != "data"}
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(["plain", "big"]), where=st.floats(0, 1, exclude_max=True),
+       mask=st.integers(1, 255))
+@example(which="plain", where=0.0, mask=0x7B)  # the opening brace becomes a NUL byte
+@example(which="big", where=0.999, mask=0x01)
+def test_any_single_byte_flip_is_refused(which: str, where: float, mask: int) -> None:
+    data = bytearray(DATA[which])
+    data[int(where * len(data))] ^= mask
+    _refused_or_identical(which, bytes(data))
+
+
+@settings(max_examples=200, deadline=None)
+@given(which=st.sampled_from(["plain", "big"]), where=st.floats(0, 1, exclude_max=True))
+@example(which="plain", where=0.0)
+@example(which="big", where=0.999999)
+def test_any_truncation_is_refused(which: str, where: float) -> None:
+    data = DATA[which]
+    with pytest.raises(EnvelopeError):
+        envelope.loads(data[: int(where * len(data))])
+
+
+def _edited(which: str, change: Any) -> bytes:
+    """The envelope with ``change(document, records)`` applied at the JSON level, journal re-encoded as before."""
+    document = copy.deepcopy(PLAIN if which == "plain" else BIG)
+    journal = document["journal"]
+    if journal["encoding"] == "json":
+        records = journal["records"]
+    else:
+        records = json.loads(zlib.decompress(base64.b64decode(journal["data"])))
+    change(document, records)
+    if journal["encoding"] == "zlib+base64":
+        text = json.dumps(records, ensure_ascii=False, separators=(",", ":"))
+        journal["data"] = base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+    return envelope.dumps(document).encode("utf-8")
+
+
+JSON_VALUES = st.one_of(st.text(max_size=30), st.integers(), st.none(), st.booleans())
+
+
+@settings(max_examples=150, deadline=None)
+@given(which=st.sampled_from(["plain", "big"]), value=JSON_VALUES)
+def test_an_edited_status_is_refused(which: str, value: Any) -> None:
+    if value == "done":
+        value = "suspended"
+
+    def change(document: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        document["status"] = value
+
+    with pytest.raises(EnvelopeError, match="digest"):
+        envelope.loads(_edited(which, change))
+
+
+@settings(max_examples=150, deadline=None)
+@given(which=st.sampled_from(["plain", "big"]), value=st.text(min_size=1, max_size=30))
+def test_an_edited_run_id_is_refused(which: str, value: str) -> None:
+    if value == "env-run":
+        value = "env-run-2"
+
+    def change(document: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        document["run_id"] = value
+
+    with pytest.raises(EnvelopeError):
+        envelope.loads(_edited(which, change))
+
+
+@settings(max_examples=150, deadline=None)
+@given(which=st.sampled_from(["plain", "big"]), pick=st.integers(0, 1000), text=st.text(max_size=40))
+def test_an_edited_answer_text_is_refused(which: str, pick: int, text: str) -> None:
+    def change(document: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        answers = [r for r in records if r["t"] == "answer" and r["kind"] == "produce"]
+        target = answers[pick % len(answers)]
+        target["answer"]["text"] = text if text != target["answer"]["text"] else text + "!"
+
+    with pytest.raises(EnvelopeError, match="digest"):
+        envelope.loads(_edited(which, change))
+
+
+@pytest.mark.parametrize("which", ["plain", "big"])
+def test_a_dropped_record_is_refused_even_with_a_fixed_count(which: str) -> None:
+    def change(document: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        del records[3]
+        document["journal"]["count"] = len(records)
+
+    with pytest.raises(EnvelopeError):
+        envelope.loads(_edited(which, change))
+
+
+@pytest.mark.parametrize("key", ["error", "at", "ask", "reply_to", "question"])
+def test_a_flip_in_the_name_of_a_null_header_field_is_refused(key: str) -> None:
+    """A finished run's envelope holds ``"ask":null`` and the like; a flipped byte in such a key's
+    name changes the JSON (the field disappears, an unknown one appears) and must be refused."""
+    marker = f'"{key}":null'.encode()
+    first = PLAIN_BYTES.index(marker)  # the header comes before the journal, whose records may repeat the key
+    assert first < PLAIN_BYTES.index(b'"journal"')
+    data = bytearray(PLAIN_BYTES)
+    data[first + 1] ^= 0x01  # e.g. "ask" -> "`sk"
+    assert json.loads(bytes(data)) != json.loads(PLAIN_BYTES)
+    with pytest.raises(EnvelopeError):
+        envelope.loads(bytes(data))
+
+
+# -- the command line -----------------------------------------------------------------------
+
+REVIEW = """
+machine: review
+entry: draft
+budget: 20
+result: final
+states:
+  draft:
+    structure: a draft
+    prompt: "draft the memo"
+    output: draft
+    gates:
+      - { when: otherwise, then: ok, to: helper }
+  helper:
+    call: polish
+    input: { text: "{{draft}}" }
+    output: polished
+    gates:
+      - { when: otherwise, then: ok, to: finish }
+  finish:
+    structure: the memo
+    prompt: "finish the memo"
+    output: final
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+POLISH = """
+machine: polish
+entry: p
+budget: 5
+states:
+  p:
+    structure: polished text
+    prompt: "polish it"
+    output: out
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+REVIEW_SCRIPT = {"llm": {"produce": {"draft the memo": "D", "polish it better": "P2", "polish it": "P",
+                                     "finish the memo again": "F2", "finish the memo": "F"}}}
+
+
+def _mkl(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, check=False, timeout=60)
+
+
+def _status(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def suspended_checkpoint(tmp_path: Path) -> Path:
+    (tmp_path / "review.mkl").write_text(REVIEW, encoding="utf-8")
+    (tmp_path / "polish.mkl").write_text(POLISH, encoding="utf-8")
+    (tmp_path / "s.json").write_text(json.dumps(REVIEW_SCRIPT), encoding="utf-8")
+    completed = _mkl(tmp_path, "run", "review.mkl", "--script", "s.json", "--id", "cp-run", "--suspend",
+                     "--max-steps", "2", "--checkpoint", "cp.json")
+    assert completed.returncode == 3, completed.stderr
+    assert _status(completed)["at"] == "finish"
+    return tmp_path / "cp.json"
+
+
+def _flip(data: bytes) -> bytes:
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0x20
+    return bytes(flipped)
+
+
+def _edit_status(data: bytes) -> bytes:
+    document = json.loads(data)
+    document["status"] = "done"
+    return envelope.dumps(document).encode("utf-8")
+
+
+def _edit_answer(data: bytes) -> bytes:
+    document = json.loads(data)
+    for record in document["journal"]["records"]:
+        if record["t"] == "answer":
+            record["answer"]["text"] = "forged"
+            break
+    return envelope.dumps(document).encode("utf-8")
+
+
+@pytest.mark.parametrize("damage", [_flip, lambda data: data[: len(data) // 2], _edit_status, _edit_answer,
+                                    lambda data: b""], ids=["flip", "truncate", "status", "answer", "empty"])
+def test_resume_refuses_a_damaged_checkpoint_and_leaves_it_alone(suspended_checkpoint: Path, damage: Any) -> None:
+    folder = suspended_checkpoint.parent
+    damaged = damage(suspended_checkpoint.read_bytes())
+    suspended_checkpoint.write_bytes(damaged)
+    completed = _mkl(folder, "resume", "cp.json", "--max-steps", "20")
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mkl: error:") and "cp.json" in lines[0]
+    assert _status(completed)["status"] == "error"
+    assert suspended_checkpoint.read_bytes() == damaged  # nothing overwritten
+
+
+def test_resume_of_an_intact_checkpoint_finishes_and_rewrites_it(suspended_checkpoint: Path,
+                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")  # another machine: no store, only the checkpoint
+    (elsewhere / "cp.json").write_bytes(suspended_checkpoint.read_bytes())
+    (elsewhere / "s.json").write_text(json.dumps(REVIEW_SCRIPT), encoding="utf-8")
+    completed = _mkl(elsewhere, "resume", "cp.json", "--max-steps", "20", "--script", "s.json")
+    assert completed.returncode == 0, completed.stderr
+    status = _status(completed)
+    assert status["result"] == "F" and status["calls"] == {"made": 1, "replayed": 2}
+    header, records = envelope.read_file(elsewhere / "cp.json")
+    assert header["status"] == "done" and records[-1]["t"] == "finish"
+    assert stat.S_IMODE((elsewhere / "cp.json").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("edited", ["review", "polish"])
+def test_resume_refuses_a_changed_machine_unless_forced(suspended_checkpoint: Path, edited: str) -> None:
+    folder = suspended_checkpoint.parent
+    if edited == "review":
+        text = REVIEW.replace('prompt: "finish the memo"', 'prompt: "finish the memo again"')
+    else:
+        text = POLISH.replace('prompt: "polish it"', 'prompt: "polish it better"')
+    (folder / f"{edited}.mkl").write_text(text, encoding="utf-8")
+    before = suspended_checkpoint.read_bytes()
+    refused = _mkl(folder, "resume", "cp.json", "--max-steps", "20", "--script", "s.json")
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
+    message = refused.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert f"'{edited}'" in message and "--force" in message
+    other = "polish" if edited == "review" else "review"
+    assert f"'{other}'" not in message  # it names the machine that changed, only that one
+    assert suspended_checkpoint.read_bytes() == before
+
+    by_id = _mkl(folder, "resume", "--id", "cp-run", "--max-steps", "20", "--script", "s.json")
+    assert by_id.returncode == 2 and f"'{edited}'" in by_id.stderr
+
+    forced = _mkl(folder, "resume", "cp.json", "--max-steps", "20", "--script", "s.json", "--force")
+    assert forced.returncode == 0, forced.stderr
+    status = _status(forced)
+    if edited == "review":
+        assert status["result"] == "F2"  # the edited prompt ran
+    else:
+        assert status["result"] == "F"
+    header, _ = envelope.read_file(suspended_checkpoint)
+    pinned = {pin["name"]: pin["sha256"] for pin in header["machines"]}
+    assert pinned[edited] == load(text).sha256
