@@ -8,6 +8,7 @@ stdout with one JSON status line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -16,6 +17,7 @@ from ..durable.envelope import EnvelopeError
 from ..durable.runs import RunStateError
 from ..durable.stores import StoreError
 from ..lang.findings import MachineError
+from ..notebook.nbfile import NotebookFileError
 from ..testing import ScenarioFileError
 from . import check_cmd, run_cmd, test_cmd
 from .common import EXIT_USAGE, UsageFailure, emit_status
@@ -36,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-USER_ERRORS = (UsageFailure, MachineError, ScenarioFileError, EnvelopeError, StoreError, RunStateError)
+USER_ERRORS = (UsageFailure, MachineError, ScenarioFileError, EnvelopeError, StoreError, RunStateError,
+               NotebookFileError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,3 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mkl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `mkl runs … | head -1`: the reader left, which is not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -24,6 +24,7 @@ from ..providers.config import ConfigError, ModelConfig, load_config
 from ..providers.litellm_provider import LiteLLMOracle, missing_keys
 from ..testing import sibling_registry
 from .common import (
+    EXIT_FAILED,
     STATUS_EXIT,
     UsageFailure,
     emit_status,
@@ -351,16 +352,21 @@ def runs_command(args: argparse.Namespace) -> int:
 
 
 def _notebook_runs(path: Path) -> int:
-    embedded = nbfile.embedded_runs(path)
+    embedded, damaged = nbfile.scan(path)
     for run in embedded:
         header = run.header
         where = f" at {header.get('at')}" if header.get("at") else ""
         error = f" ({header.get('error')})" if header.get("error") else ""
         ask = f" — asks: {header.get('ask')}" if header.get("ask") else ""
         print(f"{run.run_id}  {header.get('machine')}  {header.get('status')}{error}{where}{ask}")
-    if not embedded:
+    for bad in damaged:
+        print(f"{bad.run_id or '?'}  damaged checkpoint in cell {bad.cell_index + 1}: not used ({bad.reason})")
+    if not embedded and not damaged:
         print(f"{path}: no run checkpoints")
-    emit_status({"runs": [{"run": r.run_id, "machine": r.header.get("machine"), "status": r.header.get("status"),
-                           "error": r.header.get("error"), "at": r.header.get("at"), "ask": r.header.get("ask"),
-                           "reply_to": r.header.get("reply_to"), "cell": r.cell_index + 1} for r in embedded]})
-    return 0
+    listing = [{"run": r.run_id, "machine": r.header.get("machine"), "status": r.header.get("status"),
+                "error": r.header.get("error"), "at": r.header.get("at"), "ask": r.header.get("ask"),
+                "reply_to": r.header.get("reply_to"), "cell": r.cell_index + 1} for r in embedded]
+    listing += [{"run": bad.run_id, "status": "damaged", "error": bad.reason, "cell": bad.cell_index + 1}
+                for bad in damaged]
+    emit_status({"runs": listing})
+    return EXIT_FAILED if damaged else 0

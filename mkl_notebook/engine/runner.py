@@ -272,7 +272,9 @@ class _MachineRun:
         eligible = [(index, gate) for index, gate in enumerate(state.gates)
                     if gate.policy != "repair" or self.repair_left.get((state.id, index), gate.repair) > 0]
         output_text = step.get("output") if "output" in step else fmt(executed.value)
-        reasoning = executed.reasoning if isinstance(executed.reasoning, str) else None
+        reasoning = executed.reasoning
+        if isinstance(reasoning, list):  # a fan-out: the judge sees every branch's scratchpad
+            reasoning = "\n---\n".join(r for r in reasoning if r) or None
         try:
             outcome = select_gate(self, state, eligible, output_text, reasoning, executed.value, position)
         except _Fail as failure:
@@ -564,7 +566,7 @@ class _MachineRun:
         if state.kind == "call" and self.cost_limit is not None:
             share = max(1, (self.cost_limit - self.usage.total) // count)
 
-        def run_branch(branch: tuple[int, Any]) -> tuple[Any, str | None, tuple[int, int], Any, bool]:
+        def run_branch(branch: tuple[int, Any]) -> tuple[Any, str | None, tuple[int, int], Any, bool, bool]:
             index, item = branch
             branch_ctx = dict(ctx)
             branch_ctx["index"] = index
@@ -579,10 +581,11 @@ class _MachineRun:
                 else:
                     done = self._execute(state, branch_ctx, branch_taint, "", branch_position, True, share)
             except _Fail as failure:
-                return f"[branch-error: {failure.branch_text}]", None, failure.usage, failure.sub_trace, False
+                return f"[branch-error: {failure.branch_text}]", None, failure.usage, failure.sub_trace, False, False
             if done.route is not None:  # a branch cannot leave the fan-out: the routed error is its marker
-                return f"[branch-error: {str(done.value)[len('[tool-error: '):-1]}]", None, done.usage, None, True
-            return done.value, done.reasoning, done.usage, done.sub_trace, done.external
+                marker = f"[branch-error: {str(done.value)[len('[tool-error: '):-1]}]"
+                return marker, None, done.usage, None, True, False
+            return done.value, done.reasoning, done.usage, done.sub_trace, done.external, done.truncated
 
         workers = max(1, min(self.shared.options.max_workers, count))
         if workers == 1:
@@ -596,7 +599,8 @@ class _MachineRun:
         output_tokens = sum(outcome[2][1] for outcome in outcomes)
         sub_traces = [outcome[3] for outcome in outcomes] if state.kind == "call" else None
         external = item_external or any(outcome[4] for outcome in outcomes)
-        return _Executed(values, reasonings, (input_tokens, output_tokens), sub_traces, external)
+        truncated = any(outcome[5] for outcome in outcomes)
+        return _Executed(values, reasonings, (input_tokens, output_tokens), sub_traces, external, truncated)
 
 
 def _question(text: str) -> str | None:

@@ -77,8 +77,9 @@ class RunView:
                 self.diagram = display(diagram, raw=True, display_id=True)
             else:
                 self.diagram.update(diagram, raw=True)
-        if run.pending is not None and on_reply is not None:
-            self._show_form(run, on_reply)
+        waiting = run.pending
+        if waiting is not None and waiting.get("reason") in ("escalated", "asked") and on_reply is not None:
+            self._show_form(run, on_reply)  # a budget suspension has no question: `%mkl resume` continues it
 
     def _show_form(self, run: Run, on_reply: Any) -> None:
         import ipywidgets as widgets

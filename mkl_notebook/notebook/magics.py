@@ -52,6 +52,36 @@ HELP = """\
 """
 
 
+def _split(line: str) -> list[str]:
+    """Shell-style words, keeping each unquoted ``{python expression}`` whole and untouched."""
+    pieces: list[str] = []
+    expressions: list[str] = []
+    quote = ""
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "{":
+            depth, end = 0, index
+            while end < len(line):
+                depth += {"{": 1, "}": -1}.get(line[end], 0)
+                if depth == 0:
+                    break
+                end += 1
+            if depth == 0:
+                pieces.append(f"\x00{len(expressions)}\x00")
+                expressions.append(line[index:end + 1])
+                index = end + 1
+                continue
+        pieces.append(char)
+        index += 1
+    words = shlex.split("".join(pieces))
+    return [re.sub(r"\x00(\d+)\x00", lambda m: expressions[int(m.group(1))], word) for word in words]
+
+
 class _HelpShown(Exception):
     pass
 
@@ -197,7 +227,7 @@ class MklMagics(Magics):
     def mkl(self, line: str, cell: str | None = None) -> None:
         """mkl machines in notebooks: %%mkl to define, %mkl run/resume/… to run (see %mkl help)."""
         try:
-            words = shlex.split(line)
+            words = _split(line)
         except ValueError as exc:
             raise UsageError(f"%mkl: {exc} in: {line}") from None
         try:

@@ -24,6 +24,15 @@ class NotebookFileError(ValueError):
 
 
 @dataclass(frozen=True)
+class DamagedRun:
+    """An embedded checkpoint that failed verification: shown, never used."""
+
+    run_id: str | None
+    reason: str
+    cell_index: int
+
+
+@dataclass(frozen=True)
 class EmbeddedRun:
     run_id: str
     header: dict[str, Any]
@@ -54,10 +63,11 @@ def _outputs(notebook: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any
                 yield cell_index, output_index, output
 
 
-def embedded_runs(path: str | Path, *, skip_damaged: bool = True) -> list[EmbeddedRun]:
-    """Every verified run checkpoint in a notebook; the last output of a run id wins."""
+def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
+    """Every run checkpoint in a notebook, verified; the last output of a run id wins."""
     notebook = read_json(path)
     found: dict[str, EmbeddedRun] = {}
+    damaged: list[DamagedRun] = []
     for cell_index, output_index, output in _outputs(notebook):
         data = output["data"][MIME_TYPE]
         if isinstance(data, str):
@@ -67,20 +77,28 @@ def embedded_runs(path: str | Path, *, skip_damaged: bool = True) -> list[Embedd
                 data = None
         try:
             header, records = envelope.verify(data, f"{path}, cell {cell_index + 1}")
-        except EnvelopeError:
-            if skip_damaged:
-                continue
-            raise
+        except EnvelopeError as exc:
+            claimed = data.get("run_id") if isinstance(data, dict) else None
+            damaged.append(DamagedRun(claimed if isinstance(claimed, str) else None, str(exc), cell_index))
+            continue
         run_id = str(header["run_id"])
         found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index)
-    return list(found.values())
+    return list(found.values()), damaged
+
+
+def embedded_runs(path: str | Path) -> list[EmbeddedRun]:
+    return scan(path)[0]
 
 
 def find_run(path: str | Path, run_id: str) -> EmbeddedRun:
-    for run in embedded_runs(path, skip_damaged=True):
+    runs, damaged = scan(path)
+    for run in runs:
         if run.run_id == run_id:
             return run
-    names = ", ".join(sorted(run.run_id for run in embedded_runs(path))) or "none"
+    for bad in damaged:
+        if bad.run_id == run_id or bad.run_id is None:
+            raise NotebookFileError(bad.reason)
+    names = ", ".join(sorted(run.run_id for run in runs)) or "none"
     raise NotebookFileError(f"{path}: holds no checkpoint of run '{run_id}' (runs found: {names})")
 
 

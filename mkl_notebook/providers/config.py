@@ -105,7 +105,9 @@ def _text(value: Any, where: str) -> str:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool):
+        raise ConfigError(f"{where} must be a number, not {str(value).lower()}")
+    if not isinstance(value, (int, float)):
         try:
             value = float(value)
         except (TypeError, ValueError):

@@ -8,6 +8,7 @@ redacted from every message this module produces.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -43,11 +44,37 @@ def import_litellm() -> Any:
             os.environ.setdefault("LITELLM_LOG", "ERROR")
             import litellm
 
+            _redact_library_logs()
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             litellm.drop_params = True  # a tier's model may not take every parameter (e.g. temperature)
             _litellm = litellm
     return _litellm
+
+
+_LIBRARY_LOGGERS = ("LiteLLM", "litellm", "openai", "httpx", "httpcore")
+
+
+def _redact_library_logs() -> None:
+    """Provider error bodies can echo an API key; records from these libraries are redacted at creation.
+
+    A record factory (not a logger filter) is used because filters do not see records of child loggers.
+    """
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name.startswith(_LIBRARY_LOGGERS):
+            try:
+                message = record.getMessage()
+            except Exception:  # a malformed record stays as it was; logging reports it itself
+                return record
+            record.msg, record.args = redact(message), ()
+        return record
+
+    logging.setLogRecordFactory(factory)
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def redact(text: str, env: dict[str, str] | None = None) -> str:

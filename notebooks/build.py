@@ -1,0 +1,336 @@
+"""Write the tutorial notebooks from the cells below and execute them, so they ship with real outputs.
+
+    python notebooks/build.py
+
+Cells whose output is stable carry ``# NBVAL_CHECK_OUTPUT`` so that the test suite
+(nbval, lax mode) holds them to it; everything else is only required to run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+CHECK = "# NBVAL_CHECK_OUTPUT\n"
+
+
+def md(text: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_markdown_cell(text.strip())
+
+
+def code(text: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_code_cell(text.strip())
+
+
+def machine_cell(name: str, header: str = "%%mkl") -> nbformat.NotebookNode:
+    return code(f"{header}\n" + (HERE / "data" / f"{name}.mkl").read_text(encoding="utf-8"))
+
+
+QUICKSTART = [
+    md("""
+# Quickstart: define a machine, run it, read the trace
+
+An **mkl machine** is a small YAML state machine for an LLM workflow: each state asks a model
+(or a tool, or another machine) for an output, and its *gates* decide where the run goes next.
+This notebook defines one, runs it offline, and reads what happened.
+
+Everything here runs without a model or an API key: a *script* of canned answers stands in
+for the LLM (see `data/triage.script.yaml`). Notebook 06 shows how to use a real model.
+"""),
+    code("%load_ext mkl_notebook"),
+    md("""
+## Define a machine
+
+A `%%mkl` cell defines (or redefines) the machine named by its `machine:` key. The output is
+the machine drawn as a state diagram. `classify` asks the model what kind of ticket this is;
+its first gate is a plain-language condition that a *judge* model checks, the second is the
+catch-all `otherwise`.
+"""),
+    machine_cell("triage"),
+    md("""
+## Run it
+
+`%mkl run` starts a run. `--set` gives the machine its input; `--script` supplies the scripted
+answers. The output shows the result, a trace table (one row per step) and a visits table,
+then the diagram again with the path the run took.
+"""),
+    code('%mkl run triage --set ticket="My card was charged twice for one order" '
+         '--script data/triage.script.yaml'),
+    md("""
+## Read the trace
+
+`%mkl trace RUN` shows the steps again. *decided by* says whether the judge model (`llm`), a
+host hook or the `otherwise` catch-all chose the gate. A run's id defaults to its machine's name.
+"""),
+    code("%mkl trace triage"),
+    md("The same facts are there for Python code:"),
+    code(CHECK + """import mkl_notebook
+
+run = mkl_notebook.get_run("triage")
+print(run.status)
+print(run.result)
+print([step["state"] for step in run.trace])"""),
+    md("""
+## Re-running is free
+
+Every model answer is journaled. Running the same cell again replays the journal: same result,
+no model calls. (`--fresh` starts over.)
+"""),
+    code('%mkl run triage --set ticket="My card was charged twice for one order" '
+         '--script data/triage.script.yaml'),
+    code(CHECK + 'print(mkl_notebook.get_run("triage").calls)'),
+]
+
+APPROVAL = [
+    md("""
+# Human approval: a run that waits for a person
+
+An `escalate` gate with an `ask:` hands the decision to a person. In a notebook the run
+**suspends** there and shows a form with the question the machine's author wrote. Clicking
+**Approve** (or typing a reply) records the answer and resumes the run in the same output.
+
+This machine drafts a reply to a customer. If the draft promises a refund it asks for approval,
+and before sending it asks once more.
+"""),
+    code("%load_ext mkl_notebook"),
+    machine_cell("refund"),
+    md("""
+## Run it
+
+The run stops at the first gate and shows the form. Click **Approve**: the run goes on, and the
+second question appears in the same place. Approve it too and the result appears.
+"""),
+    code('%mkl run refund --id approval-demo --set ticket="Parcel A-1001 arrived broken" '
+         '--script data/refund.script.yaml'),
+    md("""
+## Where the run stands
+
+The cell above returned as soon as the run suspended: nothing blocks while it waits. From
+Python the same question is available, and `submit` answers it exactly as the form does:
+
+```python
+run = mkl_notebook.get_run("approval-demo")
+run.submit("approve")
+```
+
+`%mkl pending` lists every run waiting for a person, with its form.
+"""),
+    code(CHECK + """import mkl_notebook
+
+run = mkl_notebook.get_run("approval-demo")
+print(run.status, "at", run.at)
+print(run.pending["ask"])"""),
+]
+
+SHARING = [
+    md("""
+# Share a notebook, resume it elsewhere
+
+A run's checkpoint is saved **inside the notebook** (in its output, as
+`application/vnd.mkl.run+json`). Send the .ipynb to whoever must approve: when they open it
+and run it, the run comes back from the checkpoint without calling any model, and its form
+appears again. No kernel at hand? `mkl resume` does it from a terminal.
+
+`data/shared-approval.ipynb` is such a notebook: someone ran the refund machine there, and the
+run is waiting for approval.
+"""),
+    code("%load_ext mkl_notebook\nimport mkl_notebook"),
+    md("## What does the shared notebook carry?"),
+    code(CHECK + "!mkl runs data/shared-approval.ipynb"),
+    md("""
+## Rehydrate it in this kernel
+
+`get_run` finds the run in the notebook file, verifies its checkpoint and replays it:
+zero model calls, and the same pending question.
+"""),
+    code(CHECK + """run = mkl_notebook.get_run("shared-refund", notebook="data/shared-approval.ipynb",
+                           script="data/refund.script.yaml")
+print(run.status, "at", run.at, "-", run.pending["ask"])
+print(run.calls)"""),
+    md("Answering it here continues the run (the script supplies the model's next answers):"),
+    code(CHECK + """run.submit("approve")
+run.submit("approve")
+print(run.status, "-", run.result)"""),
+    md("""
+## Headless: `mkl resume` on the file
+
+The same works without a kernel. `mkl resume` reads the checkpoint from the notebook, applies
+the reply, and writes the updated checkpoint back into the file (other cells untouched).
+"""),
+    code("""import pathlib
+import shutil
+import tempfile
+
+work = pathlib.Path(tempfile.mkdtemp())
+copy = work / "shared.ipynb"
+shutil.copy("data/shared-approval.ipynb", copy)
+script = pathlib.Path("data/refund.script.yaml").resolve()"""),
+    md("The first approval: the run goes on to its second question. The last line is the JSON status."),
+    code(CHECK + "!cd {work} && mkl resume shared.ipynb --run shared-refund --set approval.refund=approve \\\n"
+         "    --script {script} --quiet"),
+    md("The second approval finishes it; the notebook file now carries the finished run:"),
+    code(CHECK + "!cd {work} && mkl resume shared.ipynb --run shared-refund --reply approve --script {script} --quiet"),
+    code(CHECK + "!mkl runs {copy}"),
+]
+
+DIAGNOSTICS = [
+    md("""
+# Diagnostics: loops, ceilings and budgets
+
+Loops are normal in mkl machines (a draft goes back for another pass), so every run is bounded:
+`budget:` caps the steps, `max_visits:` caps how often one state may be entered, and a token
+budget caps the cost. This notebook makes a loop that never converges and watches each guard.
+"""),
+    code("%load_ext mkl_notebook\nimport mkl_notebook"),
+    machine_cell("loop"),
+    md("""
+## A state's ceiling
+
+`write` may be entered at most 4 times. The judge (scripted) never accepts the text, so the
+fifth entry halts the run with `loop-ceiling`, naming the state. The visits table shows each
+state's entries against its `max_visits`.
+"""),
+    code('%mkl run polish --id ceiling --set product="a kettle" --script data/loop.script.yaml'),
+    code(CHECK + """run = mkl_notebook.get_run("ceiling")
+print(run.status, run.error, "at", run.at)
+print(run.visits)"""),
+    md("""
+## Out of budget
+
+With a smaller step budget the run halts `budget-exhausted` first. The result names the most
+visited state — the question an author asks first — and the visits table highlights it.
+"""),
+    code('%mkl run polish --id budget --max-steps 5 --set product="a kettle" --script data/loop.script.yaml'),
+    code("%mkl visits budget"),
+    md("""
+## Suspend instead of dying
+
+With `--suspend` an exhausted budget suspends the run. Resuming with a larger budget continues
+exactly where it stopped (the journal replays the first steps for free); resuming with the same
+budget would suspend again at the same place.
+"""),
+    code('%mkl run polish --id patient --suspend --max-steps 3 --set product="a kettle" '
+         '--script data/loop.script.yaml'),
+    code(CHECK + """run = mkl_notebook.get_run("patient")
+print(run.status, run.error, "at", run.at)"""),
+    code("%mkl resume patient --max-steps 50"),
+    code(CHECK + """print(run.status, run.error, "at", run.at, run.calls)"""),
+]
+
+TESTING = [
+    md("""
+# Testing machines without an API key
+
+A machine's behaviour under given model answers is fixed by the language, so it can be tested
+like code. A *scenario file* lists runs with scripted answers and what each must do
+(`data/refund.test.yaml`). `%mkl test` runs them and shows a pass/fail table; `mkl test` does
+the same from a terminal or CI.
+"""),
+    code("%load_ext mkl_notebook"),
+    machine_cell("refund"),
+    code("%mkl test refund --script data/refund.test.yaml"),
+    md("The same scenarios from the command line (the exit code is 0 only when all pass):"),
+    code(CHECK + "!mkl test data/refund.mkl --script data/refund.test.yaml"),
+    md("""
+`%mkl check NAME` (or `mkl check FILE`) reports static findings: unreachable states, no path to
+`END`, a budget below the shortest path, a `max_visits` that a repair loop is bound to hit.
+"""),
+    code(CHECK + "%mkl check refund"),
+]
+
+REAL_MODELS = [
+    md("""
+# Real models
+
+mkl machines name capability *tiers* (`fast`, `balanced`, `reasoning`), never models. You map
+tiers to models, and runs go through [litellm](https://docs.litellm.ai/) to hosted providers
+(OpenAI, Anthropic, Gemini, …) or local servers (Ollama, vLLM, any OpenAI-compatible server).
+
+Configure it in any of these places (later wins):
+
+* `pyproject.toml` or a `mkl.toml` next to the notebook:
+
+  ```toml
+  [tool.mkl]            # in mkl.toml: top level
+  balanced = "openai/gpt-4o-mini"
+  fast = "ollama/llama3.2"
+  ```
+* the environment: `MKL_MODEL` (every tier), `MKL_MODEL_FAST`, `MKL_JUDGE_MODEL`, `MKL_API_BASE`;
+* in the notebook: `%mkl config model=openai/gpt-4o-mini` or `%config MklMagics.model = "…"`;
+* per run: `%mkl run NAME --model ollama/llama3.2`.
+
+API keys come only from the provider's usual variables (`OPENAI_API_KEY`, …) and never reach
+journals, checkpoints or outputs.
+"""),
+    code("%load_ext mkl_notebook\nimport mkl_notebook"),
+    md("What is configured here?"),
+    code("%mkl config"),
+    machine_cell("triage"),
+    md("""
+With no model configured, a run says so in one line and points to the scripted provider:
+"""),
+    code(CHECK + """try:
+    mkl_notebook.run("triage", id="real-model-demo", input={"ticket": "Where is my parcel?"})
+except ValueError as problem:
+    print(problem)"""),
+    md("""
+With a model configured the same call runs for real, for example against a local Ollama:
+
+```python
+%mkl config model=ollama/llama3.2 api_base=http://localhost:11434
+%mkl run triage --set ticket="Where is my parcel?"
+```
+"""),
+]
+
+SHARED_SOURCE = [
+    code("%load_ext mkl_notebook"),
+    machine_cell("refund"),
+    code('%mkl run refund --id shared-refund --set ticket="Parcel A-1001 arrived broken" '
+         '--script refund.script.yaml --notebook shared-approval.ipynb'),
+]
+
+NOTEBOOKS = {
+    "01-quickstart": QUICKSTART,
+    "02-human-approval": APPROVAL,
+    "03-share-and-resume": SHARING,
+    "04-diagnostics": DIAGNOSTICS,
+    "05-testing-machines": TESTING,
+    "06-real-models": REAL_MODELS,
+}
+
+
+def notebook(cells: list[nbformat.NotebookNode]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = cells
+    return nb
+
+
+def execute(nb: nbformat.NotebookNode, folder: Path) -> None:
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+
+
+def main() -> None:
+    for store in (HERE / ".mkl", HERE / "data" / ".mkl"):
+        shutil.rmtree(store, ignore_errors=True)
+    shared = notebook(SHARED_SOURCE)
+    execute(shared, HERE / "data")
+    nbformat.write(shared, HERE / "data" / "shared-approval.ipynb")
+    shutil.rmtree(HERE / "data" / ".mkl", ignore_errors=True)  # the notebook alone carries that run
+    for name, cells in NOTEBOOKS.items():
+        nb = notebook(cells)
+        execute(nb, HERE)
+        nbformat.write(nb, HERE / f"{name}.ipynb")
+        print(f"wrote {name}.ipynb", file=sys.stderr)
+    shutil.rmtree(HERE / ".mkl", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

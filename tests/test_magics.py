@@ -1,0 +1,646 @@
+"""The ``%%mkl`` / ``%mkl`` magics in a real IPython shell.
+
+Every test runs cells through ``InteractiveShell.run_cell`` exactly as a notebook
+would, records the MIME bundles the cells publish, and works in its own folder
+(runs are journaled to ``.mkl/runs.sqlite`` under the working directory) with a
+fresh mkl session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+import mkl_notebook
+from mkl_notebook.durable.envelope import verify
+from mkl_notebook.notebook import session as session_module
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+REFUND = (EXAMPLES / "refund.mkl").read_text(encoding="utf-8")
+REFUND_SCRIPT = EXAMPLES / "refund.script.yaml"
+REFUND_TESTS = EXAMPLES / "refund.test.yaml"
+REFUND_RESULT = "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
+REFUND_ASK = "The draft promises a refund. Approve sending it?"
+
+RUN_MIME = "application/vnd.mkl.run+json"
+MERMAID = "text/vnd.mermaid"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+MODEL_ENV = ("MKL_MODEL", "MKL_MODEL_FAST", "MKL_MODEL_BALANCED", "MKL_MODEL_REASONING", "MKL_JUDGE_MODEL",
+             "MKL_API_BASE")
+
+LOOPER = """\
+machine: looper
+entry: draft
+budget: 20
+result: verdict
+states:
+  draft:
+    structure: A draft.
+    prompt: "write {{verdict}}"
+    output: draft
+    gates:
+      - { when: otherwise, then: ok, to: check }
+  check:
+    structure: A verdict.
+    prompt: "check {{draft}}"
+    output: verdict
+    gates:
+      - { when: the draft is good enough, then: ok, to: END }
+      - { when: otherwise, then: ok, to: draft }
+"""
+
+# draft, check (none), draft, check (none), draft, check (none), draft, check (good) -> 8 steps, done
+LOOPER_SCRIPT = {
+    "llm": {"produce": {"write": "a draft", "check": "looks fine"}, "judge": ["none", "none", "none", 0],
+            "tokens": [10, 5]},
+}
+
+UNREACHABLE = """\
+machine: lonely
+entry: a
+budget: 5
+states:
+  a:
+    structure: s
+    prompt: p
+    output: x
+    gates:
+      - { when: otherwise, then: ok, to: END }
+  island:
+    structure: s
+    prompt: never
+    output: y
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+
+LOG_STATE = """\
+  log:
+    structure: A log line.
+    prompt: "log {{reply}}"
+    output: logline
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+
+# -- the shell and what it publishes ------------------------------------------------------------
+
+
+@dataclass
+class Published:
+    data: dict[str, Any]
+    display_id: str | None
+    update: bool
+
+
+@dataclass
+class Recorder:
+    published: list[Published] = field(default_factory=list)
+
+    def publish(self, data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> None:
+        transient = kwargs.get("transient") or {}
+        self.published.append(Published(dict(data), transient.get("display_id"), bool(kwargs.get("update"))))
+
+    def clear(self) -> None:
+        self.published.clear()
+
+    def with_mime(self, mime: str) -> list[dict[str, Any]]:
+        return [p.data for p in self.published if mime in p.data]
+
+    def last(self, mime: str) -> dict[str, Any]:
+        found = self.with_mime(mime)
+        assert found, f"no output carried {mime}; published: {[list(p.data) for p in self.published]}"
+        return found[-1]
+
+
+@dataclass
+class Cells:
+    """A shell with mkl loaded, the bundles it published and helpers to run cells."""
+
+    shell: InteractiveShell
+    out: Recorder
+    tmp: Path
+
+    def run(self, source: str) -> Any:
+        result = self.shell.run_cell(source)
+        if result.error_in_exec is not None or result.error_before_exec is not None:
+            raise AssertionError(f"cell failed: {source!r}: {result.error_in_exec or result.error_before_exec!r}")
+        return result
+
+    def fails(self, source: str) -> UsageError:
+        result = self.shell.run_cell(source)
+        error = result.error_in_exec
+        assert error is not None, f"cell did not fail: {source!r}"
+        assert type(error) is UsageError, f"{source!r} raised {type(error).__name__}, not UsageError: {error}"
+        return error
+
+    def define(self, source: str) -> Any:
+        return self.run("%%mkl\n" + source)
+
+    def script(self, name: str, data: dict[str, Any]) -> Path:
+        path = self.tmp / name
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        return path
+
+
+@pytest.fixture(scope="module")
+def shell() -> InteractiveShell:
+    return InteractiveShell.instance()
+
+
+@pytest.fixture
+def ip(shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.chdir(tmp_path)
+    for name in MODEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    session_module._SESSION = None
+    shell.extension_manager.loaded.discard("mkl_notebook")
+    recorder = Recorder()
+    monkeypatch.setattr(shell.display_pub, "publish", recorder.publish)
+    result = shell.run_cell("%load_ext mkl_notebook")
+    assert result.success, result.error_in_exec
+    yield Cells(shell, recorder, tmp_path)
+    session_module._SESSION = None
+
+
+def _reply_records(store: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(store) as db:
+        bodies = [json.loads(body) for (body,) in db.execute("SELECT body FROM records")]
+    return sum(1 for body in bodies if body.get("t") == "reply")
+
+
+def _assert_safe_html(html: str) -> None:
+    lowered = html.lower()
+    assert "<script" not in lowered
+    assert "<style" not in lowered
+    assert "var(--" not in lowered
+    assert "style=" not in lowered
+
+
+def _mermaid_nodes(source: str) -> list[str]:
+    return re.findall(r'^\s*state "([^"]*)" as (s\d+)$', source, flags=re.MULTILINE)
+
+
+# -- defining machines --------------------------------------------------------------------------
+
+
+def test_define_draws_one_node_per_state_with_a_text_twin(ip: Cells) -> None:
+    ip.define(REFUND)
+    bundle = ip.out.last(MERMAID)
+    assert bundle[MERMAID].startswith("stateDiagram-v2")
+    labels = [label for label, _ in _mermaid_nodes(bundle[MERMAID])]
+    assert labels == ["lookup", "draft", "send"]
+    text = bundle["text/plain"]
+    assert text.startswith("machine refund: entry lookup, budget 12")
+    for state in ("lookup", "draft", "send"):
+        assert re.search(rf"^\s+{state} \(", text, flags=re.MULTILINE), text
+    assert "refund" in mkl_notebook.notebook.session.current_session().machines
+
+
+def test_redefine_replaces_the_machine(ip: Cells) -> None:
+    ip.define(REFUND)
+    edited = REFUND.replace("      - { when: otherwise, then: ok, to: END }",
+                            "      - { when: otherwise, then: ok, to: log }") + LOG_STATE
+    ip.out.clear()
+    ip.define(edited)
+    session = session_module.current_session()
+    assert list(session.machines["refund"].states) == ["lookup", "draft", "send", "log"]
+    labels = [label for label, _ in _mermaid_nodes(ip.out.last(MERMAID)[MERMAID])]
+    assert labels == ["lookup", "draft", "send", "log"]
+
+
+def test_cell_run_defines_and_runs(ip: Cells) -> None:
+    ip.run(f"%%mkl run --no-hitl --script {REFUND_SCRIPT} --set ticket=broken\n{REFUND}")
+    assert "refund" in session_module.current_session().machines
+    run = mkl_notebook.get_run("refund")
+    assert run.status == "done"
+    assert run.result == REFUND_RESULT
+    envelope = ip.out.last(RUN_MIME)[RUN_MIME]
+    header, _ = verify(envelope)
+    assert header["status"] == "done"
+
+
+def test_cell_run_rejects_another_machine_name(ip: Cells) -> None:
+    error = ip.fails(f"%%mkl run other --script {REFUND_SCRIPT}\n{REFUND}")
+    assert "refund" in str(error) and "other" in str(error)
+
+
+# -- running and the run's display -------------------------------------------------------------
+
+
+def test_run_output_carries_a_verifiable_envelope_safe_html_and_a_text_twin(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.out.clear()
+    ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT} --set ticket=broken")
+    final = ip.out.last(RUN_MIME)
+    header, records = verify(final[RUN_MIME], "run output")
+    assert header["run_id"] == "refund"  # the run id defaults to the machine name
+    assert header["machine"] == "refund"
+    assert header["status"] == "done"
+    assert records[0]["t"] == "start"
+    assert set(final) >= {"text/html", "text/plain", RUN_MIME}
+    _assert_safe_html(final["text/html"])
+    assert REFUND_RESULT in final["text/html"]
+    assert "Done." in final["text/plain"]
+    assert REFUND_RESULT in final["text/plain"]
+    # every bundle of the run, live ones included, is safe and has its twin, in ONE display output
+    run_outputs = [p for p in ip.out.published if "text/html" in p.data and p.display_id]
+    assert run_outputs
+    for published in run_outputs:
+        _assert_safe_html(published.data["text/html"])
+        assert published.data.get("text/plain")
+    ids = {p.display_id for p in ip.out.published if RUN_MIME in p.data}
+    assert len(ids) == 1
+
+
+def test_finished_run_draws_the_diagram_with_visit_counts(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.out.clear()
+    ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT}")
+    diagram = ip.out.last(MERMAID)
+    labels = [label for label, _ in _mermaid_nodes(diagram[MERMAID])]
+    assert labels == ["lookup ×1", "draft ×1", "send ×1"]
+    assert "✔" in diagram[MERMAID]  # the path taken is marked
+    assert "lookup (tool) ×1" in diagram["text/plain"]
+
+
+def test_budget_halt_highlights_the_most_visited_state(ip: Cells) -> None:
+    ip.define(LOOPER)
+    script = ip.script("looper.yaml", LOOPER_SCRIPT)
+    ip.out.clear()
+    ip.run(f"%mkl run looper --max-steps 3 --script {script}")
+    run = mkl_notebook.get_run("looper")
+    assert (run.status, run.error) == ("halt", "budget-exhausted")
+    assert run.visits == {"draft": 2, "check": 1}
+    final = ip.out.last(RUN_MIME)
+    html = final["text/html"]
+    _assert_safe_html(html)
+    visits_table = html[html.index("<caption>Visits of looper"):]
+    assert re.search(r"<mark>(?:(?!</mark>).)*draft(?:(?!</mark>).)*</mark>", visits_table), visits_table
+    assert not re.search(r"<mark>(?:(?!</mark>).)*check(?:(?!</mark>).)*</mark>", visits_table)
+    text = final["text/plain"]
+    assert re.search(r"^\* draft\s+2 / ", text, flags=re.MULTILINE), text
+    assert "Most visited state: draft" in text
+
+
+def test_suspend_then_resume_with_more_steps_continues(ip: Cells) -> None:
+    ip.define(LOOPER)
+    script = ip.script("looper.yaml", LOOPER_SCRIPT)
+    ip.run(f"%mkl run looper --id loop-1 --max-steps 3 --suspend --script {script}")
+    run = mkl_notebook.get_run("loop-1")
+    assert (run.status, run.error, run.at) == ("suspended", "budget-exhausted", "check")
+    ip.out.clear()
+    ip.run("%mkl resume loop-1 --max-steps 50")
+    run = mkl_notebook.get_run("loop-1")
+    assert run.status == "done", (run.status, run.error)
+    assert [step["state"] for step in run.trace] == ["draft", "check"] * 4
+    assert run.result == "looks fine"
+    header, _ = verify(ip.out.last(RUN_MIME)[RUN_MIME])
+    assert header["status"] == "done"
+
+
+def test_resuming_with_the_same_budget_suspends_again_in_the_same_place(ip: Cells) -> None:
+    ip.define(LOOPER)
+    script = ip.script("looper.yaml", LOOPER_SCRIPT)
+    ip.run(f"%mkl run looper --id loop-2 --max-steps 3 --suspend --script {script}")
+    ip.run("%mkl resume loop-2")
+    run = mkl_notebook.get_run("loop-2")
+    assert (run.status, run.error, run.at) == ("suspended", "budget-exhausted", "check")
+    assert run.calls["made"] == 0
+    assert len(run.trace) == 3
+
+
+def test_rerunning_the_cell_replays_without_calls_and_fresh_pays_again(ip: Cells) -> None:
+    ip.define(REFUND)
+    cell = f"%mkl run refund --no-hitl --script {REFUND_SCRIPT} --set ticket=broken"
+    ip.run(cell)
+    first = mkl_notebook.get_run("refund")
+    assert first.calls["made"] > 0
+    made_first = first.calls["made"]
+    ip.run(cell)
+    again = mkl_notebook.get_run("refund")
+    assert again.calls["made"] == 0
+    assert again.calls["replayed"] >= made_first
+    assert (again.status, again.result) == ("done", REFUND_RESULT)
+    ip.run(cell + " --fresh")
+    fresh = mkl_notebook.get_run("refund")
+    assert fresh.calls["made"] == made_first
+    assert (fresh.status, fresh.result) == ("done", REFUND_RESULT)
+
+
+def test_editing_a_prompt_reexecutes_only_the_changed_call_and_keeps_the_reply(ip: Cells) -> None:
+    ip.define(REFUND)
+    cell = f"%mkl run refund --script {REFUND_SCRIPT} --set ticket=broken"
+    ip.run(cell)
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.error, run.at) == ("suspended", "escalated", "send")
+    assert run.pending is not None and run.pending["ask"] == REFUND_ASK
+    ip.run("%mkl resume refund --set approval.answer=approve")
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.result) == ("done", REFUND_RESULT)
+    assert _reply_records(Path(".mkl/runs.sqlite")) == 1
+    ip.define(REFUND.replace("Final reply based on {{draft}}.", "Final reply, kept short, based on {{draft}}."))
+    ip.run(cell)
+    edited = mkl_notebook.get_run("refund")
+    assert edited.status == "done", (edited.status, edited.error)  # the earlier reply still answers the gate
+    assert edited.calls["made"] == 1  # only the edited `send` prompt is produced again
+    assert edited.calls["replayed"] >= 3  # order_lookup, draft, the judge
+    assert edited.result_object.context["approval"] == {"answer": "approve"}
+    assert _reply_records(Path(".mkl/runs.sqlite")) == 1
+
+
+# -- Python values in flags --------------------------------------------------------------------
+
+
+def test_python_values_reach_the_run_through_var_expr_and_input(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.run("tk = 'Parcel A-1001 arrived broken'\nprefix = 'case'\n"
+           "payload = {'ticket': 'replaced below', 'meta': {'n': 3, 'tags': ['a', 'b']}}")
+    ip.run(f"%mkl run refund --id {{prefix}}-{{1+1}} --input $payload --set ticket=$tk "
+           f"--set note=len-{{len(tk)}}-$prefix --no-hitl --script {REFUND_SCRIPT}")
+    run = mkl_notebook.get_run("case-2")
+    assert run.status == "done"
+    context = run.result_object.context
+    assert context["ticket"] == "Parcel A-1001 arrived broken"
+    assert context["meta"] == {"n": 3, "tags": ["a", "b"]}  # the dict itself, not its text
+    assert context["note"] == "len-28-case"
+
+
+def test_expr_with_spaces_in_a_flag_is_one_value(ip: Cells) -> None:
+    """``{expr}`` is a Python expression, as in any IPython magic: spaces inside the braces belong to it."""
+    ip.define(REFUND)
+    ip.run("n = 2")
+    ip.run(f"%mkl run refund --id case-{{n + 1}} --set ticket={{'A-' + str(n * 500)}} --no-hitl "
+           f"--script {REFUND_SCRIPT}")
+    run = mkl_notebook.get_run("case-3")
+    assert run.result_object.context["ticket"] == "A-1000"
+
+
+def test_input_accepts_a_json_object(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.run(f"""%mkl run refund --input '{{"ticket": "json ticket"}}' --no-hitl --script {REFUND_SCRIPT}""")
+    assert mkl_notebook.get_run("refund").result_object.context["ticket"] == "json ticket"
+
+
+# -- every subcommand ----------------------------------------------------------------------------
+
+
+def test_help_lists_every_subcommand(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
+    for cell in ("%mkl help", "%mkl"):
+        capsys.readouterr()
+        ip.run(cell)
+        text = capsys.readouterr().out
+        for command in ("run", "resume", "runs", "pending", "trace", "visits", "check", "test", "config"):
+            assert f"%mkl {command}" in text or f"| {command}" in text, (command, text)
+
+
+def test_check_reports_findings_with_lines(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.define(REFUND)
+    capsys.readouterr()
+    ip.run("%mkl check refund")
+    assert capsys.readouterr().out.strip() == "refund: no findings"
+    ip.define(UNREACHABLE)
+    capsys.readouterr()
+    ip.run("%mkl check lonely")
+    out = capsys.readouterr().out
+    island_line = UNREACHABLE.splitlines().index("  island:") + 1
+    found = re.search(r"^line (\d+): warning: .*'island'.*reached", out, flags=re.MULTILINE)
+    assert found, out
+    assert int(found.group(1)) in (island_line, island_line + 1), out  # the state's line (or its body's)
+
+
+def test_test_runs_scenarios_as_a_table(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.out.clear()
+    ip.run(f"%mkl test refund --script {REFUND_TESTS}")
+    bundle = ip.out.last("text/html")
+    assert "2 passed, 0 failed" in bundle["text/plain"]
+    assert "2 passed, 0 failed" in bundle["text/html"]
+    assert "refund-escalates-for-approval" in bundle["text/plain"]
+    _assert_safe_html(bundle["text/html"])
+
+
+def test_test_reports_a_failing_scenario(ip: Cells) -> None:
+    ip.define(REFUND)
+    scenarios = yaml.safe_load(REFUND_TESTS.read_text(encoding="utf-8"))
+    scenarios["scenarios"][0]["expect"]["status"] = "done"
+    path = ip.script("wrong.test.yaml", scenarios)
+    ip.out.clear()
+    ip.run(f"%mkl test refund --script {path}")
+    text = ip.out.last("text/html")["text/plain"]
+    assert "1 passed, 1 failed" in text
+    assert "FAIL refund-escalates-for-approval" in text
+
+
+def test_config_shows_and_changes_settings(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    ip.run("%mkl config")
+    out = capsys.readouterr().out
+    assert "hitl = asking" in out
+    assert "store = .mkl/runs.sqlite" in out
+    ip.run("%mkl config hitl=none max_workers=2")
+    out = capsys.readouterr().out
+    assert "hitl = none" in out and "max_workers = 2" in out
+    settings = session_module.current_session().settings
+    assert (settings.hitl, settings.max_workers) == ("none", 2)
+    error = ip.fails("%mkl config colour=blue")
+    assert "colour" in str(error)
+    error = ip.fails("%mkl config hitl=sometimes")
+    assert "hitl" in str(error)
+
+
+def test_config_store_moves_the_journal(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.run("%mkl config store=elsewhere/runs.sqlite")
+    ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT}")
+    assert (ip.tmp / "elsewhere" / "runs.sqlite").is_file()
+    assert not (ip.tmp / ".mkl" / "runs.sqlite").exists()
+
+
+def test_runs_trace_visits_and_pending(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.define(REFUND)
+    ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")  # suspends at its escalate gate (notebook default)
+    ip.run(f"%mkl run refund --id quick --no-hitl --script {REFUND_SCRIPT}")
+
+    ip.out.clear()
+    ip.run("%mkl runs")
+    runs = ip.out.last("text/html")
+    assert re.search(r"^refund\s+refund\s+suspended\s+escalated\s+send$", runs["text/plain"], flags=re.MULTILINE)
+    assert re.search(r"^quick\s+refund\s+done", runs["text/plain"], flags=re.MULTILINE)
+    _assert_safe_html(runs["text/html"])
+
+    ip.out.clear()
+    ip.run("%mkl trace quick")
+    trace = ip.out.last("text/html")
+    assert "3 steps" in trace["text/plain"]
+    assert trace["text/html"].count("<tr>") >= 4  # header + three steps
+    for state in ("lookup", "draft", "send"):
+        assert state in trace["text/plain"]
+    _assert_safe_html(trace["text/html"])
+
+    ip.out.clear()
+    ip.run("%mkl visits quick")
+    visits = ip.out.last("text/html")
+    assert re.search(r"draft\s+1 / 4", visits["text/plain"]), visits["text/plain"]
+    assert "Visits of refund" in visits["text/html"]
+
+    ip.out.clear()
+    capsys.readouterr()
+    ip.run("%mkl pending")
+    pending = ip.out.last(RUN_MIME)
+    header, _ = verify(pending[RUN_MIME])
+    assert (header["run_id"], header["status"], header["ask"]) == ("refund", "suspended", REFUND_ASK)
+    assert ip.out.with_mime(WIDGET_MIME), "the pending run shows its form again"
+
+    ip.run("%mkl resume refund --reply approve")
+    assert mkl_notebook.get_run("refund").status == "done"
+    capsys.readouterr()
+    ip.out.clear()
+    ip.run("%mkl pending")
+    assert "No run is waiting for a person." in capsys.readouterr().out
+    assert not ip.out.with_mime(RUN_MIME)
+
+
+def test_resume_with_set_answers_the_gate(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")
+    ip.out.clear()
+    ip.run("%mkl resume refund --set approval.answer=approve")
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.result) == ("done", REFUND_RESULT)
+    assert run.result_object.context["approval"] == {"answer": "approve"}
+    header, _ = verify(ip.out.last(RUN_MIME)[RUN_MIME])
+    assert header["status"] == "done"
+    error = ip.fails("%mkl resume refund --set approval.answer=again")
+    assert "not waiting" in str(error)
+
+
+def test_resume_set_at_the_wrong_path_names_the_right_one(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")
+    error = ip.fails("%mkl resume refund --set human.reply=approve")
+    assert "approval.answer" in str(error)
+    assert mkl_notebook.get_run("refund").status == "suspended"
+    assert _reply_records(Path(".mkl/runs.sqlite")) == 0
+
+
+# -- user errors: one UsageError line, no traceback --------------------------------------------
+
+BAD_YAML = "machine: bad\nentry: a\nbudget: 3\nstates:\n  a: { structure: s, prompt: p\n  b: 1\n"
+
+
+def _yaml_error_line(source: str) -> int:
+    try:
+        yaml.safe_load(source)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        assert mark is not None
+        return mark.line + 1
+    raise AssertionError("the YAML parses")
+
+
+def _not_waiting(ip: Cells) -> str:
+    ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT}")
+    return "%mkl resume refund --reply yes"
+
+
+USER_ERRORS = {
+    "yaml": (lambda ip: "%%mkl\n" + BAD_YAML, [f"line {_yaml_error_line(BAD_YAML)}", "YAML"]),
+    "unknown-state-key": (
+        lambda ip: "%%mkl\n" + REFUND.replace("    prompt: |\n      Customer", "    promt: |\n      Customer"),
+        [f"line {REFUND.splitlines().index('    prompt: |') + 1}", "'draft'", "promt"]),
+    "unknown-machine": (lambda ip: "%mkl run nosuch", ["nosuch", "%%mkl"]),
+    "unknown-subcommand": (lambda ip: "%mkl frobnicate", ["frobnicate", "run"]),
+    "bad-flag": (lambda ip: "%mkl run refund --bogus", ["--bogus"]),
+    "max-steps-0": (lambda ip: f"%mkl run refund --max-steps 0 --script {REFUND_SCRIPT}", ["--max-steps", "1"]),
+    "max-steps-not-a-number": (lambda ip: "%mkl run refund --max-steps many", ["--max-steps", "many"]),
+    "input-not-a-dict": (lambda ip: f"lst = [1, 2]\n%mkl run refund --input $lst --script {REFUND_SCRIPT}",
+                         ["--input", "dict"]),
+    "input-bad-json": (lambda ip: f"%mkl run refund --input '[1, 2]' --script {REFUND_SCRIPT}", ["--input", "dict"]),
+    "unknown-var": (lambda ip: f"%mkl run refund --set ticket=$no_such_variable --script {REFUND_SCRIPT}",
+                    ["no_such_variable"]),
+    "bad-expr": (lambda ip: f"%mkl run refund --id {{1+}} --script {REFUND_SCRIPT}", ["{1+}", "SyntaxError"]),
+    "set-without-equals": (lambda ip: f"%mkl run refund --set ticket --script {REFUND_SCRIPT}", ["--set", "ticket"]),
+    "reply-when-not-waiting": (_not_waiting, ["refund", "not waiting"]),
+    "resume-unknown-run": (lambda ip: "%mkl resume ghost --reply yes", ["ghost"]),
+    "trace-unknown-run": (lambda ip: "%mkl trace ghost", ["ghost"]),
+    "test-missing-script": (lambda ip: "%mkl test refund --script missing.test.yaml",
+                            ["missing.test.yaml", "cannot be read"]),
+    "test-without-script": (lambda ip: "%mkl test refund", ["--script"]),
+    "missing-script-for-run": (lambda ip: "%mkl run refund --script nowhere.yaml", ["nowhere.yaml"]),
+    "no-model": (lambda ip: "%mkl run refund", ["no model", "--script"]),
+    "unbalanced-quote": (lambda ip: "%mkl run refund --set ticket='oops", ["%mkl"]),
+}
+
+
+@pytest.mark.parametrize("case", list(USER_ERRORS))
+def test_user_errors_are_one_usage_error_line(ip: Cells, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    make_cell, expected = USER_ERRORS[case]
+    ip.define(REFUND)
+    cell = make_cell(ip)
+    capsys.readouterr()
+    ip.out.clear()
+    error = ip.fails(cell)
+    message = str(error)
+    assert "\n" not in message.strip(), message
+    for fragment in expected:
+        assert fragment in message, (fragment, message)
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err
+    assert "Traceback" not in shown, shown
+    usage_lines = [line for line in shown.splitlines() if line.startswith("UsageError")]
+    assert usage_lines == [f"UsageError: {message}"], shown
+    assert not ip.out.with_mime(RUN_MIME), "a refused command draws no run"
+
+
+def test_a_bad_definition_keeps_the_previous_machine(ip: Cells) -> None:
+    ip.define(REFUND)
+    before = session_module.current_session().machines["refund"]
+    ip.fails("%%mkl\n" + REFUND.replace("budget: 12", "budget: 0"))
+    assert session_module.current_session().machines["refund"] is before
+
+
+# -- import cost --------------------------------------------------------------------------------
+
+
+def test_loading_the_extension_imports_no_litellm(tmp_path: Path) -> None:
+    code = textwrap.dedent("""
+        import json, sys, time
+        from IPython.core.interactiveshell import InteractiveShell
+        shell = InteractiveShell.instance()
+        started = time.perf_counter()
+        result = shell.run_cell("%load_ext mkl_notebook")
+        seconds = time.perf_counter() - started
+        slow = sorted(name for name in ("litellm", "openai", "httpx", "tiktoken", "tokenizers") if name in sys.modules)
+        print(json.dumps({"ok": result.success, "slow": slow,
+                          "mkl": "mkl_notebook.notebook.magics" in sys.modules, "seconds": seconds}))
+    """)
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                               timeout=120, env={**_clean_env(), "IPYTHONDIR": str(tmp_path / "ipython")})
+    assert completed.returncode == 0, completed.stderr
+    facts = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert facts["ok"] and facts["mkl"]
+    assert facts["slow"] == []
+    print(f"%load_ext mkl_notebook took {facts['seconds']:.3f} s (information only)")
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    return {key: value for key, value in os.environ.items() if key not in MODEL_ENV}

@@ -1,0 +1,294 @@
+"""The approval form: real ipywidgets objects driven through the magics in a real IPython shell.
+
+A run cell shows the run and its gate form and returns; clicking the form (here
+``button.click()``, which runs the same handlers a browser click does) journals
+the reply and resumes the run in the same output.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+import pytest
+import yaml
+from IPython.core.interactiveshell import InteractiveShell
+
+import mkl_notebook
+from mkl_notebook.durable.envelope import verify
+from mkl_notebook.notebook import session as session_module
+from mkl_notebook.notebook.display import RunView
+from mkl_notebook.notebook.form import GateForm
+from mkl_notebook.notebook.session import Run
+
+ROOT = Path(__file__).resolve().parent.parent
+REFUND = (ROOT / "examples" / "refund.mkl").read_text(encoding="utf-8")
+REFUND_SCRIPT = ROOT / "examples" / "refund.script.yaml"
+REFUND_RESULT = "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
+REFUND_ASK = "The draft promises a refund. Approve sending it?"
+RUN_MIME = "application/vnd.mkl.run+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+MODEL_ENV = ("MKL_MODEL", "MKL_MODEL_FAST", "MKL_MODEL_BALANCED", "MKL_MODEL_REASONING", "MKL_JUDGE_MODEL",
+             "MKL_API_BASE")
+
+MARKUP_ASK = 'Send the <b>refund</b> & close "the ticket"?'
+
+TWO_GATES = """\
+machine: twogates
+entry: draft
+budget: 10
+states:
+  draft:
+    structure: A draft.
+    prompt: "write draft"
+    output: draft
+    gates:
+      - { when: the draft needs approval, escalate: true, to: review,
+          ask: "First: is the draft <b>fine</b>?", reply_to: first.answer }
+      - { when: otherwise, then: ok, to: review }
+  review:
+    structure: A review.
+    prompt: "review {{draft}}; first said {{first.answer}}"
+    output: review
+    gates:
+      - { when: the review needs sign-off, escalate: true, to: final,
+          ask: "Second: sign off the review?", reply_to: second.answer }
+      - { when: otherwise, then: ok, to: final }
+  final:
+    structure: The final text.
+    prompt: "final after {{second.answer}}"
+    output: final
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+TWO_GATES_SCRIPT = {"llm": {"produce": {"write draft": "D", "review": "R", "final after": "F"}, "judge": [0]}}
+
+
+@dataclass
+class Recorder:
+    published: list[tuple[dict[str, Any], str | None]] = field(default_factory=list)
+
+    def publish(self, data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> None:
+        transient = kwargs.get("transient") or {}
+        self.published.append((dict(data), transient.get("display_id")))
+
+    def latest(self, display_id: str) -> dict[str, Any]:
+        found = [data for data, shown_id in self.published if shown_id == display_id]
+        assert found, f"nothing was published for display {display_id}"
+        return found[-1]
+
+
+@dataclass
+class Notebook:
+    shell: InteractiveShell
+    out: Recorder
+    views: list[RunView]
+    tmp: Path
+
+    def run(self, source: str) -> Any:
+        result = self.shell.run_cell(source)
+        assert result.error_in_exec is None and result.error_before_exec is None, (source, result.error_in_exec)
+        return result
+
+    def view(self) -> RunView:
+        assert self.views, "no run was presented"
+        return self.views[-1]
+
+    def form(self) -> GateForm:
+        form = self.view().current_form
+        assert isinstance(form, GateForm), form
+        return form
+
+    def replies(self) -> list[dict[str, Any]]:
+        with sqlite3.connect(self.tmp / ".mkl" / "runs.sqlite") as db:
+            bodies = [json.loads(body) for (body,) in db.execute("SELECT body FROM records ORDER BY run_id, seq")]
+        return [body for body in bodies if body.get("t") == "reply"]
+
+
+@pytest.fixture(scope="module")
+def shell() -> InteractiveShell:
+    return InteractiveShell.instance()
+
+
+@pytest.fixture
+def nb(shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.chdir(tmp_path)
+    for name in MODEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    session_module._SESSION = None
+    shell.extension_manager.loaded.discard("mkl_notebook")
+    recorder = Recorder()
+    monkeypatch.setattr(shell.display_pub, "publish", recorder.publish)
+    assert shell.run_cell("%load_ext mkl_notebook").success
+    magics = shell.magics_manager.registry["MklMagics"]
+    presented: list[RunView] = []
+    present = magics.present
+
+    def recording_present(run: Run, view: RunView) -> None:  # the view the magics drew this run in
+        presented.append(view)
+        present(run, view)
+
+    monkeypatch.setattr(magics, "present", recording_present)
+    yield Notebook(shell, recorder, presented, tmp_path)
+    session_module._SESSION = None
+
+
+def _script(tmp: Path, name: str, data: dict[str, Any]) -> Path:
+    path = tmp / name
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def _start_refund(nb: Notebook, source: str = REFUND) -> Run:
+    nb.run("%%mkl\n" + source)
+    nb.run(f"%mkl run refund --script {REFUND_SCRIPT} --set ticket=broken")
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.error) == ("suspended", "escalated")
+    return run
+
+
+# -- the run cell returns; the form is shown ------------------------------------------------------
+
+
+def test_the_run_cell_returns_with_the_run_waiting_and_its_form_shown(nb: Notebook) -> None:
+    result = nb.shell.run_cell(f"%%mkl run --script {REFUND_SCRIPT}\n{REFUND}")
+    assert result.success
+    run = mkl_notebook.get_run("refund")
+    assert run.status == "suspended"  # the cell returned while the run waits: nothing blocked on a click
+    assert nb.replies() == []
+    view = nb.view()
+    assert isinstance(view.forms, widgets.VBox)
+    assert view.forms.children == (nb.form().widget,)
+    shown_widgets = [data for data, _ in nb.out.published if WIDGET_MIME in data]
+    assert [data[WIDGET_MIME]["model_id"] for data in shown_widgets] == [view.forms.model_id]
+    form = nb.form()
+    assert REFUND_ASK in form.header.value
+    assert "approval.answer" in form.header.value
+    assert [button.description for button in (form.approve, form.reject, form.send)] == \
+        ["Approve", "Reject", "Send reply"]
+    assert not any(control.disabled for control in form.controls)
+    assert isinstance(form.reply, widgets.Textarea)
+
+
+def test_the_header_shows_the_authored_ask_literally_and_escaped(nb: Notebook) -> None:
+    source = REFUND.replace('"The draft promises a refund. Approve sending it?"', f"'{MARKUP_ASK}'")
+    run = _start_refund(nb, source)
+    assert run.pending is not None and run.pending["ask"] == MARKUP_ASK
+    header = nb.form().header.value
+    assert html.escape(MARKUP_ASK) in header
+    assert "<b>" not in header
+    page = nb.out.latest(nb.view().handle.display_id)
+    assert html.escape(MARKUP_ASK) in page["text/html"] or html.escape(MARKUP_ASK, quote=False) in page["text/html"]
+    assert "<b>" not in page["text/html"]
+    assert MARKUP_ASK in page["text/plain"]
+
+
+# -- answering -------------------------------------------------------------------------------------
+
+
+def test_approve_resumes_and_finishes_the_run_in_the_same_output(nb: Notebook) -> None:
+    _start_refund(nb)
+    view, form = nb.view(), nb.form()
+    display_id = view.handle.display_id
+    before = verify(nb.out.latest(display_id)[RUN_MIME])[0]
+    assert before["status"] == "suspended"
+    form.approve.click()
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.result) == ("done", REFUND_RESULT)
+    assert run.result_object.context["approval"] == {"answer": "approve"}
+    latest = nb.out.latest(display_id)
+    header, _ = verify(latest[RUN_MIME])
+    assert header["status"] == "done"
+    assert REFUND_RESULT in latest["text/plain"]
+    assert [reply["value"] for reply in nb.replies()] == ["approve"]
+    assert "Sent: approve" in form.status.value
+    assert all(control.disabled for control in form.controls)
+
+
+def test_a_double_click_journals_one_reply(nb: Notebook) -> None:
+    _start_refund(nb)
+    form = nb.form()
+    form.approve.click()
+    form.approve.click()
+    form.reject.click()
+    assert len(nb.replies()) == 1
+    assert mkl_notebook.get_run("refund").status == "done"
+
+
+def test_buttons_are_disabled_as_soon_as_a_reply_is_submitted(nb: Notebook, monkeypatch: pytest.MonkeyPatch) -> None:
+    _start_refund(nb)
+    form = nb.form()
+    seen: list[list[bool]] = []
+    submit = Run.submit
+
+    def watching_submit(self: Run, reply: Any, *args: Any, **kwargs: Any) -> Run:
+        seen.append([control.disabled for control in form.controls])
+        return submit(self, reply, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "submit", watching_submit)
+    form.reply.value = "fine by me"
+    form.reject.click()
+    assert seen == [[True, True, True, True]]
+    assert [reply["value"] for reply in nb.replies()] == ["reject: fine by me"]
+
+
+def test_an_empty_text_reply_is_refused_in_the_form(nb: Notebook) -> None:
+    _start_refund(nb)
+    form = nb.form()
+    form.reply.value = "   "
+    form.send.click()
+    assert "type a reply" in form.status.value.lower()
+    assert nb.replies() == []
+    assert not any(control.disabled for control in form.controls)
+    assert mkl_notebook.get_run("refund").status == "suspended"
+    form.reply.value = "send it, with an apology"
+    form.send.click()
+    assert [reply["value"] for reply in nb.replies()] == ["send it, with an apology"]
+    assert mkl_notebook.get_run("refund").status == "done"
+
+
+def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None:
+    script = _script(nb.tmp, "two.yaml", TWO_GATES_SCRIPT)
+    nb.run(f"%%mkl run --script {script}\n{TWO_GATES}")
+    run = mkl_notebook.get_run("twogates")
+    assert (run.status, run.at) == ("suspended", "review")
+    view = nb.view()
+    box, first = view.forms, nb.form()
+    assert html.escape("First: is the draft <b>fine</b>?") in first.header.value
+    first.approve.click()
+    run = mkl_notebook.get_run("twogates")
+    assert (run.status, run.at, run.pending["ask"] if run.pending else None) == \
+        ("suspended", "final", "Second: sign off the review?")
+    second = nb.form()
+    assert second is not first
+    assert view.forms is box  # the same forms box, now holding the new form
+    assert box.children == (second.widget,)
+    assert "Second: sign off the review?" in second.header.value
+    assert not any(control.disabled for control in second.controls)
+    assert all(control.disabled for control in first.controls)
+    assert [data[WIDGET_MIME]["model_id"] for data, _ in nb.out.published if WIDGET_MIME in data] == [box.model_id]
+    second.reply.value = "ok"
+    second.send.click()
+    run = mkl_notebook.get_run("twogates")
+    assert (run.status, run.result) == ("done", "F")
+    assert run.result_object.context["first"] == {"answer": "approve"}
+    assert run.result_object.context["second"] == {"answer": "ok"}
+    assert [reply["value"] for reply in nb.replies()] == ["approve", "ok"]
+    header, _ = verify(nb.out.latest(view.handle.display_id)[RUN_MIME])
+    assert header["status"] == "done"
+
+
+def test_a_form_of_a_run_answered_elsewhere_says_so_and_journals_nothing(nb: Notebook) -> None:
+    _start_refund(nb)
+    form = nb.form()
+    nb.run("%mkl resume refund --reply approve")  # answered from another cell first
+    assert len(nb.replies()) == 1
+    form.approve.click()  # the stale form must not add a second reply, nor raise into the kernel
+    assert len(nb.replies()) == 1
+    assert "not waiting" in form.status.value
+    assert mkl_notebook.get_run("refund").status == "done"
