@@ -57,3 +57,14 @@ def test_identical_shared_copy() -> None:
         shared = SHARED / path.name
         assert shared.exists(), f"{path.name} is no longer in the shared suite"
         assert shared.read_bytes() == path.read_bytes(), f"{path.name} differs from the shared suite"
+
+
+PARITY_FILES = sorted((HERE / "parity").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PARITY_FILES, ids=[path.stem for path in PARITY_FILES])
+def test_parity_with_the_reference(path: Path) -> None:
+    """Cases where the reference and this engine once differed; each expects the reference's outcome."""
+    (scenario,) = load_cases([path])
+    outcome = run_scenario(scenario)
+    assert outcome.passed, outcome.why

@@ -1785,7 +1785,7 @@ states:
     assert res.status == "done"
     assert res.result == [1, 2]
     assert oracle.of(ReplyRequest) == []
-    assert [[s["policy"] for s in sub] for sub in res.trace[0]["sub_traces"]] == [["escalate", "ok"]] * 2
+    assert [[s["policy"] for s in sub] for sub in res.trace[0]["sub_trace"]] == [["escalate", "ok"]] * 2
 
 
 def test_escalate_in_a_called_machine_suspends_at_the_innermost_handler():

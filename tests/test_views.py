@@ -504,9 +504,9 @@ def _steps(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found = []
     for step in trace:
         found.append(step)
-        found += _steps(step.get("sub_trace") or [])
-        for sub in step.get("sub_traces") or []:
-            found += _steps(sub or [])
+        sub = step.get("sub_trace") or []
+        for trace in (sub if "branches" in step else [sub]):  # a call fan-out holds one trace per branch
+            found += _steps(trace or [])
     return found
 
 

@@ -179,8 +179,10 @@ class _MachineRun:
                              steps=self.steps, usage=self.usage.as_dict())
             try:
                 outcome = self._visit(state, position)
-            except _Suspended as suspended:
-                return suspended.result
+            except _Suspended as suspended:  # a call suspended: this run waits too, at the innermost state
+                inner = suspended.result
+                return self._result("suspended", inner.error, at=inner.at, ask=inner.ask, reply_to=inner.reply_to,
+                                    question=inner.question, pending=inner.pending)
             except _Asked as asked:
                 self.usage.add(*asked.usage)
                 return self._result("suspended", "asked", at=state_id, question=asked.question,
@@ -202,11 +204,10 @@ class _MachineRun:
                 executed = self._fan_out(state, position)
                 self.steps += max(1, len(executed.value))
                 step["branches"] = [fmt(v) for v in executed.value]
-                reasonings = executed.reasoning
-                if reasonings is not None and any(r is not None for r in reasonings):
-                    step["reasonings"] = reasonings
+                if state.reason:
+                    step["reasonings"] = executed.reasoning or []
                 if executed.sub_trace is not None:
-                    step["sub_traces"] = executed.sub_trace
+                    step["sub_trace"] = executed.sub_trace  # one trace per branch
             else:
                 self.steps += 1
                 executed = self._execute(state, self.ctx, self.taint, feedback, position)
@@ -262,9 +263,7 @@ class _MachineRun:
         self.last_value = value
         self.taint.tainted.add(key)
         if executed.external:
-            self.taint.external.add(key)
-        elif not state.accumulate:
-            self.taint.external.discard(key)
+            self.taint.external.add(key)  # once external, a key stays external (§6 only ever adds taint)
 
     # -- gates and transitions ---------------------------------------------------
 
@@ -281,16 +280,18 @@ class _MachineRun:
             return self._stop(failure, state.id)
         self.usage.add(*outcome.usage)
         _add_cost(step, outcome.usage)
+        if outcome.gate is None:  # a halt step carries only what §7's table names
+            if outcome.failure == "judge-unparseable":
+                step["judge_fallback"] = True
+            step.update(gate=None, policy=outcome.failure, to=None)
+            self._record(step)
+            return self._halt(outcome.failure or "no-gate-matched", state.id)
         step.update(outcome.annotations)
         if outcome.judged_by_llm and not outcome.via_hook and self._external_in_scope():
             self.flow_tainted = True
             step["decision_tainted"] = True
         elif outcome.via_hook:
             self.flow_tainted = False
-        if outcome.gate is None:
-            step.update(gate=None, policy=outcome.failure, to=None)
-            self._record(step)
-            return self._halt(outcome.failure or "no-gate-matched", state.id)
         return self._transition(state, step, outcome.index, outcome.gate, position)
 
     def _external_in_scope(self) -> bool:
@@ -354,7 +355,8 @@ class _MachineRun:
         if tool_class(name, options.tool_effects, self.shared.oracle.tool_effect(name)) != "effect":
             return None
         if options.on_untrusted_flow == "halt":
-            step.update(step=self.steps, gate=None, policy="untrusted-control-flow", to=None)
+            step.update(step=self.steps, gate=None, policy="untrusted-control-flow", to=None,
+                        untrusted_control_flow=True)
             self._record(step)
             return self._halt("untrusted-control-flow", state.id)
         step["untrusted_control_flow"] = True
@@ -476,7 +478,7 @@ class _MachineRun:
             if matcher.route is not None:
                 return _Executed(f"[tool-error: {error}]", external=True, route=matcher.route)
             if matcher.has_fallback:
-                return _Executed(_observation_text(matcher.fallback))
+                return _Executed(_observation_text(matcher.fallback), external=True)
         return None
 
     def _resolve_input(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
@@ -512,9 +514,7 @@ class _MachineRun:
                     tainted_inputs.add(key)
                 if roots & taint.external:
                     reads_external = True
-        literal_keys = {key for key, value in state.input.items() if not isinstance(value, str)}
-        child_tainted = tainted_inputs | initial_taint(callee.context, {k: child_ctx[k] for k in literal_keys},
-                                                      self.shared.options.trusted_keys)
+        child_tainted = tainted_inputs  # literals in the caller's document are the author's, so trusted
         if cost_limit is None and self.cost_limit is not None:
             cost_limit = max(0, self.cost_limit - self.usage.total)
         child = _MachineRun(
@@ -555,7 +555,7 @@ class _MachineRun:
             branches = [(index, None) for index in range(state.sample or 0)]
         count = len(branches)
         if count == 0:
-            return _Executed([], external=item_external)
+            return _Executed([], external=item_external or state.kind == "tool")
         branch_taint = _Taint(set(taint.tainted), set(taint.external))
         branch_taint.tainted.discard("index")
         branch_taint.external.discard("index")
@@ -597,8 +597,10 @@ class _MachineRun:
         reasonings = [outcome[1] for outcome in outcomes] if state.reason else None
         input_tokens = sum(outcome[2][0] for outcome in outcomes)
         output_tokens = sum(outcome[2][1] for outcome in outcomes)
-        sub_traces = [outcome[3] for outcome in outcomes] if state.kind == "call" else None
-        external = item_external or any(outcome[4] for outcome in outcomes)
+        # Like the reference: the sub-run traces that exist (a branch that never started a sub-run has none).
+        sub_traces = [outcome[3] for outcome in outcomes if outcome[3] is not None] or None
+        external = (item_external or state.kind == "tool" or any(outcome[4] for outcome in outcomes)
+                    or (state.kind == "call" and reaches_tool_state(state.call or "", self.shared.registry)))
         truncated = any(outcome[5] for outcome in outcomes)
         return _Executed(values, reasonings, (input_tokens, output_tokens), sub_traces, external, truncated)
 
@@ -650,21 +652,9 @@ def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
         raise _Fail(f"state-error: parse-{mode}: output is not valid JSON ({exc})", policy="state-error",
                     usage=usage) from None
     if mode == "list" and not isinstance(value, list):
-        raise _Fail(f"state-error: parse-list: output is JSON but not an array (got {_json_type(value)})",
+        raise _Fail(f"state-error: parse-list: output is JSON but not an array (got {type(value).__name__})",
                     policy="state-error", usage=usage)
     return value
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "null" if value is None else type(value).__name__
 
 
 def _set_path(ctx: dict[str, Any], path: str, value: Any) -> None:

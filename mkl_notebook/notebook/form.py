@@ -81,3 +81,5 @@ class GateForm:
             self._on_reply(value)
         except Exception as exc:  # errors in click handlers never reach the cell: show them here
             self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"
+        else:
+            self.status.value = f"<em>Sent: {html.escape(str(value))}.</em>"

@@ -128,12 +128,13 @@ def _output(step: Step) -> tuple[str, tuple[str, ...] | None]:
 
 
 def _nested(step: Step) -> tuple[tuple[str, list[Step]], ...]:
-    if isinstance(step.get("sub_trace"), list):
-        return (("sub-run", step["sub_trace"]),)
-    subs = step.get("sub_traces")
-    if isinstance(subs, list):
-        return tuple((f"branch {index}", sub) for index, sub in enumerate(subs) if isinstance(sub, list))
-    return ()
+    """A call's sub-run trace, or for a call fan-out the traces of the branches that ran a sub-run."""
+    sub = step.get("sub_trace")
+    if not isinstance(sub, list):
+        return ()
+    if "branches" in step:
+        return tuple((f"sub-run {number}", trace) for number, trace in enumerate(sub, 1) if isinstance(trace, list))
+    return (("sub-run", sub),)
 
 
 def _row(step: Step) -> _Row:

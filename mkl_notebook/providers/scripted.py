@@ -185,11 +185,15 @@ class ScriptedOracle(Oracle):
                 return JudgeAnswer(size - 1, model=SCRIPTED_MODEL)
             pick = self._judge[min(self._judge_cursor, len(self._judge) - 1)]
             self._judge_cursor += 1
+        if pick is None:  # YAML null: as if no judge entry were scripted
+            return JudgeAnswer(size - 1, model=SCRIPTED_MODEL)
+        if isinstance(pick, bool):  # YAML true / false read as 1 / 0, as the reference runner does
+            pick = int(pick)
         if isinstance(pick, str):
             if pick.strip().lower() == "none":
                 return JudgeAnswer(size, model=SCRIPTED_MODEL)
             raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
-        if isinstance(pick, bool) or not isinstance(pick, int):
+        if not isinstance(pick, int):
             raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
         return JudgeAnswer(pick, model=SCRIPTED_MODEL)
 
