@@ -588,12 +588,12 @@ def test_nested_sub_traces_render_inside_details() -> None:
     assert nested_table in page.paths
     assert (*nested_table, "tbody", "tr", "td", "details", "table") in page.paths  # middle -> leaf, two deep
     assert "sub-run — 1 step" in page.text
-    assert "branch 0 — 1 step" in page.text and "branch 1 — 1 step" in page.text
+    assert "sub-run 1 — 1 step" in page.text and "sub-run 2 — 1 step" in page.text  # one per branch that ran
     assert "leaf-x" in page.text and "leaf-y" in page.text
     plain = views.trace_table_text(result.trace)
     assert "    ↳ sub-run trace — 1 step" in plain
     assert "        ↳ sub-run trace — 1 step" in plain  # indented once more for the leaf under middle
-    assert "    ↳ branch 1 trace — 1 step" in plain
+    assert "    ↳ sub-run 2 trace — 1 step" in plain
 
 
 def test_failed_call_shows_the_child_trace() -> None:
