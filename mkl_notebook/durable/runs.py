@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine
 from . import envelope
+from .records import canonical
 from .replay import JournalIndex, ReplayOracle
 from .stores import RunStore, check_run_id
 
@@ -80,11 +82,24 @@ def pin_machines(root: Machine, registry: Mapping[str, Machine]) -> dict[str, di
     return pins
 
 
-def machines_from_pins(pins: Mapping[str, Mapping[str, str]], where: str = "run") -> dict[str, Machine]:
+_PARSED: dict[str, Machine] = {}  # sha256 -> model; models are immutable, so sharing them is safe
+
+
+def machines_from_pins(pins: Mapping[str, Mapping[str, str]], where: str = "run",
+                       known: Mapping[str, Machine] | None = None) -> dict[str, Machine]:
+    """The pinned machines as models, reusing ``known`` ones and earlier parses of the same source."""
     machines = {}
     for name, pin in pins.items():
+        candidate = (known or {}).get(name)
+        if candidate is not None and candidate.sha256 == pin.get("sha256"):
+            machines[name] = candidate
+            continue
+        cached = _PARSED.get(str(pin.get("sha256")))
+        if cached is not None and cached.source == pin.get("source"):
+            machines[name] = cached
+            continue
         try:
-            machines[name] = load(pin["source"], strict=False)
+            machines[name] = _PARSED.setdefault(pin["sha256"], load(pin["source"], strict=False))
         except (MachineError, KeyError, TypeError) as exc:
             raise RunStateError(f"{where}: the pinned machine '{name}' cannot be loaded ({exc})") from None
     return machines
@@ -135,6 +150,21 @@ def _result_records(outcome_result: RunResult, in_doubt: InDoubt | None, calls: 
             "at": outcome_result.at, "calls": calls, "time": time.time()}
 
 
+_RESULT_FIELDS = tuple(item.name for item in fields(RunResult))
+
+
+def _outcome_key(records: list[dict[str, Any]]) -> str | None:
+    """What a finished run's outcome depends on: this package and the journal as it stands.
+
+    A finished run is a pure function of its journal, so while no record is added
+    its outcome can be served without running it again.
+    """
+    last = records[-1] if records else {}
+    if last.get("t") != "finish" or last.get("status") not in ("done", "halt"):
+        return None
+    return f"{__version__}:{len(records)}:{hashlib.sha256(canonical(last).encode()).hexdigest()[:16]}"
+
+
 def _same_ending(last: dict[str, Any] | None, closing: dict[str, Any]) -> bool:
     if last is None:
         return False
@@ -171,8 +201,13 @@ def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: M
     for record in added:
         store.append(run_id, record)
         index.add(record)
+    cache_key = _outcome_key(records) if not added else None
+    if cache_key is not None:
+        cached = store.cached_outcome(run_id, cache_key)
+        if cached is not None:  # nothing changed since this finished run was last computed
+            return Outcome(run_id, RunResult(**cached["result"]), dict(cached["calls"]), None, records)
     pins = index.machines
-    machines = dict(machines_from_pins(pins, run_id))
+    machines = dict(machines_from_pins(pins, run_id, registry))
     if registry:
         machines.update({name: registry[name] for name in pins if name in registry})
         for name, machine in registry.items():
@@ -198,6 +233,10 @@ def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: M
         store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
         store.set_status(run_id, result.status, result.error, result.at)
         records = _read(store, run_id)
+    if result.status in ("done", "halt"):
+        store.cache_outcome(run_id, _outcome_key(records) or "", {
+            "result": {name: getattr(result, name) for name in _RESULT_FIELDS},
+            "calls": {"made": 0, "replayed": replay_oracle.made + replay_oracle.replayed}})
     doubt_info = ({"position": in_doubt.position, "tool": in_doubt.tool, "state": in_doubt.state}
                   if in_doubt else None)
     return Outcome(run_id, result, calls, doubt_info, records)

@@ -64,32 +64,45 @@ class RunStore(Protocol):
     def runs(self) -> list[RunSummary]: ...
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None: ...
     def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]: ...
+    def cached_outcome(self, run_id: str, key: str) -> dict[str, Any] | None: ...
+    def cache_outcome(self, run_id: str, key: str, outcome: dict[str, Any]) -> None: ...
 
 
 class MemoryStore:
     """A store for tests and throwaway runs; nothing survives the process."""
 
     def __init__(self) -> None:
-        self._records: dict[str, list[str]] = {}
+        # Records are kept as the dicts appended: the journal never mutates a record once written.
+        self._records: dict[str, list[dict[str, Any]]] = {}
         self._status: dict[str, RunSummary] = {}
+        self._outcomes: dict[str, tuple[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._leased: set[str] = set()
 
     def create(self, run_id: str, start: dict[str, Any]) -> None:
         with self._lock:
-            self._records[run_id] = [canonical(start)]
+            self._records[run_id] = [json.loads(canonical(start))]
             self._status[run_id] = RunSummary(run_id, start.get("root", ""), "running", None, None, time.time())
+            self._outcomes.pop(run_id, None)
 
     def append(self, run_id: str, record: dict[str, Any]) -> None:
-        text = canonical(record)
         with self._lock:
-            self._records[run_id].append(text)
+            self._records[run_id].append(record)
 
     def read(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:
             if run_id not in self._records:
                 raise UnknownRun(f"no run '{run_id}' in this store")
-            return [json.loads(text) for text in self._records[run_id]]
+            return list(self._records[run_id])
+
+    def cached_outcome(self, run_id: str, key: str) -> dict[str, Any] | None:
+        cached = self._outcomes.get(run_id)
+        return cached[1] if cached and cached[0] == key else None
+
+    def cache_outcome(self, run_id: str, key: str, outcome: dict[str, Any]) -> None:
+        """Kept by reference, not copied: this store is for tests and throwaway runs."""
+        with self._lock:
+            self._outcomes[run_id] = (key, outcome)
 
     def exists(self, run_id: str) -> bool:
         return run_id in self._records
@@ -98,6 +111,7 @@ class MemoryStore:
         with self._lock:
             self._records.pop(run_id, None)
             self._status.pop(run_id, None)
+            self._outcomes.pop(run_id, None)
 
     def runs(self) -> list[RunSummary]:
         return sorted(self._status.values(), key=lambda summary: summary.updated)
@@ -128,6 +142,9 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS records (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS outcomes (
+    run_id TEXT PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL
 );
 """
 
@@ -192,6 +209,7 @@ class SQLiteStore:
             self._execute("BEGIN IMMEDIATE")
             try:
                 self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+                self._execute("DELETE FROM outcomes WHERE run_id = ?", (run_id,))
                 self._execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
                               (run_id, start.get("root", ""), now, now))
                 self._execute("INSERT INTO records VALUES (?, 0, ?)", (run_id, canonical(start)))
@@ -231,6 +249,7 @@ class SQLiteStore:
         with self._lock:
             self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
             self._execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            self._execute("DELETE FROM outcomes WHERE run_id = ?", (run_id,))
             self._next_seq.pop(run_id, None)
 
     def runs(self) -> list[RunSummary]:
@@ -242,6 +261,20 @@ class SQLiteStore:
         with self._lock:
             self._execute("UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
                           (status, error, at, time.time(), run_id))
+
+    def cached_outcome(self, run_id: str, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._execute("SELECT key, body FROM outcomes WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None or row[0] != key:
+            return None
+        try:
+            return json.loads(row[1])
+        except ValueError:
+            return None  # a damaged cache entry only costs a full replay
+
+    def cache_outcome(self, run_id: str, key: str, outcome: dict[str, Any]) -> None:
+        with self._lock:
+            self._execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?)", (run_id, key, canonical(outcome)))
 
     def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]:
         digest = hashlib.sha256(f"{self.path.resolve()}\0{run_id}".encode()).hexdigest()[:24]

@@ -12,7 +12,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 Effect = Literal["read", "effect"]
@@ -196,14 +196,20 @@ class Oracle(ABC):
         return None
 
 
+# Fields that never change what a call returns: where it sits, and how long a retry waited.
+_UNHASHED = frozenset({"position", "delay"})
+_HASHED_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def fingerprint(request: OracleRequest) -> str:
     """A hash of the exact request, minus its position: equal requests replay."""
-    fields = asdict(request)
-    fields.pop("position", None)
-    fields.pop("delay", None)  # how long a retry waited never changes what the call returns
-    fields["kind"] = request.kind
-    payload = json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+    names = _HASHED_FIELDS.get(type(request))
+    if names is None:
+        names = tuple(f.name for f in fields(request) if f.name not in _UNHASHED)
+        _HASHED_FIELDS[type(request)] = names
+    payload = json.dumps([request.kind, *(getattr(request, name) for name in names)], ensure_ascii=False,
+                         default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:24]
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -90,8 +90,8 @@ class _Taint:
     external: set[str] = field(default_factory=set)
 
 
-def _nonce_factory(secret: bytes, position: str, values: list[str]):
-    return lambda: fence_nonce(secret, position, values)
+def _nonce_factory(secret: bytes, position: str) -> Callable[[list[str]], str]:
+    return lambda values: fence_nonce(secret, position, values)
 
 
 class _MachineRun:
@@ -126,7 +126,7 @@ class _MachineRun:
         run_result = RunResult(status=status, error=error, result=result, at=at, usage=self.usage.as_dict(),
                                trace=self.trace, context=self.ctx, diagnosis=diagnosis, ask=ask, reply_to=reply_to,
                                visits=dict(self.visits), pending=pending, question=question)
-        if self.depth == 0:
+        if self.depth == 0 and self.shared.options.observer is not None:
             self.shared.emit("finish", result=run_result)
         return run_result
 
@@ -152,8 +152,9 @@ class _MachineRun:
 
     def _record(self, step: dict[str, Any]) -> None:
         self.trace.append(step)
-        self.shared.emit("step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps,
-                         usage=self.usage.as_dict())
+        if self.shared.options.observer is not None:
+            self.shared.emit("step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps,
+                             usage=self.usage.as_dict())
 
     # -- the loop --------------------------------------------------------------
 
@@ -175,8 +176,9 @@ class _MachineRun:
             self.visits[state_id] = visits + 1
             position = f"{self.prefix}/{self.iteration}:{state_id}#{visits + 1}"
             self.iteration += 1
-            self.shared.emit("enter", machine=self.machine.name, depth=self.depth, state=state_id,
-                             steps=self.steps, usage=self.usage.as_dict())
+            if self.shared.options.observer is not None:
+                self.shared.emit("enter", machine=self.machine.name, depth=self.depth, state=state_id,
+                                 steps=self.steps, usage=self.usage.as_dict())
             try:
                 outcome = self._visit(state, position)
             except _Suspended as suspended:  # a call suspended: this run waits too, at the innermost state
@@ -373,11 +375,7 @@ class _MachineRun:
     def _produce(self, state: State, ctx: dict[str, Any], taint: _Taint, feedback: str, position: str,
                  sampled: bool = False, extra_external: bool = False, in_branch: bool = False) -> _Executed:
         call_position = f"{position}/produce"
-        template = state.prompt
-        tainted = taint.tainted
-        fenced_texts = [fmt(lookup(ctx, m.group(1))) for m in PLACEHOLDER.finditer(template)
-                        if root_key(m.group(1)) in tainted]
-        rendered = render(template, ctx, tainted, _nonce_factory(self.shared.secret, call_position, fenced_texts))
+        rendered = render(state.prompt, ctx, taint.tainted, _nonce_factory(self.shared.secret, call_position))
         asking = state.kind == "generative" and (state.ask_human or self.shared.options.ask_human)
         request = ProduceRequest(
             position=call_position, machine=self.machine.name, state=state.id, tier=self.machine.tier_of(state),

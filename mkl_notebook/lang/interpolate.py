@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
@@ -67,36 +68,44 @@ def fence(value_text: str, nonce: str) -> str:
     return f"<data-{nonce}>\n{value_text}\n</data-{nonce}>"
 
 
+@lru_cache(maxsize=8192)
+def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A template as its literal pieces and its placeholders ``(path, root key)``, parsed once."""
+    literals: list[str] = []
+    slots: list[tuple[str, str]] = []
+    last = 0
+    for match in PLACEHOLDER.finditer(template):
+        literals.append(template[last:match.start()])
+        path = match.group(1)
+        slots.append((path, root_key(path)))
+        last = match.end()
+    literals.append(template[last:])
+    return tuple(literals), tuple(slots)
+
+
 def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
-           nonce: Callable[[], str] | str | None = None) -> Rendered:
+           nonce: Callable[[list[str]], str] | str | None = None) -> Rendered:
     """Interpolate ``template`` against ``ctx``.
 
-    Placeholders whose root key is in ``tainted`` are wrapped in a fence whose
-    nonce comes from ``nonce`` (called once, only when a fence is needed).
+    Placeholders whose root key is in ``tainted`` are wrapped in a fence. The
+    nonce comes from ``nonce``, called once with the texts to be fenced (a nonce
+    must not occur in any of them), only when a fence is needed.
     """
-    read: set[str] = set()
-    values: list[tuple[re.Match[str], str, bool]] = []
-    for match in PLACEHOLDER.finditer(template):
-        path = match.group(1)
-        root = root_key(path)
-        read.add(root)
-        values.append((match, fmt(lookup(ctx, path)), root in tainted))
-    if not any(is_tainted for _, _, is_tainted in values):
-        text = PLACEHOLDER.sub(lambda m: fmt(lookup(ctx, m.group(1))), template) if values else template
-        return Rendered(text, False, frozenset(read))
-    chosen = nonce() if callable(nonce) else nonce
+    literals, slots = compile_template(template)
+    if not slots:
+        return Rendered(template, False, frozenset())
+    texts = [fmt(lookup(ctx, path)) for path, _ in slots]
+    flags = [root in tainted for _, root in slots]
+    read = frozenset(root for _, root in slots)
+    if not any(flags):
+        pieces = [literals[0]]
+        for text, literal in zip(texts, literals[1:], strict=True):
+            pieces += (text, literal)
+        return Rendered("".join(pieces), False, read)
+    chosen = nonce([text for text, flag in zip(texts, flags, strict=True) if flag]) if callable(nonce) else nonce
     if not chosen:
         raise ValueError("a fence nonce is required to render tainted values")
-    pieces: list[str] = []
-    last = 0
-    for match, text, is_tainted in values:
-        pieces.append(template[last:match.start()])
-        pieces.append(fence(text, chosen) if is_tainted else text)
-        last = match.end()
-    pieces.append(template[last:])
-    return Rendered("".join(pieces), True, frozenset(read))
-
-
-def fenced_values(template: str, ctx: Mapping[str, Any], tainted: Collection[str]) -> list[str]:
-    """The rendered values that would be fenced (a nonce must not occur in any of them)."""
-    return [fmt(lookup(ctx, m.group(1))) for m in PLACEHOLDER.finditer(template) if root_key(m.group(1)) in tainted]
+    pieces = [literals[0]]
+    for text, flag, literal in zip(texts, flags, literals[1:], strict=True):
+        pieces += (fence(text, chosen) if flag else text, literal)
+    return Rendered("".join(pieces), True, read)
