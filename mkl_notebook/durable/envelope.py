@@ -21,7 +21,7 @@ from typing import Any
 from .. import __version__
 from .records import FORMAT, canonical
 
-COMPRESS_OVER = 16_384  # bytes of journal JSON above which it is stored compressed
+COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
 MAX_JOURNAL_BYTES = 512 * 1024 * 1024
 HEADER_KEYS = ("format", "package", "run_id", "machine", "status", "error", "at", "ask", "reply_to", "question",
                "options", "machines", "calls")
@@ -44,12 +44,15 @@ def _digest(header: dict[str, Any], records: list[dict[str, Any]]) -> str:
     return hashlib.sha256(chained + canonical(header).encode("utf-8")).hexdigest()
 
 
-def build(header: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
-    """An envelope for ``records`` with the given header fields (status, machines, …)."""
+def build(header: dict[str, Any], records: list[dict[str, Any]], *, compress: bool | None = None) -> dict[str, Any]:
+    """An envelope for ``records`` with the given header fields (status, machines, …).
+
+    The journal is compressed when it is larger than a few kilobytes, unless ``compress`` says otherwise.
+    """
     head = {key: header.get(key) for key in HEADER_KEYS if key not in ("format", "package")}
     head = {"format": FORMAT, "package": f"mkl-notebook {__version__}", **head}
     text = json.dumps(records, ensure_ascii=False, separators=(",", ":"), default=str)
-    if len(text) > COMPRESS_OVER:
+    if compress if compress is not None else len(text) > COMPRESS_OVER:
         packed = base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
         journal: dict[str, Any] = {"encoding": "zlib+base64", "count": len(records), "data": packed}
     else:

@@ -56,8 +56,8 @@ class Outcome:
             "run_id": self.run_id, "machine": index.setup.get("root"), "status": result.status,
             "error": result.error, "at": result.at, "ask": result.ask, "reply_to": result.reply_to,
             "question": result.question, "options": _effective_options(index),
-            "machines": [{"name": name, "sha256": pin["sha256"], "source": pin["source"]}
-                         for name, pin in pins.items()],
+            # The sources travel once, in the journal's start/rerun record; the header names and hashes them.
+            "machines": [{"name": name, "sha256": pin["sha256"]} for name, pin in pins.items()],
             "calls": dict(self.calls),
         }
 

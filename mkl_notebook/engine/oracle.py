@@ -18,7 +18,7 @@ from typing import Any, Literal
 Effect = Literal["read", "effect"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProduceRequest:
     """Ask a model to write a state's output."""
 
@@ -38,7 +38,7 @@ class ProduceRequest:
     kind = "produce"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JudgeRequest:
     """Ask a model which of ``conditions`` is the first true one (or none)."""
 
@@ -55,7 +55,7 @@ class JudgeRequest:
     kind = "judge"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HookRequest:
     position: str
     machine: str
@@ -67,7 +67,7 @@ class HookRequest:
     kind = "hook"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolRequest:
     position: str
     machine: str
@@ -86,7 +86,7 @@ class ToolRequest:
         return json.loads(self.input_json)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReplyRequest:
     """A person's reply to an escalate gate that suspends for them."""
 
@@ -202,14 +202,17 @@ _HASHED_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def fingerprint(request: OracleRequest) -> str:
-    """A hash of the exact request, minus its position: equal requests replay."""
+    """A hash of the exact request, minus its position: equal requests replay.
+
+    Each field is written as its ``repr`` (unambiguous for the str, bool, number,
+    None and tuple values requests hold), so no separator can be forged by a value.
+    """
     names = _HASHED_FIELDS.get(type(request))
     if names is None:
         names = tuple(f.name for f in fields(request) if f.name not in _UNHASHED)
         _HASHED_FIELDS[type(request)] = names
-    payload = json.dumps([request.kind, *(getattr(request, name) for name in names)], ensure_ascii=False,
-                         default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:24]
+    payload = repr((request.kind, *[getattr(request, name) for name in names]))
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 @dataclass
