@@ -190,6 +190,7 @@ class ReplayOracle(Oracle):
     def _reply(self, request: ReplyRequest) -> Any:
         recorded = self.journal.replies.get(request.position)
         if recorded is not None:
+            self.inner.replayed(request)  # a script's `replies:` keep their place too
             return decode_answer("reply", recorded, None)
         answer = self.inner.ask(request)  # raises AwaitingHuman unless the host has a reply ready
         if answer is None:

@@ -432,7 +432,9 @@ def _continue_commands(run_id: str, result: RunResult) -> list[str]:
         return [f"{base} --max-steps N"]
     if result.error == "cost-exhausted":
         return [f"{base} --max-tokens N"]
-    return [f"{base} --set {result.reply_to or 'human.reply'}=…"]
+    if result.error == "asked" or not result.reply_to:  # a model's question takes a plain reply
+        return [f"{base} --reply …"]
+    return [f"{base} --set {result.reply_to}=…"]
 
 
 def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
