@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 BUILTIN_HOOKS = {"always_true": True, "always_false": False}
 
 
-@dataclass
+@dataclass(slots=True)
 class GateOutcome:
     index: int = -1
     gate: Gate | None = None

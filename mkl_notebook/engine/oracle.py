@@ -1,5 +1,9 @@
 """The oracle boundary: everything non-deterministic a run needs passes through here.
 
+Requests and answers are plain slotted records (not frozen: a frozen dataclass
+costs several microseconds per construction on the hot path); treat them as
+read-only.
+
 The engine is a pure function of the answers it gets from one :class:`Oracle`
 (LLM produce and judge calls, host hook verdicts, tool observations and human
 replies).  Each request names its *position*, a stable path such as
@@ -18,7 +22,7 @@ from typing import Any, Literal
 Effect = Literal["read", "effect"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProduceRequest:
     """Ask a model to write a state's output."""
 
@@ -38,7 +42,7 @@ class ProduceRequest:
     kind = "produce"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JudgeRequest:
     """Ask a model which of ``conditions`` is the first true one (or none)."""
 
@@ -55,7 +59,7 @@ class JudgeRequest:
     kind = "judge"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HookRequest:
     position: str
     machine: str
@@ -67,7 +71,7 @@ class HookRequest:
     kind = "hook"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolRequest:
     position: str
     machine: str
@@ -86,7 +90,7 @@ class ToolRequest:
         return json.loads(self.input_json)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReplyRequest:
     """A person's reply to an escalate gate that suspends for them."""
 
@@ -103,7 +107,7 @@ class ReplyRequest:
 OracleRequest = ProduceRequest | JudgeRequest | HookRequest | ToolRequest | ReplyRequest
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ProduceAnswer:
     text: str
     reasoning: str | None = None
@@ -113,7 +117,7 @@ class ProduceAnswer:
     model: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JudgeAnswer:
     """``choice`` is 0-based into the batch; ``len(conditions)`` is the none option.
 
@@ -128,7 +132,7 @@ class JudgeAnswer:
     model: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class HumanReply:
     value: Any
     by: str | None = None

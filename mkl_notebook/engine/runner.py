@@ -58,7 +58,7 @@ class _Suspended(Exception):
         self.result = result
 
 
-@dataclass
+@dataclass(slots=True)
 class _Executed:
     value: Any
     reasoning: str | None = None
@@ -383,17 +383,18 @@ class _MachineRun:
             execution=state.execution, user=rendered.text + feedback, fenced=rendered.fenced, reason=state.reason,
             temperature=0.8 if sampled else 0.4, ask_human=asking,
         )
-        spent = Usage()
+        spent_in = spent_out = 0
         round_ = 0
         while True:
             answer = self._ask(request)
             if not isinstance(answer, ProduceAnswer):
                 raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
-            spent.add(answer.input_tokens, answer.output_tokens)
+            spent_in += answer.input_tokens
+            spent_out += answer.output_tokens
             question = _question(answer.text) if asking else None
             if question is None:
                 break
-            usage = (spent.input_tokens, spent.output_tokens)
+            usage = (spent_in, spent_out)
             if in_branch:
                 raise _Fail(f"state-error: ask: {question}", usage=usage)  # branches never suspend
             if round_ >= self.shared.options.ask_limit:
@@ -402,11 +403,11 @@ class _MachineRun:
             round_ += 1
             request = replace(request, position=f"{call_position}~r{round_}",
                               conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)))
-        usage = (spent.input_tokens, spent.output_tokens)
+        usage = (spent_in, spent_out)
         value: Any = answer.text
         if state.parse is not None:
             value = _parse_output(state.parse, answer.text, usage)
-        external = extra_external or round_ > 0 or any(key in taint.external for key in rendered.read_keys)
+        external = extra_external or round_ > 0 or not taint.external.isdisjoint(rendered.read_keys)
         return _Executed(value, answer.reasoning if state.reason else None, usage, external=external,
                          truncated=answer.truncated)
 

@@ -57,7 +57,7 @@ def root_key(path: str) -> str:
     return path.split(".", 1)[0]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Rendered:
     text: str
     fenced: bool  # at least one fence was written: the system message gains the untrusted-data rule
