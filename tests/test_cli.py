@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +180,15 @@ def test_sibling_machines_form_the_registry(tmp_path: Path) -> None:
                                           "    expect: { status: done, result: meow }\n")
     completed = mkl("test", str(tmp_path / "parent.mkl"), "--script", str(tmp_path / "p.test.yaml"))
     assert completed.returncode == 0, completed.stdout
+
+
+def test_a_model_without_its_key_says_which_variable_to_set(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("MKL_") and not key.endswith("_API_KEY")}
+    completed = subprocess.run([sys.executable, "-m", "mkl_notebook.cli", "run", str(EXAMPLES / "refund.mkl"),
+                                "--model", "openai/gpt-4o-mini", "--set", "ticket=x"],
+                               capture_output=True, text=True, cwd=tmp_path, env=env, check=False)
+    assert completed.returncode == 2
+    assert "OPENAI_API_KEY" in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert len(completed.stderr.strip().splitlines()) == 1
