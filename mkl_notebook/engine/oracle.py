@@ -17,6 +17,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, Literal
 
 Effect = Literal["read", "effect"]
@@ -202,7 +203,7 @@ class Oracle(ABC):
 
 # Fields that never change what a call returns: where it sits, and how long a retry waited.
 _UNHASHED = frozenset({"position", "delay"})
-_HASHED_FIELDS: dict[type, tuple[str, ...]] = {}
+_HASHED_FIELDS: dict[type, attrgetter] = {}
 
 
 def fingerprint(request: OracleRequest) -> str:
@@ -211,11 +212,11 @@ def fingerprint(request: OracleRequest) -> str:
     Each field is written as its ``repr`` (unambiguous for the str, bool, number,
     None and tuple values requests hold), so no separator can be forged by a value.
     """
-    names = _HASHED_FIELDS.get(type(request))
-    if names is None:
-        names = tuple(f.name for f in fields(request) if f.name not in _UNHASHED)
-        _HASHED_FIELDS[type(request)] = names
-    payload = repr((request.kind, *[getattr(request, name) for name in names]))
+    getter = _HASHED_FIELDS.get(type(request))
+    if getter is None:
+        getter = attrgetter("kind", *(f.name for f in fields(request) if f.name not in _UNHASHED))
+        _HASHED_FIELDS[type(request)] = getter
+    payload = repr(getter(request))
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
