@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from ..assignments import parse_assignments as assignments_from
 from ..providers.scripted import ScriptedOracle, ScriptError, oracle_from_script
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SUSPENDED, EXIT_IN_DOUBT = 0, 1, 2, 3, 4
@@ -21,22 +22,7 @@ class UsageFailure(Exception):
 
 def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
     """``key=value`` pairs into a nested mapping; dotted keys nest; values stay text."""
-    values: dict[str, Any] = {}
-    for item in assignments:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key or any(not part for part in key.split(".")):
-            raise UsageFailure(f"--set expects KEY=VALUE (e.g. --set ticket.body=hello), got {item!r}")
-        target = values
-        parts = key.split(".")
-        for part in parts[:-1]:
-            nested = target.get(part)
-            if not isinstance(nested, dict):
-                nested = {}
-                target[part] = nested
-            target = nested
-        target[parts[-1]] = value
-    return values
+    return assignments_from(assignments, error=UsageFailure)
 
 
 def parse_input(text: str | None) -> dict[str, Any]:

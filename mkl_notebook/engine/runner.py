@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key
+from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .failure import StateFailure as _Fail
 from .gates import select_gate
@@ -340,7 +340,7 @@ class _MachineRun:
         except OracleError as exc:
             return self._halt(exc.error, handler)
         value = reply.value if isinstance(reply, HumanReply) else reply
-        _set_path(self.ctx, reply_to, value)
+        set_path(self.ctx, reply_to, value)
         root = root_key(reply_to)
         self.taint.tainted.add(root)
         self.taint.external.add(root)
@@ -654,18 +654,6 @@ def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
         raise _Fail(f"state-error: parse-list: output is JSON but not an array (got {type(value).__name__})",
                     policy="state-error", usage=usage)
     return value
-
-
-def _set_path(ctx: dict[str, Any], path: str, value: Any) -> None:
-    parts = path.split(".")
-    target = ctx
-    for part in parts[:-1]:
-        nested = target.get(part)
-        if not isinstance(nested, dict):
-            nested = {}
-            target[part] = nested
-        target = nested
-    target[parts[-1]] = value
 
 
 def run_machine(machine: Machine, oracle: Oracle, *, registry: Mapping[str, Machine] | None = None,

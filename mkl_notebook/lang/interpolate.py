@@ -27,6 +27,18 @@ def lookup(ctx: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+def set_path(target: dict[str, Any], path: str, value: Any) -> None:
+    """Write ``value`` at a dotted path, creating (or replacing non-mapping) intermediate levels."""
+    parts = path.split(".")
+    for part in parts[:-1]:
+        nested = target.get(part)
+        if not isinstance(nested, dict):
+            nested = {}
+            target[part] = nested
+        target = nested
+    target[parts[-1]] = value
+
+
 def _fmt_uncapped(value: Any) -> str:
     if value is None:
         return ""

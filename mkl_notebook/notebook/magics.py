@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 from traitlets import Unicode, observe
 
+from ..assignments import parse_assignments
 from ..lang.check import check
 from ..lang.model import TIERS
 from ..providers.config import ConfigError, load_config
@@ -207,18 +208,8 @@ class MklMagics(Magics):
         return value
 
     def _assignments(self, items: Sequence[str]) -> dict[str, Any]:
-        values: dict[str, Any] = {}
-        for item in items:
-            key, sep, raw = item.partition("=")
-            key = key.strip()
-            if not sep or not key or any(not part for part in key.split(".")):
-                raise UsageError(f"--set expects key=value, got {item!r}")
-            target = values
-            parts = key.split(".")
-            for part in parts[:-1]:
-                target = target.setdefault(part, {}) if isinstance(target.get(part, {}), dict) else {}
-            target[parts[-1]] = self._object(raw) if _WHOLE_VAR.match(raw) else self._text(raw)
-        return values
+        return parse_assignments(items, error=UsageError,
+                                 convert=lambda raw: self._object(raw) if _WHOLE_VAR.match(raw) else self._text(raw))
 
     # -- the magic -------------------------------------------------------------------------
 
