@@ -644,3 +644,74 @@ def _clean_env() -> dict[str, str]:
     import os
 
     return {key: value for key, value in os.environ.items() if key not in MODEL_ENV}
+
+
+TOOLED = """
+machine: tooled
+entry: look
+budget: 6
+context:
+  order: ""
+states:
+  look:
+    tool: lookup_order
+    input: { order: "{{order}}", verbose: true }
+    output: record
+    gates:
+      - { when: the order can be refunded, hook: refundable, then: ok, to: refund }
+      - { when: otherwise, then: ok, to: END }
+  refund:
+    tool: issue_refund
+    input: { order: "{{order}}" }
+    output: receipt
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+
+def test_notebook_python_functions_serve_as_tools_and_hooks(ip: Cells) -> None:
+    """@mkl_notebook.tool and @mkl_notebook.hook register notebook functions; keyword inputs reach them."""
+    ip.run("""
+import mkl_notebook
+calls = []
+
+@mkl_notebook.tool(effect="read")
+def lookup_order(order, verbose):
+    calls.append(("lookup", order, verbose))
+    return {"order": order, "refundable": True}
+
+@mkl_notebook.hook
+def refundable(context, output):
+    calls.append(("hook", context["record"]))
+    return '"refundable": true' in output
+
+@mkl_notebook.tool(effect="effect")
+def issue_refund(order):
+    calls.append(("refund", order))
+    return f"refund issued for {order}"
+""")
+    ip.define(TOOLED)
+    script = ip.script("tooled.yaml", {"llm": {"produce": []}})
+    ip.run(f"%mkl run tooled --set order=A-7 --script {script}")
+    ip.run("run = mkl_notebook.get_run('tooled')")
+    run = ip.shell.user_ns["run"]
+    assert (run.status, run.result) == ("done", "refund issued for A-7")
+    calls = ip.shell.user_ns["calls"]
+    assert calls[0] == ("lookup", "A-7", True)
+    assert calls[1][0] == "hook" and "A-7" in calls[1][1]
+    assert calls[2] == ("refund", "A-7")
+    assert [step["gate_via"] for step in run.trace] == ["hook", "otherwise"]
+    ip.run(f"%mkl run tooled --set order=A-7 --script {script}")  # a re-run replays: no tool runs again
+    assert len(ip.shell.user_ns["calls"]) == 3
+
+
+def test_config_magic_sets_the_model_for_every_tier(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run('%config MklMagics.model = "openai/some-model"')
+    capsys.readouterr()
+    ip.run("%mkl config")
+    shown = capsys.readouterr().out
+    assert "balanced=openai/some-model" in shown and "fast=openai/some-model" in shown
+    ip.run("%config MklMagics.model = None")
+    capsys.readouterr()
+    ip.run("%mkl config")
+    assert "balanced=—" in capsys.readouterr().out
