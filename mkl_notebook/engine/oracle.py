@@ -204,6 +204,8 @@ class Oracle(ABC):
 # Fields that never change what a call returns: where it sits, and how long a retry waited.
 _UNHASHED = frozenset({"position", "delay"})
 _HASHED_FIELDS: dict[type, attrgetter] = {}
+_RECENT: dict[tuple[object, ...], str] = {}
+_RECENT_MAX = 4096
 
 
 def fingerprint(request: OracleRequest) -> str:
@@ -216,8 +218,19 @@ def fingerprint(request: OracleRequest) -> str:
     if getter is None:
         getter = attrgetter("kind", *(f.name for f in fields(request) if f.name not in _UNHASHED))
         _HASHED_FIELDS[type(request)] = getter
-    payload = repr(getter(request))
-    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    values = getter(request)
+    try:
+        return _RECENT[values]  # loops ask the same request again and again
+    except (KeyError, TypeError):
+        pass
+    digest = hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    try:
+        if len(_RECENT) >= _RECENT_MAX:
+            _RECENT.clear()
+        _RECENT[values] = digest
+    except TypeError:  # an unhashable value (never in engine requests) is simply not remembered
+        pass
+    return digest
 
 
 @dataclass
