@@ -37,7 +37,7 @@ from .taint import fence_nonce, initial_taint, reaches_tool_state, tool_class
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
 REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
-UNTRUSTED_NOTE = "(unspecified)"
+UNSPECIFIED_STRUCTURE = "(unspecified)"  # what an unvalidated state without `structure:` renders as
 
 
 class _Asked(Exception):
@@ -379,7 +379,7 @@ class _MachineRun:
         asking = state.kind == "generative" and (state.ask_human or self.shared.options.ask_human)
         request = ProduceRequest(
             position=call_position, machine=self.machine.name, state=state.id, tier=self.machine.tier_of(state),
-            structure=state.structure if state.structure is not None else UNTRUSTED_NOTE,
+            structure=state.structure if state.structure is not None else UNSPECIFIED_STRUCTURE,
             execution=state.execution, user=rendered.text + feedback, fenced=rendered.fenced, reason=state.reason,
             temperature=0.8 if sampled else 0.4, ask_human=asking,
         )
