@@ -220,17 +220,19 @@ def fingerprint(request: OracleRequest) -> str:
         _HASHED_FIELDS[type(request)] = getter
     values = getter(request)
     try:
-        return _RECENT[values]  # loops ask the same request again and again
-    except (KeyError, TypeError):
-        pass
-    digest = hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
-    try:
+        digest = _RECENT.get(values)  # loops ask the same request again and again
+    except TypeError:  # an unhashable value (never in engine requests) is simply not remembered
+        return _digest(values)
+    if digest is None:
+        digest = _digest(values)
         if len(_RECENT) >= _RECENT_MAX:
             _RECENT.clear()
         _RECENT[values] = digest
-    except TypeError:  # an unhashable value (never in engine requests) is simply not remembered
-        pass
     return digest
+
+
+def _digest(values: tuple[object, ...]) -> str:
+    return hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 @dataclass

@@ -81,18 +81,30 @@ def fence(value_text: str, nonce: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """A template as its literal pieces and its placeholders ``(path, root key)``, parsed once."""
+def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...],
+                                             frozenset[str]]:
+    """A template as its literal pieces, its placeholders ``(path parts, root key)`` and the root keys it reads."""
     literals: list[str] = []
-    slots: list[tuple[str, str]] = []
+    slots: list[tuple[tuple[str, ...], str]] = []
     last = 0
     for match in PLACEHOLDER.finditer(template):
         literals.append(template[last:match.start()])
-        path = match.group(1)
-        slots.append((path, root_key(path)))
+        parts = tuple(match.group(1).split("."))
+        slots.append((parts, parts[0]))
         last = match.end()
     literals.append(template[last:])
-    return tuple(literals), tuple(slots)
+    return tuple(literals), tuple(slots), frozenset(root for _, root in slots)
+
+
+def _value_at(ctx: Mapping[str, Any], parts: tuple[str, ...]) -> Any:
+    value: Any = ctx
+    for part in parts:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+        if value is None:
+            return None
+    return value
 
 
 def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
@@ -103,12 +115,11 @@ def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
     nonce comes from ``nonce``, called once with the texts to be fenced (a nonce
     must not occur in any of them), only when a fence is needed.
     """
-    literals, slots = compile_template(template)
+    literals, slots, read = compile_template(template)
     if not slots:
-        return Rendered(template, False, frozenset())
-    texts = [fmt(lookup(ctx, path)) for path, _ in slots]
+        return Rendered(template, False, read)
+    texts = [fmt(_value_at(ctx, parts)) for parts, _ in slots]
     flags = [root in tainted for _, root in slots]
-    read = frozenset(root for _, root in slots)
     if not any(flags):
         pieces = [literals[0]]
         for text, literal in zip(texts, literals[1:], strict=True):
