@@ -7,10 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..assignments import parse_assignments as assignments_from
-from ..providers.scripted import ScriptedOracle, ScriptError, oracle_from_script
+from ..providers.scripted import ScriptedOracle, ScriptError, oracle_from_file
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SUSPENDED, EXIT_IN_DOUBT = 0, 1, 2, 3, 4
 STATUS_EXIT = {"done": EXIT_OK, "halt": EXIT_FAILED, "suspended": EXIT_SUSPENDED, "in_doubt": EXIT_IN_DOUBT}
@@ -58,21 +56,7 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def load_script(path: str) -> ScriptedOracle:
     """A ``--script`` file of scripted oracles (LANGUAGE.md §8 keys, plus ``replies``)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageFailure(f"--script {path}: cannot be read ({exc})") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise UsageFailure(f"--script {path}: the YAML does not parse ({exc})") from None
-    if not isinstance(data, dict):
-        raise UsageFailure(f"--script {path}: must be a mapping with llm / tools / hooks")
-    unknown = set(data) - {"llm", "tools", "hooks", "replies"}
-    if unknown:
-        raise UsageFailure(f"--script {path}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-                           "(expected llm, tools, hooks, replies)")
-    try:
-        return oracle_from_script(data, where=f"--script {path}")
+        return oracle_from_file(path, where=f"--script {path}")
     except ScriptError as exc:
         raise UsageFailure(str(exc)) from None
 

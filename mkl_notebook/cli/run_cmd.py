@@ -13,7 +13,7 @@ from ..durable.records import canonical
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore, file_lease
 from ..engine.options import RunOptions
-from ..engine.oracle import Oracle, OracleError
+from ..engine.oracle import Oracle
 from ..engine.result import RunResult
 from ..host import HostOracle, default_registry
 from ..lang.loader import load_file
@@ -22,6 +22,7 @@ from ..notebook import nbfile
 from ..notebook.views import run_bundle
 from ..providers.config import ConfigError, ModelConfig, load_config
 from ..providers.litellm_provider import LiteLLMOracle, missing_keys
+from ..providers.scripted import NoModelOracle
 from ..testing import sibling_registry
 from .common import (
     EXIT_FAILED,
@@ -37,17 +38,6 @@ from .common import (
 
 NO_MODEL = ("no model is configured: set MKL_MODEL (e.g. MKL_MODEL=openai/gpt-4o-mini) or pass --model, or "
             "pass --script FILE to run offline with scripted answers")
-
-
-class NoModelOracle(Oracle):
-    """Stands in when neither a script nor a model is configured: replays work, new calls explain."""
-
-    def ask(self, request: Any) -> Any:
-        if request.kind == "reply":
-            from ..engine.oracle import AwaitingHuman
-
-            raise AwaitingHuman(request.position)
-        raise OracleError(f"provider-error: {NO_MODEL}")
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -184,7 +174,7 @@ def _oracle(args: argparse.Namespace, machine: Machine | None = None, *, needs_m
         elif needs_model:
             raise UsageFailure(NO_MODEL)
         else:
-            model = NoModelOracle()
+            model = NoModelOracle(NO_MODEL)
     if args.tools:
         _load_tools(args.tools)
     return HostOracle(model, default_registry)

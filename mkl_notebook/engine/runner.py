@@ -619,10 +619,6 @@ def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
                         "output_tokens": cost["output_tokens"] + usage[1]}
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
 def _observation_text(observation: Any) -> str:
     if isinstance(observation, str):
         return observation

@@ -12,19 +12,11 @@ from typing import Any
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
 VALUE_CAP = 20_000
 TRUNCATION_MARK = "…[truncated]"
-_MISSING = object()
 
 
 def lookup(ctx: Mapping[str, Any], path: str) -> Any:
     """Follow a dotted path through dicts only; ``None`` when any part is missing."""
-    value: Any = ctx
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part, _MISSING)
-        if value is _MISSING:
-            return None
-    return value
+    return _value_at(ctx, tuple(path.split(".")))
 
 
 def set_path(target: dict[str, Any], path: str, value: Any) -> None:
@@ -60,9 +52,6 @@ def fmt(value: Any) -> str:
         return text[:VALUE_CAP - len(TRUNCATION_MARK)] + TRUNCATION_MARK
     return text
 
-
-def placeholders(template: str) -> list[str]:
-    return PLACEHOLDER.findall(template)
 
 
 def root_key(path: str) -> str:

@@ -15,13 +15,14 @@ from typing import Any
 from ..durable import runs as durable
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..engine.options import RunOptions
-from ..engine.oracle import AwaitingHuman, Oracle, OracleError
+from ..engine.oracle import Oracle
 from ..engine.result import RunResult
 from ..host import HostOracle, Registry, default_registry
 from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine
 from ..providers.config import ConfigError, ModelConfig, load_config
+from ..providers.scripted import NoModelOracle, ScriptError, oracle_from_file, oracle_from_script
 from . import nbfile
 
 NO_MODEL = ("no model is configured: set one with %mkl config model=openai/gpt-4o-mini (or MKL_MODEL, or "
@@ -30,13 +31,6 @@ NO_MODEL = ("no model is configured: set one with %mkl config model=openai/gpt-4
 
 class MklUsageError(ValueError):
     """A user mistake in the notebook API; the magics show it as a one-line UsageError."""
-
-
-class _NoModel(Oracle):
-    def ask(self, request: Any) -> Any:
-        if request.kind == "reply":
-            raise AwaitingHuman(request.position)
-        raise OracleError(f"provider-error: {NO_MODEL}")
 
 
 @dataclass
@@ -101,20 +95,11 @@ class Session:
         if isinstance(script, Oracle):
             model = script
         elif script is not None:
-            from ..cli.common import UsageFailure, load_script
-
-            if isinstance(script, Mapping):
-                from ..providers.scripted import ScriptError, oracle_from_script
-
-                try:
-                    model = oracle_from_script(dict(script), where="script")
-                except ScriptError as exc:
-                    raise MklUsageError(str(exc)) from None
-            else:
-                try:
-                    model = load_script(str(script))
-                except UsageFailure as exc:
-                    raise MklUsageError(str(exc)) from None
+            try:
+                model = (oracle_from_script(dict(script), where="script") if isinstance(script, Mapping)
+                         else oracle_from_file(str(script), where=f"script {script}"))
+            except ScriptError as exc:
+                raise MklUsageError(str(exc)) from None
         elif self.model_factory is not None:
             model = self.model_factory()
         else:
@@ -124,7 +109,7 @@ class Session:
 
                 model = LiteLLMOracle(config)
             else:
-                model = _NoModel()
+                model = NoModelOracle(NO_MODEL)
         return HostOracle(model, self.registry)
 
     def model_config(self, model_name: str | None = None) -> ModelConfig:

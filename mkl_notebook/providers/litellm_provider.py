@@ -90,10 +90,6 @@ def _short(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {first}")[:300]
 
 
-class MissingModel(OracleError):
-    pass
-
-
 class LiteLLMOracle(Oracle):
     """Produce and judge calls on real models; tools, hooks and replies belong to other oracles."""
 
@@ -105,7 +101,7 @@ class LiteLLMOracle(Oracle):
     def _model(self, tier: str) -> str:
         model = self.config.model_for(tier)
         if not model:
-            raise MissingModel(
+            raise OracleError(
                 f"provider-error: no model is configured for tier '{tier}': set MKL_MODEL (e.g. "
                 f"openai/gpt-4o-mini) or MKL_MODEL_{tier.upper()}, or '{tier} = \"…\"' under [tool.mkl] in "
                 "pyproject.toml, or run with a script of scripted answers")

@@ -10,7 +10,10 @@ import json
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ..engine.oracle import (
     AwaitingHuman,
@@ -231,3 +234,35 @@ def oracle_from_script(script: Mapping[str, Any], *, where: str = "script", **kw
     if replies is not None and not isinstance(replies, list):
         raise ScriptError(f"{where}: 'replies' must be a list of human replies")
     return ScriptedOracle(llm, script.get("tools"), script.get("hooks"), replies=replies, **kwargs)
+
+
+def oracle_from_file(path: str | Path, *, where: str | None = None) -> ScriptedOracle:
+    """A scripted oracle from a YAML file with ``llm`` / ``tools`` / ``hooks`` / ``replies``."""
+    where = where or str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScriptError(f"{where}: cannot be read ({exc})") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ScriptError(f"{where}: the YAML does not parse ({exc})") from None
+    if not isinstance(data, Mapping):
+        raise ScriptError(f"{where}: must be a mapping with llm / tools / hooks")
+    unknown = set(data) - SCRIPT_KEYS
+    if unknown:
+        raise ScriptError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+                          "(expected llm, tools, hooks, replies)")
+    return oracle_from_script(data, where=where)
+
+
+class NoModelOracle(Oracle):
+    """Stands in when neither a script nor a model is configured: replays work, a new call says what to set."""
+
+    def __init__(self, hint: str) -> None:
+        self.hint = hint
+
+    def ask(self, request: OracleRequest) -> Any:
+        if isinstance(request, ReplyRequest):
+            raise AwaitingHuman(request.position)
+        raise OracleError(f"provider-error: {self.hint}")
