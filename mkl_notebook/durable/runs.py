@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import os
 import time
@@ -254,41 +255,29 @@ def start(machine: Machine, oracle: Oracle, *, store: RunStore, run_id: str | No
     """
     run_id = check_run_id(run_id or new_run_id())
     options = options or RunOptions()
-    full_registry = dict(registry or {})
-    full_registry[machine.name] = machine
-    pins = pin_machines(machine, full_registry)
-    host_input = copy.deepcopy(dict(input or {}))
-    host_context = copy.deepcopy(dict(context or {}))
-    with store.lease(run_id):  # creating a run, or replacing one with --fresh, also needs the lease
-        return _start_leased(store, run_id, machine, oracle, full_registry, pins, host_input, host_context, options,
-                             fresh, observer, origin)
+    full_registry = {**(registry or {}), machine.name: machine}
+    setup = {"root": machine.name, "machines": pin_machines(machine, full_registry),
+             "input": copy.deepcopy(dict(input or {})), "context": copy.deepcopy(dict(context or {})),
+             "options": _options_record(options)}
+    with store.lease(run_id):  # creating a run, or replacing one with fresh=True, also needs the lease
+        before = None
+        if fresh or not store.exists(run_id):
+            store.create(run_id, {"t": "start", "run": run_id, **setup,
+                                  "secret": (options.secret or os.urandom(16)).hex(), "package": __version__,
+                                  "time": time.time(), "origin": dict(origin or {})})
+        else:
+            before = functools.partial(_rerun_records, run_id, setup)
+        return _advance_leased(store, run_id, oracle, registry=full_registry, observer=observer, before=before)
 
 
-def _start_leased(store: RunStore, run_id: str, machine: Machine, oracle: Oracle, full_registry: dict[str, Machine],
-                  pins: dict[str, dict[str, str]], host_input: dict[str, Any], host_context: dict[str, Any],
-                  options: RunOptions, fresh: bool, observer: Callable[[str, dict[str, Any]], None] | None,
-                  origin: Mapping[str, Any] | None) -> Outcome:
-    if fresh or not store.exists(run_id):
-        start_record = {
-            "t": "start", "run": run_id, "root": machine.name, "machines": pins, "input": host_input,
-            "context": host_context, "options": _options_record(options),
-            "secret": (options.secret or os.urandom(16)).hex(), "package": __version__, "time": time.time(),
-            "origin": dict(origin or {}),
-        }
-        store.create(run_id, start_record)
-        return _advance_leased(store, run_id, oracle, registry=full_registry, observer=observer, before=None)
-
-    def rerun(index: JournalIndex) -> list[dict[str, Any]]:
-        setup = {"root": machine.name, "machines": pins, "input": host_input, "context": host_context,
-                 "options": _options_record(options)}
-        if index.setup.get("root") != machine.name:
-            raise RunStateError(f"run '{run_id}' belongs to machine '{index.setup.get('root')}', not "
-                                f"'{machine.name}'; pick another id or start it fresh")
-        if all(index.setup.get(key) == value for key, value in setup.items()):
-            return []
-        return [{"t": "rerun", **setup, "time": time.time()}]
-
-    return _advance_leased(store, run_id, oracle, registry=full_registry, observer=observer, before=rerun)
+def _rerun_records(run_id: str, setup: dict[str, Any], index: JournalIndex) -> list[dict[str, Any]]:
+    """What a re-run of an existing run records: nothing, or the changed machines, host values and options."""
+    if index.setup.get("root") != setup["root"]:
+        raise RunStateError(f"run '{run_id}' belongs to machine '{index.setup.get('root')}', not "
+                            f"'{setup['root']}'; pick another id or start it fresh")
+    if all(index.setup.get(key) == value for key, value in setup.items()):
+        return []
+    return [{"t": "rerun", **setup, "time": time.time()}]
 
 
 def resume(run_id: str, oracle: Oracle, *, store: RunStore, reply: Any = None, has_reply: bool = False,
