@@ -107,6 +107,10 @@ class HostOracle(Oracle):
     def replayed(self, request: OracleRequest) -> None:
         self.model.replayed(request)
 
+    @property
+    def waits(self) -> bool:
+        return bool(self.registry.tools or self.registry.hooks) or self.model.waits  # host code may do I/O
+
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ToolRequest) and request.name in self.registry.tools:
             if request.delay:

@@ -22,6 +22,7 @@ import yaml
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
 from mkl_notebook.engine.options import RunOptions
+from mkl_notebook.engine.oracle import HookRequest, JudgeRequest, ProduceRequest, ToolRequest, fingerprint
 from mkl_notebook.engine.result import RunResult
 from mkl_notebook.engine.runner import run_machine
 from mkl_notebook.host import HostOracle, Registry
@@ -843,3 +844,31 @@ def test_cli_rerun_without_the_tools_file_replays_the_finished_run(tmp_path: Pat
     assert again.returncode == 0, again.stdout
     assert _status(again)["calls"] == {"made": 0, "replayed": 2}
     assert _status(again)["result"] == "used it"
+
+
+# -- fingerprints are part of the journal format -----------------------------------------------
+
+_FINGERPRINTED = [
+    (ProduceRequest("root/1:a#1/produce", "m", "a", "balanced", "one line", None,
+                    "hello 'q' \"x\" é \x00 \ud800", True, False, 0.4), "034d06ea343bd3128091df26"),
+    (ProduceRequest("p", "m", "a", "fast", "(unspecified)", "be brief", "u", False, True, 0.8, True,
+                    (("assistant", "ASK: x"), ("user", "y"))), "f848b70af3aafbce3456aaf4"),
+    (JudgeRequest("p", "m", "a", "reasoning", ("is good", "is bad"), "out", None, '{"a": 1}', "abcdef012345"),
+     "dcce7a274a57ff3929710fff"),
+    (JudgeRequest("p", "m", "a", "balanced", ("c",), "out", "why", "{}", "n"), "392731374dd246a2106bda65"),
+    (HookRequest("p", "m", "a", "check", "{}", "out"), "f1cb3d376e9544c24a62cf7a"),
+    (ToolRequest("p", "m", "a", "search", '{"q": 1}', "read", True, 0, 0.0), "4c6cf2d410f1aa43af923932"),
+    (ToolRequest("p", "m", "a", "send", "{}", "effect", False, 2, 1.5), "e53138f5a21abc76db5fc14e"),
+]
+
+
+@pytest.mark.parametrize(("request_", "expected"), _FINGERPRINTED, ids=lambda value: getattr(value, "kind", ""))
+def test_request_fingerprints_stay_what_earlier_journals_recorded(request_: Any, expected: str) -> None:
+    """A journal saved by an earlier version (a notebook someone shared) must still replay, not re-ask."""
+    assert fingerprint(request_) == expected
+    moved = dataclasses.replace(request_, position="root/99:elsewhere#3/produce")
+    assert fingerprint(moved) == expected  # the position is where a call sits, not what it asks
+    if isinstance(request_, ProduceRequest):
+        assert fingerprint(dataclasses.replace(request_, user=request_.user + " ")) != expected
+    if isinstance(request_, JudgeRequest):
+        assert fingerprint(dataclasses.replace(request_, context_json="{}" + " ")) != expected

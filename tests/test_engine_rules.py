@@ -48,6 +48,10 @@ class Recorder(ScriptedOracle):
         self._rec_lock = threading.Lock()
         self._delay = delay
 
+    @property
+    def waits(self) -> bool:  # its delays are waits: branches must overlap them
+        return self._delay is not None or super().waits
+
     def ask(self, request: Any) -> Any:
         with self._rec_lock:
             self.requests.append(request)
@@ -128,6 +132,24 @@ def test_fanout_with_one_worker_runs_branches_one_after_another():
     produce_spans = [span for span in oracle.spans if isinstance(span[0], ProduceRequest)]
     assert len(produce_spans) == 8
     assert overlapping_pairs(produce_spans) == 0
+
+
+def test_fanout_with_an_in_process_oracle_runs_branches_in_order_on_the_calling_thread():
+    """A scripted oracle with no latency never waits: threads would only add switching, and the
+    script's answers go to the branches in item order, every time."""
+    seen_threads: list[str] = []
+
+    class InOrder(ScriptedOracle):
+        def ask(self, request: Any) -> Any:
+            seen_threads.append(threading.current_thread().name)
+            return super().ask(request)
+
+    oracle = InOrder({"produce": [f"answer {n}" for n in range(8)]})
+    assert not oracle.waits and Recorder(latency=0.01).waits
+    res = run(FANOUT_OVER, oracle)
+    assert res.status == "done"
+    assert res.context["outs"] == [f"answer {n}" for n in range(8)]
+    assert set(seen_threads) == {threading.current_thread().name}
 
 
 def test_fanout_output_keeps_input_order_when_later_items_answer_first():

@@ -48,12 +48,6 @@ def encode_answer(kind: str, answer: Any) -> dict[str, Any]:
     return {"value": answer}
 
 
-def answer_usage(kind: str, answer: Any) -> list[int] | None:
-    if kind in ("produce", "judge") and (answer.input_tokens or answer.output_tokens):
-        return [answer.input_tokens, answer.output_tokens]
-    return None
-
-
 def decode_answer(kind: str, data: dict[str, Any], usage: list[int] | None) -> Any:
     tokens_in, tokens_out = (usage or [0, 0])[:2]
     if kind == "produce":

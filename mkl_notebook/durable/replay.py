@@ -24,7 +24,7 @@ from ..engine.oracle import (
     ToolRequest,
     fingerprint,
 )
-from .records import answer_usage, decode_answer, encode_answer
+from .records import decode_answer, encode_answer
 
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
 
@@ -110,6 +110,10 @@ class ReplayOracle(Oracle):
             self.journal.add(record)
             self.recorded += 1
 
+    @property
+    def waits(self) -> bool:
+        return self.inner.waits
+
     def has_hook(self, name: str) -> bool:
         return self.inner.has_hook(name) or name in self.journal.hooks_seen
 
@@ -120,8 +124,9 @@ class ReplayOracle(Oracle):
         return self.inner.tool_effect(name) or self.journal.tool_effects.get(name)  # type: ignore[return-value]
 
     def ask(self, request: OracleRequest) -> Any:
-        if isinstance(request, ReplyRequest):
-            return self._reply(request)
+        kind = request.kind
+        if kind == "reply":
+            return self._reply(request)  # type: ignore[arg-type]
         position = request.position
         print_ = fingerprint(request)
         recorded = self.journal.answers.get(position)
@@ -132,12 +137,12 @@ class ReplayOracle(Oracle):
                 self.inner.replayed(request)
                 if "error" in recorded:
                     raise RecordedFailure(recorded["error"])
-                return decode_answer(request.kind, recorded.get("answer", {}), recorded.get("usage"))
+                return decode_answer(kind, recorded.get("answer", {}), recorded.get("usage"))
             self._record({"t": "invalidated", "pos": position, "old": recorded.get("fp"), "new": print_})
             with self._lock:
                 self.invalidated += 1
-        if isinstance(request, ToolRequest) and not request.idempotent:
-            resolved = self._guard_effect(request, print_)
+        if kind == "tool" and not request.idempotent:  # type: ignore[union-attr]
+            resolved = self._guard_effect(request, print_)  # type: ignore[arg-type]
             if resolved is not None:
                 return resolved
         return self._call(request, print_)
@@ -161,6 +166,7 @@ class ReplayOracle(Oracle):
         return None
 
     def _call(self, request: OracleRequest, print_: str) -> Any:
+        kind = request.kind
         with self._lock:
             self.made += 1
         try:
@@ -168,23 +174,30 @@ class ReplayOracle(Oracle):
         except (RunInterrupted, OracleError):
             raise  # provider outages and script misses are not journaled: a resume tries again
         except Exception as exc:
-            if request.kind not in ("tool", "hook"):
+            if kind not in ("tool", "hook"):
                 raise
             message = str(exc) or type(exc).__name__
-            self._record({"t": "answer", "pos": request.position, "fp": print_, "kind": request.kind,
-                          "name": request.name, "error": message,
+            self._record({"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
+                          "name": request.name, "error": message,  # type: ignore[union-attr]
                           **({"effect": request.effect} if isinstance(request, ToolRequest) else {})})
             raise RecordedFailure(message) from None
-        record: dict[str, Any] = {"t": "answer", "pos": request.position, "fp": print_, "kind": request.kind,
-                                  "answer": encode_answer(request.kind, answer)}
-        usage = answer_usage(request.kind, answer)
-        if usage:
-            record["usage"] = usage
-        if request.kind in ("tool", "hook"):
-            record["name"] = request.name
-        if isinstance(request, ToolRequest):
-            record["effect"] = request.effect
-        self._record(record)
+        record: dict[str, Any] = {"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
+                                  "answer": encode_answer(kind, answer)}
+        if kind == "produce" or kind == "judge":
+            if answer.input_tokens or answer.output_tokens:
+                record["usage"] = [answer.input_tokens, answer.output_tokens]
+        else:
+            record["name"] = request.name  # type: ignore[union-attr]
+            if kind == "tool":
+                record["effect"] = request.effect  # type: ignore[union-attr]
+        journal = self.journal
+        with self._lock:  # the fast path of _record for an answer: durable first, then indexed
+            self._append(record)
+            if journal.open_intents or journal.resolutions or kind == "tool" or kind == "hook":
+                journal.add(record)
+            else:
+                journal.answers[request.position] = record
+            self.recorded += 1
         return answer
 
     def _reply(self, request: ReplyRequest) -> Any:

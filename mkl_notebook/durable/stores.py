@@ -68,6 +68,15 @@ class RunStore(Protocol):
     def cache_outcome(self, run_id: str, key: str, outcome: dict[str, Any]) -> None: ...
 
 
+def _json_normal_start(start: dict[str, Any]) -> dict[str, Any]:
+    """The start record as it would read back from disk; the pinned sources, plain strings, are not re-encoded."""
+    pins = start.get("machines")
+    normal = json.loads(canonical({key: value for key, value in start.items() if key != "machines"}))
+    if pins is not None:
+        normal["machines"] = {str(name): {str(k): str(v) for k, v in pin.items()} for name, pin in pins.items()}
+    return normal
+
+
 class MemoryStore:
     """A store for tests and throwaway runs; nothing survives the process."""
 
@@ -81,7 +90,7 @@ class MemoryStore:
 
     def create(self, run_id: str, start: dict[str, Any]) -> None:
         with self._lock:
-            self._records[run_id] = [json.loads(canonical(start))]
+            self._records[run_id] = [_json_normal_start(start)]
             self._status[run_id] = RunSummary(run_id, start.get("root", ""), "running", None, None, time.time())
             self._outcomes.pop(run_id, None)
 

@@ -65,10 +65,10 @@ def _judge(run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output
            position: str) -> JudgeAnswer:
     judge_position = f"{position}/judge@{batch[0][0]}"
     ctx_json = context_json(run.ctx)
-    nonce = fence_nonce(run.shared.secret, judge_position, [output, reasoning or "", ctx_json])
-    request = JudgeRequest(position=judge_position, machine=run.machine.name, state=state.id,
-                           tier=run.machine.tier_of(state), conditions=tuple(g.when for _, g in batch),
-                           output=output, reasoning=reasoning, context_json=ctx_json, nonce=nonce)
+    nonce = fence_nonce(run.shared.secret, judge_position, (output, reasoning or "", ctx_json))
+    # (position, machine, state, tier, conditions, output, reasoning, context_json, nonce)
+    request = JudgeRequest(judge_position, run.machine.name, state.id, run.plans[state.id].tier,
+                           tuple([gate.when for _, gate in batch]), output, reasoning, ctx_json, nonce)
     try:
         answer = run.shared.oracle.ask(request)
     except OracleError as exc:

@@ -190,6 +190,16 @@ class Oracle(ABC):
         """Told when a journal answered ``request`` instead of this oracle (scripts keep their place)."""
         return None
 
+    @property
+    def waits(self) -> bool:
+        """Whether an answer may wait on something outside this process: a model API, a tool, a sleep.
+
+        Fan-out branches then run on threads so that their waits overlap.  An oracle
+        that computes every answer in-process says False: under the GIL threads would
+        only add switching, so its branches run one after another, in order.
+        """
+        return True
+
     def has_hook(self, name: str) -> bool:
         return False
 
@@ -204,35 +214,72 @@ class Oracle(ABC):
 # Fields that never change what a call returns: where it sits, and how long a retry waited.
 _UNHASHED = frozenset({"position", "delay"})
 _HASHED_FIELDS: dict[type, attrgetter] = {}
-_RECENT: dict[tuple[object, ...], str] = {}
-_RECENT_MAX = 4096
+_MEMO_MAX = 4096
+_RECENT: dict[tuple[object, ...], str] = {}  # loops ask the same request again and again
+_PRODUCE_HEADS: dict[tuple[object, ...], str] = {}
+_PRODUCE_TAILS: dict[tuple[object, ...], str] = {}
+_JUDGE_HEADS: dict[tuple[object, ...], str] = {}
 
 
 def fingerprint(request: OracleRequest) -> str:
     """A hash of the exact request, minus its position: equal requests replay.
 
-    Each field is written as its ``repr`` (unambiguous for the str, bool, number,
-    None and tuple values requests hold), so no separator can be forged by a value.
+    The hash is BLAKE2b of the ``repr`` of the tuple ``(kind, *fields)`` (unambiguous
+    for the str, bool, number, None and tuple values requests hold), so no separator
+    can be forged by a value.  Produce requests, the hot path, build that same text
+    from cached pieces: only the prompt changes from call to call of one state.
     """
+    if type(request) is ProduceRequest:
+        return _produce_fingerprint(request)
+    if type(request) is JudgeRequest:
+        return _judge_fingerprint(request)
     getter = _HASHED_FIELDS.get(type(request))
     if getter is None:
         getter = attrgetter("kind", *(f.name for f in fields(request) if f.name not in _UNHASHED))
         _HASHED_FIELDS[type(request)] = getter
     values = getter(request)
     try:
-        digest = _RECENT.get(values)  # loops ask the same request again and again
+        digest = _RECENT.get(values)
     except TypeError:  # an unhashable value (never in engine requests) is simply not remembered
-        return _digest(values)
+        return _digest(repr(values))
     if digest is None:
-        digest = _digest(values)
-        if len(_RECENT) >= _RECENT_MAX:
-            _RECENT.clear()
-        _RECENT[values] = digest
+        digest = _remember(_RECENT, values, _digest(repr(values)))
     return digest
 
 
-def _digest(values: tuple[object, ...]) -> str:
-    return hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+def _produce_fingerprint(request: ProduceRequest) -> str:
+    head = (request.machine, request.state, request.tier, request.structure, request.execution)
+    tail = (request.fenced, request.reason, request.temperature, request.ask_human, request.conversation)
+    key = (head, request.user, tail)
+    digest = _RECENT.get(key)
+    if digest is not None:
+        return digest
+    prefix = _PRODUCE_HEADS.get(head)
+    if prefix is None:  # repr((kind, *head, user, *tail)) == prefix + repr(user) + suffix
+        prefix = _remember(_PRODUCE_HEADS, head, "('produce', " + "".join(repr(value) + ", " for value in head))
+    suffix = _PRODUCE_TAILS.get(tail)
+    if suffix is None:
+        suffix = _remember(_PRODUCE_TAILS, tail, "".join(", " + repr(value) for value in tail) + ")")
+    return _remember(_RECENT, key, _digest(prefix + repr(request.user) + suffix))
+
+
+def _judge_fingerprint(request: JudgeRequest) -> str:
+    head = (request.machine, request.state, request.tier, request.conditions)
+    prefix = _JUDGE_HEADS.get(head)
+    if prefix is None:
+        prefix = _remember(_JUDGE_HEADS, head, "('judge', " + "".join(repr(value) + ", " for value in head))
+    return _digest(f"{prefix}{request.output!r}, {request.reasoning!r}, {request.context_json!r}, {request.nonce!r})")
+
+
+def _remember(memo: dict[tuple[object, ...], str], key: tuple[object, ...], value: str) -> str:
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 @dataclass
@@ -252,5 +299,8 @@ class Usage:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
 
+_CONTEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps with options builds one per call
+
+
 def context_json(ctx: Mapping[str, Any]) -> str:
-    return json.dumps(ctx, ensure_ascii=False, sort_keys=False, default=str)
+    return _CONTEXT_ENCODER.encode(ctx)

@@ -8,14 +8,15 @@ the answers of one :class:`Oracle`.  Every request carries a stable position
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key, set_path
+from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, render_compiled, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .failure import StateFailure as _Fail
 from .gates import select_gate
@@ -32,12 +33,12 @@ from .oracle import (
     ToolRequest,
     Usage,
 )
+from .plan import plans_for
 from .result import RunResult
 from .taint import fence_nonce, initial_taint, reaches_tool_state, tool_class
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
 REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
-UNSPECIFIED_STRUCTURE = "(unspecified)"  # what an unvalidated state without `structure:` renders as
 
 
 class _Asked(Exception):
@@ -90,10 +91,6 @@ class _Taint:
     external: set[str] = field(default_factory=set)
 
 
-def _nonce_factory(secret: bytes, position: str) -> Callable[[list[str]], str]:
-    return lambda values: fence_nonce(secret, position, values)
-
-
 class _MachineRun:
     def __init__(self, shared: _Shared, machine: Machine, ctx: dict[str, Any], taint: _Taint, *, depth: int,
                  prefix: str, budget: int, cost_limit: int | None, suspendable: bool, flow_tainted: bool,
@@ -117,6 +114,8 @@ class _MachineRun:
         self.usage = Usage()
         self.trace: list[dict[str, Any]] = []
         self.last_value: Any = None
+        self.plans = plans_for(machine)
+        self.observer = shared.options.observer
 
     # -- outcomes --------------------------------------------------------------
 
@@ -152,7 +151,7 @@ class _MachineRun:
 
     def _record(self, step: dict[str, Any]) -> None:
         self.trace.append(step)
-        if self.shared.options.observer is not None:
+        if self.observer is not None:
             self.shared.emit("step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps,
                              usage=self.usage.as_dict())
 
@@ -176,7 +175,7 @@ class _MachineRun:
             self.visits[state_id] = visits + 1
             position = f"{self.prefix}/{self.iteration}:{state_id}#{visits + 1}"
             self.iteration += 1
-            if self.shared.options.observer is not None:
+            if self.observer is not None:
                 self.shared.emit("enter", machine=self.machine.name, depth=self.depth, state=state_id,
                                  steps=self.steps, usage=self.usage.as_dict())
             try:
@@ -195,14 +194,16 @@ class _MachineRun:
 
     def _visit(self, state: State, position: str) -> RunResult | str:
         """Execute one state and take its transition: the next state id, or the run's end."""
-        step: dict[str, Any] = {"step": None, "state": state.id, "tier": self.machine.tier_of(state)}
+        plan = self.plans[state.id]
+        step: dict[str, Any] = {"step": None, "state": state.id, "tier": plan.tier}
         feedback, self.feedback = self.feedback, ""
-        if state.kind == "tool":
+        kind = state.kind
+        if kind == "tool":
             refused = self._flow_guard(state, step)
             if refused is not None:
                 return refused
         try:
-            if state.is_fanout:
+            if plan.fanout:
                 executed = self._fan_out(state, position)
                 self.steps += max(1, len(executed.value))
                 step["branches"] = [fmt(v) for v in executed.value]
@@ -212,7 +213,10 @@ class _MachineRun:
                     step["sub_trace"] = executed.sub_trace  # one trace per branch
             else:
                 self.steps += 1
-                executed = self._execute(state, self.ctx, self.taint, feedback, position)
+                if kind == "generative":
+                    executed = self._produce(state, self.ctx, self.taint, feedback, position)
+                else:
+                    executed = self._execute(state, self.ctx, self.taint, feedback, position)
                 step["output"] = fmt(executed.value)
                 if executed.reasoning is not None:
                     step["reasoning"] = executed.reasoning
@@ -229,14 +233,20 @@ class _MachineRun:
             _add_cost(step, failure.usage)
             self._record(step)
             return self._halt(failure.error, state.id)
-        self.usage.add(*executed.usage)
-        _add_cost(step, executed.usage)
+        usage = executed.usage
+        if usage[0] or usage[1]:
+            self.usage.add(*usage)
+            _add_cost(step, usage)
         if executed.truncated:
             step["truncated"] = True
         self._deposit(state, executed)
         step["step"] = self.steps
         if executed.route is not None:
             return self._error_route(state, step, executed.route)
+        leading = plan.leading_otherwise
+        if leading is not None:  # what select_gate would find at once, without building its outcome
+            step["gate_via"] = "otherwise"
+            return self._transition(state, step, 0, leading, position)
         return self._route(state, step, executed, position)
 
     def _error_route(self, state: State, step: dict[str, Any], target: str) -> RunResult | str:
@@ -301,8 +311,11 @@ class _MachineRun:
 
     def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate,
                     position: str) -> RunResult | str:
-        step.update(gate=gate.when, policy=gate.policy, to=gate.to if gate.policy != "fail" else None)
-        if gate.policy == "fail":
+        policy = gate.policy
+        step["gate"] = gate.when
+        step["policy"] = policy
+        step["to"] = gate.to if policy != "fail" else None
+        if policy == "fail":
             self._record(step)
             return self._halt("gate-fail", state.id)
         if gate.to is None:
@@ -313,14 +326,15 @@ class _MachineRun:
             self.repair_left[key] = self.repair_left.get(key, gate.repair) - 1
             self.feedback = REPAIR_FEEDBACK.format(when=gate.when)
         self._record(step)
-        if gate.to == END:
+        target = gate.to
+        if target == END:
             value = self.ctx.get(self.machine.result) if self.machine.result else self.last_value
             return self._result("done", result=value)
-        if gate.to not in self.machine.states:
-            return self._halt(f"state-error: unknown state '{gate.to}'", state.id)
+        if target not in self.plans:
+            return self._halt(f"state-error: unknown state '{target}'", state.id)
         if gate.policy == "escalate" and self._escalate_suspends(gate):
-            return self._await_reply(gate, gate.to, f"{position}/reply@{index}")
-        return gate.to
+            return self._await_reply(gate, target, f"{position}/reply@{index}")
+        return target
 
     def _escalate_suspends(self, gate: Gate) -> bool:
         if not self.can_ask:
@@ -374,15 +388,15 @@ class _MachineRun:
 
     def _produce(self, state: State, ctx: dict[str, Any], taint: _Taint, feedback: str, position: str,
                  sampled: bool = False, extra_external: bool = False, in_branch: bool = False) -> _Executed:
-        call_position = f"{position}/produce"
-        rendered = render(state.prompt, ctx, taint.tainted, _nonce_factory(self.shared.secret, call_position))
+        call_position = position + "/produce"
+        plan = self.plans[state.id]
+        rendered = render_compiled(plan.template, state.prompt, ctx, taint.tainted,
+                                   functools.partial(fence_nonce, self.shared.secret, call_position))
         asking = state.kind == "generative" and (state.ask_human or self.shared.options.ask_human)
-        request = ProduceRequest(
-            position=call_position, machine=self.machine.name, state=state.id, tier=self.machine.tier_of(state),
-            structure=state.structure if state.structure is not None else UNSPECIFIED_STRUCTURE,
-            execution=state.execution, user=rendered.text + feedback, fenced=rendered.fenced, reason=state.reason,
-            temperature=0.8 if sampled else 0.4, ask_human=asking,
-        )
+        # (position, machine, state, tier, structure, execution, user, fenced, reason, temperature, ask_human)
+        request = ProduceRequest(call_position, self.machine.name, state.id, plan.tier, plan.structure,
+                                 state.execution, rendered.text + feedback, rendered.fenced, state.reason,
+                                 0.8 if sampled else 0.4, asking)
         spent_in = spent_out = 0
         round_ = 0
         while True:
@@ -587,7 +601,7 @@ class _MachineRun:
             return done.value, done.reasoning, done.usage, done.sub_trace, done.external, done.truncated
 
         workers = max(1, min(self.shared.options.max_workers, count))
-        if workers == 1:
+        if workers == 1 or not self.shared.oracle.waits:
             outcomes = [run_branch(branch) for branch in branches]
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkl-branch") as pool:

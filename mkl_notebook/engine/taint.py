@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
@@ -48,16 +49,27 @@ def reaches_tool_state(name: str, registry: Mapping[str, Machine]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=64)
+def _keyed(secret: bytes) -> Any:
+    return hashlib.blake2b(key=secret[:64], digest_size=6)
+
+
 def fence_nonce(secret: bytes, position: str, values: Iterable[str]) -> str:
     """A 12-hex-digit nonce, unguessable without the run secret, reproducible on replay.
 
     Re-rolled (deterministically) while it occurs inside any fenced value, so a
     value can never close its own fence.
     """
-    texts = list(values)
+    texts = values if isinstance(values, (list, tuple)) else list(values)
+    keyed = _keyed(secret)  # keyed BLAKE2b is a MAC; copying the keyed state skips re-keying on every call
     attempt = 0
-    while True:  # keyed BLAKE2b is a MAC, and much cheaper per call than HMAC-SHA256
-        digest = hashlib.blake2b(f"{position}#{attempt}".encode(), key=secret[:64], digest_size=6).hexdigest()
-        if not any(digest in text for text in texts):
+    while True:
+        hasher = keyed.copy()
+        hasher.update(f"{position}#{attempt}".encode())
+        digest = hasher.hexdigest()
+        for text in texts:
+            if digest in text:
+                break
+        else:
             return digest
         attempt += 1

@@ -47,6 +47,8 @@ def _fmt_uncapped(value: Any) -> str:
 
 def fmt(value: Any) -> str:
     """Render a context value as prompt text, capped at 20,000 characters."""
+    if type(value) is str and len(value) <= VALUE_CAP:
+        return value
     text = _fmt_uncapped(value)
     if len(text) > VALUE_CAP:
         return text[:VALUE_CAP - len(TRUNCATION_MARK)] + TRUNCATION_MARK
@@ -88,12 +90,15 @@ def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[
 def _value_at(ctx: Mapping[str, Any], parts: tuple[str, ...]) -> Any:
     value: Any = ctx
     for part in parts:
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):  # dict first: the ABC check is slow
             return None
         value = value.get(part)
         if value is None:
             return None
     return value
+
+
+Template = tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...], frozenset[str]]
 
 
 def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
@@ -104,12 +109,18 @@ def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
     nonce comes from ``nonce``, called once with the texts to be fenced (a nonce
     must not occur in any of them), only when a fence is needed.
     """
-    literals, slots, read = compile_template(template)
+    return render_compiled(compile_template(template), template, ctx, tainted, nonce)
+
+
+def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
+                    nonce: Callable[[list[str]], str] | str | None = None) -> Rendered:
+    """:func:`render` for a template already passed through :func:`compile_template`."""
+    literals, slots, read = compiled
     if not slots:
         return Rendered(template, False, read)
     texts = [fmt(_value_at(ctx, parts)) for parts, _ in slots]
     flags = [root in tainted for _, root in slots]
-    if not any(flags):
+    if True not in flags:
         pieces = [literals[0]]
         for text, literal in zip(texts, literals[1:], strict=True):
             pieces += (text, literal)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -33,11 +34,13 @@ class Gate:
     reply_to: str | None = None
     line: int = 0
 
-    @property
+    # Derived once per gate (the engine asks on every step); cached_property writes the instance
+    # __dict__ directly, which a frozen dataclass allows.
+    @cached_property
     def is_otherwise(self) -> bool:
         return is_otherwise(self.when)
 
-    @property
+    @cached_property
     def is_prose(self) -> bool:
         """A gate decided by the judge: no hook and not a catch-all."""
         return self.hook is None and not self.is_otherwise
@@ -79,7 +82,7 @@ class State:
     ask_human: bool = False
     line: int = 0
 
-    @property
+    @cached_property
     def is_fanout(self) -> bool:
         return self.sample is not None or self.over is not None
 

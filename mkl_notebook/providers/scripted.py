@@ -110,6 +110,10 @@ class ScriptedOracle(Oracle):
     def tool_effect(self, name: str) -> Effect | None:
         return self._tool_effects.get(name)
 
+    @property
+    def waits(self) -> bool:
+        return self.latency > 0
+
     def replayed(self, request: OracleRequest) -> None:
         """A journal answered this position: move past the entry that would have answered it.
 
@@ -131,30 +135,43 @@ class ScriptedOracle(Oracle):
                 self._replies.pop(0)
 
     def ask(self, request: OracleRequest) -> Any:
-        with self._lock:
-            self.calls[request.kind] += 1
-            self._answered.add(request.position)
-        if self.latency and request.kind in ("produce", "judge", "tool"):
-            time.sleep(self.latency)
-        if isinstance(request, ToolRequest) and request.delay:
-            time.sleep(request.delay)
-        if isinstance(request, ProduceRequest):
-            return self._produce(request)
-        if isinstance(request, JudgeRequest):
-            return self._judge_answer(request)
-        if isinstance(request, HookRequest):
-            if request.name not in self._hooks:
-                raise OracleError(f"state-error: hook: unknown hook '{request.name}' (not in the script)")
+        kind = request.kind
+        if kind == "produce" and not self.latency and self._produce_map is None:  # the hot path: one lock
             with self._lock:
-                return bool(self._hooks[request.name].next())
-        if isinstance(request, ToolRequest):
-            return self._tool(request)
-        if isinstance(request, ReplyRequest):
+                self.calls["produce"] += 1
+                self._answered.add(request.position)
+                cursor = self._produce_cursor
+                if cursor < len(self._produce_seq):
+                    text = self._produce_seq[cursor]
+                    self._produce_cursor = cursor + 1
+                else:
+                    text = "ok"
+            return self._produce_answer(request, text)
+        with self._lock:
+            self.calls[kind] += 1
+            self._answered.add(request.position)
+        if self.latency and kind in ("produce", "judge", "tool"):
+            time.sleep(self.latency)
+        if kind == "tool" and request.delay:  # type: ignore[union-attr]
+            time.sleep(request.delay)  # type: ignore[union-attr]
+        if kind == "produce":
+            return self._produce(request)  # type: ignore[arg-type]
+        if kind == "judge":
+            return self._judge_answer(request)  # type: ignore[arg-type]
+        if kind == "hook":
+            name = request.name  # type: ignore[union-attr]
+            if name not in self._hooks:
+                raise OracleError(f"state-error: hook: unknown hook '{name}' (not in the script)")
+            with self._lock:
+                return bool(self._hooks[name].next())
+        if kind == "tool":
+            return self._tool(request)  # type: ignore[arg-type]
+        if kind == "reply":
             with self._lock:
                 if not self._replies:
                     raise AwaitingHuman(request.position)
                 return HumanReply(self._replies.pop(0), by="script")
-        raise OracleError(f"state-error: the scripted oracle cannot answer {request.kind} requests")
+        raise OracleError(f"state-error: the scripted oracle cannot answer {kind} requests")
 
     # -- answers -----------------------------------------------------------------
 
@@ -175,9 +192,12 @@ class ScriptedOracle(Oracle):
                 self._produce_cursor += 1
             else:
                 text = "ok"
-        return ProduceAnswer(text=text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
-                             reasoning="thought" if request.reason else None,
-                             input_tokens=self._tokens[0], output_tokens=self._tokens[1], model=SCRIPTED_MODEL)
+        return self._produce_answer(request, text)
+
+    def _produce_answer(self, request: ProduceRequest, text: Any) -> ProduceAnswer:
+        return ProduceAnswer(text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
+                             "thought" if request.reason else None, self._tokens[0], self._tokens[1], False,
+                             SCRIPTED_MODEL)
 
     def _judge_answer(self, request: JudgeRequest) -> JudgeAnswer:
         size = len(request.conditions)
@@ -261,6 +281,10 @@ class NoModelOracle(Oracle):
 
     def __init__(self, hint: str) -> None:
         self.hint = hint
+
+    @property
+    def waits(self) -> bool:
+        return False
 
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ReplyRequest):
