@@ -167,13 +167,15 @@ class ReplayOracle(Oracle):
 
     def _call(self, request: OracleRequest, print_: str) -> Any:
         kind = request.kind
-        with self._lock:
-            self.made += 1
         try:
             answer = self.inner.ask(request)
         except (RunInterrupted, OracleError):
+            with self._lock:
+                self.made += 1
             raise  # provider outages and script misses are not journaled: a resume tries again
         except Exception as exc:
+            with self._lock:
+                self.made += 1
             if kind not in ("tool", "hook"):
                 raise
             message = str(exc) or type(exc).__name__
@@ -198,6 +200,7 @@ class ReplayOracle(Oracle):
             else:
                 journal.answers[request.position] = record
             self.recorded += 1
+            self.made += 1
         return answer
 
     def _reply(self, request: ReplyRequest) -> Any:

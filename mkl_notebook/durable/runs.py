@@ -219,7 +219,7 @@ def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: M
     secret = bytes.fromhex(index.start.get("secret", ""))
     options = _options_from_record(_effective_options(index), secret, observer)
     context, host_input = _host_values(index)
-    replay_oracle = ReplayOracle(oracle, index, lambda record: store.append(run_id, record))
+    replay_oracle = ReplayOracle(oracle, index, functools.partial(store.append, run_id))
     in_doubt: InDoubt | None = None
     try:
         result = run_machine(machines[root_name], replay_oracle, registry=machines, context=context,

@@ -95,8 +95,7 @@ class MemoryStore:
             self._outcomes.pop(run_id, None)
 
     def append(self, run_id: str, record: dict[str, Any]) -> None:
-        with self._lock:
-            self._records[run_id].append(record)
+        self._records[run_id].append(record)  # one atomic list append: the callers already serialise per run
 
     def read(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:

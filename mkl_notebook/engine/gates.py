@@ -9,7 +9,6 @@ from ..lang.interpolate import fmt
 from ..lang.model import Gate, State
 from .failure import StateFailure
 from .oracle import HookRequest, JudgeAnswer, JudgeRequest, OracleError, RunInterrupted, context_json
-from .taint import fence_nonce
 
 if TYPE_CHECKING:
     from .runner import _MachineRun
@@ -65,7 +64,7 @@ def _judge(run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output
            position: str) -> JudgeAnswer:
     judge_position = f"{position}/judge@{batch[0][0]}"
     ctx_json = context_json(run.ctx)
-    nonce = fence_nonce(run.shared.secret, judge_position, (output, reasoning or "", ctx_json))
+    nonce = run.nonce(judge_position, (output, reasoning or "", ctx_json))
     # (position, machine, state, tier, conditions, output, reasoning, context_json, nonce)
     request = JudgeRequest(judge_position, run.machine.name, state.id, run.plans[state.id].tier,
                            tuple([gate.when for _, gate in batch]), output, reasoning, ctx_json, nonce)

@@ -216,9 +216,10 @@ _UNHASHED = frozenset({"position", "delay"})
 _HASHED_FIELDS: dict[type, attrgetter] = {}
 _MEMO_MAX = 4096
 _RECENT: dict[tuple[object, ...], str] = {}  # loops ask the same request again and again
-_PRODUCE_HEADS: dict[tuple[object, ...], str] = {}
-_PRODUCE_TAILS: dict[tuple[object, ...], str] = {}
+# Per produce "shape" (every field but the prompt): the repr text around the prompt, and recent digests.
+_PRODUCE_SHAPES: dict[tuple[object, ...], tuple[str, str, dict[str, str]]] = {}
 _JUDGE_HEADS: dict[tuple[object, ...], str] = {}
+_EMPTY_HASH = hashlib.blake2b(digest_size=12)  # copied, not rebuilt: that skips parsing its arguments
 
 
 def fingerprint(request: OracleRequest) -> str:
@@ -226,8 +227,8 @@ def fingerprint(request: OracleRequest) -> str:
 
     The hash is BLAKE2b of the ``repr`` of the tuple ``(kind, *fields)`` (unambiguous
     for the str, bool, number, None and tuple values requests hold), so no separator
-    can be forged by a value.  Produce requests, the hot path, build that same text
-    from cached pieces: only the prompt changes from call to call of one state.
+    can be forged by a value.  Produce and judge requests, the hot path, build that
+    same text from cached pieces: within one state, little changes from call to call.
     """
     if type(request) is ProduceRequest:
         return _produce_fingerprint(request)
@@ -243,43 +244,50 @@ def fingerprint(request: OracleRequest) -> str:
     except TypeError:  # an unhashable value (never in engine requests) is simply not remembered
         return _digest(repr(values))
     if digest is None:
-        digest = _remember(_RECENT, values, _digest(repr(values)))
+        digest = _digest(repr(values))
+        _remember(_RECENT, values, digest)
     return digest
 
 
 def _produce_fingerprint(request: ProduceRequest) -> str:
-    head = (request.machine, request.state, request.tier, request.structure, request.execution)
-    tail = (request.fenced, request.reason, request.temperature, request.ask_human, request.conversation)
-    key = (head, request.user, tail)
-    digest = _RECENT.get(key)
-    if digest is not None:
-        return digest
-    prefix = _PRODUCE_HEADS.get(head)
-    if prefix is None:  # repr((kind, *head, user, *tail)) == prefix + repr(user) + suffix
-        prefix = _remember(_PRODUCE_HEADS, head, "('produce', " + "".join(repr(value) + ", " for value in head))
-    suffix = _PRODUCE_TAILS.get(tail)
-    if suffix is None:
-        suffix = _remember(_PRODUCE_TAILS, tail, "".join(", " + repr(value) for value in tail) + ")")
-    return _remember(_RECENT, key, _digest(prefix + repr(request.user) + suffix))
+    shape = (request.machine, request.state, request.tier, request.structure, request.execution, request.fenced,
+             request.reason, request.temperature, request.ask_human, request.conversation)
+    entry = _PRODUCE_SHAPES.get(shape)
+    if entry is None:  # repr(("produce", machine, …, execution, user, fenced, …)) == prefix + repr(user) + suffix
+        prefix = "('produce', " + "".join(repr(value) + ", " for value in shape[:5])
+        suffix = "".join(", " + repr(value) for value in shape[5:]) + ")"
+        entry = (prefix, suffix, {})
+        _remember(_PRODUCE_SHAPES, shape, entry)
+    prefix, suffix, recent = entry
+    user = request.user
+    digest = recent.get(user)
+    if digest is None:
+        digest = _digest(prefix + repr(user) + suffix)
+        if len(recent) >= 64:
+            recent.clear()
+        recent[user] = digest
+    return digest
 
 
 def _judge_fingerprint(request: JudgeRequest) -> str:
     head = (request.machine, request.state, request.tier, request.conditions)
     prefix = _JUDGE_HEADS.get(head)
     if prefix is None:
-        prefix = _remember(_JUDGE_HEADS, head, "('judge', " + "".join(repr(value) + ", " for value in head))
+        prefix = "('judge', " + "".join(repr(value) + ", " for value in head)
+        _remember(_JUDGE_HEADS, head, prefix)
     return _digest(f"{prefix}{request.output!r}, {request.reasoning!r}, {request.context_json!r}, {request.nonce!r})")
 
 
-def _remember(memo: dict[tuple[object, ...], str], key: tuple[object, ...], value: str) -> str:
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
     if len(memo) >= _MEMO_MAX:
         memo.clear()
     memo[key] = value
-    return value
 
 
 def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    hasher = _EMPTY_HASH.copy()
+    hasher.update(text.encode("utf-8", "surrogatepass"))
+    return hasher.hexdigest()
 
 
 @dataclass

@@ -35,7 +35,7 @@ from .oracle import (
 )
 from .plan import plans_for
 from .result import RunResult
-from .taint import fence_nonce, initial_taint, reaches_tool_state, tool_class
+from .taint import Fences, initial_taint, reaches_tool_state, tool_class
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
 REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
@@ -78,6 +78,10 @@ class _Shared:
     registry: Mapping[str, Machine]
     options: RunOptions
     secret: bytes
+    fences: Fences = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fences = Fences(self.secret)
 
     def emit(self, event: str, **data: Any) -> None:
         observer = self.options.observer
@@ -116,6 +120,7 @@ class _MachineRun:
         self.last_value: Any = None
         self.plans = plans_for(machine)
         self.observer = shared.options.observer
+        self.nonce = shared.fences.nonce
 
     # -- outcomes --------------------------------------------------------------
 
@@ -161,19 +166,22 @@ class _MachineRun:
         state_id = self.machine.entry
         states = self.machine.states
         cost_limit = self.cost_limit
+        budget = self.budget
+        all_visits = self.visits
+        prefix = self.prefix
         while True:
-            if self.steps >= self.budget:
+            if self.steps >= budget:
                 return self._exhausted("budget-exhausted", state_id)
             if cost_limit is not None and self.usage.total >= cost_limit:
                 return self._exhausted("cost-exhausted", state_id)
             state = states.get(state_id)
             if state is None:
                 return self._halt(f"state-error: unknown state '{state_id}'", state_id)
-            visits = self.visits.get(state_id, 0)
-            if state.max_visits is not None and visits >= state.max_visits:
+            visits = all_visits.get(state_id, 0) + 1
+            if state.max_visits is not None and visits > state.max_visits:
                 return self._halt("loop-ceiling", state_id)
-            self.visits[state_id] = visits + 1
-            position = f"{self.prefix}/{self.iteration}:{state_id}#{visits + 1}"
+            all_visits[state_id] = visits
+            position = f"{prefix}/{self.iteration}:{state_id}#{visits}"
             self.iteration += 1
             if self.observer is not None:
                 self.shared.emit("enter", machine=self.machine.name, depth=self.depth, state=state_id,
@@ -188,7 +196,7 @@ class _MachineRun:
                 self.usage.add(*asked.usage)
                 return self._result("suspended", "asked", at=state_id, question=asked.question,
                                     pending=asked.position)
-            if isinstance(outcome, RunResult):
+            if type(outcome) is not str:
                 return outcome
             state_id = outcome
 
@@ -390,8 +398,9 @@ class _MachineRun:
                  sampled: bool = False, extra_external: bool = False, in_branch: bool = False) -> _Executed:
         call_position = position + "/produce"
         plan = self.plans[state.id]
-        rendered = render_compiled(plan.template, state.prompt, ctx, taint.tainted,
-                                   functools.partial(fence_nonce, self.shared.secret, call_position))
+        template = plan.template
+        rendered = render_compiled(template, state.prompt, ctx, taint.tainted,
+                                   functools.partial(self.nonce, call_position) if template[1] else None)
         asking = state.kind == "generative" and (state.ask_human or self.shared.options.ask_human)
         # (position, machine, state, tier, structure, execution, user, fenced, reason, temperature, ask_human)
         request = ProduceRequest(call_position, self.machine.name, state.id, plan.tier, plan.structure,
@@ -399,9 +408,17 @@ class _MachineRun:
                                  0.8 if sampled else 0.4, asking)
         spent_in = spent_out = 0
         round_ = 0
+        oracle = self.shared.oracle
         while True:
-            answer = self._ask(request)
-            if not isinstance(answer, ProduceAnswer):
+            try:  # what _ask does, written out on the hottest path
+                answer = oracle.ask(request)
+            except (_Fail, _Suspended, RunInterrupted):
+                raise
+            except OracleError as exc:
+                raise _Fail(exc.error, suspendable=exc.suspendable) from None
+            except Exception as exc:
+                raise _Fail(f"state-error: {exc}") from None
+            if type(answer) is not ProduceAnswer and not isinstance(answer, ProduceAnswer):
                 raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
             spent_in += answer.input_tokens
             spent_out += answer.output_tokens
@@ -422,8 +439,8 @@ class _MachineRun:
         if state.parse is not None:
             value = _parse_output(state.parse, answer.text, usage)
         external = extra_external or round_ > 0 or not taint.external.isdisjoint(rendered.read_keys)
-        return _Executed(value, answer.reasoning if state.reason else None, usage, external=external,
-                         truncated=answer.truncated)
+        # (value, reasoning, usage, sub_trace, external, truncated)
+        return _Executed(value, answer.reasoning if state.reason else None, usage, None, external, answer.truncated)
 
     def _person_answers(self, state: State, question: str, position: str, usage: tuple[int, int]) -> str:
         """The person's reply to a model's question; suspends the run when none is recorded yet."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
@@ -49,27 +48,34 @@ def reaches_tool_state(name: str, registry: Mapping[str, Machine]) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=64)
-def _keyed(secret: bytes) -> Any:
-    return hashlib.blake2b(key=secret[:64], digest_size=6)
+class Fences:
+    """The fence nonces of one run: keyed BLAKE2b (a MAC) of each call's position under the run secret.
+
+    12 hex digits, unguessable without the secret, reproducible on replay, and
+    re-rolled (deterministically) while one occurs inside a fenced value, so a value
+    can never close its own fence.
+    """
+
+    __slots__ = ("_keyed",)
+
+    def __init__(self, secret: bytes) -> None:
+        self._keyed = hashlib.blake2b(key=secret[:64], digest_size=6)  # copied per nonce: no re-keying
+
+    def nonce(self, position: str, values: Iterable[str]) -> str:
+        texts = values if isinstance(values, (list, tuple)) else list(values)
+        attempt = 0
+        while True:
+            hasher = self._keyed.copy()
+            hasher.update(f"{position}#{attempt}".encode())
+            digest = hasher.hexdigest()
+            for text in texts:
+                if digest in text:
+                    break
+            else:
+                return digest
+            attempt += 1
 
 
 def fence_nonce(secret: bytes, position: str, values: Iterable[str]) -> str:
-    """A 12-hex-digit nonce, unguessable without the run secret, reproducible on replay.
-
-    Re-rolled (deterministically) while it occurs inside any fenced value, so a
-    value can never close its own fence.
-    """
-    texts = values if isinstance(values, (list, tuple)) else list(values)
-    keyed = _keyed(secret)  # keyed BLAKE2b is a MAC; copying the keyed state skips re-keying on every call
-    attempt = 0
-    while True:
-        hasher = keyed.copy()
-        hasher.update(f"{position}#{attempt}".encode())
-        digest = hasher.hexdigest()
-        for text in texts:
-            if digest in text:
-                break
-        else:
-            return digest
-        attempt += 1
+    """One nonce (see :class:`Fences`) without keeping the run's keyed hash around."""
+    return Fences(secret).nonce(position, values)

@@ -118,17 +118,26 @@ def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], t
     literals, slots, read = compiled
     if not slots:
         return Rendered(template, False, read)
-    texts = [fmt(_value_at(ctx, parts)) for parts, _ in slots]
-    flags = [root in tainted for _, root in slots]
-    if True not in flags:
+    plain_dict = type(ctx) is dict
+    texts: list[str] = []
+    to_fence: list[str] = []
+    for parts, root in slots:  # written out, not comprehensions: this runs for every prompt of every step
+        value = ctx.get(root) if plain_dict and len(parts) == 1 else _value_at(ctx, parts)
+        text = value if type(value) is str and len(value) <= VALUE_CAP else fmt(value)
+        texts.append(text)
+        if root in tainted:
+            to_fence.append(text)
+    if not to_fence:
+        if len(texts) == 1:
+            return Rendered(literals[0] + texts[0] + literals[1], False, read)
         pieces = [literals[0]]
         for text, literal in zip(texts, literals[1:], strict=True):
             pieces += (text, literal)
         return Rendered("".join(pieces), False, read)
-    chosen = nonce([text for text, flag in zip(texts, flags, strict=True) if flag]) if callable(nonce) else nonce
+    chosen = nonce(to_fence) if callable(nonce) else nonce
     if not chosen:
         raise ValueError("a fence nonce is required to render tainted values")
     pieces = [literals[0]]
-    for text, flag, literal in zip(texts, flags, literals[1:], strict=True):
-        pieces += (fence(text, chosen) if flag else text, literal)
+    for (_, root), text, literal in zip(slots, texts, literals[1:], strict=True):
+        pieces += (f"<data-{chosen}>\n{text}\n</data-{chosen}>" if root in tainted else text, literal)
     return Rendered("".join(pieces), True, read)
