@@ -131,13 +131,16 @@ def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], t
         if len(texts) == 1:
             return Rendered(literals[0] + texts[0] + literals[1], False, read)
         pieces = [literals[0]]
-        for text, literal in zip(texts, literals[1:], strict=True):
-            pieces += (text, literal)
+        for index, text in enumerate(texts, 1):
+            pieces += (text, literals[index])
         return Rendered("".join(pieces), False, read)
     chosen = nonce(to_fence) if callable(nonce) else nonce
     if not chosen:
         raise ValueError("a fence nonce is required to render tainted values")
+    if len(texts) == 1:
+        return Rendered(f"{literals[0]}<data-{chosen}>\n{texts[0]}\n</data-{chosen}>{literals[1]}", True, read)
     pieces = [literals[0]]
-    for (_, root), text, literal in zip(slots, texts, literals[1:], strict=True):
-        pieces += (f"<data-{chosen}>\n{text}\n</data-{chosen}>" if root in tainted else text, literal)
+    for index, text in enumerate(texts, 1):
+        root = slots[index - 1][1]
+        pieces += (f"<data-{chosen}>\n{text}\n</data-{chosen}>" if root in tainted else text, literals[index])
     return Rendered("".join(pieces), True, read)

@@ -113,7 +113,15 @@ class Machine:
 
     def called_machines(self) -> tuple[str, ...]:
         """Names this machine mentions in ``call:`` states, in document order, once each."""
-        return tuple(dict.fromkeys(s.call for s in self.states.values() if s.kind == "call" and s.call))
+        return self._called_machines
 
     def has_tool_state(self) -> bool:
+        return self._has_tool_state
+
+    @cached_property
+    def _called_machines(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.call for s in self.states.values() if s.kind == "call" and s.call))
+
+    @cached_property
+    def _has_tool_state(self) -> bool:
         return any(s.kind == "tool" for s in self.states.values())
