@@ -1971,3 +1971,25 @@ states:
     res = run(text.replace("budget: 5\n", "budget: 5\ncontext: {topic: mine}\n", 1), registry={"child": child})
     assert res.status == "done"
     assert "decision_tainted" not in res.trace[0]
+
+
+def test_the_judge_sees_the_context_exactly_as_json_dumps_writes_it():
+    """context_json is on every judge call's hot path; it must stay byte-identical to json.dumps."""
+    import json as json_module
+
+    from mkl_notebook.engine.oracle import context_json
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque!"
+
+    contexts = [
+        {}, {"draft": "ok"}, {"é": "naïve ☃", "n": 1.5, "big": 10**30, "neg": -0.0, "flags": [True, False, None]},
+        {"nested": {"a": [{"b": Opaque()}, (1, 2)]}, "nan": float("nan"), "inf": float("inf")},
+    ]
+    for ctx in contexts:
+        assert context_json(ctx) == json_module.dumps(ctx, ensure_ascii=False, default=str)
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="Circular reference"):
+        context_json(circular)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any, Literal
@@ -307,8 +307,34 @@ class Usage:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
 
-_CONTEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps with options builds one per call
+_CONTEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def _reusable_c_encoder() -> Callable[[Any, int], Any] | None:
+    """The C encoder ``JSONEncoder.encode`` builds on every call, built once.
+
+    For a small context, building it is most of the cost of encoding.  Without
+    circular-reference markers it can be shared; a circular context then recurses
+    without end, and :func:`context_json` lets the standard encoder say what is wrong.
+    """
+    try:
+        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    if c_make_encoder is None:
+        return None
+    # (markers, default, encoder, indent, key_separator, item_separator, sort_keys, skipkeys, allow_nan)
+    return c_make_encoder(None, str, encode_basestring, None, ": ", ", ", False, False, True)  # type: ignore[no-any-return]
+
+
+_C_ENCODE = _reusable_c_encoder()
 
 
 def context_json(ctx: Mapping[str, Any]) -> str:
+    """The run context as the judge and hooks see it: ``json.dumps(ctx, ensure_ascii=False, default=str)``."""
+    if _C_ENCODE is not None and type(ctx) is dict:
+        try:
+            return "".join(_C_ENCODE(ctx, 0))
+        except RecursionError:
+            pass
     return _CONTEXT_ENCODER.encode(ctx)

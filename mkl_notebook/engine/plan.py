@@ -9,6 +9,7 @@ from ..lang.interpolate import Template, compile_template
 from ..lang.model import Gate, Machine, State
 
 UNSPECIFIED_STRUCTURE = "(unspecified)"  # what an unvalidated state without `structure:` renders as
+REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,7 @@ class StatePlan:
     template: Template  # the compiled prompt
     # The first gate is a catch-all that is always eligible: the transition needs no scan, judge or hook.
     leading_otherwise: Gate | None
+    feedback: tuple[str, ...]  # per gate: what a repair through it appends to the next prompt
 
 
 def _plan(machine: Machine, state: State) -> StatePlan:
@@ -30,6 +32,7 @@ def _plan(machine: Machine, state: State) -> StatePlan:
         fanout=state.is_fanout,
         template=compile_template(state.prompt),
         leading_otherwise=leading,
+        feedback=tuple(REPAIR_FEEDBACK.format(when=gate.when) for gate in state.gates),
     )
 
 

@@ -38,7 +38,6 @@ from .result import RunResult
 from .taint import Fences, initial_taint, reaches_tool_state, tool_class
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
-REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
 
 
 class _Asked(Exception):
@@ -315,7 +314,7 @@ class _MachineRun:
         return self._transition(state, step, outcome.index, outcome.gate, position)
 
     def _external_in_scope(self) -> bool:
-        return any(key in self.ctx for key in self.taint.external)
+        return not self.taint.external.isdisjoint(self.ctx)
 
     def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate,
                     position: str) -> RunResult | str:
@@ -332,7 +331,7 @@ class _MachineRun:
         if gate.policy == "repair":
             key = (state.id, index)
             self.repair_left[key] = self.repair_left.get(key, gate.repair) - 1
-            self.feedback = REPAIR_FEEDBACK.format(when=gate.when)
+            self.feedback = self.plans[state.id].feedback[index]
         self._record(step)
         target = gate.to
         if target == END:
