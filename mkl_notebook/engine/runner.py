@@ -120,6 +120,8 @@ class _MachineRun:
         self.plans = plans_for(machine)
         self.observer = shared.options.observer
         self.nonce = shared.fences.nonce
+        self.machine_name = machine.name
+        self.ask_all = shared.options.ask_human  # every generative state may ask the person
 
     # -- outcomes --------------------------------------------------------------
 
@@ -398,48 +400,63 @@ class _MachineRun:
         call_position = position + "/produce"
         plan = self.plans[state.id]
         template = plan.template
-        rendered = render_compiled(template, state.prompt, ctx, taint.tainted,
-                                   functools.partial(self.nonce, call_position) if template[1] else None)
-        asking = state.kind == "generative" and (state.ask_human or self.shared.options.ask_human)
+        text, fenced, read_keys = render_compiled(
+            template, state.prompt, ctx, taint.tainted,
+            functools.partial(self.nonce, call_position) if template[1] else None)
+        asking = state.ask_human or self.ask_all
         # (position, machine, state, tier, structure, execution, user, fenced, reason, temperature, ask_human)
-        request = ProduceRequest(call_position, self.machine.name, state.id, plan.tier, plan.structure,
-                                 state.execution, rendered.text + feedback, rendered.fenced, state.reason,
+        request = ProduceRequest(call_position, self.machine_name, state.id, plan.tier, plan.structure,
+                                 state.execution, text + feedback, fenced, state.reason,
                                  0.8 if sampled else 0.4, asking)
-        spent_in = spent_out = 0
-        round_ = 0
-        oracle = self.shared.oracle
+        answer = self._ask_produce(request)
+        if asking:
+            answer, usage, rounds = self._converse(state, request, answer, position, in_branch)
+        else:
+            usage, rounds = (answer.input_tokens, answer.output_tokens), 0
+        value: Any = answer.text
+        if state.parse is not None:
+            value = _parse_output(state.parse, value, usage)
+        external = extra_external or rounds > 0 or not taint.external.isdisjoint(read_keys)
+        # (value, reasoning, usage, sub_trace, external, truncated)
+        return _Executed(value, answer.reasoning if state.reason else None, usage, None, external, answer.truncated)
+
+    def _ask_produce(self, request: ProduceRequest) -> ProduceAnswer:
+        try:
+            answer = self.shared.oracle.ask(request)
+        except (_Fail, _Suspended, RunInterrupted):
+            raise
+        except OracleError as exc:
+            raise _Fail(exc.error, suspendable=exc.suspendable) from None
+        except Exception as exc:  # a host callable raised: its message is the halt reason
+            raise _Fail(f"state-error: {exc}") from None
+        if type(answer) is not ProduceAnswer and not isinstance(answer, ProduceAnswer):
+            raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
+        return answer
+
+    def _converse(self, state: State, request: ProduceRequest, answer: ProduceAnswer, position: str,
+                  in_branch: bool) -> tuple[ProduceAnswer, tuple[int, int], int]:
+        """An ask_human state: while the model asks (``ASK: …``), get the person's reply and ask again.
+
+        Returns the final answer, the tokens of every round, and how many rounds a person answered.
+        """
+        spent_in, spent_out = answer.input_tokens, answer.output_tokens
+        rounds = 0
         while True:
-            try:  # what _ask does, written out on the hottest path
-                answer = oracle.ask(request)
-            except (_Fail, _Suspended, RunInterrupted):
-                raise
-            except OracleError as exc:
-                raise _Fail(exc.error, suspendable=exc.suspendable) from None
-            except Exception as exc:
-                raise _Fail(f"state-error: {exc}") from None
-            if type(answer) is not ProduceAnswer and not isinstance(answer, ProduceAnswer):
-                raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
-            spent_in += answer.input_tokens
-            spent_out += answer.output_tokens
-            question = _question(answer.text) if asking else None
+            question = _question(answer.text)
             if question is None:
-                break
+                return answer, (spent_in, spent_out), rounds
             usage = (spent_in, spent_out)
             if in_branch:
                 raise _Fail(f"state-error: ask: {question}", usage=usage)  # branches never suspend
-            if round_ >= self.shared.options.ask_limit:
+            if rounds >= self.shared.options.ask_limit:
                 raise _Fail("state-error: ask-limit", policy="state-error", usage=usage)
-            reply = self._person_answers(state, question, f"{position}/ask@r{round_}", usage)
-            round_ += 1
-            request = replace(request, position=f"{call_position}~r{round_}",
+            reply = self._person_answers(state, question, f"{position}/ask@r{rounds}", usage)
+            rounds += 1
+            request = replace(request, position=f"{position}/produce~r{rounds}",
                               conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)))
-        usage = (spent_in, spent_out)
-        value: Any = answer.text
-        if state.parse is not None:
-            value = _parse_output(state.parse, answer.text, usage)
-        external = extra_external or round_ > 0 or not taint.external.isdisjoint(rendered.read_keys)
-        # (value, reasoning, usage, sub_trace, external, truncated)
-        return _Executed(value, answer.reasoning if state.reason else None, usage, None, external, answer.truncated)
+            answer = self._ask_produce(request)
+            spent_in += answer.input_tokens
+            spent_out += answer.output_tokens
 
     def _person_answers(self, state: State, question: str, position: str, usage: tuple[int, int]) -> str:
         """The person's reply to a model's question; suspends the run when none is recorded yet."""

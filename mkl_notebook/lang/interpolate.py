@@ -109,15 +109,16 @@ def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
     nonce comes from ``nonce``, called once with the texts to be fenced (a nonce
     must not occur in any of them), only when a fence is needed.
     """
-    return render_compiled(compile_template(template), template, ctx, tainted, nonce)
+    return Rendered(*render_compiled(compile_template(template), template, ctx, tainted, nonce))
 
 
 def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
-                    nonce: Callable[[list[str]], str] | str | None = None) -> Rendered:
-    """:func:`render` for a template already passed through :func:`compile_template`."""
+                    nonce: Callable[[list[str]], str] | str | None = None) -> tuple[str, bool, frozenset[str]]:
+    """:func:`render` for a template already passed through :func:`compile_template`, as a plain
+    ``(text, fenced, read_keys)`` tuple: the engine renders a prompt on every step."""
     literals, slots, read = compiled
     if not slots:
-        return Rendered(template, False, read)
+        return template, False, read
     plain_dict = type(ctx) is dict
     texts: list[str] = []
     to_fence: list[str] = []
@@ -129,18 +130,18 @@ def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], t
             to_fence.append(text)
     if not to_fence:
         if len(texts) == 1:
-            return Rendered(literals[0] + texts[0] + literals[1], False, read)
+            return literals[0] + texts[0] + literals[1], False, read
         pieces = [literals[0]]
         for index, text in enumerate(texts, 1):
             pieces += (text, literals[index])
-        return Rendered("".join(pieces), False, read)
+        return "".join(pieces), False, read
     chosen = nonce(to_fence) if callable(nonce) else nonce
     if not chosen:
         raise ValueError("a fence nonce is required to render tainted values")
     if len(texts) == 1:
-        return Rendered(f"{literals[0]}<data-{chosen}>\n{texts[0]}\n</data-{chosen}>{literals[1]}", True, read)
+        return f"{literals[0]}<data-{chosen}>\n{texts[0]}\n</data-{chosen}>{literals[1]}", True, read
     pieces = [literals[0]]
     for index, text in enumerate(texts, 1):
         root = slots[index - 1][1]
         pieces += (f"<data-{chosen}>\n{text}\n</data-{chosen}>" if root in tainted else text, literals[index])
-    return Rendered("".join(pieces), True, read)
+    return "".join(pieces), True, read

@@ -98,6 +98,7 @@ class ScriptedOracle(Oracle):
         self.latency = latency
         self.calls: dict[str, int] = {"produce": 0, "judge": 0, "hook": 0, "tool": 0, "reply": 0}
         self._answered: set[str] = set()  # positions this script has spoken for, live or from a journal
+        self._answer_cache: dict[tuple[str, bool], ProduceAnswer] = {}
 
     # -- Oracle ------------------------------------------------------------------
 
@@ -195,6 +196,14 @@ class ScriptedOracle(Oracle):
         return self._produce_answer(request, text)
 
     def _produce_answer(self, request: ProduceRequest, text: Any) -> ProduceAnswer:
+        if type(text) is str:  # answers are read-only records: one instance serves every equal answer
+            key = (text, request.reason)
+            answer = self._answer_cache.get(key)
+            if answer is None:
+                answer = self._answer_cache[key] = ProduceAnswer(
+                    text, "thought" if request.reason else None, self._tokens[0], self._tokens[1], False,
+                    SCRIPTED_MODEL)
+            return answer
         return ProduceAnswer(text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
                              "thought" if request.reason else None, self._tokens[0], self._tokens[1], False,
                              SCRIPTED_MODEL)
