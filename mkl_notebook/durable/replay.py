@@ -23,6 +23,7 @@ from ..engine.oracle import (
     RunInterrupted,
     ToolRequest,
     fingerprint,
+    produce_fingerprint,
 )
 from .records import decode_answer, encode_answer
 
@@ -128,7 +129,7 @@ class ReplayOracle(Oracle):
         if kind == "reply":
             return self._reply(request)  # type: ignore[arg-type]
         position = request.position
-        print_ = fingerprint(request)
+        print_ = produce_fingerprint(request) if kind == "produce" else fingerprint(request)  # type: ignore[arg-type]
         recorded = self.journal.answers.get(position)
         if recorded is not None:
             if recorded.get("fp") == print_:

@@ -231,7 +231,7 @@ def fingerprint(request: OracleRequest) -> str:
     same text from cached pieces: within one state, little changes from call to call.
     """
     if type(request) is ProduceRequest:
-        return _produce_fingerprint(request)
+        return produce_fingerprint(request)
     if type(request) is JudgeRequest:
         return _judge_fingerprint(request)
     getter = _HASHED_FIELDS.get(type(request))
@@ -249,7 +249,8 @@ def fingerprint(request: OracleRequest) -> str:
     return digest
 
 
-def _produce_fingerprint(request: ProduceRequest) -> str:
+def produce_fingerprint(request: ProduceRequest) -> str:
+    """:func:`fingerprint` of a produce request (callers that know the kind skip the dispatch)."""
     shape = (request.machine, request.state, request.tier, request.structure, request.execution, request.fenced,
              request.reason, request.temperature, request.ask_human, request.conversation)
     entry = _PRODUCE_SHAPES.get(shape)
@@ -262,7 +263,9 @@ def _produce_fingerprint(request: ProduceRequest) -> str:
     user = request.user
     digest = recent.get(user)
     if digest is None:
-        digest = _digest(prefix + repr(user) + suffix)
+        hasher = _EMPTY_HASH.copy()  # _digest, written out
+        hasher.update((prefix + repr(user) + suffix).encode("utf-8", "surrogatepass"))
+        digest = hasher.hexdigest()
         if len(recent) >= 64:
             recent.clear()
         recent[user] = digest

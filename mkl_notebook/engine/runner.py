@@ -205,7 +205,9 @@ class _MachineRun:
         """Execute one state and take its transition: the next state id, or the run's end."""
         plan = self.plans[state.id]
         step: dict[str, Any] = {"step": None, "state": state.id, "tier": plan.tier}
-        feedback, self.feedback = self.feedback, ""
+        feedback = self.feedback
+        if feedback:
+            self.feedback = ""
         kind = state.kind
         if kind == "tool":
             refused = self._flow_guard(state, step)
@@ -408,7 +410,16 @@ class _MachineRun:
         request = ProduceRequest(call_position, self.machine_name, state.id, plan.tier, plan.structure,
                                  state.execution, text + feedback, fenced, state.reason,
                                  0.8 if sampled else 0.4, asking)
-        answer = self._ask_produce(request)
+        try:  # _ask_produce, written out on the hottest path
+            answer = self.shared.oracle.ask(request)
+        except (_Fail, _Suspended, RunInterrupted):
+            raise
+        except OracleError as exc:
+            raise _Fail(exc.error, suspendable=exc.suspendable) from None
+        except Exception as exc:
+            raise _Fail(f"state-error: {exc}") from None
+        if type(answer) is not ProduceAnswer and not isinstance(answer, ProduceAnswer):
+            raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
         if asking:
             answer, usage, rounds = self._converse(state, request, answer, position, in_branch)
         else:
