@@ -36,19 +36,29 @@ def _plan(machine: Machine, state: State) -> StatePlan:
     )
 
 
-_PLANS: dict[int, tuple[Machine, dict[str, StatePlan]]] = {}
+_PLANS: dict[int, tuple[Machine, dict[str, State], dict[str, StatePlan]]] = {}
 _PLANS_MAX = 256
 _lock = threading.Lock()
 
 
+def states_of(machine: Machine) -> dict[str, State]:
+    """The machine's states as a plain dict (the model's read-only mapping is slower to index)."""
+    return _cached(machine)[1]
+
+
 def plans_for(machine: Machine) -> dict[str, StatePlan]:
     """Each state's plan; machines are immutable, so one plan serves every run of the same model."""
+    return _cached(machine)[2]
+
+
+def _cached(machine: Machine) -> tuple[Machine, dict[str, State], dict[str, StatePlan]]:
     cached = _PLANS.get(id(machine))
     if cached is not None and cached[0] is machine:  # the entry holds the machine, so its id cannot be reused
-        return cached[1]
-    plans = {state_id: _plan(machine, state) for state_id, state in machine.states.items()}
+        return cached
+    entry = (machine, dict(machine.states),
+             {state_id: _plan(machine, state) for state_id, state in machine.states.items()})
     with _lock:
         if len(_PLANS) >= _PLANS_MAX:
             _PLANS.clear()
-        _PLANS[id(machine)] = (machine, plans)
-    return plans
+        _PLANS[id(machine)] = entry
+    return entry

@@ -33,7 +33,7 @@ from .oracle import (
     ToolRequest,
     Usage,
 )
-from .plan import plans_for
+from .plan import plans_for, states_of
 from .result import RunResult
 from .taint import Fences, initial_taint, reaches_tool_state, tool_class
 
@@ -158,14 +158,17 @@ class _MachineRun:
     def _record(self, step: dict[str, Any]) -> None:
         self.trace.append(step)
         if self.observer is not None:
-            self.shared.emit("step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps,
-                             usage=self.usage.as_dict())
+            self._emit_step(step)
+
+    def _emit_step(self, step: dict[str, Any]) -> None:
+        self.shared.emit("step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps,
+                         usage=self.usage.as_dict())
 
     # -- the loop --------------------------------------------------------------
 
     def run(self) -> RunResult:
         state_id = self.machine.entry
-        states = self.machine.states
+        states = states_of(self.machine)
         cost_limit = self.cost_limit
         budget = self.budget
         all_visits = self.visits
@@ -323,27 +326,30 @@ class _MachineRun:
     def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate,
                     position: str) -> RunResult | str:
         policy = gate.policy
+        target = gate.to
         step["gate"] = gate.when
         step["policy"] = policy
-        step["to"] = gate.to if policy != "fail" else None
         if policy == "fail":
+            step["to"] = None
             self._record(step)
             return self._halt("gate-fail", state.id)
-        if gate.to is None:
+        step["to"] = target
+        if target is None:
             self._record(step)
             return self._halt("state-error: gate-missing-to", state.id)
-        if gate.policy == "repair":
+        if policy == "repair":
             key = (state.id, index)
             self.repair_left[key] = self.repair_left.get(key, gate.repair) - 1
             self.feedback = self.plans[state.id].feedback[index]
-        self._record(step)
-        target = gate.to
+        self.trace.append(step)  # _record, written out
+        if self.observer is not None:
+            self._emit_step(step)
         if target == END:
             value = self.ctx.get(self.machine.result) if self.machine.result else self.last_value
             return self._result("done", result=value)
         if target not in self.plans:
             return self._halt(f"state-error: unknown state '{target}'", state.id)
-        if gate.policy == "escalate" and self._escalate_suspends(gate):
+        if policy == "escalate" and self._escalate_suspends(gate):
             return self._await_reply(gate, target, f"{position}/reply@{index}")
         return target
 
