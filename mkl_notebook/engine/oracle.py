@@ -216,8 +216,9 @@ _UNHASHED = frozenset({"position", "delay"})
 _HASHED_FIELDS: dict[type, attrgetter] = {}
 _MEMO_MAX = 4096
 _RECENT: dict[tuple[object, ...], str] = {}  # loops ask the same request again and again
-# Per produce "shape" (every field but the prompt): the repr text around the prompt, and recent digests.
-_PRODUCE_SHAPES: dict[tuple[object, ...], tuple[str, str, dict[str, str]]] = {}
+# Per produce "shape" (every field but the prompt): the hash state after the text before the prompt, the
+# text after it, and recent digests.
+_PRODUCE_SHAPES: dict[tuple[object, ...], tuple[Any, bytes, dict[str, str]]] = {}
 _JUDGE_HEADS: dict[tuple[object, ...], str] = {}
 _EMPTY_HASH = hashlib.blake2b(digest_size=12)  # copied, not rebuilt: that skips parsing its arguments
 
@@ -257,14 +258,17 @@ def produce_fingerprint(request: ProduceRequest) -> str:
     if entry is None:  # repr(("produce", machine, …, execution, user, fenced, …)) == prefix + repr(user) + suffix
         prefix = "('produce', " + "".join(repr(value) + ", " for value in shape[:5])
         suffix = "".join(", " + repr(value) for value in shape[5:]) + ")"
-        entry = (prefix, suffix, {})
+        hashed_prefix = _EMPTY_HASH.copy()  # BLAKE2b streams: the prefix is absorbed once per shape
+        hashed_prefix.update(prefix.encode("utf-8", "surrogatepass"))
+        entry = (hashed_prefix, suffix.encode("utf-8", "surrogatepass"), {})
         _remember(_PRODUCE_SHAPES, shape, entry)
-    prefix, suffix, recent = entry
+    hashed_prefix, suffix_bytes, recent = entry
     user = request.user
     digest = recent.get(user)
     if digest is None:
-        hasher = _EMPTY_HASH.copy()  # _digest, written out
-        hasher.update((prefix + repr(user) + suffix).encode("utf-8", "surrogatepass"))
+        hasher = hashed_prefix.copy()
+        hasher.update(repr(user).encode("utf-8", "surrogatepass"))
+        hasher.update(suffix_bytes)
         digest = hasher.hexdigest()
         if len(recent) >= 64:
             recent.clear()
