@@ -133,8 +133,11 @@ class ReplayOracle(Oracle):
         recorded = self.journal.answers.get(position)
         if recorded is not None:
             if recorded.get("fp") == print_:
-                with self._lock:
+                self._lock.acquire()
+                try:
                     self.replayed += 1
+                finally:
+                    self._lock.release()
                 self.inner.replayed(request)
                 if "error" in recorded:
                     raise RecordedFailure(recorded["error"])
@@ -194,7 +197,9 @@ class ReplayOracle(Oracle):
             if kind == "tool":
                 record["effect"] = request.effect  # type: ignore[union-attr]
         journal = self.journal
-        with self._lock:  # the fast path of _record for an answer: durable first, then indexed
+        lock = self._lock
+        lock.acquire()  # _record's fast path for an answer: durable first, then indexed (acquire, not `with`:
+        try:  # the statement costs several times the lock)
             self._append(record)
             if journal.open_intents or journal.resolutions or kind == "tool" or kind == "hook":
                 journal.add(record)
@@ -202,6 +207,8 @@ class ReplayOracle(Oracle):
                 journal.answers[request.position] = record
             self.recorded += 1
             self.made += 1
+        finally:
+            lock.release()
         return answer
 
     def _reply(self, request: ReplyRequest) -> Any:

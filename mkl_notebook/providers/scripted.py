@@ -137,8 +137,10 @@ class ScriptedOracle(Oracle):
 
     def ask(self, request: OracleRequest) -> Any:
         kind = request.kind
+        lock = self._lock  # acquire/release, not `with`: the statement costs several times the lock itself
         if kind == "produce" and not self.latency and self._produce_map is None:  # the hot path: one lock
-            with self._lock:
+            lock.acquire()
+            try:
                 self.calls["produce"] += 1
                 self._answered.add(request.position)
                 cursor = self._produce_cursor
@@ -147,10 +149,15 @@ class ScriptedOracle(Oracle):
                     self._produce_cursor = cursor + 1
                 else:
                     text = "ok"
+            finally:
+                lock.release()
             return self._produce_answer(request, text)
-        with self._lock:
+        lock.acquire()
+        try:
             self.calls[kind] += 1
             self._answered.add(request.position)
+        finally:
+            lock.release()
         if self.latency and kind in ("produce", "judge", "tool"):
             time.sleep(self.latency)
         if kind == "tool" and request.delay:  # type: ignore[union-attr]
@@ -212,11 +219,14 @@ class ScriptedOracle(Oracle):
         size = len(request.conditions)
         if self._judge_unparseable:
             return JudgeAnswer(None, raw="scripted", model=SCRIPTED_MODEL)
-        with self._lock:
-            if not self._judge:
-                return JudgeAnswer(size - 1, model=SCRIPTED_MODEL)
+        if not self._judge:
+            return JudgeAnswer(size - 1, None, None, 0, 0, SCRIPTED_MODEL)
+        self._lock.acquire()
+        try:
             pick = self._judge[min(self._judge_cursor, len(self._judge) - 1)]
             self._judge_cursor += 1
+        finally:
+            self._lock.release()
         if pick is None:  # YAML null: as if no judge entry were scripted
             return JudgeAnswer(size - 1, model=SCRIPTED_MODEL)
         if isinstance(pick, bool):  # YAML true / false read as 1 / 0, as the reference runner does
@@ -227,7 +237,7 @@ class ScriptedOracle(Oracle):
             raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
         if not isinstance(pick, int):
             raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
-        return JudgeAnswer(pick, model=SCRIPTED_MODEL)
+        return JudgeAnswer(pick, None, None, 0, 0, SCRIPTED_MODEL)
 
     def _tool(self, request: ToolRequest) -> str:
         spec = self._tools.get(request.name)
