@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, render_compiled, root_key, set_path
+from ..lang.interpolate import PLACEHOLDER, VALUE_CAP, fmt, lookup, render, render_compiled, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .failure import StateFailure as _Fail
 from .gates import select_gate
@@ -231,7 +231,8 @@ class _MachineRun:
                     executed = self._produce(state, self.ctx, self.taint, feedback, position)
                 else:
                     executed = self._execute(state, self.ctx, self.taint, feedback, position)
-                step["output"] = fmt(executed.value)
+                value = executed.value
+                step["output"] = value if type(value) is str and len(value) <= VALUE_CAP else fmt(value)
                 if executed.reasoning is not None:
                     step["reasoning"] = executed.reasoning
                 if executed.sub_trace is not None:
@@ -253,7 +254,12 @@ class _MachineRun:
             _add_cost(step, usage)
         if executed.truncated:
             step["truncated"] = True
-        self._deposit(state, executed)
+        if state.accumulate or executed.external:
+            self._deposit(state, executed)
+        else:  # _deposit's common case, written out
+            key = state.output
+            self.ctx[key] = self.last_value = executed.value
+            self.taint.tainted.add(key)
         step["step"] = self.steps
         if executed.route is not None:
             return self._error_route(state, step, executed.route)
