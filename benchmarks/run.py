@@ -99,17 +99,19 @@ def interleaved_times(actions: dict[str, Callable[[], Any] | None], repeat: int)
 
     Interleaving keeps the engines under the same load: on a shared machine the
     speed drifts over seconds, and timing one engine's runs as a block, then the
-    other's, would put that drift into the ratio.
+    other's, would put that drift into the ratio.  The order flips every round.
     """
     present = {name: action for name, action in actions.items() if action is not None}
     for action in present.values():
         action()
     times: dict[str, list[float]] = {name: [] for name in present}
+    order = list(present.items())
     for _ in range(repeat):
-        for name, action in present.items():
+        for name, action in order:
             start = time.perf_counter()
             action()
             times[name].append(time.perf_counter() - start)
+        order.reverse()  # whoever runs right after another engine inherits its garbage: take turns
     return times
 
 

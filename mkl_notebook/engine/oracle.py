@@ -264,12 +264,17 @@ def produce_fingerprint(request: ProduceRequest) -> str:
         _remember(_PRODUCE_SHAPES, shape, entry)
     hashed_prefix, suffix_bytes, recent = entry
     user = request.user
-    digest = recent.get(user)
-    if digest is None:
-        hasher = hashed_prefix.copy()
-        hasher.update(repr(user).encode("utf-8", "surrogatepass"))
-        hasher.update(suffix_bytes)
-        digest = hasher.hexdigest()
+    # A fence carries a nonce unique to its call, so a fenced prompt never repeats: only plain ones are memoised.
+    remember = not request.fenced
+    if remember:
+        digest = recent.get(user)
+        if digest is not None:
+            return digest
+    hasher = hashed_prefix.copy()
+    hasher.update(repr(user).encode("utf-8", "surrogatepass"))
+    hasher.update(suffix_bytes)
+    digest = hasher.hexdigest()
+    if remember:
         if len(recent) >= 64:
             recent.clear()
         recent[user] = digest
