@@ -493,16 +493,6 @@ class _MachineRun:
             raise _Fail(exc.error) from None
         return fmt(reply.value if isinstance(reply, HumanReply) else reply)
 
-    def _ask(self, request: Any) -> Any:
-        try:
-            return self.shared.oracle.ask(request)
-        except (_Fail, _Suspended, RunInterrupted):
-            raise
-        except OracleError as exc:
-            raise _Fail(exc.error, suspendable=exc.suspendable) from None
-        except Exception as exc:  # a host callable raised: its message is the halt reason
-            raise _Fail(f"state-error: {exc}") from None
-
     def _tool(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str) -> _Executed:
         name = state.tool or ""
         oracle = self.shared.oracle
