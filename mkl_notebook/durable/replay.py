@@ -126,27 +126,60 @@ class ReplayOracle(Oracle):
 
     def ask(self, request: OracleRequest) -> Any:
         kind = request.kind
-        if kind == "reply":
+        if kind == "produce":
+            print_ = produce_fingerprint(request)  # type: ignore[arg-type]
+        elif kind == "reply":
             return self._reply(request)  # type: ignore[arg-type]
+        else:
+            print_ = fingerprint(request)
         position = request.position
-        print_ = produce_fingerprint(request) if kind == "produce" else fingerprint(request)  # type: ignore[arg-type]
-        recorded = self.journal.answers.get(position)
+        journal = self.journal
+        recorded = journal.answers.get(position)
         if recorded is not None:
             if recorded.get("fp") == print_:
-                self._lock.acquire()
-                try:
-                    self.replayed += 1
-                finally:
-                    self._lock.release()
-                self.inner.replayed(request)
-                if "error" in recorded:
-                    raise RecordedFailure(recorded["error"])
-                return decode_answer(kind, recorded.get("answer", {}), recorded.get("usage"))
+                return self._replay(request, recorded)
             self._record({"t": "invalidated", "pos": position, "old": recorded.get("fp"), "new": print_})
             with self._lock:
                 self.invalidated += 1
-        if kind == "tool" and not request.idempotent:  # type: ignore[union-attr]
-            resolved = self._guard_effect(request, print_)  # type: ignore[arg-type]
+        if kind != "produce" and kind != "judge":
+            return self._call_host(request, print_)
+        # A model call, the hot path: ask, then journal the answer before anyone uses it.
+        try:
+            answer = self.inner.ask(request)
+        except BaseException:
+            with self._lock:
+                self.made += 1
+            raise  # provider outages and script misses are not journaled: a resume asks again
+        record: dict[str, Any] = {"t": "answer", "pos": position, "fp": print_, "kind": kind,
+                                  "answer": encode_answer(kind, answer)}
+        if answer.input_tokens or answer.output_tokens:
+            record["usage"] = [answer.input_tokens, answer.output_tokens]
+        lock = self._lock
+        lock.acquire()  # acquire/release, not `with`: the statement costs several times the lock here
+        try:
+            self._append(record)  # durable first, then indexed
+            if journal.open_intents or journal.resolutions:
+                journal.add(record)
+            else:
+                journal.answers[position] = record
+            self.recorded += 1
+            self.made += 1
+        finally:
+            lock.release()
+        return answer
+
+    def _replay(self, request: OracleRequest, recorded: dict[str, Any]) -> Any:
+        with self._lock:
+            self.replayed += 1
+        self.inner.replayed(request)
+        if "error" in recorded:
+            raise RecordedFailure(recorded["error"])
+        return decode_answer(request.kind, recorded.get("answer", {}), recorded.get("usage"))
+
+    def _call_host(self, request: OracleRequest, print_: str) -> Any:
+        """A tool or hook: a non-idempotent tool journals its intent first; a raised error is journaled too."""
+        if isinstance(request, ToolRequest) and not request.idempotent:
+            resolved = self._guard_effect(request, print_)
             if resolved is not None:
                 return resolved
         return self._call(request, print_)
@@ -176,39 +209,22 @@ class ReplayOracle(Oracle):
         except (RunInterrupted, OracleError):
             with self._lock:
                 self.made += 1
-            raise  # provider outages and script misses are not journaled: a resume tries again
+            raise  # not journaled: a resume tries again
         except Exception as exc:
             with self._lock:
                 self.made += 1
-            if kind not in ("tool", "hook"):
-                raise
             message = str(exc) or type(exc).__name__
             self._record({"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
                           "name": request.name, "error": message,  # type: ignore[union-attr]
                           **({"effect": request.effect} if isinstance(request, ToolRequest) else {})})
             raise RecordedFailure(message) from None
         record: dict[str, Any] = {"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
-                                  "answer": encode_answer(kind, answer)}
-        if kind == "produce" or kind == "judge":
-            if answer.input_tokens or answer.output_tokens:
-                record["usage"] = [answer.input_tokens, answer.output_tokens]
-        else:
-            record["name"] = request.name  # type: ignore[union-attr]
-            if kind == "tool":
-                record["effect"] = request.effect  # type: ignore[union-attr]
-        journal = self.journal
-        lock = self._lock
-        lock.acquire()  # _record's fast path for an answer: durable first, then indexed (acquire, not `with`:
-        try:  # the statement costs several times the lock)
-            self._append(record)
-            if journal.open_intents or journal.resolutions or kind == "tool" or kind == "hook":
-                journal.add(record)
-            else:
-                journal.answers[request.position] = record
-            self.recorded += 1
+                                  "answer": encode_answer(kind, answer), "name": request.name}  # type: ignore[union-attr]
+        if isinstance(request, ToolRequest):
+            record["effect"] = request.effect
+        with self._lock:
             self.made += 1
-        finally:
-            lock.release()
+        self._record(record)
         return answer
 
     def _reply(self, request: ReplyRequest) -> Any:
