@@ -8,7 +8,6 @@ the answers of one :class:`Oracle`.  Every request carries a stable position
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import re
 from collections.abc import Mapping
@@ -414,9 +413,8 @@ class _MachineRun:
         call_position = position + "/produce"
         plan = self.plans[state.id]
         template = plan.template
-        text, fenced, read_keys = render_compiled(
-            template, state.prompt, ctx, taint.tainted,
-            functools.partial(self.nonce, call_position) if template[1] else None)
+        text, fenced, read_keys = render_compiled(template, state.prompt, ctx, taint.tainted, self.nonce,
+                                                  call_position)
         asking = state.ask_human or self.ask_all
         # (position, machine, state, tier, structure, execution, user, fenced, reason, temperature, ask_human)
         request = ProduceRequest(call_position, self.machine_name, state.id, plan.tier, plan.structure,

@@ -109,13 +109,19 @@ def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
     nonce comes from ``nonce``, called once with the texts to be fenced (a nonce
     must not occur in any of them), only when a fence is needed.
     """
-    return Rendered(*render_compiled(compile_template(template), template, ctx, tainted, nonce))
+    by_values = (lambda _position, values: nonce(values)) if callable(nonce) else nonce
+    return Rendered(*render_compiled(compile_template(template), template, ctx, tainted, by_values))
 
 
 def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
-                    nonce: Callable[[list[str]], str] | str | None = None) -> tuple[str, bool, frozenset[str]]:
+                    nonce: Callable[[str, list[str]], str] | str | None = None,
+                    position: str = "") -> tuple[str, bool, frozenset[str]]:
     """:func:`render` for a template already passed through :func:`compile_template`, as a plain
-    ``(text, fenced, read_keys)`` tuple: the engine renders a prompt on every step."""
+    ``(text, fenced, read_keys)`` tuple: the engine renders a prompt on every step.
+
+    A callable ``nonce`` is called as ``nonce(position, texts_to_fence)``, so a caller
+    need not bind the call's position into a new callable for every prompt.
+    """
     literals, slots, read = compiled
     if not slots:
         return template, False, read
@@ -135,7 +141,7 @@ def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], t
         for index, text in enumerate(texts, 1):
             pieces += (text, literals[index])
         return "".join(pieces), False, read
-    chosen = nonce(to_fence) if callable(nonce) else nonce
+    chosen = nonce(position, to_fence) if callable(nonce) else nonce
     if not chosen:
         raise ValueError("a fence nonce is required to render tainted values")
     if len(texts) == 1:
