@@ -420,16 +420,7 @@ class _MachineRun:
         request = ProduceRequest(call_position, self.machine_name, state.id, plan.tier, plan.structure,
                                  state.execution, text + feedback, fenced, state.reason,
                                  0.8 if sampled else 0.4, asking)
-        try:  # _ask_produce, written out on the hottest path
-            answer = self.shared.oracle.ask(request)
-        except (_Fail, _Suspended, RunInterrupted):
-            raise
-        except OracleError as exc:
-            raise _Fail(exc.error, suspendable=exc.suspendable) from None
-        except Exception as exc:
-            raise _Fail(f"state-error: {exc}") from None
-        if type(answer) is not ProduceAnswer and not isinstance(answer, ProduceAnswer):
-            raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
+        answer = self._ask_produce(request)
         if asking:
             answer, usage, rounds = self._converse(state, request, answer, position, in_branch)
         else:
