@@ -50,13 +50,20 @@ def main() -> None:
     parser.add_argument("workloads", nargs="*", default=["linear200", "repair1000", "ceiling1000", "fanout500"])
     parser.add_argument("--engine", default="memory", choices=["memory", "none", "sqlite"],
                         help="mkl_notebook's journal for the comparison (default: in-memory)")
+    parser.add_argument("--output", help="also write the table, with a heading, to this file")
     args = parser.parse_args()
-    print("| workload | reference | mkl_notebook | ratio |")
-    print("|---|---|---|---|")
+    lines = ["| workload | reference | mkl_notebook | ratio |", "|---|---|---|---|"]
+    print("\n".join(lines))
     for name in args.workloads:
         theirs = per_run(name, "reference")
         ours = per_run(name, args.engine)
-        print(f"| {name} | {theirs / 1e6:.1f}M | {ours / 1e6:.1f}M | {ours / theirs:.2f}× |", flush=True)
+        lines.append(f"| {name} | {theirs / 1e6:.1f}M | {ours / 1e6:.1f}M | {ours / theirs:.2f}× |")
+        print(lines[-1], flush=True)
+    if args.output:
+        heading = (f"# Instructions per run (callgrind), mkl_notebook with the {args.engine} journal "
+                   f"vs mklang 1.4.0\n\n`python benchmarks/instructions.py`; Python {sys.version.split()[0]}, "
+                   "PYTHONHASHSEED=0.\n\n")
+        Path(args.output).write_text(heading + "\n".join(lines) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
