@@ -42,13 +42,13 @@ from mkl_notebook.engine.result import RunResult
 from mkl_notebook.engine.runner import run_machine
 from mkl_notebook.lang.check import check
 from mkl_notebook.lang.loader import load
-from mkl_notebook.notebook import session as session_module
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm
-from mkl_notebook.notebook.session import Run
 from mkl_notebook.notebook.views import pending_card_html, pending_card_text, run_bundle
 from mkl_notebook.providers.prompts import ASK_RULE, produce_messages, produce_system
 from mkl_notebook.providers.scripted import ScriptedOracle
+
+from support import record_presented
 
 TRIP = """\
 machine: trip
@@ -435,35 +435,10 @@ def test_cli_run_and_resume_a_run_whose_model_asks(tmp_path: Path) -> None:
 # -- 7. the notebook form --------------------------------------------------------------------------
 
 
-MODEL_ENV = ("MKL_MODEL", "MKL_MODEL_FAST", "MKL_MODEL_BALANCED", "MKL_MODEL_REASONING", "MKL_JUDGE_MODEL",
-             "MKL_API_BASE")
-
-
-@pytest.fixture(scope="module")
-def shell() -> InteractiveShell:
-    return InteractiveShell.instance()
-
-
 @pytest.fixture
-def views(shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.chdir(tmp_path)
-    for name in MODEL_ENV:
-        monkeypatch.delenv(name, raising=False)
-    session_module._SESSION = None
-    shell.extension_manager.loaded.discard("mkl_notebook")
-    monkeypatch.setattr(shell.display_pub, "publish", lambda *args, **kwargs: None)
-    assert shell.run_cell("%load_ext mkl_notebook").success
-    magics = shell.magics_manager.registry["MklMagics"]
-    presented: list[RunView] = []
-    present = magics.present
-
-    def recording_present(run: Run, view: RunView) -> None:
-        presented.append(view)
-        present(run, view)
-
-    monkeypatch.setattr(magics, "present", recording_present)
-    yield presented
-    session_module._SESSION = None
+def views(load_mkl: Any, monkeypatch: pytest.MonkeyPatch) -> list[RunView]:
+    magics = load_mkl(lambda *args, **kwargs: None)
+    return record_presented(magics, monkeypatch)
 
 
 def _cell(shell: InteractiveShell, source: str) -> None:

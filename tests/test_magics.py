@@ -26,19 +26,18 @@ import mkl_notebook
 from mkl_notebook.durable.envelope import verify
 from mkl_notebook.notebook import session as session_module
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-REFUND = (EXAMPLES / "refund.mkl").read_text(encoding="utf-8")
-REFUND_SCRIPT = EXAMPLES / "refund.script.yaml"
-REFUND_TESTS = EXAMPLES / "refund.test.yaml"
-REFUND_RESULT = "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
-REFUND_ASK = "The draft promises a refund. Approve sending it?"
+from support import (
+    REFUND,
+    REFUND_ASK,
+    REFUND_RESULT,
+    REFUND_SCRIPT,
+    REFUND_TESTS,
+    RUN_MIME,
+    WIDGET_MIME,
+    env_without_models,
+)
 
-RUN_MIME = "application/vnd.mkl.run+json"
 MERMAID = "text/vnd.mermaid"
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-MODEL_ENV = ("MKL_MODEL", "MKL_MODEL_FAST", "MKL_MODEL_BALANCED", "MKL_MODEL_REASONING", "MKL_JUDGE_MODEL",
-             "MKL_API_BASE")
 
 LOOPER = """\
 machine: looper
@@ -157,24 +156,11 @@ class Cells:
         return path
 
 
-@pytest.fixture(scope="module")
-def shell() -> InteractiveShell:
-    return InteractiveShell.instance()
-
-
 @pytest.fixture
-def ip(shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.chdir(tmp_path)
-    for name in MODEL_ENV:
-        monkeypatch.delenv(name, raising=False)
-    session_module._SESSION = None
-    shell.extension_manager.loaded.discard("mkl_notebook")
+def ip(shell: InteractiveShell, load_mkl: Any, tmp_path: Path) -> Cells:
     recorder = Recorder()
-    monkeypatch.setattr(shell.display_pub, "publish", recorder.publish)
-    result = shell.run_cell("%load_ext mkl_notebook")
-    assert result.success, result.error_in_exec
-    yield Cells(shell, recorder, tmp_path)
-    session_module._SESSION = None
+    load_mkl(recorder.publish)
+    return Cells(shell, recorder, tmp_path)
 
 
 def _reply_records(store: Path) -> int:
@@ -632,18 +618,12 @@ def test_loading_the_extension_imports_no_litellm(tmp_path: Path) -> None:
                           "mkl": "mkl_notebook.notebook.magics" in sys.modules, "seconds": seconds}))
     """)
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                               timeout=120, env={**_clean_env(), "IPYTHONDIR": str(tmp_path / "ipython")})
+                               timeout=120, env={**env_without_models(), "IPYTHONDIR": str(tmp_path / "ipython")})
     assert completed.returncode == 0, completed.stderr
     facts = json.loads(completed.stdout.strip().splitlines()[-1])
     assert facts["ok"] and facts["mkl"]
     assert facts["slow"] == []
     print(f"%load_ext mkl_notebook took {facts['seconds']:.3f} s (information only)")
-
-
-def _clean_env() -> dict[str, str]:
-    import os
-
-    return {key: value for key, value in os.environ.items() if key not in MODEL_ENV}
 
 
 TOOLED = """

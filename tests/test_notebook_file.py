@@ -22,25 +22,12 @@ from nbclient import NotebookClient
 
 from mkl_notebook.durable.envelope import verify
 
-ROOT = Path(__file__).resolve().parent.parent
-REFUND = (ROOT / "examples" / "refund.mkl").read_text(encoding="utf-8")
-REFUND_SCRIPT = ROOT / "examples" / "refund.script.yaml"
-REFUND_RESULT = "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
-REFUND_ASK = "The draft promises a refund. Approve sending it?"
-RUN_MIME = "application/vnd.mkl.run+json"
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+from support import REFUND, REFUND_ASK, REFUND_RESULT, REFUND_SCRIPT, RUN_MIME, WIDGET_MIME, env_without_models
+
 TICKET = "My parcel A-1001 arrived broken"
 RUN_CELL = 2  # index of the `%mkl run` cell
-MODEL_ENV = ("MKL_MODEL", "MKL_MODEL_FAST", "MKL_MODEL_BALANCED", "MKL_MODEL_REASONING", "MKL_JUDGE_MODEL",
-             "MKL_API_BASE")
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-def _clean_env() -> dict[str, str]:
-    import os
-
-    return {key: value for key, value in os.environ.items() if key not in MODEL_ENV}
 
 
 def _execute(nb: Any, folder: Path) -> None:
@@ -62,7 +49,7 @@ def _stdout_json(cell: Any) -> dict[str, Any]:
 
 def _mkl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, env=_clean_env())
+                          cwd=cwd, timeout=120, env=env_without_models())
 
 
 def _status(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:

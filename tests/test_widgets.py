@@ -21,20 +21,11 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
 from mkl_notebook.durable.envelope import verify
-from mkl_notebook.notebook import session as session_module
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm
 from mkl_notebook.notebook.session import Run
 
-ROOT = Path(__file__).resolve().parent.parent
-REFUND = (ROOT / "examples" / "refund.mkl").read_text(encoding="utf-8")
-REFUND_SCRIPT = ROOT / "examples" / "refund.script.yaml"
-REFUND_RESULT = "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
-REFUND_ASK = "The draft promises a refund. Approve sending it?"
-RUN_MIME = "application/vnd.mkl.run+json"
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-MODEL_ENV = ("MKL_MODEL", "MKL_MODEL_FAST", "MKL_MODEL_BALANCED", "MKL_MODEL_REASONING", "MKL_JUDGE_MODEL",
-             "MKL_API_BASE")
+from support import REFUND, REFUND_ASK, REFUND_RESULT, REFUND_SCRIPT, RUN_MIME, WIDGET_MIME, record_presented
 
 MARKUP_ASK = 'Send the <b>refund</b> & close "the ticket"?'
 
@@ -110,32 +101,11 @@ class Notebook:
         return [body for body in bodies if body.get("t") == "reply"]
 
 
-@pytest.fixture(scope="module")
-def shell() -> InteractiveShell:
-    return InteractiveShell.instance()
-
-
 @pytest.fixture
-def nb(shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.chdir(tmp_path)
-    for name in MODEL_ENV:
-        monkeypatch.delenv(name, raising=False)
-    session_module._SESSION = None
-    shell.extension_manager.loaded.discard("mkl_notebook")
+def nb(shell: InteractiveShell, load_mkl: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Notebook:
     recorder = Recorder()
-    monkeypatch.setattr(shell.display_pub, "publish", recorder.publish)
-    assert shell.run_cell("%load_ext mkl_notebook").success
-    magics = shell.magics_manager.registry["MklMagics"]
-    presented: list[RunView] = []
-    present = magics.present
-
-    def recording_present(run: Run, view: RunView) -> None:  # the view the magics drew this run in
-        presented.append(view)
-        present(run, view)
-
-    monkeypatch.setattr(magics, "present", recording_present)
-    yield Notebook(shell, recorder, presented, tmp_path)
-    session_module._SESSION = None
+    magics = load_mkl(recorder.publish)
+    return Notebook(shell, recorder, record_presented(magics, monkeypatch), tmp_path)
 
 
 def _script(tmp: Path, name: str, data: dict[str, Any]) -> Path:

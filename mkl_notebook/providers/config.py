@@ -154,19 +154,13 @@ def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
+# Each environment variable and the setting it gives.
+ENVIRONMENT: dict[str, str] = {"MKL_MODEL": "model", **{f"MKL_MODEL_{tier.upper()}": tier for tier in TIERS},
+                               "MKL_JUDGE_MODEL": "judge", "MKL_API_BASE": "api_base"}
+
+
 def environment_values(env: Mapping[str, str]) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    if env.get("MKL_MODEL"):
-        values["model"] = env["MKL_MODEL"]
-    for tier in TIERS:
-        name = f"MKL_MODEL_{tier.upper()}"
-        if env.get(name):
-            values[tier] = env[name]
-    if env.get("MKL_JUDGE_MODEL"):
-        values["judge"] = env["MKL_JUDGE_MODEL"]
-    if env.get("MKL_API_BASE"):
-        values["api_base"] = env["MKL_API_BASE"]
-    return values
+    return {setting: env[name] for name, setting in ENVIRONMENT.items() if env.get(name)}
 
 
 def load_config(cwd: str | Path | None = None, env: Mapping[str, str] | None = None,

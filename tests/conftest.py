@@ -1,0 +1,42 @@
+"""Fixtures for the tests that drive the magics in a real IPython shell."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from mkl_notebook.notebook import session as session_module
+
+from support import MODEL_ENV
+
+
+@pytest.fixture(scope="session")
+def shell() -> InteractiveShell:
+    return InteractiveShell.instance()
+
+
+@pytest.fixture
+def load_mkl(shell: InteractiveShell, tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[..., Any]], Any]]:
+    """``load_mkl(publish)`` loads the extension afresh in ``tmp_path`` with no model configured.
+
+    Everything the shell displays goes to ``publish``; the return value is the magics object.
+    """
+    monkeypatch.chdir(tmp_path)
+    for name in MODEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    session_module._SESSION = None
+
+    def load(publish: Callable[..., Any]) -> Any:
+        shell.extension_manager.loaded.discard("mkl_notebook")
+        monkeypatch.setattr(shell.display_pub, "publish", publish)
+        result = shell.run_cell("%load_ext mkl_notebook")
+        assert result.success, result.error_in_exec
+        return shell.magics_manager.registry["MklMagics"]
+
+    yield load
+    session_module._SESSION = None

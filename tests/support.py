@@ -1,0 +1,43 @@
+"""What several test modules share: the worked refund example, MIME types and a clean model environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mkl_notebook.notebook.display import RunView
+from mkl_notebook.notebook.session import Run
+from mkl_notebook.providers.config import ENVIRONMENT
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+REFUND = (EXAMPLES / "refund.mkl").read_text(encoding="utf-8")
+REFUND_SCRIPT = EXAMPLES / "refund.script.yaml"
+REFUND_TESTS = EXAMPLES / "refund.test.yaml"
+REFUND_RESULT = "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
+REFUND_ASK = "The draft promises a refund. Approve sending it?"
+
+RUN_MIME = "application/vnd.mkl.run+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+MODEL_ENV = tuple(ENVIRONMENT)  # the variables that would point a run at a real model
+
+
+def env_without_models() -> dict[str, str]:
+    """This process's environment minus every model setting: a subprocess that must stay offline."""
+    return {key: value for key, value in os.environ.items() if key not in MODEL_ENV}
+
+
+def record_presented(magics: Any, monkeypatch: pytest.MonkeyPatch) -> list[RunView]:
+    """The views the magics draw runs in, in order."""
+    presented: list[RunView] = []
+    present = magics.present
+
+    def recording_present(run: Run, view: RunView) -> None:
+        presented.append(view)
+        present(run, view)
+
+    monkeypatch.setattr(magics, "present", recording_present)
+    return presented
