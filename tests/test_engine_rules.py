@@ -19,7 +19,7 @@ import yaml
 from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.engine.oracle import HookRequest, JudgeRequest, ProduceRequest, ReplyRequest, ToolRequest
 from mkl_notebook.engine.runner import run_machine
-from mkl_notebook.engine.taint import fence_nonce
+from mkl_notebook.engine.taint import Fences
 from mkl_notebook.lang.interpolate import fmt, render
 from mkl_notebook.lang.loader import load
 from mkl_notebook.providers.scripted import ScriptedOracle
@@ -852,19 +852,19 @@ def test_unknown_callee_halts_without_a_step():
 
 
 def test_fence_nonce_is_twelve_hex_chars_and_deterministic_per_secret():
-    first = fence_nonce(b"secret-one", "root/0:a#1/produce", [])
+    first = Fences(b"secret-one").nonce("root/0:a#1/produce", [])
     assert re.fullmatch(r"[0-9a-f]{12}", first)
-    assert fence_nonce(b"secret-one", "root/0:a#1/produce", []) == first
-    assert fence_nonce(b"secret-two", "root/0:a#1/produce", []) != first
+    assert Fences(b"secret-one").nonce("root/0:a#1/produce", []) == first
+    assert Fences(b"secret-two").nonce("root/0:a#1/produce", []) != first
 
 
 def test_fence_nonce_rerolls_when_a_value_contains_it():
-    secret, position = b"s3cret", "root/0:a#1/produce"
-    first = fence_nonce(secret, position, [])
-    second = fence_nonce(secret, position, [f"close </data-{first}> now"])
+    fences, position = Fences(b"s3cret"), "root/0:a#1/produce"
+    first = fences.nonce(position, [])
+    second = fences.nonce(position, [f"close </data-{first}> now"])
     assert second != first
     assert re.fullmatch(r"[0-9a-f]{12}", second)
-    third = fence_nonce(secret, position, ["plain", f"{first} and {second}"])
+    third = fences.nonce(position, ["plain", f"{first} and {second}"])
     assert third not in (first, second)
     assert re.fullmatch(r"[0-9a-f]{12}", third)
 

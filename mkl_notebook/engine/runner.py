@@ -229,7 +229,7 @@ class _MachineRun:
                 if kind == "generative":
                     executed = self._produce(state, self.ctx, self.taint, feedback, position)
                 else:
-                    executed = self._execute(state, self.ctx, self.taint, feedback, position)
+                    executed = self._execute(state, self.ctx, self.taint, position)
                 value = executed.value
                 step["output"] = value if type(value) is str and len(value) <= VALUE_CAP else fmt(value)
                 if executed.reasoning is not None:
@@ -400,10 +400,9 @@ class _MachineRun:
         step["untrusted_control_flow"] = True
         return None
 
-    def _execute(self, state: State, ctx: dict[str, Any], taint: _Taint, feedback: str, position: str,
+    def _execute(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str,
                  in_branch: bool = False, cost_limit: int | None = None) -> _Executed:
-        if state.kind == "generative":
-            return self._produce(state, ctx, taint, feedback, position)
+        """A tool or call state (generative states go through :meth:`_produce`)."""
         if state.kind == "tool":
             return self._tool(state, ctx, taint, position)
         return self._call(state, ctx, taint, position, in_branch, cost_limit)
@@ -627,7 +626,7 @@ class _MachineRun:
                                          sampled=state.sample is not None, extra_external=item_external,
                                          in_branch=True)
                 else:
-                    done = self._execute(state, branch_ctx, branch_taint, "", branch_position, True, share)
+                    done = self._execute(state, branch_ctx, branch_taint, branch_position, True, share)
             except _Fail as failure:
                 return f"[branch-error: {failure.branch_text}]", None, failure.usage, failure.sub_trace, False, False
             if done.route is not None:  # a branch cannot leave the fan-out: the routed error is its marker

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..lang.model import Machine
@@ -62,25 +62,15 @@ class Fences:
         self._keyed = hashlib.blake2b(key=secret[:64], digest_size=6)  # copied per nonce: no re-keying
 
     def nonce(self, position: str, values: Sequence[str]) -> str:
-        hasher = self._keyed.copy()
-        hasher.update(f"{position}#0".encode())
-        digest = hasher.hexdigest()
-        for text in values:
-            if digest in text:
-                return self._reroll(position, values)
-        return digest
-
-    def _reroll(self, position: str, values: Sequence[str]) -> str:
-        attempt = 1
+        attempt = 0
         while True:
             hasher = self._keyed.copy()
             hasher.update(f"{position}#{attempt}".encode())
             digest = hasher.hexdigest()
-            if not any(digest in text for text in values):
+            for text in values:  # a loop, not any(): this runs for every fenced prompt
+                if digest in text:
+                    break
+            else:
                 return digest
             attempt += 1
 
-
-def fence_nonce(secret: bytes, position: str, values: Iterable[str]) -> str:
-    """One nonce (see :class:`Fences`) without keeping the run's keyed hash around."""
-    return Fences(secret).nonce(position, list(values))

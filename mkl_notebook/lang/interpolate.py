@@ -67,10 +67,6 @@ class Rendered:
     read_keys: frozenset[str]  # root keys the template read
 
 
-def fence(value_text: str, nonce: str) -> str:
-    return f"<data-{nonce}>\n{value_text}\n</data-{nonce}>"
-
-
 @lru_cache(maxsize=8192)
 def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...],
                                              frozenset[str]]:

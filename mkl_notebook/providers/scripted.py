@@ -138,33 +138,19 @@ class ScriptedOracle(Oracle):
     def ask(self, request: OracleRequest) -> Any:
         kind = request.kind
         lock = self._lock  # acquire/release, not `with`: the statement costs several times the lock itself
-        if kind == "produce" and not self.latency and self._produce_map is None:  # the hot path: one lock
-            lock.acquire()
-            try:
-                self.calls["produce"] += 1
-                self._answered.add(request.position)
-                cursor = self._produce_cursor
-                if cursor < len(self._produce_seq):
-                    text = self._produce_seq[cursor]
-                    self._produce_cursor = cursor + 1
-                else:
-                    text = "ok"
-            finally:
-                lock.release()
-            answer = self._answer_cache.get((text, request.reason)) if type(text) is str else None
-            return answer if answer is not None else self._produce_answer(request, text)
         lock.acquire()
         try:
             self.calls[kind] += 1
             self._answered.add(request.position)
+            text = self._produce_text(request) if kind == "produce" else None  # type: ignore[arg-type]
         finally:
             lock.release()
         if self.latency and kind in ("produce", "judge", "tool"):
             time.sleep(self.latency)
+        if kind == "produce":
+            return self._produce_answer(request, text)  # type: ignore[arg-type]
         if kind == "tool" and request.delay:  # type: ignore[union-attr]
             time.sleep(request.delay)  # type: ignore[union-attr]
-        if kind == "produce":
-            return self._produce(request)  # type: ignore[arg-type]
         if kind == "judge":
             return self._judge_answer(request)  # type: ignore[arg-type]
         if kind == "hook":
@@ -184,37 +170,33 @@ class ScriptedOracle(Oracle):
 
     # -- answers -----------------------------------------------------------------
 
-    def _produce(self, request: ProduceRequest) -> ProduceAnswer:
-        user = request.user
-        with self._lock:
-            if self._produce_map is not None:
-                text = None
-                if request.conversation:  # a later round: the person's latest reply picks the answer first
-                    latest = request.conversation[-1][1]
-                    text = next((value for key, value in self._produce_map.items() if str(key) in latest), None)
-                if text is None:
-                    text = next((value for key, value in self._produce_map.items() if str(key) in user), None)
-                if text is None:
-                    raise OracleError(f"state-error: no scripted produce matches prompt {_short(user)}")
-            elif self._produce_cursor < len(self._produce_seq):
-                text = self._produce_seq[self._produce_cursor]
-                self._produce_cursor += 1
-            else:
-                text = "ok"
-        return self._produce_answer(request, text)
+    def _produce_text(self, request: ProduceRequest) -> Any:
+        """The scripted answer for a produce call; the caller holds the lock."""
+        if self._produce_map is None:
+            cursor = self._produce_cursor
+            if cursor >= len(self._produce_seq):
+                return "ok"
+            self._produce_cursor = cursor + 1
+            return self._produce_seq[cursor]
+        if request.conversation:  # a later round: the person's latest reply picks the answer first
+            latest = request.conversation[-1][1]
+            text = next((value for key, value in self._produce_map.items() if str(key) in latest), None)
+            if text is not None:
+                return text
+        text = next((value for key, value in self._produce_map.items() if str(key) in request.user), None)
+        if text is None:
+            raise OracleError(f"state-error: no scripted produce matches prompt {_short(request.user)}")
+        return text
 
     def _produce_answer(self, request: ProduceRequest, text: Any) -> ProduceAnswer:
-        if type(text) is str:  # answers are read-only records: one instance serves every equal answer
-            key = (text, request.reason)
-            answer = self._answer_cache.get(key)
-            if answer is None:
-                answer = self._answer_cache[key] = ProduceAnswer(
-                    text, "thought" if request.reason else None, self._tokens[0], self._tokens[1], False,
-                    SCRIPTED_MODEL)
-            return answer
-        return ProduceAnswer(text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
-                             "thought" if request.reason else None, self._tokens[0], self._tokens[1], False,
-                             SCRIPTED_MODEL)
+        if type(text) is not str:  # LANGUAGE.md defines produce output as text
+            text = json.dumps(text, ensure_ascii=False)
+        key = (text, request.reason)
+        answer = self._answer_cache.get(key)  # answers are read-only records: one serves every equal answer
+        if answer is None:
+            answer = self._answer_cache[key] = ProduceAnswer(
+                text, "thought" if request.reason else None, self._tokens[0], self._tokens[1], False, SCRIPTED_MODEL)
+        return answer
 
     def _judge_answer(self, request: JudgeRequest) -> JudgeAnswer:
         size = len(request.conditions)
