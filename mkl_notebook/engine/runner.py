@@ -262,10 +262,6 @@ class _MachineRun:
         step["step"] = self.steps
         if executed.route is not None:
             return self._error_route(state, step, executed.route)
-        leading = plan.leading_otherwise
-        if leading is not None:  # what select_gate would find at once, without building its outcome
-            step["gate_via"] = "otherwise"
-            return self._transition(state, step, 0, leading, position)
         return self._route(state, step, executed, position)
 
     def _error_route(self, state: State, step: dict[str, Any], target: str) -> RunResult | str:
@@ -299,6 +295,10 @@ class _MachineRun:
     # -- gates and transitions ---------------------------------------------------
 
     def _route(self, state: State, step: dict[str, Any], executed: _Executed, position: str) -> RunResult | str:
+        leading = self.plans[state.id].leading_otherwise
+        if leading is not None:  # what select_gate would find at once, without building its outcome
+            step["gate_via"] = "otherwise"
+            return self._transition(state, step, 0, leading, position)
         eligible = [(index, gate) for index, gate in enumerate(state.gates)
                     if gate.policy != "repair" or self.repair_left.get((state.id, index), gate.repair) > 0]
         output_text = step.get("output") if "output" in step else fmt(executed.value)
