@@ -872,3 +872,33 @@ def test_request_fingerprints_stay_what_earlier_journals_recorded(request_: Any,
         assert fingerprint(dataclasses.replace(request_, user=request_.user + " ")) != expected
     if isinstance(request_, JudgeRequest):
         assert fingerprint(dataclasses.replace(request_, context_json="{}" + " ")) != expected
+
+
+# -- no model where the run is resumed ---------------------------------------------------------
+
+
+def test_resuming_where_no_model_is_configured_keeps_the_run_and_the_reply() -> None:
+    """The shared-notebook case: the approver has no model. Their reply must be kept and the run must wait
+    for a model, not halt for good."""
+    from mkl_notebook.providers.scripted import NoModelOracle
+
+    from support import REFUND, REFUND_RESULT, REFUND_SCRIPT
+
+    machine = load(REFUND)
+    script = yaml.safe_load(REFUND_SCRIPT.read_text(encoding="utf-8"))
+    store = MemoryStore()
+    options = RunOptions(hitl="all")
+    first = runs.start(machine, oracle_from_script(script), store=store, run_id="r", options=options,
+                       input={"ticket": "Parcel A-1001 arrived broken"})
+    assert first.status == "suspended" and first.result.ask
+
+    approver = runs.resume("r", NoModelOracle("no model is configured"), store=store, reply="yes",
+                           has_reply=True)
+    assert approver.status == "suspended"
+    assert "no model is configured" in (approver.result.error or "")
+    assert approver.calls["made"] == 0  # nothing was asked of anyone
+
+    finished = runs.resume("r", oracle_from_script(script), store=store)  # later, where a model exists
+    assert finished.status == "done", finished.result.error
+    assert finished.result.result == REFUND_RESULT
+    assert [r["value"] for r in store.read("r") if r.get("t") == "reply"] == ["yes"]  # asked once, kept

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..engine.oracle import (
     AwaitingHuman,
+    CannotAnswer,
     Effect,
     InDoubt,
     Oracle,
@@ -146,6 +147,8 @@ class ReplayOracle(Oracle):
         # A model call, the hot path: ask, then journal the answer before anyone uses it.
         try:
             answer = self.inner.ask(request)
+        except CannotAnswer:
+            raise  # no call was made
         except BaseException:
             with self._lock:
                 self.made += 1
@@ -206,6 +209,8 @@ class ReplayOracle(Oracle):
         kind = request.kind
         try:
             answer = self.inner.ask(request)
+        except CannotAnswer:
+            raise  # no call was made
         except (RunInterrupted, OracleError):
             with self._lock:
                 self.made += 1

@@ -165,6 +165,19 @@ class AwaitingHuman(RunInterrupted):
     """Raised by an oracle that has no reply yet for a :class:`ReplyRequest`."""
 
 
+class CannotAnswer(RunInterrupted):
+    """The oracle cannot make this call here at all (no model is configured where the run is resumed).
+
+    Unlike a failed call, this says nothing about the run: it stops where it is, nothing
+    is recorded for the call, and it can be resumed where the call can be made.
+    """
+
+    def __init__(self, reason: str, state: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.state = state
+
+
 class InDoubt(RunInterrupted):
     """A non-idempotent tool call was started but never recorded as finished.
 

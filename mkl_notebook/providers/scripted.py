@@ -17,6 +17,7 @@ import yaml
 
 from ..engine.oracle import (
     AwaitingHuman,
+    CannotAnswer,
     Effect,
     HookRequest,
     HumanReply,
@@ -279,7 +280,8 @@ def oracle_from_file(path: str | Path, *, where: str | None = None) -> ScriptedO
 
 
 class NoModelOracle(Oracle):
-    """Stands in when neither a script nor a model is configured: replays work, a new call says what to set."""
+    """Stands in when neither a script nor a model is configured: replays work; a new call stops the run
+    (it stays resumable) with a hint saying what to set."""
 
     def __init__(self, hint: str) -> None:
         self.hint = hint
@@ -291,4 +293,4 @@ class NoModelOracle(Oracle):
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ReplyRequest):
             raise AwaitingHuman(request.position)
-        raise OracleError(f"provider-error: {self.hint}")
+        raise CannotAnswer(self.hint, request.state)
