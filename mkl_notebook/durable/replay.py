@@ -179,14 +179,6 @@ class ReplayOracle(Oracle):
             raise RecordedFailure(recorded["error"])
         return decode_answer(request.kind, recorded.get("answer", {}), recorded.get("usage"))
 
-    def _call_host(self, request: OracleRequest, print_: str) -> Any:
-        """A tool or hook: a non-idempotent tool journals its intent first; a raised error is journaled too."""
-        if isinstance(request, ToolRequest) and not request.idempotent:
-            resolved = self._guard_effect(request, print_)
-            if resolved is not None:
-                return resolved
-        return self._call(request, print_)
-
     def _guard_effect(self, request: ToolRequest, print_: str) -> Any:
         """Journal the intent of a non-idempotent call; an unfinished earlier intent is in doubt."""
         position = request.position
@@ -205,7 +197,12 @@ class ReplayOracle(Oracle):
         self._record({"t": "intent", "pos": position, "fp": print_, "name": request.name})
         return None
 
-    def _call(self, request: OracleRequest, print_: str) -> Any:
+    def _call_host(self, request: OracleRequest, print_: str) -> Any:
+        """A tool or hook: a non-idempotent tool journals its intent first; a raised error is journaled too."""
+        if isinstance(request, ToolRequest) and not request.idempotent:
+            resolved = self._guard_effect(request, print_)
+            if resolved is not None:
+                return resolved
         kind = request.kind
         try:
             answer = self.inner.ask(request)
