@@ -897,6 +897,7 @@ def test_resuming_where_no_model_is_configured_keeps_the_run_and_the_reply() -> 
     assert approver.status == "suspended"
     assert "no model is configured" in (approver.result.error or "")
     assert approver.calls["made"] == 0  # nothing was asked of anyone
+    assert (approver.result.at, approver.result.usage) == ("send", first.result.usage)  # tokens so far
 
     finished = runs.resume("r", oracle_from_script(script), store=store)  # later, where a model exists
     assert finished.status == "done", finished.result.error

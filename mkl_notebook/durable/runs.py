@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..engine.options import RunOptions
-from ..engine.oracle import CannotAnswer, InDoubt, Oracle
+from ..engine.oracle import InDoubt, Oracle
 from ..engine.result import RunResult
 from ..engine.runner import run_machine
 from ..lang.findings import MachineError
@@ -227,8 +227,6 @@ def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: M
     except InDoubt as doubt:
         in_doubt = doubt
         result = RunResult(status="in_doubt", error=f"in-doubt: {doubt}", at=doubt.state)
-    except CannotAnswer as missing:  # e.g. no model where the run is resumed: it waits for one
-        result = RunResult(status="suspended", error=missing.reason, at=missing.state)
     calls = {"made": replay_oracle.made, "replayed": replay_oracle.replayed}
     closing = _result_records(result, in_doubt, calls)
     changed = bool(added or replay_oracle.recorded)

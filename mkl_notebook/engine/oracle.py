@@ -158,7 +158,10 @@ class OracleError(Exception):
 
 
 class RunInterrupted(Exception):
-    """Stops the whole run at once; the engine never turns it into a halt or a branch marker."""
+    """Stops the whole run at once; the engine never turns it into a halt or a branch marker.
+
+    (:class:`CannotAnswer` is the one the engine catches: the run suspends where it stands.)
+    """
 
 
 class AwaitingHuman(RunInterrupted):
@@ -168,8 +171,9 @@ class AwaitingHuman(RunInterrupted):
 class CannotAnswer(RunInterrupted):
     """The oracle cannot make this call here at all (no model is configured where the run is resumed).
 
-    Unlike a failed call, this says nothing about the run: it stops where it is, nothing
-    is recorded for the call, and it can be resumed where the call can be made.
+    Unlike a failed call, this says nothing about the run: the engine suspends it where
+    it is (suspendable or not), nothing is recorded for the call, and it can be resumed
+    where the call can be made.
     """
 
     def __init__(self, reason: str, state: str) -> None:

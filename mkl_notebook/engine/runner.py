@@ -22,6 +22,7 @@ from .gates import select_gate
 from .options import MAX_CALL_DEPTH, RunOptions
 from .oracle import (
     AwaitingHuman,
+    CannotAnswer,
     HumanReply,
     Oracle,
     OracleError,
@@ -199,6 +200,8 @@ class _MachineRun:
                 self.usage.add(*asked.usage)
                 return self._result("suspended", "asked", at=state_id, question=asked.question,
                                     pending=asked.position)
+            except CannotAnswer as missing:  # e.g. no model where the run is resumed: it waits for one
+                return self._result("suspended", missing.reason, at=missing.state)
             if type(outcome) is not str:
                 return outcome
             state_id = outcome
