@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
@@ -872,6 +875,17 @@ def test_request_fingerprints_stay_what_earlier_journals_recorded(request_: Any,
         assert fingerprint(dataclasses.replace(request_, user=request_.user + " ")) != expected
     if isinstance(request_, JudgeRequest):
         assert fingerprint(dataclasses.replace(request_, context_json="{}" + " ")) != expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(user=st.text(st.characters(codec="utf-8")) | st.text(st.characters(max_codepoint=127)),
+       fenced=st.booleans())
+def test_a_produce_fingerprint_is_the_hash_of_the_requests_repr(user: str, fenced: bool) -> None:
+    """The definition earlier journals were written with, for any prompt text (quotes, escapes, non-ASCII)."""
+    request_ = ProduceRequest("root/1:a#1/produce", "m", "a", "balanced", "one line", None, user, fenced, False, 0.4)
+    values = tuple(getattr(request_, field.name) for field in dataclasses.fields(request_) if field.name != "position")
+    expected = hashlib.blake2b(repr(("produce", *values)).encode("utf-8", "surrogatepass"), digest_size=12)
+    assert fingerprint(request_) == expected.hexdigest()
 
 
 # -- no model where the run is resumed ---------------------------------------------------------

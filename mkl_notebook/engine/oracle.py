@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
+from codecs import unicode_escape_encode as _escape
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -233,9 +234,9 @@ _UNHASHED = frozenset({"position", "delay"})
 _HASHED_FIELDS: dict[type, attrgetter] = {}
 _MEMO_MAX = 4096
 _RECENT: dict[tuple[object, ...], str] = {}  # loops ask the same request again and again
-# Per produce "shape" (every field but the prompt): the hash state after the text before the prompt, the
-# text after it, and recent digests.
-_PRODUCE_SHAPES: dict[tuple[object, ...], tuple[Any, bytes, dict[str, str]]] = {}
+# Per produce "shape" (every field but the prompt): the hash state after the text before the prompt and the
+# text after it (plain, and with the prompt's quotes for the escape path), and recent digests.
+_PRODUCE_SHAPES: dict[tuple[object, ...], tuple[Any, bytes, Any, bytes, dict[str, str]]] = {}
 _JUDGE_HEADS: dict[tuple[object, ...], str] = {}
 _EMPTY_HASH = hashlib.blake2b(digest_size=12)  # copied, not rebuilt: that skips parsing its arguments
 
@@ -275,11 +276,10 @@ def produce_fingerprint(request: ProduceRequest) -> str:
     if entry is None:  # repr(("produce", machine, …, execution, user, fenced, …)) == prefix + repr(user) + suffix
         prefix = "('produce', " + "".join(repr(value) + ", " for value in shape[:5])
         suffix = "".join(", " + repr(value) for value in shape[5:]) + ")"
-        hashed_prefix = _EMPTY_HASH.copy()  # BLAKE2b streams: the prefix is absorbed once per shape
-        hashed_prefix.update(prefix.encode("utf-8", "surrogatepass"))
-        entry = (hashed_prefix, suffix.encode("utf-8", "surrogatepass"), {})
+        entry = (_absorbed(prefix), suffix.encode("utf-8", "surrogatepass"),  # BLAKE2b streams: absorbed once
+                 _absorbed(prefix + "'"), ("'" + suffix).encode("utf-8", "surrogatepass"), {})
         _remember(_PRODUCE_SHAPES, shape, entry)
-    hashed_prefix, suffix_bytes, recent = entry
+    plain_prefix, plain_suffix, quoted_prefix, quoted_suffix, recent = entry
     user = request.user
     # A fence carries a nonce unique to its call, so a fenced prompt never repeats: only plain ones are memoised.
     remember = not request.fenced
@@ -287,15 +287,26 @@ def produce_fingerprint(request: ProduceRequest) -> str:
         digest = recent.get(user)
         if digest is not None:
             return digest
-    hasher = hashed_prefix.copy()
-    hasher.update(repr(user).encode("utf-8", "surrogatepass"))
-    hasher.update(suffix_bytes)
+    if user.isascii() and "'" not in user:  # then repr(user) is the quoted unicode_escape, which is cheaper
+        hasher = quoted_prefix.copy()
+        hasher.update(_escape(user)[0])
+        hasher.update(quoted_suffix)
+    else:
+        hasher = plain_prefix.copy()
+        hasher.update(repr(user).encode("utf-8", "surrogatepass"))
+        hasher.update(plain_suffix)
     digest = hasher.hexdigest()
     if remember:
         if len(recent) >= 64:
             recent.clear()
         recent[user] = digest
     return digest
+
+
+def _absorbed(text: str) -> Any:
+    hasher = _EMPTY_HASH.copy()
+    hasher.update(text.encode("utf-8", "surrogatepass"))
+    return hasher
 
 
 def _judge_fingerprint(request: JudgeRequest) -> str:
