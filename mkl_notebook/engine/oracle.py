@@ -234,9 +234,9 @@ _UNHASHED = frozenset({"position", "delay"})
 _HASHED_FIELDS: dict[type, attrgetter] = {}
 _MEMO_MAX = 4096
 _RECENT: dict[tuple[object, ...], str] = {}  # loops ask the same request again and again
-# Per produce "shape" (every field but the prompt): the hash state after the text before the prompt and the
-# text after it (plain, and with the prompt's quotes for the escape path), and recent digests.
-_PRODUCE_SHAPES: dict[tuple[object, ...], tuple[Any, bytes, Any, bytes, dict[str, str]]] = {}
+# Per produce "shape" (every field but the prompt): the text before the prompt and after it (plain, and with
+# the prompt's quotes for the escape path), and recent digests.
+_PRODUCE_SHAPES: dict[tuple[object, ...], tuple[bytes, bytes, bytes, bytes, dict[str, str]]] = {}
 _JUDGE_HEADS: dict[tuple[object, ...], str] = {}
 _EMPTY_HASH = hashlib.blake2b(digest_size=12)  # copied, not rebuilt: that skips parsing its arguments
 
@@ -276,8 +276,7 @@ def produce_fingerprint(request: ProduceRequest) -> str:
     if entry is None:  # repr(("produce", machine, …, execution, user, fenced, …)) == prefix + repr(user) + suffix
         prefix = "('produce', " + "".join(repr(value) + ", " for value in shape[:5])
         suffix = "".join(", " + repr(value) for value in shape[5:]) + ")"
-        entry = (_absorbed(prefix), suffix.encode("utf-8", "surrogatepass"),  # BLAKE2b streams: absorbed once
-                 _absorbed(prefix + "'"), ("'" + suffix).encode("utf-8", "surrogatepass"), {})
+        entry = (_utf8(prefix), _utf8(suffix), _utf8(prefix + "'"), _utf8("'" + suffix), {})
         _remember(_PRODUCE_SHAPES, shape, entry)
     plain_prefix, plain_suffix, quoted_prefix, quoted_suffix, recent = entry
     user = request.user
@@ -287,14 +286,12 @@ def produce_fingerprint(request: ProduceRequest) -> str:
         digest = recent.get(user)
         if digest is not None:
             return digest
+    # One shared empty hash state, copied: it stays in cache, where a hash state per shape would not.
+    hasher = _EMPTY_HASH.copy()
     if user.isascii() and "'" not in user:  # then repr(user) is the quoted unicode_escape, which is cheaper
-        hasher = quoted_prefix.copy()
-        hasher.update(_escape(user)[0])
-        hasher.update(quoted_suffix)
+        hasher.update(quoted_prefix + _escape(user)[0] + quoted_suffix)
     else:
-        hasher = plain_prefix.copy()
-        hasher.update(repr(user).encode("utf-8", "surrogatepass"))
-        hasher.update(plain_suffix)
+        hasher.update(plain_prefix + repr(user).encode("utf-8", "surrogatepass") + plain_suffix)
     digest = hasher.hexdigest()
     if remember:
         if len(recent) >= 64:
@@ -303,10 +300,8 @@ def produce_fingerprint(request: ProduceRequest) -> str:
     return digest
 
 
-def _absorbed(text: str) -> Any:
-    hasher = _EMPTY_HASH.copy()
-    hasher.update(text.encode("utf-8", "surrogatepass"))
-    return hasher
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _judge_fingerprint(request: JudgeRequest) -> str:
