@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -23,7 +22,7 @@ def is_otherwise(when: str) -> bool:
     return when.strip().lower() == "otherwise"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gate:
     when: str
     policy: Policy | None  # None only for unvalidated documents with no policy key
@@ -33,17 +32,14 @@ class Gate:
     ask: str | None = None
     reply_to: str | None = None
     line: int = 0
+    # Derived once per gate, as the engine asks on every step.
+    is_otherwise: bool = field(init=False, repr=False, compare=False)
+    is_prose: bool = field(init=False, repr=False, compare=False)  # decided by the judge: no hook, no catch-all
 
-    # Derived once per gate (the engine asks on every step); cached_property writes the instance
-    # __dict__ directly, which a frozen dataclass allows.
-    @cached_property
-    def is_otherwise(self) -> bool:
-        return is_otherwise(self.when)
-
-    @cached_property
-    def is_prose(self) -> bool:
-        """A gate decided by the judge: no hook and not a catch-all."""
-        return self.hook is None and not self.is_otherwise
+    def __post_init__(self) -> None:
+        catch_all = is_otherwise(self.when)
+        object.__setattr__(self, "is_otherwise", catch_all)  # frozen: set once, here
+        object.__setattr__(self, "is_prose", self.hook is None and not catch_all)
 
 
 @dataclass(frozen=True)
@@ -58,7 +54,7 @@ class OnError:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class State:
     id: str
     kind: StateKind
@@ -82,7 +78,7 @@ class State:
     ask_human: bool = False
     line: int = 0
 
-    @cached_property
+    @property
     def is_fanout(self) -> bool:
         return self.sample is not None or self.over is not None
 
@@ -93,7 +89,7 @@ class Declaration:
     description: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Machine:
     name: str
     entry: str
@@ -107,6 +103,14 @@ class Machine:
     mklang: str | None = None
     source: str = ""
     sha256: str = ""
+    _called_machines: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _has_tool_state: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        states = self.states.values()
+        called = tuple(dict.fromkeys(s.call for s in states if s.kind == "call" and s.call))
+        object.__setattr__(self, "_called_machines", called)  # frozen: set once, here
+        object.__setattr__(self, "_has_tool_state", any(s.kind == "tool" for s in states))
 
     def tier_of(self, state: State) -> str:
         return state.tier or self.default_tier
@@ -117,11 +121,3 @@ class Machine:
 
     def has_tool_state(self) -> bool:
         return self._has_tool_state
-
-    @cached_property
-    def _called_machines(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(s.call for s in self.states.values() if s.kind == "call" and s.call))
-
-    @cached_property
-    def _has_tool_state(self) -> bool:
-        return any(s.kind == "tool" for s in self.states.values())
