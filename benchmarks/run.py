@@ -1,7 +1,7 @@
 """Side-by-side benchmarks: mkl_notebook against the reference interpreter (mklang 1.4.0).
 
     python -m venv .bench && .bench/bin/pip install -e . mklang==1.4.0
-    .bench/bin/python benchmarks/run.py [--repeat 5] [--quick]
+    .bench/bin/python benchmarks/run.py [--repeat 21] [--quick]
 
 The reference is a peer to compare with, never a dependency: it is only imported
 here, inside the functions that drive it. Every number is the median of several
@@ -286,7 +286,7 @@ def machine_description() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=11, help="rounds per measurement (medians are reported)")
+    parser.add_argument("--repeat", type=int, default=21, help="rounds per measurement (medians are reported)")
     parser.add_argument("--quick", action="store_true", help="one tenth of each workload, for a smoke run")
     parser.add_argument("--output", default=str(HERE / "RESULTS.md"))
     args = parser.parse_args()
