@@ -103,6 +103,24 @@ def test_run_budget_suspends_with_suspend_flag(tmp_path: Path) -> None:
     assert status_line(completed)["error"] == "budget-exhausted"
 
 
+def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Path) -> None:
+    (tmp_path / "child.mkl").write_text(
+        "machine: child\nentry: a\nbudget: 1\nstates:\n"
+        "  a:\n    structure: s\n    prompt: one\n    output: o\n    gates: [{ when: otherwise, then: ok, to: b }]\n"
+        "  b:\n    structure: s\n    prompt: two\n    output: o\n    gates: [{ when: otherwise, then: ok, to: END }]\n")
+    (tmp_path / "parent.mkl").write_text("machine: parent\nentry: c\nbudget: 5\nstates:\n  c:\n    call: child\n"
+                                         "    output: sub\n    gates: [{ when: otherwise, then: ok, to: END }]\n")
+    (tmp_path / "script.yaml").write_text("llm: { produce: [first, second] }\n")
+    started = mkl("run", "parent.mkl", "--id", "N", "--script", "script.yaml", "--suspend")
+    assert started.returncode == 3
+    assert "suspended (budget-exhausted) at b in called machine 'child'" in started.stdout
+    assert "--max-steps N (the new budget of 'child')" in started.stdout
+    resumed = mkl("resume", "--id", "N", "--script", "script.yaml", "--max-steps", "2")
+    assert resumed.returncode == 0, resumed.stdout
+    assert status_line(resumed)["result"] == "second"
+    assert status_line(resumed)["calls"] == {"made": 1, "replayed": 1}
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--set", "novalue"], "--set expects KEY=VALUE"),
     (["--input", "{not json"], "--input is not valid JSON"),

@@ -622,6 +622,75 @@ def test_repair_budget_is_exact_across_resumes() -> None:
                                                                           "the draft is too short")] * 3
 
 
+PARENT = """
+machine: parent
+entry: prepare
+budget: 10
+states:
+  prepare:
+    structure: one line
+    prompt: "prepare"
+    output: plan
+    gates: [{when: otherwise, then: ok, to: delegate}]
+  delegate:
+    call: child
+    output: report
+    gates: [{when: otherwise, then: ok, to: END}]
+"""
+
+CHILD = """
+machine: child
+entry: a
+budget: 2
+states:
+  a:
+    structure: one line
+    prompt: "one"
+    output: x
+    gates: [{when: otherwise, then: ok, to: b}]
+  b:
+    structure: one line
+    prompt: "two"
+    output: y
+    gates: [{when: otherwise, then: ok, to: c}]
+  c:
+    structure: one line
+    prompt: "three"
+    output: z
+    gates: [{when: otherwise, then: ok, to: END}]
+"""
+
+
+def test_more_steps_at_resume_go_to_the_called_machine_that_ran_out() -> None:
+    """A sub-machine out of its own budget: raising the root's would only suspend again in the same place."""
+    parent, child = load(PARENT), load(CHILD)
+    registry = {"child": child}
+    script = {"llm": {"produce": ["planned", "x1", "y1", "z1"]}}
+    store = MemoryStore()
+    oracle = _fresh_oracle(script)
+    first = runs.start(parent, oracle, store=store, run_id="nested", registry=registry, options=_opts()).result
+    assert (first.status, first.error, first.at, first.machine) == ("suspended", "budget-exhausted", "c", "child")
+    resumed = runs.resume("nested", oracle, store=store, max_steps=3, registry=registry)
+    result = resumed.result
+    assert (result.status, result.result, result.machine) == ("done", "z1", None)
+    assert resumed.calls == {"made": 1, "replayed": 3}
+    assert [step["state"] for step in result.trace[-1]["sub_trace"]] == ["a", "b", "c"]
+    resume_records = [record for record in resumed.records if record["t"] == "resume"]
+    assert [record.get("budgets") for record in resume_records] == [{"child": 3}]
+    assert "max_steps" not in resume_records[0]  # the root kept its own budget
+
+
+def test_a_root_out_of_steps_still_gets_them_at_resume() -> None:
+    parent, child = load(PARENT), load(CHILD.replace("budget: 2", "budget: 5"))
+    store = MemoryStore()
+    oracle = _fresh_oracle({"llm": {"produce": ["planned", "x1", "y1", "z1"]}})
+    first = runs.start(parent, oracle, store=store, run_id="root-out", registry={"child": child},
+                       options=_opts(max_steps=1)).result
+    assert (first.status, first.at, first.machine) == ("suspended", "delegate", None)
+    result = runs.resume("root-out", oracle, store=store, max_steps=2, registry={"child": child}).result
+    assert (result.status, result.result) == ("done", "z1")
+
+
 # -- on_error -------------------------------------------------------------------------------------
 
 ON_ERROR = """

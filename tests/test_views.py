@@ -709,6 +709,35 @@ def test_in_doubt_summary_explains_what_to_do() -> None:
     assert "mkl resume NOTEBOOK.ipynb --run run-7 --resolve retry" in card
 
 
+SHORT_LEAF = """
+machine: leaf
+entry: l1
+budget: 1
+states:
+  l1:
+    structure: s
+    prompt: "first"
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: l2 }
+  l2:
+    structure: s
+    prompt: "second"
+    output: o
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+
+def test_a_suspension_inside_a_called_machine_names_that_machine() -> None:
+    root, result = run(MIDDLE, {"produce": ["a", "b"]}, registry=(SHORT_LEAF,), suspendable=True)
+    assert (result.status, result.error, result.at, result.machine) == ("suspended", "budget-exhausted", "l2", "leaf")
+    assert "waiting for more steps (resumes at l2 in called machine leaf)." in views.result_summary_text(result)
+    markup = views.result_summary_html(result)
+    assert "(resumes at <code>l2</code> in called machine <code>leaf</code>)" in markup
+    assert "--run run-3 --max-steps N" in views.pending_card_text("run-3", root.name, result)
+
+
 def test_progress_line() -> None:
     usage = {"input_tokens": 1000, "output_tokens": 240}
     assert views.progress_text("draft", 3, usage) == "running — state draft · 3 steps · 1,240 tokens"

@@ -86,7 +86,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
     parser.add_argument("--tools", metavar="FILE.py", help="a Python file whose @mkl_notebook.tool / .hook "
                         "functions the run may call")
-    parser.add_argument("--max-steps", type=positive_int, metavar="N", help="step budget (replaces budget:)")
+    parser.add_argument("--max-steps", type=positive_int, metavar="N",
+                        help="step budget (replaces budget:); on resume, of the machine that ran out of steps, "
+                             "the root or a called one")
     parser.add_argument("--max-tokens", type=positive_int, metavar="N", help="token budget for the whole run")
     parser.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
 
@@ -113,7 +115,11 @@ def describe(result: RunResult) -> str:
         lines.append(f"in doubt: {result.error}")
         lines.append("  settle it with: mkl resume --resolve completed=VALUE | retry | abort")
     else:
-        lines.append(f"suspended ({result.error}) at {result.at}")
+        where = f" in called machine '{result.machine}'" if result.machine else ""
+        lines.append(f"suspended ({result.error}) at {result.at}{where}")
+        if result.error == "budget-exhausted":
+            whose = f"'{result.machine}'" if result.machine else "the run"
+            lines.append(f"  more steps: mkl resume … --max-steps N (the new budget of {whose})")
         if result.ask:
             lines.append(f"  asks: {result.ask}  (reply lands at {result.reply_to})")
         if result.question:

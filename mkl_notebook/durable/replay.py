@@ -88,6 +88,8 @@ class JournalIndex:
             self.last = record
         elif kind == "resume":
             self.overrides.update({k: v for k, v in record.items() if k in ("max_steps", "cost_budget")})
+            if isinstance(record.get("budgets"), dict):  # a called machine's budget, raised at resume
+                self.overrides["budgets"] = {**self.overrides.get("budgets", {}), **record["budgets"]}
         elif kind == "rerun":
             self.setup.update({key: record[key] for key in SETUP_KEYS if key in record})
             self.overrides = {}

@@ -115,6 +115,8 @@ def _options_record(options: RunOptions) -> dict[str, Any]:
         elif isinstance(value, Mapping):
             value = dict(value)
         record[name] = value
+    if options.budgets:  # only when set, so that the records of runs from before it existed still match
+        record["budgets"] = dict(options.budgets)
     return record
 
 
@@ -124,6 +126,8 @@ def _options_from_record(record: Mapping[str, Any], secret: bytes, observer: Any
         values["tool_effects"] = MappingProxyType(dict(values["tool_effects"] or {}))
     if "trusted_keys" in values:
         values["trusted_keys"] = frozenset(values["trusted_keys"] or ())
+    if record.get("budgets"):
+        values["budgets"] = MappingProxyType({str(name): int(steps) for name, steps in record["budgets"].items()})
     return RunOptions(**values, secret=secret, observer=observer)
 
 
@@ -144,9 +148,12 @@ def _result_records(outcome_result: RunResult, in_doubt: InDoubt | None, calls: 
         return {"t": "finish", "status": "in_doubt", "error": outcome_result.error, "at": outcome_result.at,
                 "pos": in_doubt.position, "tool": in_doubt.tool, "calls": calls, "time": time.time()}
     if outcome_result.status == "suspended":
-        return {"t": "suspend", "reason": outcome_result.error, "at": outcome_result.at,
-                "ask": outcome_result.ask, "reply_to": outcome_result.reply_to, "question": outcome_result.question,
-                "pos": outcome_result.pending, "calls": calls, "time": time.time()}
+        record = {"t": "suspend", "reason": outcome_result.error, "at": outcome_result.at,
+                  "ask": outcome_result.ask, "reply_to": outcome_result.reply_to, "question": outcome_result.question,
+                  "pos": outcome_result.pending, "calls": calls, "time": time.time()}
+        if outcome_result.machine:  # suspended inside a called machine: where more steps must go
+            record["machine"] = outcome_result.machine
+        return record
     return {"t": "finish", "status": outcome_result.status, "error": outcome_result.error,
             "at": outcome_result.at, "calls": calls, "time": time.time()}
 
@@ -318,13 +325,18 @@ def resume(run_id: str, oracle: Oracle, *, store: RunStore, reply: Any = None, h
                 pins = pin_machines(registry[root], registry)
                 if pins != index.machines:
                     added.append({"t": "rerun", "machines": pins, "time": time.time()})
-        budgets = {}
+        raised: dict[str, Any] = {}
         if max_steps is not None:
-            budgets["max_steps"] = max_steps
+            # More steps go to the machine that ran out: the root, or a called machine out of its own budget.
+            ran_out = last.get("machine") if last.get("reason") == "budget-exhausted" else None
+            if ran_out:
+                raised["budgets"] = {ran_out: max_steps}
+            else:
+                raised["max_steps"] = max_steps
         if max_tokens is not None:
-            budgets["cost_budget"] = max_tokens
-        if budgets:
-            added.append({"t": "resume", **budgets, "time": time.time()})
+            raised["cost_budget"] = max_tokens
+        if raised:
+            added.append({"t": "resume", **raised, "time": time.time()})
         return added
 
     return advance(store, run_id, oracle, registry=registry, observer=observer, before=prepare)

@@ -26,6 +26,9 @@ class RunOptions:
 
     cost_budget: int | None = None
     max_steps: int | None = None  # replaces the root machine's ``budget`` (a resume with more steps)
+    # Replace a called machine's ``budget``, by machine name: a resume with more steps where a
+    # sub-machine, not the root, ran out of its own.
+    budgets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     suspendable: bool = False
     hitl: Hitl = "none"
     on_untrusted_flow: Literal["report", "halt"] = "report"

@@ -23,6 +23,7 @@ class RunResult:
     question: str | None = None  # a model-initiated question (suspension reason "asked")
     visits: dict[str, int] = field(default_factory=dict)  # entries per state of the root run
     pending: str | None = None  # position of the awaited reply, for hosts that answer it
+    machine: str | None = None  # of a suspension inside a called machine: that machine (``at`` is its state)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {

@@ -127,10 +127,12 @@ class _MachineRun:
 
     def _result(self, status: str, error: str | None = None, *, at: str | None = None, result: Any = None,
                 diagnosis: dict[str, Any] | None = None, ask: str | None = None, reply_to: str | None = None,
-                pending: str | None = None, question: str | None = None) -> RunResult:
+                pending: str | None = None, question: str | None = None, machine: str | None = None) -> RunResult:
+        if status == "suspended" and machine is None and self.depth > 0:
+            machine = self.machine_name
         run_result = RunResult(status=status, error=error, result=result, at=at, usage=self.usage.as_dict(),
                                trace=self.trace, context=self.ctx, diagnosis=diagnosis, ask=ask, reply_to=reply_to,
-                               visits=dict(self.visits), pending=pending, question=question)
+                               visits=dict(self.visits), pending=pending, question=question, machine=machine)
         if self.depth == 0 and self.shared.options.observer is not None:
             self.shared.emit("finish", result=run_result)
         return run_result
@@ -195,7 +197,7 @@ class _MachineRun:
             except _Suspended as suspended:  # a call suspended: this run waits too, at the innermost state
                 inner = suspended.result
                 return self._result("suspended", inner.error, at=inner.at, ask=inner.ask, reply_to=inner.reply_to,
-                                    question=inner.question, pending=inner.pending)
+                                    question=inner.question, pending=inner.pending, machine=inner.machine)
             except _Asked as asked:
                 self.usage.add(*asked.usage)
                 return self._result("suspended", "asked", at=state_id, question=asked.question,
@@ -569,7 +571,8 @@ class _MachineRun:
             cost_limit = max(0, self.cost_limit - self.usage.total)
         child = _MachineRun(
             self.shared, callee, child_ctx, _Taint(set(child_tainted), set(child_tainted)), depth=self.depth + 1,
-            prefix=f"{position}/call:{name}", budget=callee.budget, cost_limit=cost_limit,
+            prefix=f"{position}/call:{name}", budget=self.shared.options.budgets.get(name, callee.budget),
+            cost_limit=cost_limit,
             suspendable=self.suspendable and not in_branch, flow_tainted=self.flow_tainted,
             can_ask=self.can_ask and not in_branch,
         )

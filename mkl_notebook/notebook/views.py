@@ -320,11 +320,13 @@ def _at_html(result: RunResult) -> str:
 
 
 def _resumes_text(result: RunResult) -> str:
-    return f" (resumes at {result.at})" if result.at else ""
+    called = f" in called machine {result.machine}" if result.machine else ""
+    return f" (resumes at {result.at}{called})" if result.at else ""
 
 
 def _resumes_html(result: RunResult) -> str:
-    return f" (resumes at {_code(result.at)})" if result.at else ""
+    called = f" in called machine {_code(result.machine)}" if result.machine else ""
+    return f" (resumes at {_code(result.at)}{called})" if result.at else ""
 
 
 def _diagnosis_text(result: RunResult) -> str | None:
