@@ -115,10 +115,12 @@ def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Pa
     assert started.returncode == 3
     assert "suspended (budget-exhausted) at b in called machine 'child'" in started.stdout
     assert "--max-steps N (the new budget of 'child')" in started.stdout
+    assert status_line(started)["called_machine"] == "child"
     resumed = mkl("resume", "--id", "N", "--script", "script.yaml", "--max-steps", "2")
     assert resumed.returncode == 0, resumed.stdout
     assert status_line(resumed)["result"] == "second"
     assert status_line(resumed)["calls"] == {"made": 1, "replayed": 1}
+    assert "called_machine" not in status_line(resumed)
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -383,6 +383,7 @@ def test_resume_of_an_intact_checkpoint_finishes_and_rewrites_it(suspended_check
     assert completed.returncode == 0, completed.stderr
     status = _status(completed)
     assert status["result"] == "F" and status["calls"] == {"made": 1, "replayed": 2}
+    assert status["checkpoint"] == "cp.json"  # the status names the checkpoint it brought up to date
     header, records = envelope.read_file(elsewhere / "cp.json")
     assert header["status"] == "done" and records[-1]["t"] == "finish"
     assert stat.S_IMODE((elsewhere / "cp.json").stat().st_mode) == 0o600

@@ -128,7 +128,9 @@ def describe(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | None) -> int:
+def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | None,
+            written: str | None = None) -> int:
+    """Print the outcome and its status line; ``written`` names a checkpoint the caller already updated."""
     if checkpoint:
         envelope.write_file(checkpoint, outcome.envelope())
     result = outcome.result
@@ -138,8 +140,10 @@ def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | N
         "status": result.status, "error": result.error, "at": result.at, "ask": result.ask,
         "reply_to": result.reply_to, "question": result.question, "result": result.result, "usage": result.usage,
         "run": outcome.run_id,
-        "checkpoint": checkpoint, "calls": outcome.calls,
+        "checkpoint": checkpoint or written, "calls": outcome.calls,
     }
+    if result.machine:
+        status["called_machine"] = result.machine  # the suspension is inside it: `at` is its state
     if outcome.in_doubt:
         status["in_doubt"] = outcome.in_doubt
     emit_status(status)
@@ -294,7 +298,7 @@ def resume_command(args: argparse.Namespace) -> int:
         run_id = _import_checkpoint(store, header, records, args.target)
         outcome = _resume(args, store, run_id)
         envelope.write_file(args.target, outcome.envelope())
-    return _finish(args, outcome, args.checkpoint)
+    return _finish(args, outcome, args.checkpoint, written=args.target)
 
 
 def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str) -> runs.Outcome:
@@ -326,7 +330,7 @@ def _resume_notebook(args: argparse.Namespace) -> int:
         machine = machines.get(str(embedded.header.get("machine")))
         nbfile.write_run(notebook, embedded, run_bundle(run_id, machine, outcome.result,
                                                         envelope=outcome.envelope()))
-    return _finish(args, outcome, args.checkpoint)
+    return _finish(args, outcome, args.checkpoint, written=str(notebook))
 
 
 def runs_command(args: argparse.Namespace) -> int:
