@@ -116,6 +116,7 @@ def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Pa
     assert "suspended (budget-exhausted) at b in called machine 'child'" in started.stdout
     assert "--max-steps N (the new budget of 'child')" in started.stdout
     assert status_line(started)["called_machine"] == "child"
+    assert "c -> suspended inside child after 1 step there" in started.stdout
     resumed = mkl("resume", "--id", "N", "--script", "script.yaml", "--max-steps", "2")
     assert resumed.returncode == 0, resumed.stdout
     assert status_line(resumed)["result"] == "second"

@@ -736,6 +736,20 @@ def test_a_suspension_inside_a_called_machine_names_that_machine() -> None:
     markup = views.result_summary_html(result)
     assert "(resumes at <code>l2</code> in called machine <code>leaf</code>)" in markup
     assert "--run run-3 --max-steps N" in views.pending_card_text("run-3", root.name, result)
+    shown = views.run_text("run-3", root, result)  # the open call shows what ran inside it so far
+    assert "m1     —     —           —       —   0       (suspended inside leaf)" in shown
+    assert "↳ sub-run trace — 1 step" in shown and "l1     otherwise" in shown
+    assert "<summary>sub-run — 1 step</summary>" in views.run_html("run-3", root, result)
+
+
+def test_calls_left_open_nest_like_the_calls() -> None:
+    _, result = run(PARENT, {"produce": ["a", "b"]}, registry=(MIDDLE, SHORT_LEAF), suspendable=True)
+    assert (result.at, result.machine, result.trace) == ("l2", "leaf", [])
+    outer = result.pending_step
+    assert (outer["state"], outer["suspended_in"]) == ("prep", "middle")
+    (inner,) = outer["sub_trace"]
+    assert (inner["state"], inner["suspended_in"]) == ("m1", "leaf")
+    assert [(step["step"], step["state"], step["output"]) for step in inner["sub_trace"]] == [(1, "l1", "a")]
 
 
 def test_progress_line() -> None:

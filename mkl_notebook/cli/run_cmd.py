@@ -104,6 +104,13 @@ def describe(result: RunResult) -> str:
         target = step.get("to") or "-"
         via = f" via {step['gate_via']}" if step.get("gate_via") else ""
         lines.append(f"  {step.get('step')!s:>4}  {step.get('state')} -> {target}  ({step.get('policy')}{via})")
+    open_call = result.pending_step
+    while open_call:  # a suspension inside called machines: the calls left open, innermost last
+        inner = open_call.get("sub_trace") or []
+        finished = sum(1 for step in inner if step.get("step") is not None)
+        lines.append(f"     …  {open_call.get('state')} -> suspended inside {open_call.get('suspended_in')} "
+                     f"after {finished} step{'s' if finished != 1 else ''} there")
+        open_call = next((step for step in inner if step.get("suspended_in")), None)
     if result.status == "done":
         lines.append(f"done: {json.dumps(result.result, ensure_ascii=False, default=str)}")
     elif result.status == "halt":

@@ -24,6 +24,9 @@ class RunResult:
     visits: dict[str, int] = field(default_factory=dict)  # entries per state of the root run
     pending: str | None = None  # position of the awaited reply, for hosts that answer it
     machine: str | None = None  # of a suspension inside a called machine: that machine (``at`` is its state)
+    # Of a suspension inside a called machine: the call step left open, with the steps the called machine
+    # took so far as its sub_trace (not part of ``trace``, which holds finished steps only).
+    pending_step: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {

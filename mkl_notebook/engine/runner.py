@@ -127,12 +127,14 @@ class _MachineRun:
 
     def _result(self, status: str, error: str | None = None, *, at: str | None = None, result: Any = None,
                 diagnosis: dict[str, Any] | None = None, ask: str | None = None, reply_to: str | None = None,
-                pending: str | None = None, question: str | None = None, machine: str | None = None) -> RunResult:
+                pending: str | None = None, question: str | None = None, machine: str | None = None,
+                pending_step: dict[str, Any] | None = None) -> RunResult:
         if status == "suspended" and machine is None and self.depth > 0:
             machine = self.machine_name
         run_result = RunResult(status=status, error=error, result=result, at=at, usage=self.usage.as_dict(),
                                trace=self.trace, context=self.ctx, diagnosis=diagnosis, ask=ask, reply_to=reply_to,
-                               visits=dict(self.visits), pending=pending, question=question, machine=machine)
+                               visits=dict(self.visits), pending=pending, question=question, machine=machine,
+                               pending_step=pending_step)
         if self.depth == 0 and self.shared.options.observer is not None:
             self.shared.emit("finish", result=run_result)
         return run_result
@@ -197,7 +199,8 @@ class _MachineRun:
             except _Suspended as suspended:  # a call suspended: this run waits too, at the innermost state
                 inner = suspended.result
                 return self._result("suspended", inner.error, at=inner.at, ask=inner.ask, reply_to=inner.reply_to,
-                                    question=inner.question, pending=inner.pending, machine=inner.machine)
+                                    question=inner.question, pending=inner.pending, machine=inner.machine,
+                                    pending_step=_unfinished_call(state, self.plans[state_id].tier, inner))
             except _Asked as asked:
                 self.usage.add(*asked.usage)
                 return self._result("suspended", "asked", at=state_id, question=asked.question,
@@ -704,6 +707,12 @@ def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
         raise _Fail(f"state-error: parse-list: output is JSON but not an array (got {type(value).__name__})",
                     policy="state-error", usage=usage)
     return value
+
+
+def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
+    """The call step a suspension inside a called machine leaves open: what that machine did so far."""
+    sub_trace = [*inner.trace, *([inner.pending_step] if inner.pending_step else [])]
+    return {"step": None, "state": state.id, "tier": tier, "sub_trace": sub_trace, "suspended_in": state.call}
 
 
 def run_machine(machine: Machine, oracle: Oracle, *, registry: Mapping[str, Machine] | None = None,
