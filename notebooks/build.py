@@ -8,6 +8,7 @@ Cells whose output is stable carry ``# NBVAL_CHECK_OUTPUT`` so that the test sui
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -318,6 +319,8 @@ def execute(nb: nbformat.NotebookNode, folder: Path) -> None:
 
 
 def main() -> None:
+    # The `!mkl …` cells run the console script: take it from this interpreter's environment, activated or not.
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     for store in (HERE / ".mkl", HERE / "data" / ".mkl"):
         shutil.rmtree(store, ignore_errors=True)
     shared = notebook(SHARED_SOURCE)
