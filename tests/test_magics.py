@@ -459,6 +459,24 @@ def test_config_store_moves_the_journal(ip: Cells) -> None:
     assert not (ip.tmp / ".mkl" / "runs.sqlite").exists()
 
 
+def test_trace_of_a_run_waiting_inside_a_called_machine_shows_its_steps(ip: Cells) -> None:
+    ip.define("machine: child\nentry: a\nbudget: 1\nstates:\n"
+              "  a:\n    structure: s\n    prompt: one\n    output: o\n"
+              "    gates: [{ when: otherwise, then: ok, to: b }]\n"
+              "  b:\n    structure: s\n    prompt: two\n    output: o\n"
+              "    gates: [{ when: otherwise, then: ok, to: END }]\n")
+    ip.define("machine: parent\nentry: c\nbudget: 5\nstates:\n  c:\n    call: child\n    output: sub\n"
+              "    gates: [{ when: otherwise, then: ok, to: END }]\n")
+    script = ip.script("nested", {"llm": {"produce": ["first draft"]}})
+    ip.run(f"%mkl run parent --id nested --suspend --script {script}")
+    ip.out.clear()
+    ip.run("%mkl trace nested")
+    trace = ip.out.last("text/html")
+    assert "(suspended inside child)" in trace["text/plain"]
+    assert "first draft" in trace["text/plain"]  # what the called machine wrote before it ran out of steps
+    _assert_safe_html(trace["text/html"])
+
+
 def test_runs_trace_visits_and_pending(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
     ip.define(REFUND)
     ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")  # suspends at its escalate gate (notebook default)

@@ -28,6 +28,10 @@ class RunResult:
     # took so far as its sub_trace (not part of ``trace``, which holds finished steps only).
     pending_step: dict[str, Any] | None = None
 
+    def trace_with_open_call(self) -> list[dict[str, Any]]:
+        """The finished steps, then the call a suspension inside a called machine left open, if any."""
+        return [*self.trace, *([self.pending_step] if self.pending_step else [])]
+
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "status": self.status, "error": self.error, "result": self.result, "at": self.at,

@@ -711,8 +711,8 @@ def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
 
 def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
     """The call step a suspension inside a called machine leaves open: what that machine did so far."""
-    sub_trace = [*inner.trace, *([inner.pending_step] if inner.pending_step else [])]
-    return {"step": None, "state": state.id, "tier": tier, "sub_trace": sub_trace, "suspended_in": state.call}
+    return {"step": None, "state": state.id, "tier": tier, "sub_trace": inner.trace_with_open_call(),
+            "suspended_in": state.call}
 
 
 def run_machine(machine: Machine, oracle: Oracle, *, registry: Mapping[str, Machine] | None = None,

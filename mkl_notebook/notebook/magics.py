@@ -348,7 +348,7 @@ class MklMagics(Magics):
 
     def _cmd_trace(self, words: list[str]) -> None:
         run = self.session.get_run(self._text(self._parse("trace", words).run_id))
-        steps = views.shown_trace(run.result_object)  # with a call a suspension left open, if any
+        steps = run.result_object.trace_with_open_call()  # with a call a suspension left open, if any
         display({"text/html": views.trace_table_html(steps), "text/plain": views.trace_table_text(steps)}, raw=True)
 
     def _cmd_visits(self, words: list[str]) -> None:

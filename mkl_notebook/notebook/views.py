@@ -483,11 +483,6 @@ def _highlight_max(result: RunResult) -> bool:
 UNDEFINED_MACHINE = "(machine not defined)"
 
 
-def shown_trace(result: RunResult) -> list[Step]:
-    """The finished steps, then a call left open by a suspension inside it (with what ran in there so far)."""
-    return [*result.trace, *([result.pending_step] if result.pending_step else [])]
-
-
 def run_html(run_id: str, machine: Machine | None, result: RunResult) -> str:
     """The finished (or parked) view of a run: outcome or pending card, trace, and visits (given the machine)."""
     name = machine.name if machine is not None else UNDEFINED_MACHINE
@@ -495,7 +490,7 @@ def run_html(run_id: str, machine: Machine | None, result: RunResult) -> str:
         head = pending_card_html(run_id, name, result) + f"<p><small>{_e(_usage_text(result))}</small></p>"
     else:
         head = result_summary_html(result)
-    trace = trace_table_html(shown_trace(result), caption=f"Trace of {run_id}")
+    trace = trace_table_html(result.trace_with_open_call(), caption=f"Trace of {run_id}")
     visits = ("" if machine is None else
               visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
     return f"<div>{head}{trace}{visits}</div>"
@@ -508,7 +503,7 @@ def run_text(run_id: str, machine: Machine | None, result: RunResult) -> str:
         head = f"{pending_card_text(run_id, name, result)}\n{_usage_text(result)}"
     else:
         head = result_summary_text(result)
-    parts = [head, trace_table_text(shown_trace(result), caption=f"Trace of {run_id}")]
+    parts = [head, trace_table_text(result.trace_with_open_call(), caption=f"Trace of {run_id}")]
     if machine is not None:
         parts.append(visits_table_text(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
     return "\n\n".join(parts)
