@@ -286,13 +286,10 @@ def produce_fingerprint(request: ProduceRequest) -> str:
         digest = recent.get(user)
         if digest is not None:
             return digest
-    # One shared empty hash state, copied: it stays in cache, where a hash state per shape would not.
-    hasher = _EMPTY_HASH.copy()
     if user.isascii() and "'" not in user:  # then repr(user) is the quoted unicode_escape, which is cheaper
-        hasher.update(quoted_prefix + _escape(user)[0] + quoted_suffix)
+        digest = _hash(quoted_prefix + _escape(user)[0] + quoted_suffix)
     else:
-        hasher.update(plain_prefix + repr(user).encode("utf-8", "surrogatepass") + plain_suffix)
-    digest = hasher.hexdigest()
+        digest = _hash(plain_prefix + _utf8(repr(user)) + plain_suffix)
     if remember:
         if len(recent) >= 64:
             recent.clear()
@@ -320,8 +317,12 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
 
 
 def _digest(text: str) -> str:
-    hasher = _EMPTY_HASH.copy()
-    hasher.update(text.encode("utf-8", "surrogatepass"))
+    return _hash(_utf8(text))
+
+
+def _hash(data: bytes) -> str:
+    hasher = _EMPTY_HASH.copy()  # one shared empty state, copied: it stays in cache, as a state per shape would not
+    hasher.update(data)
     return hasher.hexdigest()
 
 

@@ -55,7 +55,6 @@ def fmt(value: Any) -> str:
     return text
 
 
-
 def root_key(path: str) -> str:
     return path.split(".", 1)[0]
 
