@@ -108,11 +108,17 @@ class ReplayOracle(Oracle):
         self.invalidated = 0
         self.recorded = 0
 
-    def _record(self, record: dict[str, Any]) -> None:
+    def _record(self, record: dict[str, Any], made: bool = False) -> None:
+        """Journal ``record`` (durable before its answer is used), then index it; ``made`` counts a call.
+
+        Model answers, one per step, take a written-out copy of this in :meth:`ask`.
+        """
         with self._lock:
-            self._append(record)  # durable before the answer is used
+            self._append(record)
             self.journal.add(record)
             self.recorded += 1
+            if made:
+                self.made += 1
 
     @property
     def waits(self) -> bool:
@@ -159,8 +165,8 @@ class ReplayOracle(Oracle):
                                   "answer": encode_answer(kind, answer)}
         if answer.input_tokens or answer.output_tokens:
             record["usage"] = [answer.input_tokens, answer.output_tokens]
-        lock = self._lock
-        lock.acquire()  # acquire/release, not `with`: the statement costs several times the lock here
+        lock = self._lock  # _record, written out: acquire/release, not `with`, which costs more than the lock
+        lock.acquire()
         try:
             self._append(record)  # durable first, then indexed
             if journal.open_intents or journal.resolutions:
@@ -215,20 +221,16 @@ class ReplayOracle(Oracle):
                 self.made += 1
             raise  # not journaled: a resume tries again
         except Exception as exc:
-            with self._lock:
-                self.made += 1
             message = str(exc) or type(exc).__name__
             self._record({"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
                           "name": request.name, "error": message,  # type: ignore[union-attr]
-                          **({"effect": request.effect} if isinstance(request, ToolRequest) else {})})
+                          **({"effect": request.effect} if isinstance(request, ToolRequest) else {})}, made=True)
             raise RecordedFailure(message) from None
         record: dict[str, Any] = {"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
                                   "answer": encode_answer(kind, answer), "name": request.name}  # type: ignore[union-attr]
         if isinstance(request, ToolRequest):
             record["effect"] = request.effect
-        with self._lock:
-            self.made += 1
-        self._record(record)
+        self._record(record, made=True)
         return answer
 
     def _reply(self, request: ReplyRequest) -> Any:
