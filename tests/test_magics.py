@@ -574,6 +574,8 @@ USER_ERRORS = {
     "bad-flag": (lambda ip: "%mkl run refund --bogus", ["--bogus"]),
     "max-steps-0": (lambda ip: f"%mkl run refund --max-steps 0 --script {REFUND_SCRIPT}", ["--max-steps", "1"]),
     "max-steps-not-a-number": (lambda ip: "%mkl run refund --max-steps many", ["--max-steps", "many"]),
+    "resume-max-steps-0": (lambda ip: "%mkl resume refund --max-steps 0", ["--max-steps", "1"]),
+    "resume-max-tokens-negative": (lambda ip: "%mkl resume refund --max-tokens -5", ["--max-tokens", "1"]),
     "input-not-a-dict": (lambda ip: f"lst = [1, 2]\n%mkl run refund --input $lst --script {REFUND_SCRIPT}",
                          ["--input", "dict"]),
     "input-bad-json": (lambda ip: f"%mkl run refund --input '[1, 2]' --script {REFUND_SCRIPT}", ["--input", "dict"]),

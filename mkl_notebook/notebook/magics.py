@@ -271,10 +271,7 @@ class MklMagics(Magics):
         self._run(self._text(args.name), args)
 
     def _run(self, name: str, args: argparse.Namespace) -> None:
-        for flag in ("max_steps", "max_tokens"):
-            value = getattr(args, flag)
-            if value is not None and value < 1:
-                raise UsageError(f"--{flag.replace('_', '-')} must be at least 1")
+        _check_budgets(args)
         self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
         host_values = {**self._input(args.input), **self._assignments(args.set)}
         hitl = "all" if args.hitl else "none" if args.no_hitl else None
@@ -299,6 +296,7 @@ class MklMagics(Magics):
 
     def _cmd_resume(self, words: list[str]) -> None:
         args = self._parse("resume", words)
+        _check_budgets(args)
         run = self.session.get_run(self._text(args.run_id))
         view = RunView(run.id, run.machine)
         reply = self._reply(run, args)
@@ -310,7 +308,7 @@ class MklMagics(Magics):
             resolve = (action, value if sep else None)
         if reply is not None:
             run.submit(reply[0], observer=view.observer)
-        if args.max_steps or args.max_tokens or resolve or reply is None:
+        if args.max_steps is not None or args.max_tokens is not None or resolve or reply is None:
             run.resume(max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=resolve,
                        observer=view.observer)
         self.present(run, view)
@@ -428,3 +426,9 @@ def load(shell: Any) -> MklMagics:
         shell.configurables.append(magics)  # so %config MklMagics.model = … works
     return magics
 
+
+def _check_budgets(args: argparse.Namespace) -> None:
+    for flag in ("max_steps", "max_tokens"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1")
