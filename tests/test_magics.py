@@ -330,6 +330,15 @@ def test_rerunning_the_cell_replays_without_calls_and_fresh_pays_again(ip: Cells
     assert (fresh.status, fresh.result) == ("done", REFUND_RESULT)
 
 
+def test_a_refused_resume_journals_nothing_of_it(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")
+    ip.fails("%mkl resume refund --set approval.answer=approve --max-steps 0")
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.error) == ("suspended", "escalated")  # the reply did not go through either
+    assert _reply_records(Path(".mkl/runs.sqlite")) == 0
+
+
 def test_editing_a_prompt_reexecutes_only_the_changed_call_and_keeps_the_reply(ip: Cells) -> None:
     ip.define(REFUND)
     cell = f"%mkl run refund --script {REFUND_SCRIPT} --set ticket=broken"
@@ -559,6 +568,11 @@ def _yaml_error_line(source: str) -> int:
     raise AssertionError("the YAML parses")
 
 
+def _waiting(ip: Cells) -> str:
+    ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")  # suspends at its escalate gate (notebook default)
+    return "%mkl resume refund"
+
+
 def _not_waiting(ip: Cells) -> str:
     ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT}")
     return "%mkl resume refund --reply yes"
@@ -574,8 +588,10 @@ USER_ERRORS = {
     "bad-flag": (lambda ip: "%mkl run refund --bogus", ["--bogus"]),
     "max-steps-0": (lambda ip: f"%mkl run refund --max-steps 0 --script {REFUND_SCRIPT}", ["--max-steps", "1"]),
     "max-steps-not-a-number": (lambda ip: "%mkl run refund --max-steps many", ["--max-steps", "many"]),
-    "resume-max-steps-0": (lambda ip: "%mkl resume refund --max-steps 0", ["--max-steps", "1"]),
-    "resume-max-tokens-negative": (lambda ip: "%mkl resume refund --max-tokens -5", ["--max-tokens", "1"]),
+    "resume-max-steps-0": (lambda ip: _waiting(ip) + " --max-steps 0", ["--max-steps", "1"]),
+    "resume-max-tokens-negative": (lambda ip: _waiting(ip) + " --max-tokens -5", ["--max-tokens", "1"]),
+    "resume-reply-with-max-steps-0": (lambda ip: _waiting(ip) + " --reply approve --max-steps 0",
+                                      ["--max-steps", "1"]),
     "input-not-a-dict": (lambda ip: f"lst = [1, 2]\n%mkl run refund --input $lst --script {REFUND_SCRIPT}",
                          ["--input", "dict"]),
     "input-bad-json": (lambda ip: f"%mkl run refund --input '[1, 2]' --script {REFUND_SCRIPT}", ["--input", "dict"]),

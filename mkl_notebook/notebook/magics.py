@@ -28,7 +28,7 @@ from ..testing import ScenarioFileError, run_all, scenarios_from_mapping
 from . import views
 from .diagram import diagram_bundle
 from .display import RunView
-from .session import MklUsageError, Run, Session, current_session
+from .session import MklUsageError, Run, Session, check_budgets, current_session
 
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
 SUBCOMMANDS = ("run", "resume", "runs", "trace", "visits", "pending", "check", "test", "config", "help")
@@ -271,7 +271,6 @@ class MklMagics(Magics):
         self._run(self._text(args.name), args)
 
     def _run(self, name: str, args: argparse.Namespace) -> None:
-        _check_budgets(args)
         self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
         host_values = {**self._input(args.input), **self._assignments(args.set)}
         hitl = "all" if args.hitl else "none" if args.no_hitl else None
@@ -296,7 +295,7 @@ class MklMagics(Magics):
 
     def _cmd_resume(self, words: list[str]) -> None:
         args = self._parse("resume", words)
-        _check_budgets(args)
+        check_budgets(args.max_steps, args.max_tokens)  # before a reply is journaled: nothing half done
         run = self.session.get_run(self._text(args.run_id))
         view = RunView(run.id, run.machine)
         reply = self._reply(run, args)
@@ -425,10 +424,3 @@ def load(shell: Any) -> MklMagics:
     if magics not in shell.configurables:
         shell.configurables.append(magics)  # so %config MklMagics.model = … works
     return magics
-
-
-def _check_budgets(args: argparse.Namespace) -> None:
-    for flag in ("max_steps", "max_tokens"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1")

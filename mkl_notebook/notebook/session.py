@@ -33,6 +33,12 @@ class MklUsageError(ValueError):
     """A user mistake in the notebook API; the magics show it as a one-line UsageError."""
 
 
+def check_budgets(max_steps: int | None, max_tokens: int | None) -> None:
+    for name, flag, value in (("max_steps", "--max-steps", max_steps), ("max_tokens", "--max-tokens", max_tokens)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise MklUsageError(f"{name} ({flag}) must be a whole number of at least 1, not {value!r}")
+
+
 @dataclass
 class Settings:
     store: Path = DEFAULT_STORE
@@ -139,6 +145,7 @@ class Session:
             raise MklUsageError(f"hitl must be 'none', 'asking' or 'all', not {hitl!r}")
         if input is not None and not isinstance(input, Mapping):
             raise MklUsageError(f"input must be a dict of context keys, not {type(input).__name__}")
+        check_budgets(max_steps, max_tokens)
         if not fresh:
             self._rehydrate(run_id, notebook)
         is_new = fresh or not self.store.exists(run_id)
@@ -275,6 +282,7 @@ class Run:
                resolve: tuple[str, Any] | None = None,
                observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
         """Continue a suspended run, with new budgets; or settle an in-doubt tool call."""
+        check_budgets(max_steps, max_tokens)
         return self._advance(lambda: durable.resume(self.id, self.oracle, store=self.session.store,
                                                     max_steps=max_steps, max_tokens=max_tokens, resolve=resolve,
                                                     registry=dict(self.session.machines) or None,
