@@ -267,9 +267,7 @@ def fmt_ratio(value: float | None) -> str:
 
 
 def ratio(ours: float | None, theirs: float | None) -> str:
-    if ours is None or theirs is None or theirs == 0:
-        return "n/a"
-    return f"{ours / theirs:.2f}×"
+    return fmt_ratio(None if ours is None or not theirs else ours / theirs)
 
 
 def machine_description() -> str:
