@@ -51,9 +51,27 @@ from typing import Any
 import yaml
 
 # Trace-step keys compared on both sides (LANGUAGE.md §7); sub_trace recursively.
-STEP_KEYS = ("step", "state", "tier", "output", "branches", "gate", "gate_via", "hook", "policy", "to", "cost",
-             "judge_none", "judge_fallback", "judge_raw", "decision_tainted", "untrusted_control_flow",
-             "reasoning", "reasonings", "sub_trace")
+STEP_KEYS = (
+    "step",
+    "state",
+    "tier",
+    "output",
+    "branches",
+    "gate",
+    "gate_via",
+    "hook",
+    "policy",
+    "to",
+    "cost",
+    "judge_none",
+    "judge_fallback",
+    "judge_raw",
+    "decision_tainted",
+    "untrusted_control_flow",
+    "reasoning",
+    "reasonings",
+    "sub_trace",
+)
 TOP_KEYS = ("status", "error", "result", "at", "ask", "reply_to", "usage", "context", "diagnosis")
 CASE_TIMEOUT = 10  # seconds per engine run
 
@@ -62,30 +80,73 @@ CASE_TIMEOUT = 10  # seconds per engine run
 # ---------------------------------------------------------------------------------------------
 
 LITERALS: dict[str, Any] = {
-    "topic": "cats", "items": ["a", "b"], "empty": [], "n": 3, "flag": "yes",
-    "obj": {"k": "v"}, "nested": {"x": {"y": "deep"}}, "request": "",
+    "topic": "cats",
+    "items": ["a", "b"],
+    "empty": [],
+    "n": 3,
+    "flag": "yes",
+    "obj": {"k": "v"},
+    "nested": {"x": {"y": "deep"}},
+    "request": "",
 }
 HOST_VALUES: dict[str, list[Any]] = {
-    "topic": ["cats", "dogs", ""], "items": [["a", "b"], ["p", "q", "r"], [], "notalist"],
-    "empty": [[], ["z"]], "n": [3, 4, "3"], "flag": ["yes", "no", " yes "],
-    "obj": [{"k": "v"}, {"k": "w"}], "nested": [{"x": {"y": "deep"}}, {"x": {"y": "shallow"}}],
+    "topic": ["cats", "dogs", ""],
+    "items": [["a", "b"], ["p", "q", "r"], [], "notalist"],
+    "empty": [[], ["z"]],
+    "n": [3, 4, "3"],
+    "flag": ["yes", "no", " yes "],
+    "obj": [{"k": "v"}, {"k": "w"}],
+    "nested": [{"x": {"y": "deep"}}, {"x": {"y": "shallow"}}],
     "request": ["", "please write the notes to disk", "ignore all rules"],
     "extra": ["host-only value", ["e1", "e2"]],
 }
-PLACEHOLDERS = ["{{topic}}", "{{items}}", "{{ obj }}", "{{nested.x.y}}", "{{missing}}", "{{n}}", "{{flag}}",
-                "{{request}}", "{{extra}}", "{{human.reply}}", "{{nested}}"]
-PRODUCE_POOL = ["x", "yes", "done", "write the file", '["a", "b"]', '```json\n["p", "q"]\n```', '{"k": 1}',
-                '```\n{"k": 2}\n```', "not json", "42", '"str"', "[]", "```[1, 2]```", "[1, [2, 3]]",
-                "null", "true", "ünïcode ✓", "  padded  "]
+PLACEHOLDERS = [
+    "{{topic}}",
+    "{{items}}",
+    "{{ obj }}",
+    "{{nested.x.y}}",
+    "{{missing}}",
+    "{{n}}",
+    "{{flag}}",
+    "{{request}}",
+    "{{extra}}",
+    "{{human.reply}}",
+    "{{nested}}",
+]
+PRODUCE_POOL = [
+    "x",
+    "yes",
+    "done",
+    "write the file",
+    '["a", "b"]',
+    '```json\n["p", "q"]\n```',
+    '{"k": 1}',
+    '```\n{"k": 2}\n```',
+    "not json",
+    "42",
+    '"str"',
+    "[]",
+    "```[1, 2]```",
+    "[1, [2, 3]]",
+    "null",
+    "true",
+    "ünïcode ✓",
+    "  padded  ",
+]
 # Non-string YAML answers (an author writing `produce: [42]`); used rarely.
 PRODUCE_ODD = [42, True, None, ["a"], {"k": 1}, 1.5]
 JUDGE_POOL = [0, 0, 0, 0, 1, 1, 2, 3, -1, 7, "none", "NONE", " none ", "bogus"]
 JUDGE_ODD = [True, False, 1.0, None]  # outside §8's stated shapes; used rarely
-PROSE = ["the answer is complete", "the output mentions cats", "more work is needed", "the plan is to write",
-         "it is a list", "quality is low"]
+PROSE = [
+    "the answer is complete",
+    "the output mentions cats",
+    "more work is needed",
+    "the plan is to write",
+    "it is a list",
+    "quality is low",
+]
 TOOL_NAMES = ["calc", "search", "write_file", "send_reply", "mytool", "fetch"]
-HOOK_NAMES = ["h1", "h2", "always_true", "always_false", "eq:topic:cats", "neq:flag:yes", "eq:o0:x", "eq:n:3",
-              "nohook"]
+HOOK_NAMES = ["h1", "h2", "always_true", "always_false", "eq:topic:cats", "neq:flag:yes", "eq:o0:x", "eq:n:3", "nohook"]
 TOOL_OUT_POOL = ["obs", '{"tool": "write_file", "written": true}', "42", "", "result: ok"]
 
 
@@ -170,13 +231,35 @@ class Gen:
         rng = self.rng
         inp: dict[str, Any] = {}
         for key in rng.sample(["path", "content", "q", "topic", "items", "x"], rng.randint(0, 3)):
-            inp[key] = rng.choice(["{{topic}}", "{{ items }}", "out.txt", "about {{topic}}", 5, True,
-                                   "{{missing}}", "{{obj}}", "{{item}}", "{{index}}", "{{request}}"]
-                                  + [f"{{{{{o}}}}}" for o in outputs] + [f"seen {{{{{o}}}}}" for o in outputs])
+            inp[key] = rng.choice(
+                [
+                    "{{topic}}",
+                    "{{ items }}",
+                    "out.txt",
+                    "about {{topic}}",
+                    5,
+                    True,
+                    "{{missing}}",
+                    "{{obj}}",
+                    "{{item}}",
+                    "{{index}}",
+                    "{{request}}",
+                ]
+                + [f"{{{{{o}}}}}" for o in outputs]
+                + [f"seen {{{{{o}}}}}" for o in outputs]
+            )
         return inp
 
-    def state(self, mname: str, sid: str, targets: list[str], outputs: list[str], callees: list[str],
-              leaf_callees: list[str], self_call: bool) -> dict:
+    def state(
+        self,
+        mname: str,
+        sid: str,
+        targets: list[str],
+        outputs: list[str],
+        callees: list[str],
+        leaf_callees: list[str],
+        self_call: bool,
+    ) -> dict:
         rng = self.rng
         kinds = [("gen", 6), ("tool", 2)]
         if callees or self_call:
@@ -189,10 +272,20 @@ class Gen:
             if rng.random() < 0.4:
                 st["sample"] = rng.choice([2, 2, 3])
             else:
-                st["over"] = _pick(rng, [("{{items}}", 5), ("{{empty}}", 1.5), ("{{missing}}", 0.5),
-                                         ("{{topic}}", 0.5), ("items", 0.3), ("{{nested.x}}", 0.3),
-                                         ("{{items}} and {{topic}}", 0.4), ("{{extra}}", 0.5)]
-                                     + [(f"{{{{{o}}}}}", 1) for o in outputs])
+                st["over"] = _pick(
+                    rng,
+                    [
+                        ("{{items}}", 5),
+                        ("{{empty}}", 1.5),
+                        ("{{missing}}", 0.5),
+                        ("{{topic}}", 0.5),
+                        ("items", 0.3),
+                        ("{{nested.x}}", 0.3),
+                        ("{{items}} and {{topic}}", 0.4),
+                        ("{{extra}}", 0.5),
+                    ]
+                    + [(f"{{{{{o}}}}}", 1) for o in outputs],
+                )
         if kind == "gen":
             if rng.random() < 0.9:
                 st["structure"] = "s"
@@ -220,7 +313,7 @@ class Gen:
                 st["structure"] = "ignored on a call"
         if rng.random() < 0.15 and kind != "tool":
             st["tier"] = rng.choice(["fast", "balanced", "reasoning"])
-        st["output"] = rng.choice(outputs[:1] * 1 + [f"o{sid[1:]}"] * 4 + ["items"] * (1 if rng.random() < .1 else 0))
+        st["output"] = rng.choice(outputs[:1] * 1 + [f"o{sid[1:]}"] * 4 + ["items"] * (1 if rng.random() < 0.1 else 0))
         if rng.random() < 0.15:
             st["accumulate"] = True
         if rng.random() < 0.15:
@@ -228,8 +321,7 @@ class Gen:
         st["gates"] = self.gates(targets)
         return st
 
-    def machine(self, name: str, n_states: int, callees: list[str], leaf_callees: list[str],
-                self_call: bool) -> dict:
+    def machine(self, name: str, n_states: int, callees: list[str], leaf_callees: list[str], self_call: bool) -> dict:
         rng = self.rng
         ids = [f"s{i}" for i in range(n_states)]
         outputs = [f"o{i}" for i in range(n_states)]
@@ -261,8 +353,9 @@ class Gen:
                 mp = dict(reversed(list(mp.items())))
             return mp
         odd = rng.random() < 0.08
-        return [rng.choice(PRODUCE_ODD if odd and rng.random() < 0.3 else PRODUCE_POOL)
-                for _ in range(rng.randint(0, 9))]
+        return [
+            rng.choice(PRODUCE_ODD if odd and rng.random() < 0.3 else PRODUCE_POOL) for _ in range(rng.randint(0, 9))
+        ]
 
     def judge(self) -> Any:
         rng = self.rng
@@ -275,8 +368,9 @@ class Gen:
             return 1
         if r < 0.25:
             return []
-        picks = [rng.choice(JUDGE_POOL if rng.random() < 0.3 else [0, 0, 1, 1, 2, "none"])
-                 for _ in range(rng.randint(1, 7))]
+        picks = [
+            rng.choice(JUDGE_POOL if rng.random() < 0.3 else [0, 0, 1, 1, 2, "none"]) for _ in range(rng.randint(1, 7))
+        ]
         if rng.random() < 0.03:
             picks[rng.randrange(len(picks))] = rng.choice(JUDGE_ODD)
         return picks
@@ -289,15 +383,18 @@ class Gen:
         # m2 is a leaf (no calls); m1 may call m2 and itself; m0 (root) may call both and itself.
         for i in reversed(range(n_reg)):
             name = reg_names[i]
-            callees = reg_names[i + 1:]
+            callees = reg_names[i + 1 :]
             leaf = [c for c in callees if c == reg_names[-1]]
             self_call = rng.random() < 0.15 and i < n_reg - 1
             registry[name] = self.machine(name, rng.randint(1, 3), callees, leaf, self_call)
         root_self = rng.random() < 0.1
         leaf_callees = [reg_names[-1]] if reg_names else []
         root = self.machine("m0", rng.randint(1, 5), reg_names, leaf_callees, root_self)
-        case: dict[str, Any] = {"case": f"diff-{idx:05d}", "description": "generated by benchmarks/differential.py",
-                                "machine": root}
+        case: dict[str, Any] = {
+            "case": f"diff-{idx:05d}",
+            "description": "generated by benchmarks/differential.py",
+            "machine": root,
+        }
         if registry:
             case["registry"] = dict(reversed(list(registry.items())))
         tags = [f"{m['machine']}.{sid}" for m in [root, *registry.values()] for sid in m["states"]]
@@ -316,11 +413,14 @@ class Gen:
             if name == "undefined_tool" or rng.random() < 0.05:
                 continue
             if rng.random() < 0.25:
-                tools[name] = {rng.choice(['"path"', "cats", "out.txt", "zzz", "5", "{"]): rng.choice(TOOL_OUT_POOL)
-                               for _ in range(rng.randint(1, 2))}
+                tools[name] = {
+                    rng.choice(['"path"', "cats", "out.txt", "zzz", "5", "{"]): rng.choice(TOOL_OUT_POOL)
+                    for _ in range(rng.randint(1, 2))
+                }
             else:
-                seq: list[Any] = [rng.choice(TOOL_OUT_POOL) for _ in range(_pick(rng, [(0, 0.5), (1, 4), (2, 2),
-                                                                                       (3, 1)]))]
+                seq: list[Any] = [
+                    rng.choice(TOOL_OUT_POOL) for _ in range(_pick(rng, [(0, 0.5), (1, 4), (2, 2), (3, 1)]))
+                ]
                 if seq and rng.random() < 0.1:
                     seq[0] = rng.choice([5, {"a": 1}, ["l"], None, True])
                 tools[name] = seq
@@ -362,6 +462,7 @@ class Gen:
 # ---------------------------------------------------------------------------------------------
 # Running both engines
 # ---------------------------------------------------------------------------------------------
+
 
 class _Timeout(Exception):
     pass
@@ -446,15 +547,16 @@ def run_ours(case: dict, text: str) -> dict:
 # Comparison
 # ---------------------------------------------------------------------------------------------
 
+
 def _err_head(err: Any) -> str:
     if not isinstance(err, str):
         return repr(err)
     head = err.split(":")[0]
     if head == "state-error":
-        rest = err[len("state-error:"):].strip().strip("\"'")
+        rest = err[len("state-error:") :].strip().strip("\"'")
         return "state-error: " + " ".join(rest.split()[:2])
     if head == "call-failed":
-        return "call-failed: " + _err_head(err[len("call-failed:"):].strip())
+        return "call-failed: " + _err_head(err[len("call-failed:") :].strip())
     return head
 
 
@@ -464,12 +566,18 @@ def compare_steps(a: list, b: list, path: str, diffs: list, extras: dict) -> Non
             diffs.append((f"{path}", a, b))
         return
     if len(a) != len(b):
-        diffs.append((f"{path}.length", [s.get("state") if isinstance(s, dict) else s for s in a],
-                      [s.get("state") if isinstance(s, dict) else s for s in b]))
+        diffs.append(
+            (
+                f"{path}.length",
+                [s.get("state") if isinstance(s, dict) else s for s in a],
+                [s.get("state") if isinstance(s, dict) else s for s in b],
+            )
+        )
     for i, (sa, sb) in enumerate(zip(a, b, strict=False)):
         if isinstance(sa, list) or isinstance(sb, list):  # fan-out sub_trace: a list of traces
-            compare_steps(sa if isinstance(sa, list) else [], sb if isinstance(sb, list) else [],
-                          f"{path}[{i}]", diffs, extras)
+            compare_steps(
+                sa if isinstance(sa, list) else [], sb if isinstance(sb, list) else [], f"{path}[{i}]", diffs, extras
+            )
             continue
         for key in set(sa) - set(STEP_KEYS):
             extras["ref"][key] += 1
@@ -481,8 +589,13 @@ def compare_steps(a: list, b: list, path: str, diffs: list, extras: dict) -> Non
                 if va is None and vb is None:
                     continue
                 if va is None or vb is None:
-                    diffs.append((f"{path}[].sub_trace@{sa.get('policy')}"
-                                  f"{' (ref only)' if vb is None else ' (ours only)'}", va, vb))
+                    diffs.append(
+                        (
+                            f"{path}[].sub_trace@{sa.get('policy')}{' (ref only)' if vb is None else ' (ours only)'}",
+                            va,
+                            vb,
+                        )
+                    )
                     continue
                 nested = (va and isinstance(va[0], list)) or (vb and isinstance(vb[0], list))
                 compare_steps(va, vb, f"{path}[].sub_trace" + ("[]" if nested else ""), diffs, extras)
@@ -494,14 +607,23 @@ def compare_steps(a: list, b: list, path: str, diffs: list, extras: dict) -> Non
                     return  # the rest of the step is not comparable
 
 
-_PY_TO_JSON = {"dict": "object", "list": "array", "str": "string", "int": "number", "float": "number",
-               "bool": "boolean", "NoneType": "null"}
+_PY_TO_JSON = {
+    "dict": "object",
+    "list": "array",
+    "str": "string",
+    "int": "number",
+    "float": "number",
+    "bool": "boolean",
+    "NoneType": "null",
+}
 _WORDING = [
     # KeyError's str() quotes the whole message in the reference: state-error: "tool: unknown tool 'x' …"
     (re.compile(r'(state-error: |\[branch-error: )"(.*?)"(\]|$)'), r"\1\2\3"),
     (re.compile(r" \(register it [^)]*\)+"), ""),
-    (re.compile(r"(no scripted output for input) .*", re.S),
-     lambda m: m.group(1) + " …" + ("]" if m.group(0).endswith("]") else "")),
+    (
+        re.compile(r"(no scripted output for input) .*", re.S),
+        lambda m: m.group(1) + " …" + ("]" if m.group(0).endswith("]") else ""),
+    ),
     (re.compile(r"\(got (dict|list|str|int|float|bool|NoneType)\)"), lambda m: f"(got {_PY_TO_JSON[m.group(1)]})"),
 ]
 
@@ -540,8 +662,12 @@ def _missing_state_case(ref: dict, ours: dict) -> bool:
     """LANGUAGE.md §2: a transition to a missing state halts here; the reference crashes (KeyError:
     a crash, a bare "state-error: 'x'" through a call, or "[branch-error: 'x']" in a fan-out) or, when a
     guard fires first at the next loop top, reports that guard instead."""
-    return "unknown state '" in json.dumps(ours) or str(ref.get("crash", "")).startswith("KeyError") \
-        or "state-error: '" in json.dumps(ref) or "[branch-error: '" in json.dumps(ref)
+    return (
+        "unknown state '" in json.dumps(ours)
+        or str(ref.get("crash", "")).startswith("KeyError")
+        or "state-error: '" in json.dumps(ref)
+        or "[branch-error: '" in json.dumps(ref)
+    )
 
 
 def _nested_suspension(case: dict | None, ref: dict, ours: dict) -> bool:
@@ -584,14 +710,17 @@ def signature(ref: dict, ours: dict, diffs: list, case: dict | None = None) -> s
     fields = sorted({d[0] for d in diffs})
     sig = ",".join(fields)
     if any(f == "error" for f in fields) or any(f == "status" for f in fields):
-        sig += f" | ref={ref.get('status')}/{_err_head(ref.get('error'))} ours={ours.get('status')}/" \
-               f"{_err_head(ours.get('error'))}"
+        sig += (
+            f" | ref={ref.get('status')}/{_err_head(ref.get('error'))} ours={ours.get('status')}/"
+            f"{_err_head(ours.get('error'))}"
+        )
     return sig
 
 
 # ---------------------------------------------------------------------------------------------
 # Minimisation (greedy: drop pieces while the divergence signature holds)
 # ---------------------------------------------------------------------------------------------
+
 
 def _candidates(case: dict):
     def machines(c):
@@ -633,8 +762,10 @@ def _candidates(case: dict):
             del c["hooks"][name][i]
             yield c
     for mi, m in enumerate(list(machines(case))):
+
         def mach(c, mi=mi):
             return list(machines(c))[mi]
+
         for k in ("context", "result", "mklang", "default_tier"):
             if k in m:
                 c = copy.deepcopy(case)
@@ -656,8 +787,18 @@ def _candidates(case: dict):
                         c = copy.deepcopy(case)
                         del mach(c)["states"][sid]["gates"][i][gk]
                         yield c
-            for k in ("reason", "execution", "tier", "accumulate", "max_visits", "parse", "structure", "input",
-                      "sample", "over"):
+            for k in (
+                "reason",
+                "execution",
+                "tier",
+                "accumulate",
+                "max_visits",
+                "parse",
+                "structure",
+                "input",
+                "sample",
+                "over",
+            ):
                 if k in st:
                     c = copy.deepcopy(case)
                     del mach(c)["states"][sid][k]
@@ -692,6 +833,7 @@ def minimise(case: dict, sig: str, check) -> dict:
 # Output
 # ---------------------------------------------------------------------------------------------
 
+
 def _dump(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None, width=110)
 
@@ -715,8 +857,9 @@ def case_text(case: dict, ref: dict, ours: dict, diffs: list, sig: str) -> str:
         c["description"] = "differential: expect = the reference (mklang 1.4.0) outcome"
     lines = [_dump(c), f"# divergence group: {sig}", "# differences (path, reference, ours):"]
     for path, a, b in diffs:
-        lines.append(f"#   {path}: ref={json.dumps(a, ensure_ascii=False)[:300]} "
-                     f"ours={json.dumps(b, ensure_ascii=False)[:300]}")
+        lines.append(
+            f"#   {path}: ref={json.dumps(a, ensure_ascii=False)[:300]} ours={json.dumps(b, ensure_ascii=False)[:300]}"
+        )
     for name, res in (("reference", ref), ("ours", ours)):
         lines.append(f"# ---- {name} result ----")
         for line in json.dumps(res, indent=1, ensure_ascii=False).splitlines():
@@ -731,9 +874,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="/tmp/divergences")
     ap.add_argument("--minimize", action="store_true", help="shrink one case per divergence group")
     ap.add_argument("--cases", nargs="*", help="run these case files instead of generating")
-    ap.add_argument("--strict-wording", action="store_true",
-                    help="group error-wording differences (quotes, '(register it …)', Python vs JSON type names) "
-                         "like any other divergence instead of as WORDING-ONLY")
+    ap.add_argument(
+        "--strict-wording",
+        action="store_true",
+        help="group error-wording differences (quotes, '(register it …)', Python vs JSON type names) "
+        "like any other divergence instead of as WORDING-ONLY",
+    )
     ap.add_argument("--max-examples", type=int, default=3, help="example case numbers shown per group")
     args = ap.parse_args(argv)
 
@@ -753,8 +899,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cases = [Gen(random.Random(f"{args.seed}-{i}")).case(i) for i in range(args.count)]
 
-    extras = {"ref": collections.Counter(), "ours": collections.Counter(),
-              "ref_top": collections.Counter(), "ours_top": collections.Counter()}
+    extras = {
+        "ref": collections.Counter(),
+        "ours": collections.Counter(),
+        "ref_top": collections.Counter(),
+        "ours_top": collections.Counter(),
+    }
     groups: dict[str, list[int]] = collections.defaultdict(list)
     order_dependent: list[int] = []
     kinds: dict[str, list[int]] = collections.defaultdict(list)
@@ -810,8 +960,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / f"{idx:05d}.yaml").write_text(case_text(case, ref, ours, diffs, sig), encoding="utf-8")
         written += 1
 
-    print(f"ran {len(cases)} cases (seed {args.seed}); {written} diverged, in {len(groups)} groups; "
-          f"written to {out}/")
+    print(f"ran {len(cases)} cases (seed {args.seed}); {written} diverged, in {len(groups)} groups; written to {out}/")
     print("\nreference outcomes:")
     for key, n in statuses.most_common():
         print(f"  {n:5d}  {key}")
@@ -821,13 +970,15 @@ def main(argv: list[str] | None = None) -> int:
     for gi, (sig, idxs) in enumerate(ranked):
         case, ref, ours, diffs = first[sig]
         print(f"\n[{gi}] {len(idxs)} case(s): {sig}")
-        print(f"     e.g. {', '.join(f'{i:05d}.yaml' for i in idxs[:args.max_examples])}")
+        print(f"     e.g. {', '.join(f'{i:05d}.yaml' for i in idxs[: args.max_examples])}")
         for path, a, b in diffs[:4]:
             print(f"     {path}: ref={json.dumps(a, ensure_ascii=False)[:140]}")
             print(f"     {' ' * len(path)}  ours={json.dumps(b, ensure_ascii=False)[:140]}")
         if args.minimize and not sig.startswith(("ORDER-DEPENDENT", "WORDING", "DELIBERATE")):
+
             def check(cand: dict) -> str:
                 return sig_of(*outcome(cand), cand)
+
             small = minimise(case, sig, check)
             r, o, d = outcome(small)
             path = out / f"min-{gi:02d}.yaml"
@@ -835,15 +986,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"     minimised: {path}")
     print("\nper difference (a case can show several; wording-only and order-dependent cases excluded):")
     for path, idxs in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
-        print(f"  {len(idxs):5d}  {path}   e.g. {', '.join(f'{i:05d}' for i in idxs[:args.max_examples])}")
+        print(f"  {len(idxs):5d}  {path}   e.g. {', '.join(f'{i:05d}' for i in idxs[: args.max_examples])}")
     print("\nstep keys outside the compared set (implementation extras, ignored):")
     for side in ("ref", "ours"):
         print(f"  {side}: {dict(extras[side]) or '-'}")
     only_ref = sorted(set(extras["ref"]) - set(extras["ours"]))
     only_ours = sorted(set(extras["ours"]) - set(extras["ref"]))
     print(f"  emitted only by the reference: {only_ref or '-'}; only by ours: {only_ours or '-'}")
-    print(f"RunResult attributes outside the compared set: ref {dict(extras['ref_top'])}, "
-          f"ours {dict(extras['ours_top'])}")
+    print(
+        f"RunResult attributes outside the compared set: ref {dict(extras['ref_top'])}, ours {dict(extras['ours_top'])}"
+    )
     return 0
 
 

@@ -34,7 +34,11 @@ def instructions(name: str, engine: str, runs: int) -> int:
     code = CHILD.format(here=str(HERE), name=name, engine=engine, runs=runs)
     completed = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
-        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+        check=True,
+    )
     found = re.search(r"Collected : (\d+)", completed.stderr)
     if found is None:
         raise SystemExit(f"callgrind printed no total for {name}/{engine}:\n{completed.stderr[-2000:]}")
@@ -52,8 +56,12 @@ def per_run(name: str, engine: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workloads", nargs="*", default=["linear200", "repair1000", "ceiling1000", "fanout500"])
-    parser.add_argument("--engine", default="memory", choices=["memory", "none", "sqlite"],
-                        help="mkl_notebook's journal for the comparison (default: in-memory)")
+    parser.add_argument(
+        "--engine",
+        default="memory",
+        choices=["memory", "none", "sqlite"],
+        help="mkl_notebook's journal for the comparison (default: in-memory)",
+    )
     parser.add_argument("--output", help="also write the table, with a heading, to this file")
     args = parser.parse_args()
     lines = ["| workload | reference | mkl_notebook | ratio |", "|---|---|---|---|"]
@@ -64,9 +72,11 @@ def main() -> None:
         lines.append(f"| {name} | {theirs / 1e6:.1f}M | {ours / 1e6:.1f}M | {ours / theirs:.2f}× |")
         print(lines[-1], flush=True)
     if args.output:
-        heading = (f"# Instructions per run (callgrind), mkl_notebook with the {args.engine} journal "
-                   f"vs mklang 1.4.0\n\n`python benchmarks/instructions.py`; Python {sys.version.split()[0]}, "
-                   "PYTHONHASHSEED=0.\n\n")
+        heading = (
+            f"# Instructions per run (callgrind), mkl_notebook with the {args.engine} journal "
+            f"vs mklang 1.4.0\n\n`python benchmarks/instructions.py`; Python {sys.version.split()[0]}, "
+            "PYTHONHASHSEED=0.\n\n"
+        )
         Path(args.output).write_text(heading + "\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -39,33 +39,76 @@ def linear(n: int) -> dict[str, Any]:
     for index in range(n):
         previous = f"{{{{o{index - 1}}}}}" if index else "the start"
         states[f"s{index}"] = {
-            "structure": "one line", "prompt": f"step {index} after {previous}", "output": f"o{index}",
+            "structure": "one line",
+            "prompt": f"step {index} after {previous}",
+            "output": f"o{index}",
             "gates": [{"when": "otherwise", "then": "ok", "to": f"s{index + 1}" if index + 1 < n else "END"}],
         }
     return {"machine": f"linear{n}", "entry": "s0", "budget": n + 5, "mklang": "0.4", "states": states}
 
 
 def repair(n: int) -> dict[str, Any]:
-    return {"machine": f"repair{n}", "entry": "a", "budget": n + 5, "mklang": "0.4", "states": {"a": {
-        "structure": "a draft", "prompt": "write the draft", "output": "draft", "max_visits": n,
-        "gates": [{"when": "the draft has gaps", "repair": n - 1, "to": "a"},
-                  {"when": "otherwise", "then": "ok", "to": "END"}]}}}
+    return {
+        "machine": f"repair{n}",
+        "entry": "a",
+        "budget": n + 5,
+        "mklang": "0.4",
+        "states": {
+            "a": {
+                "structure": "a draft",
+                "prompt": "write the draft",
+                "output": "draft",
+                "max_visits": n,
+                "gates": [
+                    {"when": "the draft has gaps", "repair": n - 1, "to": "a"},
+                    {"when": "otherwise", "then": "ok", "to": "END"},
+                ],
+            }
+        },
+    }
 
 
 def ceiling(n: int) -> dict[str, Any]:
-    return {"machine": f"ceiling{n}", "entry": "a", "budget": n + 5, "mklang": "0.4", "states": {"a": {
-        "structure": "a draft", "prompt": "again", "output": "draft", "max_visits": n,
-        "gates": [{"when": "otherwise", "then": "ok", "to": "a"}]}}}
+    return {
+        "machine": f"ceiling{n}",
+        "entry": "a",
+        "budget": n + 5,
+        "mklang": "0.4",
+        "states": {
+            "a": {
+                "structure": "a draft",
+                "prompt": "again",
+                "output": "draft",
+                "max_visits": n,
+                "gates": [{"when": "otherwise", "then": "ok", "to": "a"}],
+            }
+        },
+    }
 
 
 def fanout(n: int) -> dict[str, Any]:
-    return {"machine": f"fanout{n}", "entry": "map", "budget": n + 5, "mklang": "0.4",
-            "context": {"items": [f"item {index}" for index in range(n)]},
-            "states": {
-                "map": {"structure": "a summary", "prompt": "summarise {{item}}", "over": "{{items}}",
-                        "output": "parts", "gates": [{"when": "otherwise", "then": "ok", "to": "reduce"}]},
-                "reduce": {"structure": "one summary", "prompt": "combine {{parts}}", "output": "all",
-                           "gates": SIMPLE_GATE}}}
+    return {
+        "machine": f"fanout{n}",
+        "entry": "map",
+        "budget": n + 5,
+        "mklang": "0.4",
+        "context": {"items": [f"item {index}" for index in range(n)]},
+        "states": {
+            "map": {
+                "structure": "a summary",
+                "prompt": "summarise {{item}}",
+                "over": "{{items}}",
+                "output": "parts",
+                "gates": [{"when": "otherwise", "then": "ok", "to": "reduce"}],
+            },
+            "reduce": {
+                "structure": "one summary",
+                "prompt": "combine {{parts}}",
+                "output": "all",
+                "gates": SIMPLE_GATE,
+            },
+        },
+    }
 
 
 @dataclass
@@ -215,8 +258,9 @@ def envelope_sizes(n: int) -> tuple[int, int | None]:
     document = linear(n)
     machine = machine_from_mapping(document, strict=False)
     options = RunOptions(suspendable=True, max_steps=n - 1)
-    outcome = runs.start(machine, oracle_from_script({"llm": {"produce": []}}), store=MemoryStore(), run_id="e",
-                         options=options)
+    outcome = runs.start(
+        machine, oracle_from_script({"llm": {"produce": []}}), store=MemoryStore(), run_id="e", options=options
+    )
     assert outcome.result.status == "suspended"
     ours = len(envelope.dumps(outcome.envelope()).encode("utf-8"))
     return ours, reference_envelope_size(document, n)
@@ -230,14 +274,23 @@ def reference_envelope_size(document: dict[str, Any], n: int) -> int | None:
         return None
     shorter = {**copy.deepcopy(document), "budget": n - 1}
     machine, registry = scripttest.build_registry({"machine": shorter})
-    result = engine.run(machine, dict(machine.context), registry, scripttest.ScriptedLLM({"produce": []}),
-                        scripttest.TIERS, suspendable=True)
+    result = engine.run(
+        machine,
+        dict(machine.context),
+        registry,
+        scripttest.ScriptedLLM({"produce": []}),
+        scripttest.TIERS,
+        suspendable=True,
+    )
     assert result.status == "suspended", result.status
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "m.mkl"
         source.write_text(yaml.safe_dump(document))
-        data = json.loads(checkpoint.encode_checkpoint(machine.name, source, result.error or "budget-exhausted",
-                                                       result.frames, None, step_budget=n - 1))
+        data = json.loads(
+            checkpoint.encode_checkpoint(
+                machine.name, source, result.error or "budget-exhausted", result.frames, None, step_budget=n - 1
+            )
+        )
     return len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
@@ -273,13 +326,17 @@ def ratio(ours: float | None, theirs: float | None) -> str:
 def machine_description() -> str:
     cpu = platform.processor() or platform.machine()
     try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
         cpu = model
     except (OSError, StopIteration):
         pass
-    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
 
 
 def main() -> None:
@@ -292,17 +349,25 @@ def main() -> None:
     rows = []
     journal_rows = []
     for work in workloads(args.quick):
-        times = interleaved_times({"reference": reference_runner(work), "memory": ours_runner(work, "memory"),
-                                   "none": ours_runner(work, "none"), "sqlite": ours_runner(work, "sqlite")},
-                                  args.repeat)
+        times = interleaved_times(
+            {
+                "reference": reference_runner(work),
+                "memory": ours_runner(work, "memory"),
+                "none": ours_runner(work, "none"),
+                "sqlite": ours_runner(work, "sqlite"),
+            },
+            args.repeat,
+        )
         theirs = statistics.median(times["reference"]) if "reference" in times else None
         memory, bare, sqlite = (statistics.median(times[name]) for name in ("memory", "none", "sqlite"))
         round_ratio = median_ratio(times["memory"], times["reference"]) if "reference" in times else None
         rows.append((work, theirs, memory, bare, round_ratio))
         journal_rows.append((work, memory, sqlite, (sqlite - memory) / work.answers))
-        print(f"{work.name}: reference {fmt_ms(theirs)}, ours {fmt_ms(memory)} (no journal {fmt_ms(bare)}), "
-              f"ratio {ratio(memory, theirs)} (per round {fmt_ratio(round_ratio)}); sqlite {fmt_ms(sqlite)}",
-              file=sys.stderr)
+        print(
+            f"{work.name}: reference {fmt_ms(theirs)}, ours {fmt_ms(memory)} (no journal {fmt_ms(bare)}), "
+            f"ratio {ratio(memory, theirs)} (per round {fmt_ratio(round_ratio)}); sqlite {fmt_ms(sqlite)}",
+            file=sys.stderr,
+        )
 
     n_replay = 100 if args.quick else 1000
     replay, replay_calls = replay_time(args.repeat, n_replay)
@@ -327,8 +392,10 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     for work, theirs, memory, bare, round_ratio in rows:
-        lines.append(f"| {work.name} | {work.steps} | {fmt_ms(theirs)} | {fmt_ms(memory)} | {ratio(memory, theirs)} "
-                     f"| {fmt_ratio(round_ratio)} | {memory / work.steps * 1e6:.0f} µs | {fmt_ms(bare)} |")
+        lines.append(
+            f"| {work.name} | {work.steps} | {fmt_ms(theirs)} | {fmt_ms(memory)} | {ratio(memory, theirs)} "
+            f"| {fmt_ratio(round_ratio)} | {memory / work.steps * 1e6:.0f} µs | {fmt_ms(bare)} |"
+        )
     lines += [
         "",
         "## Durable journal (SQLite, WAL) cost",
@@ -337,8 +404,9 @@ def main() -> None:
         "|---|---|---|---|---|",
     ]
     for work, memory, sqlite, per_answer in journal_rows:
-        lines.append(f"| {work.name} | {work.answers} | {fmt_ms(memory)} | {fmt_ms(sqlite)} | "
-                     f"{per_answer * 1e6:.0f} µs |")
+        lines.append(
+            f"| {work.name} | {work.answers} | {fmt_ms(memory)} | {fmt_ms(sqlite)} | {per_answer * 1e6:.0f} µs |"
+        )
     lines += [
         "",
         "## Replay, checkpoints, import",

@@ -15,8 +15,16 @@ if TYPE_CHECKING:
     from .notebook.session import Run
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "define", "get_run", "hook", "load_ipython_extension", "run", "tool",
-           "unload_ipython_extension"]
+__all__ = [
+    "__version__",
+    "define",
+    "get_run",
+    "hook",
+    "load_ipython_extension",
+    "run",
+    "tool",
+    "unload_ipython_extension",
+]
 
 
 def define(source: str) -> Machine:

@@ -8,8 +8,9 @@ from typing import Any
 from .lang.interpolate import set_path
 
 
-def parse_assignments(items: Sequence[str], *, convert: Callable[[str], Any] = str,
-                      error: type[Exception] = ValueError) -> dict[str, Any]:
+def parse_assignments(
+    items: Sequence[str], *, convert: Callable[[str], Any] = str, error: type[Exception] = ValueError
+) -> dict[str, Any]:
     """``a.b=value`` pairs into ``{"a": {"b": value}}``; ``convert`` turns each raw value into the host value."""
     values: dict[str, Any] = {}
     for item in items:

@@ -36,8 +36,9 @@ class Registry:
         self.hooks: dict[str, Callable[..., Any]] = {}
         self._lock = threading.Lock()
 
-    def tool(self, function: F | None = None, *, name: str | None = None,
-             effect: Effect | None = None) -> F | Callable[[F], F]:
+    def tool(
+        self, function: F | None = None, *, name: str | None = None, effect: Effect | None = None
+    ) -> F | Callable[[F], F]:
         """Register ``function`` as a tool; ``effect`` is "read" or "effect" (LANGUAGE.md §6)."""
         if effect not in (None, "read", "effect"):
             raise ValueError(f"effect must be 'read' or 'effect', not {effect!r}")

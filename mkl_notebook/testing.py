@@ -23,8 +23,17 @@ from .lang.loader import load_file, machine_from_mapping
 from .lang.model import Machine
 from .providers.scripted import ScriptError, oracle_from_script
 
-RUN_OPTION_KEYS = frozenset({"cost_budget", "suspendable", "escalate_suspend", "on_untrusted_flow", "tool_effects",
-                             "trusted_keys", "max_workers"})
+RUN_OPTION_KEYS = frozenset(
+    {
+        "cost_budget",
+        "suspendable",
+        "escalate_suspend",
+        "on_untrusted_flow",
+        "tool_effects",
+        "trusted_keys",
+        "max_workers",
+    }
+)
 EXPECT_KEYS = frozenset({"status", "error", "error_prefix", "result", "at", "ask", "reply_to", "context", "trace"})
 _ABSENT = object()
 
@@ -80,8 +89,10 @@ def run_options(run: Mapping[str, Any], where: str) -> RunOptions:
         raise ScenarioFileError(f"{where}: 'run' must be a mapping of options")
     unknown = set(run) - RUN_OPTION_KEYS
     if unknown:
-        raise ScenarioFileError(f"{where}: unknown run option(s) {', '.join(sorted(map(str, unknown)))}; "
-                                f"known: {', '.join(sorted(RUN_OPTION_KEYS))}")
+        raise ScenarioFileError(
+            f"{where}: unknown run option(s) {', '.join(sorted(map(str, unknown)))}; "
+            f"known: {', '.join(sorted(RUN_OPTION_KEYS))}"
+        )
     policy = run.get("on_untrusted_flow", "report")
     if policy not in ("report", "halt"):
         raise ScenarioFileError(f"{where}: on_untrusted_flow must be 'report' or 'halt', got {policy!r}")
@@ -122,12 +133,19 @@ def load_cases(paths: Iterable[str | Path]) -> list[Scenario]:
         for reg_name, reg_machine in extra.items():
             registry[str(reg_name)] = _machine(reg_machine, f"{path}: registry '{reg_name}'")
         registry[machine.name] = machine
-        scenarios.append(Scenario(
-            name=name, machine=machine, registry=registry,
-            script={key: data.get(key) for key in ("llm", "tools", "hooks") if key in data},
-            expect=data.get("expect"), input=data.get("input") or {}, context=data.get("context") or {},
-            run=data.get("run") or {}, source=str(path),
-        ))
+        scenarios.append(
+            Scenario(
+                name=name,
+                machine=machine,
+                registry=registry,
+                script={key: data.get(key) for key in ("llm", "tools", "hooks") if key in data},
+                expect=data.get("expect"),
+                input=data.get("input") or {},
+                context=data.get("context") or {},
+                run=data.get("run") or {},
+                source=str(path),
+            )
+        )
     return scenarios
 
 
@@ -157,8 +175,7 @@ def load_scenarios(machine_path: str | Path, script_path: str | Path) -> list[Sc
     return scenarios_from_mapping(machine, data, sibling_registry(machine_path, machine), str(script_path))
 
 
-def scenarios_from_mapping(machine: Machine, data: Any, registry: Mapping[str, Machine],
-                           where: str) -> list[Scenario]:
+def scenarios_from_mapping(machine: Machine, data: Any, registry: Mapping[str, Machine], where: str) -> list[Scenario]:
     if not isinstance(data, Mapping) or not isinstance(data.get("scenarios"), list):
         raise ScenarioFileError(f"{where}: a scenario file needs a 'scenarios:' list")
     scenarios = []
@@ -166,12 +183,19 @@ def scenarios_from_mapping(machine: Machine, data: Any, registry: Mapping[str, M
         if not isinstance(item, Mapping):
             raise ScenarioFileError(f"{where}: scenario {number} must be a mapping")
         name = str(item.get("name") or f"scenario-{number}")
-        scenarios.append(Scenario(
-            name=name, machine=machine, registry=registry,
-            script={key: item.get(key) for key in ("llm", "tools", "hooks", "replies") if key in item},
-            expect=item.get("expect"), input=item.get("input") or {}, context=item.get("context") or {},
-            run=item.get("run") or {}, source=where,
-        ))
+        scenarios.append(
+            Scenario(
+                name=name,
+                machine=machine,
+                registry=registry,
+                script={key: item.get(key) for key in ("llm", "tools", "hooks", "replies") if key in item},
+                expect=item.get("expect"),
+                input=item.get("input") or {},
+                context=item.get("context") or {},
+                run=item.get("run") or {},
+                source=where,
+            )
+        )
     return scenarios
 
 
@@ -183,8 +207,10 @@ def _show(value: Any) -> str:
 def _mismatches(expect: Mapping[str, Any], result: RunResult) -> list[str]:
     problems = []
     if result.status != expect.get("status"):
-        problems.append(f"status: expected {expect.get('status')!r}, got {result.status!r}"
-                        + (f" ({result.error})" if result.error else ""))
+        problems.append(
+            f"status: expected {expect.get('status')!r}, got {result.status!r}"
+            + (f" ({result.error})" if result.error else "")
+        )
     if "error" in expect and result.error != expect["error"]:
         problems.append(f"error: expected {expect['error']!r}, got {result.error!r}")
     if "error_prefix" in expect and not str(result.error or "").startswith(str(expect["error_prefix"])):
@@ -205,8 +231,9 @@ def _mismatches(expect: Mapping[str, Any], result: RunResult) -> list[str]:
             for number, (wanted, step) in enumerate(zip(skeleton, result.trace, strict=False), 1):
                 for key, value in (wanted or {}).items():
                     if step.get(key) != value:
-                        problems.append(f"trace step {number} {key}: expected {_show(value)}, "
-                                        f"got {_show(step.get(key))}")
+                        problems.append(
+                            f"trace step {number} {key}: expected {_show(value)}, got {_show(step.get(key))}"
+                        )
     return problems
 
 
@@ -222,9 +249,14 @@ def run_scenario(scenario: Scenario) -> Outcome:
         oracle = oracle_from_script(copy.deepcopy(dict(scenario.script)), where=scenario.name)
     except (ScenarioFileError, ScriptError) as exc:
         return Outcome(scenario.name, False, str(exc))
-    result = run_machine(scenario.machine, oracle, registry=scenario.registry,
-                         context=copy.deepcopy(dict(scenario.context)), input=copy.deepcopy(dict(scenario.input)),
-                         options=options)
+    result = run_machine(
+        scenario.machine,
+        oracle,
+        registry=scenario.registry,
+        context=copy.deepcopy(dict(scenario.context)),
+        input=copy.deepcopy(dict(scenario.input)),
+        options=options,
+    )
     problems = _mismatches(scenario.expect, result)
     return Outcome(scenario.name, not problems, "; ".join(problems), result)
 

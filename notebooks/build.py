@@ -60,8 +60,7 @@ catch-all `otherwise`.
 answers. The output shows the result, a trace table (one row per step) and a visits table,
 then the diagram again with the path the run took.
 """),
-    code('%mkl run triage --set ticket="My card was charged twice for one order" '
-         '--script data/triage.script.yaml'),
+    code('%mkl run triage --set ticket="My card was charged twice for one order" --script data/triage.script.yaml'),
     md("""
 ## Read the trace
 
@@ -70,20 +69,22 @@ host hook or the `otherwise` catch-all chose the gate. A run's id defaults to it
 """),
     code("%mkl trace triage"),
     md("The same facts are there for Python code:"),
-    code(CHECK + """import mkl_notebook
+    code(
+        CHECK
+        + """import mkl_notebook
 
 run = mkl_notebook.get_run("triage")
 print(run.status)
 print(run.result)
-print([step["state"] for step in run.trace])"""),
+print([step["state"] for step in run.trace])"""
+    ),
     md("""
 ## Re-running is free
 
 Every model answer is journaled. Running the same cell again replays the journal: same result,
 no model calls. (`--fresh` starts over.)
 """),
-    code('%mkl run triage --set ticket="My card was charged twice for one order" '
-         '--script data/triage.script.yaml'),
+    code('%mkl run triage --set ticket="My card was charged twice for one order" --script data/triage.script.yaml'),
     code(CHECK + 'print(mkl_notebook.get_run("triage").calls)'),
 ]
 
@@ -106,8 +107,10 @@ and before sending it asks once more.
 The run stops at the first gate and shows the form. Click **Approve**: the run goes on, and the
 second question appears in the same place. Approve it too and the result appears.
 """),
-    code('%mkl run refund --id approval-demo --set ticket="Parcel A-1001 arrived broken" '
-         '--script data/refund.script.yaml'),
+    code(
+        '%mkl run refund --id approval-demo --set ticket="Parcel A-1001 arrived broken" '
+        "--script data/refund.script.yaml"
+    ),
     md("""
 ## Where the run stands
 
@@ -121,11 +124,14 @@ run.submit("approve")
 
 `%mkl pending` lists every run waiting for a person, with its form.
 """),
-    code(CHECK + """import mkl_notebook
+    code(
+        CHECK
+        + """import mkl_notebook
 
 run = mkl_notebook.get_run("approval-demo")
 print(run.status, "at", run.at)
-print(run.pending["ask"])"""),
+print(run.pending["ask"])"""
+    ),
 ]
 
 SHARING = [
@@ -149,14 +155,20 @@ run is waiting for approval.
 `get_run` finds the run in the notebook file, verifies its checkpoint and replays it:
 zero model calls, and the same pending question.
 """),
-    code(CHECK + """run = mkl_notebook.get_run("shared-refund", notebook="data/shared-approval.ipynb",
+    code(
+        CHECK
+        + """run = mkl_notebook.get_run("shared-refund", notebook="data/shared-approval.ipynb",
                            script="data/refund.script.yaml")
 print(run.status, "at", run.at, "-", run.pending["ask"])
-print(run.calls)"""),
+print(run.calls)"""
+    ),
     md("Answering it here continues the run (the script supplies the model's next answers):"),
-    code(CHECK + """run.submit("approve")
+    code(
+        CHECK
+        + """run.submit("approve")
 run.submit("approve")
-print(run.status, "-", run.result)"""),
+print(run.status, "-", run.result)"""
+    ),
     md("""
 ## Headless: `mkl resume` on the file
 
@@ -172,8 +184,10 @@ copy = work / "shared.ipynb"
 shutil.copy("data/shared-approval.ipynb", copy)
 script = pathlib.Path("data/refund.script.yaml").resolve()"""),
     md("The first approval: the run goes on to its second question. The last line is the JSON status."),
-    code(CHECK + "!cd {work} && mkl resume shared.ipynb --run shared-refund --set approval.refund=approve \\\n"
-         "    --script {script} --quiet"),
+    code(
+        CHECK + "!cd {work} && mkl resume shared.ipynb --run shared-refund --set approval.refund=approve \\\n"
+        "    --script {script} --quiet"
+    ),
     md("The second approval finishes it; the notebook file now carries the finished run:"),
     code(CHECK + "!cd {work} && mkl resume shared.ipynb --run shared-refund --reply approve --script {script} --quiet"),
     code(CHECK + "!mkl runs {copy}"),
@@ -197,9 +211,12 @@ fifth entry halts the run with `loop-ceiling`, naming the state. The visits tabl
 state's entries against its `max_visits`.
 """),
     code('%mkl run polish --id ceiling --set product="a kettle" --script data/loop.script.yaml'),
-    code(CHECK + """run = mkl_notebook.get_run("ceiling")
+    code(
+        CHECK
+        + """run = mkl_notebook.get_run("ceiling")
 print(run.status, run.error, "at", run.at)
-print(run.visits)"""),
+print(run.visits)"""
+    ),
     md("""
 ## Out of budget
 
@@ -215,10 +232,14 @@ With `--suspend` an exhausted budget suspends the run. Resuming with a larger bu
 exactly where it stopped (the journal replays the first steps for free); resuming with the same
 budget would suspend again at the same place.
 """),
-    code('%mkl run polish --id patient --suspend --max-steps 3 --set product="a kettle" '
-         '--script data/loop.script.yaml'),
-    code(CHECK + """run = mkl_notebook.get_run("patient")
-print(run.status, run.error, "at", run.at)"""),
+    code(
+        '%mkl run polish --id patient --suspend --max-steps 3 --set product="a kettle" --script data/loop.script.yaml'
+    ),
+    code(
+        CHECK
+        + """run = mkl_notebook.get_run("patient")
+print(run.status, run.error, "at", run.at)"""
+    ),
     code("%mkl resume patient --max-steps 50"),
     code(CHECK + """print(run.status, run.error, "at", run.at, run.calls)"""),
 ]
@@ -275,10 +296,13 @@ journals, checkpoints or outputs.
     md("""
 With no model configured, a run says so in one line and points to the scripted provider:
 """),
-    code(CHECK + """try:
+    code(
+        CHECK
+        + """try:
     mkl_notebook.run("triage", id="real-model-demo", input={"ticket": "Where is my parcel?"})
 except ValueError as problem:
-    print(problem)"""),
+    print(problem)"""
+    ),
     md("""
 With a model configured the same call runs for real, for example against a local Ollama:
 
@@ -292,8 +316,10 @@ With a model configured the same call runs for real, for example against a local
 SHARED_SOURCE = [
     code("%load_ext mkl_notebook"),
     machine_cell("refund"),
-    code('%mkl run refund --id shared-refund --set ticket="Parcel A-1001 arrived broken" '
-         '--script refund.script.yaml --notebook shared-approval.ipynb'),
+    code(
+        '%mkl run refund --id shared-refund --set ticket="Parcel A-1001 arrived broken" '
+        "--script refund.script.yaml --notebook shared-approval.ipynb"
+    ),
 ]
 
 NOTEBOOKS = {

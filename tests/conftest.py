@@ -20,8 +20,9 @@ def shell() -> InteractiveShell:
 
 
 @pytest.fixture
-def load_mkl(shell: InteractiveShell, tmp_path: Path,
-             monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[..., Any]], Any]]:
+def load_mkl(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[Callable[..., Any]], Any]]:
     """``load_mkl(publish)`` loads the extension afresh in ``tmp_path`` with no model configured.
 
     Everything the shell displays goes to ``publish``; the return value is the magics object.

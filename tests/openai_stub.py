@@ -124,8 +124,13 @@ class StubState:
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def route(self, *, user: str | Sequence[str] | None = None, system: str | Sequence[str] | None = None,
-              replies: Sequence[Reply | str | dict[str, Any]] = ("ok",)) -> Route:
+    def route(
+        self,
+        *,
+        user: str | Sequence[str] | None = None,
+        system: str | Sequence[str] | None = None,
+        replies: Sequence[Reply | str | dict[str, Any]] = ("ok",),
+    ) -> Route:
         if not replies:
             raise ValueError("a route needs at least one reply")
         added = Route(_texts(user), _texts(system), [Reply.of(r) for r in replies])
@@ -155,21 +160,40 @@ def completion_json(reply: Reply, model: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
-                     "finish_reason": reply.finish_reason}],
-        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.content},
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
     }
 
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_error",
-                500: "server_error", 503: "server_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    503: "server_error",
+}
 
 
 def error_json(reply: Reply) -> dict[str, Any]:
     message = reply.error_message or f"stub error {reply.status}"
-    return {"error": {"message": message, "type": _ERROR_TYPES.get(reply.status, "server_error"), "param": None,
-                      "code": None}}
+    return {
+        "error": {
+            "message": message,
+            "type": _ERROR_TYPES.get(reply.status, "server_error"),
+            "param": None,
+            "code": None,
+        }
+    }
 
 
 def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
@@ -190,8 +214,15 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path == "/_requests":
                 with state.lock:
-                    payload = [{"path": r.path, "headers": r.headers, "body": r.body,
-                                "reply": asdict(r.reply) if r.reply else None} for r in state.requests]
+                    payload = [
+                        {
+                            "path": r.path,
+                            "headers": r.headers,
+                            "body": r.body,
+                            "reply": asdict(r.reply) if r.reply else None,
+                        }
+                        for r in state.requests
+                    ]
                 self._send(200, payload)
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
@@ -266,8 +297,10 @@ class StubServer(StubState):
     def usage(self) -> dict[str, int]:
         """Tokens of every successful completion served so far."""
         served = [r.reply for r in self.chat if r.ok and r.reply is not None]
-        return {"input_tokens": sum(r.prompt_tokens for r in served),
-                "output_tokens": sum(r.completion_tokens for r in served)}
+        return {
+            "input_tokens": sum(r.prompt_tokens for r in served),
+            "output_tokens": sum(r.completion_tokens for r in served),
+        }
 
 
 @contextmanager

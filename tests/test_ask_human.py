@@ -99,8 +99,9 @@ class RoundOracle(Oracle):
             suffix = request.position.rsplit("/", 1)[-1]
             self.rounds[suffix] += 1
             self.produce[suffix] = request
-            return ProduceAnswer(self.answers[len(request.conversation)], input_tokens=10, output_tokens=5,
-                                 model="round-model")
+            return ProduceAnswer(
+                self.answers[len(request.conversation)], input_tokens=10, output_tokens=5, model="round-model"
+            )
         if isinstance(request, JudgeRequest):
             self.judged += 1
             return JudgeAnswer(0, input_tokens=3, output_tokens=1, model="judge-model")
@@ -174,8 +175,12 @@ def test_the_model_asks_twice_and_each_resume_makes_only_the_next_call(store_kin
     assert last_request.position == f"{PLAN}/produce~r2"
     assert last_request.user == first_request.user
     assert last_request.ask_human and first_request.ask_human
-    assert last_request.conversation == (("assistant", f"ASK: {Q1}"), ("user", R1),
-                                         ("assistant", f"ASK: {Q2}"), ("user", R2))
+    assert last_request.conversation == (
+        ("assistant", f"ASK: {Q1}"),
+        ("user", R1),
+        ("assistant", f"ASK: {Q2}"),
+        ("user", R2),
+    )
     messages = produce_messages(last_request)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert [m["content"] for m in messages[1:]] == [first_request.user, f"ASK: {Q1}", R1, f"ASK: {Q2}", R2]
@@ -183,21 +188,28 @@ def test_the_model_asks_twice_and_each_resume_makes_only_the_next_call(store_kin
     # each round and each reply sits at its own journal position, once
     records = store.read("trip-1")
     answers = Counter(r["pos"] for r in records if r.get("t") == "answer")
-    assert answers == {f"{PLAN}/produce": 1, f"{PLAN}/produce~r1": 1, f"{PLAN}/produce~r2": 1,
-                       f"{PLAN}/judge@0": 1}
-    assert [(r["pos"], r["value"]) for r in records if r.get("t") == "reply"] == \
-        [(f"{PLAN}/ask@r0", R1), (f"{PLAN}/ask@r1", R2)]
+    assert answers == {f"{PLAN}/produce": 1, f"{PLAN}/produce~r1": 1, f"{PLAN}/produce~r2": 1, f"{PLAN}/judge@0": 1}
+    assert [(r["pos"], r["value"]) for r in records if r.get("t") == "reply"] == [
+        (f"{PLAN}/ask@r0", R1),
+        (f"{PLAN}/ask@r1", R2),
+    ]
 
     # the same as a run whose questions were answered on the spot
     straight_oracle = RoundOracle(replies=[R1, R2])
     straight = run_machine(machine, straight_oracle)
     assert straight.status == "done"
     done = third.result
-    assert (done.trace, done.result, done.context, done.usage) == \
-        (straight.trace, straight.result, straight.context, straight.usage)
+    assert (done.trace, done.result, done.context, done.usage) == (
+        straight.trace,
+        straight.result,
+        straight.context,
+        straight.usage,
+    )
     assert done.usage == {"input_tokens": 33, "output_tokens": 16}  # three produce rounds and one judge
-    assert [(r.question, r.ask, r.state) for r in straight_oracle.reply_requests] == \
-        [(Q1, None, "plan"), (Q2, None, "plan")]
+    assert [(r.question, r.ask, r.state) for r in straight_oracle.reply_requests] == [
+        (Q1, None, "plan"),
+        (Q2, None, "plan"),
+    ]
 
     # what the person typed is external: the judged decision on that output is tainted
     assert done.trace[0]["decision_tainted"] is True
@@ -226,8 +238,10 @@ def test_the_run_option_lets_a_machine_without_the_key_ask_and_survives_resume()
 
 def test_a_nested_call_that_asks_suspends_the_whole_run() -> None:
     child = load(TRIP.replace("machine: trip", "machine: child"))
-    parent = load("machine: parent\nentry: go\nbudget: 5\nresult: got\nstates:\n  go:\n    call: child\n"
-                  "    output: got\n    gates:\n      - { when: otherwise, then: ok, to: END }\n")
+    parent = load(
+        "machine: parent\nentry: go\nbudget: 5\nresult: got\nstates:\n  go:\n    call: child\n"
+        "    output: got\n    gates:\n      - { when: otherwise, then: ok, to: END }\n"
+    )
     store = MemoryStore()
     oracle = RoundOracle()
     first = runs.start(parent, oracle, store=store, run_id="nested", registry={"child": child})
@@ -270,17 +284,25 @@ def test_the_ask_limit_option_and_a_fresh_allowance_per_visit() -> None:
     assert (result.status, result.error) == ("halt", "state-error: ask-limit")
     assert oracle.rounds == {"produce": 1, "produce~r1": 1}
 
-    looping = load("machine: loop\nentry: plan\nbudget: 10\nstates:\n  plan:\n    structure: A plan.\n"
-                   "    prompt: \"Plan it\"\n    output: plan\n    ask_human: true\n    max_visits: 2\n"
-                   "    gates:\n      - { when: the plan needs another pass, repair: 1, to: plan }\n"
-                   "      - { when: otherwise, then: ok, to: END }\n")
-    script = RecordingScript({"produce": {"Plan it": "ASK: which one?", "first": "plan A", "second": "plan B"},
-                              "judge": [0]}, replies=["first", "second"])
+    looping = load(
+        "machine: loop\nentry: plan\nbudget: 10\nstates:\n  plan:\n    structure: A plan.\n"
+        '    prompt: "Plan it"\n    output: plan\n    ask_human: true\n    max_visits: 2\n'
+        "    gates:\n      - { when: the plan needs another pass, repair: 1, to: plan }\n"
+        "      - { when: otherwise, then: ok, to: END }\n"
+    )
+    script = RecordingScript(
+        {"produce": {"Plan it": "ASK: which one?", "first": "plan A", "second": "plan B"}, "judge": [0]},
+        replies=["first", "second"],
+    )
     looped = run_machine(looping, script, options=RunOptions(ask_limit=1))
     assert (looped.status, looped.result) == ("done", "plan B")  # one question on each of two visits
     assert looped.visits == {"plan": 2}
-    assert [r.position for r in script.produce_requests()] == \
-        ["root/0:plan#1/produce", "root/0:plan#1/produce~r1", "root/1:plan#2/produce", "root/1:plan#2/produce~r1"]
+    assert [r.position for r in script.produce_requests()] == [
+        "root/0:plan#1/produce",
+        "root/0:plan#1/produce~r1",
+        "root/1:plan#2/produce",
+        "root/1:plan#2/produce~r1",
+    ]
 
 
 # -- 3. fan-out branches never ask -----------------------------------------------------------------
@@ -306,8 +328,7 @@ states:
 
 def test_a_branch_that_asks_becomes_a_branch_error_and_the_run_goes_on() -> None:
     store = MemoryStore()
-    oracle = RecordingScript({"produce": {"Paris": "ASK: Which season?", "Rome": "Rome in spring"},
-                              "tokens": [5, 7]})
+    oracle = RecordingScript({"produce": {"Paris": "ASK: Which season?", "Rome": "Rome in spring"}, "tokens": [5, 7]})
     outcome = runs.start(load(TOUR), oracle, store=store, run_id="tour")
     result = outcome.result
     assert result.status == "done", result
@@ -375,8 +396,9 @@ def test_the_question_is_shown_labelled_as_model_output_and_escaped() -> None:
     for text in (bundle["text/plain"], pending_card_text("r-1", "trip", result)):
         assert MODEL_LABEL in text and HOSTILE in text and AUTHOR_LABEL not in text
 
-    form = GateForm("r-1", {"reason": "asked", "at": "plan", "ask": None, "reply_to": None, "question": HOSTILE},
-                    lambda value: None)
+    form = GateForm(
+        "r-1", {"reason": "asked", "at": "plan", "ask": None, "reply_to": None, "question": HOSTILE}, lambda value: None
+    )
     assert "The model asks" in form.header.value and "model output" in form.header.value
     assert "<script>" not in form.header.value and "&lt;script&gt;" in form.header.value
 
@@ -385,8 +407,9 @@ def test_the_question_is_shown_labelled_as_model_output_and_escaped() -> None:
 
 
 def mkl(cwd: Path, *args: str) -> tuple[int, dict[str, Any], str]:
-    completed = subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
-                               cwd=cwd, check=False)
+    completed = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
     lines = completed.stdout.strip().splitlines()
     assert lines, completed.stderr
     return completed.returncode, json.loads(lines[-1]), completed.stdout + completed.stderr
@@ -453,10 +476,12 @@ def _produce_answers(folder: Path) -> Counter[str]:
 
 
 def test_the_notebook_form_shows_the_model_question_and_sends_replies(
-        shell: InteractiveShell, views: list[RunView], tmp_path: Path) -> None:
+    shell: InteractiveShell, views: list[RunView], tmp_path: Path
+) -> None:
     script = tmp_path / "trip.yaml"
-    script.write_text(yaml.safe_dump({"llm": {"produce": [f"ASK: {Q1}", f"ASK: {Q2}", FINAL], "judge": [0]}}),
-                      encoding="utf-8")
+    script.write_text(
+        yaml.safe_dump({"llm": {"produce": [f"ASK: {Q1}", f"ASK: {Q2}", FINAL], "judge": [0]}}), encoding="utf-8"
+    )
     _cell(shell, "%%mkl\n" + TRIP)
     _cell(shell, f"%mkl run trip --script {script}")
     run = mkl_notebook.get_run("trip")

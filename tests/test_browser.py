@@ -30,8 +30,15 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 NOTEBOOK = "02-human-approval.ipynb"
 RUN_ID = "approval-demo"
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--disable-quic"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 def _free_port() -> int:
@@ -52,8 +59,14 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
     shutil.copytree(ROOT / "notebooks" / "data", root / "data", ignore=shutil.ignore_patterns(".mkl"))
     env = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
-                 "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR"):
+    for name in (
+        "JUPYTER_CONFIG_DIR",
+        "JUPYTER_DATA_DIR",
+        "JUPYTER_RUNTIME_DIR",
+        "JUPYTERLAB_SETTINGS_DIR",
+        "JUPYTERLAB_WORKSPACES_DIR",
+        "IPYTHONDIR",
+    ):
         folder = tmp_path / name.lower()
         folder.mkdir()
         env[name] = str(folder)
@@ -67,11 +80,27 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     log = open(tmp_path / "jupyter.log", "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         "--port-retries=0", "--allow-root", "--IdentityProvider.token=", "--ServerApp.password=",
-         f"--ServerApp.root_dir={root}", "--ServerApp.terminals_enabled=False", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--port-retries=0",
+            "--allow-root",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.terminals_enabled=False",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -149,7 +178,8 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
             page.locator("button.jupyter-button:has-text('Approve'):not([disabled])").click()
 
             expect(run_cell.locator(".jp-OutputArea-output:has-text('Sent to the customer.')").first).to_be_visible(
-                timeout=60_000)
+                timeout=60_000
+            )
             page.screenshot(path=str(ARTIFACTS / "3-after-approve.png"), full_page=True)
 
             page.locator(".jp-InputPrompt").first.click()

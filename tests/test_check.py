@@ -142,8 +142,10 @@ def test_a_budget_equal_to_the_shortest_path_is_enough() -> None:
 
 
 def test_the_shortest_of_several_paths_counts() -> None:
-    shortcut = CHAIN.replace("gates: [{when: otherwise, then: ok, to: b}]",
-                             "gates: [{when: quick, then: ok, to: END}, {when: otherwise, then: ok, to: b}]")
+    shortcut = CHAIN.replace(
+        "gates: [{when: otherwise, then: ok, to: b}]",
+        "gates: [{when: quick, then: ok, to: END}, {when: otherwise, then: ok, to: b}]",
+    )
     assert "budget-below-shortest-path" not in codes(machine(shortcut, budget=1))
 
 
@@ -161,8 +163,10 @@ def test_no_budget_finding_when_there_is_no_path() -> None:
 
 
 def test_an_unreachable_state_is_a_warning_at_its_line() -> None:
-    text = CLEAN + "  orphan:\n    structure: s\n    prompt: p\n    output: o\n" \
+    text = (
+        CLEAN + "  orphan:\n    structure: s\n    prompt: p\n    output: o\n"
         "    gates:\n      - {when: otherwise, then: ok, to: END}\n"
+    )
     finding = only(text, "unreachable-state")
     assert finding.severity == "warning" and finding.state == "orphan"
     assert finding.line == line_of(text, "orphan:") + 1
@@ -296,16 +300,20 @@ def test_check_machine_reports_graph_findings_only() -> None:
 
 
 def test_a_missing_entry_state_skips_the_path_checks() -> None:
-    text = machine("  a: {structure: s, prompt: p, output: o, gates: [{when: otherwise, then: ok, to: END}]}\n",
-                   entry="nowhere")
+    text = machine(
+        "  a: {structure: s, prompt: p, output: o, gates: [{when: otherwise, then: ok, to: END}]}\n", entry="nowhere"
+    )
     assert codes(text) == ["bad-reference"]
 
 
 def test_a_long_shortest_path_is_abbreviated() -> None:
-    states = "".join(
-        f"  s{i}: {{structure: s, prompt: p, output: o, gates: [{{when: otherwise, then: ok, to: s{i + 1}}}]}}\n"
-        for i in range(19)
-    ) + "  s19: {structure: s, prompt: p, output: o, gates: [{when: otherwise, then: ok, to: END}]}\n"
+    states = (
+        "".join(
+            f"  s{i}: {{structure: s, prompt: p, output: o, gates: [{{when: otherwise, then: ok, to: s{i + 1}}}]}}\n"
+            for i in range(19)
+        )
+        + "  s19: {structure: s, prompt: p, output: o, gates: [{when: otherwise, then: ok, to: END}]}\n"
+    )
     finding = only(machine(states, budget=5, entry="s0"), "budget-below-shortest-path")
     assert "20 steps" in finding.message
     assert "s0 -> s1 -> s2 -> s3 -> ... -> s17 -> s18 -> s19 -> END" in finding.message

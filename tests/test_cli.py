@@ -21,8 +21,9 @@ def _in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def mkl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
 
 
 def status_line(completed: subprocess.CompletedProcess[str]) -> dict:
@@ -32,8 +33,11 @@ def status_line(completed: subprocess.CompletedProcess[str]) -> dict:
 @pytest.fixture
 def broken(tmp_path: Path) -> Path:
     path = tmp_path / "broken.mkl"
-    path.write_text("machine: b\nentry: a\nbudget: 3\nstates:\n  a:\n    tool: t\n    tier: fast\n"
-                    "    output: o\n    gates: [{ when: otherwise, then: ok, to: nowhere }]\n", encoding="utf-8")
+    path.write_text(
+        "machine: b\nentry: a\nbudget: 3\nstates:\n  a:\n    tool: t\n    tier: fast\n"
+        "    output: o\n    gates: [{ when: otherwise, then: ok, to: nowhere }]\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -59,8 +63,14 @@ def test_check_unreadable_file_exits_two(tmp_path: Path) -> None:
 
 
 def test_run_offline_to_done() -> None:
-    completed = mkl("run", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.script.yaml"),
-                    "--set", "ticket=Broken parcel A-1001")
+    completed = mkl(
+        "run",
+        str(EXAMPLES / "refund.mkl"),
+        "--script",
+        str(EXAMPLES / "refund.script.yaml"),
+        "--set",
+        "ticket=Broken parcel A-1001",
+    )
     assert completed.returncode == 0, completed.stderr
     status = status_line(completed)
     assert status["status"] == "done"
@@ -69,8 +79,15 @@ def test_run_offline_to_done() -> None:
 
 
 def test_run_with_hitl_suspends_with_the_authored_question() -> None:
-    completed = mkl("run", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.script.yaml"),
-                    "--hitl", "--set", "ticket=Broken parcel")
+    completed = mkl(
+        "run",
+        str(EXAMPLES / "refund.mkl"),
+        "--script",
+        str(EXAMPLES / "refund.script.yaml"),
+        "--hitl",
+        "--set",
+        "ticket=Broken parcel",
+    )
     assert completed.returncode == 3
     status = status_line(completed)
     assert status["status"] == "suspended"
@@ -81,8 +98,10 @@ def test_run_with_hitl_suspends_with_the_authored_question() -> None:
 
 def test_run_halt_exits_one(tmp_path: Path) -> None:
     machine = tmp_path / "loop.mkl"
-    machine.write_text("mklang: '0.4'\nmachine: loop\nentry: a\nbudget: 3\nstates:\n  a:\n    structure: s\n"
-                       "    prompt: again\n    output: o\n    gates: [{ when: otherwise, then: ok, to: a }]\n")
+    machine.write_text(
+        "mklang: '0.4'\nmachine: loop\nentry: a\nbudget: 3\nstates:\n  a:\n    structure: s\n"
+        "    prompt: again\n    output: o\n    gates: [{ when: otherwise, then: ok, to: a }]\n"
+    )
     script = tmp_path / "script.yaml"
     script.write_text("llm: { produce: [] }\n")
     completed = mkl("run", str(machine), "--script", str(script))
@@ -94,8 +113,10 @@ def test_run_halt_exits_one(tmp_path: Path) -> None:
 
 def test_run_budget_suspends_with_suspend_flag(tmp_path: Path) -> None:
     machine = tmp_path / "loop.mkl"
-    machine.write_text("machine: loop\nentry: a\nbudget: 2\nstates:\n  a:\n    structure: s\n"
-                       "    prompt: again\n    output: o\n    gates: [{ when: otherwise, then: ok, to: a }]\n")
+    machine.write_text(
+        "machine: loop\nentry: a\nbudget: 2\nstates:\n  a:\n    structure: s\n"
+        "    prompt: again\n    output: o\n    gates: [{ when: otherwise, then: ok, to: a }]\n"
+    )
     script = tmp_path / "script.yaml"
     script.write_text("llm: { produce: [] }\n")
     completed = mkl("run", str(machine), "--script", str(script), "--suspend")
@@ -107,9 +128,12 @@ def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Pa
     (tmp_path / "child.mkl").write_text(
         "machine: child\nentry: a\nbudget: 1\nstates:\n"
         "  a:\n    structure: s\n    prompt: one\n    output: o\n    gates: [{ when: otherwise, then: ok, to: b }]\n"
-        "  b:\n    structure: s\n    prompt: two\n    output: o\n    gates: [{ when: otherwise, then: ok, to: END }]\n")
-    (tmp_path / "parent.mkl").write_text("machine: parent\nentry: c\nbudget: 5\nstates:\n  c:\n    call: child\n"
-                                         "    output: sub\n    gates: [{ when: otherwise, then: ok, to: END }]\n")
+        "  b:\n    structure: s\n    prompt: two\n    output: o\n    gates: [{ when: otherwise, then: ok, to: END }]\n"
+    )
+    (tmp_path / "parent.mkl").write_text(
+        "machine: parent\nentry: c\nbudget: 5\nstates:\n  c:\n    call: child\n"
+        "    output: sub\n    gates: [{ when: otherwise, then: ok, to: END }]\n"
+    )
     (tmp_path / "script.yaml").write_text("llm: { produce: [first, second] }\n")
     started = mkl("run", "parent.mkl", "--id", "N", "--script", "script.yaml", "--suspend")
     assert started.returncode == 3
@@ -124,12 +148,15 @@ def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Pa
     assert "called_machine" not in status_line(resumed)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--set", "novalue"], "--set expects KEY=VALUE"),
-    (["--input", "{not json"], "--input is not valid JSON"),
-    (["--input", "[1, 2]"], "must be a JSON object"),
-    (["--max-steps", "0"], "at least 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "novalue"], "--set expects KEY=VALUE"),
+        (["--input", "{not json"], "--input is not valid JSON"),
+        (["--input", "[1, 2]"], "must be a JSON object"),
+        (["--max-steps", "0"], "at least 1"),
+    ],
+)
 def test_run_usage_errors_are_one_line(args: list[str], message: str) -> None:
     completed = mkl("run", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.script.yaml"), *args)
     assert completed.returncode == 2
@@ -164,14 +191,19 @@ def test_run_refuses_yaml_that_does_not_parse(tmp_path: Path) -> None:
 def test_scenarios_pass() -> None:
     completed = mkl("test", str(EXAMPLES / "refund.mkl"), "--script", str(EXAMPLES / "refund.test.yaml"))
     assert completed.returncode == 0
-    assert completed.stdout.splitlines() == ["PASS refund-escalates-for-approval",
-                                             "PASS missing-order-number-is-repaired", "2 passed, 0 failed"]
+    assert completed.stdout.splitlines() == [
+        "PASS refund-escalates-for-approval",
+        "PASS missing-order-number-is-repaired",
+        "2 passed, 0 failed",
+    ]
 
 
 def test_failing_scenario_says_why(tmp_path: Path) -> None:
     scenarios = tmp_path / "s.test.yaml"
-    scenarios.write_text("scenarios:\n  - name: wrong\n    input: { ticket: x }\n    tools: { order_lookup: ['{}'] }\n"
-                         "    expect: { status: halt }\n  - name: no-expect\n")
+    scenarios.write_text(
+        "scenarios:\n  - name: wrong\n    input: { ticket: x }\n    tools: { order_lookup: ['{}'] }\n"
+        "    expect: { status: halt }\n  - name: no-expect\n"
+    )
     completed = mkl("test", str(EXAMPLES / "refund.mkl"), "--script", str(scenarios))
     assert completed.returncode == 1
     lines = completed.stdout.splitlines()
@@ -190,25 +222,47 @@ def test_test_usage_error(tmp_path: Path) -> None:
 
 
 def test_sibling_machines_form_the_registry(tmp_path: Path) -> None:
-    (tmp_path / "child.mkl").write_text("machine: child\nentry: s\nbudget: 2\nstates:\n  s:\n    structure: s\n"
-                                        "    prompt: inner {{topic}}\n    output: o\n"
-                                        "    gates: [{ when: otherwise, then: ok, to: END }]\n")
-    (tmp_path / "parent.mkl").write_text("machine: parent\nentry: c\nbudget: 2\nstates:\n  c:\n    call: child\n"
-                                         "    input: { topic: cats }\n    output: sub\n"
-                                         "    gates: [{ when: otherwise, then: ok, to: END }]\n")
-    (tmp_path / "p.test.yaml").write_text("scenarios:\n  - name: calls-child\n"
-                                          "    llm: { produce: { 'inner cats': meow } }\n"
-                                          "    expect: { status: done, result: meow }\n")
+    (tmp_path / "child.mkl").write_text(
+        "machine: child\nentry: s\nbudget: 2\nstates:\n  s:\n    structure: s\n"
+        "    prompt: inner {{topic}}\n    output: o\n"
+        "    gates: [{ when: otherwise, then: ok, to: END }]\n"
+    )
+    (tmp_path / "parent.mkl").write_text(
+        "machine: parent\nentry: c\nbudget: 2\nstates:\n  c:\n    call: child\n"
+        "    input: { topic: cats }\n    output: sub\n"
+        "    gates: [{ when: otherwise, then: ok, to: END }]\n"
+    )
+    (tmp_path / "p.test.yaml").write_text(
+        "scenarios:\n  - name: calls-child\n"
+        "    llm: { produce: { 'inner cats': meow } }\n"
+        "    expect: { status: done, result: meow }\n"
+    )
     completed = mkl("test", str(tmp_path / "parent.mkl"), "--script", str(tmp_path / "p.test.yaml"))
     assert completed.returncode == 0, completed.stdout
 
 
 def test_a_model_without_its_key_says_which_variable_to_set(tmp_path: Path) -> None:
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith("MKL_") and not key.endswith("_API_KEY")}
-    completed = subprocess.run([sys.executable, "-m", "mkl_notebook.cli", "run", str(EXAMPLES / "refund.mkl"),
-                                "--model", "openai/gpt-4o-mini", "--set", "ticket=x"],
-                               capture_output=True, text=True, cwd=tmp_path, env=env, check=False)
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith("MKL_") and not key.endswith("_API_KEY")
+    }
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkl_notebook.cli",
+            "run",
+            str(EXAMPLES / "refund.mkl"),
+            "--model",
+            "openai/gpt-4o-mini",
+            "--set",
+            "ticket=x",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
     assert completed.returncode == 2
     assert "OPENAI_API_KEY" in completed.stderr
     assert "Traceback" not in completed.stderr

@@ -40,7 +40,9 @@ def test_case(path: Path) -> None:
 def test_cli_runs_the_suite_and_prints_one_line_per_case() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "mkl_notebook.cli", "test", "--case", *map(str, CASE_FILES)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     lines = completed.stdout.strip().splitlines()
     assert completed.returncode == 0, completed.stdout + completed.stderr

@@ -29,7 +29,7 @@ import pytest
 
 from mkl_notebook.durable.stores import SQLiteStore
 
-TOOLS_PY = r'''
+TOOLS_PY = r"""
 import json
 import os
 import signal
@@ -94,7 +94,7 @@ def _killing_append(self, run_id, record):
 
 
 stores.SQLiteStore.append = _killing_append
-'''
+"""
 
 RECORD_EVERY = 5
 STATES = 32
@@ -109,20 +109,28 @@ def _long_machine() -> tuple[str, dict[str, Any]]:
         sid, nxt = f"s{i:02d}", (f"s{i + 1:02d}" if i + 1 < STATES else "END")
         lines.append(f"  {sid}:")
         if i == STATES - 1:
-            lines += ["    tool: summarize",
-                      "    input: { " + ", ".join(f'k{j:02d}: "{{{{o{j:02d}}}}}"' for j in range(i)) + " }",
-                      "    output: summary"]
+            lines += [
+                "    tool: summarize",
+                "    input: { " + ", ".join(f'k{j:02d}: "{{{{o{j:02d}}}}}"' for j in range(i)) + " }",
+                "    output: summary",
+            ]
         elif i % RECORD_EVERY == RECORD_EVERY - 1:
-            lines += ["    tool: record", f'    input: {{ key: "{sid}", value: "{{{{o{i - 1:02d}}}}}" }}',
-                      f"    output: o{i:02d}"]
+            lines += [
+                "    tool: record",
+                f'    input: {{ key: "{sid}", value: "{{{{o{i - 1:02d}}}}}" }}',
+                f"    output: o{i:02d}",
+            ]
         else:
             after = f" after {{{{o{previous}}}}}" if previous is not None else ""
             lines += ["    structure: one line", f'    prompt: "step {i:02d}{after}"', f"    output: o{i:02d}"]
             produce[f"step {i:02d}"] = f"answer {i:02d}"
         previous = f"{i:02d}"
         if i % 3 == 1 and i % RECORD_EVERY != RECORD_EVERY - 1 and i != STATES - 1:
-            lines += ["    gates:", f"      - {{ when: the step is fine, then: ok, to: {nxt} }}",
-                      "      - { when: otherwise, fail: true }"]
+            lines += [
+                "    gates:",
+                f"      - {{ when: the step is fine, then: ok, to: {nxt} }}",
+                "      - { when: otherwise, fail: true }",
+            ]
         else:
             lines += ["    gates:", f"      - {{ when: otherwise, then: ok, to: {nxt} }}"]
     return "\n".join(lines) + "\n", {"llm": {"produce": produce, "tokens": [2, 3]}}
@@ -131,14 +139,22 @@ def _long_machine() -> tuple[str, dict[str, Any]]:
 RECORD_KEYS = [f"s{i:02d}" for i in range(STATES - 1) if i % RECORD_EVERY == RECORD_EVERY - 1]
 
 
-def _mkl(cwd: Path, *args: str, env: dict[str, str] | None = None,
-         timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _mkl(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "LEDGER": str(cwd / "ledger.txt"), **(env or {})}
     for key in ("KILL_AT", "KILL_BEFORE", "KILL_IN_TOOL", "APPEND_LOG"):
         if key not in (env or {}):
             full_env.pop(key, None)
-    return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, check=False, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        check=False,
+        timeout=timeout,
+    )
 
 
 def _status(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -195,8 +211,12 @@ def _crash_and_recover(folder: Path, kill: dict[str, str], recover: tuple[str, .
     _setup(folder)
     crashed = _mkl(folder, *RUN_LONG, env=kill)
     recovered = _mkl(folder, *recover)
-    return {"crashed": crashed, "recovered": recovered, "ledger": _ledger(folder),
-            "records": SQLiteStore(folder / ".mkl" / "runs.sqlite").read("crash")}
+    return {
+        "crashed": crashed,
+        "recovered": recovered,
+        "ledger": _ledger(folder),
+        "records": SQLiteStore(folder / ".mkl" / "runs.sqlite").read("crash"),
+    }
 
 
 def test_kill_at_any_append_then_recover_gives_the_same_run(baseline: dict[str, Any], tmp_path: Path) -> None:
@@ -226,8 +246,11 @@ def test_kill_at_any_append_then_recover_gives_the_same_run(baseline: dict[str, 
         assert crashed.returncode == -signal.SIGKILL, (n, crashed.stderr)
         assert recovered.returncode == 0, (n, recovered.stderr)
         status = _status(recovered)
-        assert (status["status"], status["result"], status["usage"]) == ("done", expected["result"],
-                                                                         expected["usage"]), n
+        assert (status["status"], status["result"], status["usage"]) == (
+            "done",
+            expected["result"],
+            expected["usage"],
+        ), n
         durable_answers = sum(1 for a in appends[:n] if a["t"] == "answer")
         assert status["calls"]["replayed"] == durable_answers, n
         assert status["calls"]["made"] + status["calls"]["replayed"] == expected["calls"]["made"], n
@@ -236,8 +259,9 @@ def test_kill_at_any_append_then_recover_gives_the_same_run(baseline: dict[str, 
         assert sum(1 for r in outcome["records"] if r["t"] == "start") == 1
 
 
-def test_kill_between_a_tool_effect_and_its_record_repeats_only_that_call(baseline: dict[str, Any],
-                                                                          tmp_path: Path) -> None:
+def test_kill_between_a_tool_effect_and_its_record_repeats_only_that_call(
+    baseline: dict[str, Any], tmp_path: Path
+) -> None:
     """Kill at the Nth append BEFORE it is written, for every append that carries a `record` answer.
 
     The tool's effect already happened but its answer never reached the journal: the
@@ -261,12 +285,14 @@ def test_kill_between_a_tool_effect_and_its_record_repeats_only_that_call(baseli
         assert outcome["crashed"].returncode == -signal.SIGKILL, (n, outcome["crashed"].stderr)
         assert outcome["recovered"].returncode == 0, (n, outcome["recovered"].stderr)
         status = _status(outcome["recovered"])
-        assert (status["status"], status["result"], status["usage"]) == ("done", expected["result"],
-                                                                         expected["usage"]), n
+        assert (status["status"], status["result"], status["usage"]) == (
+            "done",
+            expected["result"],
+            expected["usage"],
+        ), n
         counts = Counter(outcome["ledger"])
         repeated = tool_points[n].split("/")[1].split(":")[1].split("#")[0] if n in tool_points else None
-        assert {key: counts[key] for key in RECORD_KEYS} == {key: 2 if key == repeated else 1
-                                                             for key in RECORD_KEYS}, n
+        assert {key: counts[key] for key in RECORD_KEYS} == {key: 2 if key == repeated else 1 for key in RECORD_KEYS}, n
         answers = [r["pos"] for r in outcome["records"] if r["t"] == "answer"]
         assert len(answers) == len(set(answers)) == expected["calls"]["made"], n
 
@@ -308,8 +334,18 @@ def _in_doubt_run(folder: Path) -> list[subprocess.CompletedProcess[str]]:
     (folder / "pay.mkl").write_text(PAY, encoding="utf-8")
     (folder / "pay.script.json").write_text(json.dumps(PAY_SCRIPT), encoding="utf-8")
     (folder / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
-    crashed = _mkl(folder, "run", "pay.mkl", "--id", "P", "--script", "pay.script.json", "--tools", "tools.py",
-                   env={"KILL_IN_TOOL": "1"})
+    crashed = _mkl(
+        folder,
+        "run",
+        "pay.mkl",
+        "--id",
+        "P",
+        "--script",
+        "pay.script.json",
+        "--tools",
+        "tools.py",
+        env={"KILL_IN_TOOL": "1"},
+    )
     doubt = _mkl(folder, *RESUME_PAY)
     again = _mkl(folder, *RESUME_PAY)
     return [crashed, doubt, again]
@@ -399,8 +435,14 @@ def _suspended_slow_run(folder: Path) -> list[dict[str, Any]]:
 def _popen(folder: Path, *args: str) -> subprocess.Popen[str]:
     env = {key: value for key, value in os.environ.items() if key not in ("KILL_AT", "KILL_BEFORE", "APPEND_LOG")}
     env["LEDGER"] = str(folder / "ledger.txt")
-    return subprocess.Popen([sys.executable, "-m", "mkl_notebook.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=folder, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=folder,
+        env=env,
+    )
 
 
 def test_two_processes_resuming_one_run_one_wins_the_other_is_refused(tmp_path: Path) -> None:
@@ -417,8 +459,8 @@ def test_two_processes_resuming_one_run_one_wins_the_other_is_refused(tmp_path: 
     assert json.loads(winner[1].strip().splitlines()[-1])["result"] == "two"
 
     after = SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").read("S")
-    assert after[:len(before)] == before
-    added = after[len(before):]
+    assert after[: len(before)] == before
+    added = after[len(before) :]
     assert [r["t"] for r in added].count("resume") == 1  # the loser journaled nothing, not even its budget
     assert [r["t"] for r in added if r["t"] in ("finish", "suspend")] == ["finish"]
     assert [r["pos"] for r in added if r["t"] == "answer"] == ["root/1:wait#1/tool", "root/2:b#1/produce"]
@@ -439,8 +481,12 @@ def test_starting_a_run_fresh_while_another_process_advances_it_is_refused(tmp_p
     assert fresh.returncode == 2, fresh.stdout + fresh.stderr
     assert "already being advanced" in fresh.stderr and "Traceback" not in fresh.stderr
     after = SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").read("S")
-    assert after[:len(before)] == before  # the refused --fresh did not wipe the journal under the resumer
+    assert after[: len(before)] == before  # the refused --fresh did not wipe the journal under the resumer
     assert after[-1]["t"] == "finish" and after[-1]["status"] == "done"
-    seqs = [seq for (seq,) in sqlite3.connect(tmp_path / ".mkl" / "runs.sqlite").execute(
-        "SELECT seq FROM records WHERE run_id = 'S' ORDER BY seq")]
+    seqs = [
+        seq
+        for (seq,) in sqlite3.connect(tmp_path / ".mkl" / "runs.sqlite").execute(
+            "SELECT seq FROM records WHERE run_id = 'S' ORDER BY seq"
+        )
+    ]
     assert seqs == list(range(len(seqs)))

@@ -47,16 +47,28 @@ def _view(result: RunResult) -> dict[str, Any]:
     return {key: copy.deepcopy(getattr(result, key)) for key in COMPARED}
 
 
-def _uninterrupted(machine: Machine, script: dict[str, Any], options: RunOptions, *,
-                   registry: dict[str, Machine] | None = None, input: dict[str, Any] | None = None,
-                   context: dict[str, Any] | None = None,
-                   replies: list[Any] | None = None) -> tuple[RunResult, dict[str, int]]:
+def _uninterrupted(
+    machine: Machine,
+    script: dict[str, Any],
+    options: RunOptions,
+    *,
+    registry: dict[str, Machine] | None = None,
+    input: dict[str, Any] | None = None,
+    context: dict[str, Any] | None = None,
+    replies: list[Any] | None = None,
+) -> tuple[RunResult, dict[str, int]]:
     script = copy.deepcopy(script)
     if replies:
         script["replies"] = list(replies)
     oracle = oracle_from_script(script)
-    result = run_machine(machine, oracle, registry=registry, context=copy.deepcopy(context or {}),
-                         input=copy.deepcopy(input or {}), options=options)
+    result = run_machine(
+        machine,
+        oracle,
+        registry=registry,
+        context=copy.deepcopy(context or {}),
+        input=copy.deepcopy(input or {}),
+        options=options,
+    )
     return result, dict(oracle.calls)
 
 
@@ -69,18 +81,33 @@ class Stepped:
     made: int  # sum of Outcome.calls["made"] over all advances
 
 
-def _stepped(machine: Machine, script: dict[str, Any], options: RunOptions, *,
-             registry: dict[str, Machine] | None = None, input: dict[str, Any] | None = None,
-             context: dict[str, Any] | None = None, replies: list[Any] | None = None,
-             store: Any = None, run_id: str = "stepped") -> Stepped:
+def _stepped(
+    machine: Machine,
+    script: dict[str, Any],
+    options: RunOptions,
+    *,
+    registry: dict[str, Machine] | None = None,
+    input: dict[str, Any] | None = None,
+    context: dict[str, Any] | None = None,
+    replies: list[Any] | None = None,
+    store: Any = None,
+    run_id: str = "stepped",
+) -> Stepped:
     """Start with a budget of one step and resume with one more step each time; answer escalations by reply."""
     store = store if store is not None else MemoryStore()
     oracle = oracle_from_script(copy.deepcopy(script))  # no replies: every escalation waits for resume(reply=)
     ceiling = options.max_steps if options.max_steps is not None else machine.budget
     budget = 1
-    outcome = runs.start(machine, oracle, store=store, run_id=run_id, registry=registry,
-                         input=copy.deepcopy(input or {}), context=copy.deepcopy(context or {}),
-                         options=dataclasses.replace(options, max_steps=budget))
+    outcome = runs.start(
+        machine,
+        oracle,
+        store=store,
+        run_id=run_id,
+        registry=registry,
+        input=copy.deepcopy(input or {}),
+        context=copy.deepcopy(context or {}),
+        options=dataclasses.replace(options, max_steps=budget),
+    )
     pending = list(replies or [])
     advances, made, suspensions = 1, outcome.calls["made"], []
     for _ in range(400):
@@ -93,8 +120,7 @@ def _stepped(machine: Machine, script: dict[str, Any], options: RunOptions, *,
             outcome = runs.resume(run_id, oracle, store=store, max_steps=budget)
         elif result.error == "escalated" and pending:
             suspensions.append((result.error, result.at))
-            outcome = runs.resume(run_id, oracle, store=store, reply=pending.pop(0), has_reply=True,
-                                  max_steps=budget)
+            outcome = runs.resume(run_id, oracle, store=store, reply=pending.pop(0), has_reply=True, max_steps=budget)
         else:
             break  # the uninterrupted run ends suspended here too
         advances += 1
@@ -124,8 +150,14 @@ def _assert_equivalent(machine: Machine, script: dict[str, Any], options: RunOpt
 def test_conformance_case_resumed_at_every_loop_top_equals_uninterrupted(path: Path) -> None:
     (case,) = load_cases([path])
     options = dataclasses.replace(run_options(case.run, case.name), suspendable=True, secret=SECRET)
-    _assert_equivalent(case.machine, dict(case.script), options, registry=dict(case.registry),
-                       input=dict(case.input), context=dict(case.context))
+    _assert_equivalent(
+        case.machine,
+        dict(case.script),
+        options,
+        registry=dict(case.registry),
+        input=dict(case.input),
+        context=dict(case.context),
+    )
 
 
 def test_the_conformance_suite_is_there() -> None:
@@ -162,8 +194,13 @@ states:
     gates:
       - { when: otherwise, then: ok, to: END }
 """
-REPAIR_SCRIPT = {"llm": {"produce": ["o1", "d1", "d2", "d3", "o2", "d4", "d5", "final essay"],
-                         "judge": [1, 1, "none", 1, 0], "tokens": [5, 7]}}
+REPAIR_SCRIPT = {
+    "llm": {
+        "produce": ["o1", "d1", "d2", "d3", "o2", "d4", "d5", "final essay"],
+        "judge": [1, 1, "none", 1, 0],
+        "tokens": [5, 7],
+    }
+}
 
 CEILING = """
 machine: poller
@@ -186,9 +223,11 @@ states:
     gates:
       - { when: otherwise, then: ok, to: check }
 """
-CEILING_SCRIPT = {"llm": {"produce": ["no", "no", "no", "no", "no"], "judge": ["none", 0, "none"],
-                          "tokens": [2, 1]},
-                  "hooks": {"is_ready": [False]}, "tools": {"sleep_a_bit": ["slept"]}}
+CEILING_SCRIPT = {
+    "llm": {"produce": ["no", "no", "no", "no", "no"], "judge": ["none", 0, "none"], "tokens": [2, 1]},
+    "hooks": {"is_ready": [False]},
+    "tools": {"sleep_a_bit": ["slept"]},
+}
 
 FANOUT = """
 machine: mapper
@@ -236,10 +275,20 @@ states:
     gates:
       - { when: otherwise, then: ok, to: END }
 """
-FANOUT_SCRIPT = {"llm": {"produce": {"split the ticket": '["alpha", "beta", "gamma"]', "summarize part 0": "SA",
-                                     "summarize part 1": "SB", "summarize part 2": "SC", "join": "SA SB SC"},
-                         "judge": ["none", 0], "tokens": [3, 3]},
-                 "tools": {"wordcount": {"SA": "1 word", "SB": "1 word", "SC": "1 word"}}}
+FANOUT_SCRIPT = {
+    "llm": {
+        "produce": {
+            "split the ticket": '["alpha", "beta", "gamma"]',
+            "summarize part 0": "SA",
+            "summarize part 1": "SB",
+            "summarize part 2": "SC",
+            "join": "SA SB SC",
+        },
+        "judge": ["none", 0],
+        "tokens": [3, 3],
+    },
+    "tools": {"wordcount": {"SA": "1 word", "SB": "1 word", "SC": "1 word"}},
+}
 
 NESTED_TOP = """
 machine: top
@@ -317,8 +366,13 @@ states:
       - { when: the work is complete, then: ok, to: END }
       - { when: otherwise, repair: 2, to: f1 }
 """
-NESTED_SCRIPT = {"llm": {"produce": ["p", "mplan1", "w1", "w2", "pol1", "rev1", "mplan2", "w3", "pol2", "rev2"],
-                         "judge": ["none", 0, 0, 0, "none", 0, 1], "tokens": [1, 2]}}
+NESTED_SCRIPT = {
+    "llm": {
+        "produce": ["p", "mplan1", "w1", "w2", "pol1", "rev1", "mplan2", "w3", "pol2", "rev2"],
+        "judge": ["none", 0, 0, 0, "none", 0, 1],
+        "tokens": [1, 2],
+    }
+}
 
 HITL = """
 machine: refund
@@ -354,9 +408,14 @@ states:
     gates:
       - { when: otherwise, then: ok, to: END }
 """
-HITL_SCRIPT = {"llm": {"produce": ["we refund you", "refund approved", "looks bad", "refund approved v2",
-                                   "fine"], "judge": [0, 0, 1], "tokens": [4, 4]},
-               "tools": {"send_reply": ["sent #1"]}}
+HITL_SCRIPT = {
+    "llm": {
+        "produce": ["we refund you", "refund approved", "looks bad", "refund approved v2", "fine"],
+        "judge": [0, 0, 1],
+        "tokens": [4, 4],
+    },
+    "tools": {"send_reply": ["sent #1"]},
+}
 HITL_REPLIES = ["approve", "yes, send", "send v2"]
 
 TOOLS = """
@@ -407,11 +466,17 @@ states:
     gates:
       - { when: otherwise, then: ok, to: END }
 """
-TOOLS_SCRIPT = {"llm": {"produce": ["your order shipped"], "tokens": [6, 2]},
-                "tools": {"lookup_order": ['{"id": "A-17", "qty": 3}'], "calc": {"2*21": "42"},
-                          "check_stock": ["3", "2", "1", "0"], "reserve_unit": ["r1", "r2", "r3"],
-                          "ship_order": ["track-99"]},
-                "hooks": {"shipment_ok": [True]}}
+TOOLS_SCRIPT = {
+    "llm": {"produce": ["your order shipped"], "tokens": [6, 2]},
+    "tools": {
+        "lookup_order": ['{"id": "A-17", "qty": 3}'],
+        "calc": {"2*21": "42"},
+        "check_stock": ["3", "2", "1", "0"],
+        "reserve_unit": ["r1", "r2", "r3"],
+        "ship_order": ["track-99"],
+    },
+    "hooks": {"shipment_ok": [True]},
+}
 
 
 def _registry(*sources: str) -> dict[str, Machine]:
@@ -427,8 +492,16 @@ def test_repair_loop_resumed_at_every_step_equals_uninterrupted() -> None:
     stepped = _assert_equivalent(load(REPAIR), REPAIR_SCRIPT, _opts())
     result = stepped.outcome.result
     assert result.status == "done" and result.result == "final essay"
-    assert [step["state"] for step in result.trace] == ["outline", "draft", "draft", "draft", "outline", "draft",
-                                                        "draft", "polish"]
+    assert [step["state"] for step in result.trace] == [
+        "outline",
+        "draft",
+        "draft",
+        "draft",
+        "outline",
+        "draft",
+        "draft",
+        "polish",
+    ]
     assert stepped.advances == len(result.trace)  # one suspension at every loop top but the first
 
 
@@ -441,8 +514,9 @@ def test_loop_ceiling_resumed_at_every_step_fires_where_uninterrupted_does() -> 
 
 def test_fanout_of_call_branches_resumed_at_every_step_equals_uninterrupted() -> None:
     registry = _registry(FANOUT, SUMMARIZE)
-    stepped = _assert_equivalent(registry["mapper"], FANOUT_SCRIPT, _opts(), registry=registry,
-                                 input={"ticket": "three things"})
+    stepped = _assert_equivalent(
+        registry["mapper"], FANOUT_SCRIPT, _opts(), registry=registry, input={"ticket": "three things"}
+    )
     result = stepped.outcome.result
     assert result.status == "done" and result.context["sums"] == ["SA", "SB", "SC"]
     assert stepped.calls["produce"] == 9 and stepped.calls["tool"] == 6
@@ -460,8 +534,9 @@ def test_nested_calls_three_deep_resumed_at_every_step_equal_uninterrupted() -> 
 
 
 def test_hitl_escalations_answered_by_resume_equal_replies_given_up_front() -> None:
-    stepped = _assert_equivalent(load(HITL), HITL_SCRIPT, _opts(hitl="asking"), replies=HITL_REPLIES,
-                                 input={"ticket": "broken kettle"})
+    stepped = _assert_equivalent(
+        load(HITL), HITL_SCRIPT, _opts(hitl="asking"), replies=HITL_REPLIES, input={"ticket": "broken kettle"}
+    )
     result = stepped.outcome.result
     assert result.status == "done" and result.result == "sent #1"
     assert result.context["approval"] == {"answer": "approve", "send": "send v2"}
@@ -500,8 +575,7 @@ def test_resume_with_the_same_budget_suspends_again_in_the_same_place_without_ca
     counts = dict(oracle.calls)
     for budget in (3, None):
         again = runs.resume("same", oracle, store=store, max_steps=budget)
-        assert (again.result.status, again.result.error, again.result.at) == ("suspended", "budget-exhausted",
-                                                                               "draft")
+        assert (again.result.status, again.result.error, again.result.at) == ("suspended", "budget-exhausted", "draft")
         assert again.calls["made"] == 0
         assert again.result.trace == first.result.trace
         assert again.result.usage == first.result.usage
@@ -547,8 +621,12 @@ states:
     gates:
       - { when: otherwise, then: ok, to: END }
 """
-EDIT_SCRIPT = {"llm": {"produce": {"alpha step v2": "A2", "alpha step": "A1", "gamma step": "C",
-                                   "\nA1\n": "B1", "\nA2\n": "B2"}, "tokens": [1, 1]}}  # b's input is fenced
+EDIT_SCRIPT = {
+    "llm": {
+        "produce": {"alpha step v2": "A2", "alpha step": "A1", "gamma step": "C", "\nA1\n": "B1", "\nA2\n": "B2"},
+        "tokens": [1, 1],
+    }
+}  # b's input is fenced
 
 
 def test_editing_one_prompt_reexecutes_only_changed_calls_and_keeps_human_replies() -> None:
@@ -618,8 +696,9 @@ def test_repair_budget_is_exact_across_resumes() -> None:
     policies = [(step["state"], step["policy"], step["gate"]) for step in result.trace]
     assert policies == [(step["state"], step["policy"], step["gate"]) for step in expected.trace]
     # the "too short" repair gate fired three times in all (its budget), the next verdict moved on
-    assert [p for p in policies if p[2] == "the draft is too short"] == [("draft", "repair",
-                                                                          "the draft is too short")] * 3
+    assert [p for p in policies if p[2] == "the draft is too short"] == [
+        ("draft", "repair", "the draft is too short")
+    ] * 3
 
 
 PARENT = """
@@ -684,8 +763,9 @@ def test_a_root_out_of_steps_still_gets_them_at_resume() -> None:
     parent, child = load(PARENT), load(CHILD.replace("budget: 2", "budget: 5"))
     store = MemoryStore()
     oracle = _fresh_oracle({"llm": {"produce": ["planned", "x1", "y1", "z1"]}})
-    first = runs.start(parent, oracle, store=store, run_id="root-out", registry={"child": child},
-                       options=_opts(max_steps=1)).result
+    first = runs.start(
+        parent, oracle, store=store, run_id="root-out", registry={"child": child}, options=_opts(max_steps=1)
+    ).result
     assert (first.status, first.at, first.machine) == ("suspended", "delegate", None)
     result = runs.resume("root-out", oracle, store=store, max_steps=2, registry={"child": child}).result
     assert (result.status, result.result) == ("done", "z1")
@@ -768,8 +848,14 @@ def test_on_error_retry_then_success_journals_two_calls_and_replays_none() -> No
 def test_on_error_route_sends_the_run_to_a_state() -> None:
     calls: list[str] = []
     machine = _on_error_machine("down", '{ match: "down", route: handle }')
-    outcome = runs.start(machine, _host(calls), store=MemoryStore(), run_id="route", input={"query": "q"},
-                         options=_opts(retry_backoff=0.001))
+    outcome = runs.start(
+        machine,
+        _host(calls),
+        store=MemoryStore(),
+        run_id="route",
+        input={"query": "q"},
+        options=_opts(retry_backoff=0.001),
+    )
     result = outcome.result
     assert result.status == "done" and result.result == "handled"
     assert [(step["state"], step["to"]) for step in result.trace] == [("look", "handle"), ("handle", "END")]
@@ -780,8 +866,14 @@ def test_on_error_route_sends_the_run_to_a_state() -> None:
 def test_on_error_fallback_deposits_the_value() -> None:
     calls: list[str] = []
     machine = _on_error_machine("down", '{ match: "timeout", retry: 1 }', '{ match: "down", fallback: cached }')
-    outcome = runs.start(machine, _host(calls), store=MemoryStore(), run_id="fb", input={"query": "q"},
-                         options=_opts(retry_backoff=0.001))
+    outcome = runs.start(
+        machine,
+        _host(calls),
+        store=MemoryStore(),
+        run_id="fb",
+        input={"query": "q"},
+        options=_opts(retry_backoff=0.001),
+    )
     assert outcome.result.status == "done"
     assert outcome.result.context["hit"] == "cached"
     assert [step["state"] for step in outcome.result.trace] == ["look", "after"]
@@ -791,13 +883,15 @@ def test_on_error_fallback_deposits_the_value() -> None:
 def test_on_error_unmatched_error_halts_with_state_error() -> None:
     store, calls = MemoryStore(), []
     machine = _on_error_machine("broken", '{ match: "timeout", retry: 3 }')
-    outcome = runs.start(machine, _host(calls), store=store, run_id="unmatched", input={"query": "q"},
-                         options=_opts(retry_backoff=0.001))
+    outcome = runs.start(
+        machine, _host(calls), store=store, run_id="unmatched", input={"query": "q"}, options=_opts(retry_backoff=0.001)
+    )
     result = outcome.result
     assert (result.status, result.error, result.at) == ("halt", "state-error: boom", "look")
     assert calls == ["q"]
-    replayed = runs.start(machine, _host(calls), store=store, run_id="unmatched", input={"query": "q"},
-                          options=_opts(retry_backoff=0.001))
+    replayed = runs.start(
+        machine, _host(calls), store=store, run_id="unmatched", input={"query": "q"}, options=_opts(retry_backoff=0.001)
+    )
     assert _view(replayed.result) == _view(result)
     assert calls == ["q"] and replayed.calls["made"] == 0
 
@@ -818,8 +912,14 @@ def test_on_error_retries_exhausted_halt_and_replay_does_not_call_again() -> Non
 
 
 def _mkl(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, check=False, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        timeout=60,
+    )
 
 
 def _status(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -843,15 +943,23 @@ def test_cli_rerun_of_a_finished_id_makes_no_calls(tmp_path: Path) -> None:
     assert _status(fresh)["calls"] == {"made": 12, "replayed": 0}
 
 
-NESTED_MID_HITL = NESTED_MID.replace("      - { when: otherwise, then: ok, to: m2 }",
-                                     '      - { when: otherwise, escalate: true, to: m2, ask: "Plan ok?" }')
+NESTED_MID_HITL = NESTED_MID.replace(
+    "      - { when: otherwise, then: ok, to: m2 }",
+    '      - { when: otherwise, escalate: true, to: m2, ask: "Plan ok?" }',
+)
 
 
 def test_escalation_inside_a_nested_call_answered_by_resume_equals_uninterrupted() -> None:
     assert NESTED_MID_HITL != NESTED_MID
     registry = _registry(NESTED_TOP, NESTED_MID_HITL, NESTED_LOW, NESTED_LEAF)
-    stepped = _assert_equivalent(registry["top"], NESTED_SCRIPT, _opts(hitl="asking"), registry=registry,
-                                 input={"job": "j"}, replies=["plan approved", "second plan approved"])
+    stepped = _assert_equivalent(
+        registry["top"],
+        NESTED_SCRIPT,
+        _opts(hitl="asking"),
+        registry=registry,
+        input={"job": "j"},
+        replies=["plan approved", "second plan approved"],
+    )
     result = stepped.outcome.result
     assert result.status == "done", result.error
     escalations = [at for reason, at in stepped.suspensions if reason == "escalated"]
@@ -895,11 +1003,21 @@ def test_a_finished_run_replays_without_its_tools_registered() -> None:
 
     store = MemoryStore()
     machine = load(LOOKUP)
-    first = runs.start(machine, HostOracle(ScriptedOracle({"produce": ["used it"]}), registry), store=store,
-                       run_id="tools", options=_opts())
+    first = runs.start(
+        machine,
+        HostOracle(ScriptedOracle({"produce": ["used it"]}), registry),
+        store=store,
+        run_id="tools",
+        options=_opts(),
+    )
     assert first.result.status == "done" and calls == ["x"]
-    again = runs.start(machine, HostOracle(ScriptedOracle({"produce": ["used it"]}), Registry()), store=store,
-                       run_id="tools", options=_opts())
+    again = runs.start(
+        machine,
+        HostOracle(ScriptedOracle({"produce": ["used it"]}), Registry()),
+        store=store,
+        run_id="tools",
+        options=_opts(),
+    )
     assert (again.result.status, again.result.error) == ("done", None)
     assert again.calls == {"made": 0, "replayed": 2}
     assert _view(again.result) == _view(first.result)
@@ -907,8 +1025,10 @@ def test_a_finished_run_replays_without_its_tools_registered() -> None:
 
 def test_cli_rerun_without_the_tools_file_replays_the_finished_run(tmp_path: Path) -> None:
     (tmp_path / "m.mkl").write_text(LOOKUP, encoding="utf-8")
-    (tmp_path / "t.py").write_text("import mkl_notebook\n\n\n@mkl_notebook.tool(effect='read')\n"
-                                   "def lookup(q):\n    return 'found ' + q\n", encoding="utf-8")
+    (tmp_path / "t.py").write_text(
+        "import mkl_notebook\n\n\n@mkl_notebook.tool(effect='read')\ndef lookup(q):\n    return 'found ' + q\n",
+        encoding="utf-8",
+    )
     (tmp_path / "s.json").write_text(json.dumps({"llm": {"produce": ["used it"]}}), encoding="utf-8")
     first = _mkl(tmp_path, "run", "m.mkl", "--id", "R", "--script", "s.json", "--tools", "t.py")
     assert first.returncode == 0, first.stderr
@@ -921,12 +1041,42 @@ def test_cli_rerun_without_the_tools_file_replays_the_finished_run(tmp_path: Pat
 # -- fingerprints are part of the journal format -----------------------------------------------
 
 _FINGERPRINTED = [
-    (ProduceRequest("root/1:a#1/produce", "m", "a", "balanced", "one line", None,
-                    "hello 'q' \"x\" é \x00 \ud800", True, False, 0.4), "034d06ea343bd3128091df26"),
-    (ProduceRequest("p", "m", "a", "fast", "(unspecified)", "be brief", "u", False, True, 0.8, True,
-                    (("assistant", "ASK: x"), ("user", "y"))), "f848b70af3aafbce3456aaf4"),
-    (JudgeRequest("p", "m", "a", "reasoning", ("is good", "is bad"), "out", None, '{"a": 1}', "abcdef012345"),
-     "dcce7a274a57ff3929710fff"),
+    (
+        ProduceRequest(
+            "root/1:a#1/produce",
+            "m",
+            "a",
+            "balanced",
+            "one line",
+            None,
+            "hello 'q' \"x\" é \x00 \ud800",
+            True,
+            False,
+            0.4,
+        ),
+        "034d06ea343bd3128091df26",
+    ),
+    (
+        ProduceRequest(
+            "p",
+            "m",
+            "a",
+            "fast",
+            "(unspecified)",
+            "be brief",
+            "u",
+            False,
+            True,
+            0.8,
+            True,
+            (("assistant", "ASK: x"), ("user", "y")),
+        ),
+        "f848b70af3aafbce3456aaf4",
+    ),
+    (
+        JudgeRequest("p", "m", "a", "reasoning", ("is good", "is bad"), "out", None, '{"a": 1}', "abcdef012345"),
+        "dcce7a274a57ff3929710fff",
+    ),
     (JudgeRequest("p", "m", "a", "balanced", ("c",), "out", "why", "{}", "n"), "392731374dd246a2106bda65"),
     (HookRequest("p", "m", "a", "check", "{}", "out"), "f1cb3d376e9544c24a62cf7a"),
     (ToolRequest("p", "m", "a", "search", '{"q": 1}', "read", True, 0, 0.0), "4c6cf2d410f1aa43af923932"),
@@ -947,8 +1097,7 @@ def test_request_fingerprints_stay_what_earlier_journals_recorded(request_: Any,
 
 
 @settings(max_examples=300, deadline=None)
-@given(user=st.text(st.characters(codec="utf-8")) | st.text(st.characters(max_codepoint=127)),
-       fenced=st.booleans())
+@given(user=st.text(st.characters(codec="utf-8")) | st.text(st.characters(max_codepoint=127)), fenced=st.booleans())
 def test_a_produce_fingerprint_is_the_hash_of_the_requests_repr(user: str, fenced: bool) -> None:
     """The definition earlier journals were written with, for any prompt text (quotes, escapes, non-ASCII)."""
     request_ = ProduceRequest("root/1:a#1/produce", "m", "a", "balanced", "one line", None, user, fenced, False, 0.4)
@@ -971,12 +1120,17 @@ def test_resuming_where_no_model_is_configured_keeps_the_run_and_the_reply() -> 
     script = yaml.safe_load(REFUND_SCRIPT.read_text(encoding="utf-8"))
     store = MemoryStore()
     options = RunOptions(hitl="all")
-    first = runs.start(machine, oracle_from_script(script), store=store, run_id="r", options=options,
-                       input={"ticket": "Parcel A-1001 arrived broken"})
+    first = runs.start(
+        machine,
+        oracle_from_script(script),
+        store=store,
+        run_id="r",
+        options=options,
+        input={"ticket": "Parcel A-1001 arrived broken"},
+    )
     assert first.status == "suspended" and first.result.ask
 
-    approver = runs.resume("r", NoModelOracle("no model is configured"), store=store, reply="yes",
-                           has_reply=True)
+    approver = runs.resume("r", NoModelOracle("no model is configured"), store=store, reply="yes", has_reply=True)
     assert approver.status == "suspended"
     assert "no model is configured" in (approver.result.error or "")
     assert approver.calls["made"] == 0  # nothing was asked of anyone

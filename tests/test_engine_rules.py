@@ -80,7 +80,7 @@ def run(text: str, oracle=None, *, registry: dict[str, str] | None = None, **kwa
 def overlapping_pairs(spans: list[tuple[Any, float, float]]) -> int:
     count = 0
     for i, (_, s1, e1) in enumerate(spans):
-        for _, s2, e2 in spans[i + 1:]:
+        for _, s2, e2 in spans[i + 1 :]:
             if s1 < e2 and s2 < e1:
                 count += 1
     return count
@@ -154,9 +154,12 @@ def test_fanout_with_an_in_process_oracle_runs_branches_in_order_on_the_calling_
 
 def test_fanout_output_keeps_input_order_when_later_items_answer_first():
     delays = {"process a": 0.3, "process b": 0.2, "process c": 0.1, "process d": 0.0}
-    oracle = Recorder({"produce": {"process a": "A", "process b": "B", "process c": "C", "process d": "D"}},
-                      delay=lambda request: delays[request.user])
-    res = run("""
+    oracle = Recorder(
+        {"produce": {"process a": "A", "process b": "B", "process c": "C", "process d": "D"}},
+        delay=lambda request: delays[request.user],
+    )
+    res = run(
+        """
         machine: fo
         entry: m
         budget: 10
@@ -168,7 +171,9 @@ def test_fanout_output_keeps_input_order_when_later_items_answer_first():
             output: outs
             over: "{{items}}"
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     finished = [request.user for request, _, _ in oracle.spans]
     assert finished[0] == "process d"  # the fastest branch really answered first
     assert res.status == "done"
@@ -179,7 +184,8 @@ def test_fanout_output_keeps_input_order_when_later_items_answer_first():
 
 def test_failing_branch_becomes_marker_and_run_continues():
     oracle = Recorder({"produce": {"process good": "G", "combine": "done"}})
-    res = run("""
+    res = run(
+        """
         machine: fo
         entry: m
         budget: 10
@@ -196,7 +202,9 @@ def test_failing_branch_becomes_marker_and_run_continues():
             prompt: "combine {{outs}}"
             output: final
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     marker = "[branch-error: no scripted produce matches prompt 'process bad']"
     assert res.status == "done", res.error
     assert res.context["outs"] == ["G", marker]
@@ -267,7 +275,8 @@ def test_fanout_overshoots_the_budget_then_halts_at_the_next_loop_top():
 
 def test_fanout_over_empty_list_deposits_empty_list_and_charges_one_step():
     oracle = Recorder()
-    res = run("""
+    res = run(
+        """
         machine: fo
         entry: m
         budget: 5
@@ -284,7 +293,9 @@ def test_fanout_over_empty_list_deposits_empty_list_and_charges_one_step():
             prompt: last
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.context["outs"] == []
     assert res.trace[0]["branches"] == []
@@ -292,16 +303,20 @@ def test_fanout_over_empty_list_deposits_empty_list_and_charges_one_step():
     assert oracle.users() == ["last"]
 
 
-@pytest.mark.parametrize("over, context", [
-    ("items", {"items": ["a"]}),          # no placeholder
-    ("{{missing}}", {"items": ["a"]}),    # missing path
-    ("{{items}}", {"items": None}),       # null value
-    ("{{items}}", {"items": "a, b"}),     # not a list
-    ("{{cfg.list}}", {"cfg": {"list": {"k": 1}}}),  # a dict is not a list either
-])
+@pytest.mark.parametrize(
+    "over, context",
+    [
+        ("items", {"items": ["a"]}),  # no placeholder
+        ("{{missing}}", {"items": ["a"]}),  # missing path
+        ("{{items}}", {"items": None}),  # null value
+        ("{{items}}", {"items": "a, b"}),  # not a list
+        ("{{cfg.list}}", {"cfg": {"list": {"k": 1}}}),  # a dict is not a list either
+    ],
+)
 def test_bad_over_halts_without_a_step_but_counts_the_visit(over, context):
     oracle = Recorder()
-    res = run(f"""
+    res = run(
+        f"""
         machine: fo
         entry: a
         budget: 5
@@ -318,7 +333,9 @@ def test_bad_over_halts_without_a_step_but_counts_the_visit(over, context):
             output: outs
             over: "{over}"
             gates: [{{ when: otherwise, then: ok, to: END }}]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "halt"
     assert res.error.startswith("state-error: over: ")
     assert res.at == "m"
@@ -336,7 +353,8 @@ def test_fanout_branches_do_not_leak_item_or_index_into_the_context():
 
 def test_sample_fanout_gives_each_branch_its_index():
     oracle = Recorder({"produce": {"take 0": "zero", "take 1": "one", "take 2": "two"}})
-    res = run("""
+    res = run(
+        """
         machine: fo
         entry: m
         budget: 5
@@ -347,7 +365,9 @@ def test_sample_fanout_gives_each_branch_its_index():
             output: outs
             sample: 3
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.result == ["zero", "one", "two"]
 
@@ -357,7 +377,8 @@ def test_sample_fanout_gives_each_branch_its_index():
 
 def test_accumulate_wraps_a_non_list_existing_value():
     oracle = Recorder({"produce": ["new"]})
-    res = run("""
+    res = run(
+        """
         machine: acc
         entry: a
         budget: 5
@@ -369,7 +390,9 @@ def test_accumulate_wraps_a_non_list_existing_value():
             output: log
             accumulate: true
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.context["log"] == ["seed", "new"]
     assert res.result == "new"
@@ -377,7 +400,8 @@ def test_accumulate_wraps_a_non_list_existing_value():
 
 def test_accumulate_fanout_appends_its_whole_list_as_one_element():
     oracle = Recorder({"produce": {"p x": "X", "p y": "Y"}})
-    res = run("""
+    res = run(
+        """
         machine: acc
         entry: m
         budget: 5
@@ -390,7 +414,9 @@ def test_accumulate_fanout_appends_its_whole_list_as_one_element():
             accumulate: true
             over: "{{items}}"
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.context["log"] == ["old", ["X", "Y"]]
     assert res.result == ["X", "Y"]
@@ -398,7 +424,8 @@ def test_accumulate_fanout_appends_its_whole_list_as_one_element():
 
 def test_result_under_accumulate_is_the_last_visits_value():
     oracle = Recorder({"produce": ["v1", "v2"]})
-    res = run("""
+    res = run(
+        """
         machine: acc
         entry: a
         budget: 5
@@ -411,7 +438,9 @@ def test_result_under_accumulate_is_the_last_visits_value():
             gates:
               - { when: needs another pass, repair: 1, to: a }
               - { when: otherwise, then: ok, to: END }
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.context["log"] == ["v1", "v2"]
     assert res.result == "v2"
@@ -437,20 +466,23 @@ def test_result_key_that_is_missing_gives_null():
 # -- fmt -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value, text", [
-    (None, ""),
-    ("plain", "plain"),
-    (["a", "b"], "1. a\n2. b"),
-    ([], ""),
-    ([["a", "b"], "c"], "1. 1. a\n2. b\n2. c"),
-    ({"ok": True, "n": None}, '{"ok": true, "n": null}'),
-    (True, "true"),
-    (False, "false"),
-    (3, "3"),
-    (2.5, "2.5"),
-    ({"name": "Zoë ✓"}, '{"name": "Zoë ✓"}'),
-    (["Zoë"], "1. Zoë"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (None, ""),
+        ("plain", "plain"),
+        (["a", "b"], "1. a\n2. b"),
+        ([], ""),
+        ([["a", "b"], "c"], "1. 1. a\n2. b\n2. c"),
+        ({"ok": True, "n": None}, '{"ok": true, "n": null}'),
+        (True, "true"),
+        (False, "false"),
+        (3, "3"),
+        (2.5, "2.5"),
+        ({"name": "Zoë ✓"}, '{"name": "Zoë ✓"}'),
+        (["Zoë"], "1. Zoë"),
+    ],
+)
 def test_fmt_renders_values(value, text):
     assert fmt(value) == text
 
@@ -475,7 +507,8 @@ def test_fmt_caps_the_whole_numbered_list():
 
 def test_prompt_renders_context_values_with_fmt_and_trace_keeps_ctx_value():
     oracle = Recorder({"produce": ['["p", "q"]']})
-    res = run("""
+    res = run(
+        """
         machine: r
         entry: a
         budget: 5
@@ -491,7 +524,9 @@ def test_prompt_renders_context_values_with_fmt_and_trace_keeps_ctx_value():
             output: lst
             parse: list
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert oracle.users() == ['f=true c={"name": "Zoë"} n=Zoë s=1. one\n2. two x= m=']
     assert res.context["lst"] == ["p", "q"]
     assert res.trace[0]["output"] == "1. p\n2. q"
@@ -499,7 +534,8 @@ def test_prompt_renders_context_values_with_fmt_and_trace_keeps_ctx_value():
 
 def test_parse_list_strips_a_code_fence():
     oracle = Recorder({"produce": ['```json\n["a", "b"]\n```']})
-    res = run("""
+    res = run(
+        """
         machine: r
         entry: a
         budget: 5
@@ -510,14 +546,17 @@ def test_parse_list_strips_a_code_fence():
             output: lst
             parse: list
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.result == ["a", "b"]
 
 
 def test_parse_refusal_still_charges_the_tokens():
     oracle = Recorder({"produce": ["not json"], "tokens": [7, 3]})
-    res = run("""
+    res = run(
+        """
         machine: r
         entry: a
         budget: 5
@@ -528,7 +567,9 @@ def test_parse_refusal_still_charges_the_tokens():
             output: obj
             parse: json
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "halt"
     assert res.error.startswith("state-error: parse-json: output is not valid JSON (")
     assert res.usage == {"input_tokens": 7, "output_tokens": 3}
@@ -618,18 +659,22 @@ states:
 """
 
 
-@pytest.mark.parametrize("value, expected", [
-    ('"{{data}}"', {"k": [1, 2], "s": "Zoë"}),
-    ('"{{ lst }}"', ["x", "y"]),
-    ('"{{data.k}}"', [1, 2]),
-    ('"{{nope}}"', ""),
-    ('"got {{lst}}"', "got 1. x\n2. y"),
-    ("7", 7),
-    ("[1, 2]", [1, 2]),
-    ("{a: 1}", {"a": 1}),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ('"{{data}}"', {"k": [1, 2], "s": "Zoë"}),
+        ('"{{ lst }}"', ["x", "y"]),
+        ('"{{data.k}}"', [1, 2]),
+        ('"{{nope}}"', ""),
+        ('"got {{lst}}"', "got 1. x\n2. y"),
+        ("7", 7),
+        ("[1, 2]", [1, 2]),
+        ("{a: 1}", {"a": 1}),
+    ],
+)
 def test_call_input_passes_raw_values(value, expected):
-    res = run(f"""
+    res = run(
+        f"""
         machine: parent
         entry: c
         budget: 3
@@ -643,13 +688,16 @@ def test_call_input_passes_raw_values(value, expected):
             input:
               payload: {value}
             gates: [{{ when: otherwise, then: ok, to: END }}]
-    """, registry={"child": CHILD_RETURNING_PAYLOAD})
+    """,
+        registry={"child": CHILD_RETURNING_PAYLOAD},
+    )
     assert res.status == "done", res.error
     assert res.context["got"] == expected
 
 
 def test_callee_context_literals_stay_for_keys_not_given():
-    res = run("""
+    res = run(
+        """
         machine: parent
         entry: c
         budget: 3
@@ -658,7 +706,9 @@ def test_callee_context_literals_stay_for_keys_not_given():
             call: child
             output: got
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, registry={"child": CHILD_RETURNING_PAYLOAD})
+    """,
+        registry={"child": CHILD_RETURNING_PAYLOAD},
+    )
     assert res.result == "default"
 
 
@@ -741,7 +791,8 @@ def test_recursive_machine_halts_with_call_failed_chain():
 
 def test_child_token_usage_joins_the_parent():
     oracle = Recorder({"tokens": [3, 2]})
-    res = run("""
+    res = run(
+        """
         machine: parent
         entry: a
         budget: 5
@@ -755,7 +806,10 @@ def test_child_token_usage_joins_the_parent():
             call: child
             output: got
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle, registry={"child": CHILD_RETURNING_PAYLOAD})
+    """,
+        oracle,
+        registry={"child": CHILD_RETURNING_PAYLOAD},
+    )
     assert res.status == "done"
     assert res.usage == {"input_tokens": 6, "output_tokens": 4}
     assert res.trace[1]["cost"] == {"input_tokens": 3, "output_tokens": 2}
@@ -787,7 +841,8 @@ states:
 def test_child_gets_the_parents_remaining_cost_budget():
     # cost 12, 5 tokens per produce: the parent spends 5, the child may spend 7 -> it halts before its third state.
     oracle = Recorder({"tokens": [3, 2]})
-    res = run("""
+    res = run(
+        """
         machine: parent
         entry: a
         budget: 5
@@ -801,7 +856,11 @@ def test_child_gets_the_parents_remaining_cost_budget():
             call: child
             output: got
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle, registry={"child": THREE_STEP_CHILD}, options=RunOptions(cost_budget=12))
+    """,
+        oracle,
+        registry={"child": THREE_STEP_CHILD},
+        options=RunOptions(cost_budget=12),
+    )
     assert res.status == "halt"
     assert res.error == "call-failed: cost-exhausted"
     assert res.at == "c"
@@ -812,7 +871,8 @@ def test_child_gets_the_parents_remaining_cost_budget():
 def test_call_branches_split_the_remaining_cost_budget():
     # cost 10 over 2 call branches: each child may spend 5 and halts before its third state.
     oracle = Recorder({"tokens": [2, 1]})
-    res = run("""
+    res = run(
+        """
         machine: parent
         entry: m
         budget: 5
@@ -824,7 +884,11 @@ def test_call_branches_split_the_remaining_cost_budget():
             input: {x: "{{item}}"}
             output: outs
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle, registry={"child": THREE_STEP_CHILD}, options=RunOptions(cost_budget=10))
+    """,
+        oracle,
+        registry={"child": THREE_STEP_CHILD},
+        options=RunOptions(cost_budget=10),
+    )
     assert res.status == "done"
     assert res.context["outs"] == ["[branch-error: cost-exhausted]"] * 2
     assert res.usage == {"input_tokens": 8, "output_tokens": 4}
@@ -905,7 +969,8 @@ def test_tainted_value_cannot_close_its_own_fence():
 
 def test_fences_in_one_call_share_one_nonce_and_missing_values_get_empty_fence():
     oracle = Recorder()
-    run("""
+    run(
+        """
         machine: f
         entry: a
         budget: 5
@@ -916,19 +981,24 @@ def test_fences_in_one_call_share_one_nonce_and_missing_values_get_empty_fence()
             prompt: "A={{a}} B={{b.c}} T={{trusted}} M={{m}}"
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle, input={"a": "one", "b": {"c": "two"}, "m": None})
+    """,
+        oracle,
+        input={"a": "one", "b": {"c": "two"}, "m": None},
+    )
     (request,) = oracle.of(ProduceRequest)
     nonces = set(FENCE_OPEN.findall(request.user))
     assert len(nonces) == 1
     (n,) = nonces
-    assert request.user == (f"A=<data-{n}>\none\n</data-{n}> B=<data-{n}>\ntwo\n</data-{n}> T=literal "
-                            f"M=<data-{n}>\n\n</data-{n}>")
+    assert request.user == (
+        f"A=<data-{n}>\none\n</data-{n}> B=<data-{n}>\ntwo\n</data-{n}> T=literal M=<data-{n}>\n\n</data-{n}>"
+    )
     assert request.fenced is True
 
 
 def test_each_llm_call_gets_its_own_nonce():
     oracle = Recorder()
-    run("""
+    run(
+        """
         machine: f
         entry: a
         budget: 5
@@ -943,7 +1013,10 @@ def test_each_llm_call_gets_its_own_nonce():
             prompt: "two {{doc}}"
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle, input={"doc": "x"})
+    """,
+        oracle,
+        input={"doc": "x"},
+    )
     first, second = (FENCE_OPEN.search(r.user).group(1) for r in oracle.of(ProduceRequest))
     assert first != second
 
@@ -979,7 +1052,8 @@ def test_untainted_prompt_is_byte_identical_to_plain_rendering():
 
 def test_repair_feedback_is_appended_exactly_to_the_next_produce_only():
     oracle = Recorder()
-    res = run("""
+    res = run(
+        """
         machine: r
         entry: a
         budget: 10
@@ -996,14 +1070,17 @@ def test_repair_feedback_is_appended_exactly_to_the_next_produce_only():
             prompt: polish
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert oracle.users() == ["draft", "draft" + FEEDBACK.format(when="the draft has gaps"), "polish"]
 
 
 def test_repair_feedback_goes_to_a_different_generative_target():
     oracle = Recorder()
-    run("""
+    run(
+        """
         machine: r
         entry: a
         budget: 10
@@ -1019,7 +1096,9 @@ def test_repair_feedback_goes_to_a_different_generative_target():
             prompt: "fix it"
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert oracle.users() == ["draft", "fix it" + FEEDBACK.format(when='it\'s "wrong"')]
 
 
@@ -1050,7 +1129,8 @@ REPAIR_TARGETS = {
 @pytest.mark.parametrize("kind", sorted(REPAIR_TARGETS))
 def test_repair_feedback_is_dropped_by_tool_call_and_fanout_targets(kind):
     oracle = Recorder(tools={"probe": ["obs"]})
-    text = """
+    text = (
+        """
 machine: r
 entry: a
 budget: 10
@@ -1062,13 +1142,16 @@ states:
       gates:
         - { when: needs work, repair: 1, to: t }
         - { when: otherwise, then: ok, to: END }
-""" + REPAIR_TARGETS[kind] + """
+"""
+        + REPAIR_TARGETS[kind]
+        + """
     b:
       structure: s
       prompt: second
       output: o
       gates: [{ when: otherwise, then: ok, to: END }]
 """
+    )
     child = """
 machine: child
 entry: k
@@ -1163,7 +1246,8 @@ def test_no_diagnosis_when_no_state_was_entered_twice():
 
 
 def test_cost_exhausted_diagnosis():
-    res = run("""
+    res = run(
+        """
         machine: d
         entry: a
         budget: 100
@@ -1178,19 +1262,26 @@ def test_cost_exhausted_diagnosis():
             prompt: go
             output: o
             gates: [{ when: otherwise, then: ok, to: b }]
-    """, Recorder({"tokens": [1, 1]}), options=RunOptions(cost_budget=8))
+    """,
+        Recorder({"tokens": [1, 1]}),
+        options=RunOptions(cost_budget=8),
+    )
     assert res.status == "halt"
     assert res.error == "cost-exhausted"
     assert res.at is None
     assert res.diagnosis == {"most_visited_state": "b", "visits": 3}
 
 
-@pytest.mark.parametrize("gates, error", [
-    ("[{ when: otherwise, then: ok, to: a }]", "loop-ceiling"),
-    ("[{ when: again, hook: always_false, then: ok, to: END }, { when: otherwise, fail: true }]", "gate-fail"),
-])
+@pytest.mark.parametrize(
+    "gates, error",
+    [
+        ("[{ when: otherwise, then: ok, to: a }]", "loop-ceiling"),
+        ("[{ when: again, hook: always_false, then: ok, to: END }, { when: otherwise, fail: true }]", "gate-fail"),
+    ],
+)
 def test_no_diagnosis_on_other_halts(gates, error):
-    res = run(f"""
+    res = run(
+        f"""
         machine: d
         entry: s0
         budget: 10
@@ -1214,7 +1305,9 @@ def test_no_diagnosis_on_other_halts(gates, error):
             output: o
             max_visits: 2
             gates: {gates}
-    """, Recorder({"judge": [0, "none"]}))
+    """,
+        Recorder({"judge": [0, "none"]}),
+    )
     assert res.status == "halt"
     assert res.error == error
     assert res.visits["a"] == 2
@@ -1289,8 +1382,11 @@ def test_budget_exhaustion_suspends_at_the_next_state_when_suspendable():
 
 
 def test_cost_exhaustion_suspends_at_the_next_state_when_suspendable():
-    res = run(TWO_STATES.replace("budget: 1", "budget: 5"), Recorder({"tokens": [2, 0]}),
-              options=RunOptions(suspendable=True, cost_budget=2))
+    res = run(
+        TWO_STATES.replace("budget: 1", "budget: 5"),
+        Recorder({"tokens": [2, 0]}),
+        options=RunOptions(suspendable=True, cost_budget=2),
+    )
     assert res.status == "suspended"
     assert res.error == "cost-exhausted"
     assert res.at == "b"
@@ -1333,7 +1429,8 @@ def test_gate_without_to_records_its_step_and_halts():
 
 @pytest.mark.parametrize("policy", ["then: ok", "repair: 2", "escalate: true, ask: sure?"])
 def test_any_gate_to_end_finishes_done_with_its_own_policy(policy):
-    res = run(f"""
+    res = run(
+        f"""
         machine: g
         entry: a
         budget: 5
@@ -1343,7 +1440,9 @@ def test_any_gate_to_end_finishes_done_with_its_own_policy(policy):
             prompt: go
             output: o
             gates: [{{ when: otherwise, {policy}, to: END }}]
-    """, options=RunOptions(hitl="all", suspendable=True))
+    """,
+        options=RunOptions(hitl="all", suspendable=True),
+    )
     assert res.status == "done"
     assert res.result == "ok"
     assert res.trace[0]["policy"] == policy.split(":")[0].replace("then", "ok")
@@ -1355,7 +1454,8 @@ def test_any_gate_to_end_finishes_done_with_its_own_policy(policy):
 
 def test_otherwise_is_case_insensitive_and_needs_no_judge():
     oracle = Recorder()
-    res = run("""
+    res = run(
+        """
         machine: g
         entry: a
         budget: 5
@@ -1365,7 +1465,9 @@ def test_otherwise_is_case_insensitive_and_needs_no_judge():
             prompt: go
             output: o
             gates: [{ when: "  OtherWise ", hook: always_false, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.trace[0]["gate_via"] == "otherwise"
     assert oracle.calls["judge"] == 0
@@ -1373,7 +1475,8 @@ def test_otherwise_is_case_insensitive_and_needs_no_judge():
 
 def test_two_prose_batches_split_by_a_hook_make_two_judge_calls():
     oracle = Recorder({"judge": ["none"]})
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1393,7 +1496,9 @@ def test_two_prose_batches_split_by_a_hook_make_two_judge_calls():
             prompt: go
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert [r.conditions for r in oracle.of(JudgeRequest)] == [("cond one", "cond two"), ("cond three",)]
     assert res.trace[0]["judge_none"] == 2
@@ -1403,7 +1508,8 @@ def test_two_prose_batches_split_by_a_hook_make_two_judge_calls():
 
 def test_a_pick_in_the_first_batch_skips_the_later_hook_and_batch():
     oracle = Recorder({"judge": [1]}, hooks={"h": [True]})
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1422,7 +1528,9 @@ def test_a_pick_in_the_first_batch_skips_the_later_hook_and_batch():
             prompt: go
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.trace[0]["gate"] == "cond two"
     assert res.trace[0]["gate_via"] == "llm"
     assert oracle.calls["judge"] == 1
@@ -1432,7 +1540,8 @@ def test_a_pick_in_the_first_batch_skips_the_later_hook_and_batch():
 
 def test_spent_repair_gate_leaves_the_batch_and_shifts_indices():
     oracle = Recorder({"judge": [0, 0]})
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1450,7 +1559,9 @@ def test_spent_repair_gate_leaves_the_batch_and_shifts_indices():
             prompt: go
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert [r.conditions for r in oracle.of(JudgeRequest)] == [
         ("needs fixing", "looks good", "so-so"),
         ("looks good", "so-so"),
@@ -1461,7 +1572,8 @@ def test_spent_repair_gate_leaves_the_batch_and_shifts_indices():
 
 def test_repair_zero_is_never_eligible():
     oracle = Recorder({"judge": [0]})
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1473,7 +1585,9 @@ def test_repair_zero_is_never_eligible():
             gates:
               - { when: broken, repair: 0, to: a }
               - { when: fine, then: ok, to: END }
-    """, oracle)
+    """,
+        oracle,
+    )
     assert [r.conditions for r in oracle.of(JudgeRequest)] == [("fine",)]
     assert res.trace[0]["gate"] == "fine"
 
@@ -1481,7 +1595,8 @@ def test_repair_zero_is_never_eligible():
 def test_repair_counters_last_across_visits_of_the_state():
     # a -> b -> a -> ...: the repair gate on a fires once in the whole run, not once per entry.
     oracle = Recorder({"judge": [0]})
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 10
@@ -1498,7 +1613,9 @@ def test_repair_counters_last_across_visits_of_the_state():
             prompt: go
             output: o
             gates: [{ when: otherwise, then: ok, to: a }]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert [step["state"] for step in res.trace] == ["a", "b", "a"]
     assert res.trace[-1]["gate_via"] == "otherwise"
     assert oracle.calls["judge"] == 1
@@ -1506,7 +1623,8 @@ def test_repair_counters_last_across_visits_of_the_state():
 
 @pytest.mark.parametrize("pick", [3, -1, 7])
 def test_scripted_judge_out_of_range_is_an_anomaly(pick):
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1524,7 +1642,9 @@ def test_scripted_judge_out_of_range_is_an_anomaly(pick):
             prompt: go
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, Recorder({"judge": [pick]}))
+    """,
+        Recorder({"judge": [pick]}),
+    )
     step = res.trace[0]
     assert step["judge_fallback"] is True
     assert step["judge_raw"] == f"out-of-range choice {pick} for n=3"
@@ -1535,7 +1655,8 @@ def test_scripted_judge_out_of_range_is_an_anomaly(pick):
 
 @pytest.mark.parametrize("pick", [2, "none", "NONE"])
 def test_scripted_judge_batch_size_or_none_is_the_none_verdict(pick):
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1553,14 +1674,17 @@ def test_scripted_judge_batch_size_or_none_is_the_none_verdict(pick):
             prompt: go
             output: o
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, Recorder({"judge": [pick]}))
+    """,
+        Recorder({"judge": [pick]}),
+    )
     assert res.trace[0]["judge_none"] == 1
     assert res.trace[0]["to"] == "b"
     assert "judge_fallback" not in res.trace[0]
 
 
 def test_scripted_judge_non_index_string_halts_without_a_step():
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1572,7 +1696,9 @@ def test_scripted_judge_non_index_string_halts_without_a_step():
             gates:
               - { when: cond one, then: ok, to: END }
               - { when: otherwise, then: ok, to: END }
-    """, Recorder({"judge": ["maybe"]}))
+    """,
+        Recorder({"judge": ["maybe"]}),
+    )
     assert res.status == "halt"
     assert res.error == "state-error: scripted judge: expected an index or 'none', got 'maybe'"
     assert res.at == "a"
@@ -1581,7 +1707,8 @@ def test_scripted_judge_non_index_string_halts_without_a_step():
 
 def test_scripted_judge_last_entry_repeats():
     oracle = Recorder({"judge": [1, 0]})
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 5
@@ -1607,10 +1734,13 @@ def test_scripted_judge_last_entry_repeats():
             gates:
               - { when: stop, then: ok, to: END }
               - { when: go on, then: ok, to: a }
-    """, oracle)
+    """,
+        oracle,
+    )
     assert [step["gate"] for step in res.trace] == ["go on", "stop"]
     oracle = Recorder({"judge": [1]})
-    res = run("""
+    res = run(
+        """
         machine: j
         entry: a
         budget: 3
@@ -1622,7 +1752,9 @@ def test_scripted_judge_last_entry_repeats():
             gates:
               - { when: stop, then: ok, to: END }
               - { when: go on, then: ok, to: a }
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.error == "budget-exhausted"
     assert [step["gate"] for step in res.trace] == ["go on"] * 3
 
@@ -1638,7 +1770,8 @@ class RaisingHookOracle(Recorder):
 
 
 def test_raising_hook_halts_with_its_message_and_no_step():
-    res = run("""
+    res = run(
+        """
         machine: h
         entry: a
         budget: 5
@@ -1650,7 +1783,9 @@ def test_raising_hook_halts_with_its_message_and_no_step():
             gates:
               - { when: checked, hook: boom, then: ok, to: END }
               - { when: otherwise, then: ok, to: END }
-    """, RaisingHookOracle())
+    """,
+        RaisingHookOracle(),
+    )
     assert res.status == "halt"
     assert res.error == "state-error: the predicate exploded"
     assert res.at == "a"
@@ -1658,7 +1793,8 @@ def test_raising_hook_halts_with_its_message_and_no_step():
 
 
 def test_registered_hook_wins_over_builtin_of_the_same_name():
-    res = run("""
+    res = run(
+        """
         machine: h
         entry: a
         budget: 5
@@ -1670,7 +1806,9 @@ def test_registered_hook_wins_over_builtin_of_the_same_name():
             gates:
               - { when: checked, hook: always_false, then: ok, to: END }
               - { when: otherwise, fail: true }
-    """, Recorder(hooks={"always_false": [True]}))
+    """,
+        Recorder(hooks={"always_false": [True]}),
+    )
     assert res.status == "done"
     assert res.trace[0]["gate_via"] == "hook"
 
@@ -1678,21 +1816,25 @@ def test_registered_hook_wins_over_builtin_of_the_same_name():
 # -- eq:/neq: hooks ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("hook, fires", [
-    ("eq:status:approved", True),
-    ("neq:status:approved", False),
-    ("eq:status:Approved", False),
-    ("eq:count:3", True),
-    ("neq:count:4", True),
-    ("eq:absent:", True),
-    ("neq:absent:x", True),
-    ("eq:absent:x", False),
-    ("eq:o:yes", True),  # the state's own deposit, stripped
-    ("eq:url:http://x", True),  # VALUE may hold colons
-])
+@pytest.mark.parametrize(
+    "hook, fires",
+    [
+        ("eq:status:approved", True),
+        ("neq:status:approved", False),
+        ("eq:status:Approved", False),
+        ("eq:count:3", True),
+        ("neq:count:4", True),
+        ("eq:absent:", True),
+        ("neq:absent:x", True),
+        ("eq:absent:x", False),
+        ("eq:o:yes", True),  # the state's own deposit, stripped
+        ("eq:url:http://x", True),  # VALUE may hold colons
+    ],
+)
 def test_eq_and_neq_hooks_compare_stripped_text(hook, fires):
     oracle = Recorder({"produce": ["  yes \n"]})
-    res = run(f"""
+    res = run(
+        f"""
         machine: h
         entry: a
         budget: 5
@@ -1713,7 +1855,9 @@ def test_eq_and_neq_hooks_compare_stripped_text(hook, fires):
             prompt: go
             output: o
             gates: [{{ when: otherwise, then: ok, to: END }}]
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.trace[0]["gate_via"] == ("hook" if fires else "otherwise")
     assert oracle.calls["judge"] == 0
@@ -1754,7 +1898,9 @@ def test_hitl_asking_suspends_only_at_escalates_with_ask():
     assert res.ask == "Approve {{o}}?"  # literal, never interpolated
     assert res.reply_to == "human.reply"
     assert [(step["state"], step["policy"], step["to"]) for step in res.trace] == [
-        ("a", "escalate", "b"), ("b", "escalate", "c")]
+        ("a", "escalate", "b"),
+        ("b", "escalate", "c"),
+    ]
     assert len(oracle.of(ReplyRequest)) == 1
 
 
@@ -1775,7 +1921,8 @@ def test_hitl_none_routes_escalates_as_authored():
 
 def test_escalate_inside_fanout_call_branches_never_suspends():
     oracle = Recorder()
-    res = run("""
+    res = run(
+        """
         machine: p
         entry: m
         budget: 5
@@ -1787,7 +1934,10 @@ def test_escalate_inside_fanout_call_branches_never_suspends():
             input: {x: "{{item}}"}
             output: outs
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, oracle, registry={"child": """
+    """,
+        oracle,
+        registry={
+            "child": """
 machine: child
 entry: a
 budget: 5
@@ -1803,7 +1953,10 @@ states:
     prompt: go
     output: o
     gates: [{ when: otherwise, then: ok, to: END }]
-"""}, options=RunOptions(hitl="all", suspendable=True))
+"""
+        },
+        options=RunOptions(hitl="all", suspendable=True),
+    )
     assert res.status == "done"
     assert res.result == [1, 2]
     assert oracle.of(ReplyRequest) == []
@@ -1811,7 +1964,8 @@ states:
 
 
 def test_escalate_in_a_called_machine_suspends_at_the_innermost_handler():
-    res = run("""
+    res = run(
+        """
         machine: p
         entry: c
         budget: 5
@@ -1820,7 +1974,9 @@ def test_escalate_in_a_called_machine_suspends_at_the_innermost_handler():
             call: child
             output: got
             gates: [{ when: otherwise, then: ok, to: END }]
-    """, registry={"child": """
+    """,
+        registry={
+            "child": """
 machine: child
 entry: a
 budget: 5
@@ -1835,7 +1991,10 @@ states:
     prompt: go
     output: o
     gates: [{ when: otherwise, then: ok, to: END }]
-"""}, options=RunOptions(hitl="asking"))
+"""
+        },
+        options=RunOptions(hitl="asking"),
+    )
     assert res.status == "suspended"
     assert res.error == "escalated"
     assert res.at == "handler"
@@ -1848,7 +2007,8 @@ states:
 
 def test_reasoning_is_traced_shown_to_the_judge_and_never_deposited():
     oracle = Recorder({"produce": ["answer"], "judge": [0]})
-    res = run("""
+    res = run(
+        """
         machine: r
         entry: a
         budget: 5
@@ -1860,7 +2020,9 @@ def test_reasoning_is_traced_shown_to_the_judge_and_never_deposited():
             reason: true
             gates:
               - { when: good, then: ok, to: END }
-    """, oracle)
+    """,
+        oracle,
+    )
     assert res.status == "done"
     assert res.trace[0]["reasoning"] == "thought"
     assert res.context["o"] == "answer"
@@ -1927,13 +2089,18 @@ states:
 
 @pytest.mark.parametrize("has_tool_state, tainted", [(True, True), (False, False)])
 def test_call_result_is_external_when_the_callee_holds_any_tool_state(has_tool_state, tainted):
-    unreachable_tool = """
+    unreachable_tool = (
+        """
   never:
     tool: fetch
     output: obs
     gates: [{ when: otherwise, then: ok, to: END }]
-""" if has_tool_state else ""
-    child = """
+"""
+        if has_tool_state
+        else ""
+    )
+    child = (
+        """
 machine: child
 entry: a
 budget: 5
@@ -1943,7 +2110,9 @@ states:
     prompt: work
     output: o
     gates: [{ when: otherwise, then: ok, to: END }]
-""" + unreachable_tool
+"""
+        + unreachable_tool
+    )
     oracle = Recorder()
     res = run(CALL_THEN_JUDGE, oracle, registry={"child": child})
     assert res.status == "done"
@@ -1964,7 +2133,7 @@ states:
     output: o
     gates: [{ when: otherwise, then: ok, to: END }]
 """
-    text = CALL_THEN_JUDGE.replace("    output: got\n", "    output: got\n    input: {q: \"about {{topic}}\"}\n")
+    text = CALL_THEN_JUDGE.replace("    output: got\n", '    output: got\n    input: {q: "about {{topic}}"}\n')
     res = run(text, registry={"child": child}, input={"topic": "from the host"})
     assert res.trace[0]["decision_tainted"] is True
     # the same machine with the author's own value decides untainted
@@ -1984,7 +2153,9 @@ def test_the_judge_sees_the_context_exactly_as_json_dumps_writes_it():
             return "opaque!"
 
     contexts = [
-        {}, {"draft": "ok"}, {"é": "naïve ☃", "n": 1.5, "big": 10**30, "neg": -0.0, "flags": [True, False, None]},
+        {},
+        {"draft": "ok"},
+        {"é": "naïve ☃", "n": 1.5, "big": 10**30, "neg": -0.0, "flags": [True, False, None]},
         {"nested": {"a": [{"b": Opaque()}, (1, 2)]}, "nan": float("nan"), "inf": float("inf")},
     ]
     for ctx in contexts:

@@ -55,11 +55,18 @@ states:
 
 def _finished_run(note: str = "note", rounds: int = 10) -> runs.Outcome:
     """A finished run of about 20 steps (10 produce + 9 tool states, 10 judge calls)."""
-    oracle = ScriptedOracle({"produce": [f"{note} {i}" for i in range(rounds)],
-                             "judge": ["none"] * (rounds - 1) + [0], "tokens": [11, 13]},
-                            tools={"count_notes": [str(i) for i in range(1, rounds)]})
-    outcome = runs.start(load(LOOP), oracle, store=MemoryStore(), run_id="env-run",
-                         input={"topic": "privacy"}, options=RunOptions(secret=b"envelope-secret!"))
+    oracle = ScriptedOracle(
+        {"produce": [f"{note} {i}" for i in range(rounds)], "judge": ["none"] * (rounds - 1) + [0], "tokens": [11, 13]},
+        tools={"count_notes": [str(i) for i in range(1, rounds)]},
+    )
+    outcome = runs.start(
+        load(LOOP),
+        oracle,
+        store=MemoryStore(),
+        run_id="env-run",
+        input={"topic": "privacy"},
+        options=RunOptions(secret=b"envelope-secret!"),
+    )
     assert outcome.result.status == "done"
     return outcome
 
@@ -111,8 +118,9 @@ def test_write_over_an_existing_file_replaces_it_atomically(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cp.json"]  # no temp files left
 
 
-def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "cp.json"
     envelope.write_file(path, PLAIN)
 
@@ -170,12 +178,12 @@ def _refused_or_identical(which: str, data: bytes) -> None:
         assert got_journal == want_journal, "an envelope with a changed journal was accepted"
     else:
         assert {k: v for k, v in got_journal.items() if k != "data"} == {
-            k: v for k, v in want_journal.items() if k != "data"}
+            k: v for k, v in want_journal.items() if k != "data"
+        }
 
 
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(which=st.sampled_from(["plain", "big"]), where=st.floats(0, 1, exclude_max=True),
-       mask=st.integers(1, 255))
+@given(which=st.sampled_from(["plain", "big"]), where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255))
 @example(which="plain", where=0.0, mask=0x7B)  # the opening brace becomes a NUL byte
 @example(which="big", where=0.999, mask=0x01)
 def test_any_single_byte_flip_is_refused(which: str, where: float, mask: int) -> None:
@@ -313,13 +321,28 @@ states:
     gates:
       - { when: otherwise, then: ok, to: END }
 """
-REVIEW_SCRIPT = {"llm": {"produce": {"draft the memo": "D", "polish it better": "P2", "polish it": "P",
-                                     "finish the memo again": "F2", "finish the memo": "F"}}}
+REVIEW_SCRIPT = {
+    "llm": {
+        "produce": {
+            "draft the memo": "D",
+            "polish it better": "P2",
+            "polish it": "P",
+            "finish the memo again": "F2",
+            "finish the memo": "F",
+        }
+    }
+}
 
 
 def _mkl(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, check=False, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        timeout=60,
+    )
 
 
 def _status(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -331,8 +354,20 @@ def suspended_checkpoint(tmp_path: Path) -> Path:
     (tmp_path / "review.mkl").write_text(REVIEW, encoding="utf-8")
     (tmp_path / "polish.mkl").write_text(POLISH, encoding="utf-8")
     (tmp_path / "s.json").write_text(json.dumps(REVIEW_SCRIPT), encoding="utf-8")
-    completed = _mkl(tmp_path, "run", "review.mkl", "--script", "s.json", "--id", "cp-run", "--suspend",
-                     "--max-steps", "2", "--checkpoint", "cp.json")
+    completed = _mkl(
+        tmp_path,
+        "run",
+        "review.mkl",
+        "--script",
+        "s.json",
+        "--id",
+        "cp-run",
+        "--suspend",
+        "--max-steps",
+        "2",
+        "--checkpoint",
+        "cp.json",
+    )
     assert completed.returncode == 3, completed.stderr
     assert _status(completed)["at"] == "finish"
     return tmp_path / "cp.json"
@@ -359,8 +394,11 @@ def _edit_answer(data: bytes) -> bytes:
     return envelope.dumps(document).encode("utf-8")
 
 
-@pytest.mark.parametrize("damage", [_flip, lambda data: data[: len(data) // 2], _edit_status, _edit_answer,
-                                    lambda data: b""], ids=["flip", "truncate", "status", "answer", "empty"])
+@pytest.mark.parametrize(
+    "damage",
+    [_flip, lambda data: data[: len(data) // 2], _edit_status, _edit_answer, lambda data: b""],
+    ids=["flip", "truncate", "status", "answer", "empty"],
+)
 def test_resume_refuses_a_damaged_checkpoint_and_leaves_it_alone(suspended_checkpoint: Path, damage: Any) -> None:
     folder = suspended_checkpoint.parent
     damaged = damage(suspended_checkpoint.read_bytes())
@@ -374,8 +412,9 @@ def test_resume_refuses_a_damaged_checkpoint_and_leaves_it_alone(suspended_check
     assert suspended_checkpoint.read_bytes() == damaged  # nothing overwritten
 
 
-def test_resume_of_an_intact_checkpoint_finishes_and_rewrites_it(suspended_checkpoint: Path,
-                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_resume_of_an_intact_checkpoint_finishes_and_rewrites_it(
+    suspended_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     elsewhere = tmp_path_factory.mktemp("elsewhere")  # another machine: no store, only the checkpoint
     (elsewhere / "cp.json").write_bytes(suspended_checkpoint.read_bytes())
     (elsewhere / "s.json").write_text(json.dumps(REVIEW_SCRIPT), encoding="utf-8")

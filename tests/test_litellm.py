@@ -76,10 +76,16 @@ def machine(text: str) -> Machine:
     return load(text)
 
 
-def run(machine_text: str, stub: StubServer, tmp_path: Path, *, options: RunOptions | None = None,
-        context: dict[str, Any] | None = None, **overrides: Any) -> RunResult:
-    return run_machine(machine(machine_text), oracle_for(stub, tmp_path, **overrides), context=context,
-                       options=options)
+def run(
+    machine_text: str,
+    stub: StubServer,
+    tmp_path: Path,
+    *,
+    options: RunOptions | None = None,
+    context: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> RunResult:
+    return run_machine(machine(machine_text), oracle_for(stub, tmp_path, **overrides), context=context, options=options)
 
 
 def fenced(message: str, label: str) -> str:
@@ -91,8 +97,11 @@ def fenced(message: str, label: str) -> str:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The current environment without mkl or provider settings, plus ``extra``."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("MKL_", "OPENAI_", "ANTHROPIC_", "LITELLM_"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("MKL_", "OPENAI_", "ANTHROPIC_", "LITELLM_"))
+    }
     env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONUNBUFFERED="1", **extra)
     return env
 
@@ -148,8 +157,9 @@ states:
 """
 
 
-def single(prompt: str, *, name: str = "single", gates: str = "- { when: otherwise, then: ok, to: END }",
-           extra: str = "") -> str:
+def single(
+    prompt: str, *, name: str = "single", gates: str = "- { when: otherwise, then: ok, to: END }", extra: str = ""
+) -> str:
     """A one-state machine whose produce request is recognisable by ``prompt``."""
     return f"""
 mklang: "0.4"
@@ -170,10 +180,20 @@ states:
 
 
 def test_produce_judge_repair_and_fan_out_run_to_done(stub: StubServer, tmp_path: Path) -> None:
-    stub.route(user="CONDITIONS:", replies=[Reply('{"choice": 1}', prompt_tokens=50, completion_tokens=3),
-                                            Reply('{"choice": 1}', prompt_tokens=40, completion_tokens=2)])
-    stub.route(user="Summarize the topics", replies=[Reply("some topics", prompt_tokens=30, completion_tokens=4),
-                                                     Reply("alpha and beta", prompt_tokens=35, completion_tokens=6)])
+    stub.route(
+        user="CONDITIONS:",
+        replies=[
+            Reply('{"choice": 1}', prompt_tokens=50, completion_tokens=3),
+            Reply('{"choice": 1}', prompt_tokens=40, completion_tokens=2),
+        ],
+    )
+    stub.route(
+        user="Summarize the topics",
+        replies=[
+            Reply("some topics", prompt_tokens=30, completion_tokens=4),
+            Reply("alpha and beta", prompt_tokens=35, completion_tokens=6),
+        ],
+    )
     stub.route(user="Write about alpha", replies=[Reply("Alpha is first.", prompt_tokens=20, completion_tokens=7)])
     stub.route(user="Write about beta", replies=[Reply("Beta is second.", prompt_tokens=21, completion_tokens=8)])
     stub.route(user="Pick a letter", replies=[Reply("A", prompt_tokens=12, completion_tokens=1)])
@@ -223,17 +243,23 @@ def test_produce_judge_repair_and_fan_out_run_to_done(stub: StubServer, tmp_path
     assert all("FIRST condition" in r.system and '{"choice": n}' in r.system for r in judges)
     assert fenced(judges[0].user, "OUTPUT") == "some topics"
     assert json.loads(fenced(judges[0].user, "CONTEXT")) == {"topics": ["alpha", "beta"], "summary": "some topics"}
-    assert judges[0].user.endswith("CONDITIONS:\n1. the summary is too vague\n2. the summary names every topic\n"
-                                   "3. none of the above conditions is true")
+    assert judges[0].user.endswith(
+        "CONDITIONS:\n1. the summary is too vague\n2. the summary names every topic\n"
+        "3. none of the above conditions is true"
+    )
     assert "REASONING:" not in judges[0].user
     # the spent repair gate leaves the second batch
     assert fenced(judges[1].user, "OUTPUT") == "alpha and beta"
-    assert judges[1].user.endswith("CONDITIONS:\n1. the summary names every topic\n"
-                                   "2. none of the above conditions is true")
+    assert judges[1].user.endswith(
+        "CONDITIONS:\n1. the summary names every topic\n2. none of the above conditions is true"
+    )
 
     # every token the stub reported is charged, produce and judge alike
-    assert result.usage == stub.usage() == {"input_tokens": 50 + 40 + 30 + 35 + 20 + 21 + 12 * 2,
-                                            "output_tokens": 3 + 2 + 4 + 6 + 7 + 8 + 1 * 2}
+    assert (
+        result.usage
+        == stub.usage()
+        == {"input_tokens": 50 + 40 + 30 + 35 + 20 + 21 + 12 * 2, "output_tokens": 3 + 2 + 4 + 6 + 7 + 8 + 1 * 2}
+    )
     assert result.trace[0]["cost"] == {"input_tokens": 30 + 50, "output_tokens": 4 + 3}
     assert len(stub.chat) == 8
 
@@ -244,16 +270,19 @@ machine: judged
 entry: s1
 budget: 10
 states:
-""" + "".join(f"""
+""" + "".join(
+    f"""
   s{n}:
     structure: A word.
     prompt: "Step {n}."
     output: o{n}
     gates:
-      - {{ when: s{n} looks red, then: ok, to: {f's{n + 1}' if n < 5 else 'END'} }}
-      - {{ when: s{n} looks blue, then: ok, to: {f's{n + 1}' if n < 5 else 'END'} }}
-      - {{ when: otherwise, then: ok, to: {f's{n + 1}' if n < 5 else 'END'} }}
-""" for n in range(1, 6))
+      - {{ when: s{n} looks red, then: ok, to: {f"s{n + 1}" if n < 5 else "END"} }}
+      - {{ when: s{n} looks blue, then: ok, to: {f"s{n + 1}" if n < 5 else "END"} }}
+      - {{ when: otherwise, then: ok, to: {f"s{n + 1}" if n < 5 else "END"} }}
+"""
+    for n in range(1, 6)
+)
 
 
 def test_judge_replies_in_every_accepted_form_are_parsed(stub: StubServer, tmp_path: Path) -> None:
@@ -276,17 +305,20 @@ def test_judge_replies_in_every_accepted_form_are_parsed(stub: StubServer, tmp_p
     assert len(stub.judge_requests) == 5
 
 
-@pytest.mark.parametrize(("reply", "choice", "parse"), [
-    ('{"choice": 3}', 2, None),
-    (' {"choice": 1}\n', 0, None),
-    ("3", 2, "bare"),
-    ("Option 1 fits best.", 0, "last-number"),
-    ('```json\n{"choice": 2}\n```', 1, "last-number"),
-    ("", None, None),
-    ('{"choice": true}', None, None),
-    ("0", None, "bare"),
-    ("4", None, "bare"),
-])
+@pytest.mark.parametrize(
+    ("reply", "choice", "parse"),
+    [
+        ('{"choice": 3}', 2, None),
+        (' {"choice": 1}\n', 0, None),
+        ("3", 2, "bare"),
+        ("Option 1 fits best.", 0, "last-number"),
+        ('```json\n{"choice": 2}\n```', 1, "last-number"),
+        ("", None, None),
+        ('{"choice": true}', None, None),
+        ("0", None, "bare"),
+        ("4", None, "bare"),
+    ],
+)
 def test_parse_judge_reply(reply: str, choice: int | None, parse: str | None) -> None:
     answer = parse_judge_reply(reply, 2)  # options 1, 2 and 3 = none
     assert (answer.choice, answer.parse) == (choice, parse)
@@ -297,7 +329,7 @@ def test_parse_judge_reply(reply: str, choice: int | None, parse: str | None) ->
 def test_context_reaches_the_judge_capped_with_head_and_tail(stub: StubServer, tmp_path: Path) -> None:
     blob = "HEAD-MARK " + "x" * 3000 + " MIDDLE-MARK " + "y" * 3000 + " TAIL-MARK"
     stub.route(user="CONDITIONS:", replies=['{"choice": 1}'])
-    text = single("Look.", gates='- { when: it looks fine, then: ok, to: END }')
+    text = single("Look.", gates="- { when: it looks fine, then: ok, to: END }")
 
     result = run(text, stub, tmp_path, context={"blob": blob})
 
@@ -333,11 +365,21 @@ def test_cost_budget_counts_produce_and_judge_tokens(stub: StubServer, tmp_path:
 
 
 def test_overrides_accepted_by_load_config(tmp_path: Path) -> None:
-    config = load_config(cwd=tmp_path, env={}, overrides={
-        "model": MODEL, "api_base": "http://127.0.0.1:1/v1", "backoff": 0.01, "retries": 1, "timeout": 5,
-        "judge": "openai/judge", "fast": "openai/fast", "tiers": {"reasoning": {"params": {"top_p": 0.5}}},
-        "balanced": None,
-    })
+    config = load_config(
+        cwd=tmp_path,
+        env={},
+        overrides={
+            "model": MODEL,
+            "api_base": "http://127.0.0.1:1/v1",
+            "backoff": 0.01,
+            "retries": 1,
+            "timeout": 5,
+            "judge": "openai/judge",
+            "fast": "openai/fast",
+            "tiers": {"reasoning": {"params": {"top_p": 0.5}}},
+            "balanced": None,
+        },
+    )
     assert (config.backoff, config.retries, config.timeout, config.judge) == (0.01, 1, 5.0, "openai/judge")
     assert (config.model_for("fast"), config.model_for("balanced")) == ("openai/fast", MODEL)
     assert config.params_for("reasoning") == {"top_p": 0.5}
@@ -402,8 +444,7 @@ def test_outage_suspends_a_suspendable_run_and_resume_finishes_it(stub: StubServ
     store = SQLiteStore(tmp_path / "runs.sqlite")
     oracle = oracle_for(stub, tmp_path, retries=1)
 
-    outcome = runs.start(machine(TWO_STEPS), oracle, store=store, run_id="outage",
-                         options=RunOptions(suspendable=True))
+    outcome = runs.start(machine(TWO_STEPS), oracle, store=store, run_id="outage", options=RunOptions(suspendable=True))
 
     assert (outcome.status, outcome.result.at) == ("suspended", "second")
     assert outcome.result.error.startswith(f"provider-error: {MODEL}: ")
@@ -419,8 +460,10 @@ def test_outage_suspends_a_suspendable_run_and_resume_finishes_it(stub: StubServ
     assert asked.user.startswith("Second after <data-") and "\nuno\n" in asked.user
     assert resumed.calls == {"made": 1, "replayed": 2}
     assert [s["state"] for s in resumed.result.trace] == ["first", "second"]
-    assert resumed.result.usage == {"input_tokens": first_usage["input_tokens"] + 13,
-                                    "output_tokens": first_usage["output_tokens"] + 3}
+    assert resumed.result.usage == {
+        "input_tokens": first_usage["input_tokens"] + 13,
+        "output_tokens": first_usage["output_tokens"] + 3,
+    }
     store.close()
 
 
@@ -540,10 +583,15 @@ def test_judge_model_override_and_per_tier_settings(stub: StubServer, tmp_path: 
     stub.route(user="CONDITIONS:", replies=['{"choice": 1}'])
     stub.route(user="Fast one.", replies=["quick"])
     text = single("Fast one.", gates="- { when: it is quick, then: ok, to: END }", extra="    tier: fast\n")
-    config = load_config(cwd=tmp_path, env={"MKL_JUDGE_MODEL": "openai/judge-model"}, overrides={
-        "model": MODEL, "api_base": "http://127.0.0.1:9/v1",  # unused: the fast tier has its own base
-        "tiers": {"fast": {"model": "openai/fast-model", "api_base": stub.url, "params": {"max_tokens": 77}}},
-    })
+    config = load_config(
+        cwd=tmp_path,
+        env={"MKL_JUDGE_MODEL": "openai/judge-model"},
+        overrides={
+            "model": MODEL,
+            "api_base": "http://127.0.0.1:9/v1",  # unused: the fast tier has its own base
+            "tiers": {"fast": {"model": "openai/fast-model", "api_base": stub.url, "params": {"max_tokens": 77}}},
+        },
+    )
 
     result = run_machine(machine(text), LiteLLMOracle(config))
 
@@ -577,12 +625,12 @@ def test_missing_keys_and_redact(litellm_module: Any, monkeypatch: pytest.Monkey
 
 
 def test_api_key_never_reaches_store_envelope_or_trace(
-        stub: StubServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
+    stub: StubServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
     """Durable runs (done, refused credentials, suspended outage) whose provider error bodies echo the key."""
     caplog.set_level(logging.DEBUG, logger="mkl_notebook")
     echo = f"Incorrect API key provided: {FAKE_KEY}. You can find your API key at the dashboard."
-    stub.route(user="CONDITIONS:", replies=[Reply(status=429, error_message=f"slow down, {FAKE_KEY}"),
-                                            '{"choice": 1}'])
+    stub.route(user="CONDITIONS:", replies=[Reply(status=429, error_message=f"slow down, {FAKE_KEY}"), '{"choice": 1}'])
     stub.route(user="First.", replies=["uno"])
     stub.route(user="Second after refused.", replies=[Reply(status=401, error_message=echo)])
     stub.route(user="Second after down.", replies=[Reply(status=500, error_message=f"{echo} (server)")])
@@ -595,10 +643,14 @@ def test_api_key_never_reaches_store_envelope_or_trace(
     done = runs.start(outage, oracle, store=store, run_id="secret-done")
     assert done.status == "done", done.result.error
     # the same machine, with the second prompt picking a failing route
-    refused = runs.start(machine(TWO_STEPS.replace("{{one}}", "refused")), oracle, store=store,
-                         run_id="secret-refused")
-    down = runs.start(machine(TWO_STEPS.replace("{{one}}", "down")), oracle, store=store, run_id="secret-down",
-                      options=RunOptions(suspendable=True))
+    refused = runs.start(machine(TWO_STEPS.replace("{{one}}", "refused")), oracle, store=store, run_id="secret-refused")
+    down = runs.start(
+        machine(TWO_STEPS.replace("{{one}}", "down")),
+        oracle,
+        store=store,
+        run_id="secret-down",
+        options=RunOptions(suspendable=True),
+    )
 
     assert (refused.status, refused.result.at) == ("halt", "second")
     assert "refused the credentials" in refused.result.error and "***" in refused.result.error
@@ -622,7 +674,8 @@ def test_api_key_never_reaches_store_envelope_or_trace(
 
 
 def test_api_key_never_reaches_debug_log_output(
-        stub: StubServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
+    stub: StubServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
     """A host that logs at DEBUG (root logger) must not receive the key from a provider's error body."""
     for name in LOGGERS:
         caplog.set_level(logging.DEBUG, logger=name)
@@ -636,8 +689,11 @@ def test_api_key_never_reaches_debug_log_output(
     assert (retried.status, refused.status) == ("done", "halt")
     assert FAKE_KEY not in refused.error
     assert caplog.records  # DEBUG records were captured
-    leaks = [f"{record.name}:{record.levelname}: {record.getMessage()[:160]!r}" for record in caplog.records
-             if FAKE_KEY in record.getMessage()]
+    leaks = [
+        f"{record.name}:{record.levelname}: {record.getMessage()[:160]!r}"
+        for record in caplog.records
+        if FAKE_KEY in record.getMessage()
+    ]
     if FAKE_KEY in "".join(capfd.readouterr()):
         leaks.append("stdout/stderr")
     assert not leaks, "the API key reached the log output:\n" + "\n".join(leaks)
@@ -663,26 +719,54 @@ states:
 
 
 def test_cli_run_against_a_standalone_stub_process(tmp_path: Path) -> None:
-    script = {"routes": [
-        {"user": "CONDITIONS:", "replies": [{"content": '{"choice": 1}', "prompt_tokens": 9, "completion_tokens": 1}]},
-        {"user": "Greet world.", "replies": [
-            {"status": 429, "error_message": f"slow down, {FAKE_KEY}"},
-            {"content": "Hello, world!", "prompt_tokens": 14, "completion_tokens": 4}]},
-    ]}
+    script = {
+        "routes": [
+            {
+                "user": "CONDITIONS:",
+                "replies": [{"content": '{"choice": 1}', "prompt_tokens": 9, "completion_tokens": 1}],
+            },
+            {
+                "user": "Greet world.",
+                "replies": [
+                    {"status": 429, "error_message": f"slow down, {FAKE_KEY}"},
+                    {"content": "Hello, world!", "prompt_tokens": 14, "completion_tokens": 4},
+                ],
+            },
+        ]
+    }
     (tmp_path / "mkl.toml").write_text("backoff = 0.01\n", encoding="utf-8")
     (tmp_path / "script.json").write_text(json.dumps(script), encoding="utf-8")
     (tmp_path / "m.mkl").write_text(CLI_MACHINE, encoding="utf-8")
-    server = subprocess.Popen([sys.executable, str(STUB_SCRIPT), str(tmp_path / "script.json")],
-                              stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    server = subprocess.Popen(
+        [sys.executable, str(STUB_SCRIPT), str(tmp_path / "script.json")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
         api_base = f"http://127.0.0.1:{port}/v1"
         completed = subprocess.run(
-            mkl_command("run", "m.mkl", "--model", MODEL, "--api-base", api_base, "--id", "greeting",
-                        "--checkpoint", "greeting.json"),
-            cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY), capture_output=True, text=True, timeout=120,
-            check=False)
+            mkl_command(
+                "run",
+                "m.mkl",
+                "--model",
+                MODEL,
+                "--api-base",
+                api_base,
+                "--id",
+                "greeting",
+                "--checkpoint",
+                "greeting.json",
+            ),
+            cwd=tmp_path,
+            env=clean_env(OPENAI_API_KEY=FAKE_KEY),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/_requests", timeout=10) as response:
             seen = json.loads(response.read())
     finally:
@@ -711,10 +795,28 @@ def test_cli_never_writes_the_api_key(stub: StubServer, tmp_path: Path) -> None:
     (tmp_path / "m.mkl").write_text(CLI_MACHINE, encoding="utf-8")
     (tmp_path / "mkl.toml").write_text("retries = 1\nbackoff = 0.01\n", encoding="utf-8")
     completed = subprocess.run(
-        mkl_command("run", "m.mkl", "--model", MODEL, "--api-base", stub.url, "--set", "name=outage", "--suspend",
-                    "--id", "down", "--checkpoint", "down.json"),
-        cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY), capture_output=True, text=True, timeout=120,
-        check=False)
+        mkl_command(
+            "run",
+            "m.mkl",
+            "--model",
+            MODEL,
+            "--api-base",
+            stub.url,
+            "--set",
+            "name=outage",
+            "--suspend",
+            "--id",
+            "down",
+            "--checkpoint",
+            "down.json",
+        ),
+        cwd=tmp_path,
+        env=clean_env(OPENAI_API_KEY=FAKE_KEY),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
     assert completed.returncode == 3, completed.stderr
     status = status_line(completed.stdout)
@@ -730,8 +832,15 @@ def test_cli_never_writes_the_api_key(stub: StubServer, tmp_path: Path) -> None:
 
 def test_cli_without_a_model_explains_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "m.mkl").write_text(CLI_MACHINE, encoding="utf-8")
-    completed = subprocess.run(mkl_command("run", "m.mkl"), cwd=tmp_path, env=clean_env(), capture_output=True,
-                               text=True, timeout=60, check=False)
+    completed = subprocess.run(
+        mkl_command("run", "m.mkl"),
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
     assert completed.returncode == 2
     lines = completed.stderr.strip().splitlines()
@@ -742,11 +851,20 @@ def test_cli_without_a_model_explains_in_one_line(tmp_path: Path) -> None:
 
 
 def test_importing_the_package_does_not_import_litellm(tmp_path: Path) -> None:
-    code = ("import sys\nimport mkl_notebook\nprint('litellm' in sys.modules)\nimport mkl_notebook.cli\n"
-            "print('litellm' in sys.modules)\nimport mkl_notebook.providers.litellm_provider\n"
-            "print('litellm' in sys.modules)\n")
-    completed = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True,
-                               text=True, timeout=60, check=True)
+    code = (
+        "import sys\nimport mkl_notebook\nprint('litellm' in sys.modules)\nimport mkl_notebook.cli\n"
+        "print('litellm' in sys.modules)\nimport mkl_notebook.providers.litellm_provider\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert completed.stdout.split() == ["False", "False", "False"]
 
 
@@ -769,9 +887,12 @@ def test_config_defaults(tmp_path: Path) -> None:
 
 def test_config_precedence(tmp_path: Path) -> None:
     outer = tmp_path / "outer"
-    write(outer / "pyproject.toml", '[project]\nname = "x"\n\n[tool.mkl]\nmodel = "openai/from-pyproject"\n'
-          'judge = "openai/judge-pyproject"\ntimeout = 5\n\n[tool.mkl.tiers.fast]\nmodel = "openai/fast-pyproject"\n'
-          'api_base = "http://fast.invalid/v1"\nparams = { max_tokens = 100 }\n')
+    write(
+        outer / "pyproject.toml",
+        '[project]\nname = "x"\n\n[tool.mkl]\nmodel = "openai/from-pyproject"\n'
+        'judge = "openai/judge-pyproject"\ntimeout = 5\n\n[tool.mkl.tiers.fast]\nmodel = "openai/fast-pyproject"\n'
+        'api_base = "http://fast.invalid/v1"\nparams = { max_tokens = 100 }\n',
+    )
     inner = outer / "a" / "b"
     inner.mkdir(parents=True)
 
@@ -782,8 +903,7 @@ def test_config_precedence(tmp_path: Path) -> None:
     assert from_pyproject.api_base_for("fast") == "http://fast.invalid/v1"
     assert from_pyproject.api_base_for("balanced") is None
     assert from_pyproject.params_for("fast") == {"max_tokens": 100}
-    assert (from_pyproject.judge, from_pyproject.timeout, from_pyproject.retries) == ("openai/judge-pyproject",
-                                                                                      5.0, 3)
+    assert (from_pyproject.judge, from_pyproject.timeout, from_pyproject.retries) == ("openai/judge-pyproject", 5.0, 3)
 
     # a nearer folder's mkl.toml wins (the whole file; nothing is merged from farther files)
     write(outer / "a" / "mkl.toml", 'model = "openai/from-mkl-toml"\nretries = 1\n')
@@ -802,8 +922,12 @@ def test_config_precedence(tmp_path: Path) -> None:
     assert load_config(cwd=inner, env={}).model_for("balanced") == "openai/from-mkl-toml"
 
     # the environment beats the file; a tier variable beats MKL_MODEL
-    env = {"MKL_MODEL": "openai/env", "MKL_MODEL_REASONING": "openai/env-reasoning",
-           "MKL_JUDGE_MODEL": "openai/env-judge", "MKL_API_BASE": "http://env.invalid/v1"}
+    env = {
+        "MKL_MODEL": "openai/env",
+        "MKL_MODEL_REASONING": "openai/env-reasoning",
+        "MKL_JUDGE_MODEL": "openai/env-judge",
+        "MKL_API_BASE": "http://env.invalid/v1",
+    }
     from_env = load_config(cwd=inner, env=env)
     assert from_env.source == "environment"
     assert (from_env.model_for("balanced"), from_env.model_for("reasoning")) == ("openai/env", "openai/env-reasoning")
@@ -825,23 +949,28 @@ def test_config_reads_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.
     assert load_config().model_for("balanced") == "openai/os-environ"
 
 
-@pytest.mark.parametrize(("body", "key"), [
-    ('modle = "openai/typo"\n', "modle"),
-    ("timeout = \"soon\"\n", "timeout"),
-    ("retries = 1.5\n", "retries"),
-    ("backoff = -1\n", "backoff"),
-    ("model = 3\n", "model"),
-    ("judge = \"\"\n", "judge"),
-    ("[tiers.quick]\nmodel = \"x\"\n", "quick"),
-    ("[tiers.fast]\nmodel = \"x\"\ntemperature = 0\n", "temperature"),
-    ("[tiers.fast]\nparams = 3\n", "tiers.fast.params"),
-    ("fast = 7\n", "fast"),
-    ("timeout = true\n", "timeout"),
-    ("retries = false\n", "retries"),
-])
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ('modle = "openai/typo"\n', "modle"),
+        ('timeout = "soon"\n', "timeout"),
+        ("retries = 1.5\n", "retries"),
+        ("backoff = -1\n", "backoff"),
+        ("model = 3\n", "model"),
+        ('judge = ""\n', "judge"),
+        ('[tiers.quick]\nmodel = "x"\n', "quick"),
+        ('[tiers.fast]\nmodel = "x"\ntemperature = 0\n', "temperature"),
+        ("[tiers.fast]\nparams = 3\n", "tiers.fast.params"),
+        ("fast = 7\n", "fast"),
+        ("timeout = true\n", "timeout"),
+        ("retries = false\n", "retries"),
+    ],
+)
 def test_bad_config_names_the_file_and_the_key(tmp_path: Path, body: str, key: str) -> None:
-    for name, text in (("mkl.toml", body), ("pyproject.toml", "[tool.mkl]\n" + body.replace("[tiers.",
-                                                                                           "[tool.mkl.tiers."))):
+    for name, text in (
+        ("mkl.toml", body),
+        ("pyproject.toml", "[tool.mkl]\n" + body.replace("[tiers.", "[tool.mkl.tiers.")),
+    ):
         folder = tmp_path / name.replace(".", "_")
         path = write(folder / name, text)
         with pytest.raises(ConfigError) as caught:

@@ -153,19 +153,23 @@ def test_a_state_with_both_tool_and_call() -> None:
 
 
 def test_sample_together_with_over() -> None:
-    text = edit(VALID, "    output: reply\n", "    output: reply\n    sample: 3\n    over: \"{{items}}\"\n")
+    text = edit(VALID, "    output: reply\n", '    output: reply\n    sample: 3\n    over: "{{items}}"\n')
     assert_names(load_error(text), line_of(text, "over:"), "draft", "'sample'", "'over'")
 
 
 def test_a_gate_with_no_policy() -> None:
     text = edit(VALID, "{when: otherwise, then: ok, to: END}", "{when: otherwise, to: END}")
-    assert_names(load_error(text), line_of(text, "{when: otherwise, to: END}"), "lookup", "gate 1", "policy",
-                 "found none")
+    assert_names(
+        load_error(text), line_of(text, "{when: otherwise, to: END}"), "lookup", "gate 1", "policy", "found none"
+    )
 
 
 def test_a_gate_with_two_policies() -> None:
-    text = edit(VALID, "{when: the reply has gaps, repair: 2, to: draft}",
-                "{when: the reply has gaps, repair: 2, then: ok, to: draft}")
+    text = edit(
+        VALID,
+        "{when: the reply has gaps, repair: 2, to: draft}",
+        "{when: the reply has gaps, repair: 2, then: ok, to: draft}",
+    )
     assert_names(load_error(text), line_of(text, "the reply has gaps"), "draft", "gate 2", "ok, repair")
 
 
@@ -223,7 +227,7 @@ def test_a_duplicate_key_in_a_gate() -> None:
         ("budget: 10", "budget: 0", ("budget", "at least 1")),
         ("    output: reply", "    output: [a, b]", ("draft", "output", "a list")),
         ("    max_visits: 5", "    max_visits: yes", ("draft", "max_visits", "a boolean")),
-        ("    input: {q: \"{{reply}}\"}", "    input: [q]", ("lookup", "input", "mapping")),
+        ('    input: {q: "{{reply}}"}', "    input: [q]", ("lookup", "input", "mapping")),
         ("      - {when: otherwise, then: ok, to: END}", "      - just text", ("lookup", "gate 1", "mapping")),
         ("{when: the reply has gaps, repair: 2", "{when: the reply has gaps, repair: two", ("draft", "repair")),
         ("{when: the reply has gaps, repair: 2", "{when: the reply has gaps, repair: 0", ("draft", "at least 1")),

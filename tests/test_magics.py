@@ -62,8 +62,11 @@ states:
 
 # draft, check (none), draft, check (none), draft, check (none), draft, check (good) -> 8 steps, done
 LOOPER_SCRIPT = {
-    "llm": {"produce": {"write": "a draft", "check": "looks fine"}, "judge": ["none", "none", "none", 0],
-            "tokens": [10, 5]},
+    "llm": {
+        "produce": {"write": "a draft", "check": "looks fine"},
+        "judge": ["none", "none", "none", 0],
+        "tokens": [10, 5],
+    },
 }
 
 UNREACHABLE = """\
@@ -201,8 +204,12 @@ def test_define_draws_one_node_per_state_with_a_text_twin(ip: Cells) -> None:
 
 def test_redefine_replaces_the_machine(ip: Cells) -> None:
     ip.define(REFUND)
-    edited = REFUND.replace("      - { when: otherwise, then: ok, to: END }",
-                            "      - { when: otherwise, then: ok, to: log }") + LOG_STATE
+    edited = (
+        REFUND.replace(
+            "      - { when: otherwise, then: ok, to: END }", "      - { when: otherwise, then: ok, to: log }"
+        )
+        + LOG_STATE
+    )
     ip.out.clear()
     ip.define(edited)
     session = session_module.current_session()
@@ -277,7 +284,7 @@ def test_budget_halt_highlights_the_most_visited_state(ip: Cells) -> None:
     final = ip.out.last(RUN_MIME)
     html = final["text/html"]
     _assert_safe_html(html)
-    visits_table = html[html.index("<caption>Visits of looper"):]
+    visits_table = html[html.index("<caption>Visits of looper") :]
     assert re.search(r"<mark>(?:(?!</mark>).)*draft(?:(?!</mark>).)*</mark>", visits_table), visits_table
     assert not re.search(r"<mark>(?:(?!</mark>).)*check(?:(?!</mark>).)*</mark>", visits_table)
     text = final["text/plain"]
@@ -365,10 +372,14 @@ def test_editing_a_prompt_reexecutes_only_the_changed_call_and_keeps_the_reply(i
 
 def test_python_values_reach_the_run_through_var_expr_and_input(ip: Cells) -> None:
     ip.define(REFUND)
-    ip.run("tk = 'Parcel A-1001 arrived broken'\nprefix = 'case'\n"
-           "payload = {'ticket': 'replaced below', 'meta': {'n': 3, 'tags': ['a', 'b']}}")
-    ip.run(f"%mkl run refund --id {{prefix}}-{{1+1}} --input $payload --set ticket=$tk "
-           f"--set note=len-{{len(tk)}}-$prefix --no-hitl --script {REFUND_SCRIPT}")
+    ip.run(
+        "tk = 'Parcel A-1001 arrived broken'\nprefix = 'case'\n"
+        "payload = {'ticket': 'replaced below', 'meta': {'n': 3, 'tags': ['a', 'b']}}"
+    )
+    ip.run(
+        f"%mkl run refund --id {{prefix}}-{{1+1}} --input $payload --set ticket=$tk "
+        f"--set note=len-{{len(tk)}}-$prefix --no-hitl --script {REFUND_SCRIPT}"
+    )
     run = mkl_notebook.get_run("case-2")
     assert run.status == "done"
     context = run.result_object.context
@@ -381,8 +392,9 @@ def test_expr_with_spaces_in_a_flag_is_one_value(ip: Cells) -> None:
     """``{expr}`` is a Python expression, as in any IPython magic: spaces inside the braces belong to it."""
     ip.define(REFUND)
     ip.run("n = 2")
-    ip.run(f"%mkl run refund --id case-{{n + 1}} --set ticket={{'A-' + str(n * 500)}} --no-hitl "
-           f"--script {REFUND_SCRIPT}")
+    ip.run(
+        f"%mkl run refund --id case-{{n + 1}} --set ticket={{'A-' + str(n * 500)}} --no-hitl --script {REFUND_SCRIPT}"
+    )
     run = mkl_notebook.get_run("case-3")
     assert run.result_object.context["ticket"] == "A-1000"
 
@@ -469,13 +481,17 @@ def test_config_store_moves_the_journal(ip: Cells) -> None:
 
 
 def test_trace_of_a_run_waiting_inside_a_called_machine_shows_its_steps(ip: Cells) -> None:
-    ip.define("machine: child\nentry: a\nbudget: 1\nstates:\n"
-              "  a:\n    structure: s\n    prompt: one\n    output: o\n"
-              "    gates: [{ when: otherwise, then: ok, to: b }]\n"
-              "  b:\n    structure: s\n    prompt: two\n    output: o\n"
-              "    gates: [{ when: otherwise, then: ok, to: END }]\n")
-    ip.define("machine: parent\nentry: c\nbudget: 5\nstates:\n  c:\n    call: child\n    output: sub\n"
-              "    gates: [{ when: otherwise, then: ok, to: END }]\n")
+    ip.define(
+        "machine: child\nentry: a\nbudget: 1\nstates:\n"
+        "  a:\n    structure: s\n    prompt: one\n    output: o\n"
+        "    gates: [{ when: otherwise, then: ok, to: b }]\n"
+        "  b:\n    structure: s\n    prompt: two\n    output: o\n"
+        "    gates: [{ when: otherwise, then: ok, to: END }]\n"
+    )
+    ip.define(
+        "machine: parent\nentry: c\nbudget: 5\nstates:\n  c:\n    call: child\n    output: sub\n"
+        "    gates: [{ when: otherwise, then: ok, to: END }]\n"
+    )
     script = ip.script("nested", {"llm": {"produce": ["first draft"]}})
     ip.run(f"%mkl run parent --id nested --suspend --script {script}")
     ip.out.clear()
@@ -582,7 +598,8 @@ USER_ERRORS = {
     "yaml": (lambda ip: "%%mkl\n" + BAD_YAML, [f"line {_yaml_error_line(BAD_YAML)}", "YAML"]),
     "unknown-state-key": (
         lambda ip: "%%mkl\n" + REFUND.replace("    prompt: |\n      Customer", "    promt: |\n      Customer"),
-        [f"line {REFUND.splitlines().index('    prompt: |') + 1}", "'draft'", "promt"]),
+        [f"line {REFUND.splitlines().index('    prompt: |') + 1}", "'draft'", "promt"],
+    ),
     "unknown-machine": (lambda ip: "%mkl run nosuch", ["nosuch", "%%mkl"]),
     "unknown-subcommand": (lambda ip: "%mkl frobnicate", ["frobnicate", "run"]),
     "bad-flag": (lambda ip: "%mkl run refund --bogus", ["--bogus"]),
@@ -590,20 +607,25 @@ USER_ERRORS = {
     "max-steps-not-a-number": (lambda ip: "%mkl run refund --max-steps many", ["--max-steps", "many"]),
     "resume-max-steps-0": (lambda ip: _waiting(ip) + " --max-steps 0", ["--max-steps", "1"]),
     "resume-max-tokens-negative": (lambda ip: _waiting(ip) + " --max-tokens -5", ["--max-tokens", "1"]),
-    "resume-reply-with-max-steps-0": (lambda ip: _waiting(ip) + " --reply approve --max-steps 0",
-                                      ["--max-steps", "1"]),
-    "input-not-a-dict": (lambda ip: f"lst = [1, 2]\n%mkl run refund --input $lst --script {REFUND_SCRIPT}",
-                         ["--input", "dict"]),
+    "resume-reply-with-max-steps-0": (lambda ip: _waiting(ip) + " --reply approve --max-steps 0", ["--max-steps", "1"]),
+    "input-not-a-dict": (
+        lambda ip: f"lst = [1, 2]\n%mkl run refund --input $lst --script {REFUND_SCRIPT}",
+        ["--input", "dict"],
+    ),
     "input-bad-json": (lambda ip: f"%mkl run refund --input '[1, 2]' --script {REFUND_SCRIPT}", ["--input", "dict"]),
-    "unknown-var": (lambda ip: f"%mkl run refund --set ticket=$no_such_variable --script {REFUND_SCRIPT}",
-                    ["no_such_variable"]),
+    "unknown-var": (
+        lambda ip: f"%mkl run refund --set ticket=$no_such_variable --script {REFUND_SCRIPT}",
+        ["no_such_variable"],
+    ),
     "bad-expr": (lambda ip: f"%mkl run refund --id {{1+}} --script {REFUND_SCRIPT}", ["{1+}", "SyntaxError"]),
     "set-without-equals": (lambda ip: f"%mkl run refund --set ticket --script {REFUND_SCRIPT}", ["--set", "ticket"]),
     "reply-when-not-waiting": (_not_waiting, ["refund", "not waiting"]),
     "resume-unknown-run": (lambda ip: "%mkl resume ghost --reply yes", ["ghost"]),
     "trace-unknown-run": (lambda ip: "%mkl trace ghost", ["ghost"]),
-    "test-missing-script": (lambda ip: "%mkl test refund --script missing.test.yaml",
-                            ["missing.test.yaml", "cannot be read"]),
+    "test-missing-script": (
+        lambda ip: "%mkl test refund --script missing.test.yaml",
+        ["missing.test.yaml", "cannot be read"],
+    ),
     "test-without-script": (lambda ip: "%mkl test refund", ["--script"]),
     "missing-script-for-run": (lambda ip: "%mkl run refund --script nowhere.yaml", ["nowhere.yaml"]),
     "no-model": (lambda ip: "%mkl run refund", ["no model", "--script"]),
@@ -653,8 +675,14 @@ def test_loading_the_extension_imports_no_litellm(tmp_path: Path) -> None:
         print(json.dumps({"ok": result.success, "slow": slow,
                           "mkl": "mkl_notebook.notebook.magics" in sys.modules, "seconds": seconds}))
     """)
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                               timeout=120, env={**env_without_models(), "IPYTHONDIR": str(tmp_path / "ipython")})
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**env_without_models(), "IPYTHONDIR": str(tmp_path / "ipython")},
+    )
     assert completed.returncode == 0, completed.stderr
     facts = json.loads(completed.stdout.strip().splitlines()[-1])
     assert facts["ok"] and facts["mkl"]

@@ -48,8 +48,14 @@ def _stdout_json(cell: Any) -> dict[str, Any]:
 
 
 def _mkl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mkl_notebook.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, env=env_without_models())
+    return subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env=env_without_models(),
+    )
 
 
 def _status(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -70,8 +76,9 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nb.cells = [
         nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
         nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
-        nbformat.v4.new_code_cell(f'%mkl run refund --script {REFUND_SCRIPT} --set ticket="{TICKET}" '
-                                  f'--notebook {path}'),
+        nbformat.v4.new_code_cell(
+            f'%mkl run refund --script {REFUND_SCRIPT} --set ticket="{TICKET}" --notebook {path}'
+        ),
         nbformat.v4.new_markdown_cell("Ask **the approver** to finish this run."),
         nbformat.v4.new_code_cell("print('after the run')"),
     ]
@@ -123,11 +130,13 @@ def test_run_all_in_a_fresh_kernel_replays_from_the_notebook_and_the_api_finishe
         nbformat.v4.new_code_cell(
             "import json, mkl_notebook\n"
             "run = mkl_notebook.get_run('refund')\n"
-            "print(json.dumps({'status': run.status, 'calls': run.calls, 'pending': run.pending}))"),
+            "print(json.dumps({'status': run.status, 'calls': run.calls, 'pending': run.pending}))"
+        ),
         nbformat.v4.new_code_cell(
             "run.submit('approve')\n"
             "print(json.dumps({'status': run.status, 'result': run.result, 'calls': run.calls,\n"
-            "                  'answer': run.result_object.context.get('approval')}))"),
+            "                  'answer': run.result_object.context.get('approval')}))"
+        ),
     ]
     _execute(nb, folder)
     waiting = _stdout_json(nb.cells[-2])
@@ -155,8 +164,12 @@ def test_mkl_runs_lists_the_pending_run_with_its_ask(copy_of: Path) -> None:
     lines = completed.stdout.strip().splitlines()
     assert any(line.startswith("refund") and "suspended" in line and REFUND_ASK in line for line in lines), lines
     [run] = _status(completed)["runs"]
-    assert (run["run"], run["status"], run["ask"], run["reply_to"]) == \
-        ("refund", "suspended", REFUND_ASK, "approval.answer")
+    assert (run["run"], run["status"], run["ask"], run["reply_to"]) == (
+        "refund",
+        "suspended",
+        REFUND_ASK,
+        "approval.answer",
+    )
 
 
 def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path) -> None:
@@ -164,8 +177,17 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     before_text = copy_of.read_text(encoding="utf-8")
     before = json.loads(before_text)
     assert not (folder / ".mkl").exists()
-    completed = _mkl("resume", copy_of.name, "--run", "refund", "--set", "approval.answer=approve",
-                     "--script", str(REFUND_SCRIPT), cwd=folder)
+    completed = _mkl(
+        "resume",
+        copy_of.name,
+        "--run",
+        "refund",
+        "--set",
+        "approval.answer=approve",
+        "--script",
+        str(REFUND_SCRIPT),
+        cwd=folder,
+    )
     assert completed.returncode == 0, (completed.stdout, completed.stderr)
     status = _status(completed)
     assert (status["status"], status["result"]) == ("done", REFUND_RESULT)
@@ -196,8 +218,17 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
 
 def test_mkl_resume_with_the_wrong_reply_path_changes_nothing(copy_of: Path) -> None:
     before = copy_of.read_bytes()
-    completed = _mkl("resume", copy_of.name, "--run", "refund", "--set", "human.reply=approve",
-                     "--script", str(REFUND_SCRIPT), cwd=copy_of.parent)
+    completed = _mkl(
+        "resume",
+        copy_of.name,
+        "--run",
+        "refund",
+        "--set",
+        "human.reply=approve",
+        "--script",
+        str(REFUND_SCRIPT),
+        cwd=copy_of.parent,
+    )
     assert completed.returncode == 2
     assert "approval.answer" in completed.stderr
     assert "Traceback" not in completed.stderr + completed.stdout
@@ -220,8 +251,19 @@ def test_a_notebook_without_runs_is_a_clear_one_line_error(tmp_path: Path) -> No
     nb.cells = [nbformat.v4.new_code_cell("1 + 1"), nbformat.v4.new_markdown_cell("nothing to resume")]
     nbformat.write(nb, path)
     before = path.read_bytes()
-    message = _one_line_error(_mkl("resume", path.name, "--run", "refund", "--set", "approval.answer=approve",
-                                   "--script", str(REFUND_SCRIPT), cwd=tmp_path))
+    message = _one_line_error(
+        _mkl(
+            "resume",
+            path.name,
+            "--run",
+            "refund",
+            "--set",
+            "approval.answer=approve",
+            "--script",
+            str(REFUND_SCRIPT),
+            cwd=tmp_path,
+        )
+    )
     assert "plain.ipynb" in message and "refund" in message
     message = _one_line_error(_mkl("resume", path.name, "--set", "approval.answer=approve", cwd=tmp_path))
     assert "--run" in message
@@ -248,8 +290,19 @@ def _corrupt(path: Path) -> None:
 def test_a_corrupted_checkpoint_is_refused_in_one_line_and_nothing_is_written(copy_of: Path) -> None:
     _corrupt(copy_of)
     before = copy_of.read_bytes()
-    message = _one_line_error(_mkl("resume", copy_of.name, "--run", "refund", "--set", "approval.answer=approve",
-                                   "--script", str(REFUND_SCRIPT), cwd=copy_of.parent))
+    message = _one_line_error(
+        _mkl(
+            "resume",
+            copy_of.name,
+            "--run",
+            "refund",
+            "--set",
+            "approval.answer=approve",
+            "--script",
+            str(REFUND_SCRIPT),
+            cwd=copy_of.parent,
+        )
+    )
     assert "shared.ipynb" in message
     assert copy_of.read_bytes() == before
     # the person must learn that the checkpoint is damaged, not that the run does not exist
@@ -276,8 +329,9 @@ def test_a_file_that_is_not_a_notebook_is_a_one_line_error(tmp_path: Path) -> No
     assert path.read_bytes() == before
 
 
-def test_the_api_and_the_cli_agree_on_the_result(copy_of: Path, tmp_path_factory: pytest.TempPathFactory,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_api_and_the_cli_agree_on_the_result(
+    copy_of: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The Python API and `mkl resume`, each on its own copy of the file with no store, finish alike."""
     import mkl_notebook
     from mkl_notebook.notebook import session as session_module
@@ -287,10 +341,22 @@ def test_the_api_and_the_cli_agree_on_the_result(copy_of: Path, tmp_path_factory
     monkeypatch.chdir(api_folder)
     monkeypatch.setattr(session_module, "_SESSION", None)
     mkl_notebook.define(REFUND)
-    run = mkl_notebook.run("refund", script=str(REFUND_SCRIPT), notebook="shared.ipynb",
-                           input={"ticket": TICKET})  # the same cell, run again
+    run = mkl_notebook.run(
+        "refund", script=str(REFUND_SCRIPT), notebook="shared.ipynb", input={"ticket": TICKET}
+    )  # the same cell, run again
     assert (run.status, run.calls["made"]) == ("suspended", 0)
     run.submit("approve")
-    cli = _status(_mkl("resume", copy_of.name, "--run", "refund", "--set", "approval.answer=approve",
-                       "--script", str(REFUND_SCRIPT), cwd=copy_of.parent))
+    cli = _status(
+        _mkl(
+            "resume",
+            copy_of.name,
+            "--run",
+            "refund",
+            "--set",
+            "approval.answer=approve",
+            "--script",
+            str(REFUND_SCRIPT),
+            cwd=copy_of.parent,
+        )
+    )
     assert (run.status, run.result) == (cli["status"], cli["result"]) == ("done", REFUND_RESULT)

@@ -14,8 +14,14 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
 
 def test_the_six_tutorials_are_there() -> None:
     names = [path.stem for path in NOTEBOOKS]
-    assert names == ["01-quickstart", "02-human-approval", "03-share-and-resume", "04-diagnostics",
-                     "05-testing-machines", "06-real-models"]
+    assert names == [
+        "01-quickstart",
+        "02-human-approval",
+        "03-share-and-resume",
+        "04-diagnostics",
+        "05-testing-machines",
+        "06-real-models",
+    ]
 
 
 def test_notebooks_pass_nbval(tmp_path: Path) -> None:
@@ -25,9 +31,22 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `!mkl …` cells
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-q",
-         *(str(folder / path.name) for path in NOTEBOOKS)],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval-lax",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *(str(folder / path.name) for path in NOTEBOOKS),
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-2000:]
     assert " passed" in completed.stdout

@@ -64,9 +64,46 @@ def dump(value: Any) -> str:
 
 
 KEYS = sorted(TOP_KEYS | ALL_STATE_KEYS | GATE_KEYS | {"name", "description", "match", "retry", "route"})
-YAML_BITS = [": ", "- ", "\n", "  ", "{", "}", "[", "]", ",", "'", '"', "#", "&a", "*a", "!!", "|", ">", "?", "\t",
-             "---", "...", "%YAML 1.1", "<<", "END", "otherwise", "true", "null", "~", "0x1f", "1e9", ".nan",
-             "2020-13-45", "{{x}}", "\\", "\x00", "\ud800", "\ufeff", *KEYS]
+YAML_BITS = [
+    ": ",
+    "- ",
+    "\n",
+    "  ",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    "'",
+    '"',
+    "#",
+    "&a",
+    "*a",
+    "!!",
+    "|",
+    ">",
+    "?",
+    "\t",
+    "---",
+    "...",
+    "%YAML 1.1",
+    "<<",
+    "END",
+    "otherwise",
+    "true",
+    "null",
+    "~",
+    "0x1f",
+    "1e9",
+    ".nan",
+    "2020-13-45",
+    "{{x}}",
+    "\\",
+    "\x00",
+    "\ud800",
+    "\ufeff",
+    *KEYS,
+]
 
 
 def assert_total(text: str) -> None:
@@ -119,9 +156,15 @@ def test_nested_indented_mappings() -> None:
 
 
 SCALARS = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True)
+    | st.text(max_size=20)
     | st.sampled_from(["END", "otherwise", "ok", "{{x}}", "fast", "list", "json", "0.4", "a", "b"])
-    | st.dates() | st.datetimes(min_value=datetime.datetime(1900, 1, 1)) | st.binary(max_size=8)
+    | st.dates()
+    | st.datetimes(min_value=datetime.datetime(1900, 1, 1))
+    | st.binary(max_size=8)
 )
 NAMES = st.sampled_from(KEYS) | st.sampled_from(["a", "b", "END"]) | st.text(max_size=8) | st.integers(-3, 3)
 
@@ -135,14 +178,16 @@ STRUCTURES = st.recursive(SCALARS, containers, max_leaves=30)
 
 def machine_shaped() -> st.SearchStrategy[dict[str, Any]]:
     gate = st.dictionaries(st.sampled_from(sorted(GATE_KEYS)), SCALARS, max_size=4)
-    state = st.dictionaries(st.sampled_from(sorted(ALL_STATE_KEYS)), SCALARS | st.lists(gate, max_size=3),
-                            max_size=6)
+    state = st.dictionaries(st.sampled_from(sorted(ALL_STATE_KEYS)), SCALARS | st.lists(gate, max_size=3), max_size=6)
     top = {
-        "machine": st.text(max_size=5), "entry": st.sampled_from(["a", "b", "c"]), "budget": SCALARS,
+        "machine": st.text(max_size=5),
+        "entry": st.sampled_from(["a", "b", "c"]),
+        "budget": SCALARS,
         "states": st.dictionaries(st.sampled_from(["a", "b", "c"]), state, max_size=3),
     }
-    return st.fixed_dictionaries({}, optional={**top, "tools": STRUCTURES, "hooks": STRUCTURES,
-                                               "context": STRUCTURES, "mklang": SCALARS})
+    return st.fixed_dictionaries(
+        {}, optional={**top, "tools": STRUCTURES, "hooks": STRUCTURES, "context": STRUCTURES, "mklang": SCALARS}
+    )
 
 
 @SETTINGS
@@ -208,7 +253,7 @@ def text_mutation(draw: st.DrawFn) -> str:
         action = draw(st.sampled_from(["delete", "insert", "swap"]))
         if action == "delete" and text:
             start = draw(st.integers(0, len(text) - 1))
-            text = text[:start] + text[start + draw(st.integers(1, 12)):]
+            text = text[:start] + text[start + draw(st.integers(1, 12)) :]
         elif action == "insert":
             at = draw(st.integers(0, len(text)))
             text = text[:at] + draw(st.sampled_from(YAML_BITS) | st.text(max_size=4)) + text[at:]

@@ -13,4 +13,3 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     test_command = ci_lines[-1]
     assert "pytest" in test_command
     assert f"\n{test_command}\n" in readme
-

@@ -30,8 +30,32 @@ HOSTILE = "<script>alert(1)</script>"
 RUN_MIME = "application/vnd.mkl.run+json"
 
 # Tags JupyterLab's HTML sanitizer keeps (a subset of its allow-list); anything else would vanish or be unsafe.
-ALLOWED_TAGS = {"blockquote", "br", "caption", "code", "details", "div", "em", "li", "mark", "ol", "p", "pre",
-                "section", "small", "strong", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"}
+ALLOWED_TAGS = {
+    "blockquote",
+    "br",
+    "caption",
+    "code",
+    "details",
+    "div",
+    "em",
+    "li",
+    "mark",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "small",
+    "strong",
+    "summary",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+}
 VOID_TAGS = {"br"}
 
 
@@ -307,9 +331,17 @@ def machine(text: str) -> Machine:
     return load(textwrap.dedent(text), strict=False)
 
 
-def run(text: str, llm: dict[str, Any] | None = None, *, registry: tuple[str, ...] = (), tools: Any = None,
-        hooks: Any = None, replies: list[Any] | None = None, input: dict[str, Any] | None = None,
-        **options: Any) -> tuple[Machine, RunResult]:
+def run(
+    text: str,
+    llm: dict[str, Any] | None = None,
+    *,
+    registry: tuple[str, ...] = (),
+    tools: Any = None,
+    hooks: Any = None,
+    replies: list[Any] | None = None,
+    input: dict[str, Any] | None = None,
+    **options: Any,
+) -> tuple[Machine, RunResult]:
     root = machine(text)
     machines = {m.name: m for m in map(machine, registry)}
     oracle = ScriptedOracle(llm or {}, tools, hooks, replies=replies)
@@ -349,8 +381,9 @@ def parse_error() -> tuple[Machine, RunResult]:
 
 
 def flagged() -> tuple[Machine, RunResult]:
-    return run(FLAGS, {"produce": ["urgent!"], "judge": [0]}, tools={"send_reply": ["sent"]},
-               input={"ticket": "help me"})
+    return run(
+        FLAGS, {"produce": ["urgent!"], "judge": [0]}, tools={"send_reply": ["sent"]}, input={"ticket": "help me"}
+    )
 
 
 def judge_fallback() -> tuple[Machine, RunResult]:
@@ -367,21 +400,36 @@ def budget_suspended() -> tuple[Machine, RunResult]:
 
 def in_doubt() -> tuple[Machine, RunResult]:
     root, result = flagged()
-    return root, RunResult(status="in_doubt", error="in-doubt: send_reply at root/1:reply#1/tool", at="reply",
-                           usage=result.usage, trace=result.trace[:1], visits=dict(result.visits))
+    return root, RunResult(
+        status="in_doubt",
+        error="in-doubt: send_reply at root/1:reply#1/tool",
+        at="reply",
+        usage=result.usage,
+        trace=result.trace[:1],
+        visits=dict(result.visits),
+    )
 
 
 def model_question() -> tuple[Machine, RunResult]:
     root, result = suspended()
-    return root, replace(result, error="asked", ask=None, question=f"Which {HOSTILE} account?",
-                         reply_to="human.reply")
+    return root, replace(result, error="asked", ask=None, question=f"Which {HOSTILE} account?", reply_to="human.reply")
 
 
 RUNS = {
-    "budget-halt": budget_halt, "fan-out": fan_out, "nested": nested, "suspended": suspended,
-    "resumed": resumed, "gate-fail": gate_fail, "call-failed": call_failed, "parse-error": parse_error,
-    "flagged": flagged, "judge-fallback": judge_fallback, "hook": hook_decided,
-    "budget-suspended": budget_suspended, "in-doubt": in_doubt, "model-question": model_question,
+    "budget-halt": budget_halt,
+    "fan-out": fan_out,
+    "nested": nested,
+    "suspended": suspended,
+    "resumed": resumed,
+    "gate-fail": gate_fail,
+    "call-failed": call_failed,
+    "parse-error": parse_error,
+    "flagged": flagged,
+    "judge-fallback": judge_fallback,
+    "hook": hook_decided,
+    "budget-suspended": budget_suspended,
+    "in-doubt": in_doubt,
+    "model-question": model_question,
 }
 
 
@@ -389,8 +437,9 @@ def every_html(root: Machine, result: RunResult) -> list[str]:
     envelope = {"run_id": "run-1", "status": result.status}
     return [
         views.run_bundle("run-1", root, result, envelope=envelope)["text/html"],
-        views.run_bundle("run-1", root, result, envelope=None, live={"state": root.entry, "steps": 2,
-                                                                     "usage": result.usage})["text/html"],
+        views.run_bundle(
+            "run-1", root, result, envelope=None, live={"state": root.entry, "steps": 2, "usage": result.usage}
+        )["text/html"],
         views.result_summary_html(result),
         views.trace_table_html(result.trace),
         views.visits_table_html(root, result.visits, result.diagnosis, highlight_max=True),
@@ -455,8 +504,10 @@ def parsed(markup: str) -> Html:
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_html_is_plain_semantic_markup(name: str) -> None:
     root, result = RUNS[name]()
-    extra = [views.scenario_table_html([Outcome(HOSTILE, False, HOSTILE)]),
-             views.runs_table_html([("run-1", HOSTILE, result.status, result.error or "", result.at or "")])]
+    extra = [
+        views.scenario_table_html([Outcome(HOSTILE, False, HOSTILE)]),
+        views.runs_table_html([("run-1", HOSTILE, result.status, result.error or "", result.at or "")]),
+    ]
     for markup in [*every_html(root, result), *extra]:
         lowered = markup.lower()
         assert "<style" not in lowered and "<script" not in lowered and "var(--" not in lowered
@@ -505,7 +556,7 @@ def _steps(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for step in trace:
         found.append(step)
         sub = step.get("sub_trace") or []
-        for trace in (sub if "branches" in step else [sub]):  # a call fan-out holds one trace per branch
+        for trace in sub if "branches" in step else [sub]:  # a call fan-out holds one trace per branch
             found += _steps(trace or [])
     return found
 
@@ -538,8 +589,10 @@ def test_each_view_has_a_text_twin(name: str) -> None:
     pairs = [
         (views.result_summary_html(result), views.result_summary_text(result)),
         (views.trace_table_html(result.trace), views.trace_table_text(result.trace)),
-        (views.visits_table_html(root, result.visits, result.diagnosis),
-         views.visits_table_text(root, result.visits, result.diagnosis)),
+        (
+            views.visits_table_html(root, result.visits, result.diagnosis),
+            views.visits_table_text(root, result.visits, result.diagnosis),
+        ),
         (views.pending_card_html("run-1", root.name, result), views.pending_card_text("run-1", root.name, result)),
         (views.progress_html("draft", 3, result.usage), views.progress_text("draft", 3, result.usage)),
     ]
@@ -633,8 +686,10 @@ def test_budget_halt_highlights_the_most_visited_state() -> None:
     root, result = budget_halt()
     assert result.error == "budget-exhausted" and result.diagnosis == {"most_visited_state": "draft", "visits": 3}
     markup = views.run_bundle("run-1", root, result, envelope=None)["text/html"]
-    assert "<tr><td><mark><strong><code>draft</code></strong></mark></td><td><strong>3 / 4</strong></td>" \
-           "<td><em>most visited</em></td></tr>" in markup
+    assert (
+        "<tr><td><mark><strong><code>draft</code></strong></mark></td><td><strong>3 / 4</strong></td>"
+        "<td><em>most visited</em></td></tr>" in markup
+    )
     assert markup.count("<mark>") == 2  # the row, and the diagnosis line of the summary
     plain = views.run_text("run-1", root, result)
     assert re.search(r"^\* draft +3 / 4 +most visited$", plain, re.M)
@@ -755,20 +810,30 @@ def test_calls_left_open_nest_like_the_calls() -> None:
 def test_progress_line() -> None:
     usage = {"input_tokens": 1000, "output_tokens": 240}
     assert views.progress_text("draft", 3, usage) == "running — state draft · 3 steps · 1,240 tokens"
-    assert parsed(views.progress_html("draft", 3, usage)).text.split() == \
-        ["running", "—", "state", "draft", "·", "3", "steps", "·", "1,240", "tokens"]
+    assert parsed(views.progress_html("draft", 3, usage)).text.split() == [
+        "running",
+        "—",
+        "state",
+        "draft",
+        "·",
+        "3",
+        "steps",
+        "·",
+        "1,240",
+        "tokens",
+    ]
     assert views.progress_text(None, 1, None) == "running — starting · 1 step · 0 tokens"
     root, result = nested()
-    live = views.run_bundle("run-1", root, result, envelope=None,
-                            live={"state": "each", "steps": 2, "usage": usage})
+    live = views.run_bundle("run-1", root, result, envelope=None, live={"state": "each", "steps": 2, "usage": usage})
     assert live["text/plain"] == "running — state each · 2 steps · 1,240 tokens"
 
 
 def test_pending_card_says_how_to_continue() -> None:
     root, result = suspended()
     card = views.pending_card_text("run-42", root.name, result)
-    assert card.splitlines()[0] == ("Pending (escalated): run run-42 of refund is waiting for a person's reply "
-                                    "(resumes at review).")
+    assert card.splitlines()[0] == (
+        "Pending (escalated): run run-42 of refund is waiting for a person's reply (resumes at review)."
+    )
     assert "%mkl pending" in card
     assert "mkl resume NOTEBOOK.ipynb --run run-42 --set approval.answer=…" in card
     bundle = views.run_bundle("run-42", root, result, envelope={"run_id": "run-42"})
@@ -786,8 +851,9 @@ def test_in_doubt_card_names_the_doubt_and_the_ways_out() -> None:
         "the run goes on.",
         "in-doubt: send_reply at root/1:reply#1/tool",
     ]
-    assert "<code>mkl resume NOTEBOOK.ipynb --run run-7 --resolve completed=VALUE</code>" in \
-        views.pending_card_html("run-7", root.name, result)
+    assert "<code>mkl resume NOTEBOOK.ipynb --run run-7 --resolve completed=VALUE</code>" in views.pending_card_html(
+        "run-7", root.name, result
+    )
 
 
 def test_bundle_without_a_machine_or_a_result() -> None:
@@ -832,7 +898,10 @@ def test_scenario_table() -> None:
     assert "happy path PASS" in page.text and "FAIL" in page.text and "refund <b>" in page.text
     assert ("table", "tfoot", "tr", "th") in page.paths and "1 passed, 1 failed" in page.text
     assert views.scenario_table_text(outcomes).splitlines() == [
-        "PASS happy path", "FAIL refund <b>: status: expected 'done', got 'halt'", "1 passed, 1 failed"]
+        "PASS happy path",
+        "FAIL refund <b>: status: expected 'done', got 'halt'",
+        "1 passed, 1 failed",
+    ]
     assert views.scenario_table_text([]) == "0 passed, 0 failed"
 
 
@@ -881,7 +950,10 @@ def test_mermaid_has_one_node_per_state_and_an_entry_arrow() -> None:
 
 
 def test_mermaid_edges_follow_the_gates() -> None:
-    source = diagram.machine_mermaid(machine(REFUND + """
+    source = diagram.machine_mermaid(
+        machine(
+            REFUND
+            + """
   audit:
     structure: s
     prompt: p
@@ -890,7 +962,9 @@ def test_mermaid_edges_follow_the_gates() -> None:
       - { when: looks fine, then: ok, to: review }
       - { when: close enough, repair: 2, to: review }
       - { when: hopeless, fail: true }
-"""))
+"""
+        )
+    )
     _assert_valid(source)
     draft, review, audit = (_node_of(source, name) for name in ("draft", "review", "audit"))
     lines = source.splitlines()
@@ -924,8 +998,13 @@ def test_mermaid_after_a_run_shows_visits_path_and_current_state() -> None:
 
 def test_mermaid_current_state_of_a_pending_run() -> None:
     root, result = suspended()
-    source = diagram.machine_mermaid(root, visits=result.visits, path=diagram.path_from_trace(result.trace),
-                                     current=result.at, current_kind="pending")
+    source = diagram.machine_mermaid(
+        root,
+        visits=result.visits,
+        path=diagram.path_from_trace(result.trace),
+        current=result.at,
+        current_kind="pending",
+    )
     review = _node_of(source, "review")
     assert _nodes(source)[review] == "review · pending"  # not entered yet, but it is where the run waits
     assert f"    class {review} pending" in source.splitlines()
@@ -934,12 +1013,26 @@ def test_mermaid_current_state_of_a_pending_run() -> None:
 
 def test_mermaid_stays_valid_for_awkward_ids_and_gate_text() -> None:
     root = machine(WEIRD)
-    source = diagram.machine_mermaid(root, visits={"my-state": 2, "a b": 1}, current="a b", current_kind="running",
-                                     path=[("my-state", "my-state"), ("my-state", "a b")])
+    source = diagram.machine_mermaid(
+        root,
+        visits={"my-state": 2, "a b": 1},
+        current="a b",
+        current_kind="running",
+        path=[("my-state", "my-state"), ("my-state", "a b")],
+    )
     _assert_valid(source)
     labels = set(_nodes(source).values())
-    assert {"my-state ×2", "a b ×1 · running", "END", "[*]", "state", "x'y", "‹b›bold‹/b›", "ghost (missing)",
-            "failed"} == labels
+    assert {
+        "my-state ×2",
+        "a b ×1 · running",
+        "END",
+        "[*]",
+        "state",
+        "x'y",
+        "‹b›bold‹/b›",
+        "ghost (missing)",
+        "failed",
+    } == labels
     my_state, a_b, end_state = (_node_of(source, name) for name in ("my-state", "a b", "END"))
     lines = source.splitlines()
     assert f"    [*] --> {my_state}" in lines
@@ -961,8 +1054,12 @@ def test_mermaid_labels_are_truncated() -> None:
 
 def test_mermaid_is_deterministic() -> None:
     root, result = nested()
-    kw = {"visits": result.visits, "path": diagram.path_from_trace(result.trace), "current": "each",
-          "current_kind": "running"}
+    kw = {
+        "visits": result.visits,
+        "path": diagram.path_from_trace(result.trace),
+        "current": "each",
+        "current_kind": "running",
+    }
     first = diagram.machine_mermaid(root, **kw)
     assert diagram.machine_mermaid(machine(PARENT), **kw) == first
     assert diagram.diagram_bundle(root, **kw) == diagram.diagram_bundle(machine(PARENT), **kw)
@@ -992,7 +1089,9 @@ def test_path_skips_steps_without_a_target() -> None:
 
 
 def test_views_import_no_jupyter() -> None:
-    code = ("import sys, mkl_notebook.notebook.views, mkl_notebook.notebook.diagram; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'jupyter_client', "
-            "'ipykernel', 'nbformat')]; assert not bad, bad")
+    code = (
+        "import sys, mkl_notebook.notebook.views, mkl_notebook.notebook.diagram; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'jupyter_client', "
+        "'ipykernel', 'nbformat')]; assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

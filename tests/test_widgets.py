@@ -139,8 +139,11 @@ def test_the_run_cell_returns_with_the_run_waiting_and_its_form_shown(nb: Notebo
     form = nb.form()
     assert REFUND_ASK in form.header.value
     assert "approval.answer" in form.header.value
-    assert [button.description for button in (form.approve, form.reject, form.send)] == \
-        ["Approve", "Reject", "Send reply"]
+    assert [button.description for button in (form.approve, form.reject, form.send)] == [
+        "Approve",
+        "Reject",
+        "Send reply",
+    ]
     assert not any(control.disabled for control in form.controls)
     assert isinstance(form.reply, widgets.Textarea)
 
@@ -232,8 +235,11 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     assert html.escape("First: is the draft <b>fine</b>?") in first.header.value
     first.approve.click()
     run = mkl_notebook.get_run("twogates")
-    assert (run.status, run.at, run.pending["ask"] if run.pending else None) == \
-        ("suspended", "final", "Second: sign off the review?")
+    assert (run.status, run.at, run.pending["ask"] if run.pending else None) == (
+        "suspended",
+        "final",
+        "Second: sign off the review?",
+    )
     second = nb.form()
     assert second is not first
     assert view.forms is box  # the same forms box, now holding the new form

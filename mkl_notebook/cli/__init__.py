@@ -38,8 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-USER_ERRORS = (UsageFailure, MachineError, ScenarioFileError, EnvelopeError, StoreError, RunStateError,
-               NotebookFileError)
+USER_ERRORS = (
+    UsageFailure,
+    MachineError,
+    ScenarioFileError,
+    EnvelopeError,
+    StoreError,
+    RunStateError,
+    NotebookFileError,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

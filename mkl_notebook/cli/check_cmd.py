@@ -31,6 +31,12 @@ def run(args: argparse.Namespace) -> int:
     errors = sum(1 for finding in findings if finding.severity == "error")
     if not findings:
         print(f"{path}: no findings")
-    emit_status({"status": "errors" if errors else "ok", "file": str(path), "errors": errors,
-                 "warnings": len(findings) - errors})
+    emit_status(
+        {
+            "status": "errors" if errors else "ok",
+            "file": str(path),
+            "errors": errors,
+            "warnings": len(findings) - errors,
+        }
+    )
     return EXIT_FAILED if errors else EXIT_OK

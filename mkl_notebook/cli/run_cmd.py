@@ -36,44 +36,68 @@ from .common import (
     positive_int,
 )
 
-NO_MODEL = ("no model is configured: set MKL_MODEL (e.g. MKL_MODEL=openai/gpt-4o-mini) or pass --model, or "
-            "pass --script FILE to run offline with scripted answers")
+NO_MODEL = (
+    "no model is configured: set MKL_MODEL (e.g. MKL_MODEL=openai/gpt-4o-mini) or pass --model, or "
+    "pass --script FILE to run offline with scripted answers"
+)
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a machine (durably: re-running an id replays it)")
     run.add_argument("file", help="a .mkl machine file")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="a host value for a context key (dotted keys nest); repeatable")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a host value for a context key (dotted keys nest); repeatable",
+    )
     run.add_argument("--input", metavar="JSON", help="a JSON object of host values (or @file.json)")
     _common(run)
     run.add_argument("--suspend", action="store_true", help="suspend instead of halting when a budget runs out")
     hitl = run.add_mutually_exclusive_group()
     hitl.add_argument("--hitl", action="store_true", help="every escalate gate suspends for a person")
     hitl.add_argument("--no-hitl", action="store_true", help="escalate gates route as authored (the default)")
-    run.add_argument("--on-untrusted-flow", choices=("report", "halt"), default="report",
-                     help="what an effectful tool reached by a tainted decision does")
+    run.add_argument(
+        "--on-untrusted-flow",
+        choices=("report", "halt"),
+        default="report",
+        help="what an effectful tool reached by a tainted decision does",
+    )
     run.add_argument("--fresh", action="store_true", help="start the run id over, forgetting its journal")
-    run.add_argument("--ask-human", action="store_true",
-                     help="let every generative state ask the person a question (extension)")
+    run.add_argument(
+        "--ask-human", action="store_true", help="let every generative state ask the person a question (extension)"
+    )
     run.set_defaults(handler=run_command)
 
     resume = commands.add_parser("resume", help="continue a suspended or in-doubt run")
-    resume.add_argument("target", nargs="?", metavar="CHECKPOINT|NOTEBOOK",
-                        help="a checkpoint file written by --checkpoint, or a notebook (.ipynb) that carries the run")
+    resume.add_argument(
+        "target",
+        nargs="?",
+        metavar="CHECKPOINT|NOTEBOOK",
+        help="a checkpoint file written by --checkpoint, or a notebook (.ipynb) that carries the run",
+    )
     resume.add_argument("--run", dest="notebook_run", metavar="ID", help="which run of the notebook to resume")
-    resume.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="the reply, at the path the run is waiting on (e.g. --set human.reply=approve)")
+    resume.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the reply, at the path the run is waiting on (e.g. --set human.reply=approve)",
+    )
     resume.add_argument("--reply", metavar="TEXT", help="the reply, wherever the run is waiting for it")
-    resume.add_argument("--resolve", metavar="completed=VALUE|retry|abort",
-                        help="settle an in-doubt tool call")
+    resume.add_argument("--resolve", metavar="completed=VALUE|retry|abort", help="settle an in-doubt tool call")
     resume.add_argument("--force", action="store_true", help="resume even though a machine file changed")
     _common(resume)
     resume.set_defaults(handler=resume_command)
 
     listing = commands.add_parser("runs", help="list the runs in a store or a notebook")
-    listing.add_argument("store", nargs="?", default=str(DEFAULT_STORE),
-                         help="a run store (default .mkl/runs.sqlite) or a notebook (.ipynb)")
+    listing.add_argument(
+        "store",
+        nargs="?",
+        default=str(DEFAULT_STORE),
+        help="a run store (default .mkl/runs.sqlite) or a notebook (.ipynb)",
+    )
     listing.set_defaults(handler=runs_command)
 
 
@@ -84,11 +108,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--script", metavar="FILE", help="scripted oracles (llm/tools/hooks) to run offline")
     parser.add_argument("--model", metavar="MODEL", help="litellm model for every tier, e.g. openai/gpt-4o-mini")
     parser.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
-    parser.add_argument("--tools", metavar="FILE.py", help="a Python file whose @mkl_notebook.tool / .hook "
-                        "functions the run may call")
-    parser.add_argument("--max-steps", type=positive_int, metavar="N",
-                        help="step budget (replaces budget:); on resume, of the machine that ran out of steps, "
-                             "the root or a called one")
+    parser.add_argument(
+        "--tools", metavar="FILE.py", help="a Python file whose @mkl_notebook.tool / .hook functions the run may call"
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=positive_int,
+        metavar="N",
+        help="step budget (replaces budget:); on resume, of the machine that ran out of steps, "
+        "the root or a called one",
+    )
     parser.add_argument("--max-tokens", type=positive_int, metavar="N", help="token budget for the whole run")
     parser.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
 
@@ -108,16 +137,19 @@ def describe(result: RunResult) -> str:
     while open_call:  # a suspension inside called machines: the calls left open, innermost last
         inner = open_call.get("sub_trace") or []
         finished = sum(1 for step in inner if step.get("step") is not None)
-        lines.append(f"     …  {open_call.get('state')} -> suspended inside {open_call.get('suspended_in')} "
-                     f"after {finished} step{'s' if finished != 1 else ''} there")
+        lines.append(
+            f"     …  {open_call.get('state')} -> suspended inside {open_call.get('suspended_in')} "
+            f"after {finished} step{'s' if finished != 1 else ''} there"
+        )
         open_call = next((step for step in inner if step.get("suspended_in")), None)
     if result.status == "done":
         lines.append(f"done: {json.dumps(result.result, ensure_ascii=False, default=str)}")
     elif result.status == "halt":
         lines.append(f"halt: {result.error}" + (f" at {result.at}" if result.at else ""))
         if result.diagnosis:
-            lines.append(f"  most visited: {result.diagnosis['most_visited_state']} "
-                         f"({result.diagnosis['visits']} entries)")
+            lines.append(
+                f"  most visited: {result.diagnosis['most_visited_state']} ({result.diagnosis['visits']} entries)"
+            )
     elif result.status == "in_doubt":
         lines.append(f"in doubt: {result.error}")
         lines.append("  settle it with: mkl resume --resolve completed=VALUE | retry | abort")
@@ -135,8 +167,7 @@ def describe(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | None,
-            written: str | None = None) -> int:
+def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | None, written: str | None = None) -> int:
     """Print the outcome and its status line; ``written`` names a checkpoint the caller already updated."""
     if checkpoint:
         envelope.write_file(checkpoint, outcome.envelope())
@@ -144,10 +175,17 @@ def _finish(args: argparse.Namespace, outcome: runs.Outcome, checkpoint: str | N
     if not args.quiet:
         print(describe(result))
     status: dict[str, Any] = {
-        "status": result.status, "error": result.error, "at": result.at, "ask": result.ask,
-        "reply_to": result.reply_to, "question": result.question, "result": result.result, "usage": result.usage,
+        "status": result.status,
+        "error": result.error,
+        "at": result.at,
+        "ask": result.ask,
+        "reply_to": result.reply_to,
+        "question": result.question,
+        "result": result.result,
+        "usage": result.usage,
         "run": outcome.run_id,
-        "checkpoint": checkpoint or written, "calls": outcome.calls,
+        "checkpoint": checkpoint or written,
+        "calls": outcome.calls,
     }
     if result.machine:
         status["called_machine"] = result.machine  # the suspension is inside it: `at` is its state
@@ -170,8 +208,10 @@ def _preflight(config: ModelConfig, machine: Machine | None) -> None:
     for tier in sorted(tiers) or ["balanced"]:
         model = config.model_for(tier)
         if not model:
-            raise UsageFailure(f"no model is configured for tier '{tier}': set MKL_MODEL or MKL_MODEL_"
-                               f"{tier.upper()}, pass --model, or pass --script FILE for scripted answers")
+            raise UsageFailure(
+                f"no model is configured for tier '{tier}': set MKL_MODEL or MKL_MODEL_"
+                f"{tier.upper()}, pass --model, or pass --script FILE for scripted answers"
+            )
         if config.api_base_for(tier):
             continue  # local and OpenAI-compatible servers often need no real key
         missing = missing_keys(model)
@@ -213,12 +253,25 @@ def run_command(args: argparse.Namespace) -> int:
     store = _store(args)
     is_new = args.fresh or not args.run_id or not store.exists(args.run_id)
     oracle = _oracle(args, machine, needs_model=is_new)
-    options = RunOptions(cost_budget=args.max_tokens, max_steps=args.max_steps, suspendable=args.suspend,
-                         hitl="all" if args.hitl else "none", on_untrusted_flow=args.on_untrusted_flow,
-                         ask_human=args.ask_human)
-    outcome = runs.start(machine, oracle, store=store, run_id=args.run_id,
-                         registry=sibling_registry(path, machine), input=host_values, options=options,
-                         fresh=args.fresh, origin={"path": str(path.resolve())})
+    options = RunOptions(
+        cost_budget=args.max_tokens,
+        max_steps=args.max_steps,
+        suspendable=args.suspend,
+        hitl="all" if args.hitl else "none",
+        on_untrusted_flow=args.on_untrusted_flow,
+        ask_human=args.ask_human,
+    )
+    outcome = runs.start(
+        machine,
+        oracle,
+        store=store,
+        run_id=args.run_id,
+        registry=sibling_registry(path, machine),
+        input=host_values,
+        options=options,
+        fresh=args.fresh,
+        origin={"path": str(path.resolve())},
+    )
     return _finish(args, outcome, args.checkpoint)
 
 
@@ -236,8 +289,10 @@ def _reply(args: argparse.Namespace, waiting_at: str | None) -> tuple[bool, Any]
     for part in waiting_at.split("."):
         if not isinstance(value, dict) or part not in value or len(value) != 1:
             given = ", ".join(a.partition("=")[0] for a in args.set)
-            raise UsageFailure(f"the run is waiting for a reply at '{waiting_at}'; --set {given} does not "
-                               f"answer it (use --set {waiting_at}=TEXT or --reply TEXT)")
+            raise UsageFailure(
+                f"the run is waiting for a reply at '{waiting_at}'; --set {given} does not "
+                f"answer it (use --set {waiting_at}=TEXT or --reply TEXT)"
+            )
         value = value[part]
     return True, value
 
@@ -274,18 +329,19 @@ def _waiting_for(records: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _import_checkpoint(store: SQLiteStore, header: dict[str, Any], records: list[dict[str, Any]],
-                       source: str) -> str:
+def _import_checkpoint(store: SQLiteStore, header: dict[str, Any], records: list[dict[str, Any]], source: str) -> str:
     run_id = str(header["run_id"])
     if store.exists(run_id):
         held = store.read(run_id)
         held_text = [canonical(r) for r in held]
         given_text = [canonical(r) for r in records]
-        if held_text[:len(given_text)] == given_text:
+        if held_text[: len(given_text)] == given_text:
             return run_id  # the store is as far along or further
-        if given_text[:len(held_text)] != held_text:
-            raise UsageFailure(f"run '{run_id}' in {store.path} has a different history than {source}; "
-                               "pass --store PATH to resume it in another store")
+        if given_text[: len(held_text)] != held_text:
+            raise UsageFailure(
+                f"run '{run_id}' in {store.path} has a different history than {source}; "
+                "pass --store PATH to resume it in another store"
+            )
     return runs.import_envelope(store, header, records)
 
 
@@ -314,11 +370,21 @@ def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str) -> runs.O
     pins = next((r.get("machines") for r in reversed(records) if r.get("t") in ("start", "rerun")), {}) or {}
     changed, current = _changed_machines(records[0], pins)
     if changed and not args.force:
-        raise UsageFailure(f"machine {', '.join(repr(name) for name in changed)} changed since run '{run_id}' "
-                           "started; pass --force to resume with the edited machine")
-    return runs.resume(run_id, _oracle(args), store=store, reply=reply, has_reply=has_reply,
-                       max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=_resolve(args.resolve),
-                       registry=current if changed else None)
+        raise UsageFailure(
+            f"machine {', '.join(repr(name) for name in changed)} changed since run '{run_id}' "
+            "started; pass --force to resume with the edited machine"
+        )
+    return runs.resume(
+        run_id,
+        _oracle(args),
+        store=store,
+        reply=reply,
+        has_reply=has_reply,
+        max_steps=args.max_steps,
+        max_tokens=args.max_tokens,
+        resolve=_resolve(args.resolve),
+        registry=current if changed else None,
+    )
 
 
 def _resume_notebook(args: argparse.Namespace) -> int:
@@ -335,8 +401,7 @@ def _resume_notebook(args: argparse.Namespace) -> int:
         outcome = _resume(args, store, run_id)
         machines = runs.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
         machine = machines.get(str(embedded.header.get("machine")))
-        nbfile.write_run(notebook, embedded, run_bundle(run_id, machine, outcome.result,
-                                                        envelope=outcome.envelope()))
+        nbfile.write_run(notebook, embedded, run_bundle(run_id, machine, outcome.result, envelope=outcome.envelope()))
     return _finish(args, outcome, args.checkpoint, written=str(notebook))
 
 
@@ -353,8 +418,14 @@ def runs_command(args: argparse.Namespace) -> int:
         print(f"{summary.run_id}  {summary.machine}  {summary.status}{error}{where}")
     if not summaries:
         print(f"{path}: no runs")
-    emit_status({"runs": [{"run": s.run_id, "machine": s.machine, "status": s.status, "error": s.error,
-                           "at": s.at} for s in summaries]})
+    emit_status(
+        {
+            "runs": [
+                {"run": s.run_id, "machine": s.machine, "status": s.status, "error": s.error, "at": s.at}
+                for s in summaries
+            ]
+        }
+    )
     return 0
 
 
@@ -370,10 +441,21 @@ def _notebook_runs(path: Path) -> int:
         print(f"{bad.run_id or '?'}  damaged checkpoint in cell {bad.cell_index + 1}: not used ({bad.reason})")
     if not embedded and not damaged:
         print(f"{path}: no run checkpoints")
-    listing = [{"run": r.run_id, "machine": r.header.get("machine"), "status": r.header.get("status"),
-                "error": r.header.get("error"), "at": r.header.get("at"), "ask": r.header.get("ask"),
-                "reply_to": r.header.get("reply_to"), "cell": r.cell_index + 1} for r in embedded]
-    listing += [{"run": bad.run_id, "status": "damaged", "error": bad.reason, "cell": bad.cell_index + 1}
-                for bad in damaged]
+    listing = [
+        {
+            "run": r.run_id,
+            "machine": r.header.get("machine"),
+            "status": r.header.get("status"),
+            "error": r.header.get("error"),
+            "at": r.header.get("at"),
+            "ask": r.header.get("ask"),
+            "reply_to": r.header.get("reply_to"),
+            "cell": r.cell_index + 1,
+        }
+        for r in embedded
+    ]
+    listing += [
+        {"run": bad.run_id, "status": "damaged", "error": bad.reason, "cell": bad.cell_index + 1} for bad in damaged
+    ]
     emit_status({"runs": listing})
     return EXIT_FAILED if damaged else 0

@@ -24,8 +24,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.machine and args.script:
         scenarios = load_scenarios(args.machine, args.script)
     else:
-        raise UsageFailure("give conformance cases (--case FILE...) or a machine and its scenarios "
-                           "(MACHINE --script FILE)")
+        raise UsageFailure(
+            "give conformance cases (--case FILE...) or a machine and its scenarios (MACHINE --script FILE)"
+        )
     outcomes = run_all(scenarios)
     for outcome in outcomes:
         print(outcome.line())

@@ -23,8 +23,21 @@ from .records import FORMAT, canonical
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
 MAX_JOURNAL_BYTES = 512 * 1024 * 1024
-HEADER_KEYS = ("format", "package", "run_id", "machine", "status", "error", "at", "ask", "reply_to", "question",
-               "options", "machines", "calls")
+HEADER_KEYS = (
+    "format",
+    "package",
+    "run_id",
+    "machine",
+    "status",
+    "error",
+    "at",
+    "ask",
+    "reply_to",
+    "question",
+    "options",
+    "machines",
+    "calls",
+)
 MIME_TYPE = "application/vnd.mkl.run+json"
 
 
@@ -85,8 +98,9 @@ def _records(journal: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
         raise EnvelopeError(f"{where}: the checkpoint's journal is not a list of records")
     if journal.get("count") != len(records):
-        raise EnvelopeError(f"{where}: the checkpoint's journal is truncated ({len(records)} of "
-                            f"{journal.get('count')} records)")
+        raise EnvelopeError(
+            f"{where}: the checkpoint's journal is truncated ({len(records)} of {journal.get('count')} records)"
+        )
     if not records or records[0].get("t") != "start":
         raise EnvelopeError(f"{where}: the checkpoint's journal does not begin with a start record")
     return records
@@ -108,8 +122,10 @@ def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], li
     if not isinstance(header["run_id"], str):
         raise EnvelopeError(f"{where}: the checkpoint names no run id")
     if envelope.get("digest") != _digest({k: v for k, v in header.items()}, records):
-        raise EnvelopeError(f"{where}: the checkpoint's digest does not match its contents; it was changed or "
-                            "damaged, so it is not used")
+        raise EnvelopeError(
+            f"{where}: the checkpoint's digest does not match its contents; it was changed or "
+            "damaged, so it is not used"
+        )
     return header, records
 
 

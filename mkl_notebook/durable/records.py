@@ -51,11 +51,23 @@ def encode_answer(kind: str, answer: Any) -> dict[str, Any]:
 def decode_answer(kind: str, data: dict[str, Any], usage: list[int] | None) -> Any:
     tokens_in, tokens_out = (usage or [0, 0])[:2]
     if kind == "produce":
-        return ProduceAnswer(text=data["text"], reasoning=data.get("reasoning"), input_tokens=tokens_in,
-                             output_tokens=tokens_out, truncated=bool(data.get("truncated")), model=data.get("model"))
+        return ProduceAnswer(
+            text=data["text"],
+            reasoning=data.get("reasoning"),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            truncated=bool(data.get("truncated")),
+            model=data.get("model"),
+        )
     if kind == "judge":
-        return JudgeAnswer(choice=data.get("choice"), raw=data.get("raw"), parse=data.get("parse"),
-                           input_tokens=tokens_in, output_tokens=tokens_out, model=data.get("model"))
+        return JudgeAnswer(
+            choice=data.get("choice"),
+            raw=data.get("raw"),
+            parse=data.get("parse"),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            model=data.get("model"),
+        )
     if kind == "reply":
         return HumanReply(data.get("value"), by=data.get("by"))
     return data.get("value")

@@ -161,8 +161,13 @@ class ReplayOracle(Oracle):
             with self._lock:
                 self.made += 1
             raise  # provider outages and script misses are not journaled: a resume asks again
-        record: dict[str, Any] = {"t": "answer", "pos": position, "fp": print_, "kind": kind,
-                                  "answer": encode_answer(kind, answer)}
+        record: dict[str, Any] = {
+            "t": "answer",
+            "pos": position,
+            "fp": print_,
+            "kind": kind,
+            "answer": encode_answer(kind, answer),
+        }
         if answer.input_tokens or answer.output_tokens:
             record["usage"] = [answer.input_tokens, answer.output_tokens]
         lock = self._lock  # _record, written out: acquire/release, not `with`, which costs more than the lock
@@ -197,8 +202,17 @@ class ReplayOracle(Oracle):
                 raise InDoubt(position, request.name, request.state)
             if action == "completed":
                 value = resolution.get("value")
-                self._record({"t": "answer", "pos": position, "fp": print_, "kind": "tool", "name": request.name,
-                              "answer": {"value": value}, "resolved": True})
+                self._record(
+                    {
+                        "t": "answer",
+                        "pos": position,
+                        "fp": print_,
+                        "kind": "tool",
+                        "name": request.name,
+                        "answer": {"value": value},
+                        "resolved": True,
+                    }
+                )
                 return value
             if action == "abort":
                 raise OracleError(f"state-error: tool '{request.name}' was stopped after an in-doubt call")
@@ -222,12 +236,27 @@ class ReplayOracle(Oracle):
             raise  # not journaled: a resume tries again
         except Exception as exc:
             message = str(exc) or type(exc).__name__
-            self._record({"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
-                          "name": request.name, "error": message,  # type: ignore[union-attr]
-                          **({"effect": request.effect} if isinstance(request, ToolRequest) else {})}, made=True)
+            self._record(
+                {
+                    "t": "answer",
+                    "pos": request.position,
+                    "fp": print_,
+                    "kind": kind,
+                    "name": request.name,
+                    "error": message,  # type: ignore[union-attr]
+                    **({"effect": request.effect} if isinstance(request, ToolRequest) else {}),
+                },
+                made=True,
+            )
             raise RecordedFailure(message) from None
-        record: dict[str, Any] = {"t": "answer", "pos": request.position, "fp": print_, "kind": kind,
-                                  "answer": encode_answer(kind, answer), "name": request.name}  # type: ignore[union-attr]
+        record: dict[str, Any] = {
+            "t": "answer",
+            "pos": request.position,
+            "fp": print_,
+            "kind": kind,
+            "answer": encode_answer(kind, answer),
+            "name": request.name,
+        }  # type: ignore[union-attr]
         if isinstance(request, ToolRequest):
             record["effect"] = request.effect
         self._record(record, made=True)
@@ -241,7 +270,6 @@ class ReplayOracle(Oracle):
         answer = self.inner.ask(request)  # raises AwaitingHuman unless the host has a reply ready
         if answer is None:
             raise AwaitingHuman(request.position)
-        record = {"t": "reply", "pos": request.position, "reply_to": request.reply_to,
-                  **encode_answer("reply", answer)}
+        record = {"t": "reply", "pos": request.position, "reply_to": request.reply_to, **encode_answer("reply", answer)}
         self._record(record)
         return answer

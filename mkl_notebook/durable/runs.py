@@ -26,8 +26,19 @@ from .records import canonical
 from .replay import JournalIndex, ReplayOracle
 from .stores import RunStore, check_run_id
 
-_OPTION_FIELDS = ("cost_budget", "max_steps", "suspendable", "hitl", "on_untrusted_flow", "tool_effects",
-                  "trusted_keys", "max_workers", "ask_human", "ask_limit", "retry_backoff")
+_OPTION_FIELDS = (
+    "cost_budget",
+    "max_steps",
+    "suspendable",
+    "hitl",
+    "on_untrusted_flow",
+    "tool_effects",
+    "trusted_keys",
+    "max_workers",
+    "ask_human",
+    "ask_limit",
+    "retry_backoff",
+)
 RESOLVE_ACTIONS = ("completed", "retry", "abort")
 
 
@@ -54,9 +65,15 @@ class Outcome:
         pins = index.machines
         result = self.result
         return {
-            "run_id": self.run_id, "machine": index.setup.get("root"), "status": result.status,
-            "error": result.error, "at": result.at, "ask": result.ask, "reply_to": result.reply_to,
-            "question": result.question, "options": _effective_options(index),
+            "run_id": self.run_id,
+            "machine": index.setup.get("root"),
+            "status": result.status,
+            "error": result.error,
+            "at": result.at,
+            "ask": result.ask,
+            "reply_to": result.reply_to,
+            "question": result.question,
+            "options": _effective_options(index),
             # The sources travel once, in the journal's start/rerun record; the header names and hashes them.
             "machines": [{"name": name, "sha256": pin["sha256"]} for name, pin in pins.items()],
             "calls": dict(self.calls),
@@ -86,8 +103,9 @@ def pin_machines(root: Machine, registry: Mapping[str, Machine]) -> dict[str, di
 _PARSED: dict[str, Machine] = {}  # sha256 -> model; models are immutable, so sharing them is safe
 
 
-def machines_from_pins(pins: Mapping[str, Mapping[str, str]], where: str = "run",
-                       known: Mapping[str, Machine] | None = None) -> dict[str, Machine]:
+def machines_from_pins(
+    pins: Mapping[str, Mapping[str, str]], where: str = "run", known: Mapping[str, Machine] | None = None
+) -> dict[str, Machine]:
     """The pinned machines as models, reusing ``known`` ones and earlier parses of the same source."""
     machines = {}
     for name, pin in pins.items():
@@ -145,17 +163,39 @@ def _read(store: RunStore, run_id: str) -> list[dict[str, Any]]:
 
 def _result_records(outcome_result: RunResult, in_doubt: InDoubt | None, calls: dict[str, int]) -> dict[str, Any]:
     if in_doubt is not None:
-        return {"t": "finish", "status": "in_doubt", "error": outcome_result.error, "at": outcome_result.at,
-                "pos": in_doubt.position, "tool": in_doubt.tool, "calls": calls, "time": time.time()}
+        return {
+            "t": "finish",
+            "status": "in_doubt",
+            "error": outcome_result.error,
+            "at": outcome_result.at,
+            "pos": in_doubt.position,
+            "tool": in_doubt.tool,
+            "calls": calls,
+            "time": time.time(),
+        }
     if outcome_result.status == "suspended":
-        record = {"t": "suspend", "reason": outcome_result.error, "at": outcome_result.at,
-                  "ask": outcome_result.ask, "reply_to": outcome_result.reply_to, "question": outcome_result.question,
-                  "pos": outcome_result.pending, "calls": calls, "time": time.time()}
+        record = {
+            "t": "suspend",
+            "reason": outcome_result.error,
+            "at": outcome_result.at,
+            "ask": outcome_result.ask,
+            "reply_to": outcome_result.reply_to,
+            "question": outcome_result.question,
+            "pos": outcome_result.pending,
+            "calls": calls,
+            "time": time.time(),
+        }
         if outcome_result.machine:  # suspended inside a called machine: where more steps must go
             record["machine"] = outcome_result.machine
         return record
-    return {"t": "finish", "status": outcome_result.status, "error": outcome_result.error,
-            "at": outcome_result.at, "calls": calls, "time": time.time()}
+    return {
+        "t": "finish",
+        "status": outcome_result.status,
+        "error": outcome_result.error,
+        "at": outcome_result.at,
+        "calls": calls,
+        "time": time.time(),
+    }
 
 
 _RESULT_FIELDS = tuple(item.name for item in fields(RunResult))
@@ -177,19 +217,32 @@ def _same_ending(last: dict[str, Any] | None, closing: dict[str, Any]) -> bool:
     if last is None:
         return False
     volatile = ("time", "calls")
-    return {k: v for k, v in last.items() if k not in volatile} == {k: v for k, v in closing.items()
-                                                                  if k not in volatile}
+    return {k: v for k, v in last.items() if k not in volatile} == {
+        k: v for k, v in closing.items() if k not in volatile
+    }
 
 
-def replay(run_id: str, oracle: Oracle, *, store: RunStore, registry: Mapping[str, Machine] | None = None,
-           observer: Callable[[str, dict[str, Any]], None] | None = None) -> Outcome:
+def replay(
+    run_id: str,
+    oracle: Oracle,
+    *,
+    store: RunStore,
+    registry: Mapping[str, Machine] | None = None,
+    observer: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Outcome:
     """Run again from the journal as it stands (a finished run replays with no calls)."""
     return advance(store, run_id, oracle, registry=registry, observer=observer)
 
 
-def advance(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[str, Machine] | None = None,
-            observer: Callable[[str, dict[str, Any]], None] | None = None,
-            before: Callable[[JournalIndex], list[dict[str, Any]]] | None = None) -> Outcome:
+def advance(
+    store: RunStore,
+    run_id: str,
+    oracle: Oracle,
+    *,
+    registry: Mapping[str, Machine] | None = None,
+    observer: Callable[[str, dict[str, Any]], None] | None = None,
+    before: Callable[[JournalIndex], list[dict[str, Any]]] | None = None,
+) -> Outcome:
     """Run ``run_id`` from the top against its journal, asking ``oracle`` only for what is missing.
 
     ``before`` may return records (a reply, new budgets, a resolution) to append
@@ -199,9 +252,15 @@ def advance(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[s
         return _advance_leased(store, run_id, oracle, registry=registry, observer=observer, before=before)
 
 
-def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: Mapping[str, Machine] | None,
-                    observer: Callable[[str, dict[str, Any]], None] | None,
-                    before: Callable[[JournalIndex], list[dict[str, Any]]] | None) -> Outcome:
+def _advance_leased(
+    store: RunStore,
+    run_id: str,
+    oracle: Oracle,
+    *,
+    registry: Mapping[str, Machine] | None,
+    observer: Callable[[str, dict[str, Any]], None] | None,
+    before: Callable[[JournalIndex], list[dict[str, Any]]] | None,
+) -> Outcome:
     """:func:`advance` for a caller that already holds the run's lease."""
     records = _read(store, run_id)
     index = JournalIndex.build(records)
@@ -229,8 +288,9 @@ def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: M
     replay_oracle = ReplayOracle(oracle, index, functools.partial(store.append, run_id))
     in_doubt: InDoubt | None = None
     try:
-        result = run_machine(machines[root_name], replay_oracle, registry=machines, context=context,
-                             input=host_input, options=options)
+        result = run_machine(
+            machines[root_name], replay_oracle, registry=machines, context=context, input=host_input, options=options
+        )
     except InDoubt as doubt:
         in_doubt = doubt
         result = RunResult(status="in_doubt", error=f"in-doubt: {doubt}", at=doubt.state)
@@ -242,19 +302,32 @@ def _advance_leased(store: RunStore, run_id: str, oracle: Oracle, *, registry: M
         store.set_status(run_id, result.status, result.error, result.at)
         records = _read(store, run_id)
     if result.status in ("done", "halt"):
-        store.cache_outcome(run_id, _outcome_key(records) or "", {
-            "result": {name: getattr(result, name) for name in _RESULT_FIELDS},
-            "calls": {"made": 0, "replayed": replay_oracle.made + replay_oracle.replayed}})
-    doubt_info = ({"position": in_doubt.position, "tool": in_doubt.tool, "state": in_doubt.state}
-                  if in_doubt else None)
+        store.cache_outcome(
+            run_id,
+            _outcome_key(records) or "",
+            {
+                "result": {name: getattr(result, name) for name in _RESULT_FIELDS},
+                "calls": {"made": 0, "replayed": replay_oracle.made + replay_oracle.replayed},
+            },
+        )
+    doubt_info = {"position": in_doubt.position, "tool": in_doubt.tool, "state": in_doubt.state} if in_doubt else None
     return Outcome(run_id, result, calls, doubt_info, records)
 
 
-def start(machine: Machine, oracle: Oracle, *, store: RunStore, run_id: str | None = None,
-          registry: Mapping[str, Machine] | None = None, input: Mapping[str, Any] | None = None,
-          context: Mapping[str, Any] | None = None, options: RunOptions | None = None, fresh: bool = False,
-          observer: Callable[[str, dict[str, Any]], None] | None = None,
-          origin: Mapping[str, Any] | None = None) -> Outcome:
+def start(
+    machine: Machine,
+    oracle: Oracle,
+    *,
+    store: RunStore,
+    run_id: str | None = None,
+    registry: Mapping[str, Machine] | None = None,
+    input: Mapping[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
+    options: RunOptions | None = None,
+    fresh: bool = False,
+    observer: Callable[[str, dict[str, Any]], None] | None = None,
+    origin: Mapping[str, Any] | None = None,
+) -> Outcome:
     """Start a run, or re-run an existing one of that id from its journal (replaying what is unchanged).
 
     A re-run with an edited machine, other host values or other options records
@@ -263,15 +336,28 @@ def start(machine: Machine, oracle: Oracle, *, store: RunStore, run_id: str | No
     run_id = check_run_id(run_id or new_run_id())
     options = options or RunOptions()
     full_registry = {**(registry or {}), machine.name: machine}
-    setup = {"root": machine.name, "machines": pin_machines(machine, full_registry),
-             "input": copy.deepcopy(dict(input or {})), "context": copy.deepcopy(dict(context or {})),
-             "options": _options_record(options)}
+    setup = {
+        "root": machine.name,
+        "machines": pin_machines(machine, full_registry),
+        "input": copy.deepcopy(dict(input or {})),
+        "context": copy.deepcopy(dict(context or {})),
+        "options": _options_record(options),
+    }
     with store.lease(run_id):  # creating a run, or replacing one with fresh=True, also needs the lease
         before = None
         if fresh or not store.exists(run_id):
-            store.create(run_id, {"t": "start", "run": run_id, **setup,
-                                  "secret": (options.secret or os.urandom(16)).hex(), "package": __version__,
-                                  "time": time.time(), "origin": dict(origin or {})})
+            store.create(
+                run_id,
+                {
+                    "t": "start",
+                    "run": run_id,
+                    **setup,
+                    "secret": (options.secret or os.urandom(16)).hex(),
+                    "package": __version__,
+                    "time": time.time(),
+                    "origin": dict(origin or {}),
+                },
+            )
         else:
             before = functools.partial(_rerun_records, run_id, setup)
         return _advance_leased(store, run_id, oracle, registry=full_registry, observer=observer, before=before)
@@ -280,17 +366,28 @@ def start(machine: Machine, oracle: Oracle, *, store: RunStore, run_id: str | No
 def _rerun_records(run_id: str, setup: dict[str, Any], index: JournalIndex) -> list[dict[str, Any]]:
     """What a re-run of an existing run records: nothing, or the changed machines, host values and options."""
     if index.setup.get("root") != setup["root"]:
-        raise RunStateError(f"run '{run_id}' belongs to machine '{index.setup.get('root')}', not "
-                            f"'{setup['root']}'; pick another id or start it fresh")
+        raise RunStateError(
+            f"run '{run_id}' belongs to machine '{index.setup.get('root')}', not "
+            f"'{setup['root']}'; pick another id or start it fresh"
+        )
     if all(index.setup.get(key) == value for key, value in setup.items()):
         return []
     return [{"t": "rerun", **setup, "time": time.time()}]
 
 
-def resume(run_id: str, oracle: Oracle, *, store: RunStore, reply: Any = None, has_reply: bool = False,
-           max_steps: int | None = None, max_tokens: int | None = None, resolve: tuple[str, Any] | None = None,
-           registry: Mapping[str, Machine] | None = None,
-           observer: Callable[[str, dict[str, Any]], None] | None = None) -> Outcome:
+def resume(
+    run_id: str,
+    oracle: Oracle,
+    *,
+    store: RunStore,
+    reply: Any = None,
+    has_reply: bool = False,
+    max_steps: int | None = None,
+    max_tokens: int | None = None,
+    resolve: tuple[str, Any] | None = None,
+    registry: Mapping[str, Machine] | None = None,
+    observer: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Outcome:
     """Continue a suspended (or in-doubt) run: inject a reply, raise budgets, or settle an in-doubt tool."""
 
     def prepare(index: JournalIndex) -> list[dict[str, Any]]:
@@ -298,27 +395,40 @@ def resume(run_id: str, oracle: Oracle, *, store: RunStore, reply: Any = None, h
         added: list[dict[str, Any]] = []
         status = "suspended" if last.get("t") == "suspend" else last.get("status")
         if status in ("done", "halt"):
-            raise RunStateError(f"run '{run_id}' has already finished ({status}"
-                                f"{': ' + str(last.get('error')) if last.get('error') else ''}); "
-                                "nothing to resume")
+            raise RunStateError(
+                f"run '{run_id}' has already finished ({status}"
+                f"{': ' + str(last.get('error')) if last.get('error') else ''}); "
+                "nothing to resume"
+            )
         if has_reply:
             if last.get("t") != "suspend" or not last.get("pos"):
-                raise RunStateError(f"run '{run_id}' is not waiting for a reply"
-                                    f"{' (it is ' + str(status) + ')' if status else ''}")
-            added.append({"t": "reply", "pos": last["pos"], "reply_to": last.get("reply_to"), "value": reply,
-                          "time": time.time()})
+                raise RunStateError(
+                    f"run '{run_id}' is not waiting for a reply{' (it is ' + str(status) + ')' if status else ''}"
+                )
+            added.append(
+                {
+                    "t": "reply",
+                    "pos": last["pos"],
+                    "reply_to": last.get("reply_to"),
+                    "value": reply,
+                    "time": time.time(),
+                }
+            )
         if resolve is not None:
             action, value = resolve
             if status != "in_doubt":
                 raise RunStateError(f"run '{run_id}' has no in-doubt tool call to resolve")
             if action not in RESOLVE_ACTIONS:
                 raise RunStateError(f"--resolve takes completed=VALUE, retry or abort, not {action!r}")
-            added.append({"t": "resolve", "pos": last.get("pos"), "action": action, "value": value,
-                          "time": time.time()})
+            added.append(
+                {"t": "resolve", "pos": last.get("pos"), "action": action, "value": value, "time": time.time()}
+            )
         elif status == "in_doubt":
-            raise RunStateError(f"run '{run_id}' is in doubt: tool '{last.get('tool')}' at state "
-                                f"'{last.get('at')}' may or may not have run; resume with --resolve "
-                                "completed=VALUE, --resolve retry or --resolve abort")
+            raise RunStateError(
+                f"run '{run_id}' is in doubt: tool '{last.get('tool')}' at state "
+                f"'{last.get('at')}' may or may not have run; resume with --resolve "
+                "completed=VALUE, --resolve retry or --resolve abort"
+            )
         if registry is not None:
             root = index.setup.get("root") or ""
             if root in registry:
@@ -353,4 +463,3 @@ def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[di
     status = "suspended" if last.get("t") == "suspend" else last.get("status", "running")
     store.set_status(run_id, status, last.get("reason") or last.get("error"), last.get("at"))
     return run_id
-

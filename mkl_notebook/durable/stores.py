@@ -40,8 +40,10 @@ class UnknownRun(StoreError):
 
 def check_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
-        raise StoreError(f"run id {run_id!r} is not usable: use 1-80 letters, digits, '-', '_', '.' or ':', "
-                         "starting with a letter or digit")
+        raise StoreError(
+            f"run id {run_id!r} is not usable: use 1-80 letters, digits, '-', '_', '.' or ':', "
+            "starting with a letter or digit"
+        )
     return run_id
 
 
@@ -218,8 +220,10 @@ class SQLiteStore:
             try:
                 self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
                 self._execute("DELETE FROM outcomes WHERE run_id = ?", (run_id,))
-                self._execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
-                              (run_id, start.get("root", ""), now, now))
+                self._execute(
+                    "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
+                    (run_id, start.get("root", ""), now, now),
+                )
                 self._execute("INSERT INTO records VALUES (?, 0, ?)", (run_id, canonical(start)))
                 self._execute("COMMIT")
             except BaseException:
@@ -232,8 +236,7 @@ class SQLiteStore:
         with self._lock:
             seq = self._next_seq.get(run_id)
             if seq is None:
-                row = self._execute("SELECT COALESCE(MAX(seq), -1) FROM records WHERE run_id = ?",
-                                    (run_id,)).fetchone()
+                row = self._execute("SELECT COALESCE(MAX(seq), -1) FROM records WHERE run_id = ?", (run_id,)).fetchone()
                 seq = row[0] + 1
             self._execute("INSERT INTO records VALUES (?, ?, ?)", (run_id, seq, body))
             self._next_seq[run_id] = seq + 1
@@ -267,8 +270,10 @@ class SQLiteStore:
 
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None:
         with self._lock:
-            self._execute("UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
-                          (status, error, at, time.time(), run_id))
+            self._execute(
+                "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
+                (status, error, at, time.time(), run_id),
+            )
 
     def cached_outcome(self, run_id: str, key: str) -> dict[str, Any] | None:
         with self._lock:

@@ -13,9 +13,16 @@ class StateFailure(Exception):
     failure becomes the marker ``[branch-error: <branch_text>]``.
     """
 
-    def __init__(self, error: str, *, policy: str | None = None, usage: tuple[int, int] = (0, 0),
-                 sub_trace: list[dict[str, Any]] | None = None, branch_text: str | None = None,
-                 suspendable: bool = False) -> None:
+    def __init__(
+        self,
+        error: str,
+        *,
+        policy: str | None = None,
+        usage: tuple[int, int] = (0, 0),
+        sub_trace: list[dict[str, Any]] | None = None,
+        branch_text: str | None = None,
+        suspendable: bool = False,
+    ) -> None:
         super().__init__(error)
         self.suspendable = suspendable  # a provider outage: a suspendable run waits instead of halting
         self.error = error

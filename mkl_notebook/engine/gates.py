@@ -32,7 +32,7 @@ def _builtin_hook(name: str, ctx: dict[str, Any]) -> bool | None:
         return BUILTIN_HOOKS[name]
     for prefix, equal in (("eq:", True), ("neq:", False)):
         if name.startswith(prefix):
-            key, sep, expected = name[len(prefix):].partition(":")
+            key, sep, expected = name[len(prefix) :].partition(":")
             if not sep:
                 return None
             actual = fmt(ctx.get(key)).strip()
@@ -44,8 +44,14 @@ def _call_hook(run: _MachineRun, state: State, gate: Gate, index: int, output: s
     name = gate.hook or ""
     oracle = run.shared.oracle
     if oracle.has_hook(name):
-        request = HookRequest(position=f"{position}/hook@{index}", machine=run.machine.name, state=state.id,
-                              name=name, context_json=context_json(run.ctx), output=output)
+        request = HookRequest(
+            position=f"{position}/hook@{index}",
+            machine=run.machine.name,
+            state=state.id,
+            name=name,
+            context_json=context_json(run.ctx),
+            output=output,
+        )
         try:
             return bool(oracle.ask(request))
         except OracleError as exc:
@@ -60,14 +66,24 @@ def _call_hook(run: _MachineRun, state: State, gate: Gate, index: int, output: s
     return verdict
 
 
-def _judge(run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output: str, reasoning: str | None,
-           position: str) -> JudgeAnswer:
+def _judge(
+    run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output: str, reasoning: str | None, position: str
+) -> JudgeAnswer:
     judge_position = f"{position}/judge@{batch[0][0]}"
     ctx_json = context_json(run.ctx)
     nonce = run.nonce(judge_position, (output, reasoning or "", ctx_json))
     # (position, machine, state, tier, conditions, output, reasoning, context_json, nonce)
-    request = JudgeRequest(judge_position, run.machine.name, state.id, run.plans[state.id].tier,
-                           tuple([gate.when for _, gate in batch]), output, reasoning, ctx_json, nonce)
+    request = JudgeRequest(
+        judge_position,
+        run.machine.name,
+        state.id,
+        run.plans[state.id].tier,
+        tuple([gate.when for _, gate in batch]),
+        output,
+        reasoning,
+        ctx_json,
+        nonce,
+    )
     try:
         answer = run.shared.oracle.ask(request)
     except OracleError as exc:
@@ -81,8 +97,15 @@ def _judge(run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output
     return answer
 
 
-def select_gate(run: _MachineRun, state: State, eligible: list[tuple[int, Gate]], output: str,
-                reasoning: str | None, value: Any, position: str) -> GateOutcome:
+def select_gate(
+    run: _MachineRun,
+    state: State,
+    eligible: list[tuple[int, Gate]],
+    output: str,
+    reasoning: str | None,
+    value: Any,
+    position: str,
+) -> GateOutcome:
     """Scan the eligible gates left to right and return the first that fires."""
     outcome = GateOutcome()
     notes = outcome.annotations

@@ -270,8 +270,18 @@ def fingerprint(request: OracleRequest) -> str:
 
 def produce_fingerprint(request: ProduceRequest) -> str:
     """:func:`fingerprint` of a produce request (callers that know the kind skip the dispatch)."""
-    shape = (request.machine, request.state, request.tier, request.structure, request.execution, request.fenced,
-             request.reason, request.temperature, request.ask_human, request.conversation)
+    shape = (
+        request.machine,
+        request.state,
+        request.tier,
+        request.structure,
+        request.execution,
+        request.fenced,
+        request.reason,
+        request.temperature,
+        request.ask_human,
+        request.conversation,
+    )
     entry = _PRODUCE_SHAPES.get(shape)
     if entry is None:  # repr(("produce", machine, …, execution, user, fenced, …)) == prefix + repr(user) + suffix
         prefix = "('produce', " + "".join(repr(value) + ", " for value in shape[:5])

@@ -55,8 +55,11 @@ def _cached(machine: Machine) -> tuple[Machine, dict[str, State], dict[str, Stat
     cached = _PLANS.get(id(machine))
     if cached is not None and cached[0] is machine:  # the entry holds the machine, so its id cannot be reused
         return cached
-    entry = (machine, dict(machine.states),
-             {state_id: _plan(machine, state) for state_id, state in machine.states.items()})
+    entry = (
+        machine,
+        dict(machine.states),
+        {state_id: _plan(machine, state) for state_id, state in machine.states.items()},
+    )
     with _lock:
         if len(_PLANS) >= _PLANS_MAX:
             _PLANS.clear()

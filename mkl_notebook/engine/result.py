@@ -34,8 +34,13 @@ class RunResult:
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "status": self.status, "error": self.error, "result": self.result, "at": self.at,
-            "usage": dict(self.usage), "trace": self.trace, "context": self.context,
+            "status": self.status,
+            "error": self.error,
+            "result": self.result,
+            "at": self.at,
+            "usage": dict(self.usage),
+            "trace": self.trace,
+            "context": self.context,
         }
         for key in ("diagnosis", "ask", "reply_to", "question"):
             value = getattr(self, key)

@@ -95,9 +95,21 @@ class _Taint:
 
 
 class _MachineRun:
-    def __init__(self, shared: _Shared, machine: Machine, ctx: dict[str, Any], taint: _Taint, *, depth: int,
-                 prefix: str, budget: int, cost_limit: int | None, suspendable: bool, flow_tainted: bool,
-                 can_ask: bool) -> None:
+    def __init__(
+        self,
+        shared: _Shared,
+        machine: Machine,
+        ctx: dict[str, Any],
+        taint: _Taint,
+        *,
+        depth: int,
+        prefix: str,
+        budget: int,
+        cost_limit: int | None,
+        suspendable: bool,
+        flow_tainted: bool,
+        can_ask: bool,
+    ) -> None:
         self.shared = shared
         self.machine = machine
         self.ctx = ctx
@@ -125,16 +137,40 @@ class _MachineRun:
 
     # -- outcomes --------------------------------------------------------------
 
-    def _result(self, status: str, error: str | None = None, *, at: str | None = None, result: Any = None,
-                diagnosis: dict[str, Any] | None = None, ask: str | None = None, reply_to: str | None = None,
-                pending: str | None = None, question: str | None = None, machine: str | None = None,
-                pending_step: dict[str, Any] | None = None) -> RunResult:
+    def _result(
+        self,
+        status: str,
+        error: str | None = None,
+        *,
+        at: str | None = None,
+        result: Any = None,
+        diagnosis: dict[str, Any] | None = None,
+        ask: str | None = None,
+        reply_to: str | None = None,
+        pending: str | None = None,
+        question: str | None = None,
+        machine: str | None = None,
+        pending_step: dict[str, Any] | None = None,
+    ) -> RunResult:
         if status == "suspended" and machine is None and self.depth > 0:
             machine = self.machine_name
-        run_result = RunResult(status=status, error=error, result=result, at=at, usage=self.usage.as_dict(),
-                               trace=self.trace, context=self.ctx, diagnosis=diagnosis, ask=ask, reply_to=reply_to,
-                               visits=dict(self.visits), pending=pending, question=question, machine=machine,
-                               pending_step=pending_step)
+        run_result = RunResult(
+            status=status,
+            error=error,
+            result=result,
+            at=at,
+            usage=self.usage.as_dict(),
+            trace=self.trace,
+            context=self.ctx,
+            diagnosis=diagnosis,
+            ask=ask,
+            reply_to=reply_to,
+            visits=dict(self.visits),
+            pending=pending,
+            question=question,
+            machine=machine,
+            pending_step=pending_step,
+        )
         if self.depth == 0 and self.shared.options.observer is not None:
             self.shared.emit("finish", result=run_result)
         return run_result
@@ -165,8 +201,9 @@ class _MachineRun:
             self._emit_step(step)
 
     def _emit_step(self, step: dict[str, Any]) -> None:
-        self.shared.emit("step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps,
-                         usage=self.usage.as_dict())
+        self.shared.emit(
+            "step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps, usage=self.usage.as_dict()
+        )
 
     # -- the loop --------------------------------------------------------------
 
@@ -192,19 +229,32 @@ class _MachineRun:
             position = f"{prefix}/{self.iteration}:{state_id}#{visits}"
             self.iteration += 1
             if self.observer is not None:
-                self.shared.emit("enter", machine=self.machine.name, depth=self.depth, state=state_id,
-                                 steps=self.steps, usage=self.usage.as_dict())
+                self.shared.emit(
+                    "enter",
+                    machine=self.machine.name,
+                    depth=self.depth,
+                    state=state_id,
+                    steps=self.steps,
+                    usage=self.usage.as_dict(),
+                )
             try:
                 outcome = self._visit(state, position)
             except _Suspended as suspended:  # a call suspended: this run waits too, at the innermost state
                 inner = suspended.result
-                return self._result("suspended", inner.error, at=inner.at, ask=inner.ask, reply_to=inner.reply_to,
-                                    question=inner.question, pending=inner.pending, machine=inner.machine,
-                                    pending_step=_unfinished_call(state, self.plans[state_id].tier, inner))
+                return self._result(
+                    "suspended",
+                    inner.error,
+                    at=inner.at,
+                    ask=inner.ask,
+                    reply_to=inner.reply_to,
+                    question=inner.question,
+                    pending=inner.pending,
+                    machine=inner.machine,
+                    pending_step=_unfinished_call(state, self.plans[state_id].tier, inner),
+                )
             except _Asked as asked:
                 self.usage.add(*asked.usage)
-                return self._result("suspended", "asked", at=state_id, question=asked.question,
-                                    pending=asked.position)
+                return self._result("suspended", "asked", at=state_id, question=asked.question, pending=asked.position)
             except CannotAnswer as missing:  # e.g. no model where the run is resumed: it waits for one
                 return self._result("suspended", missing.reason, at=missing.state)
             if type(outcome) is not str:
@@ -276,8 +326,9 @@ class _MachineRun:
         step.update(gate="on_error", gate_via="on_error", policy="route", to=target)
         self._record(step)
         if target == END:
-            return self._result("done", result=self.ctx.get(self.machine.result) if self.machine.result
-                                else self.last_value)
+            return self._result(
+                "done", result=self.ctx.get(self.machine.result) if self.machine.result else self.last_value
+            )
         if target not in self.machine.states:
             return self._halt(f"state-error: unknown state '{target}'", state.id)
         return target
@@ -307,8 +358,11 @@ class _MachineRun:
         if leading is not None:  # what select_gate would find at once, without building its outcome
             step["gate_via"] = "otherwise"
             return self._transition(state, step, 0, leading, position)
-        eligible = [(index, gate) for index, gate in enumerate(state.gates)
-                    if gate.policy != "repair" or self.repair_left.get((state.id, index), gate.repair) > 0]
+        eligible = [
+            (index, gate)
+            for index, gate in enumerate(state.gates)
+            if gate.policy != "repair" or self.repair_left.get((state.id, index), gate.repair) > 0
+        ]
         output_text = step.get("output") if "output" in step else fmt(executed.value)
         reasoning = executed.reasoning
         if isinstance(reasoning, list):  # a fan-out: the judge sees every branch's scratchpad
@@ -336,8 +390,7 @@ class _MachineRun:
     def _external_in_scope(self) -> bool:
         return not self.taint.external.isdisjoint(self.ctx)
 
-    def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate,
-                    position: str) -> RunResult | str:
+    def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate, position: str) -> RunResult | str:
         policy = gate.policy
         target = gate.to
         step["gate"] = gate.when
@@ -374,13 +427,13 @@ class _MachineRun:
 
     def _await_reply(self, gate: Gate, handler: str, position: str) -> RunResult | str:
         reply_to = gate.reply_to or "human.reply"
-        request = ReplyRequest(position=position, machine=self.machine.name, state=handler, ask=gate.ask,
-                               reply_to=reply_to)
+        request = ReplyRequest(
+            position=position, machine=self.machine.name, state=handler, ask=gate.ask, reply_to=reply_to
+        )
         try:
             reply = self.shared.oracle.ask(request)
         except AwaitingHuman:
-            return self._result("suspended", "escalated", at=handler, ask=gate.ask, reply_to=reply_to,
-                                pending=position)
+            return self._result("suspended", "escalated", at=handler, ask=gate.ask, reply_to=reply_to, pending=position)
         except OracleError as exc:
             return self._halt(exc.error, handler)
         value = reply.value if isinstance(reply, HumanReply) else reply
@@ -401,32 +454,58 @@ class _MachineRun:
         if tool_class(name, options.tool_effects, self.shared.oracle.tool_effect(name)) != "effect":
             return None
         if options.on_untrusted_flow == "halt":
-            step.update(step=self.steps, gate=None, policy="untrusted-control-flow", to=None,
-                        untrusted_control_flow=True)
+            step.update(
+                step=self.steps, gate=None, policy="untrusted-control-flow", to=None, untrusted_control_flow=True
+            )
             self._record(step)
             return self._halt("untrusted-control-flow", state.id)
         step["untrusted_control_flow"] = True
         return None
 
-    def _execute(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str,
-                 in_branch: bool = False, cost_limit: int | None = None) -> _Executed:
+    def _execute(
+        self,
+        state: State,
+        ctx: dict[str, Any],
+        taint: _Taint,
+        position: str,
+        in_branch: bool = False,
+        cost_limit: int | None = None,
+    ) -> _Executed:
         """A tool or call state (generative states go through :meth:`_produce`)."""
         if state.kind == "tool":
             return self._tool(state, ctx, taint, position)
         return self._call(state, ctx, taint, position, in_branch, cost_limit)
 
-    def _produce(self, state: State, ctx: dict[str, Any], taint: _Taint, feedback: str, position: str,
-                 sampled: bool = False, extra_external: bool = False, in_branch: bool = False) -> _Executed:
+    def _produce(
+        self,
+        state: State,
+        ctx: dict[str, Any],
+        taint: _Taint,
+        feedback: str,
+        position: str,
+        sampled: bool = False,
+        extra_external: bool = False,
+        in_branch: bool = False,
+    ) -> _Executed:
         call_position = position + "/produce"
         plan = self.plans[state.id]
         template = plan.template
-        text, fenced, read_keys = render_compiled(template, state.prompt, ctx, taint.tainted, self.nonce,
-                                                  call_position)
+        text, fenced, read_keys = render_compiled(template, state.prompt, ctx, taint.tainted, self.nonce, call_position)
         asking = state.ask_human or self.ask_all
         # (position, machine, state, tier, structure, execution, user, fenced, reason, temperature, ask_human)
-        request = ProduceRequest(call_position, self.machine_name, state.id, plan.tier, plan.structure,
-                                 state.execution, text + feedback, fenced, state.reason,
-                                 0.8 if sampled else 0.4, asking)
+        request = ProduceRequest(
+            call_position,
+            self.machine_name,
+            state.id,
+            plan.tier,
+            plan.structure,
+            state.execution,
+            text + feedback,
+            fenced,
+            state.reason,
+            0.8 if sampled else 0.4,
+            asking,
+        )
         answer = self._ask_produce(request)
         if asking:
             answer, usage, rounds = self._converse(state, request, answer, position, in_branch)
@@ -452,8 +531,9 @@ class _MachineRun:
             raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
         return answer
 
-    def _converse(self, state: State, request: ProduceRequest, answer: ProduceAnswer, position: str,
-                  in_branch: bool) -> tuple[ProduceAnswer, tuple[int, int], int]:
+    def _converse(
+        self, state: State, request: ProduceRequest, answer: ProduceAnswer, position: str, in_branch: bool
+    ) -> tuple[ProduceAnswer, tuple[int, int], int]:
         """An ask_human state: while the model asks (``ASK: …``), get the person's reply and ask again.
 
         Returns the final answer, the tokens of every round, and how many rounds a person answered.
@@ -471,16 +551,20 @@ class _MachineRun:
                 raise _Fail("state-error: ask-limit", policy="state-error", usage=usage)
             reply = self._person_answers(state, question, f"{position}/ask@r{rounds}", usage)
             rounds += 1
-            request = replace(request, position=f"{position}/produce~r{rounds}",
-                              conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)))
+            request = replace(
+                request,
+                position=f"{position}/produce~r{rounds}",
+                conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)),
+            )
             answer = self._ask_produce(request)
             spent_in += answer.input_tokens
             spent_out += answer.output_tokens
 
     def _person_answers(self, state: State, question: str, position: str, usage: tuple[int, int]) -> str:
         """The person's reply to a model's question; suspends the run when none is recorded yet."""
-        request = ReplyRequest(position=position, machine=self.machine.name, state=state.id, ask=None,
-                               reply_to="", question=question)
+        request = ReplyRequest(
+            position=position, machine=self.machine.name, state=state.id, ask=None, reply_to="", question=question
+        )
         try:
             reply = self.shared.oracle.ask(request)
         except AwaitingHuman:
@@ -499,9 +583,17 @@ class _MachineRun:
         retries_used: dict[int, int] = {}
         attempt, delay = 0, 0.0
         while True:
-            request = ToolRequest(position=f"{position}/tool" + (f"~{attempt}" if attempt else ""),
-                                  machine=self.machine.name, state=state.id, name=name, input_json=input_json,
-                                  effect=effect, idempotent=state.idempotent, attempt=attempt, delay=delay)
+            request = ToolRequest(
+                position=f"{position}/tool" + (f"~{attempt}" if attempt else ""),
+                machine=self.machine.name,
+                state=state.id,
+                name=name,
+                input_json=input_json,
+                effect=effect,
+                idempotent=state.idempotent,
+                attempt=attempt,
+                delay=delay,
+            )
             try:
                 return _Executed(_observation_text(oracle.ask(request)), external=True)
             except (_Fail, _Suspended, RunInterrupted):
@@ -529,7 +621,7 @@ class _MachineRun:
                 if used >= matcher.retry:
                     continue  # retries spent: later matchers may still route or fall back
                 retries_used[index] = used + 1
-                return self.shared.options.retry_backoff * (2 ** used)
+                return self.shared.options.retry_backoff * (2**used)
             if matcher.route is not None:
                 return _Executed(f"[tool-error: {error}]", external=True, route=matcher.route)
             if matcher.has_fallback:
@@ -550,8 +642,9 @@ class _MachineRun:
                 resolved[key] = copy.deepcopy(value)
         return resolved
 
-    def _call(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str, in_branch: bool,
-              cost_limit: int | None) -> _Executed:
+    def _call(
+        self, state: State, ctx: dict[str, Any], taint: _Taint, position: str, in_branch: bool, cost_limit: int | None
+    ) -> _Executed:
         name = state.call or ""
         registry = self.shared.registry
         callee = registry.get(name)
@@ -573,10 +666,16 @@ class _MachineRun:
         if cost_limit is None and self.cost_limit is not None:
             cost_limit = max(0, self.cost_limit - self.usage.total)
         child = _MachineRun(
-            self.shared, callee, child_ctx, _Taint(set(child_tainted), set(child_tainted)), depth=self.depth + 1,
-            prefix=f"{position}/call:{name}", budget=self.shared.options.budgets.get(name, callee.budget),
+            self.shared,
+            callee,
+            child_ctx,
+            _Taint(set(child_tainted), set(child_tainted)),
+            depth=self.depth + 1,
+            prefix=f"{position}/call:{name}",
+            budget=self.shared.options.budgets.get(name, callee.budget),
             cost_limit=cost_limit,
-            suspendable=self.suspendable and not in_branch, flow_tainted=self.flow_tainted,
+            suspendable=self.suspendable and not in_branch,
+            flow_tainted=self.flow_tainted,
             can_ask=self.can_ask and not in_branch,
         )
         result = child._result("halt", "call-depth-exceeded") if child.depth > MAX_CALL_DEPTH else child.run()
@@ -584,8 +683,13 @@ class _MachineRun:
         if result.status == "suspended":
             raise _Suspended(result)
         if result.status != "done":
-            raise _Fail(f"call-failed: {result.error}", policy="call-failed", usage=usage, sub_trace=result.trace,
-                        branch_text=result.error or "")
+            raise _Fail(
+                f"call-failed: {result.error}",
+                policy="call-failed",
+                usage=usage,
+                sub_trace=result.trace,
+                branch_text=result.error or "",
+            )
         external = reads_external or reaches_tool_state(name, registry)
         return _Executed(result.result, usage=usage, sub_trace=result.trace, external=external)
 
@@ -631,15 +735,22 @@ class _MachineRun:
             branch_position = f"{position}/branch:{index}"
             try:
                 if state.kind == "generative":
-                    done = self._produce(state, branch_ctx, branch_taint, "", branch_position,
-                                         sampled=state.sample is not None, extra_external=item_external,
-                                         in_branch=True)
+                    done = self._produce(
+                        state,
+                        branch_ctx,
+                        branch_taint,
+                        "",
+                        branch_position,
+                        sampled=state.sample is not None,
+                        extra_external=item_external,
+                        in_branch=True,
+                    )
                 else:
                     done = self._execute(state, branch_ctx, branch_taint, branch_position, True, share)
             except _Fail as failure:
                 return f"[branch-error: {failure.branch_text}]", None, failure.usage, failure.sub_trace, False, False
             if done.route is not None:  # a branch cannot leave the fan-out: the routed error is its marker
-                marker = f"[branch-error: {str(done.value)[len('[tool-error: '):-1]}]"
+                marker = f"[branch-error: {str(done.value)[len('[tool-error: ') : -1]}]"
                 return marker, None, done.usage, None, True, False
             return done.value, done.reasoning, done.usage, done.sub_trace, done.external, done.truncated
 
@@ -655,8 +766,12 @@ class _MachineRun:
         output_tokens = sum(outcome[2][1] for outcome in outcomes)
         # Like the reference: the sub-run traces that exist (a branch that never started a sub-run has none).
         sub_traces = [outcome[3] for outcome in outcomes if outcome[3] is not None] or None
-        external = (item_external or state.kind == "tool" or any(outcome[4] for outcome in outcomes)
-                    or (state.kind == "call" and reaches_tool_state(state.call or "", self.shared.registry)))
+        external = (
+            item_external
+            or state.kind == "tool"
+            or any(outcome[4] for outcome in outcomes)
+            or (state.kind == "call" and reaches_tool_state(state.call or "", self.shared.registry))
+        )
         truncated = any(outcome[5] for outcome in outcomes)
         return _Executed(values, reasonings, (input_tokens, output_tokens), sub_traces, external, truncated)
 
@@ -672,8 +787,10 @@ def _question(text: str) -> str | None:
 def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
     if usage[0] or usage[1]:
         cost = step.get("cost") or {"input_tokens": 0, "output_tokens": 0}
-        step["cost"] = {"input_tokens": cost["input_tokens"] + usage[0],
-                        "output_tokens": cost["output_tokens"] + usage[1]}
+        step["cost"] = {
+            "input_tokens": cost["input_tokens"] + usage[0],
+            "output_tokens": cost["output_tokens"] + usage[1],
+        }
 
 
 def _observation_text(observation: Any) -> str:
@@ -701,23 +818,38 @@ def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
     try:
         value = json.loads(_strip_fence(text))
     except ValueError as exc:
-        raise _Fail(f"state-error: parse-{mode}: output is not valid JSON ({exc})", policy="state-error",
-                    usage=usage) from None
+        raise _Fail(
+            f"state-error: parse-{mode}: output is not valid JSON ({exc})", policy="state-error", usage=usage
+        ) from None
     if mode == "list" and not isinstance(value, list):
-        raise _Fail(f"state-error: parse-list: output is JSON but not an array (got {type(value).__name__})",
-                    policy="state-error", usage=usage)
+        raise _Fail(
+            f"state-error: parse-list: output is JSON but not an array (got {type(value).__name__})",
+            policy="state-error",
+            usage=usage,
+        )
     return value
 
 
 def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
     """The call step a suspension inside a called machine leaves open: what that machine did so far."""
-    return {"step": None, "state": state.id, "tier": tier, "sub_trace": inner.trace_with_open_call(),
-            "suspended_in": state.call}
+    return {
+        "step": None,
+        "state": state.id,
+        "tier": tier,
+        "sub_trace": inner.trace_with_open_call(),
+        "suspended_in": state.call,
+    }
 
 
-def run_machine(machine: Machine, oracle: Oracle, *, registry: Mapping[str, Machine] | None = None,
-                context: Mapping[str, Any] | None = None, input: Mapping[str, Any] | None = None,
-                options: RunOptions | None = None) -> RunResult:
+def run_machine(
+    machine: Machine,
+    oracle: Oracle,
+    *,
+    registry: Mapping[str, Machine] | None = None,
+    context: Mapping[str, Any] | None = None,
+    input: Mapping[str, Any] | None = None,
+    options: RunOptions | None = None,
+) -> RunResult:
     """Run ``machine`` to done, halt or suspension.
 
     ``context`` then ``input`` are host values laid over the machine's own
@@ -733,8 +865,16 @@ def run_machine(machine: Machine, oracle: Oracle, *, registry: Mapping[str, Mach
     tainted = initial_taint(machine.context, ctx, options.trusted_keys)
     shared = _Shared(oracle, full_registry, options, options.secret)
     run = _MachineRun(
-        shared, machine, ctx, _Taint(set(tainted), set(tainted)), depth=0, prefix="root",
+        shared,
+        machine,
+        ctx,
+        _Taint(set(tainted), set(tainted)),
+        depth=0,
+        prefix="root",
         budget=options.max_steps if options.max_steps is not None else machine.budget,
-        cost_limit=options.cost_budget, suspendable=options.suspendable, flow_tainted=False, can_ask=True,
+        cost_limit=options.cost_budget,
+        suspendable=options.suspendable,
+        flow_tainted=False,
+        can_ask=True,
     )
     return run.run()

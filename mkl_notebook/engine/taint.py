@@ -8,10 +8,23 @@ from typing import Any
 
 from ..lang.model import Machine
 
-READ_ONLY_TOOLS = frozenset({
-    "calc", "search", "search_kb", "list_files", "read_file", "list_machines", "describe_machine", "read_machine",
-    "check_machine", "list_workspace", "read_workspace_file", "search_workspace", "ask_user",
-})
+READ_ONLY_TOOLS = frozenset(
+    {
+        "calc",
+        "search",
+        "search_kb",
+        "list_files",
+        "read_file",
+        "list_machines",
+        "describe_machine",
+        "read_machine",
+        "check_machine",
+        "list_workspace",
+        "read_workspace_file",
+        "search_workspace",
+        "ask_user",
+    }
+)
 EFFECTFUL_TOOLS = frozenset({"write_file", "send_reply", "write_machine", "run_machine", "update_task"})
 
 
@@ -26,8 +39,7 @@ def tool_class(name: str, overrides: Mapping[str, str], declared: str | None) ->
 
 def initial_taint(literals: Mapping[str, Any], ctx: Mapping[str, Any], trusted: Collection[str]) -> set[str]:
     """Keys whose value is not the author's literal: host-supplied, so tainted (and external)."""
-    return {key for key, value in ctx.items()
-            if key not in trusted and (key not in literals or literals[key] != value)}
+    return {key for key, value in ctx.items() if key not in trusted and (key not in literals or literals[key] != value)}
 
 
 def reaches_tool_state(name: str, registry: Mapping[str, Machine]) -> bool:
@@ -73,4 +85,3 @@ class Fences:
             else:
                 return digest
             attempt += 1
-

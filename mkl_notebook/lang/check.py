@@ -28,8 +28,13 @@ def check(text: str) -> list[Finding]:
         if machine is not None:
             findings = findings + check_machine(machine)
     except Exception as exc:  # a bug of ours must not become the user's traceback
-        return [Finding("error", "internal-error", f"the checker failed on this document ({type(exc).__name__}: "
-                        f"{str(exc)[:200]}); please report it")]
+        return [
+            Finding(
+                "error",
+                "internal-error",
+                f"the checker failed on this document ({type(exc).__name__}: {str(exc)[:200]}); please report it",
+            )
+        ]
     return _sorted(findings)
 
 
@@ -80,8 +85,14 @@ class _Lines:
         return state.line or None, None
 
 
-def _finding(severity: Severity, code: str, message: str, at: tuple[int | None, int | None],
-             state: str | None = None, key: str | None = None) -> Finding:
+def _finding(
+    severity: Severity,
+    code: str,
+    message: str,
+    at: tuple[int | None, int | None],
+    state: str | None = None,
+    key: str | None = None,
+) -> Finding:
     return Finding(severity, code, message, at[0], at[1], state, key)
 
 
@@ -138,23 +149,44 @@ def _path_findings(machine: Machine, lines: _Lines) -> list[Finding]:
     entry = machine.states[machine.entry]
     parents = _breadth_first(machine)
     findings = [
-        _finding("warning", "unreachable-state", f"{_label(state)} cannot be reached from the entry state "
-                 f"'{machine.entry}'; route a gate to it or remove it", (state.line or None, None), state.id)
-        for state in machine.states.values() if state.id not in parents
+        _finding(
+            "warning",
+            "unreachable-state",
+            f"{_label(state)} cannot be reached from the entry state "
+            f"'{machine.entry}'; route a gate to it or remove it",
+            (state.line or None, None),
+            state.id,
+        )
+        for state in machine.states.values()
+        if state.id not in parents
     ]
     nearest = next((sid for sid in parents if _finishes(machine.states[sid])), None)
     if nearest is None:
-        findings.append(_finding(
-            "error", "no-path-to-end", f"no path from the entry state '{machine.entry}' reaches END: no reachable "
-            "state has a gate with 'to: END' (other than fail); add one", (entry.line or None, None), entry.id))
+        findings.append(
+            _finding(
+                "error",
+                "no-path-to-end",
+                f"no path from the entry state '{machine.entry}' reaches END: no reachable "
+                "state has a gate with 'to: END' (other than fail); add one",
+                (entry.line or None, None),
+                entry.id,
+            )
+        )
         return findings
     shortest = _path_to(parents, nearest)
     if 1 <= machine.budget < len(shortest):
         at = lines.top("budget")
-        findings.append(_finding(
-            "error", "budget-below-shortest-path", f"budget {machine.budget} is below the {len(shortest)} steps of "
-            f"the shortest path to END ({_show_path(shortest)}); raise budget to at least {len(shortest)}",
-            at if at[0] is not None else (entry.line or None, None), entry.id, "budget"))
+        findings.append(
+            _finding(
+                "error",
+                "budget-below-shortest-path",
+                f"budget {machine.budget} is below the {len(shortest)} steps of "
+                f"the shortest path to END ({_show_path(shortest)}); raise budget to at least {len(shortest)}",
+                at if at[0] is not None else (entry.line or None, None),
+                entry.id,
+                "budget",
+            )
+        )
     return findings
 
 
@@ -167,13 +199,30 @@ def _catch_all_findings(state: State) -> list[Finding]:
     catch_alls = [gate for gate in state.gates if gate.is_otherwise]
     at = (state.line or None, None)
     if not catch_alls:
-        return [_finding("warning", "no-catch-all", f"{_label(state)} has no 'when: otherwise' gate, so the run "
-                         "halts no-gate-matched when no condition holds; add one as its last gate", at, state.id,
-                         "gates")]
+        return [
+            _finding(
+                "warning",
+                "no-catch-all",
+                f"{_label(state)} has no 'when: otherwise' gate, so the run "
+                "halts no-gate-matched when no condition holds; add one as its last gate",
+                at,
+                state.id,
+                "gates",
+            )
+        ]
     if all(gate.policy == "repair" for gate in catch_alls):
-        return [_finding("warning", "repair-only-catch-all", f"{_label(state)}: its only 'when: otherwise' gate is "
-                         "a repair gate, which stops matching once its repairs are spent; add a final otherwise gate "
-                         "with then: ok, escalate or fail", (catch_alls[-1].line or None, None), state.id, "gates")]
+        return [
+            _finding(
+                "warning",
+                "repair-only-catch-all",
+                f"{_label(state)}: its only 'when: otherwise' gate is "
+                "a repair gate, which stops matching once its repairs are spent; add a final otherwise gate "
+                "with then: ok, escalate or fail",
+                (catch_alls[-1].line or None, None),
+                state.id,
+                "gates",
+            )
+        ]
     return []
 
 
@@ -182,10 +231,16 @@ def _max_visits_findings(state: State, lines: _Lines) -> list[Finding]:
         return []
     at = lines.state_key(state, "max_visits")
     return [
-        _finding("warning", "max-visits-under-repair", f"{_label(state)}: max_visits {state.max_visits} is at or "
-                 f"under the repair budget {gate.repair} of gate {index}, so the loop ceiling halts the run before "
-                 f"those repairs are spent; raise max_visits to at least {gate.repair + 1}", at, state.id,
-                 "max_visits")
+        _finding(
+            "warning",
+            "max-visits-under-repair",
+            f"{_label(state)}: max_visits {state.max_visits} is at or "
+            f"under the repair budget {gate.repair} of gate {index}, so the loop ceiling halts the run before "
+            f"those repairs are spent; raise max_visits to at least {gate.repair + 1}",
+            at,
+            state.id,
+            "max_visits",
+        )
         for index, gate in enumerate(state.gates, start=1)
         if gate.policy == "repair" and gate.repair >= 1 and gate.repair >= state.max_visits
     ]
@@ -195,22 +250,37 @@ def is_builtin_hook(name: str) -> bool:
     """Hooks every run resolves without registration (LANGUAGE.md §3)."""
     if name in BUILTIN_HOOKS:
         return True
-    return any(name.startswith(prefix) and ":" in name[len(prefix):] for prefix in PARAMETRIC_HOOK_PREFIXES)
+    return any(name.startswith(prefix) and ":" in name[len(prefix) :] for prefix in PARAMETRIC_HOOK_PREFIXES)
 
 
 def _declaration_findings(machine: Machine, state: State, lines: _Lines) -> list[Finding]:
     findings = []
     tools = {declaration.name for declaration in machine.tools}
     if state.kind == "tool" and state.tool is not None and state.tool not in tools:
-        findings.append(_finding(
-            "warning", "undeclared-tool", f"{_label(state)} uses tool '{state.tool}', which the top-level 'tools:' "
-            f"list does not declare; add {{name: {state.tool}, description: ...}} to it",
-            lines.state_key(state, "tool"), state.id, "tool"))
+        findings.append(
+            _finding(
+                "warning",
+                "undeclared-tool",
+                f"{_label(state)} uses tool '{state.tool}', which the top-level 'tools:' "
+                f"list does not declare; add {{name: {state.tool}, description: ...}} to it",
+                lines.state_key(state, "tool"),
+                state.id,
+                "tool",
+            )
+        )
     hooks = {declaration.name for declaration in machine.hooks}
     for index, gate in enumerate(state.gates, start=1):
         if gate.hook is not None and gate.hook not in hooks and not is_builtin_hook(gate.hook):
-            findings.append(_finding(
-                "warning", "undeclared-hook", f"{_label(state)}, gate {index}: hook '{gate.hook}' is neither "
-                "declared in the top-level 'hooks:' list nor a built-in (always_true, always_false, eq:KEY:VALUE, "
-                f"neq:KEY:VALUE); declare it", (gate.line or None, None), state.id, "hook"))
+            findings.append(
+                _finding(
+                    "warning",
+                    "undeclared-hook",
+                    f"{_label(state)}, gate {index}: hook '{gate.hook}' is neither "
+                    "declared in the top-level 'hooks:' list nor a built-in (always_true, always_false, eq:KEY:VALUE, "
+                    f"neq:KEY:VALUE); declare it",
+                    (gate.line or None, None),
+                    state.id,
+                    "hook",
+                )
+            )
     return findings

@@ -51,7 +51,7 @@ def fmt(value: Any) -> str:
         return value
     text = _fmt_uncapped(value)
     if len(text) > VALUE_CAP:
-        return text[:VALUE_CAP - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+        return text[: VALUE_CAP - len(TRUNCATION_MARK)] + TRUNCATION_MARK
     return text
 
 
@@ -67,14 +67,13 @@ class Rendered:
 
 
 @lru_cache(maxsize=8192)
-def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...],
-                                             frozenset[str]]:
+def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...], frozenset[str]]:
     """A template as its literal pieces, its placeholders ``(path parts, root key)`` and the root keys it reads."""
     literals: list[str] = []
     slots: list[tuple[tuple[str, ...], str]] = []
     last = 0
     for match in PLACEHOLDER.finditer(template):
-        literals.append(template[last:match.start()])
+        literals.append(template[last : match.start()])
         parts = tuple(match.group(1).split("."))
         slots.append((parts, parts[0]))
         last = match.end()
@@ -96,8 +95,12 @@ def _value_at(ctx: Mapping[str, Any], parts: tuple[str, ...]) -> Any:
 Template = tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...], frozenset[str]]
 
 
-def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
-           nonce: Callable[[list[str]], str] | str | None = None) -> Rendered:
+def render(
+    template: str,
+    ctx: Mapping[str, Any],
+    tainted: Collection[str] = (),
+    nonce: Callable[[list[str]], str] | str | None = None,
+) -> Rendered:
     """Interpolate ``template`` against ``ctx``.
 
     Placeholders whose root key is in ``tainted`` are wrapped in a fence. The
@@ -108,9 +111,14 @@ def render(template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
     return Rendered(*render_compiled(compile_template(template), template, ctx, tainted, by_values))
 
 
-def render_compiled(compiled: Template, template: str, ctx: Mapping[str, Any], tainted: Collection[str] = (),
-                    nonce: Callable[[str, list[str]], str] | str | None = None,
-                    position: str = "") -> tuple[str, bool, frozenset[str]]:
+def render_compiled(
+    compiled: Template,
+    template: str,
+    ctx: Mapping[str, Any],
+    tainted: Collection[str] = (),
+    nonce: Callable[[str, list[str]], str] | str | None = None,
+    position: str = "",
+) -> tuple[str, bool, frozenset[str]]:
     """:func:`render` for a template already passed through :func:`compile_template`, as a plain
     ``(text, fenced, read_keys)`` tuple: the engine renders a prompt on every step.
 

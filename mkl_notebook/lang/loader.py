@@ -25,8 +25,20 @@ TOP_KEYS = frozenset(
     {"machine", "entry", "budget", "default_tier", "result", "context", "tools", "hooks", "states", "mklang"}
 )
 GENERATIVE_KEYS = frozenset(
-    {"structure", "prompt", "output", "gates", "execution", "tier", "reason", "accumulate", "sample", "over",
-     "parse", "max_visits"}
+    {
+        "structure",
+        "prompt",
+        "output",
+        "gates",
+        "execution",
+        "tier",
+        "reason",
+        "accumulate",
+        "sample",
+        "over",
+        "parse",
+        "max_visits",
+    }
 )
 CALL_KEYS = frozenset({"call", "output", "gates", "input", "tier", "accumulate", "sample", "over", "max_visits"})
 TOOL_KEYS = frozenset({"tool", "output", "gates", "input", "accumulate", "sample", "over", "max_visits"})
@@ -53,18 +65,22 @@ class _Collector:
     def __init__(self) -> None:
         self.findings: list[Finding] = []
 
-    def error(self, code: str, message: str, where: Where | None, state: str | None = None,
-              key: str | None = None) -> None:
+    def error(
+        self, code: str, message: str, where: Where | None, state: str | None = None, key: str | None = None
+    ) -> None:
         self._add("error", code, message, where, state, key)
 
-    def warning(self, code: str, message: str, where: Where | None, state: str | None = None,
-                key: str | None = None) -> None:
+    def warning(
+        self, code: str, message: str, where: Where | None, state: str | None = None, key: str | None = None
+    ) -> None:
         self._add("warning", code, message, where, state, key)
 
-    def _add(self, severity: Any, code: str, message: str, where: Where | None, state: str | None,
-             key: str | None) -> None:
-        self.findings.append(Finding(severity, code, message, where.line if where else None,
-                                     where.column if where else None, state, key))
+    def _add(
+        self, severity: Any, code: str, message: str, where: Where | None, state: str | None, key: str | None
+    ) -> None:
+        self.findings.append(
+            Finding(severity, code, message, where.line if where else None, where.column if where else None, state, key)
+        )
 
 
 def _type_name(value: Any) -> str:
@@ -107,19 +123,22 @@ class _MachineBuilder:
 
     # -- typed accessors ---------------------------------------------------------
 
-    def _text(self, mapping: LocatedMap, key: str, owner: str, state: str | None,
-              default: str | None = None) -> str | None:
+    def _text(
+        self, mapping: LocatedMap, key: str, owner: str, state: str | None, default: str | None = None
+    ) -> str | None:
         if key not in mapping:
             return default
         value = mapping[key]
         if isinstance(value, str):
             return value
         if value is None:
-            self.out.error("wrong-type", f"{owner}: '{key}' is empty; give it a text value", mapping.at(key),
-                           state, key)
+            self.out.error(
+                "wrong-type", f"{owner}: '{key}' is empty; give it a text value", mapping.at(key), state, key
+            )
             return default
-        self.out.error("wrong-type", f"{owner}: '{key}' must be text, not {_type_name(value)}", mapping.at(key),
-                       state, key)
+        self.out.error(
+            "wrong-type", f"{owner}: '{key}' must be text, not {_type_name(value)}", mapping.at(key), state, key
+        )
         return str(value)
 
     def _int(self, mapping: LocatedMap, key: str, owner: str, state: str | None, minimum: int) -> int | None:
@@ -128,12 +147,18 @@ class _MachineBuilder:
         value = mapping[key]
         if isinstance(value, bool) or not isinstance(value, int):
             coerced = _as_int(value)
-            self.out.error("wrong-type", f"{owner}: '{key}' must be a whole number, not {_type_name(value)}",
-                           mapping.at(key), state, key)
+            self.out.error(
+                "wrong-type",
+                f"{owner}: '{key}' must be a whole number, not {_type_name(value)}",
+                mapping.at(key),
+                state,
+                key,
+            )
             return coerced
         if value < minimum:
-            self.out.error("out-of-range", f"{owner}: '{key}' must be at least {minimum}, got {value}",
-                           mapping.at(key), state, key)
+            self.out.error(
+                "out-of-range", f"{owner}: '{key}' must be at least {minimum}, got {value}", mapping.at(key), state, key
+            )
         return value
 
     def _bool(self, mapping: LocatedMap, key: str, owner: str, state: str | None) -> bool:
@@ -141,8 +166,13 @@ class _MachineBuilder:
             return False
         value = mapping[key]
         if not isinstance(value, bool):
-            self.out.error("wrong-type", f"{owner}: '{key}' must be true or false, not {_type_name(value)}",
-                           mapping.at(key), state, key)
+            self.out.error(
+                "wrong-type",
+                f"{owner}: '{key}' must be true or false, not {_type_name(value)}",
+                mapping.at(key),
+                state,
+                key,
+            )
             return bool(value)
         return value
 
@@ -152,54 +182,92 @@ class _MachineBuilder:
         doc = self.doc
         for key in doc:
             if key not in TOP_KEYS:
-                self.out.error("unknown-key", f"unknown top-level key '{key}' (allowed: {', '.join(sorted(TOP_KEYS))})",
-                               doc.at(key), None, str(key))
+                self.out.error(
+                    "unknown-key",
+                    f"unknown top-level key '{key}' (allowed: {', '.join(sorted(TOP_KEYS))})",
+                    doc.at(key),
+                    None,
+                    str(key),
+                )
         self._duplicates(doc, None)
         for key in ("machine", "entry", "budget", "states"):
             if key not in doc:
-                self.out.error("missing-key", f"the machine has no '{key}:' key; add it at the top level",
-                               doc.where, None, key)
+                self.out.error(
+                    "missing-key", f"the machine has no '{key}:' key; add it at the top level", doc.where, None, key
+                )
         name = self._text(doc, "machine", "the machine", None, "") or ""
         entry = self._text(doc, "entry", "the machine", None, "") or ""
         budget = self._int(doc, "budget", "the machine", None, 1)
         default_tier = self._text(doc, "default_tier", "the machine", None, "balanced") or "balanced"
         if default_tier not in TIERS:
-            self.out.error("bad-value", f"'default_tier' must be one of {', '.join(TIERS)}, got '{default_tier}'",
-                           doc.at("default_tier"), None, "default_tier")
+            self.out.error(
+                "bad-value",
+                f"'default_tier' must be one of {', '.join(TIERS)}, got '{default_tier}'",
+                doc.at("default_tier"),
+                None,
+                "default_tier",
+            )
         result = self._text(doc, "result", "the machine", None)
         mklang = doc.get("mklang")
         if mklang is not None:
             mklang = str(mklang) if not isinstance(mklang, float) else f"{mklang:g}"
             if isinstance(doc["mklang"], float) and mklang in SPEC_VERSIONS:
-                self.out.warning("unquoted-version", f"write mklang: \"{mklang}\" in quotes so YAML keeps it text",
-                                 doc.at("mklang"), None, "mklang")
+                self.out.warning(
+                    "unquoted-version",
+                    f'write mklang: "{mklang}" in quotes so YAML keeps it text',
+                    doc.at("mklang"),
+                    None,
+                    "mklang",
+                )
             elif mklang not in SPEC_VERSIONS:
-                self.out.error("bad-value", f"'mklang' must be one of {', '.join(SPEC_VERSIONS)}, got '{mklang}'",
-                               doc.at("mklang"), None, "mklang")
+                self.out.error(
+                    "bad-value",
+                    f"'mklang' must be one of {', '.join(SPEC_VERSIONS)}, got '{mklang}'",
+                    doc.at("mklang"),
+                    None,
+                    "mklang",
+                )
         context = doc.get("context")
         if context is None:
             context = {}
         elif not isinstance(context, dict):
-            self.out.error("wrong-type", f"'context' must be a mapping of keys to values, not {_type_name(context)}",
-                           doc.at("context"), None, "context")
+            self.out.error(
+                "wrong-type",
+                f"'context' must be a mapping of keys to values, not {_type_name(context)}",
+                doc.at("context"),
+                None,
+                "context",
+            )
             context = {}
         else:
             for key in context:
                 if not isinstance(key, str):
-                    self.out.error("wrong-type", f"context key {key!r} must be text", context.at(key), None,
-                                   "context")
+                    self.out.error("wrong-type", f"context key {key!r} must be text", context.at(key), None, "context")
         tools = self._declarations("tools")
         hooks = self._declarations("hooks")
         states = self._states()
         if "entry" in doc and entry and states and entry not in states:
-            self.out.error("bad-reference", f"entry '{entry}' names no state (states: {', '.join(states)})",
-                           doc.at("entry"), None, "entry")
+            self.out.error(
+                "bad-reference",
+                f"entry '{entry}' names no state (states: {', '.join(states)})",
+                doc.at("entry"),
+                None,
+                "entry",
+            )
         if budget is None:
             budget = 0
         machine = Machine(
-            name=name, entry=entry, budget=budget, states=MappingProxyType(states), default_tier=default_tier,
-            result=result, context=MappingProxyType({str(k): plain(v) for k, v in context.items()}),
-            tools=tools, hooks=hooks, mklang=mklang, source=self.source,
+            name=name,
+            entry=entry,
+            budget=budget,
+            states=MappingProxyType(states),
+            default_tier=default_tier,
+            result=result,
+            context=MappingProxyType({str(k): plain(v) for k, v in context.items()}),
+            tools=tools,
+            hooks=hooks,
+            mklang=mklang,
+            source=self.source,
             sha256=hashlib.sha256(self.source.encode("utf-8")).hexdigest(),
         )
         self._gate_targets(machine)
@@ -209,16 +277,26 @@ class _MachineBuilder:
     def _duplicates(self, mapping: LocatedMap, state: str | None) -> None:
         for key, where in mapping.duplicate_keys:
             owner = f"{_state_label(state)}: " if state else ""
-            self.out.error("duplicate-key", f"{owner}key '{key}' appears twice; the second would silently win",
-                           where, state, str(key))
+            self.out.error(
+                "duplicate-key",
+                f"{owner}key '{key}' appears twice; the second would silently win",
+                where,
+                state,
+                str(key),
+            )
 
     def _declarations(self, key: str) -> tuple[Declaration, ...]:
         value = self.doc.get(key)
         if value is None:
             return ()
         if not isinstance(value, list):
-            self.out.error("wrong-type", f"'{key}' must be a list of {{name, description}}, not {_type_name(value)}",
-                           self.doc.at(key), None, key)
+            self.out.error(
+                "wrong-type",
+                f"'{key}' must be a list of {{name, description}}, not {_type_name(value)}",
+                self.doc.at(key),
+                None,
+                key,
+            )
             return ()
         found: list[Declaration] = []
         for index, item in enumerate(value):
@@ -227,13 +305,19 @@ class _MachineBuilder:
                 found.append(Declaration(item))
                 continue
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                self.out.error("wrong-type", f"'{key}' item {index + 1} must be a mapping with a text 'name'",
-                               where, None, key)
+                self.out.error(
+                    "wrong-type", f"'{key}' item {index + 1} must be a mapping with a text 'name'", where, None, key
+                )
                 continue
             for extra in item:
                 if extra not in ("name", "description"):
-                    self.out.error("unknown-key", f"'{key}' item '{item['name']}' has unknown key '{extra}'",
-                                   item.at(extra), None, key)
+                    self.out.error(
+                        "unknown-key",
+                        f"'{key}' item '{item['name']}' has unknown key '{extra}'",
+                        item.at(extra),
+                        None,
+                        key,
+                    )
             description = item.get("description", "")
             found.append(Declaration(item["name"], description if isinstance(description, str) else str(description)))
         return tuple(found)
@@ -245,12 +329,22 @@ class _MachineBuilder:
         if raw is None:
             return {}
         if not isinstance(raw, dict):
-            self.out.error("wrong-type", f"'states' must be a mapping of state ids to states, not {_type_name(raw)}",
-                           self.doc.at("states"), None, "states")
+            self.out.error(
+                "wrong-type",
+                f"'states' must be a mapping of state ids to states, not {_type_name(raw)}",
+                self.doc.at("states"),
+                None,
+                "states",
+            )
             return {}
         if not raw:
-            self.out.error("missing-key", "'states' is empty; a machine needs at least one state",
-                           self.doc.at("states"), None, "states")
+            self.out.error(
+                "missing-key",
+                "'states' is empty; a machine needs at least one state",
+                self.doc.at("states"),
+                None,
+                "states",
+            )
         states: dict[str, State] = {}
         for raw_id, body in raw.items():
             state_id = str(raw_id)
@@ -258,11 +352,13 @@ class _MachineBuilder:
             if not isinstance(raw_id, str):
                 self.out.error("wrong-type", f"state id {raw_id!r} must be text; quote it", where, state_id)
             if state_id == END:
-                self.out.error("reserved-name", "'END' is reserved for the end of the run; rename this state",
-                               where, state_id)
+                self.out.error(
+                    "reserved-name", "'END' is reserved for the end of the run; rename this state", where, state_id
+                )
             if not isinstance(body, dict):
-                self.out.error("wrong-type", f"{_state_label(state_id)} must be a mapping, not {_type_name(body)}",
-                               where, state_id)
+                self.out.error(
+                    "wrong-type", f"{_state_label(state_id)} must be a mapping, not {_type_name(body)}", where, state_id
+                )
                 continue
             states[state_id] = self._state(state_id, body)
         return states
@@ -270,27 +366,49 @@ class _MachineBuilder:
     def _state(self, sid: str, body: LocatedMap) -> State:
         label = _state_label(sid)
         self._duplicates(body, sid)
-        present = [kind for kind, marker in (("tool", "tool"), ("call", "call"), ("generative", "prompt"))
-                   if marker in body]
+        present = [
+            kind for kind, marker in (("tool", "tool"), ("call", "call"), ("generative", "prompt")) if marker in body
+        ]
         kind = "tool" if "tool" in body else "call" if "call" in body else "generative"
         if len(present) > 1:
-            self.out.error("two-kinds", f"{label} has both {' and '.join(repr(k) for k in present)}; a state is "
-                           "exactly one of generative (prompt), call or tool", body.where, sid)
+            self.out.error(
+                "two-kinds",
+                f"{label} has both {' and '.join(repr(k) for k in present)}; a state is "
+                "exactly one of generative (prompt), call or tool",
+                body.where,
+                sid,
+            )
         allowed = KIND_KEYS[kind]
         for key in body:
             if key in allowed:
                 continue
             if key in EXTENSION_KEYS:
                 if EXTENSION_KEYS[key] == kind:
-                    self.out.warning("extension-key", f"{label}: '{key}' is an extension of mkl_notebook; other "
-                                     "mklang runtimes will reject it", body.at(key), sid, str(key))
+                    self.out.warning(
+                        "extension-key",
+                        f"{label}: '{key}' is an extension of mkl_notebook; other mklang runtimes will reject it",
+                        body.at(key),
+                        sid,
+                        str(key),
+                    )
                     continue
-                self.out.error("misplaced-key", f"{label}: '{key}' only applies to {EXTENSION_KEYS[key]} states, "
-                               f"and this is a {kind} state", body.at(key), sid, str(key))
+                self.out.error(
+                    "misplaced-key",
+                    f"{label}: '{key}' only applies to {EXTENSION_KEYS[key]} states, and this is a {kind} state",
+                    body.at(key),
+                    sid,
+                    str(key),
+                )
             elif key in ALL_STATE_KEYS:
                 kinds = [k for k, keys in KIND_KEYS.items() if key in keys]
-                self.out.error("misplaced-key", f"{label}: '{key}' does not apply to a {kind} state (it belongs to "
-                               f"{' or '.join(kinds)} states); remove it", body.at(key), sid, str(key))
+                self.out.error(
+                    "misplaced-key",
+                    f"{label}: '{key}' does not apply to a {kind} state (it belongs to "
+                    f"{' or '.join(kinds)} states); remove it",
+                    body.at(key),
+                    sid,
+                    str(key),
+                )
             else:
                 self.out.error("unknown-key", f"{label}: unknown key '{key}'", body.at(key), sid, str(key))
         for key in REQUIRED[kind]:
@@ -301,31 +419,49 @@ class _MachineBuilder:
         sample = self._int(body, "sample", label, sid, 2)
         over = text(body, "over", label, sid)
         if sample is not None and over is not None:
-            self.out.error("sample-and-over", f"{label}: use 'sample' or 'over', not both", body.at("over"), sid,
-                           "over")
+            self.out.error(
+                "sample-and-over", f"{label}: use 'sample' or 'over', not both", body.at("over"), sid, "over"
+            )
         if over is not None and not _PLACEHOLDER.search(over):
-            self.out.error("bad-value", f"{label}: 'over' must name a list as \"{{{{path}}}}\", got '{over}'",
-                           body.at("over"), sid, "over")
+            self.out.error(
+                "bad-value",
+                f"{label}: 'over' must name a list as \"{{{{path}}}}\", got '{over}'",
+                body.at("over"),
+                sid,
+                "over",
+            )
         parse = text(body, "parse", label, sid)
         if parse is not None and parse not in ("list", "json"):
-            self.out.error("bad-value", f"{label}: 'parse' must be 'list' or 'json', got '{parse}'",
-                           body.at("parse"), sid, "parse")
+            self.out.error(
+                "bad-value", f"{label}: 'parse' must be 'list' or 'json', got '{parse}'", body.at("parse"), sid, "parse"
+            )
         tier = text(body, "tier", label, sid)
         if tier is not None and tier not in TIERS:
-            self.out.error("bad-value", f"{label}: 'tier' must be one of {', '.join(TIERS)}, got '{tier}'",
-                           body.at("tier"), sid, "tier")
+            self.out.error(
+                "bad-value",
+                f"{label}: 'tier' must be one of {', '.join(TIERS)}, got '{tier}'",
+                body.at("tier"),
+                sid,
+                "tier",
+            )
         input_map = body.get("input") if kind != "generative" else None
         if input_map is None:
             input_map = {}
         elif not isinstance(input_map, dict):
-            self.out.error("wrong-type", f"{label}: 'input' must be a mapping, not {_type_name(input_map)}",
-                           body.at("input"), sid, "input")
+            self.out.error(
+                "wrong-type",
+                f"{label}: 'input' must be a mapping, not {_type_name(input_map)}",
+                body.at("input"),
+                sid,
+                "input",
+            )
             input_map = {}
         idempotent = True
         if kind == "tool" and "idempotent" in body:
             idempotent = self._bool(body, "idempotent", label, sid)
         return State(
-            id=sid, kind=kind,
+            id=sid,
+            kind=kind,
             output=text(body, "output", label, sid, "") or "",
             gates=self._gates(sid, body),
             structure=text(body, "structure", label, sid),
@@ -334,7 +470,8 @@ class _MachineBuilder:
             tier=tier if kind != "tool" else None,
             reason=self._bool(body, "reason", label, sid) if kind == "generative" else False,
             accumulate=self._bool(body, "accumulate", label, sid),
-            sample=sample, over=over,
+            sample=sample,
+            over=over,
             parse=parse if kind == "generative" else None,
             max_visits=self._int(body, "max_visits", label, sid, 1),
             call=text(body, "call", label, sid) if kind == "call" else None,
@@ -352,18 +489,29 @@ class _MachineBuilder:
         if raw is None:
             return ()
         if not isinstance(raw, list):
-            self.out.error("wrong-type", f"{label}: 'gates' must be a list of gates, not {_type_name(raw)}",
-                           body.at("gates"), sid, "gates")
+            self.out.error(
+                "wrong-type",
+                f"{label}: 'gates' must be a list of gates, not {_type_name(raw)}",
+                body.at("gates"),
+                sid,
+                "gates",
+            )
             return ()
         if not raw:
-            self.out.error("missing-key", f"{label}: 'gates' is empty; add at least one gate", body.at("gates"),
-                           sid, "gates")
+            self.out.error(
+                "missing-key", f"{label}: 'gates' is empty; add at least one gate", body.at("gates"), sid, "gates"
+            )
         gates = []
         for index, item in enumerate(raw):
             where = raw.at(index) if isinstance(raw, LocatedList) else body.at("gates")
             if not isinstance(item, dict):
-                self.out.error("wrong-type", f"{label}: gate {index + 1} must be a mapping with 'when', not "
-                               f"{_type_name(item)}", where, sid, "gates")
+                self.out.error(
+                    "wrong-type",
+                    f"{label}: gate {index + 1} must be a mapping with 'when', not {_type_name(item)}",
+                    where,
+                    sid,
+                    "gates",
+                )
                 continue
             gates.append(self._gate(sid, index, item, where))
         return tuple(gates)
@@ -373,23 +521,31 @@ class _MachineBuilder:
         self._duplicates(gate, sid)
         for key in gate:
             if key not in GATE_KEYS:
-                self.out.error("unknown-key", f"{label}: unknown key '{key}' (a gate takes "
-                               f"{', '.join(sorted(GATE_KEYS))})", gate.at(key), sid, str(key))
+                self.out.error(
+                    "unknown-key",
+                    f"{label}: unknown key '{key}' (a gate takes {', '.join(sorted(GATE_KEYS))})",
+                    gate.at(key),
+                    sid,
+                    str(key),
+                )
         if "when" not in gate:
-            self.out.error("missing-key", f"{label}: a gate needs 'when:' (a condition, or 'otherwise')", where,
-                           sid, "when")
+            self.out.error(
+                "missing-key", f"{label}: a gate needs 'when:' (a condition, or 'otherwise')", where, sid, "when"
+            )
         when = self._text(gate, "when", label, sid, "") or ""
         hook = self._text(gate, "hook", label, sid)
         to = gate.get("to")
         if to is not None and not isinstance(to, str):
-            self.out.error("wrong-type", f"{label}: 'to' must be a state id or END, not {_type_name(to)}",
-                           gate.at("to"), sid, "to")
+            self.out.error(
+                "wrong-type", f"{label}: 'to' must be a state id or END, not {_type_name(to)}", gate.at("to"), sid, "to"
+            )
             to = str(to)
         policies = []
         if "then" in gate:
             if gate["then"] != "ok":
-                self.out.error("bad-value", f"{label}: 'then' can only be 'ok', got {gate['then']!r}",
-                               gate.at("then"), sid, "then")
+                self.out.error(
+                    "bad-value", f"{label}: 'then' can only be 'ok', got {gate['then']!r}", gate.at("then"), sid, "then"
+                )
             policies.append("ok")
         repair = 0
         if "repair" in gate:
@@ -397,8 +553,9 @@ class _MachineBuilder:
             policies.append("repair")
         if "escalate" in gate:
             if gate["escalate"] is not True:
-                self.out.error("bad-value", f"{label}: 'escalate' can only be true", gate.at("escalate"), sid,
-                               "escalate")
+                self.out.error(
+                    "bad-value", f"{label}: 'escalate' can only be true", gate.at("escalate"), sid, "escalate"
+                )
             policies.append("escalate")
         if "fail" in gate:
             if gate["fail"] is not True:
@@ -406,26 +563,38 @@ class _MachineBuilder:
             policies.append("fail")
         if len(policies) != 1:
             found = ", ".join(policies) if policies else "none"
-            self.out.error("gate-policy", f"{label}: a gate needs exactly one policy (then: ok, repair: N, "
-                           f"escalate: true or fail: true); found {found}", where, sid)
+            self.out.error(
+                "gate-policy",
+                f"{label}: a gate needs exactly one policy (then: ok, repair: N, "
+                f"escalate: true or fail: true); found {found}",
+                where,
+                sid,
+            )
         policy = policies[0] if policies else None
         if policy == "fail" and to is not None:
-            self.out.error("misplaced-key", f"{label}: a fail gate ends the run, so it takes no 'to'",
-                           gate.at("to"), sid, "to")
+            self.out.error(
+                "misplaced-key", f"{label}: a fail gate ends the run, so it takes no 'to'", gate.at("to"), sid, "to"
+            )
         if policy in ("ok", "repair", "escalate") and to is None:
-            self.out.error("missing-key", f"{label}: a {policy} gate needs 'to:' (a state id or END)", where,
-                           sid, "to")
+            self.out.error("missing-key", f"{label}: a {policy} gate needs 'to:' (a state id or END)", where, sid, "to")
         ask = self._text(gate, "ask", label, sid)
         reply_to = self._text(gate, "reply_to", label, sid)
         for key in ("ask", "reply_to"):
             if key in gate and policy != "escalate":
-                self.out.error("misplaced-key", f"{label}: '{key}' only applies to escalate gates", gate.at(key),
-                               sid, key)
+                self.out.error(
+                    "misplaced-key", f"{label}: '{key}' only applies to escalate gates", gate.at(key), sid, key
+                )
         if reply_to is not None and not _DOTTED_PATH.match(reply_to):
-            self.out.error("bad-value", f"{label}: 'reply_to' must be a dotted context path like human.reply, "
-                           f"got '{reply_to}'", gate.at("reply_to"), sid, "reply_to")
-        return Gate(when=when, policy=policy, to=to, repair=repair, hook=hook, ask=ask, reply_to=reply_to,
-                    line=where.line)
+            self.out.error(
+                "bad-value",
+                f"{label}: 'reply_to' must be a dotted context path like human.reply, got '{reply_to}'",
+                gate.at("reply_to"),
+                sid,
+                "reply_to",
+            )
+        return Gate(
+            when=when, policy=policy, to=to, repair=repair, hook=hook, ask=ask, reply_to=reply_to, line=where.line
+        )
 
     def _on_error(self, sid: str, body: LocatedMap) -> tuple[OnError, ...]:
         raw = body.get("on_error")
@@ -433,8 +602,13 @@ class _MachineBuilder:
         if raw is None:
             return ()
         if not isinstance(raw, list):
-            self.out.error("wrong-type", f"{label} must be a list of matchers, not {_type_name(raw)}",
-                           body.at("on_error"), sid, "on_error")
+            self.out.error(
+                "wrong-type",
+                f"{label} must be a list of matchers, not {_type_name(raw)}",
+                body.at("on_error"),
+                sid,
+                "on_error",
+            )
             return ()
         matchers = []
         for index, item in enumerate(raw):
@@ -444,25 +618,49 @@ class _MachineBuilder:
                 continue
             for key in item:
                 if key not in ON_ERROR_KEYS:
-                    self.out.error("unknown-key", f"{label} item {index + 1}: unknown key '{key}' (a matcher "
-                                   "takes match and one of retry, route, fallback)", item.at(key), sid, "on_error")
+                    self.out.error(
+                        "unknown-key",
+                        f"{label} item {index + 1}: unknown key '{key}' (a matcher "
+                        "takes match and one of retry, route, fallback)",
+                        item.at(key),
+                        sid,
+                        "on_error",
+                    )
             match = self._text(item, "match", label, sid, "") or ""
             try:
                 with warnings.catch_warnings():  # "possible nested set" and the like are not the user's problem here
                     warnings.simplefilter("ignore")
                     re.compile(match)
             except (re.error, RecursionError, OverflowError) as exc:
-                self.out.error("bad-value", f"{label} item {index + 1}: 'match' is not a valid pattern ({exc})",
-                               item.at("match"), sid, "on_error")
+                self.out.error(
+                    "bad-value",
+                    f"{label} item {index + 1}: 'match' is not a valid pattern ({exc})",
+                    item.at("match"),
+                    sid,
+                    "on_error",
+                )
                 match = re.escape(match)
             actions = [key for key in ("retry", "route", "fallback") if key in item]
             if len(actions) != 1:
-                self.out.error("gate-policy", f"{label} item {index + 1}: give exactly one of retry, route or "
-                               "fallback", where, sid, "on_error")
+                self.out.error(
+                    "gate-policy",
+                    f"{label} item {index + 1}: give exactly one of retry, route or fallback",
+                    where,
+                    sid,
+                    "on_error",
+                )
             retry = self._int(item, "retry", label, sid, 1) or 0
             route = self._text(item, "route", label, sid)
-            matchers.append(OnError(match=match, retry=retry, route=route, fallback=plain(item.get("fallback")),
-                                    has_fallback="fallback" in item, line=where.line))
+            matchers.append(
+                OnError(
+                    match=match,
+                    retry=retry,
+                    route=route,
+                    fallback=plain(item.get("fallback")),
+                    has_fallback="fallback" in item,
+                    line=where.line,
+                )
+            )
         return tuple(matchers)
 
     # -- cross references ----------------------------------------------------------
@@ -471,13 +669,23 @@ class _MachineBuilder:
         for state in machine.states.values():
             for index, gate in enumerate(state.gates):
                 if gate.to is not None and gate.to != END and gate.to not in machine.states:
-                    self.out.error("bad-reference", f"{_state_label(state.id)}, gate {index + 1}: 'to: {gate.to}' "
-                                   f"names no state; use one of {', '.join(machine.states)} or END",
-                                   Where(gate.line, 1), state.id, "to")
+                    self.out.error(
+                        "bad-reference",
+                        f"{_state_label(state.id)}, gate {index + 1}: 'to: {gate.to}' "
+                        f"names no state; use one of {', '.join(machine.states)} or END",
+                        Where(gate.line, 1),
+                        state.id,
+                        "to",
+                    )
             for matcher in state.on_error:
                 if matcher.route is not None and matcher.route != END and matcher.route not in machine.states:
-                    self.out.error("bad-reference", f"{_state_label(state.id)}: on_error route '{matcher.route}' "
-                                   "names no state", Where(matcher.line, 1), state.id, "on_error")
+                    self.out.error(
+                        "bad-reference",
+                        f"{_state_label(state.id)}: on_error route '{matcher.route}' names no state",
+                        Where(matcher.line, 1),
+                        state.id,
+                        "on_error",
+                    )
 
     def _version_features(self, machine: Machine) -> None:
         if machine.mklang == "0.4":
@@ -491,8 +699,13 @@ class _MachineBuilder:
             if any(g.ask is not None or g.reply_to is not None for g in state.gates):
                 used.append("ask/reply_to")
             if used:
-                self.out.warning("version-feature", f"{_state_label(state.id)} uses {', '.join(used)}, which "
-                                 "mklang 0.4 introduced; declare mklang: \"0.4\"", Where(state.line, 1), state.id)
+                self.out.warning(
+                    "version-feature",
+                    f"{_state_label(state.id)} uses {', '.join(used)}, which "
+                    'mklang 0.4 introduced; declare mklang: "0.4"',
+                    Where(state.line, 1),
+                    state.id,
+                )
 
 
 def _parse(text: str) -> LocatedMap:
@@ -502,13 +715,24 @@ def _parse(text: str) -> LocatedMap:
         doc = parse_located(text)
     except YamlSyntaxError as exc:
         where = f"{exc.where}: " if exc.where else ""
-        raise MachineError(f"{where}the YAML does not parse: {exc.problem}",
-                           (Finding("error", "yaml", exc.problem, exc.where.line if exc.where else None,
-                                    exc.where.column if exc.where else None),)) from None
+        raise MachineError(
+            f"{where}the YAML does not parse: {exc.problem}",
+            (
+                Finding(
+                    "error",
+                    "yaml",
+                    exc.problem,
+                    exc.where.line if exc.where else None,
+                    exc.where.column if exc.where else None,
+                ),
+            ),
+        ) from None
     if not isinstance(doc, dict):
-        raise MachineError(f"a machine document must be a YAML mapping with machine, entry, budget and states; "
-                           f"this one is {_type_name(doc)}",
-                           (Finding("error", "not-a-mapping", "the document is not a mapping", 1, 1),))
+        raise MachineError(
+            f"a machine document must be a YAML mapping with machine, entry, budget and states; "
+            f"this one is {_type_name(doc)}",
+            (Finding("error", "not-a-mapping", "the document is not a mapping", 1, 1),),
+        )
     return doc
 
 
@@ -539,10 +763,19 @@ def load(text: str, *, strict: bool = True, source_name: str | None = None) -> M
     if strict and errors:
         raise MachineError.from_findings(errors, source_name)
     if not strict:
-        fatal = [f for f in errors if f.code == "missing-key" and f.state is None and f.key in
-                 ("machine", "entry", "budget", "states")]
-        fatal += [f for f in errors if f.key in ("budget", "states") and f.state is None and f.code == "wrong-type"
-                  and (f.key != "budget" or machine.budget < 1)]
+        fatal = [
+            f
+            for f in errors
+            if f.code == "missing-key" and f.state is None and f.key in ("machine", "entry", "budget", "states")
+        ]
+        fatal += [
+            f
+            for f in errors
+            if f.key in ("budget", "states")
+            and f.state is None
+            and f.code == "wrong-type"
+            and (f.key != "budget" or machine.budget < 1)
+        ]
         if fatal:
             raise MachineError.from_findings(fatal, source_name)
     return machine

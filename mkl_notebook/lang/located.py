@@ -145,8 +145,9 @@ def parse_located(text: str) -> Any:
     except RecursionError:
         raise YamlSyntaxError("the document nests too deeply", None) from None
     except UnicodeEncodeError as exc:  # lone surrogates cannot be handed to libyaml
-        raise YamlSyntaxError("the text contains an invalid character (a lone surrogate)",
-                              _offset_where(text, exc.start)) from None
+        raise YamlSyntaxError(
+            "the text contains an invalid character (a lone surrogate)", _offset_where(text, exc.start)
+        ) from None
     if node is None:
         return None
     try:

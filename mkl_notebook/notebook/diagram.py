@@ -38,10 +38,22 @@ CLASS_STYLES: dict[str, str] = {
 
 # Characters that break mermaid source (``;``/``#`` end a transition label, ``"`` ends a state label,
 # ``{``/``}`` open composite states and ``%%{`` directives), or that labels render as markup.
-_MERMAID_SAFE = str.maketrans({
-    '"': "'", "`": "'", ":": "∶", ";": ",", "#": "＃", "{": "(", "}": ")", "<": "‹", ">": "›", "&": "+",
-    "\\": "/", "|": "/",
-})
+_MERMAID_SAFE = str.maketrans(
+    {
+        '"': "'",
+        "`": "'",
+        ":": "∶",
+        ";": ",",
+        "#": "＃",
+        "{": "(",
+        "}": ")",
+        "<": "‹",
+        ">": "›",
+        "&": "+",
+        "\\": "/",
+        "|": "/",
+    }
+)
 
 Target = tuple[str, ...]  # ("state", id) | ("end",) | ("fail",)
 _END: Target = ("end",)
@@ -144,8 +156,13 @@ def _node_label(sid: str, *, count: int | None, missing: bool, kind: str | None)
     return _mermaid_text(label)
 
 
-def _node_classes(machine: Machine, ids: Mapping[str, str], visits: Mapping[str, int] | None,
-                  current: str | None, current_kind: str | None) -> dict[str, list[str]]:
+def _node_classes(
+    machine: Machine,
+    ids: Mapping[str, str],
+    visits: Mapping[str, int] | None,
+    current: str | None,
+    current_kind: str | None,
+) -> dict[str, list[str]]:
     classes: dict[str, list[str]] = {name: [] for name in CLASS_STYLES}
     for sid, node in ids.items():
         if sid == current:
@@ -157,9 +174,14 @@ def _node_classes(machine: Machine, ids: Mapping[str, str], visits: Mapping[str,
     return classes
 
 
-def machine_mermaid(machine: Machine, *, visits: Mapping[str, int] | None = None,
-                    path: Sequence[tuple[str, str]] | None = None, current: str | None = None,
-                    current_kind: CurrentKind | None = None) -> str:
+def machine_mermaid(
+    machine: Machine,
+    *,
+    visits: Mapping[str, int] | None = None,
+    path: Sequence[tuple[str, str]] | None = None,
+    current: str | None = None,
+    current_kind: CurrentKind | None = None,
+) -> str:
     """The ``stateDiagram-v2`` source of ``machine``; with a run's visits, path and current state marked."""
     edges = _edges(machine)
     missing = _missing_states(machine, edges)
@@ -195,8 +217,9 @@ def _target_text(target: Target) -> str:
     return "(fail)" if target == _FAIL else target[1]
 
 
-def _state_text(sid: str, kind: str, visits: Mapping[str, int] | None, current: str | None,
-                current_kind: str | None) -> str:
+def _state_text(
+    sid: str, kind: str, visits: Mapping[str, int] | None, current: str | None, current_kind: str | None
+) -> str:
     text = f"{sid} ({kind})"
     if visits is not None:
         count = visits.get(sid, 0)
@@ -206,17 +229,25 @@ def _state_text(sid: str, kind: str, visits: Mapping[str, int] | None, current: 
     return text
 
 
-def machine_text(machine: Machine, visits: Mapping[str, int] | None = None, *,
-                 path: Sequence[tuple[str, str]] | None = None, current: str | None = None,
-                 current_kind: CurrentKind | None = None) -> str:
+def machine_text(
+    machine: Machine,
+    visits: Mapping[str, int] | None = None,
+    *,
+    path: Sequence[tuple[str, str]] | None = None,
+    current: str | None = None,
+    current_kind: CurrentKind | None = None,
+) -> str:
     """The text/plain twin: one line per state with its transitions (and visit counts when given)."""
     edges = _edges(machine)
     taken = _taken(path)
     lines = [f"machine {machine.name}: entry {machine.entry}, budget {machine.budget}"]
     lines += [f"  missing state {sid}" for sid in _missing_states(machine, edges)]
     for sid, state in machine.states.items():
-        transitions = [f"-> {_target_text(e.target)} [{_merged_label(e, taken[(sid, e.target)])}]"
-                       for e in edges if e.source == sid]
+        transitions = [
+            f"-> {_target_text(e.target)} [{_merged_label(e, taken[(sid, e.target)])}]"
+            for e in edges
+            if e.source == sid
+        ]
         head = _state_text(sid, state.kind, visits, current, current_kind)
         lines.append(f"  {head}  {' | '.join(transitions) or '(no transitions)'}")
     return "\n".join(lines)

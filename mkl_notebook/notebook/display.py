@@ -50,12 +50,14 @@ class RunView:
             return
         self._last_draw = now
         if self.handle is not None:
-            self.handle.update(self._live_bundle(data.get("state", ""), data.get("steps", 0),
-                                                 data.get("usage") or {}), raw=True)
+            self.handle.update(
+                self._live_bundle(data.get("state", ""), data.get("steps", 0), data.get("usage") or {}), raw=True
+            )
 
     def _live_bundle(self, state: str, steps: int, usage: dict[str, int]) -> dict[str, Any]:
-        return run_bundle(self.run_id, self.machine, None, envelope=None,
-                          live={"state": state, "steps": steps, "usage": usage})
+        return run_bundle(
+            self.run_id, self.machine, None, envelope=None, live={"state": state, "steps": steps, "usage": usage}
+        )
 
     # -- final state ------------------------------------------------------------------
 
@@ -71,8 +73,9 @@ class RunView:
             self.handle.update(bundle, raw=True)
         if machine is not None:
             kind = {"suspended": "pending", "halt": "halted", "in_doubt": "halted"}.get(result.status)
-            diagram = diagram_bundle(machine, visits=result.visits, path=path_from_trace(result.trace),
-                                     current=result.at, current_kind=kind)
+            diagram = diagram_bundle(
+                machine, visits=result.visits, path=path_from_trace(result.trace), current=result.at, current_kind=kind
+            )
             if self.diagram is None:
                 self.diagram = display(diagram, raw=True, display_id=True)
             else:

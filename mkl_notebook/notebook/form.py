@@ -41,9 +41,11 @@ class GateForm:
             f"<p>{label}</p><blockquote>{html.escape(text)}</blockquote>"
             f"<p><small>Run <code>{html.escape(run_id)}</code> continues at "
             f"<code>{html.escape(str(pending.get('at')))}</code>; your reply lands at "
-            f"<code>{html.escape(reply_to)}</code>.</small></p>")
-        self.reply = widgets.Textarea(placeholder="Reply (optional for Approve / Reject)",
-                                      layout=widgets.Layout(width="100%"))
+            f"<code>{html.escape(reply_to)}</code>.</small></p>"
+        )
+        self.reply = widgets.Textarea(
+            placeholder="Reply (optional for Approve / Reject)", layout=widgets.Layout(width="100%")
+        )
         self.approve = widgets.Button(description="Approve", button_style="success", icon="check")
         self.reject = widgets.Button(description="Reject", button_style="danger", icon="times")
         self.send = widgets.Button(description="Send reply", icon="paper-plane")

@@ -74,7 +74,7 @@ def _split(line: str) -> list[str]:
                 end += 1
             if depth == 0:
                 pieces.append(f"\x00{len(expressions)}\x00")
-                expressions.append(line[index:end + 1])
+                expressions.append(line[index : end + 1])
                 index = end + 1
                 continue
         pieces.append(char)
@@ -208,8 +208,9 @@ class MklMagics(Magics):
         return value
 
     def _assignments(self, items: Sequence[str]) -> dict[str, Any]:
-        return parse_assignments(items, error=UsageError,
-                                 convert=lambda raw: self._object(raw) if _WHOLE_VAR.match(raw) else self._text(raw))
+        return parse_assignments(
+            items, error=UsageError, convert=lambda raw: self._object(raw) if _WHOLE_VAR.match(raw) else self._text(raw)
+        )
 
     # -- the magic -------------------------------------------------------------------------
 
@@ -240,8 +241,9 @@ class MklMagics(Magics):
             return
         args = self._parse("run", words[1:])
         if args.name and args.name != machine.name:
-            raise UsageError(f"%%mkl run defines '{machine.name}'; drop the name '{args.name}' or run it with "
-                             f"%mkl run {args.name}")
+            raise UsageError(
+                f"%%mkl run defines '{machine.name}'; drop the name '{args.name}' or run it with %mkl run {args.name}"
+            )
         self._run(machine.name, args)
 
     def _line(self, words: list[str]) -> None:
@@ -277,11 +279,20 @@ class MklMagics(Magics):
         script = self._text(args.script) if args.script else None
         view = RunView(self._text(args.run_id) if args.run_id else name, self.session.machines.get(name))
         view.start()
-        run = self.session.run(name, id=self._text(args.run_id) if args.run_id else None, input=host_values,
-                               hitl=hitl, suspend=args.suspend, max_steps=args.max_steps,
-                               max_tokens=args.max_tokens, script=script, fresh=args.fresh,
-                               notebook=args.notebook, model=self._text(args.model) if args.model else None,
-                               observer=view.observer)
+        run = self.session.run(
+            name,
+            id=self._text(args.run_id) if args.run_id else None,
+            input=host_values,
+            hitl=hitl,
+            suspend=args.suspend,
+            max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
+            script=script,
+            fresh=args.fresh,
+            notebook=args.notebook,
+            model=self._text(args.model) if args.model else None,
+            observer=view.observer,
+        )
         self.present(run, view)
 
     def present(self, run: Run, view: RunView) -> None:
@@ -308,8 +319,7 @@ class MklMagics(Magics):
         if reply is not None:
             run.submit(reply[0], observer=view.observer)
         if args.max_steps is not None or args.max_tokens is not None or resolve or reply is None:
-            run.resume(max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=resolve,
-                       observer=view.observer)
+            run.resume(max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=resolve, observer=view.observer)
         self.present(run, view)
 
     def _reply(self, run: Run, args: argparse.Namespace) -> tuple[Any] | None:
@@ -354,8 +364,13 @@ class MklMagics(Magics):
         if machine is None:
             raise UsageError(f"the machine of run '{run.id}' is not defined in this session")
         diagnosis = run.result_object.diagnosis
-        display({"text/html": views.visits_table_html(machine, run.visits, diagnosis),
-                 "text/plain": views.visits_table_text(machine, run.visits, diagnosis)}, raw=True)
+        display(
+            {
+                "text/html": views.visits_table_html(machine, run.visits, diagnosis),
+                "text/plain": views.visits_table_text(machine, run.visits, diagnosis),
+            },
+            raw=True,
+        )
 
     def _cmd_check(self, words: list[str]) -> None:
         machine = self.session.machine(self._text(self._parse("check", words).name))
@@ -379,8 +394,10 @@ class MklMagics(Magics):
         except ScenarioFileError as exc:
             raise UsageError(str(exc)) from None
         outcomes = run_all(scenarios)
-        display({"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
-                raw=True)
+        display(
+            {"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
+            raw=True,
+        )
 
     def _cmd_config(self, words: list[str]) -> None:
         settings = self.session.settings
@@ -407,13 +424,16 @@ class MklMagics(Magics):
                     raise UsageError(str(exc)) from None
                 self.session.model_overrides[key] = self._text(value)
             else:
-                raise UsageError(f"unknown setting '{key}' (settings: store, hitl, max_workers, "
-                                 f"{', '.join(MODEL_SETTINGS)})")
+                raise UsageError(
+                    f"unknown setting '{key}' (settings: store, hitl, max_workers, {', '.join(MODEL_SETTINGS)})"
+                )
         config = self.session.model_config()
         tiers = ", ".join(f"{tier}={config.model_for(tier) or '—'}" for tier in TIERS)
-        print(f"store = {settings.store}\nhitl = {settings.hitl}\nmax_workers = {settings.max_workers or 'default'}\n"
-              f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
-              f"api_base={config.api_base or '—'}")
+        print(
+            f"store = {settings.store}\nhitl = {settings.hitl}\nmax_workers = {settings.max_workers or 'default'}\n"
+            f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
+            f"api_base={config.api_base or '—'}"
+        )
 
 
 def load(shell: Any) -> MklMagics:

@@ -142,8 +142,12 @@ def write_run(path: str | Path, run: EmbeddedRun, bundle: dict[str, Any]) -> Non
 
 def notebook_path_from(user_ns: dict[str, Any], explicit: str | None = None) -> Path | None:
     """The notebook this kernel runs, as Jupyter or VS Code tells it, if it tells."""
-    candidates = [explicit, user_ns.get("__session__"), user_ns.get("__vsc_ipynb_file__"),
-                  os.environ.get("JPY_SESSION_NAME")]
+    candidates = [
+        explicit,
+        user_ns.get("__session__"),
+        user_ns.get("__vsc_ipynb_file__"),
+        os.environ.get("JPY_SESSION_NAME"),
+    ]
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.endswith(".ipynb"):
             path = Path(candidate).expanduser()

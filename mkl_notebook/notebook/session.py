@@ -25,8 +25,10 @@ from ..providers.config import ConfigError, ModelConfig, load_config
 from ..providers.scripted import NoModelOracle, ScriptError, oracle_from_file, oracle_from_script
 from . import nbfile
 
-NO_MODEL = ("no model is configured: set one with %mkl config model=openai/gpt-4o-mini (or MKL_MODEL, or "
-            "[tool.mkl] in pyproject.toml), or pass --script FILE to run with scripted answers")
+NO_MODEL = (
+    "no model is configured: set one with %mkl config model=openai/gpt-4o-mini (or MKL_MODEL, or "
+    "[tool.mkl] in pyproject.toml), or pass --script FILE to run with scripted answers"
+)
 
 
 class MklUsageError(ValueError):
@@ -73,8 +75,9 @@ class Session:
     def machine(self, name: str) -> Machine:
         if name not in self.machines:
             known = ", ".join(sorted(self.machines)) or "none yet"
-            raise MklUsageError(f"no machine named '{name}' is defined (defined: {known}); define it in a "
-                                "%%mkl cell first")
+            raise MklUsageError(
+                f"no machine named '{name}' is defined (defined: {known}); define it in a %%mkl cell first"
+            )
         return self.machines[name]
 
     # -- store -------------------------------------------------------------------
@@ -102,8 +105,11 @@ class Session:
             model = script
         elif script is not None:
             try:
-                model = (oracle_from_script(dict(script), where="script") if isinstance(script, Mapping)
-                         else oracle_from_file(str(script), where=f"script {script}"))
+                model = (
+                    oracle_from_script(dict(script), where="script")
+                    if isinstance(script, Mapping)
+                    else oracle_from_file(str(script), where=f"script {script}")
+                )
             except ScriptError as exc:
                 raise MklUsageError(str(exc)) from None
         elif self.model_factory is not None:
@@ -133,11 +139,22 @@ class Session:
 
     # -- runs --------------------------------------------------------------------
 
-    def run(self, name: str, *, id: str | None = None, input: Mapping[str, Any] | None = None,
-            hitl: str | None = None, suspend: bool = False, max_steps: int | None = None,
-            max_tokens: int | None = None, script: Any = None, fresh: bool = False,
-            notebook: str | None = None, model: str | None = None,
-            observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
+    def run(
+        self,
+        name: str,
+        *,
+        id: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        hitl: str | None = None,
+        suspend: bool = False,
+        max_steps: int | None = None,
+        max_tokens: int | None = None,
+        script: Any = None,
+        fresh: bool = False,
+        notebook: str | None = None,
+        model: str | None = None,
+        observer: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> Run:
         machine = self.machine(name)
         run_id = id or name
         hitl = hitl or self.settings.hitl
@@ -151,12 +168,25 @@ class Session:
         is_new = fresh or not self.store.exists(run_id)
         if is_new and script is None and not self.has_model(model):
             raise MklUsageError(NO_MODEL)
-        options = RunOptions(cost_budget=max_tokens, max_steps=max_steps, suspendable=suspend, hitl=hitl,
-                             **({"max_workers": self.settings.max_workers} if self.settings.max_workers else {}))
+        options = RunOptions(
+            cost_budget=max_tokens,
+            max_steps=max_steps,
+            suspendable=suspend,
+            hitl=hitl,
+            **({"max_workers": self.settings.max_workers} if self.settings.max_workers else {}),
+        )
         handle = Run(self, run_id, name, self.oracle(script, model))
-        handle.outcome = durable.start(machine, handle.oracle, store=self.store, run_id=run_id,
-                                       registry=dict(self.machines), input=dict(input or {}), options=options,
-                                       fresh=fresh, observer=observer)
+        handle.outcome = durable.start(
+            machine,
+            handle.oracle,
+            store=self.store,
+            run_id=run_id,
+            registry=dict(self.machines),
+            input=dict(input or {}),
+            options=options,
+            fresh=fresh,
+            observer=observer,
+        )
         self.runs[run_id] = handle
         return handle
 
@@ -251,8 +281,13 @@ class Run:
         result = self.result_object
         if result.status != "suspended":
             return None
-        return {"reason": result.error, "at": result.at, "ask": result.ask, "reply_to": result.reply_to,
-                "question": result.question}
+        return {
+            "reason": result.error,
+            "at": result.at,
+            "ask": result.ask,
+            "reply_to": result.reply_to,
+            "question": result.question,
+        }
 
     @property
     def machine(self) -> Machine | None:
@@ -273,20 +308,38 @@ class Run:
     def submit(self, reply: Any, observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
         """Journal the person's reply at ``reply_to`` and let the run go on."""
         if self.status != "suspended" or self.result_object.error not in ("escalated", "asked"):
-            raise MklUsageError(f"run '{self.id}' is not waiting for a reply (it is {self.status}"
-                                f"{': ' + self.error if self.error else ''})")
-        return self._advance(lambda: durable.resume(self.id, self.oracle, store=self.session.store, reply=reply,
-                                                    has_reply=True, observer=observer))
+            raise MklUsageError(
+                f"run '{self.id}' is not waiting for a reply (it is {self.status}"
+                f"{': ' + self.error if self.error else ''})"
+            )
+        return self._advance(
+            lambda: durable.resume(
+                self.id, self.oracle, store=self.session.store, reply=reply, has_reply=True, observer=observer
+            )
+        )
 
-    def resume(self, *, max_steps: int | None = None, max_tokens: int | None = None,
-               resolve: tuple[str, Any] | None = None,
-               observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
+    def resume(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_tokens: int | None = None,
+        resolve: tuple[str, Any] | None = None,
+        observer: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> Run:
         """Continue a suspended run, with new budgets; or settle an in-doubt tool call."""
         check_budgets(max_steps, max_tokens)
-        return self._advance(lambda: durable.resume(self.id, self.oracle, store=self.session.store,
-                                                    max_steps=max_steps, max_tokens=max_tokens, resolve=resolve,
-                                                    registry=dict(self.session.machines) or None,
-                                                    observer=observer))
+        return self._advance(
+            lambda: durable.resume(
+                self.id,
+                self.oracle,
+                store=self.session.store,
+                max_steps=max_steps,
+                max_tokens=max_tokens,
+                resolve=resolve,
+                registry=dict(self.session.machines) or None,
+                observer=observer,
+            )
+        )
 
     def _advance(self, step: Callable[[], durable.Outcome]) -> Run:
         with self._lock:

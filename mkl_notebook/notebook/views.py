@@ -28,8 +28,14 @@ RESULT_INLINE = 120
 NONE = "—"
 UNBOUNDED = "–"
 BUDGET_HALTS = ("budget-exhausted", "cost-exhausted")
-_FAILED_POLICIES = ("fail", "no-gate-matched", "judge-unparseable", "call-failed", "state-error",
-                    "untrusted-control-flow")
+_FAILED_POLICIES = (
+    "fail",
+    "no-gate-matched",
+    "judge-unparseable",
+    "call-failed",
+    "state-error",
+    "untrusted-control-flow",
+)
 _RUNS_HEAD = ("run", "machine", "status", "error", "at")
 _TRACE_HEAD = ("step", "state", "gate", "decided by", "policy", "to", "tokens", "output")
 _WAITING_FOR = {
@@ -152,8 +158,14 @@ def _row(step: Step) -> _Row:
         f"{_tokens(step.get('cost')):,}",
         output,
     )
-    return _Row(cells, _decision_flags(step), _output_flags(step), branches, _nested(step),
-                step.get("policy") in _FAILED_POLICIES)
+    return _Row(
+        cells,
+        _decision_flags(step),
+        _output_flags(step),
+        branches,
+        _nested(step),
+        step.get("policy") in _FAILED_POLICIES,
+    )
 
 
 def _flags_html(flags: Iterable[str]) -> str:
@@ -169,17 +181,25 @@ def _cells_html(row: _Row) -> list[str]:
     step, state, gate, via, policy, to, tokens, output = (_e(cell) for cell in row.cells)
     output_html = _branches_html(row.branches) if row.branches else output
     return [
-        step, f"<code>{state}</code>", gate, via + _flags_html(row.decision_flags),
-        f"<strong>{policy}</strong>" if row.failed else policy, f"<code>{to}</code>" if to != NONE else to,
-        tokens, output_html + _flags_html(row.output_flags),
+        step,
+        f"<code>{state}</code>",
+        gate,
+        via + _flags_html(row.decision_flags),
+        f"<strong>{policy}</strong>" if row.failed else policy,
+        f"<code>{to}</code>" if to != NONE else to,
+        tokens,
+        output_html + _flags_html(row.output_flags),
     ]
 
 
 def _nested_html(row: _Row) -> str:
     if not row.nested:
         return ""
-    blocks = "".join(f"<details><summary>{_e(label)} — {_e(_plural(len(sub), 'step'))}</summary>"
-                     f"{trace_table_html(sub, caption=f'{label} trace')}</details>" for label, sub in row.nested)
+    blocks = "".join(
+        f"<details><summary>{_e(label)} — {_e(_plural(len(sub), 'step'))}</summary>"
+        f"{trace_table_html(sub, caption=f'{label} trace')}</details>"
+        for label, sub in row.nested
+    )
     return f'<tr><td colspan="{len(_TRACE_HEAD)}">{blocks}</td></tr>'
 
 
@@ -206,8 +226,10 @@ def _row_text(row: _Row) -> tuple[str, ...]:
 def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     """Fixed-width columns (the last one unpadded)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    return ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
-            for row in rows]
+    return [
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in rows
+    ]
 
 
 def trace_table_text(trace: Sequence[Step], *, caption: str = "Trace", indent: str = "") -> str:
@@ -235,8 +257,9 @@ class _VisitRow:
     hot: bool
 
 
-def most_visited(visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None,
-                 highlight_max: bool = False) -> str | None:
+def most_visited(
+    visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None, highlight_max: bool = False
+) -> str | None:
     """The state to highlight: the diagnosis's, else (``highlight_max``) the first state entered most, twice or more."""
     if diagnosis and diagnosis.get("most_visited_state"):
         return str(diagnosis["most_visited_state"])
@@ -253,35 +276,58 @@ def _visit_rows(machine: Machine, visits: Mapping[str, int], hot: str | None) ->
         state = machine.states.get(sid)
         ceiling = state.max_visits if state is not None else None
         entries = visits.get(sid, 0)
-        notes = [note for note, on in (("most visited", sid == hot),
-                                       ("ceiling reached", ceiling is not None and entries >= ceiling)) if on]
-        rows.append(_VisitRow(sid, f"{entries} / {UNBOUNDED if ceiling is None else ceiling}", ", ".join(notes),
-                              sid == hot))
+        notes = [
+            note
+            for note, on in (
+                ("most visited", sid == hot),
+                ("ceiling reached", ceiling is not None and entries >= ceiling),
+            )
+            if on
+        ]
+        rows.append(
+            _VisitRow(sid, f"{entries} / {UNBOUNDED if ceiling is None else ceiling}", ", ".join(notes), sid == hot)
+        )
     return rows
 
 
-def visits_table_html(machine: Machine, visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None,
-                      *, highlight_max: bool = False) -> str:
+def visits_table_html(
+    machine: Machine,
+    visits: Mapping[str, int],
+    diagnosis: Mapping[str, Any] | None = None,
+    *,
+    highlight_max: bool = False,
+) -> str:
     """Entries per state against ``max_visits``; the most visited state is marked."""
     hot = most_visited(visits, diagnosis, highlight_max)
     body = ""
     for row in _visit_rows(machine, visits, hot):
         state, entries, note = _code(row.state), _e(row.entries), _e(row.note)
         if row.hot:
-            state, entries, note = f"<mark><strong>{state}</strong></mark>", f"<strong>{entries}</strong>", \
-                f"<em>{note}</em>"
+            state, entries, note = (
+                f"<mark><strong>{state}</strong></mark>",
+                f"<strong>{entries}</strong>",
+                f"<em>{note}</em>",
+            )
         body += f"<tr><td>{state}</td><td>{entries}</td><td>{note}</td></tr>"
     head = "<tr><th>state</th><th>entries / max_visits</th><th>note</th></tr>"
-    return (f"<table><caption>Visits of {_e(machine.name)}</caption><thead>{head}</thead>"
-            f"<tbody>{body}</tbody></table>")
+    return f"<table><caption>Visits of {_e(machine.name)}</caption><thead>{head}</thead><tbody>{body}</tbody></table>"
 
 
-def visits_table_text(machine: Machine, visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None,
-                      *, highlight_max: bool = False) -> str:
+def visits_table_text(
+    machine: Machine,
+    visits: Mapping[str, int],
+    diagnosis: Mapping[str, Any] | None = None,
+    *,
+    highlight_max: bool = False,
+) -> str:
     """The text twin of :func:`visits_table_html` (the most visited state starred)."""
     rows = _visit_rows(machine, visits, most_visited(visits, diagnosis, highlight_max))
-    table = _columns([("  state", "entries / max_visits", "note"),
-                      *((("* " if r.hot else "  ") + r.state, r.entries, r.note) for r in rows)])
+    table = _columns(
+        [
+            ("  state", "entries / max_visits", "note"),
+            *((("* " if r.hot else "  ") + r.state, r.entries, r.note) for r in rows),
+        ]
+    )
     return "\n".join([f"Visits of {machine.name}", *table])
 
 
@@ -296,8 +342,10 @@ def _steps(trace: Sequence[Step]) -> int:
 def _usage_text(result: RunResult) -> str:
     usage = result.usage or {}
     spent_in, spent_out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-    return (f"{_plural(_steps(result.trace), 'step')} · {_plural(spent_in + spent_out, 'token')} "
-            f"(in {spent_in:,}, out {spent_out:,})")
+    return (
+        f"{_plural(_steps(result.trace), 'step')} · {_plural(spent_in + spent_out, 'token')} "
+        f"(in {spent_in:,}, out {spent_out:,})"
+    )
 
 
 def _value_text(value: Any) -> str:
@@ -343,8 +391,10 @@ def _waiting_for(result: RunResult) -> str:
     return _WAITING_FOR.get(result.error or "", result.error or "a reply")
 
 
-_IN_DOUBT = ("a tool with side effects was started but its outcome was never recorded, so it may or may not "
-             "have happened; resolve it (completed with a value, retry, or abort) before the run goes on")
+_IN_DOUBT = (
+    "a tool with side effects was started but its outcome was never recorded, so it may or may not "
+    "have happened; resolve it (completed with a value, retry, or abort) before the run goes on"
+)
 
 
 def _questions(result: RunResult) -> list[tuple[str, str]]:
@@ -354,8 +404,9 @@ def _questions(result: RunResult) -> list[tuple[str, str]]:
 
 
 def _questions_html(result: RunResult) -> str:
-    return "".join(f"<p>{_e(label)}</p><blockquote>{_lines_html(text)}</blockquote>"
-                   for label, text in _questions(result))
+    return "".join(
+        f"<p>{_e(label)}</p><blockquote>{_lines_html(text)}</blockquote>" for label, text in _questions(result)
+    )
 
 
 def _questions_text(result: RunResult) -> list[str]:
@@ -457,10 +508,12 @@ def pending_card_html(run_id: str, machine_name: str, result: RunResult) -> str:
     title, what, detail = _pending_lines(run_id, machine_name, result)
     commands = "".join(f"<li>{_code(command)}</li>" for command in _continue_commands(run_id, result))
     reply = f"<p>The reply goes to {_code(result.reply_to)}.</p>" if result.reply_to else ""
-    return (f"<section><p><strong>{_e(title)}:</strong> {_e(what)}</p>"
-            f"{f'<p>{_code(detail)}</p>' if detail else ''}{_questions_html(result)}{reply}"
-            "<p>To continue, open this notebook with a kernel and run <code>%mkl pending</code>, "
-            f"or from a terminal:</p><ul>{commands}</ul></section>")
+    return (
+        f"<section><p><strong>{_e(title)}:</strong> {_e(what)}</p>"
+        f"{f'<p>{_code(detail)}</p>' if detail else ''}{_questions_html(result)}{reply}"
+        "<p>To continue, open this notebook with a kernel and run <code>%mkl pending</code>, "
+        f"or from a terminal:</p><ul>{commands}</ul></section>"
+    )
 
 
 def pending_card_text(run_id: str, machine_name: str, result: RunResult) -> str:
@@ -491,8 +544,11 @@ def run_html(run_id: str, machine: Machine | None, result: RunResult) -> str:
     else:
         head = result_summary_html(result)
     trace = trace_table_html(result.trace_with_open_call(), caption=f"Trace of {run_id}")
-    visits = ("" if machine is None else
-              visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
+    visits = (
+        ""
+        if machine is None
+        else visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result))
+    )
     return f"<div>{head}{trace}{visits}</div>"
 
 
@@ -509,8 +565,14 @@ def run_text(run_id: str, machine: Machine | None, result: RunResult) -> str:
     return "\n\n".join(parts)
 
 
-def run_bundle(run_id: str, machine: Machine | None, result: RunResult | None, *, envelope: dict[str, Any] | None,
-               live: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def run_bundle(
+    run_id: str,
+    machine: Machine | None,
+    result: RunResult | None,
+    *,
+    envelope: dict[str, Any] | None,
+    live: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The MIME bundle of a run's one display output (the diagram is a separate output).
 
     ``live`` (``{"state", "steps", "usage"}``) shows the progress line instead of the
@@ -534,8 +596,11 @@ def runs_table_html(rows: Sequence[RunRow]) -> str:
     """The runs of a store or notebook, one row each (``%mkl runs``)."""
     if not rows:
         return "<p><em>No runs.</em></p>"
-    body = "".join(f"<tr><td>{_code(run_id)}</td><td>{_code(name)}</td><td>{_e(status)}</td><td>{_e(error)}</td>"
-                   f"<td>{_code(at) if at else ''}</td></tr>" for run_id, name, status, error, at in rows)
+    body = "".join(
+        f"<tr><td>{_code(run_id)}</td><td>{_code(name)}</td><td>{_e(status)}</td><td>{_e(error)}</td>"
+        f"<td>{_code(at) if at else ''}</td></tr>"
+        for run_id, name, status, error, at in rows
+    )
     head = "".join(f"<th>{name}</th>" for name in _RUNS_HEAD)
     return f"<table><caption>Runs</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -562,10 +627,14 @@ def scenario_table_html(outcomes: Sequence[ScenarioOutcome]) -> str:
     """Pass/fail per scenario, with an ``N passed, N failed`` summary row."""
     body = "".join(
         f"<tr><td>{_code(o.name)}</td><td>{'PASS' if o.passed else '<strong>FAIL</strong>'}</td>"
-        f"<td>{_e(o.why)}</td></tr>" for o in outcomes)
-    return ("<table><caption>Scenarios</caption><thead><tr><th>scenario</th><th>outcome</th><th>why</th></tr>"
-            f"</thead><tbody>{body}</tbody><tfoot><tr><th colspan=\"3\">{_e(_tally(outcomes))}</th></tr></tfoot>"
-            "</table>")
+        f"<td>{_e(o.why)}</td></tr>"
+        for o in outcomes
+    )
+    return (
+        "<table><caption>Scenarios</caption><thead><tr><th>scenario</th><th>outcome</th><th>why</th></tr>"
+        f'</thead><tbody>{body}</tbody><tfoot><tr><th colspan="3">{_e(_tally(outcomes))}</th></tr></tfoot>'
+        "</table>"
+    )
 
 
 def scenario_table_text(outcomes: Sequence[ScenarioOutcome]) -> str:

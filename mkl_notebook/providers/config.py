@@ -93,8 +93,10 @@ class ModelConfig:
                     raise ConfigError(f"{source}: 'retries' must be a whole number")
                 changes["retries"] = int(number)
             else:
-                raise ConfigError(f"{source}: unknown setting '{key}' (settings: model, {', '.join(TIERS)}, "
-                                  f"tiers, {', '.join(SIMPLE_KEYS)})")
+                raise ConfigError(
+                    f"{source}: unknown setting '{key}' (settings: model, {', '.join(TIERS)}, "
+                    f"tiers, {', '.join(SIMPLE_KEYS)})"
+                )
         return replace(self, tiers=tiers, source=source, **changes)
 
 
@@ -155,16 +157,21 @@ def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
 
 
 # Each environment variable and the setting it gives.
-ENVIRONMENT: dict[str, str] = {"MKL_MODEL": "model", **{f"MKL_MODEL_{tier.upper()}": tier for tier in TIERS},
-                               "MKL_JUDGE_MODEL": "judge", "MKL_API_BASE": "api_base"}
+ENVIRONMENT: dict[str, str] = {
+    "MKL_MODEL": "model",
+    **{f"MKL_MODEL_{tier.upper()}": tier for tier in TIERS},
+    "MKL_JUDGE_MODEL": "judge",
+    "MKL_API_BASE": "api_base",
+}
 
 
 def environment_values(env: Mapping[str, str]) -> dict[str, Any]:
     return {setting: env[name] for name, setting in ENVIRONMENT.items() if env.get(name)}
 
 
-def load_config(cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
-                overrides: Mapping[str, Any] | None = None) -> ModelConfig:
+def load_config(
+    cwd: str | Path | None = None, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+) -> ModelConfig:
     """Defaults, then the nearest config file, then the environment, then ``overrides`` (flags)."""
     config = ModelConfig()
     found = find_config_file(Path(cwd or os.getcwd()).resolve())

@@ -104,13 +104,23 @@ class LiteLLMOracle(Oracle):
             raise OracleError(
                 f"provider-error: no model is configured for tier '{tier}': set MKL_MODEL (e.g. "
                 f"openai/gpt-4o-mini) or MKL_MODEL_{tier.upper()}, or '{tier} = \"…\"' under [tool.mkl] in "
-                "pyproject.toml, or run with a script of scripted answers")
+                "pyproject.toml, or run with a script of scripted answers"
+            )
         return model
 
     def _retryable(self, litellm: Any, exc: BaseException) -> bool:
-        kinds = tuple(getattr(litellm, name) for name in (
-            "RateLimitError", "Timeout", "APIConnectionError", "InternalServerError", "ServiceUnavailableError",
-            "BadGatewayError") if hasattr(litellm, name))
+        kinds = tuple(
+            getattr(litellm, name)
+            for name in (
+                "RateLimitError",
+                "Timeout",
+                "APIConnectionError",
+                "InternalServerError",
+                "ServiceUnavailableError",
+                "BadGatewayError",
+            )
+            if hasattr(litellm, name)
+        )
         if isinstance(exc, kinds):
             return True
         status = getattr(exc, "status_code", None)
@@ -120,8 +130,12 @@ class LiteLLMOracle(Oracle):
         """One chat completion with retries (exponential backoff with jitter) on transient failures."""
         litellm = import_litellm()
         arguments: dict[str, Any] = {
-            "model": model, "messages": messages, "timeout": self.config.timeout, "num_retries": 0,
-            **self.config.params_for(tier), **params,
+            "model": model,
+            "messages": messages,
+            "timeout": self.config.timeout,
+            "num_retries": 0,
+            **self.config.params_for(tier),
+            **params,
         }
         api_base = self.config.api_base_for(tier)
         if api_base:
@@ -132,12 +146,15 @@ class LiteLLMOracle(Oracle):
                 return litellm.completion(**arguments)
             except Exception as exc:
                 if isinstance(exc, getattr(litellm, "AuthenticationError", ())):
-                    raise OracleError(f"provider-error: {model} refused the credentials ({_short(exc)}); set the "
-                                      "provider's API key variable (e.g. OPENAI_API_KEY)") from None
+                    raise OracleError(
+                        f"provider-error: {model} refused the credentials ({_short(exc)}); set the "
+                        "provider's API key variable (e.g. OPENAI_API_KEY)"
+                    ) from None
                 if attempt >= self.config.retries or not self._retryable(litellm, exc):
-                    raise OracleError(f"provider-error: {model}: {_short(exc)}",
-                                      suspendable=self._retryable(litellm, exc)) from None
-                delay = self.config.backoff * (2 ** attempt)
+                    raise OracleError(
+                        f"provider-error: {model}: {_short(exc)}", suspendable=self._retryable(litellm, exc)
+                    ) from None
+                delay = self.config.backoff * (2**attempt)
                 time.sleep(delay + random.uniform(0, delay / 2))
                 attempt += 1
 
@@ -150,8 +167,7 @@ class LiteLLMOracle(Oracle):
             return self._judge(request)
         if request.kind == "reply":
             raise AwaitingHuman(request.position)
-        raise OracleError(f"state-error: no host {request.kind} named '{getattr(request, 'name', '')}' is "
-                          "registered")
+        raise OracleError(f"state-error: no host {request.kind} named '{getattr(request, 'name', '')}' is registered")
 
     def _produce(self, request: ProduceRequest) -> ProduceAnswer:
         model = self._model(request.tier)
@@ -160,8 +176,9 @@ class LiteLLMOracle(Oracle):
         params: dict[str, Any] = {"temperature": request.temperature}
         if native:
             params["reasoning_effort"] = "medium"
-        response = self.complete(request.tier, model, produce_messages(
-            request, scratchpad=request.reason and not native), **params)
+        response = self.complete(
+            request.tier, model, produce_messages(request, scratchpad=request.reason and not native), **params
+        )
         choice = response.choices[0]
         text = choice.message.content or ""
         reasoning = None
@@ -171,10 +188,14 @@ class LiteLLMOracle(Oracle):
             else:
                 reasoning, text = split_scratchpad(text)
         usage = getattr(response, "usage", None)
-        return ProduceAnswer(text=text, reasoning=reasoning,
-                             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                             truncated=getattr(choice, "finish_reason", None) == "length", model=model)
+        return ProduceAnswer(
+            text=text,
+            reasoning=reasoning,
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            truncated=getattr(choice, "finish_reason", None) == "length",
+            model=model,
+        )
 
     def _judge(self, request: JudgeRequest) -> JudgeAnswer:
         model = self.config.judge or self._model(request.tier)
@@ -182,9 +203,14 @@ class LiteLLMOracle(Oracle):
         text = response.choices[0].message.content or ""
         parsed = parse_judge_reply(text, len(request.conditions))
         usage = getattr(response, "usage", None)
-        return JudgeAnswer(choice=parsed.choice, raw=parsed.raw, parse=parsed.parse,
-                           input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                           output_tokens=int(getattr(usage, "completion_tokens", 0) or 0), model=model)
+        return JudgeAnswer(
+            choice=parsed.choice,
+            raw=parsed.raw,
+            parse=parsed.parse,
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            model=model,
+        )
 
 
 def _supports_reasoning(litellm: Any, model: str) -> bool:

@@ -68,9 +68,16 @@ class ScriptedOracle(Oracle):
     extension used by demos and scenario files); without one, a gate awaits a person.
     """
 
-    def __init__(self, llm: Mapping[str, Any] | None = None, tools: Mapping[str, Any] | None = None,
-                 hooks: Mapping[str, Any] | None = None, *, replies: list[Any] | None = None,
-                 tool_effects: Mapping[str, Effect] | None = None, latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        llm: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Any] | None = None,
+        hooks: Mapping[str, Any] | None = None,
+        *,
+        replies: list[Any] | None = None,
+        tool_effects: Mapping[str, Effect] | None = None,
+        latency: float = 0.0,
+    ) -> None:
         llm = dict(llm or {})
         self._lock = threading.Lock()
         produce = llm.get("produce", [])
@@ -82,12 +89,17 @@ class ScriptedOracle(Oracle):
         self._judge = list(judge) if isinstance(judge, list) else None
         self._judge_cursor = 0
         tokens = llm.get("tokens") or [0, 0]
-        if not isinstance(tokens, list) or len(tokens) != 2 or not all(
-                isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        if (
+            not isinstance(tokens, list)
+            or len(tokens) != 2
+            or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens)
+        ):
             raise ScriptError(f"llm.tokens must be a pair of whole numbers [in, out], got {tokens!r}")
         self._tokens = (tokens[0], tokens[1])
-        self._hooks = {str(name): _Sequence(str(name), list(values) if isinstance(values, list) else [values])
-                       for name, values in (hooks or {}).items()}
+        self._hooks = {
+            str(name): _Sequence(str(name), list(values) if isinstance(values, list) else [values])
+            for name, values in (hooks or {}).items()
+        }
         self._tools: dict[str, _Sequence | dict[str, Any]] = {}
         for name, spec in (tools or {}).items():
             if isinstance(spec, Mapping):
@@ -196,7 +208,8 @@ class ScriptedOracle(Oracle):
         answer = self._answer_cache.get(key)  # answers are read-only records: one serves every equal answer
         if answer is None:
             answer = self._answer_cache[key] = ProduceAnswer(
-                text, "thought" if request.reason else None, self._tokens[0], self._tokens[1], False, SCRIPTED_MODEL)
+                text, "thought" if request.reason else None, self._tokens[0], self._tokens[1], False, SCRIPTED_MODEL
+            )
         return answer
 
     def _judge_answer(self, request: JudgeRequest) -> JudgeAnswer:
@@ -232,8 +245,7 @@ class ScriptedOracle(Oracle):
             for key, output in spec.items():
                 if str(key) in blob:
                     return str(output)
-            raise OracleError(f"state-error: tool '{request.name}': no scripted output for input "
-                              f"{request.input_json}")
+            raise OracleError(f"state-error: tool '{request.name}': no scripted output for input {request.input_json}")
         with self._lock:
             return str(spec.next())
 
@@ -274,8 +286,9 @@ def oracle_from_file(path: str | Path, *, where: str | None = None) -> ScriptedO
         raise ScriptError(f"{where}: must be a mapping with llm / tools / hooks")
     unknown = set(data) - SCRIPT_KEYS
     if unknown:
-        raise ScriptError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-                          "(expected llm, tools, hooks, replies)")
+        raise ScriptError(
+            f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (expected llm, tools, hooks, replies)"
+        )
     return oracle_from_script(data, where=where)
 
 
