@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .host import hook, tool
+from ._version import __version__
+from .providers.host import hook, tool
 
 if TYPE_CHECKING:
     from .lang.model import Machine
     from .notebook.session import Run
 
-__version__ = "0.1.0"
 __all__ = [
     "__version__",
     "define",

@@ -15,12 +15,14 @@ from typing import Any
 
 import yaml
 
+from .app.errors import UsageProblem
 from .engine.options import DEFAULT_MAX_WORKERS, RunOptions
 from .engine.result import RunResult
 from .engine.runner import run_machine
 from .lang.findings import MachineError
 from .lang.loader import load_file, machine_from_mapping
 from .lang.model import Machine
+from .lang.siblings import sibling_registry
 from .providers.scripted import ScriptError, oracle_from_script
 
 RUN_OPTION_KEYS = frozenset(
@@ -38,7 +40,7 @@ EXPECT_KEYS = frozenset({"status", "error", "error_prefix", "result", "at", "ask
 _ABSENT = object()
 
 
-class ScenarioFileError(ValueError):
+class ScenarioFileError(UsageProblem):
     """A case or scenario file that cannot be used at all (a usage error, exit 2)."""
 
 
@@ -149,30 +151,19 @@ def load_cases(paths: Iterable[str | Path]) -> list[Scenario]:
     return scenarios
 
 
-def sibling_registry(machine_path: Path, machine: Machine) -> dict[str, Machine]:
-    """The ``.mkl`` files next to a machine, loaded unvalidated; broken ones are skipped."""
-    registry: dict[str, Machine] = {}
-    for sibling in sorted(machine_path.resolve().parent.glob("*.mkl")):
-        if sibling.resolve() == machine_path.resolve():
-            continue
-        try:
-            other = load_file(sibling, strict=False)
-        except MachineError:
-            continue
-        registry.setdefault(other.name, other)
-    registry[machine.name] = machine
-    return registry
-
-
 def load_scenarios(machine_path: str | Path, script_path: str | Path) -> list[Scenario]:
-    """A scenario list (``*.test.yaml``) run against one ``.mkl`` file."""
-    machine_path, script_path = Path(machine_path), Path(script_path)
+    """A scenario list (``*.test.yaml``) run against one ``.mkl`` file and the ``.mkl`` files beside it."""
+    machine_path = Path(machine_path)
     try:
         machine = load_file(machine_path, strict=False)
     except MachineError as exc:
         raise ScenarioFileError(str(exc)) from None
-    data = _read_yaml(script_path)
-    return scenarios_from_mapping(machine, data, sibling_registry(machine_path, machine), str(script_path))
+    return scenarios_from_file(machine, Path(script_path), sibling_registry(machine_path, machine))
+
+
+def scenarios_from_file(machine: Machine, script_path: Path, registry: Mapping[str, Machine]) -> list[Scenario]:
+    """The scenarios of a ``*.test.yaml`` file, to run against ``machine`` with ``registry`` for its calls."""
+    return scenarios_from_mapping(machine, _read_yaml(script_path), registry, str(script_path))
 
 
 def scenarios_from_mapping(machine: Machine, data: Any, registry: Mapping[str, Machine], where: str) -> list[Scenario]:

@@ -44,9 +44,9 @@ from mkl_notebook.lang.check import check
 from mkl_notebook.lang.loader import load
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm
-from mkl_notebook.notebook.views import pending_card_html, pending_card_text, run_bundle
 from mkl_notebook.providers.prompts import ASK_RULE, produce_messages, produce_system
 from mkl_notebook.providers.scripted import ScriptedOracle
+from mkl_notebook.render.views import pending_card_html, pending_card_text, run_bundle
 
 from support import record_presented
 
@@ -385,7 +385,7 @@ def test_the_question_is_shown_labelled_as_model_output_and_escaped() -> None:
     assert (result.status, result.error, result.question, result.ask) == ("suspended", "asked", HOSTILE, None)
     assert result.as_dict()["question"] == HOSTILE and "ask" not in result.as_dict()
 
-    bundle = run_bundle("r-1", machine, result, envelope=None)
+    bundle = run_bundle("r-1", machine, result)
     card = pending_card_html("r-1", "trip", result)
     for page in (bundle["text/html"], card):
         assert MODEL_LABEL in page

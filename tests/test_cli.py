@@ -108,7 +108,7 @@ def test_run_halt_exits_one(tmp_path: Path) -> None:
     assert completed.returncode == 1
     status = status_line(completed)
     assert status["error"] == "budget-exhausted"
-    assert "most visited: a (3 entries)" in completed.stdout
+    assert "Most visited state: a (3 entries)" in completed.stdout
 
 
 def test_run_budget_suspends_with_suspend_flag(tmp_path: Path) -> None:
@@ -137,10 +137,17 @@ def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Pa
     (tmp_path / "script.yaml").write_text("llm: { produce: [first, second] }\n")
     started = mkl("run", "parent.mkl", "--id", "N", "--script", "script.yaml", "--suspend")
     assert started.returncode == 3
-    assert "suspended (budget-exhausted) at b in called machine 'child'" in started.stdout
-    assert "--max-steps N (the new budget of 'child')" in started.stdout
+    assert "Suspended (budget-exhausted): waiting for more steps (resumes at b in called machine child)." in (
+        started.stdout
+    )
+    assert "mkl resume --id N --max-steps N  (N is the new step budget of the called machine 'child')" in (
+        started.stdout
+    )
     assert status_line(started)["called_machine"] == "child"
-    assert "c -> suspended inside child after 1 step there" in started.stdout
+    lines = started.stdout.splitlines()
+    open_call = next(line for line in lines if line.startswith("—     c"))
+    assert open_call.endswith("(suspended inside child)")
+    assert lines[lines.index(open_call) + 1] == "    ↳ sub-run trace — 1 step"  # what the child did before it ran out
     resumed = mkl("resume", "--id", "N", "--script", "script.yaml", "--max-steps", "2")
     assert resumed.returncode == 0, resumed.stdout
     assert status_line(resumed)["result"] == "second"
@@ -153,7 +160,7 @@ def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Pa
     [
         (["--set", "novalue"], "--set expects KEY=VALUE"),
         (["--input", "{not json"], "--input is not valid JSON"),
-        (["--input", "[1, 2]"], "must be a JSON object"),
+        (["--input", "[1, 2]"], "--input must be a mapping of context keys (a JSON object or a dict), not list"),
         (["--max-steps", "0"], "at least 1"),
     ],
 )

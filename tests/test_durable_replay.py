@@ -23,14 +23,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mkl_notebook.durable import runs
+from mkl_notebook.durable.fingerprint import fingerprint
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
 from mkl_notebook.engine.options import RunOptions
-from mkl_notebook.engine.oracle import HookRequest, JudgeRequest, ProduceRequest, ToolRequest, fingerprint
+from mkl_notebook.engine.oracle import HookRequest, JudgeRequest, ProduceRequest, ToolRequest
 from mkl_notebook.engine.result import RunResult
 from mkl_notebook.engine.runner import run_machine
-from mkl_notebook.host import HostOracle, Registry
 from mkl_notebook.lang.loader import load
 from mkl_notebook.lang.model import Machine
+from mkl_notebook.providers.host import HostOracle, Registry
 from mkl_notebook.providers.scripted import ScriptedOracle, oracle_from_script
 from mkl_notebook.testing import load_cases, run_options
 

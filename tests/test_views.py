@@ -17,14 +17,21 @@ from typing import Any
 
 import pytest
 
+from mkl_notebook.app.status import run_output
+from mkl_notebook.durable import runs
+from mkl_notebook.durable.envelope import verify
+from mkl_notebook.durable.stores import MemoryStore
 from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.engine.result import RunResult
 from mkl_notebook.engine.runner import run_machine
 from mkl_notebook.lang.loader import load
 from mkl_notebook.lang.model import Machine
-from mkl_notebook.notebook import diagram, views
-from mkl_notebook.providers.scripted import ScriptedOracle
+from mkl_notebook.providers.scripted import ScriptedOracle, oracle_from_file
+from mkl_notebook.render import diagram, views
 from mkl_notebook.testing import Outcome
+
+from support import REFUND as REFUND_EXAMPLE
+from support import REFUND_SCRIPT
 
 HOSTILE = "<script>alert(1)</script>"
 RUN_MIME = "application/vnd.mkl.run+json"
@@ -434,12 +441,9 @@ RUNS = {
 
 
 def every_html(root: Machine, result: RunResult) -> list[str]:
-    envelope = {"run_id": "run-1", "status": result.status}
     return [
-        views.run_bundle("run-1", root, result, envelope=envelope)["text/html"],
-        views.run_bundle(
-            "run-1", root, result, envelope=None, live={"state": root.entry, "steps": 2, "usage": result.usage}
-        )["text/html"],
+        views.run_bundle("run-1", root, result)["text/html"],
+        views.progress_bundle(root.entry, 2, result.usage)["text/html"],
         views.result_summary_html(result),
         views.trace_table_html(result.trace),
         views.visits_table_html(root, result.visits, result.diagnosis, highlight_max=True),
@@ -517,18 +521,26 @@ def test_html_is_plain_semantic_markup(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_the_run_bundle_carries_html_text_and_envelope_but_no_diagram(name: str) -> None:
+def test_the_run_bundle_carries_html_and_text_but_no_diagram(name: str) -> None:
     root, result = RUNS[name]()
-    envelope = {"run_id": "run-1", "status": result.status}
-    bundle = views.run_bundle("run-1", root, result, envelope=envelope)
+    assert set(views.run_bundle("run-1", root, result)) == {"text/html", "text/plain"}
+
+
+def test_a_runs_display_output_carries_its_checkpoint_beside_its_views() -> None:
+    machine = load(REFUND_EXAMPLE)
+    outcome = runs.start(
+        machine, oracle_from_file(REFUND_SCRIPT), store=MemoryStore(), run_id="r1", options=RunOptions(hitl="asking")
+    )
+    bundle = run_output("r1", machine, outcome)
     assert set(bundle) == {"text/html", "text/plain", RUN_MIME}
-    assert bundle[RUN_MIME] is envelope
-    assert set(views.run_bundle("run-1", root, result, envelope=None)) == {"text/html", "text/plain"}
+    assert bundle[RUN_MIME] == outcome.envelope()
+    assert verify(bundle[RUN_MIME])[0]["run_id"] == "r1"
+    assert bundle["text/plain"] == views.run_bundle("r1", machine, outcome.result)["text/plain"]
 
 
 def test_hostile_model_output_is_escaped_in_every_view() -> None:
     root, result = fan_out()
-    markup = views.run_bundle("run-1", root, result, envelope=None)["text/html"]
+    markup = views.run_bundle("run-1", root, result)["text/html"]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
     assert HOSTILE in parsed(markup).text  # shown literally, as text
     assert HOSTILE in views.run_text("run-1", root, result)
@@ -576,7 +588,7 @@ def _facts(root: Machine, result: RunResult) -> list[str]:
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_html_and_text_twins_state_the_same_facts(name: str) -> None:
     root, result = RUNS[name]()
-    bundle = views.run_bundle("run-1", root, result, envelope=None)
+    bundle = views.run_bundle("run-1", root, result)
     html_text, plain = parsed(bundle["text/html"]).text, bundle["text/plain"]
     for fact in _facts(root, result):
         assert fact in html_text, fact
@@ -685,7 +697,7 @@ def test_empty_trace() -> None:
 def test_budget_halt_highlights_the_most_visited_state() -> None:
     root, result = budget_halt()
     assert result.error == "budget-exhausted" and result.diagnosis == {"most_visited_state": "draft", "visits": 3}
-    markup = views.run_bundle("run-1", root, result, envelope=None)["text/html"]
+    markup = views.run_bundle("run-1", root, result)["text/html"]
     assert (
         "<tr><td><mark><strong><code>draft</code></strong></mark></td><td><strong>3 / 4</strong></td>"
         "<td><em>most visited</em></td></tr>" in markup
@@ -709,7 +721,7 @@ def test_visits_table_shows_entries_against_max_visits() -> None:
 def test_budget_suspension_highlights_the_maximum_without_a_diagnosis() -> None:
     root, result = budget_suspended()
     assert result.status == "suspended" and result.error == "budget-exhausted" and result.diagnosis is None
-    markup = views.run_bundle("run-1", root, result, envelope=None)["text/html"]
+    markup = views.run_bundle("run-1", root, result)["text/html"]
     assert "<mark><strong><code>draft</code></strong></mark>" in markup
     assert views.most_visited({"a": 1, "b": 1}, None, highlight_max=True) is None  # no state entered twice
     assert views.most_visited({"a": 2, "b": 2}, None, highlight_max=True) == "a"  # first maximum in entry order
@@ -823,8 +835,7 @@ def test_progress_line() -> None:
         "tokens",
     ]
     assert views.progress_text(None, 1, None) == "running — starting · 1 step · 0 tokens"
-    root, result = nested()
-    live = views.run_bundle("run-1", root, result, envelope=None, live={"state": "each", "steps": 2, "usage": usage})
+    live = views.progress_bundle("each", 2, usage)
     assert live["text/plain"] == "running — state each · 2 steps · 1,240 tokens"
 
 
@@ -836,7 +847,7 @@ def test_pending_card_says_how_to_continue() -> None:
     )
     assert "%mkl pending" in card
     assert "mkl resume NOTEBOOK.ipynb --run run-42 --set approval.answer=…" in card
-    bundle = views.run_bundle("run-42", root, result, envelope={"run_id": "run-42"})
+    bundle = views.run_bundle("run-42", root, result)
     assert "<code>%mkl pending</code>" in bundle["text/html"] and "%mkl pending" in bundle["text/plain"]
     root, result = budget_suspended()
     assert "--run run-1 --max-steps N" in views.pending_card_text("run-1", root.name, result)
@@ -858,13 +869,13 @@ def test_in_doubt_card_names_the_doubt_and_the_ways_out() -> None:
 
 def test_bundle_without_a_machine_or_a_result() -> None:
     _, result = suspended()
-    bundle = views.run_bundle("run-1", None, result, envelope={"run_id": "run-1"})
+    bundle = views.run_bundle("run-1", None, result)
     assert "(machine not defined)" in bundle["text/plain"] and "Visits" not in bundle["text/plain"]
     assert "Visits" not in parsed(bundle["text/html"]).text and "Trace of run-1" in parsed(bundle["text/html"]).text
-    live = views.run_bundle("run-1", None, None, envelope=None, live={"state": "draft", "steps": 1, "usage": None})
+    live = views.progress_bundle("draft", 1, None)
     assert live["text/plain"] == views.progress_text("draft", 1, None) == "running — state draft · 1 step · 0 tokens"
     assert live["text/html"] == views.progress_html("draft", 1, None)
-    idle = views.run_bundle("run-1", None, None, envelope=None)
+    idle = views.progress_bundle(None, 0, None)
     assert idle["text/plain"] == "running — starting · 0 steps · 0 tokens"
 
 
@@ -885,7 +896,7 @@ def test_runs_table() -> None:
 def test_finished_runs_have_no_pending_card() -> None:
     root, result = resumed()
     assert result.status == "done"
-    bundle = views.run_bundle("run-1", root, result, envelope=None)
+    bundle = views.run_bundle("run-1", root, result)
     assert "%mkl pending" not in bundle["text/html"] and "%mkl pending" not in bundle["text/plain"]
 
 
@@ -1090,7 +1101,7 @@ def test_path_skips_steps_without_a_target() -> None:
 
 def test_views_import_no_jupyter() -> None:
     code = (
-        "import sys, mkl_notebook.notebook.views, mkl_notebook.notebook.diagram; "
+        "import sys, mkl_notebook.render.views, mkl_notebook.render.diagram; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'jupyter_client', "
         "'ipykernel', 'nbformat')]; assert not bad, bad"
     )

@@ -13,14 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..durable.envelope import EnvelopeError
-from ..durable.runs import RunStateError
-from ..durable.stores import StoreError
-from ..lang.findings import MachineError
-from ..notebook.nbfile import NotebookFileError
-from ..testing import ScenarioFileError
+from ..app.errors import USER_ERRORS
 from . import check_cmd, run_cmd, test_cmd
-from .common import EXIT_USAGE, UsageFailure, emit_status
+from .common import EXIT_USAGE, emit_status
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,17 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
     test_cmd.add_parser(commands)
     run_cmd.add_parsers(commands)
     return parser
-
-
-USER_ERRORS = (
-    UsageFailure,
-    MachineError,
-    ScenarioFileError,
-    EnvelopeError,
-    StoreError,
-    RunStateError,
-    NotebookFileError,
-)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

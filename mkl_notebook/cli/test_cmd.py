@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..app.errors import UsageProblem
 from ..testing import load_cases, load_scenarios, run_all, summary
-from .common import EXIT_FAILED, EXIT_OK, UsageFailure
+from .common import EXIT_FAILED, EXIT_OK
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -18,13 +19,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.case and (args.machine or args.script):
-        raise UsageFailure("give either --case FILE... or MACHINE --script FILE, not both")
+        raise UsageProblem("give either --case FILE... or MACHINE --script FILE, not both")
     if args.case:
         scenarios = load_cases(args.case)
     elif args.machine and args.script:
         scenarios = load_scenarios(args.machine, args.script)
     else:
-        raise UsageFailure(
+        raise UsageProblem(
             "give conformance cases (--case FILE...) or a machine and its scenarios (MACHINE --script FILE)"
         )
     outcomes = run_all(scenarios)

@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from .records import FORMAT, canonical
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed

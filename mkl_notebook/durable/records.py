@@ -1,24 +1,188 @@
-"""Journal records: what a run remembers, as plain JSON-able dicts.
+"""Journal records: one typed shape and one builder per kind, and the one reading of a run's status.
 
-Record types (``t``):
+A journal is an append-only list of JSON objects, each with a kind ``t``:
 
-- ``start``: run id, root machine name, pinned machines, host values, options and
+- ``start``: run id, the setup (root machine, pinned machines, host values, options) and
   the per-run fence secret.
-- ``answer``: an oracle answer at a position, with the request fingerprint.
+- ``answer``: an oracle answer at a position, with the fingerprint of its request (or the
+  error a host tool or hook raised there).
 - ``intent``: a non-idempotent tool is about to be called at a position.
-- ``invalidated``: a recorded answer no longer matches its request (the machine
-  or its input changed); the call is made anew.
-- ``suspend`` / ``reply`` / ``resume`` / ``resolve`` / ``finish``.
+- ``invalidated``: a recorded answer no longer matches its request (the machine or its
+  input changed); the call is made anew.
+- ``reply``: a person's answer at a gate's position.
+- ``suspend`` / ``finish``: how the latest advance of the run ended.
+- ``resume``: budgets raised for the next advance.
+- ``resolve``: a person settled a tool call left in doubt.
+- ``rerun``: the run was started again with a changed setup.
+
+Every record a journal gets is built here. The keys are those the journals already on
+disk use, so old stores and notebooks read and replay unchanged.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any, Literal, TypedDict, cast
 
+from ..engine.options import RunOptions
 from ..engine.oracle import HumanReply, JudgeAnswer, ProduceAnswer
+from ..engine.result import RunResult
 
 FORMAT = "mkl-run/1"
+
+AnswerKind = Literal["produce", "judge", "hook", "tool", "reply"]
+ResolveAction = Literal["completed", "retry", "abort"]
+RESOLVE_ACTIONS: tuple[ResolveAction, ...] = ("completed", "retry", "abort")
+Status = Literal["running", "done", "halt", "suspended", "in_doubt"]
+
+
+class Pin(TypedDict):
+    """A machine a run used: its hash and its whole source."""
+
+    sha256: str
+    source: str
+
+
+class Setup(TypedDict):
+    """What a run is started with; a re-run that changes any of it records a ``rerun``."""
+
+    root: str
+    machines: dict[str, Pin]
+    input: dict[str, Any]
+    context: dict[str, Any]
+    options: dict[str, Any]
+
+
+class StartRecord(Setup):
+    t: Literal["start"]
+    run: str
+    secret: str  # hex; fence nonces are keyed by it
+    package: str
+    time: float
+    origin: dict[str, Any]
+
+
+class _AnswerKeys(TypedDict):
+    t: Literal["answer"]
+    pos: str
+    fp: str
+    kind: str
+
+
+class AnswerRecord(_AnswerKeys, total=False):
+    answer: dict[str, Any]
+    usage: list[int]  # [input tokens, output tokens], only when non-zero
+    name: str  # the tool or hook
+    effect: str  # the tool's class when it ran
+    error: str  # what the host tool or hook raised (replayed as that failure)
+    resolved: bool  # the answer a person gave for an in-doubt call
+
+
+class IntentRecord(TypedDict):
+    t: Literal["intent"]
+    pos: str
+    fp: str
+    name: str
+
+
+class InvalidatedRecord(TypedDict):
+    t: Literal["invalidated"]
+    pos: str
+    old: str | None
+    new: str
+
+
+class _ReplyKeys(TypedDict):
+    t: Literal["reply"]
+    pos: str
+    reply_to: str | None
+    value: Any
+
+
+class ReplyRecord(_ReplyKeys, total=False):
+    by: str
+    time: float
+
+
+class _SuspendKeys(TypedDict):
+    t: Literal["suspend"]
+    reason: str | None
+    at: str | None
+    ask: str | None
+    reply_to: str | None
+    question: str | None
+    pos: str | None  # the position of the awaited reply
+    calls: dict[str, int]
+    time: float
+
+
+class SuspendRecord(_SuspendKeys, total=False):
+    machine: str  # suspended inside this called machine
+
+
+class _FinishKeys(TypedDict):
+    t: Literal["finish"]
+    status: str
+    error: str | None
+    at: str | None
+    calls: dict[str, int]
+    time: float
+
+
+class FinishRecord(_FinishKeys, total=False):
+    pos: str  # of the tool call in doubt
+    tool: str
+
+
+class _ResumeKeys(TypedDict):
+    t: Literal["resume"]
+    time: float
+
+
+class ResumeRecord(_ResumeKeys, total=False):
+    max_steps: int
+    cost_budget: int
+    budgets: dict[str, int]  # a called machine's new budget, by name
+
+
+class ResolveRecord(TypedDict):
+    t: Literal["resolve"]
+    pos: str | None
+    action: str
+    value: Any
+    time: float
+
+
+class _RerunKeys(TypedDict):
+    t: Literal["rerun"]
+    time: float
+
+
+class RerunRecord(_RerunKeys, total=False):
+    root: str
+    machines: dict[str, Pin]
+    input: dict[str, Any]
+    context: dict[str, Any]
+    options: dict[str, Any]
+
+
+Record = (
+    StartRecord
+    | AnswerRecord
+    | IntentRecord
+    | InvalidatedRecord
+    | ReplyRecord
+    | SuspendRecord
+    | FinishRecord
+    | ResumeRecord
+    | ResolveRecord
+    | RerunRecord
+)
+SETUP_KEYS = ("root", "machines", "input", "context", "options")
 
 
 def canonical(record: Any) -> str:
@@ -26,8 +190,33 @@ def canonical(record: Any) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+# -- builders -------------------------------------------------------------------------------
+
+
+def start_record(run_id: str, setup: Setup, *, secret: bytes, package: str, origin: Mapping[str, Any]) -> StartRecord:
+    return {
+        "t": "start",
+        "run": run_id,
+        **setup,
+        "secret": secret.hex(),
+        "package": package,
+        "time": time.time(),
+        "origin": dict(origin),
+    }
+
+
+def rerun_record(changes: Mapping[str, Any]) -> RerunRecord:
+    """The parts of the setup that changed (all of it, or only the pinned machines)."""
+    record: RerunRecord = {"t": "rerun", "time": time.time()}
+    for key in SETUP_KEYS:
+        if key in changes:
+            record[key] = changes[key]  # type: ignore[literal-required]
+    return record
+
+
 def encode_answer(kind: str, answer: Any) -> dict[str, Any]:
-    if kind == "produce":
+    """An oracle's answer as the JSON an ``answer`` record carries (tokens go in ``usage``)."""
+    if isinstance(answer, ProduceAnswer):
         data: dict[str, Any] = {"text": answer.text}
         if answer.reasoning is not None:
             data["reasoning"] = answer.reasoning
@@ -36,20 +225,152 @@ def encode_answer(kind: str, answer: Any) -> dict[str, Any]:
         if answer.model:
             data["model"] = answer.model
         return data
-    if kind == "judge":
+    if isinstance(answer, JudgeAnswer):
         data = {"choice": answer.choice}
         for key in ("raw", "parse", "model"):
             value = getattr(answer, key)
             if value is not None:
                 data[key] = value
         return data
+    return {"value": answer}  # a hook verdict or a tool observation
+
+
+def answer_record(
+    position: str,
+    fingerprint: str,
+    kind: str,
+    answer: Any,
+    *,
+    name: str | None = None,
+    effect: str | None = None,
+    resolved: bool = False,
+) -> AnswerRecord:
+    record: AnswerRecord = {"t": "answer", "pos": position, "fp": fingerprint, "kind": kind}
+    record["answer"] = encode_answer(kind, answer)
+    tokens = (answer.input_tokens, answer.output_tokens) if isinstance(answer, (ProduceAnswer, JudgeAnswer)) else ()
+    if any(tokens):
+        record["usage"] = list(tokens)
+    if name is not None:
+        record["name"] = name
+    if effect is not None:
+        record["effect"] = effect
+    if resolved:
+        record["resolved"] = True
+    return record
+
+
+def failed_answer_record(
+    position: str, fingerprint: str, kind: str, *, name: str, error: str, effect: str | None = None
+) -> AnswerRecord:
+    """A host tool or hook raised: the failure is the answer, replayed as that failure."""
+    record: AnswerRecord = {"t": "answer", "pos": position, "fp": fingerprint, "kind": kind, "name": name}
+    record["error"] = error
+    if effect is not None:
+        record["effect"] = effect
+    return record
+
+
+def intent_record(position: str, fingerprint: str, name: str) -> IntentRecord:
+    return {"t": "intent", "pos": position, "fp": fingerprint, "name": name}
+
+
+def invalidated_record(position: str, old: str | None, new: str) -> InvalidatedRecord:
+    return {"t": "invalidated", "pos": position, "old": old, "new": new}
+
+
+def reply_record(position: str, reply_to: str | None, value: Any, *, by: str | None = None) -> ReplyRecord:
+    record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": value}
+    if by:
+        record["by"] = by
+    record["time"] = time.time()
+    return record
+
+
+def resume_record(
+    *, max_steps: int | None = None, cost_budget: int | None = None, budgets: Mapping[str, int] | None = None
+) -> ResumeRecord:
+    record: ResumeRecord = {"t": "resume", "time": time.time()}
+    if max_steps is not None:
+        record["max_steps"] = max_steps
+    if cost_budget is not None:
+        record["cost_budget"] = cost_budget
+    if budgets:
+        record["budgets"] = dict(budgets)
+    return record
+
+
+def resolve_record(position: str | None, action: ResolveAction, value: Any) -> ResolveRecord:
+    return {"t": "resolve", "pos": position, "action": action, "value": value, "time": time.time()}
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """A non-idempotent tool call that was started and never recorded as finished."""
+
+    position: str
+    tool: str
+    state: str
+
+
+def ending_record(
+    result: RunResult, calls: Mapping[str, int], doubt: Doubt | None = None
+) -> SuspendRecord | FinishRecord:
+    """How this advance of the run ended: a suspension, a finish, or a finish in doubt."""
+    if doubt is not None:
+        return {
+            "t": "finish",
+            "status": "in_doubt",
+            "error": result.error,
+            "at": result.at,
+            "pos": doubt.position,
+            "tool": doubt.tool,
+            "calls": dict(calls),
+            "time": time.time(),
+        }
+    if result.status == "suspended":
+        record: SuspendRecord = {
+            "t": "suspend",
+            "reason": result.error,
+            "at": result.at,
+            "ask": result.ask,
+            "reply_to": result.reply_to,
+            "question": result.question,
+            "pos": result.pending,
+            "calls": dict(calls),
+            "time": time.time(),
+        }
+        if result.machine:  # suspended inside a called machine: where more steps must go
+            record["machine"] = result.machine
+        return record
+    return {
+        "t": "finish",
+        "status": result.status,
+        "error": result.error,
+        "at": result.at,
+        "calls": dict(calls),
+        "time": time.time(),
+    }
+
+
+def same_ending(last: Mapping[str, Any] | None, closing: Mapping[str, Any]) -> bool:
+    """Whether two ending records say the same, apart from when and with how many calls."""
+    if last is None:
+        return False
+    volatile = ("time", "calls")
+    return {k: v for k, v in last.items() if k not in volatile} == {
+        k: v for k, v in closing.items() if k not in volatile
+    }
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
+    """The oracle answer an ``answer`` (or ``reply``) record holds."""
     if kind == "reply":
-        return {"value": answer.value, **({"by": answer.by} if answer.by else {})}
-    return {"value": answer}
-
-
-def decode_answer(kind: str, data: dict[str, Any], usage: list[int] | None) -> Any:
-    tokens_in, tokens_out = (usage or [0, 0])[:2]
+        return HumanReply(record.get("value"), by=record.get("by"))
+    data = record.get("answer") or {}
+    tokens_in, tokens_out = (record.get("usage") or [0, 0])[:2]
     if kind == "produce":
         return ProduceAnswer(
             text=data["text"],
@@ -68,6 +389,99 @@ def decode_answer(kind: str, data: dict[str, Any], usage: list[int] | None) -> A
             output_tokens=tokens_out,
             model=data.get("model"),
         )
-    if kind == "reply":
-        return HumanReply(data.get("value"), by=data.get("by"))
     return data.get("value")
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Where a run stands, as its journal says: the one reading of a run's status."""
+
+    status: Status
+    error: str | None = None  # the halt error, the suspension's reason, or what is in doubt
+    at: str | None = None
+    ask: str | None = None
+    reply_to: str | None = None
+    question: str | None = None
+    position: str | None = None  # of the awaited reply, or of the tool call in doubt
+    machine: str | None = None  # the called machine a suspension sits in
+    tool: str | None = None  # the tool call in doubt
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "halt")
+
+    @property
+    def waits_for_reply(self) -> bool:
+        """Suspended at a question a person (or a model's question) must answer."""
+        return self.status == "suspended" and self.position is not None
+
+
+def state_of(ending: Mapping[str, Any] | None) -> RunState:
+    """The run state an ending (``suspend`` / ``finish``) record describes; none yet: running."""
+    if ending is None:
+        return RunState("running")
+    if ending.get("t") == "suspend":
+        return RunState(
+            "suspended",
+            error=ending.get("reason"),
+            at=ending.get("at"),
+            ask=ending.get("ask"),
+            reply_to=ending.get("reply_to"),
+            question=ending.get("question"),
+            position=ending.get("pos"),
+            machine=ending.get("machine"),
+        )
+    status = ending.get("status")
+    return RunState(
+        cast(Status, status if status in ("done", "halt", "in_doubt") else "halt"),
+        error=ending.get("error"),
+        at=ending.get("at"),
+        position=ending.get("pos"),
+        tool=ending.get("tool"),
+    )
+
+
+def run_state(records: list[dict[str, Any]]) -> RunState:
+    """Where the run a journal holds stands: its latest ``suspend`` or ``finish`` record says."""
+    ending = next((r for r in reversed(records) if r.get("t") in ("suspend", "finish")), None)
+    return state_of(ending)
+
+
+# -- options ---------------------------------------------------------------------------------
+
+_UNJOURNALED_OPTIONS = frozenset({"secret", "observer"})  # the secret has its own key; observers are live only
+_OPTIONS_ONLY_WHEN_SET = frozenset({"budgets"})  # so that runs from before the option existed still match
+
+
+def options_record(options: RunOptions) -> dict[str, Any]:
+    """The journaled form of every run option (plain JSON: lists for sets, dicts for mappings)."""
+    record: dict[str, Any] = {}
+    for item in fields(RunOptions):
+        if item.name in _UNJOURNALED_OPTIONS:
+            continue
+        value = getattr(options, item.name)
+        if item.name in _OPTIONS_ONLY_WHEN_SET and not value:
+            continue
+        if isinstance(value, (frozenset, set)):
+            value = sorted(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        record[item.name] = value
+    return record
+
+
+def options_from_record(record: Mapping[str, Any], secret: bytes, observer: Any = None) -> RunOptions:
+    """Run options from their journaled form; options the record lacks keep their defaults."""
+    defaults = RunOptions()
+    values: dict[str, Any] = {}
+    for item in fields(RunOptions):
+        if item.name in _UNJOURNALED_OPTIONS or item.name not in record:
+            continue
+        value = record[item.name]
+        default = getattr(defaults, item.name)
+        if isinstance(default, frozenset):
+            value = frozenset(value or ())
+        elif isinstance(default, Mapping):
+            value = MappingProxyType(dict(value or {}))
+        values[item.name] = value
+    return RunOptions(**values, secret=secret, observer=observer)

@@ -16,23 +16,33 @@ from ..engine.oracle import (
     AwaitingHuman,
     CannotAnswer,
     Effect,
-    InDoubt,
+    HookRequest,
+    HumanReply,
     Oracle,
     OracleError,
     OracleRequest,
     ReplyRequest,
     RunInterrupted,
     ToolRequest,
-    fingerprint,
-    produce_fingerprint,
 )
-from .records import decode_answer, encode_answer
-
-SETUP_KEYS = ("root", "machines", "input", "context", "options")
+from . import records as rec
+from .fingerprint import fingerprint
 
 
 class RecordedFailure(Exception):
     """A host tool or hook raised; the failure is journaled and raised again on replay."""
+
+
+class InDoubt(RunInterrupted):
+    """A non-idempotent tool call was started but never recorded as finished.
+
+    The run must not guess: a person says whether it completed, should be
+    retried, or the run should stop.
+    """
+
+    def __init__(self, position: str, tool: str, state: str) -> None:
+        super().__init__(f"tool '{tool}' at state '{state}' was started and may or may not have run")
+        self.doubt = rec.Doubt(position, tool, state)
 
 
 @dataclass
@@ -55,28 +65,38 @@ class JournalIndex:
     def machines(self) -> dict[str, Any]:
         return self.setup.get("machines") or {}
 
+    @property
+    def state(self) -> rec.RunState:
+        return rec.state_of(self.last)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The run options in force: the setup's, with the budgets raised at resume laid over them."""
+        return {**(self.setup.get("options") or {}), **self.overrides}
+
     @classmethod
     def build(cls, records: list[dict[str, Any]]) -> JournalIndex:
         if not records or records[0].get("t") != "start":
             raise ValueError("the journal does not begin with a start record")
-        index = cls(start=records[0], setup={key: records[0].get(key) for key in SETUP_KEYS})
+        index = cls(start=records[0], setup={key: records[0].get(key) for key in rec.SETUP_KEYS})
         for record in records[1:]:
             index.add(record)
         return index
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("t")
-        position = record.get("pos")
+        position = str(record.get("pos"))
         if kind == "answer":
             self.answers[position] = record
             self.open_intents.pop(position, None)
             self.resolutions.pop(position, None)
+            name = str(record.get("name", ""))
             if record.get("kind") == "tool":
-                self.tools_seen.add(record.get("name", ""))
+                self.tools_seen.add(name)
                 if record.get("effect"):
-                    self.tool_effects[record.get("name", "")] = record["effect"]
+                    self.tool_effects[name] = record["effect"]
             elif record.get("kind") == "hook":
-                self.hooks_seen.add(record.get("name", ""))
+                self.hooks_seen.add(name)
         elif kind == "intent":
             self.open_intents[position] = record
             self.resolutions.pop(position, None)
@@ -91,8 +111,16 @@ class JournalIndex:
             if isinstance(record.get("budgets"), dict):  # a called machine's budget, raised at resume
                 self.overrides["budgets"] = {**self.overrides.get("budgets", {}), **record["budgets"]}
         elif kind == "rerun":
-            self.setup.update({key: record[key] for key in SETUP_KEYS if key in record})
+            self.setup.update({key: record[key] for key in rec.SETUP_KEYS if key in record})
             self.overrides = {}
+
+
+@dataclass
+class CallCounts:
+    made: int = 0  # calls that reached the live oracle
+    replayed: int = 0  # answers the journal gave
+    invalidated: int = 0  # recorded answers whose request changed
+    recorded: int = 0  # records this advance appended
 
 
 class ReplayOracle(Oracle):
@@ -103,22 +131,22 @@ class ReplayOracle(Oracle):
         self.journal = journal
         self._append = append
         self._lock = threading.Lock()
-        self.made = 0
-        self.replayed = 0
-        self.invalidated = 0
-        self.recorded = 0
+        self.counts = CallCounts()
 
-    def _record(self, record: dict[str, Any], made: bool = False) -> None:
-        """Journal ``record`` (durable before its answer is used), then index it; ``made`` counts a call.
-
-        Model answers, one per step, take a written-out copy of this in :meth:`ask`.
-        """
+    def _record(self, record: dict[str, Any] | Any, *, made: bool = False) -> None:
+        """Journal ``record`` (durable before its answer is used), then index it; ``made`` counts a call."""
         with self._lock:
             self._append(record)
             self.journal.add(record)
-            self.recorded += 1
+            self.counts.recorded += 1
             if made:
-                self.made += 1
+                self.counts.made += 1
+
+    def _count(self, *, made: int = 0, replayed: int = 0, invalidated: int = 0) -> None:
+        with self._lock:
+            self.counts.made += made
+            self.counts.replayed += replayed
+            self.counts.invalidated += invalidated
 
     @property
     def waits(self) -> bool:
@@ -134,142 +162,86 @@ class ReplayOracle(Oracle):
         return self.inner.tool_effect(name) or self.journal.tool_effects.get(name)  # type: ignore[return-value]
 
     def ask(self, request: OracleRequest) -> Any:
-        kind = request.kind
-        if kind == "produce":
-            print_ = produce_fingerprint(request)  # type: ignore[arg-type]
-        elif kind == "reply":
-            return self._reply(request)  # type: ignore[arg-type]
-        else:
-            print_ = fingerprint(request)
-        position = request.position
-        journal = self.journal
-        recorded = journal.answers.get(position)
+        if isinstance(request, ReplyRequest):
+            return self._reply(request)
+        print_ = fingerprint(request)
+        recorded = self.journal.answers.get(request.position)
         if recorded is not None:
             if recorded.get("fp") == print_:
                 return self._replay(request, recorded)
-            self._record({"t": "invalidated", "pos": position, "old": recorded.get("fp"), "new": print_})
-            with self._lock:
-                self.invalidated += 1
-        if kind != "produce" and kind != "judge":
+            self._record(rec.invalidated_record(request.position, recorded.get("fp"), print_))
+            self._count(invalidated=1)
+        if isinstance(request, (ToolRequest, HookRequest)):
             return self._call_host(request, print_)
-        # A model call, the hot path: ask, then journal the answer before anyone uses it.
         try:
             answer = self.inner.ask(request)
         except CannotAnswer:
             raise  # no call was made
         except BaseException:
-            with self._lock:
-                self.made += 1
+            self._count(made=1)
             raise  # provider outages and script misses are not journaled: a resume asks again
-        record: dict[str, Any] = {
-            "t": "answer",
-            "pos": position,
-            "fp": print_,
-            "kind": kind,
-            "answer": encode_answer(kind, answer),
-        }
-        if answer.input_tokens or answer.output_tokens:
-            record["usage"] = [answer.input_tokens, answer.output_tokens]
-        lock = self._lock  # _record, written out: acquire/release, not `with`, which costs more than the lock
-        lock.acquire()
-        try:
-            self._append(record)  # durable first, then indexed
-            if journal.open_intents or journal.resolutions:
-                journal.add(record)
-            else:
-                journal.answers[position] = record
-            self.recorded += 1
-            self.made += 1
-        finally:
-            lock.release()
+        self._record(rec.answer_record(request.position, print_, request.kind, answer), made=True)
         return answer
 
     def _replay(self, request: OracleRequest, recorded: dict[str, Any]) -> Any:
-        with self._lock:
-            self.replayed += 1
+        self._count(replayed=1)
         self.inner.replayed(request)
         if "error" in recorded:
             raise RecordedFailure(recorded["error"])
-        return decode_answer(request.kind, recorded.get("answer", {}), recorded.get("usage"))
+        return rec.decode_answer(request.kind, recorded)
 
     def _guard_effect(self, request: ToolRequest, print_: str) -> Any:
         """Journal the intent of a non-idempotent call; an unfinished earlier intent is in doubt."""
         position = request.position
         if position in self.journal.open_intents:
-            resolution = self.journal.resolutions.get(position)
-            action = resolution.get("action") if resolution else None
+            resolution = self.journal.resolutions.get(position) or {}
+            action = resolution.get("action")
             if action is None:
                 raise InDoubt(position, request.name, request.state)
             if action == "completed":
                 value = resolution.get("value")
-                self._record(
-                    {
-                        "t": "answer",
-                        "pos": position,
-                        "fp": print_,
-                        "kind": "tool",
-                        "name": request.name,
-                        "answer": {"value": value},
-                        "resolved": True,
-                    }
-                )
+                self._record(rec.answer_record(position, print_, "tool", value, name=request.name, resolved=True))
                 return value
             if action == "abort":
                 raise OracleError(f"state-error: tool '{request.name}' was stopped after an in-doubt call")
-        self._record({"t": "intent", "pos": position, "fp": print_, "name": request.name})
+        self._record(rec.intent_record(position, print_, request.name))
         return None
 
-    def _call_host(self, request: OracleRequest, print_: str) -> Any:
+    def _call_host(self, request: ToolRequest | HookRequest, print_: str) -> Any:
         """A tool or hook: a non-idempotent tool journals its intent first; a raised error is journaled too."""
+        effect = request.effect if isinstance(request, ToolRequest) else None
         if isinstance(request, ToolRequest) and not request.idempotent:
             resolved = self._guard_effect(request, print_)
             if resolved is not None:
                 return resolved
-        kind = request.kind
         try:
             answer = self.inner.ask(request)
         except CannotAnswer:
             raise  # no call was made
         except (RunInterrupted, OracleError):
-            with self._lock:
-                self.made += 1
+            self._count(made=1)
             raise  # not journaled: a resume tries again
         except Exception as exc:
             message = str(exc) or type(exc).__name__
-            self._record(
-                {
-                    "t": "answer",
-                    "pos": request.position,
-                    "fp": print_,
-                    "kind": kind,
-                    "name": request.name,
-                    "error": message,  # type: ignore[union-attr]
-                    **({"effect": request.effect} if isinstance(request, ToolRequest) else {}),
-                },
-                made=True,
+            failure = rec.failed_answer_record(
+                request.position, print_, request.kind, name=request.name, error=message, effect=effect
             )
+            self._record(failure, made=True)
             raise RecordedFailure(message) from None
-        record: dict[str, Any] = {
-            "t": "answer",
-            "pos": request.position,
-            "fp": print_,
-            "kind": kind,
-            "answer": encode_answer(kind, answer),
-            "name": request.name,
-        }  # type: ignore[union-attr]
-        if isinstance(request, ToolRequest):
-            record["effect"] = request.effect
-        self._record(record, made=True)
+        self._record(
+            rec.answer_record(request.position, print_, request.kind, answer, name=request.name, effect=effect),
+            made=True,
+        )
         return answer
 
     def _reply(self, request: ReplyRequest) -> Any:
         recorded = self.journal.replies.get(request.position)
         if recorded is not None:
             self.inner.replayed(request)  # a script's `replies:` keep their place too
-            return decode_answer("reply", recorded, None)
+            return rec.decode_answer("reply", recorded)
         answer = self.inner.ask(request)  # raises AwaitingHuman unless the host has a reply ready
         if answer is None:
             raise AwaitingHuman(request.position)
-        record = {"t": "reply", "pos": request.position, "reply_to": request.reply_to, **encode_answer("reply", answer)}
-        self._record(record)
+        reply = answer if isinstance(answer, HumanReply) else HumanReply(answer)
+        self._record(rec.reply_record(request.position, request.reply_to, reply.value, by=reply.by))
         return answer

@@ -15,7 +15,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,19 +58,19 @@ class RunSummary:
 
 
 class RunStore(Protocol):
-    def create(self, run_id: str, start: dict[str, Any]) -> None: ...
-    def append(self, run_id: str, record: dict[str, Any]) -> None: ...
+    location: str  # where the journals live, as a message names it
+
+    def create(self, run_id: str, start: Mapping[str, Any]) -> None: ...
+    def append(self, run_id: str, record: Mapping[str, Any]) -> None: ...
     def read(self, run_id: str) -> list[dict[str, Any]]: ...
     def exists(self, run_id: str) -> bool: ...
     def delete(self, run_id: str) -> None: ...
     def runs(self) -> list[RunSummary]: ...
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None: ...
     def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]: ...
-    def cached_outcome(self, run_id: str, key: str) -> dict[str, Any] | None: ...
-    def cache_outcome(self, run_id: str, key: str, outcome: dict[str, Any]) -> None: ...
 
 
-def _json_normal_start(start: dict[str, Any]) -> dict[str, Any]:
+def _json_normal_start(start: Mapping[str, Any]) -> dict[str, Any]:
     """The start record as it would read back from disk; the pinned sources, plain strings, are not re-encoded."""
     pins = start.get("machines")
     normal = json.loads(canonical({key: value for key, value in start.items() if key != "machines"}))
@@ -82,37 +82,28 @@ def _json_normal_start(start: dict[str, Any]) -> dict[str, Any]:
 class MemoryStore:
     """A store for tests and throwaway runs; nothing survives the process."""
 
+    location = "memory"
+
     def __init__(self) -> None:
-        # Records are kept as the dicts appended: the journal never mutates a record once written.
+        # Records are kept as (shallow copies of) the dicts appended: a journal never changes a record once written.
         self._records: dict[str, list[dict[str, Any]]] = {}
         self._status: dict[str, RunSummary] = {}
-        self._outcomes: dict[str, tuple[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._leased: set[str] = set()
 
-    def create(self, run_id: str, start: dict[str, Any]) -> None:
+    def create(self, run_id: str, start: Mapping[str, Any]) -> None:
         with self._lock:
             self._records[run_id] = [_json_normal_start(start)]
             self._status[run_id] = RunSummary(run_id, start.get("root", ""), "running", None, None, time.time())
-            self._outcomes.pop(run_id, None)
 
-    def append(self, run_id: str, record: dict[str, Any]) -> None:
-        self._records[run_id].append(record)  # one atomic list append: the callers already serialise per run
+    def append(self, run_id: str, record: Mapping[str, Any]) -> None:
+        self._records[run_id].append(dict(record))  # one atomic list append: the callers already serialise per run
 
     def read(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:
             if run_id not in self._records:
                 raise UnknownRun(f"no run '{run_id}' in this store")
             return list(self._records[run_id])
-
-    def cached_outcome(self, run_id: str, key: str) -> dict[str, Any] | None:
-        cached = self._outcomes.get(run_id)
-        return cached[1] if cached and cached[0] == key else None
-
-    def cache_outcome(self, run_id: str, key: str, outcome: dict[str, Any]) -> None:
-        """Kept by reference, not copied: this store is for tests and throwaway runs."""
-        with self._lock:
-            self._outcomes[run_id] = (key, outcome)
 
     def exists(self, run_id: str) -> bool:
         return run_id in self._records
@@ -121,7 +112,6 @@ class MemoryStore:
         with self._lock:
             self._records.pop(run_id, None)
             self._status.pop(run_id, None)
-            self._outcomes.pop(run_id, None)
 
     def runs(self) -> list[RunSummary]:
         return sorted(self._status.values(), key=lambda summary: summary.updated)
@@ -153,9 +143,9 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS records (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq)
 );
-CREATE TABLE IF NOT EXISTS outcomes (
-    run_id TEXT PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL
-);
+-- Earlier versions cached finished outcomes here, keyed by the package version: a re-run after an
+-- engine fix could be served the old result. A finished run now always replays from its journal.
+DROP TABLE IF EXISTS outcomes;
 """
 
 
@@ -188,6 +178,7 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path = DEFAULT_STORE, *, durability: str = "process") -> None:
         self.path = Path(path)
+        self.location = str(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
@@ -213,13 +204,12 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
 
-    def create(self, run_id: str, start: dict[str, Any]) -> None:
+    def create(self, run_id: str, start: Mapping[str, Any]) -> None:
         now = time.time()
         with self._lock:
             self._execute("BEGIN IMMEDIATE")
             try:
                 self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
-                self._execute("DELETE FROM outcomes WHERE run_id = ?", (run_id,))
                 self._execute(
                     "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
                     (run_id, start.get("root", ""), now, now),
@@ -231,7 +221,7 @@ class SQLiteStore:
                 raise
             self._next_seq[run_id] = 1
 
-    def append(self, run_id: str, record: dict[str, Any]) -> None:
+    def append(self, run_id: str, record: Mapping[str, Any]) -> None:
         body = canonical(record)
         with self._lock:
             seq = self._next_seq.get(run_id)
@@ -260,7 +250,6 @@ class SQLiteStore:
         with self._lock:
             self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
             self._execute("DELETE FROM runs WHERE id = ?", (run_id,))
-            self._execute("DELETE FROM outcomes WHERE run_id = ?", (run_id,))
             self._next_seq.pop(run_id, None)
 
     def runs(self) -> list[RunSummary]:
@@ -274,20 +263,6 @@ class SQLiteStore:
                 "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
                 (status, error, at, time.time(), run_id),
             )
-
-    def cached_outcome(self, run_id: str, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            row = self._execute("SELECT key, body FROM outcomes WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None or row[0] != key:
-            return None
-        try:
-            return json.loads(row[1])
-        except ValueError:
-            return None  # a damaged cache entry only costs a full replay
-
-    def cache_outcome(self, run_id: str, key: str, outcome: dict[str, Any]) -> None:
-        with self._lock:
-            self._execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?)", (run_id, key, canonical(outcome)))
 
     def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]:
         digest = hashlib.sha256(f"{self.path.resolve()}\0{run_id}".encode()).hexdigest()[:24]

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..lang.interpolate import fmt
 from ..lang.model import Gate, State
 from .failure import StateFailure
-from .oracle import HookRequest, JudgeAnswer, JudgeRequest, OracleError, RunInterrupted, context_json
-
-if TYPE_CHECKING:
-    from .runner import _MachineRun
+from .oracle import HookRequest, JudgeAnswer, JudgeRequest, Oracle, OracleError, RunInterrupted, context_json
 
 BUILTIN_HOOKS = {"always_true": True, "always_false": False}
+
+
+@dataclass(frozen=True, slots=True)
+class GateScan:
+    """What choosing a state's gate needs to know of the run it happens in."""
+
+    oracle: Oracle
+    machine: str  # the running machine's name
+    state: State
+    tier: str
+    ctx: Mapping[str, Any]  # the context after the state's deposit
+    position: str  # the visit's position; hook and judge calls sit below it
+    nonce: Callable[[str, Sequence[str]], str]  # a fence nonce for a position, never found in the given texts
 
 
 @dataclass(slots=True)
@@ -27,7 +38,7 @@ class GateOutcome:
     via_hook: bool = False
 
 
-def _builtin_hook(name: str, ctx: dict[str, Any]) -> bool | None:
+def _builtin_hook(name: str, ctx: Mapping[str, Any]) -> bool | None:
     if name in BUILTIN_HOOKS:
         return BUILTIN_HOOKS[name]
     for prefix, equal in (("eq:", True), ("neq:", False)):
@@ -40,97 +51,84 @@ def _builtin_hook(name: str, ctx: dict[str, Any]) -> bool | None:
     return None
 
 
-def _call_hook(run: _MachineRun, state: State, gate: Gate, index: int, output: str, position: str) -> bool:
+def _ask(oracle: Oracle, request: HookRequest | JudgeRequest, what: str) -> Any:
+    """The oracle's answer; a failure of the host or the provider becomes the state's failure."""
+    try:
+        return oracle.ask(request)
+    except OracleError as exc:
+        raise StateFailure(exc.error, suspendable=exc.suspendable) from None
+    except RunInterrupted:
+        raise
+    except Exception as exc:  # the host predicate (or the model client) raised: its message is the halt reason
+        raise StateFailure(f"state-error: {what}{exc}") from None
+
+
+def _call_hook(scan: GateScan, gate: Gate, index: int, output: str) -> bool:
     name = gate.hook or ""
-    oracle = run.shared.oracle
-    if oracle.has_hook(name):
+    if scan.oracle.has_hook(name):
         request = HookRequest(
-            position=f"{position}/hook@{index}",
-            machine=run.machine.name,
-            state=state.id,
+            position=f"{scan.position}/hook@{index}",
+            machine=scan.machine,
+            state=scan.state.id,
             name=name,
-            context_json=context_json(run.ctx),
+            context_json=context_json(scan.ctx),
             output=output,
         )
-        try:
-            return bool(oracle.ask(request))
-        except OracleError as exc:
-            raise StateFailure(exc.error, suspendable=exc.suspendable) from None
-        except RunInterrupted:
-            raise
-        except Exception as exc:  # the host predicate raised: its message is the halt reason
-            raise StateFailure(f"state-error: {exc}") from None
-    verdict = _builtin_hook(name, run.ctx)
+        return bool(_ask(scan.oracle, request, ""))
+    verdict = _builtin_hook(name, scan.ctx)
     if verdict is None:
         raise StateFailure(f"state-error: hook: unknown hook '{name}' (register it with the run's hooks)")
     return verdict
 
 
-def _judge(
-    run: _MachineRun, state: State, batch: list[tuple[int, Gate]], output: str, reasoning: str | None, position: str
-) -> JudgeAnswer:
-    judge_position = f"{position}/judge@{batch[0][0]}"
-    ctx_json = context_json(run.ctx)
-    nonce = run.nonce(judge_position, (output, reasoning or "", ctx_json))
-    # (position, machine, state, tier, conditions, output, reasoning, context_json, nonce)
+def _judge(scan: GateScan, batch: Sequence[tuple[int, Gate]], output: str, reasoning: str | None) -> JudgeAnswer:
+    position = f"{scan.position}/judge@{batch[0][0]}"
+    ctx_json = context_json(scan.ctx)
     request = JudgeRequest(
-        judge_position,
-        run.machine.name,
-        state.id,
-        run.plans[state.id].tier,
-        tuple([gate.when for _, gate in batch]),
-        output,
-        reasoning,
-        ctx_json,
-        nonce,
+        position=position,
+        machine=scan.machine,
+        state=scan.state.id,
+        tier=scan.tier,
+        conditions=tuple(gate.when for _, gate in batch),
+        output=output,
+        reasoning=reasoning,
+        context_json=ctx_json,
+        nonce=scan.nonce(position, (output, reasoning or "", ctx_json)),
     )
-    try:
-        answer = run.shared.oracle.ask(request)
-    except OracleError as exc:
-        raise StateFailure(exc.error, suspendable=exc.suspendable) from None
-    except RunInterrupted:
-        raise
-    except Exception as exc:
-        raise StateFailure(f"state-error: judge: {exc}") from None
+    answer = _ask(scan.oracle, request, "judge: ")
     if not isinstance(answer, JudgeAnswer):
         raise StateFailure(f"state-error: the oracle answered a judge call with {type(answer).__name__}")
     return answer
 
 
 def select_gate(
-    run: _MachineRun,
-    state: State,
-    eligible: list[tuple[int, Gate]],
-    output: str,
-    reasoning: str | None,
-    value: Any,
-    position: str,
+    scan: GateScan, eligible: Sequence[tuple[int, Gate]], output: str, reasoning: str | None
 ) -> GateOutcome:
-    """Scan the eligible gates left to right and return the first that fires."""
+    """Scan the eligible gates (index in the full list, gate) left to right and return the first that fires."""
     outcome = GateOutcome()
     notes = outcome.annotations
     spent_in = spent_out = 0
     judge_none = 0
-    scan = 0
-    while scan < len(eligible):
-        index, gate = eligible[scan]
+    cursor = 0
+    while cursor < len(eligible):
+        index, gate = eligible[cursor]
         if gate.is_otherwise:
             notes["gate_via"] = "otherwise"
             outcome.index, outcome.gate = index, gate
             break
         if gate.hook is not None:
-            if _call_hook(run, state, gate, index, output, position):
+            if _call_hook(scan, gate, index, output):
                 notes["gate_via"] = "hook"
                 notes["hook"] = gate.hook
                 outcome.index, outcome.gate, outcome.via_hook = index, gate, True
                 break
-            scan += 1
+            cursor += 1
             continue
-        end = scan
+        end = cursor
         while end < len(eligible) and eligible[end][1].is_prose:
             end += 1
-        batch = eligible[scan:end]
-        answer = _judge(run, state, batch, output, reasoning, position)
+        batch = eligible[cursor:end]
+        answer = _judge(scan, batch, output, reasoning)
         outcome.judged_by_llm = True
         spent_in += answer.input_tokens
         spent_out += answer.output_tokens
@@ -147,7 +145,7 @@ def select_gate(
         if choice is None:
             notes["judge_fallback"] = True
             notes["judge_raw"] = answer_raw[:200]
-            fallback = next(((i, g) for i, g in eligible[scan:] if g.is_otherwise), None)
+            fallback = next(((i, g) for i, g in eligible[cursor:] if g.is_otherwise), None)
             if fallback is None:
                 outcome.failure = "judge-unparseable"
                 break
@@ -156,7 +154,7 @@ def select_gate(
             break
         if choice == len(batch):
             judge_none += 1
-            scan = end
+            cursor = end
             continue
         notes["gate_via"] = "llm"
         outcome.index, outcome.gate = batch[choice]

@@ -28,6 +28,11 @@ class RunResult:
     # took so far as its sub_trace (not part of ``trace``, which holds finished steps only).
     pending_step: dict[str, Any] | None = None
 
+    @property
+    def waits_for_person(self) -> bool:
+        """Suspended at a question (an escalate gate's, or a model's) that a person must answer."""
+        return self.status == "suspended" and self.pending is not None
+
     def trace_with_open_call(self) -> list[dict[str, Any]]:
         """The finished steps, then the call a suspension inside a called machine left open, if any."""
         return [*self.trace, *([self.pending_step] if self.pending_step else [])]

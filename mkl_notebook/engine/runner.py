@@ -10,15 +10,16 @@ from __future__ import annotations
 import copy
 import json
 import re
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..lang.interpolate import PLACEHOLDER, VALUE_CAP, fmt, lookup, render, render_compiled, root_key, set_path
+from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .failure import StateFailure as _Fail
-from .gates import select_gate
+from .gates import GateScan, select_gate
 from .options import MAX_CALL_DEPTH, RunOptions
 from .oracle import (
     AwaitingHuman,
@@ -33,8 +34,8 @@ from .oracle import (
     ToolRequest,
     Usage,
 )
-from .plan import plans_for, states_of
-from .result import RunResult
+from .plan import StatePlan, plan_machine
+from .result import RunResult, Status
 from .taint import Fences, initial_taint, reaches_tool_state, tool_class
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
@@ -58,15 +59,18 @@ class _Suspended(Exception):
         self.result = result
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Executed:
+    """What executing a state (or one fan-out branch) produced."""
+
     value: Any
     reasoning: str | None = None
     usage: tuple[int, int] = (0, 0)
-    sub_trace: list[dict[str, Any]] | None = None
+    sub_trace: list[Any] | None = None  # a call's trace; for a fan-out, one trace per branch that ran a sub-run
     external: bool = False
     truncated: bool = False
     route: str | None = None  # an on_error matcher sends the run here, bypassing the gates
+    reasonings: list[str | None] | None = None  # a fan-out of a ``reason: true`` state: one per branch
 
 
 @dataclass
@@ -78,9 +82,19 @@ class _Shared:
     options: RunOptions
     secret: bytes
     fences: Fences = field(init=False)
+    _plans: dict[str, dict[str, StatePlan]] = field(init=False, default_factory=dict)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.fences = Fences(self.secret)
+
+    def plans(self, machine: Machine) -> dict[str, StatePlan]:
+        """The state plans of ``machine``, made once per run tree (branches may ask at the same time)."""
+        with self._lock:
+            plans = self._plans.get(machine.name)
+            if plans is None:
+                plans = self._plans[machine.name] = plan_machine(machine)
+            return plans
 
     def emit(self, event: str, **data: Any) -> None:
         observer = self.options.observer
@@ -129,17 +143,13 @@ class _MachineRun:
         self.usage = Usage()
         self.trace: list[dict[str, Any]] = []
         self.last_value: Any = None
-        self.plans = plans_for(machine)
-        self.observer = shared.options.observer
-        self.nonce = shared.fences.nonce
-        self.machine_name = machine.name
-        self.ask_all = shared.options.ask_human  # every generative state may ask the person
+        self.plans = shared.plans(machine)
 
     # -- outcomes --------------------------------------------------------------
 
     def _result(
         self,
-        status: str,
+        status: Status,
         error: str | None = None,
         *,
         at: str | None = None,
@@ -153,7 +163,7 @@ class _MachineRun:
         pending_step: dict[str, Any] | None = None,
     ) -> RunResult:
         if status == "suspended" and machine is None and self.depth > 0:
-            machine = self.machine_name
+            machine = self.machine.name
         run_result = RunResult(
             status=status,
             error=error,
@@ -171,7 +181,7 @@ class _MachineRun:
             machine=machine,
             pending_step=pending_step,
         )
-        if self.depth == 0 and self.shared.options.observer is not None:
+        if self.depth == 0:
             self.shared.emit("finish", result=run_result)
         return run_result
 
@@ -197,10 +207,6 @@ class _MachineRun:
 
     def _record(self, step: dict[str, Any]) -> None:
         self.trace.append(step)
-        if self.observer is not None:
-            self._emit_step(step)
-
-    def _emit_step(self, step: dict[str, Any]) -> None:
         self.shared.emit(
             "step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps, usage=self.usage.as_dict()
         )
@@ -209,34 +215,28 @@ class _MachineRun:
 
     def run(self) -> RunResult:
         state_id = self.machine.entry
-        states = states_of(self.machine)
-        cost_limit = self.cost_limit
-        budget = self.budget
-        all_visits = self.visits
-        prefix = self.prefix
         while True:
-            if self.steps >= budget:
+            if self.steps >= self.budget:
                 return self._exhausted("budget-exhausted", state_id)
-            if cost_limit is not None and self.usage.total >= cost_limit:
+            if self.cost_limit is not None and self.usage.total >= self.cost_limit:
                 return self._exhausted("cost-exhausted", state_id)
-            state = states.get(state_id)
+            state = self.machine.states.get(state_id)
             if state is None:
                 return self._halt(f"state-error: unknown state '{state_id}'", state_id)
-            visits = all_visits.get(state_id, 0) + 1
+            visits = self.visits.get(state_id, 0) + 1
             if state.max_visits is not None and visits > state.max_visits:
                 return self._halt("loop-ceiling", state_id)
-            all_visits[state_id] = visits
-            position = f"{prefix}/{self.iteration}:{state_id}#{visits}"
+            self.visits[state_id] = visits
+            position = f"{self.prefix}/{self.iteration}:{state_id}#{visits}"
             self.iteration += 1
-            if self.observer is not None:
-                self.shared.emit(
-                    "enter",
-                    machine=self.machine.name,
-                    depth=self.depth,
-                    state=state_id,
-                    steps=self.steps,
-                    usage=self.usage.as_dict(),
-                )
+            self.shared.emit(
+                "enter",
+                machine=self.machine.name,
+                depth=self.depth,
+                state=state_id,
+                steps=self.steps,
+                usage=self.usage.as_dict(),
+            )
             try:
                 outcome = self._visit(state, position)
             except _Suspended as suspended:  # a call suspended: this run waits too, at the innermost state
@@ -257,7 +257,7 @@ class _MachineRun:
                 return self._result("suspended", "asked", at=state_id, question=asked.question, pending=asked.position)
             except CannotAnswer as missing:  # e.g. no model where the run is resumed: it waits for one
                 return self._result("suspended", missing.reason, at=missing.state)
-            if type(outcome) is not str:
+            if isinstance(outcome, RunResult):
                 return outcome
             state_id = outcome
 
@@ -268,28 +268,26 @@ class _MachineRun:
         feedback = self.feedback
         if feedback:
             self.feedback = ""
-        kind = state.kind
-        if kind == "tool":
+        if state.kind == "tool":
             refused = self._flow_guard(state, step)
             if refused is not None:
                 return refused
         try:
-            if plan.fanout:
+            if state.is_fanout:
                 executed = self._fan_out(state, position)
                 self.steps += max(1, len(executed.value))
                 step["branches"] = [fmt(v) for v in executed.value]
                 if state.reason:
-                    step["reasonings"] = executed.reasoning or []
+                    step["reasonings"] = executed.reasonings or []
                 if executed.sub_trace is not None:
                     step["sub_trace"] = executed.sub_trace  # one trace per branch
             else:
                 self.steps += 1
-                if kind == "generative":
+                if state.kind == "generative":
                     executed = self._produce(state, self.ctx, self.taint, feedback, position)
                 else:
                     executed = self._execute(state, self.ctx, self.taint, position)
-                value = executed.value
-                step["output"] = value if type(value) is str and len(value) <= VALUE_CAP else fmt(value)
+                step["output"] = fmt(executed.value)
                 if executed.reasoning is not None:
                     step["reasoning"] = executed.reasoning
                 if executed.sub_trace is not None:
@@ -311,12 +309,7 @@ class _MachineRun:
             _add_cost(step, usage)
         if executed.truncated:
             step["truncated"] = True
-        if state.accumulate or executed.external:
-            self._deposit(state, executed)
-        else:  # _deposit's common case, written out
-            key = state.output
-            self.ctx[key] = self.last_value = executed.value
-            self.taint.tainted.add(key)
+        self._deposit(state, executed)
         step["step"] = self.steps
         if executed.route is not None:
             return self._error_route(state, step, executed.route)
@@ -354,21 +347,26 @@ class _MachineRun:
     # -- gates and transitions ---------------------------------------------------
 
     def _route(self, state: State, step: dict[str, Any], executed: _Executed, position: str) -> RunResult | str:
-        leading = self.plans[state.id].leading_otherwise
-        if leading is not None:  # what select_gate would find at once, without building its outcome
-            step["gate_via"] = "otherwise"
-            return self._transition(state, step, 0, leading, position)
         eligible = [
             (index, gate)
             for index, gate in enumerate(state.gates)
             if gate.policy != "repair" or self.repair_left.get((state.id, index), gate.repair) > 0
         ]
-        output_text = step.get("output") if "output" in step else fmt(executed.value)
+        output_text = step["output"] if "output" in step else fmt(executed.value)
         reasoning = executed.reasoning
-        if isinstance(reasoning, list):  # a fan-out: the judge sees every branch's scratchpad
-            reasoning = "\n---\n".join(r for r in reasoning if r) or None
+        if executed.reasonings is not None:  # a fan-out: the judge sees every branch's scratchpad
+            reasoning = "\n---\n".join(r for r in executed.reasonings if r) or None
         try:
-            outcome = select_gate(self, state, eligible, output_text, reasoning, executed.value, position)
+            scan = GateScan(
+                oracle=self.shared.oracle,
+                machine=self.machine.name,
+                state=state,
+                tier=self.plans[state.id].tier,
+                ctx=self.ctx,
+                position=position,
+                nonce=self.shared.fences.nonce,
+            )
+            outcome = select_gate(scan, eligible, output_text, reasoning)
         except _Fail as failure:
             return self._stop(failure, state.id)
         self.usage.add(*outcome.usage)
@@ -407,9 +405,7 @@ class _MachineRun:
             key = (state.id, index)
             self.repair_left[key] = self.repair_left.get(key, gate.repair) - 1
             self.feedback = self.plans[state.id].feedback[index]
-        self.trace.append(step)  # _record, written out
-        if self.observer is not None:
-            self._emit_step(step)
+        self._record(step)
         if target == END:
             value = self.ctx.get(self.machine.result) if self.machine.result else self.last_value
             return self._result("done", result=value)
@@ -489,22 +485,22 @@ class _MachineRun:
     ) -> _Executed:
         call_position = position + "/produce"
         plan = self.plans[state.id]
-        template = plan.template
-        text, fenced, read_keys = render_compiled(template, state.prompt, ctx, taint.tainted, self.nonce, call_position)
-        asking = state.ask_human or self.ask_all
-        # (position, machine, state, tier, structure, execution, user, fenced, reason, temperature, ask_human)
+        prompt = render(
+            plan.template, ctx, taint.tainted, nonce=lambda texts: self.shared.fences.nonce(call_position, texts)
+        )
+        asking = state.ask_human or self.shared.options.ask_human  # the option lets every generative state ask
         request = ProduceRequest(
-            call_position,
-            self.machine_name,
-            state.id,
-            plan.tier,
-            plan.structure,
-            state.execution,
-            text + feedback,
-            fenced,
-            state.reason,
-            0.8 if sampled else 0.4,
-            asking,
+            position=call_position,
+            machine=self.machine.name,
+            state=state.id,
+            tier=plan.tier,
+            structure=plan.structure,
+            execution=state.execution,
+            user=prompt.text + feedback,
+            fenced=prompt.fenced,
+            reason=state.reason,
+            temperature=0.8 if sampled else 0.4,
+            ask_human=asking,
         )
         answer = self._ask_produce(request)
         if asking:
@@ -514,9 +510,14 @@ class _MachineRun:
         value: Any = answer.text
         if state.parse is not None:
             value = _parse_output(state.parse, value, usage)
-        external = extra_external or rounds > 0 or not taint.external.isdisjoint(read_keys)
-        # (value, reasoning, usage, sub_trace, external, truncated)
-        return _Executed(value, answer.reasoning if state.reason else None, usage, None, external, answer.truncated)
+        external = extra_external or rounds > 0 or not taint.external.isdisjoint(prompt.read_keys)
+        return _Executed(
+            value,
+            reasoning=answer.reasoning if state.reason else None,
+            usage=usage,
+            external=external,
+            truncated=answer.truncated,
+        )
 
     def _ask_produce(self, request: ProduceRequest) -> ProduceAnswer:
         try:
@@ -527,7 +528,7 @@ class _MachineRun:
             raise _Fail(exc.error, suspendable=exc.suspendable) from None
         except Exception as exc:  # a host callable raised: its message is the halt reason
             raise _Fail(f"state-error: {exc}") from None
-        if type(answer) is not ProduceAnswer and not isinstance(answer, ProduceAnswer):
+        if not isinstance(answer, ProduceAnswer):
             raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
         return answer
 
@@ -726,7 +727,7 @@ class _MachineRun:
         if state.kind == "call" and self.cost_limit is not None:
             share = max(1, (self.cost_limit - self.usage.total) // count)
 
-        def run_branch(branch: tuple[int, Any]) -> tuple[Any, str | None, tuple[int, int], Any, bool, bool]:
+        def run_branch(branch: tuple[int, Any]) -> _Executed:
             index, item = branch
             branch_ctx = dict(ctx)
             branch_ctx["index"] = index
@@ -748,11 +749,13 @@ class _MachineRun:
                 else:
                     done = self._execute(state, branch_ctx, branch_taint, branch_position, True, share)
             except _Fail as failure:
-                return f"[branch-error: {failure.branch_text}]", None, failure.usage, failure.sub_trace, False, False
+                return _Executed(
+                    f"[branch-error: {failure.branch_text}]", usage=failure.usage, sub_trace=failure.sub_trace
+                )
             if done.route is not None:  # a branch cannot leave the fan-out: the routed error is its marker
                 marker = f"[branch-error: {str(done.value)[len('[tool-error: ') : -1]}]"
-                return marker, None, done.usage, None, True, False
-            return done.value, done.reasoning, done.usage, done.sub_trace, done.external, done.truncated
+                return _Executed(marker, usage=done.usage, external=True)
+            return done
 
         workers = max(1, min(self.shared.options.max_workers, count))
         if workers == 1 or not self.shared.oracle.waits:
@@ -760,20 +763,21 @@ class _MachineRun:
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkl-branch") as pool:
                 outcomes = list(pool.map(run_branch, branches))
-        values = [outcome[0] for outcome in outcomes]
-        reasonings = [outcome[1] for outcome in outcomes] if state.reason else None
-        input_tokens = sum(outcome[2][0] for outcome in outcomes)
-        output_tokens = sum(outcome[2][1] for outcome in outcomes)
-        # Like the reference: the sub-run traces that exist (a branch that never started a sub-run has none).
-        sub_traces = [outcome[3] for outcome in outcomes if outcome[3] is not None] or None
         external = (
             item_external
             or state.kind == "tool"
-            or any(outcome[4] for outcome in outcomes)
+            or any(outcome.external for outcome in outcomes)
             or (state.kind == "call" and reaches_tool_state(state.call or "", self.shared.registry))
         )
-        truncated = any(outcome[5] for outcome in outcomes)
-        return _Executed(values, reasonings, (input_tokens, output_tokens), sub_traces, external, truncated)
+        return _Executed(
+            [outcome.value for outcome in outcomes],
+            usage=(sum(o.usage[0] for o in outcomes), sum(o.usage[1] for o in outcomes)),
+            # Like the reference: the sub-run traces that exist (a branch that never started a sub-run has none).
+            sub_trace=[o.sub_trace for o in outcomes if o.sub_trace is not None] or None,
+            external=external,
+            truncated=any(outcome.truncated for outcome in outcomes),
+            reasonings=[outcome.reasoning for outcome in outcomes] if state.reason else None,
+        )
 
 
 def _question(text: str) -> str | None:

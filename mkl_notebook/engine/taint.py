@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..lang.model import Machine
+from .oracle import Effect
 
 READ_ONLY_TOOLS = frozenset(
     {
@@ -28,12 +29,13 @@ READ_ONLY_TOOLS = frozenset(
 EFFECTFUL_TOOLS = frozenset({"write_file", "send_reply", "write_machine", "run_machine", "update_task"})
 
 
-def tool_class(name: str, overrides: Mapping[str, str], declared: str | None) -> str:
+def tool_class(name: str, overrides: Mapping[str, str], declared: str | None) -> Effect:
     """``read`` or ``effect``: run overrides, then the host's declaration, then the built-in table."""
-    if name in overrides:
-        return overrides[name]
-    if declared in ("read", "effect"):
-        return declared
+    chosen = overrides.get(name, declared)
+    if chosen == "read":
+        return "read"
+    if chosen == "effect":
+        return "effect"
     return "read" if name in READ_ONLY_TOOLS else "effect"
 
 
@@ -68,20 +70,13 @@ class Fences:
     can never close its own fence.
     """
 
-    __slots__ = ("_keyed",)
-
     def __init__(self, secret: bytes) -> None:
-        self._keyed = hashlib.blake2b(key=secret[:64], digest_size=6)  # copied per nonce: no re-keying
+        self._secret = secret[:64]  # BLAKE2b takes keys of up to 64 bytes
 
     def nonce(self, position: str, values: Sequence[str]) -> str:
         attempt = 0
         while True:
-            hasher = self._keyed.copy()
-            hasher.update(f"{position}#{attempt}".encode())
-            digest = hasher.hexdigest()
-            for text in values:  # a loop, not any(): this runs for every fenced prompt
-                if digest in text:
-                    break
-            else:
+            digest = hashlib.blake2b(f"{position}#{attempt}".encode(), key=self._secret, digest_size=6).hexdigest()
+            if not any(digest in text for text in values):
                 return digest
             attempt += 1

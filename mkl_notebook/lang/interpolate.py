@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
@@ -16,7 +15,7 @@ TRUNCATION_MARK = "…[truncated]"
 
 def lookup(ctx: Mapping[str, Any], path: str) -> Any:
     """Follow a dotted path through dicts only; ``None`` when any part is missing."""
-    return _value_at(ctx, tuple(path.split(".")))
+    return _value_at(ctx, path.split("."))
 
 
 def set_path(target: dict[str, Any], path: str, value: Any) -> None:
@@ -47,8 +46,6 @@ def _fmt_uncapped(value: Any) -> str:
 
 def fmt(value: Any) -> str:
     """Render a context value as prompt text, capped at 20,000 characters."""
-    if type(value) is str and len(value) <= VALUE_CAP:
-        return value
     text = _fmt_uncapped(value)
     if len(text) > VALUE_CAP:
         return text[: VALUE_CAP - len(TRUNCATION_MARK)] + TRUNCATION_MARK
@@ -59,32 +56,39 @@ def root_key(path: str) -> str:
     return path.split(".", 1)[0]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Rendered:
     text: str
     fenced: bool  # at least one fence was written: the system message gains the untrusted-data rule
     read_keys: frozenset[str]  # root keys the template read
 
 
-@lru_cache(maxsize=8192)
-def compile_template(template: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...], frozenset[str]]:
-    """A template as its literal pieces, its placeholders ``(path parts, root key)`` and the root keys it reads."""
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A template split once into its literal pieces and its placeholders, to render many times."""
+
+    text: str
+    literals: tuple[str, ...]  # one more than there are placeholders
+    paths: tuple[tuple[str, ...], ...]  # each placeholder's dotted path, split
+    read_keys: frozenset[str]  # the root keys the placeholders read
+
+
+def compile_template(text: str) -> Template:
     literals: list[str] = []
-    slots: list[tuple[tuple[str, ...], str]] = []
+    paths: list[tuple[str, ...]] = []
     last = 0
-    for match in PLACEHOLDER.finditer(template):
-        literals.append(template[last : match.start()])
-        parts = tuple(match.group(1).split("."))
-        slots.append((parts, parts[0]))
+    for match in PLACEHOLDER.finditer(text):
+        literals.append(text[last : match.start()])
+        paths.append(tuple(match.group(1).split(".")))
         last = match.end()
-    literals.append(template[last:])
-    return tuple(literals), tuple(slots), frozenset(root for _, root in slots)
+    literals.append(text[last:])
+    return Template(text, tuple(literals), tuple(paths), frozenset(path[0] for path in paths))
 
 
-def _value_at(ctx: Mapping[str, Any], parts: tuple[str, ...]) -> Any:
+def _value_at(ctx: Mapping[str, Any], parts: Sequence[str]) -> Any:
     value: Any = ctx
     for part in parts:
-        if type(value) is not dict and not isinstance(value, Mapping):  # dict first: the ABC check is slow
+        if not isinstance(value, Mapping):
             return None
         value = value.get(part)
         if value is None:
@@ -92,65 +96,29 @@ def _value_at(ctx: Mapping[str, Any], parts: tuple[str, ...]) -> Any:
     return value
 
 
-Template = tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...], frozenset[str]]
-
-
 def render(
-    template: str,
+    template: str | Template,
     ctx: Mapping[str, Any],
     tainted: Collection[str] = (),
-    nonce: Callable[[list[str]], str] | str | None = None,
+    nonce: Callable[[list[str]], str] | None = None,
 ) -> Rendered:
     """Interpolate ``template`` against ``ctx``.
 
-    Placeholders whose root key is in ``tainted`` are wrapped in a fence. The
-    nonce comes from ``nonce``, called once with the texts to be fenced (a nonce
-    must not occur in any of them), only when a fence is needed.
+    Placeholders whose root key is in ``tainted`` are wrapped in a fence. The nonce
+    comes from ``nonce``, called once with the texts to be fenced (a nonce must not
+    occur in any of them), and only when a fence is needed.
     """
-    by_values = (lambda _position, values: nonce(values)) if callable(nonce) else nonce
-    return Rendered(*render_compiled(compile_template(template), template, ctx, tainted, by_values))
-
-
-def render_compiled(
-    compiled: Template,
-    template: str,
-    ctx: Mapping[str, Any],
-    tainted: Collection[str] = (),
-    nonce: Callable[[str, list[str]], str] | str | None = None,
-    position: str = "",
-) -> tuple[str, bool, frozenset[str]]:
-    """:func:`render` for a template already passed through :func:`compile_template`, as a plain
-    ``(text, fenced, read_keys)`` tuple: the engine renders a prompt on every step.
-
-    A callable ``nonce`` is called as ``nonce(position, texts_to_fence)``, so a caller
-    need not bind the call's position into a new callable for every prompt.
-    """
-    literals, slots, read = compiled
-    if not slots:
-        return template, False, read
-    plain_dict = type(ctx) is dict
-    texts: list[str] = []
-    to_fence: list[str] = []
-    for parts, root in slots:  # written out, not comprehensions: this runs for every prompt of every step
-        value = ctx.get(root) if plain_dict and len(parts) == 1 else _value_at(ctx, parts)
-        text = value if type(value) is str and len(value) <= VALUE_CAP else fmt(value)
-        texts.append(text)
-        if root in tainted:
-            to_fence.append(text)
-    if not to_fence:
-        if len(texts) == 1:
-            return literals[0] + texts[0] + literals[1], False, read
-        pieces = [literals[0]]
-        for index, text in enumerate(texts, 1):
-            pieces += (text, literals[index])
-        return "".join(pieces), False, read
-    chosen = nonce(position, to_fence) if callable(nonce) else nonce
-    if not chosen:
-        raise ValueError("a fence nonce is required to render tainted values")
-    if len(texts) == 1:
-        return f"{literals[0]}<data-{chosen}>\n{texts[0]}\n</data-{chosen}>{literals[1]}", True, read
-    pieces = [literals[0]]
-    for index, text in enumerate(texts, 1):
-        root = slots[index - 1][1]
-        pieces += (f"<data-{chosen}>\n{text}\n</data-{chosen}>" if root in tainted else text, literals[index])
-    return "".join(pieces), True, read
+    compiled = template if isinstance(template, Template) else compile_template(template)
+    texts = [fmt(_value_at(ctx, path)) for path in compiled.paths]
+    fenced = [path[0] in tainted for path in compiled.paths]
+    chosen = ""
+    any_fence = any(fenced)
+    if any_fence:
+        if nonce is None:
+            raise ValueError("a fence nonce is required to render tainted values")
+        chosen = nonce([text for text, fence in zip(texts, fenced, strict=True) if fence])
+    pieces = [compiled.literals[0]]
+    for text, fence, literal in zip(texts, fenced, compiled.literals[1:], strict=True):
+        pieces.append(f"<data-{chosen}>\n{text}\n</data-{chosen}>" if fence else text)
+        pieces.append(literal)
+    return Rendered("".join(pieces), any_fence, compiled.read_keys)

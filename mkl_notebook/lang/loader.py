@@ -19,7 +19,7 @@ from typing import Any
 
 from .findings import Finding, MachineError
 from .located import LocatedList, LocatedMap, Where, YamlSyntaxError, parse_located, plain
-from .model import END, SPEC_VERSIONS, TIERS, Declaration, Gate, Machine, OnError, State
+from .model import END, SPEC_VERSIONS, TIERS, Declaration, Gate, Machine, OnError, Policy, State, StateKind
 
 TOP_KEYS = frozenset(
     {"machine", "entry", "budget", "default_tier", "result", "context", "tools", "hooks", "states", "mklang"}
@@ -230,7 +230,7 @@ class _MachineBuilder:
         context = doc.get("context")
         if context is None:
             context = {}
-        elif not isinstance(context, dict):
+        elif not isinstance(context, LocatedMap):
             self.out.error(
                 "wrong-type",
                 f"'context' must be a mapping of keys to values, not {_type_name(context)}",
@@ -304,7 +304,7 @@ class _MachineBuilder:
             if isinstance(item, str):
                 found.append(Declaration(item))
                 continue
-            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            if not isinstance(item, LocatedMap) or not isinstance(item.get("name"), str):
                 self.out.error(
                     "wrong-type", f"'{key}' item {index + 1} must be a mapping with a text 'name'", where, None, key
                 )
@@ -328,7 +328,7 @@ class _MachineBuilder:
         raw = self.doc.get("states")
         if raw is None:
             return {}
-        if not isinstance(raw, dict):
+        if not isinstance(raw, LocatedMap):
             self.out.error(
                 "wrong-type",
                 f"'states' must be a mapping of state ids to states, not {_type_name(raw)}",
@@ -355,7 +355,7 @@ class _MachineBuilder:
                 self.out.error(
                     "reserved-name", "'END' is reserved for the end of the run; rename this state", where, state_id
                 )
-            if not isinstance(body, dict):
+            if not isinstance(body, LocatedMap):
                 self.out.error(
                     "wrong-type", f"{_state_label(state_id)} must be a mapping, not {_type_name(body)}", where, state_id
                 )
@@ -369,7 +369,7 @@ class _MachineBuilder:
         present = [
             kind for kind, marker in (("tool", "tool"), ("call", "call"), ("generative", "prompt")) if marker in body
         ]
-        kind = "tool" if "tool" in body else "call" if "call" in body else "generative"
+        kind: StateKind = "tool" if "tool" in body else "call" if "call" in body else "generative"
         if len(present) > 1:
             self.out.error(
                 "two-kinds",
@@ -504,7 +504,7 @@ class _MachineBuilder:
         gates = []
         for index, item in enumerate(raw):
             where = raw.at(index) if isinstance(raw, LocatedList) else body.at("gates")
-            if not isinstance(item, dict):
+            if not isinstance(item, LocatedMap):
                 self.out.error(
                     "wrong-type",
                     f"{label}: gate {index + 1} must be a mapping with 'when', not {_type_name(item)}",
@@ -540,7 +540,7 @@ class _MachineBuilder:
                 "wrong-type", f"{label}: 'to' must be a state id or END, not {_type_name(to)}", gate.at("to"), sid, "to"
             )
             to = str(to)
-        policies = []
+        policies: list[Policy] = []
         if "then" in gate:
             if gate["then"] != "ok":
                 self.out.error(
@@ -613,7 +613,7 @@ class _MachineBuilder:
         matchers = []
         for index, item in enumerate(raw):
             where = raw.at(index) if isinstance(raw, LocatedList) else body.at("on_error")
-            if not isinstance(item, dict):
+            if not isinstance(item, LocatedMap):
                 self.out.error("wrong-type", f"{label} item {index + 1} must be a mapping", where, sid, "on_error")
                 continue
             for key in item:
@@ -727,7 +727,7 @@ def _parse(text: str) -> LocatedMap:
                 ),
             ),
         ) from None
-    if not isinstance(doc, dict):
+    if not isinstance(doc, LocatedMap):
         raise MachineError(
             f"a machine document must be a YAML mapping with machine, entry, budget and states; "
             f"this one is {_type_name(doc)}",

@@ -15,10 +15,11 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
+from ..app.status import run_output
 from ..lang.model import Machine
-from .diagram import diagram_bundle, path_from_trace
+from ..render.diagram import diagram_bundle, path_from_trace
+from ..render.views import progress_bundle
 from .session import Run
-from .views import run_bundle
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
 
@@ -39,7 +40,7 @@ class RunView:
     # -- live progress ------------------------------------------------------------
 
     def start(self) -> None:
-        self.handle = display(self._live_bundle("starting", 0, {}), raw=True, display_id=True)
+        self.handle = display(progress_bundle(None, 0, {}), raw=True, display_id=True)
 
     def observer(self, event: str, data: dict[str, Any]) -> None:
         """Engine progress events: redraw the live line now and then, from the run's own thread only."""
@@ -50,14 +51,8 @@ class RunView:
             return
         self._last_draw = now
         if self.handle is not None:
-            self.handle.update(
-                self._live_bundle(data.get("state", ""), data.get("steps", 0), data.get("usage") or {}), raw=True
-            )
-
-    def _live_bundle(self, state: str, steps: int, usage: dict[str, int]) -> dict[str, Any]:
-        return run_bundle(
-            self.run_id, self.machine, None, envelope=None, live={"state": state, "steps": steps, "usage": usage}
-        )
+            bundle = progress_bundle(data.get("state"), int(data.get("steps") or 0), data.get("usage") or {})
+            self.handle.update(bundle, raw=True)
 
     # -- final state ------------------------------------------------------------------
 
@@ -66,7 +61,8 @@ class RunView:
         machine = run.machine or self.machine
         self.machine = machine
         result = run.result_object
-        bundle = run_bundle(run.id, machine, result, envelope=run.envelope())
+        assert run.outcome is not None  # reading result_object made sure of it
+        bundle = run_output(run.id, machine, run.outcome)
         if self.handle is None:
             self.handle = display(bundle, raw=True, display_id=True)
         else:
@@ -80,8 +76,7 @@ class RunView:
                 self.diagram = display(diagram, raw=True, display_id=True)
             else:
                 self.diagram.update(diagram, raw=True)
-        waiting = run.pending
-        if waiting is not None and waiting.get("reason") in ("escalated", "asked") and on_reply is not None:
+        if result.waits_for_person and on_reply is not None:
             self._show_form(run, on_reply)  # a budget suspension has no question: `%mkl resume` continues it
 
     def _show_form(self, run: Run, on_reply: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-APPROVE, REJECT = "approve", "reject"
+from ..app.replies import APPROVE, REJECT, Decision, form_reply
 
 
 class GateForm:
@@ -60,17 +60,11 @@ class GateForm:
     def controls(self) -> list[widgets.Widget]:
         return [self.approve, self.reject, self.send, self.reply]
 
-    def _value(self, decision: str | None) -> Any:
-        text = self.reply.value.strip()
-        if decision is None:
-            return text or None
-        return f"{decision}: {text}" if text else decision
-
-    def _submit(self, decision: str | None) -> None:
+    def _submit(self, decision: Decision | None) -> None:
         with self._lock:
             if self.sent:
                 return
-            value = self._value(decision)
+            value = form_reply(decision, self.reply.value)
             if value is None:
                 self.status.value = "<em>Type a reply first (or use Approve / Reject).</em>"
                 return

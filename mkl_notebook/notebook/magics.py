@@ -14,21 +14,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import display
 from traitlets import Unicode, observe
 
-from ..assignments import parse_assignments
+from ..app import oracles
+from ..app.errors import USER_ERRORS, UsageProblem
+from ..app.runs import HITL_MODES
+from ..app.values import host_input, merge, parse_assignments, parse_input
 from ..lang.check import check
 from ..lang.model import TIERS
-from ..providers.config import ConfigError, load_config
-from ..testing import ScenarioFileError, run_all, scenarios_from_mapping
-from . import views
-from .diagram import diagram_bundle
+from ..render import views
+from ..render.diagram import diagram_bundle
+from ..testing import run_all, scenarios_from_file
 from .display import RunView
-from .session import MklUsageError, Run, Session, check_budgets, current_session
+from .session import Run, Session, current_session
 
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
 SUBCOMMANDS = ("run", "resume", "runs", "trace", "visits", "pending", "check", "test", "config", "help")
@@ -108,8 +109,8 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     hitl.add_argument("--hitl", action="store_true")
     hitl.add_argument("--no-hitl", action="store_true")
     parser.add_argument("--suspend", action="store_true")
-    parser.add_argument("--max-steps", type=int)
-    parser.add_argument("--max-tokens", type=int)
+    parser.add_argument("--max-steps")
+    parser.add_argument("--max-tokens")
     parser.add_argument("--script")
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--notebook")
@@ -124,8 +125,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     resume.add_argument("run_id")
     resume.add_argument("--set", action="append", default=[])
     resume.add_argument("--reply")
-    resume.add_argument("--max-steps", type=int)
-    resume.add_argument("--max-tokens", type=int)
+    resume.add_argument("--max-steps")
+    resume.add_argument("--max-tokens")
     resume.add_argument("--resolve")
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits")}
     for parser in one_run.values():
@@ -161,55 +162,56 @@ class MklMagics(Magics):
 
     # -- values from the user's namespace ------------------------------------------------
 
+    @property
+    def _namespace(self) -> dict[str, Any]:
+        assert self.shell is not None  # magics are registered with a shell
+        return self.shell.user_ns
+
     def _object(self, token: str) -> Any:
         """``$name`` is the object itself; ``{expr}`` evaluates; anything else is text."""
         whole = _WHOLE_VAR.match(token)
         if whole:
             name = whole.group(1)
-            if name not in self.shell.user_ns:
+            if name not in self._namespace:
                 raise UsageError(f"there is no Python variable named '{name}'")
-            return self.shell.user_ns[name]
+            return self._namespace[name]
         return self._text(token)
 
     def _text(self, token: str) -> str:
         def value(match: re.Match[str]) -> str:
             name, expr = match.group(1), match.group(2)
             if name is not None:
-                if name not in self.shell.user_ns:
+                if name not in self._namespace:
                     raise UsageError(f"there is no Python variable named '{name}'")
-                return str(self.shell.user_ns[name])
+                return str(self._namespace[name])
             try:
-                return str(eval(expr, self.shell.user_ns))  # the notebook's own expression, like IPython's {expr}
+                return str(eval(expr, self._namespace))  # the notebook's own expression, like IPython's {expr}
             except Exception as exc:
                 raise UsageError(f"{{{expr}}} could not be evaluated: {type(exc).__name__}: {exc}") from None
 
         return _INLINE.sub(value, token)
 
     def _input(self, token: str | None) -> dict[str, Any]:
+        """``--input $dict``, ``--input {python expression}``, or JSON text (or ``@file.json``)."""
         if token is None:
             return {}
-        value = self._object(token) if _WHOLE_VAR.match(token) else None
-        if value is None:
-            import json
-
+        if _WHOLE_VAR.match(token):
+            return host_input(self._object(token))
+        if token.startswith("{") and token.endswith("}"):
             try:
-                value = json.loads(token)
-            except ValueError:
-                value = self._object(token) if token.startswith("{") and token.endswith("}") else None
-                if isinstance(value, str):
-                    try:
-                        import ast
-
-                        value = ast.literal_eval(value)
-                    except (ValueError, SyntaxError):
-                        value = None
-        if not isinstance(value, dict):
-            raise UsageError("--input takes a dict: --input $my_dict, or a JSON object")
-        return value
+                return parse_input(token)
+            except UsageProblem:
+                pass  # not JSON: the notebook's own Python expression
+            try:
+                value = eval(token[1:-1], self._namespace)
+            except Exception as exc:
+                raise UsageError(f"--input {token} could not be evaluated: {type(exc).__name__}: {exc}") from None
+            return host_input(value)
+        return parse_input(token)
 
     def _assignments(self, items: Sequence[str]) -> dict[str, Any]:
         return parse_assignments(
-            items, error=UsageError, convert=lambda raw: self._object(raw) if _WHOLE_VAR.match(raw) else self._text(raw)
+            items, convert=lambda raw: self._object(raw) if _WHOLE_VAR.match(raw) else self._text(raw)
         )
 
     # -- the magic -------------------------------------------------------------------------
@@ -227,7 +229,7 @@ class MklMagics(Magics):
                 self._cell(words, cell)
             else:
                 self._line(words)
-        except MklUsageError as exc:
+        except USER_ERRORS as exc:
             raise UsageError(str(exc)) from None
         except _HelpShown:
             return
@@ -274,7 +276,7 @@ class MklMagics(Magics):
 
     def _run(self, name: str, args: argparse.Namespace) -> None:
         self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
-        host_values = {**self._input(args.input), **self._assignments(args.set)}
+        host_values = merge(self._input(args.input), self._assignments(args.set))
         hitl = "all" if args.hitl else "none" if args.no_hitl else None
         script = self._text(args.script) if args.script else None
         view = RunView(self._text(args.run_id) if args.run_id else name, self.session.machines.get(name))
@@ -306,39 +308,17 @@ class MklMagics(Magics):
 
     def _cmd_resume(self, words: list[str]) -> None:
         args = self._parse("resume", words)
-        check_budgets(args.max_steps, args.max_tokens)  # before a reply is journaled: nothing half done
         run = self.session.get_run(self._text(args.run_id))
         view = RunView(run.id, run.machine)
-        reply = self._reply(run, args)
-        resolve = None
-        if args.resolve:
-            action, sep, value = args.resolve.partition("=")
-            if not ((action == "completed" and sep) or (action in ("retry", "abort") and not sep)):
-                raise UsageError("--resolve takes completed=VALUE, retry or abort")
-            resolve = (action, value if sep else None)
-        if reply is not None:
-            run.submit(reply[0], observer=view.observer)
-        if args.max_steps is not None or args.max_tokens is not None or resolve or reply is None:
-            run.resume(max_steps=args.max_steps, max_tokens=args.max_tokens, resolve=resolve, observer=view.observer)
+        run.resume(
+            reply=self._text(args.reply) if args.reply is not None else None,
+            set_values=self._assignments(args.set),
+            max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
+            resolve=args.resolve,
+            observer=view.observer,
+        )
         self.present(run, view)
-
-    def _reply(self, run: Run, args: argparse.Namespace) -> tuple[Any] | None:
-        if args.reply is not None and args.set:
-            raise UsageError("give the reply once: --reply TEXT or --set path=value")
-        if args.reply is not None:
-            return (self._text(args.reply),)
-        if not args.set:
-            return None
-        pending = run.pending or {}
-        reply_to = pending.get("reply_to")
-        if reply_to is None:
-            raise UsageError(f"run '{run.id}' is not waiting for a reply")
-        value: Any = self._assignments(args.set)
-        for part in reply_to.split("."):
-            if not isinstance(value, dict) or part not in value:
-                raise UsageError(f"run '{run.id}' waits for a reply at '{reply_to}'; use --set {reply_to}=…")
-            value = value[part]
-        return (value,)
 
     def _cmd_runs(self, words: list[str]) -> None:
         summaries = self.session.store.runs()
@@ -383,16 +363,7 @@ class MklMagics(Magics):
     def _cmd_test(self, words: list[str]) -> None:
         args = self._parse("test", words)
         machine = self.session.machine(self._text(args.name))
-        path = Path(self._text(args.script))
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            scenarios = scenarios_from_mapping(machine, data, dict(self.session.machines), str(path))
-        except OSError as exc:
-            raise UsageError(f"--script {path}: cannot be read ({exc.strerror or exc})") from None
-        except yaml.YAMLError as exc:
-            raise UsageError(f"--script {path}: the YAML does not parse ({exc})") from None
-        except ScenarioFileError as exc:
-            raise UsageError(str(exc)) from None
+        scenarios = scenarios_from_file(machine, Path(self._text(args.script)), dict(self.session.machines))
         outcomes = run_all(scenarios)
         display(
             {"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
@@ -409,8 +380,8 @@ class MklMagics(Magics):
                 settings.store = Path(self._text(value))
                 self.session.reset_store()
             elif key == "hitl":
-                if value not in ("none", "asking", "all"):
-                    raise UsageError("hitl is one of none, asking, all")
+                if value not in HITL_MODES:
+                    raise UsageError(f"hitl must be one of {', '.join(HITL_MODES)}, not {value!r}")
                 settings.hitl = value
             elif key == "max_workers":
                 if not value.isdigit() or int(value) < 1:
@@ -418,10 +389,7 @@ class MklMagics(Magics):
                 settings.max_workers = int(value)
             elif key in MODEL_SETTINGS:
                 candidate = {**self.session.model_overrides, key: self._text(value)}
-                try:
-                    load_config(overrides=candidate)
-                except ConfigError as exc:
-                    raise UsageError(str(exc)) from None
+                oracles.model_config(candidate)  # a bad value is refused before it is kept
                 self.session.model_overrides[key] = self._text(value)
             else:
                 raise UsageError(

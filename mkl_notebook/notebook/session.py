@@ -1,7 +1,9 @@
 """The kernel's mkl session: defined machines, the run store, and :class:`Run` handles.
 
-This is the Python API the magics are thin over; it never imports widgets or
-litellm, so it is as usable from a plain script as from a notebook.
+This is the Python API the magics are thin over; the rules it follows (which oracle
+answers, how a reply is read, budgets) are the application layer's, shared with the
+``mkl`` command. It never imports widgets or litellm, so it is as usable from a plain
+script as from a notebook.
 """
 
 from __future__ import annotations
@@ -12,33 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..app import oracles
+from ..app import runs as app_runs
+from ..app.errors import UsageProblem
+from ..app.status import run_output
+from ..app.values import host_input
+from ..durable import nbfile
 from ..durable import runs as durable
+from ..durable.runs import Observer
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
-from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
-from ..host import HostOracle, Registry, default_registry
-from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine
-from ..providers.config import ConfigError, ModelConfig, load_config
-from ..providers.scripted import NoModelOracle, ScriptError, oracle_from_file, oracle_from_script
-from . import nbfile
+from ..providers.config import ModelConfig
+from ..providers.host import Registry, default_registry
 
-NO_MODEL = (
-    "no model is configured: set one with %mkl config model=openai/gpt-4o-mini (or MKL_MODEL, or "
-    "[tool.mkl] in pyproject.toml), or pass --script FILE to run with scripted answers"
-)
-
-
-class MklUsageError(ValueError):
-    """A user mistake in the notebook API; the magics show it as a one-line UsageError."""
-
-
-def check_budgets(max_steps: int | None, max_tokens: int | None) -> None:
-    for name, flag, value in (("max_steps", "--max-steps", max_steps), ("max_tokens", "--max-tokens", max_tokens)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise MklUsageError(f"{name} ({flag}) must be a whole number of at least 1, not {value!r}")
+MklUsageError = UsageProblem  # the notebook API's name for a user mistake (the magics show it as a UsageError)
 
 
 @dataclass
@@ -65,10 +57,7 @@ class Session:
     # -- machines --------------------------------------------------------------
 
     def define(self, source: str) -> Machine:
-        try:
-            machine = load(source)
-        except MachineError as exc:
-            raise MklUsageError(str(exc)) from None
+        machine = load(source)
         self.machines[machine.name] = machine
         return machine
 
@@ -100,42 +89,27 @@ class Session:
 
     # -- oracles -----------------------------------------------------------------
 
-    def oracle(self, script: Any = None, model_name: str | None = None) -> Oracle:
-        if isinstance(script, Oracle):
-            model = script
-        elif script is not None:
-            try:
-                model = (
-                    oracle_from_script(dict(script), where="script")
-                    if isinstance(script, Mapping)
-                    else oracle_from_file(str(script), where=f"script {script}")
-                )
-            except ScriptError as exc:
-                raise MklUsageError(str(exc)) from None
-        elif self.model_factory is not None:
-            model = self.model_factory()
-        else:
-            config = self.model_config(model_name)
-            if config.configured:
-                from ..providers.litellm_provider import LiteLLMOracle
-
-                model = LiteLLMOracle(config)
-            else:
-                model = NoModelOracle(NO_MODEL)
-        return HostOracle(model, self.registry)
+    def oracle(
+        self,
+        script: Any = None,
+        model_name: str | None = None,
+        *,
+        needs_model: bool = False,
+        machine: Machine | None = None,
+    ) -> Oracle:
+        """The oracle of this session's runs: a script, the session's model factory, or the configured model."""
+        return oracles.choose(
+            script=script,
+            config=None if script is not None or self.model_factory else self.model_config(model_name),
+            model_factory=self.model_factory,
+            needs_model=needs_model,
+            machine=machine,
+            registry=self.registry,
+        )
 
     def model_config(self, model_name: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, %mkl config and a run's --model."""
-        overrides = dict(self.model_overrides)
-        if model_name:
-            overrides["model"] = model_name
-        try:
-            return load_config(overrides=overrides)
-        except ConfigError as exc:
-            raise MklUsageError(str(exc)) from None
-
-    def has_model(self, model_name: str | None = None) -> bool:
-        return self.model_factory is not None or self.model_config(model_name).configured
+        return oracles.model_config({**self.model_overrides, "model": model_name or self.model_overrides.get("model")})
 
     # -- runs --------------------------------------------------------------------
 
@@ -147,42 +121,36 @@ class Session:
         input: Mapping[str, Any] | None = None,
         hitl: str | None = None,
         suspend: bool = False,
-        max_steps: int | None = None,
-        max_tokens: int | None = None,
+        max_steps: int | str | None = None,
+        max_tokens: int | str | None = None,
         script: Any = None,
         fresh: bool = False,
         notebook: str | None = None,
         model: str | None = None,
-        observer: Callable[[str, dict[str, Any]], None] | None = None,
+        observer: Observer | None = None,
     ) -> Run:
+        """Run (or replay) machine ``name`` as run ``id`` (default: the machine's name)."""
         machine = self.machine(name)
         run_id = id or name
-        hitl = hitl or self.settings.hitl
-        if hitl not in ("none", "asking", "all"):
-            raise MklUsageError(f"hitl must be 'none', 'asking' or 'all', not {hitl!r}")
-        if input is not None and not isinstance(input, Mapping):
-            raise MklUsageError(f"input must be a dict of context keys, not {type(input).__name__}")
-        check_budgets(max_steps, max_tokens)
+        host_values = host_input(input or {}, "input")
+        options = app_runs.run_options(
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            suspend=suspend,
+            hitl=hitl or self.settings.hitl,
+            max_workers=self.settings.max_workers,
+        )
         if not fresh:
             self._rehydrate(run_id, notebook)
-        is_new = fresh or not self.store.exists(run_id)
-        if is_new and script is None and not self.has_model(model):
-            raise MklUsageError(NO_MODEL)
-        options = RunOptions(
-            cost_budget=max_tokens,
-            max_steps=max_steps,
-            suspendable=suspend,
-            hitl=hitl,
-            **({"max_workers": self.settings.max_workers} if self.settings.max_workers else {}),
-        )
-        handle = Run(self, run_id, name, self.oracle(script, model))
+        needs_model = oracles.starts_anew(self.store, run_id, fresh)
+        handle = Run(self, run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine))
         handle.outcome = durable.start(
             machine,
             handle.oracle,
             store=self.store,
             run_id=run_id,
             registry=dict(self.machines),
-            input=dict(input or {}),
+            input=host_values,
             options=options,
             fresh=fresh,
             observer=observer,
@@ -201,7 +169,7 @@ class Session:
             embedded = nbfile.find_run(path, run_id)
         except nbfile.NotebookFileError:
             return False
-        durable.import_envelope(self.store, embedded.header, embedded.records)
+        app_runs.import_checkpoint(self.store, embedded.header, embedded.records, str(path))
         return True
 
     def get_run(self, run_id: str, notebook: str | None = None, script: Any = None) -> Run:
@@ -213,7 +181,7 @@ class Session:
             return handle
         self._rehydrate(run_id, notebook)
         if not self.store.exists(run_id):
-            raise MklUsageError(f"no run '{run_id}' in this session, its store or its notebook")
+            raise UsageProblem(f"no run '{run_id}' in {self.store.location}, this session or its notebook")
         handle = Run(self, run_id, "", self.oracle(script))
         handle.refresh()
         self.runs[run_id] = handle
@@ -305,34 +273,36 @@ class Run:
 
     # -- acting ----------------------------------------------------------------------
 
-    def submit(self, reply: Any, observer: Callable[[str, dict[str, Any]], None] | None = None) -> Run:
-        """Journal the person's reply at ``reply_to`` and let the run go on."""
-        if self.status != "suspended" or self.result_object.error not in ("escalated", "asked"):
-            raise MklUsageError(
-                f"run '{self.id}' is not waiting for a reply (it is {self.status}"
-                f"{': ' + self.error if self.error else ''})"
-            )
+    def submit(self, reply: Any, observer: Observer | None = None) -> Run:
+        """Journal the person's reply to the question the run waits on, and let the run go on.
+
+        The run continues in the machines it was started with: the reply answers what was shown.
+        """
         return self._advance(
-            lambda: durable.resume(
-                self.id, self.oracle, store=self.session.store, reply=reply, has_reply=True, observer=observer
-            )
+            lambda: app_runs.resume(self.session.store, self.id, self.oracle, reply=reply, observer=observer)
         )
 
     def resume(
         self,
         *,
-        max_steps: int | None = None,
-        max_tokens: int | None = None,
-        resolve: tuple[str, Any] | None = None,
-        observer: Callable[[str, dict[str, Any]], None] | None = None,
+        reply: Any = None,
+        set_values: Mapping[str, Any] | None = None,
+        max_steps: int | str | None = None,
+        max_tokens: int | str | None = None,
+        resolve: str | durable.Resolution | None = None,
+        observer: Observer | None = None,
     ) -> Run:
-        """Continue a suspended run, with new budgets; or settle an in-doubt tool call."""
-        check_budgets(max_steps, max_tokens)
+        """Continue a suspended run (with a reply, new budgets, or neither) or settle an in-doubt tool call.
+
+        Machines redefined in this session since the run started take over (the edit-and-rerun path).
+        """
         return self._advance(
-            lambda: durable.resume(
+            lambda: app_runs.resume(
+                self.session.store,
                 self.id,
                 self.oracle,
-                store=self.session.store,
+                reply=reply,
+                set_values=set_values,
                 max_steps=max_steps,
                 max_tokens=max_tokens,
                 resolve=resolve,
@@ -343,18 +313,16 @@ class Run:
 
     def _advance(self, step: Callable[[], durable.Outcome]) -> Run:
         with self._lock:
-            try:
-                self.outcome = step()
-            except durable.RunStateError as exc:
-                raise MklUsageError(str(exc)) from None
-        if not self.machine_name and self.outcome is not None:
+            self.outcome = step()
+        if not self.machine_name:
             self.machine_name = str(self.outcome.header().get("machine") or "")
         return self
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from .views import run_bundle
-
-        return run_bundle(self.id, self.machine, self.result_object, envelope=self.envelope())
+        if self.outcome is None:
+            self.refresh()
+        assert self.outcome is not None
+        return run_output(self.id, self.machine, self.outcome)
 
     def __repr__(self) -> str:
         if self.outcome is None:

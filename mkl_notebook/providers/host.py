@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .engine.oracle import Effect, HookRequest, Oracle, OracleRequest, ToolRequest
+from ..engine.oracle import Effect, HookRequest, Oracle, OracleRequest, ToolRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
 

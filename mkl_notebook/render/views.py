@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Protocol
 
-from ..durable.envelope import MIME_TYPE as RUN_MIME
 from ..engine.result import RunResult
 from ..lang.model import Machine
 from .diagram import shorten
@@ -479,17 +478,24 @@ def progress_text(state: str | None, steps: int, usage: Mapping[str, int] | None
 # -- the pending card (a notebook opened without a kernel) ------------------------------------
 
 
-def _continue_commands(run_id: str, result: RunResult) -> list[str]:
-    base = f"mkl resume NOTEBOOK.ipynb --run {run_id}"
+def continue_commands(result: RunResult, base: str) -> list[str]:
+    """The commands that continue a waiting or in-doubt run, after ``base`` (``mkl resume … RUN``)."""
     if result.status == "in_doubt":
         return [f"{base} --resolve completed=VALUE", f"{base} --resolve retry", f"{base} --resolve abort"]
+    if result.status != "suspended":
+        return []
     if result.error == "budget-exhausted":
-        return [f"{base} --max-steps N"]
+        whose = f"the called machine '{result.machine}'" if result.machine else "the run"
+        return [f"{base} --max-steps N  (N is the new step budget of {whose})"]
     if result.error == "cost-exhausted":
         return [f"{base} --max-tokens N"]
     if result.error == "asked" or not result.reply_to:  # a model's question takes a plain reply
         return [f"{base} --reply …"]
     return [f"{base} --set {result.reply_to}=…"]
+
+
+def _notebook_commands(run_id: str, result: RunResult) -> list[str]:
+    return continue_commands(result, f"mkl resume NOTEBOOK.ipynb --run {run_id}")
 
 
 def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
@@ -506,7 +512,7 @@ def pending_card_html(run_id: str, machine_name: str, result: RunResult) -> str:
     It says what is pending (the ask, the reply's destination, the state) and how to continue.
     """
     title, what, detail = _pending_lines(run_id, machine_name, result)
-    commands = "".join(f"<li>{_code(command)}</li>" for command in _continue_commands(run_id, result))
+    commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result))
     reply = f"<p>The reply goes to {_code(result.reply_to)}.</p>" if result.reply_to else ""
     return (
         f"<section><p><strong>{_e(title)}:</strong> {_e(what)}</p>"
@@ -522,7 +528,7 @@ def pending_card_text(run_id: str, machine_name: str, result: RunResult) -> str:
     lines = [f"{title}: {what}", *([detail] if detail else []), *_questions_text(result)]
     lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
     lines.append("To continue, open this notebook with a kernel and run %mkl pending, or from a terminal:")
-    lines += [f"  {command}" for command in _continue_commands(run_id, result)]
+    lines += [f"  {command}" for command in _notebook_commands(run_id, result)]
     return "\n".join(lines)
 
 
@@ -565,28 +571,14 @@ def run_text(run_id: str, machine: Machine | None, result: RunResult) -> str:
     return "\n\n".join(parts)
 
 
-def run_bundle(
-    run_id: str,
-    machine: Machine | None,
-    result: RunResult | None,
-    *,
-    envelope: dict[str, Any] | None,
-    live: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The MIME bundle of a run's one display output (the diagram is a separate output).
+def run_bundle(run_id: str, machine: Machine | None, result: RunResult) -> dict[str, str]:
+    """The finished (or parked) view of a run as HTML and text (the diagram is a separate output)."""
+    return {"text/html": run_html(run_id, machine, result), "text/plain": run_text(run_id, machine, result)}
 
-    ``live`` (``{"state", "steps", "usage"}``) shows the progress line instead of the
-    finished view; so does a run with no result yet.
-    """
-    if live is not None or result is None:
-        live = live or {}
-        args = (live.get("state"), int(live.get("steps") or 0), live.get("usage"))
-        bundle: dict[str, Any] = {"text/html": progress_html(*args), "text/plain": progress_text(*args)}
-    else:
-        bundle = {"text/html": run_html(run_id, machine, result), "text/plain": run_text(run_id, machine, result)}
-    if envelope is not None:
-        bundle[RUN_MIME] = envelope
-    return bundle
+
+def progress_bundle(state: str | None, steps: int, usage: Mapping[str, int] | None) -> dict[str, str]:
+    """The live line of a run that is still working, as HTML and text."""
+    return {"text/html": progress_html(state, steps, usage), "text/plain": progress_text(state, steps, usage)}
 
 
 RunRow = tuple[str, str, str, str, str]  # run id, machine, status, error, at

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..durable import envelope
-from ..durable.envelope import MIME_TYPE, EnvelopeError
+from . import envelope
+from .envelope import MIME_TYPE, EnvelopeError
 
 
 class NotebookFileError(ValueError):

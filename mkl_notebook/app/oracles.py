@@ -1,0 +1,107 @@
+"""Which oracle answers a run: a script, a real model, or none (and whether a model can be called at all)."""
+
+from __future__ import annotations
+
+import runpy
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..durable.stores import RunStore
+from ..engine.oracle import Oracle
+from ..lang.model import Machine
+from ..providers.config import ModelConfig, load_config
+from ..providers.host import HostOracle, Registry
+from ..providers.scripted import NoModelOracle, oracle_from_file, oracle_from_script
+from .errors import UsageProblem
+
+NO_MODEL = (
+    "no model is configured: set MKL_MODEL (e.g. MKL_MODEL=openai/gpt-4o-mini), pass --model MODEL, or set "
+    "a model under [tool.mkl] in pyproject.toml (in a notebook also %mkl config model=…); or pass --script "
+    "FILE to run offline with scripted answers"
+)
+
+Script = Oracle | Mapping[str, Any] | str | Path
+
+
+def model_config(overrides: Mapping[str, Any] | None = None) -> ModelConfig:
+    """Tier models from ``mkl.toml`` / ``[tool.mkl]``, the environment, then ``overrides`` (flags, settings)."""
+    return load_config(overrides={key: value for key, value in (overrides or {}).items() if value is not None})
+
+
+def scripted(script: Script) -> Oracle:
+    """Scripted answers: an oracle as given, a mapping of LANGUAGE.md §8 keys, or a YAML file of them."""
+    if isinstance(script, Oracle):
+        return script
+    if isinstance(script, Mapping):
+        return oracle_from_script(dict(script), where="script")
+    return oracle_from_file(script, where=f"--script {script}")
+
+
+def starts_anew(store: RunStore, run_id: str | None, fresh: bool) -> bool:
+    """Whether running ``run_id`` starts from nothing (so its first call needs a model at once)."""
+    return fresh or run_id is None or not store.exists(run_id)
+
+
+def preflight(config: ModelConfig, machine: Machine | None) -> None:
+    """A model that cannot be called says what to set, in one line, before anything runs."""
+    from ..providers.litellm_provider import missing_keys  # imports litellm: only when a model will be called
+
+    tiers = {machine.tier_of(state) for state in machine.states.values()} if machine else set()
+    for tier in sorted(tiers) or ["balanced"]:
+        model = config.model_for(tier)
+        if not model:
+            raise UsageProblem(
+                f"no model is configured for tier '{tier}': set MKL_MODEL or MKL_MODEL_{tier.upper()}, pass "
+                "--model, or pass --script FILE for scripted answers"
+            )
+        if config.api_base_for(tier):
+            continue  # local and OpenAI-compatible servers often need no real key
+        missing = missing_keys(model)
+        if missing:
+            raise UsageProblem(f"model {model} needs {' and '.join(missing)}: set it in the environment")
+
+
+def choose(
+    *,
+    script: Script | None = None,
+    config: ModelConfig | None = None,
+    model_factory: Callable[[], Oracle] | None = None,
+    needs_model: bool = False,
+    machine: Machine | None = None,
+    registry: Registry | None = None,
+) -> HostOracle:
+    """The oracle of a run: the host's tools and hooks, over a script, a model, or nothing.
+
+    ``needs_model`` says the run will call a model at once (it starts anew): then a
+    missing model or API key is refused now, in one line. Otherwise a run with no model
+    still replays what its journal holds and suspends, resumable, at the first new call.
+    """
+    model: Oracle
+    if script is not None:
+        model = scripted(script)
+    elif model_factory is not None:
+        model = model_factory()
+    else:
+        config = config or model_config()
+        if config.configured:
+            if needs_model:
+                preflight(config, machine)
+            from ..providers.litellm_provider import LiteLLMOracle  # litellm itself loads on the first call
+
+            model = LiteLLMOracle(config)
+        elif needs_model:
+            raise UsageProblem(NO_MODEL)
+        else:
+            model = NoModelOracle(NO_MODEL)
+    return HostOracle(model, registry)
+
+
+def load_tools_file(path: str | Path) -> None:
+    """Run a Python file whose ``@mkl_notebook.tool`` / ``@mkl_notebook.hook`` functions register themselves."""
+    if not Path(path).is_file():
+        raise UsageProblem(f"--tools {path}: no such file")
+    try:
+        runpy.run_path(str(path), run_name="mkl_tools")
+    except Exception as exc:
+        raise UsageProblem(f"--tools {path}: failed to load ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,82 @@
+"""How a person's answer is read, the same way from every front end.
+
+A reply comes as ``--reply TEXT``, as ``--set PATH=VALUE`` naming the path the run waits
+on, or as a form's decision (Approve / Reject, with or without a typed note). An in-doubt
+tool call is settled with ``--resolve completed=VALUE | retry | abort``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from ..durable.records import RunState
+from ..durable.runs import Resolution
+from .errors import UsageProblem
+
+Decision = Literal["approve", "reject"]
+APPROVE: Decision = "approve"
+REJECT: Decision = "reject"
+
+
+def form_reply(decision: Decision | None, text: str) -> str | None:
+    """A form's answer: the decision, with the typed note after it (``approve: add an apology``).
+
+    Without a decision the typed text is the reply; an empty one is no reply at all (None).
+    """
+    note = text.strip()
+    if decision is None:
+        return note or None
+    return f"{decision}: {note}" if note else decision
+
+
+def reply_from_flags(state: RunState, run_id: str, *, reply: str | None, set_values: Mapping[str, Any] | None) -> Any:
+    """The reply that ``--reply TEXT`` or ``--set PATH=VALUE`` gives, or None when neither was given.
+
+    ``--set`` must name exactly the path the run waits on, and nothing else.
+    """
+    if reply is not None and set_values:
+        raise UsageProblem("give the reply once: --reply TEXT or --set PATH=TEXT")
+    if reply is not None or not set_values:
+        return reply
+    given = ", ".join(_paths(set_values))
+    if not state.waits_for_reply:
+        shown = f"{state.status}: {state.error}" if state.error else state.status
+        raise UsageProblem(
+            f"run '{run_id}' is not waiting for a reply (it is {shown}), so --set {given} has nothing to answer"
+        )
+    if state.reply_to is None:  # a model's question has no path in the context
+        raise UsageProblem(f"run '{run_id}' waits for an answer to the model's question; give it with --reply TEXT")
+    value: Any = set_values
+    for part in state.reply_to.split("."):
+        if not isinstance(value, Mapping) or set(value) != {part}:
+            raise UsageProblem(
+                f"run '{run_id}' is waiting for a reply at '{state.reply_to}'; --set {given} does not answer it "
+                f"(use --set {state.reply_to}=TEXT or --reply TEXT)"
+            )
+        value = value[part]
+    return value
+
+
+def _paths(values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    paths = []
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            paths += _paths(value, f"{prefix}{key}.")
+        else:
+            paths.append(f"{prefix}{key}")
+    return paths
+
+
+def parse_resolve(text: str | None) -> Resolution | None:
+    """``--resolve completed=VALUE``, ``retry`` or ``abort``."""
+    if text is None:
+        return None
+    action, sep, value = text.partition("=")
+    if action == "completed" and sep:
+        return Resolution("completed", value)
+    if action == "retry" and not sep:
+        return Resolution("retry")
+    if action == "abort" and not sep:
+        return Resolution("abort")
+    raise UsageProblem(f"--resolve takes completed=VALUE, retry or abort, not {text!r}")

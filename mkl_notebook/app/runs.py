@@ -1,0 +1,146 @@
+"""Resuming runs the same way from every front end, and carrying them in and out of files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from ..durable import nbfile
+from ..durable import runs as durable
+from ..durable.records import RunState, canonical, run_state
+from ..durable.replay import JournalIndex
+from ..durable.runs import Observer, Outcome, Resolution
+from ..durable.stores import RunStore
+from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
+from ..engine.oracle import Oracle
+from ..lang.loader import load_file
+from ..lang.model import Machine
+from ..lang.siblings import sibling_registry
+from .errors import UsageProblem
+from .replies import parse_resolve, reply_from_flags
+from .status import run_output
+from .values import parse_budget
+
+HITL_MODES = ("none", "asking", "all")
+
+
+def run_options(
+    *,
+    max_steps: Any = None,
+    max_tokens: Any = None,
+    suspend: bool = False,
+    hitl: str = "none",
+    on_untrusted_flow: str = "report",
+    ask_human: bool = False,
+    max_workers: int | None = None,
+) -> RunOptions:
+    """The options of a new run from what a front end was given; budgets as flag text or numbers."""
+    if hitl not in HITL_MODES:
+        raise UsageProblem(f"hitl must be one of {', '.join(HITL_MODES)}, not {hitl!r}")
+    if on_untrusted_flow not in ("report", "halt"):
+        raise UsageProblem(f"--on-untrusted-flow must be 'report' or 'halt', not {on_untrusted_flow!r}")
+    return RunOptions(
+        cost_budget=parse_budget("max_tokens", "--max-tokens", max_tokens),
+        max_steps=parse_budget("max_steps", "--max-steps", max_steps),
+        suspendable=suspend,
+        hitl=cast(Hitl, hitl),
+        on_untrusted_flow="halt" if on_untrusted_flow == "halt" else "report",
+        ask_human=ask_human,
+        max_workers=max_workers or DEFAULT_MAX_WORKERS,
+    )
+
+
+def state(store: RunStore, run_id: str) -> RunState:
+    """Where run ``run_id`` stands, as its journal says."""
+    return run_state(store.read(run_id))
+
+
+def resume(
+    store: RunStore,
+    run_id: str,
+    oracle: Oracle,
+    *,
+    reply: Any = None,
+    set_values: Mapping[str, Any] | None = None,
+    max_steps: Any = None,
+    max_tokens: Any = None,
+    resolve: str | Resolution | None = None,
+    registry: Mapping[str, Machine] | None = None,
+    observer: Observer | None = None,
+) -> Outcome:
+    """Continue a run: answer its question, give it more budget, or settle a tool call in doubt.
+
+    Everything given is checked before anything is journaled, so a mistake records nothing.
+    ``reply`` is ``--reply TEXT`` or a form's or the API's value; ``set_values`` is ``--set
+    PATH=VALUE`` parsed; budgets are flag text or numbers; ``resolve`` is ``--resolve`` text.
+    """
+    steps = parse_budget("max_steps", "--max-steps", max_steps)
+    tokens = parse_budget("max_tokens", "--max-tokens", max_tokens)
+    resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
+    value = reply_from_flags(state(store, run_id), run_id, reply=reply, set_values=set_values)
+    return durable.resume(
+        run_id,
+        oracle,
+        store=store,
+        reply=value,
+        has_reply=value is not None,
+        max_steps=steps,
+        max_tokens=tokens,
+        resolution=resolution,
+        registry=registry,
+        observer=observer,
+    )
+
+
+def import_checkpoint(store: RunStore, header: Mapping[str, Any], records: list[dict[str, Any]], source: str) -> str:
+    """Bring a verified checkpoint's run into ``store``, unless the store already holds it as far or further.
+
+    A store whose copy of the run went another way is refused, naming both.
+    """
+    run_id = str(header["run_id"])
+    if store.exists(run_id):
+        held = [canonical(record) for record in store.read(run_id)]
+        given = [canonical(record) for record in records]
+        if held[: len(given)] == given:
+            return run_id
+        if given[: len(held)] != held:
+            raise UsageProblem(
+                f"run '{run_id}' in {store.location} has a different history than {source}; pass --store PATH "
+                "to resume it in another store"
+            )
+    return durable.import_envelope(store, header, records)
+
+
+def edited_machines(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, Machine]]:
+    """The pinned machines whose file changed since the run pinned them, and the machines as they are now.
+
+    Only a run started from a file knows where its machines live; others report no change.
+    """
+    index = JournalIndex.build(records)
+    origin = (index.start.get("origin") or {}).get("path")
+    if not origin or not Path(origin).is_file():
+        return [], {}
+    try:
+        current_root = load_file(origin, strict=False)
+    except Exception:  # an unloadable edit counts as a change; the pinned copy still runs
+        return [str(index.setup.get("root") or "")], {}
+    current = sibling_registry(Path(origin), current_root)
+    changed = [
+        name for name, pin in index.machines.items() if name in current and current[name].sha256 != pin["sha256"]
+    ]
+    return changed, current
+
+
+def resume_in_notebook(notebook: Path, run_id: str, store: RunStore, advance: Callable[[str], Outcome]) -> Outcome:
+    """Resume a run a notebook file carries and write its new checkpoint and view back into that file.
+
+    ``advance(run_id)`` resumes the run once it is in ``store``.
+    """
+    embedded = nbfile.find_run(notebook, run_id)
+    import_checkpoint(store, embedded.header, embedded.records, str(notebook))
+    outcome = advance(run_id)
+    pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
+    machine = pinned.get(str(embedded.header.get("machine")))
+    nbfile.write_run(notebook, embedded, run_output(run_id, machine, outcome))
+    return outcome

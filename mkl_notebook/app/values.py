@@ -1,0 +1,74 @@
+"""Host values from flags: ``--set key=value`` pairs, ``--input`` JSON, and budget numbers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..lang.interpolate import set_path
+from .errors import UsageProblem
+
+
+def parse_assignments(items: Sequence[str], *, convert: Callable[[str], Any] = str) -> dict[str, Any]:
+    """``a.b=value`` pairs into ``{"a": {"b": value}}``; ``convert`` turns each raw value into the host value."""
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise UsageProblem(f"--set expects KEY=VALUE (e.g. --set ticket.body=hello), got {item!r}")
+        set_path(values, key, convert(raw))
+    return values
+
+
+def parse_input(text: str) -> dict[str, Any]:
+    """``--input``: a JSON object, or ``@file.json``."""
+    source = "--input"
+    if text.startswith("@"):
+        source = f"--input {text[1:]}"
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageProblem(f"{source}: cannot be read ({exc})") from None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageProblem(f"{source} is not valid JSON ({exc})") from None
+    return host_input(value, source)
+
+
+def host_input(value: Any, source: str = "--input") -> dict[str, Any]:
+    """``value`` as the host values of a run: it must be a mapping of context keys."""
+    if not isinstance(value, Mapping):
+        raise UsageProblem(
+            f"{source} must be a mapping of context keys (a JSON object or a dict), not {type(value).__name__}"
+        )
+    return dict(value)
+
+
+def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` laid over ``base``; nested mappings merge key by key (``--set a.b=…`` beside ``--input``)."""
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_budget(name: str, flag: str, value: Any) -> int | None:
+    """A step or token budget from a flag's text or an API argument: a whole number of at least 1, or None."""
+    if value is None:
+        return None
+    number = value
+    if isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise UsageProblem(f"{name} ({flag}) must be a whole number of at least 1, not {value!r}")
+    return number
