@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,83 @@ def test_a_double_click_journals_one_reply(nb: Notebook) -> None:
     form.reject.click()
     assert len(nb.replies()) == 1
     assert mkl_notebook.get_run("refund").status == "done"
+
+
+def _watch_submits(monkeypatch: pytest.MonkeyPatch, during_first: Any) -> list[Any]:
+    """Record every reply the form hands to ``Run.submit``; run ``during_first()`` inside the first one.
+
+    A click that arrives after the first reply has resumed the run is refused by the run itself
+    ("not waiting"), so only a click that arrives WHILE the first reply is being processed shows
+    whether the form's own once-only guard holds.
+    """
+    submitted: list[Any] = []
+    submit = Run.submit
+
+    def watching_submit(self: Run, reply: Any, *args: Any, **kwargs: Any) -> Run:
+        submitted.append(reply)
+        if len(submitted) == 1:
+            during_first()
+        return submit(self, reply, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "submit", watching_submit)
+    return submitted
+
+
+def test_a_second_click_while_the_first_reply_is_being_processed_is_ignored(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clicks delivered re-entrantly, from inside the first click's handler, before its reply is journaled."""
+    _start_refund(nb)
+    form = nb.form()
+
+    def click_again() -> None:
+        form.approve.click()
+        form.reject.click()
+        form.reply.value = "changed my mind"
+        form.send.click()
+
+    submitted = _watch_submits(monkeypatch, click_again)
+    form.approve.click()
+    assert submitted == ["approve"]  # the form handed on exactly one reply: the first click's
+    assert [reply["value"] for reply in nb.replies()] == ["approve"]
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.result) == ("done", REFUND_RESULT)
+    assert form.status.value == "<em>Sent: approve.</em>"
+    assert all(control.disabled for control in form.controls)
+
+
+def test_a_click_from_another_thread_while_the_first_reply_is_being_processed_is_ignored(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second front-end click message, handled on another thread while the first reply is in flight."""
+    _start_refund(nb)
+    form = nb.form()
+    second_click_handled = threading.Event()
+    errors: list[BaseException] = []
+
+    def deliver_click() -> None:
+        try:
+            form.reject._handle_button_msg(None, {"event": "click"}, [])
+        except BaseException as exc:  # surfaced by the assertions below, not lost in the thread
+            errors.append(exc)
+        finally:
+            second_click_handled.set()
+
+    def click_from_another_thread() -> None:
+        thread = threading.Thread(target=deliver_click, name="second-click")
+        thread.start()
+        # the first reply waits here, unjournaled, until the second click has been fully handled
+        assert second_click_handled.wait(timeout=30), "the second click was never handled"
+        thread.join(timeout=30)
+
+    submitted = _watch_submits(monkeypatch, click_from_another_thread)
+    form.approve._handle_button_msg(None, {"event": "click"}, [])
+    assert second_click_handled.is_set() and errors == []
+    assert submitted == ["approve"]
+    assert [reply["value"] for reply in nb.replies()] == ["approve"]
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.result) == ("done", REFUND_RESULT)
+    assert form.status.value == "<em>Sent: approve.</em>"
 
 
 def test_buttons_are_disabled_as_soon_as_a_reply_is_submitted(nb: Notebook, monkeypatch: pytest.MonkeyPatch) -> None:
