@@ -39,6 +39,7 @@ import mkl_notebook
 from mkl_notebook.durable import stores
 
 LEDGER = os.environ.get("LEDGER", "ledger.txt")
+RELEASE = os.environ.get("RELEASE", "release")
 
 
 def _ledger(line):
@@ -64,8 +65,14 @@ def charge(amount):
 
 @mkl_notebook.tool(effect="read")
 def slow(x):
+    # The ledger line says "this process is inside the tool, holding the run"; the tool then
+    # stays there until the test creates the release file, so the test decides when it ends.
     _ledger(f"slow {x} {os.getpid()}")
-    time.sleep(1.5)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(RELEASE):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"slow: {RELEASE} never appeared")
+        time.sleep(0.01)
     return f"slow {x}"
 
 
@@ -435,6 +442,7 @@ def _suspended_slow_run(folder: Path) -> list[dict[str, Any]]:
 def _popen(folder: Path, *args: str) -> subprocess.Popen[str]:
     env = {key: value for key, value in os.environ.items() if key not in ("KILL_AT", "KILL_BEFORE", "APPEND_LOG")}
     env["LEDGER"] = str(folder / "ledger.txt")
+    env["RELEASE"] = str(folder / "release")
     return subprocess.Popen(
         [sys.executable, "-m", "mkl_notebook.cli", *args],
         stdout=subprocess.PIPE,
@@ -445,14 +453,44 @@ def _popen(folder: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def _in_slow_tool(folder: Path) -> list[int]:
+    """The pids that have entered the `slow` tool (complete ledger lines only)."""
+    path = folder / "ledger.txt"
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1] if path.exists() else []
+    return [int(line.split()[-1]) for line in lines if line.startswith("slow ")]
+
+
+def _wait_until(condition: Any, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting until {what}"
+        time.sleep(0.02)
+
+
+def _settled(procs: list[subprocess.Popen[str]], folder: Path) -> bool:
+    """Every process either sits inside the slow tool (holding on to the run) or has exited."""
+    inside = set(_in_slow_tool(folder))
+    return all(proc.pid in inside or proc.poll() is not None for proc in procs)
+
+
 def test_two_processes_resuming_one_run_one_wins_the_other_is_refused(tmp_path: Path) -> None:
     before = _suspended_slow_run(tmp_path)
     procs = [_popen(tmp_path, "resume", "--id", "S", *SLOW_ARGS, "--max-steps", "10") for _ in range(2)]
+    try:
+        _wait_until(lambda: _settled(procs, tmp_path), "each resumer is inside the slow tool or has exited")
+        # the winner is held inside the tool, so the two really overlapped: the loser was refused meanwhile
+        inside = _in_slow_tool(tmp_path)
+        assert len(inside) == 1, f"both resumers advanced the run at once: {inside}"
+        running = [proc.pid for proc in procs if proc.poll() is None]
+        assert running == inside, [(proc.pid, proc.poll()) for proc in procs]
+    finally:
+        (tmp_path / "release").touch()  # let the tool return, whatever happened
     results = [(proc, *proc.communicate(timeout=60)) for proc in procs]
     codes = sorted(proc.returncode for proc, _, _ in results)
     assert codes == [0, 2], [(p.returncode, err) for p, _, err in results]
     (winner,) = [r for r in results if r[0].returncode == 0]
     (loser,) = [r for r in results if r[0].returncode == 2]
+    assert [winner[0].pid] == running
     assert "already being advanced" in loser[2]
     assert "Traceback" not in loser[2]
     assert len(loser[2].strip().splitlines()) == 1
@@ -470,16 +508,20 @@ def test_two_processes_resuming_one_run_one_wins_the_other_is_refused(tmp_path: 
 def test_starting_a_run_fresh_while_another_process_advances_it_is_refused(tmp_path: Path) -> None:
     before = _suspended_slow_run(tmp_path)
     resumer = _popen(tmp_path, "resume", "--id", "S", *SLOW_ARGS, "--max-steps", "10")
-    ledger = tmp_path / "ledger.txt"
-    deadline = time.monotonic() + 20
-    while not (ledger.exists() and ledger.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.02)  # wait until the resumer holds the run and sits inside the slow tool
-    assert ledger.exists()
-    fresh = _mkl(tmp_path, "run", "slow.mkl", "--id", "S", *SLOW_ARGS, "--fresh")
+    try:
+        _wait_until(lambda: _settled([resumer], tmp_path), "the resumer is inside the slow tool")
+        assert _in_slow_tool(tmp_path) == [resumer.pid], resumer.poll()  # it holds the run, inside the tool
+        fresh = _popen(tmp_path, "run", "slow.mkl", "--id", "S", *SLOW_ARGS, "--fresh")
+        _wait_until(lambda: _settled([resumer, fresh], tmp_path), "the --fresh run is refused or in the tool")
+        assert resumer.poll() is None  # still inside the tool while --fresh was turned away
+        assert _in_slow_tool(tmp_path) == [resumer.pid]
+    finally:
+        (tmp_path / "release").touch()  # let the tool return, whatever happened
+    fresh_out, fresh_err = fresh.communicate(timeout=60)
     _, err = resumer.communicate(timeout=60)
     assert resumer.returncode == 0, err
-    assert fresh.returncode == 2, fresh.stdout + fresh.stderr
-    assert "already being advanced" in fresh.stderr and "Traceback" not in fresh.stderr
+    assert fresh.returncode == 2, fresh_out + fresh_err
+    assert "already being advanced" in fresh_err and "Traceback" not in fresh_err
     after = SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").read("S")
     assert after[: len(before)] == before  # the refused --fresh did not wipe the journal under the resumer
     assert after[-1]["t"] == "finish" and after[-1]["status"] == "done"
