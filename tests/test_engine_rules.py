@@ -7,6 +7,7 @@ status, error, result, context, trace, usage, or the exact requests sent to the 
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 import threading
@@ -36,29 +37,19 @@ def machine(text: str):
 
 
 class Recorder(ScriptedOracle):
-    """A scripted oracle that keeps every request and the wall-clock span of every answer.
+    """A scripted oracle that keeps every request and the wall-clock span of every answer."""
 
-    ``delay`` (optional) maps a produce request to extra seconds of latency.
-    """
-
-    def __init__(self, *args: Any, delay=None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.requests: list[Any] = []
         self.spans: list[tuple[Any, float, float]] = []
         self._rec_lock = threading.Lock()
-        self._delay = delay
-
-    @property
-    def waits(self) -> bool:  # its delays are waits: branches must overlap them
-        return self._delay is not None or super().waits
 
     def ask(self, request: Any) -> Any:
         with self._rec_lock:
             self.requests.append(request)
         start = time.monotonic()
         try:
-            if self._delay is not None and isinstance(request, ProduceRequest):
-                time.sleep(self._delay(request))
             return super().ask(request)
         finally:
             end = time.monotonic()
@@ -152,11 +143,42 @@ def test_fanout_with_an_in_process_oracle_runs_branches_in_order_on_the_calling_
     assert set(seen_threads) == {threading.current_thread().name}
 
 
+class LaterItemsFirst(Recorder):
+    """Each listed prompt's answer waits until the NEXT listed prompt has been answered.
+
+    So with ``["process a", ..., "process d"]`` the branches answer d, c, b, a, every time;
+    that needs the branches to run concurrently, hence ``waits``.  A wait that times out
+    (branches not running side by side) is recorded in ``timed_out`` and the answer goes on.
+    """
+
+    def __init__(self, chain: list[str], *args: Any, timeout: float = 10, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._after = dict(itertools.pairwise(chain))
+        self._done = {user: threading.Event() for user in chain}
+        self._timeout = timeout
+        self.timed_out: list[str] = []
+
+    @property
+    def waits(self) -> bool:  # its answers wait on one another: the engine must run branches on threads
+        return True
+
+    def ask(self, request: Any) -> Any:
+        user = request.user if isinstance(request, ProduceRequest) else None
+        after = self._after.get(user)
+        if after is not None and not self._done[after].wait(self._timeout):
+            with self._rec_lock:
+                self.timed_out.append(user)
+        try:
+            return super().ask(request)  # records the span before the next waiter is let go
+        finally:
+            if user in self._done:
+                self._done[user].set()
+
+
 def test_fanout_output_keeps_input_order_when_later_items_answer_first():
-    delays = {"process a": 0.3, "process b": 0.2, "process c": 0.1, "process d": 0.0}
-    oracle = Recorder(
+    oracle = LaterItemsFirst(
+        ["process a", "process b", "process c", "process d"],
         {"produce": {"process a": "A", "process b": "B", "process c": "C", "process d": "D"}},
-        delay=lambda request: delays[request.user],
     )
     res = run(
         """
@@ -174,8 +196,9 @@ def test_fanout_output_keeps_input_order_when_later_items_answer_first():
     """,
         oracle,
     )
+    assert oracle.timed_out == []  # every branch waited for the next item's answer, and got it
     finished = [request.user for request, _, _ in oracle.spans]
-    assert finished[0] == "process d"  # the fastest branch really answered first
+    assert finished == ["process d", "process c", "process b", "process a"]  # later items really answered first
     assert res.status == "done"
     assert res.context["outs"] == ["A", "B", "C", "D"]
     assert res.result == ["A", "B", "C", "D"]
