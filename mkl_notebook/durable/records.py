@@ -207,11 +207,8 @@ def start_record(run_id: str, setup: Setup, *, secret: bytes, package: str, orig
 
 def rerun_record(changes: Mapping[str, Any]) -> RerunRecord:
     """The parts of the setup that changed (all of it, or only the pinned machines)."""
-    record: RerunRecord = {"t": "rerun", "time": time.time()}
-    for key in SETUP_KEYS:
-        if key in changes:
-            record[key] = changes[key]  # type: ignore[literal-required]
-    return record
+    changed = {key: changes[key] for key in SETUP_KEYS if key in changes}
+    return cast(RerunRecord, {"t": "rerun", **changed, "time": time.time()})
 
 
 def encode_answer(kind: str, answer: Any) -> dict[str, Any]:

@@ -159,7 +159,8 @@ class ReplayOracle(Oracle):
         return self.inner.has_tool(name) or name in self.journal.tools_seen
 
     def tool_effect(self, name: str) -> Effect | None:
-        return self.inner.tool_effect(name) or self.journal.tool_effects.get(name)  # type: ignore[return-value]
+        recorded = self.journal.tool_effects.get(name)  # the class the tool had when it ran, as journaled
+        return self.inner.tool_effect(name) or ("read" if recorded == "read" else "effect" if recorded else None)
 
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ReplyRequest):

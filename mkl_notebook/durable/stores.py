@@ -35,7 +35,10 @@ class RunBusy(StoreError):
 
 
 class UnknownRun(StoreError):
-    pass
+    """The store holds no run of that id."""
+
+    def __init__(self, run_id: str, location: str) -> None:
+        super().__init__(f"no run '{run_id}' in {location}")
 
 
 def check_run_id(run_id: str) -> str:
@@ -102,7 +105,7 @@ class MemoryStore:
     def read(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:
             if run_id not in self._records:
-                raise UnknownRun(f"no run '{run_id}' in this store")
+                raise UnknownRun(run_id, self.location)
             return list(self._records[run_id])
 
     def exists(self, run_id: str) -> bool:
@@ -236,7 +239,7 @@ class SQLiteStore:
             rows = self._execute("SELECT body FROM records WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
             self._next_seq[run_id] = len(rows)
         if not rows:
-            raise UnknownRun(f"no run '{run_id}' in {self.path}")
+            raise UnknownRun(run_id, self.location)
         try:
             return [json.loads(body) for (body,) in rows]
         except ValueError as exc:

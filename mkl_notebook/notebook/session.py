@@ -22,7 +22,7 @@ from ..app.values import host_input
 from ..durable import nbfile
 from ..durable import runs as durable
 from ..durable.runs import Observer
-from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
+from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore, UnknownRun
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
 from ..lang.loader import load
@@ -181,7 +181,7 @@ class Session:
             return handle
         self._rehydrate(run_id, notebook)
         if not self.store.exists(run_id):
-            raise UsageProblem(f"no run '{run_id}' in {self.store.location}, this session or its notebook")
+            raise UnknownRun(run_id, self.store.location)  # nor in this session, nor in its notebook file
         handle = Run(self, run_id, "", self.oracle(script))
         handle.refresh()
         self.runs[run_id] = handle

@@ -111,7 +111,6 @@ class ScriptedOracle(Oracle):
         self.latency = latency
         self.calls: dict[str, int] = {"produce": 0, "judge": 0, "hook": 0, "tool": 0, "reply": 0}
         self._answered: set[str] = set()  # positions this script has spoken for, live or from a journal
-        self._answer_cache: dict[tuple[str, bool], ProduceAnswer] = {}
 
     # -- Oracle ------------------------------------------------------------------
 
@@ -143,43 +142,36 @@ class ScriptedOracle(Oracle):
                 self._judge_cursor += 1
             elif isinstance(request, HookRequest) and request.name in self._hooks:
                 self._hooks[request.name].cursor += 1
-            elif isinstance(request, ToolRequest) and isinstance(self._tools.get(request.name), _Sequence):
-                self._tools[request.name].cursor += 1  # type: ignore[union-attr]
+            elif isinstance(request, ToolRequest) and isinstance(spec := self._tools.get(request.name), _Sequence):
+                spec.cursor += 1
             elif isinstance(request, ReplyRequest) and self._replies:
                 self._replies.pop(0)
 
     def ask(self, request: OracleRequest) -> Any:
-        kind = request.kind
-        lock = self._lock  # acquire/release, not `with`: the statement costs several times the lock itself
-        lock.acquire()
-        try:
-            self.calls[kind] += 1
+        with self._lock:
+            self.calls[request.kind] += 1
             self._answered.add(request.position)
-            text = self._produce_text(request) if kind == "produce" else None  # type: ignore[arg-type]
-        finally:
-            lock.release()
-        if self.latency and kind in ("produce", "judge", "tool"):
+            # A produce list is read in the order the calls arrive, before any latency is spent.
+            text = self._produce_text(request) if isinstance(request, ProduceRequest) else None
+        if self.latency and isinstance(request, (ProduceRequest, JudgeRequest, ToolRequest)):
             time.sleep(self.latency)
-        if kind == "produce":
-            return self._produce_answer(request, text)  # type: ignore[arg-type]
-        if kind == "tool" and request.delay:  # type: ignore[union-attr]
-            time.sleep(request.delay)  # type: ignore[union-attr]
-        if kind == "judge":
-            return self._judge_answer(request)  # type: ignore[arg-type]
-        if kind == "hook":
-            name = request.name  # type: ignore[union-attr]
-            if name not in self._hooks:
-                raise OracleError(f"state-error: hook: unknown hook '{name}' (not in the script)")
+        if isinstance(request, ProduceRequest):
+            return self._produce_answer(request, text)
+        if isinstance(request, JudgeRequest):
+            return self._judge_answer(request)
+        if isinstance(request, HookRequest):
+            if request.name not in self._hooks:
+                raise OracleError(f"state-error: hook: unknown hook '{request.name}' (not in the script)")
             with self._lock:
-                return bool(self._hooks[name].next())
-        if kind == "tool":
-            return self._tool(request)  # type: ignore[arg-type]
-        if kind == "reply":
-            with self._lock:
-                if not self._replies:
-                    raise AwaitingHuman(request.position)
-                return HumanReply(self._replies.pop(0), by="script")
-        raise OracleError(f"state-error: the scripted oracle cannot answer {kind} requests")
+                return bool(self._hooks[request.name].next())
+        if isinstance(request, ToolRequest):
+            if request.delay:
+                time.sleep(request.delay)
+            return self._tool(request)
+        with self._lock:
+            if not self._replies:
+                raise AwaitingHuman(request.position)
+            return HumanReply(self._replies.pop(0), by="script")
 
     # -- answers -----------------------------------------------------------------
 
@@ -202,28 +194,25 @@ class ScriptedOracle(Oracle):
         return text
 
     def _produce_answer(self, request: ProduceRequest, text: Any) -> ProduceAnswer:
-        if type(text) is not str:  # LANGUAGE.md defines produce output as text
+        if not isinstance(text, str):  # LANGUAGE.md defines produce output as text
             text = json.dumps(text, ensure_ascii=False)
-        key = (text, request.reason)
-        answer = self._answer_cache.get(key)  # answers are read-only records: one serves every equal answer
-        if answer is None:
-            answer = self._answer_cache[key] = ProduceAnswer(
-                text, "thought" if request.reason else None, self._tokens[0], self._tokens[1], False, SCRIPTED_MODEL
-            )
-        return answer
+        return ProduceAnswer(
+            text,
+            reasoning="thought" if request.reason else None,
+            input_tokens=self._tokens[0],
+            output_tokens=self._tokens[1],
+            model=SCRIPTED_MODEL,
+        )
 
     def _judge_answer(self, request: JudgeRequest) -> JudgeAnswer:
         size = len(request.conditions)
         if self._judge_unparseable:
             return JudgeAnswer(None, raw="scripted", model=SCRIPTED_MODEL)
         if not self._judge:
-            return JudgeAnswer(size - 1, None, None, 0, 0, SCRIPTED_MODEL)
-        self._lock.acquire()
-        try:
+            return JudgeAnswer(size - 1, model=SCRIPTED_MODEL)
+        with self._lock:
             pick = self._judge[min(self._judge_cursor, len(self._judge) - 1)]
             self._judge_cursor += 1
-        finally:
-            self._lock.release()
         if pick is None:  # YAML null: as if no judge entry were scripted
             return JudgeAnswer(size - 1, model=SCRIPTED_MODEL)
         if isinstance(pick, bool):  # YAML true / false read as 1 / 0, as the reference runner does
@@ -234,7 +223,7 @@ class ScriptedOracle(Oracle):
             raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
         if not isinstance(pick, int):
             raise OracleError(f"state-error: scripted judge: expected an index or 'none', got {pick!r}")
-        return JudgeAnswer(pick, None, None, 0, 0, SCRIPTED_MODEL)
+        return JudgeAnswer(pick, model=SCRIPTED_MODEL)
 
     def _tool(self, request: ToolRequest) -> str:
         spec = self._tools.get(request.name)
