@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.fingerprint import fingerprint
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
+from mkl_notebook.engine import runner as runner_module
 from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.engine.oracle import HookRequest, JudgeRequest, ProduceRequest, ToolRequest
 from mkl_notebook.engine.result import RunResult
@@ -1141,3 +1142,34 @@ def test_resuming_where_no_model_is_configured_keeps_the_run_and_the_reply() -> 
     assert finished.status == "done", finished.result.error
     assert finished.result.result == REFUND_RESULT
     assert [r["value"] for r in store.read("r") if r.get("t") == "reply"] == ["yes"]  # asked once, kept
+
+
+def test_a_rerun_after_an_engine_change_computes_the_result_the_current_engine_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished run is replayed, never served from a cache: a fixed rule shows in the next re-run."""
+    machine = load("""
+        machine: lookup
+        entry: find
+        budget: 3
+        states:
+          find:
+            tool: kb
+            input: { q: "{{q}}" }
+            output: found
+            gates: [{ when: otherwise, then: ok, to: END }]
+    """)
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    oracle = ScriptedOracle(tools={"kb": ['{"hit": 1}']})
+    first = runs.start(machine, oracle, store=store, run_id="r", input={"q": "x"})
+    assert first.result.result == '{"hit": 1}'
+    monkeypatch.setattr(runner_module, "_observation_text", lambda observation: f"<{observation}>")
+    again = runs.start(
+        machine,
+        ScriptedOracle(tools={"kb": []}),
+        store=SQLiteStore(tmp_path / "runs.sqlite"),
+        run_id="r",
+        input={"q": "x"},
+    )
+    assert again.calls == {"made": 0, "replayed": 1}
+    assert again.result.result == '<{"hit": 1}>'  # the rule as it is now, over the journaled observation
