@@ -157,8 +157,11 @@ zero model calls, and the same pending question.
 """),
     code(
         CHECK
-        + """run = mkl_notebook.get_run("shared-refund", notebook="data/shared-approval.ipynb",
-                           script="data/refund.script.yaml")
+        + """run = mkl_notebook.get_run(
+    "shared-refund",
+    notebook="data/shared-approval.ipynb",
+    script="data/refund.script.yaml",
+)
 print(run.status, "at", run.at, "-", run.pending["ask"])
 print(run.calls)"""
     ),
