@@ -224,19 +224,15 @@ def reference_runner(work: Workload) -> Callable[[], Any] | None:
 # -- special measurements --------------------------------------------------------------------------
 
 
-def replay_time(repeat: int, n: int, *, cached: bool = True) -> tuple[float, int]:
-    """Re-running a finished run: from the outcome cache, or (``cached=False``) by replaying every answer."""
+def replay_time(repeat: int, n: int) -> tuple[float, int]:
+    """Re-running a finished run: every answer is replayed from the journal, none is asked for."""
     from mkl_notebook.durable import runs
     from mkl_notebook.durable.stores import MemoryStore
     from mkl_notebook.lang.loader import machine_from_mapping
     from mkl_notebook.providers.scripted import oracle_from_script
 
-    class Uncached(MemoryStore):
-        def cached_outcome(self, run_id: str, key: str) -> None:
-            return None
-
     machine = machine_from_mapping(repair(n), strict=False)
-    store = MemoryStore() if cached else Uncached()
+    store = MemoryStore()
     script = {"llm": {"produce": [], "judge": [0]}}
     first = runs.start(machine, oracle_from_script(copy.deepcopy(script)), store=store, run_id="r")
     assert first.result.status == "done", first.result.error
@@ -344,7 +340,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=21, help="rounds per measurement (medians are reported)")
     parser.add_argument("--quick", action="store_true", help="one tenth of each workload, for a smoke run")
     parser.add_argument("--output", default=str(HERE / "RESULTS.md"))
+    parser.add_argument("--only", nargs="+", metavar="WORKLOAD", help="time only these workloads (no report)")
     args = parser.parse_args()
+    if args.only:
+        for work in (w for w in workloads(args.quick) if w.name in args.only):
+            times = interleaved_times(
+                {"reference": reference_runner(work), "memory": ours_runner(work, "memory")}, args.repeat
+            )
+            print(
+                f"{work.name}: median ratio {fmt_ratio(median_ratio(times['memory'], times['reference']))}, "
+                f"medians {fmt_ms(statistics.median(times['reference']))} vs "
+                f"{fmt_ms(statistics.median(times['memory']))}"
+            )
+        return
 
     rows = []
     journal_rows = []
@@ -371,7 +379,6 @@ def main() -> None:
 
     n_replay = 100 if args.quick else 1000
     replay, replay_calls = replay_time(args.repeat, n_replay)
-    full_replay, _ = replay_time(args.repeat, n_replay, cached=False)
     ours_env, their_env = envelope_sizes(20 if args.quick else 200)
     our_import = import_time("mkl_notebook", args.repeat)
     their_import = import_time("mklang", args.repeat)
@@ -413,8 +420,8 @@ def main() -> None:
         "",
         "| measurement | reference | mkl_notebook | ratio |",
         "|---|---|---|---|",
-        f"| re-run of a finished repair{n_replay} run ({replay_calls} answers, 0 calls) | — | {fmt_ms(replay)} | — |",
-        f"| the same with the outcome cache off (every answer replayed) | — | {fmt_ms(full_replay)} | — |",
+        f"| re-run of a finished repair{n_replay} run ({replay_calls} answers replayed, 0 calls) | — | "
+        f"{fmt_ms(replay)} | — |",
         f"| checkpoint bytes, linear{20 if args.quick else 200} suspended one step before the end | "
         f"{their_env if their_env is not None else 'n/a'} | {ours_env} | {ratio(ours_env, their_env)} |",
         f"| `import` net of interpreter start-up | {fmt_ms(their_import)} | {fmt_ms(our_import)} | "

@@ -11,14 +11,30 @@ tuples of them) have an unambiguous ``repr``, so no value can forge a separator.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import fields
+from operator import itemgetter
+from typing import Any
 
-from ..engine.oracle import OracleRequest
+from ..engine.oracle import HookRequest, JudgeRequest, OracleRequest, ProduceRequest, ReplyRequest, ToolRequest
 
 UNHASHED_FIELDS = frozenset({"position", "delay"})
+
+# Per request type, the fields a fingerprint covers, picked out of the request in one call.
+HASHED_FIELDS = {
+    kind: itemgetter(*(index for index, name in enumerate(kind._fields) if name not in UNHASHED_FIELDS))
+    for kind in (ProduceRequest, JudgeRequest, HookRequest, ToolRequest, ReplyRequest)
+}
+
+
+def fingerprinted(request: OracleRequest) -> tuple[Any, ...]:
+    """The values a fingerprint covers: ``(kind, *fields)`` without position and delay."""
+    return (request.kind, *HASHED_FIELDS[type(request)](request))
+
+
+def digest(values: tuple[Any, ...]) -> str:
+    """The fingerprint of the values :func:`fingerprinted` picked out."""
+    return hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 def fingerprint(request: OracleRequest) -> str:
     """The digest of ``request`` minus its position: equal requests replay the same answer."""
-    values = (request.kind, *(getattr(request, f.name) for f in fields(request) if f.name not in UNHASHED_FIELDS))
-    return hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    return digest(fingerprinted(request))

@@ -26,7 +26,7 @@ from ..engine.oracle import (
     ToolRequest,
 )
 from . import records as rec
-from .fingerprint import fingerprint
+from .fingerprint import digest, fingerprinted
 
 
 class RecordedFailure(Exception):
@@ -90,13 +90,13 @@ class JournalIndex:
             self.answers[position] = record
             self.open_intents.pop(position, None)
             self.resolutions.pop(position, None)
-            name = str(record.get("name", ""))
-            if record.get("kind") == "tool":
-                self.tools_seen.add(name)
+            answered = record.get("kind")
+            if answered == "tool":
+                self.tools_seen.add(str(record.get("name")))
                 if record.get("effect"):
-                    self.tool_effects[name] = record["effect"]
-            elif record.get("kind") == "hook":
-                self.hooks_seen.add(name)
+                    self.tool_effects[str(record.get("name"))] = record["effect"]
+            elif answered == "hook":
+                self.hooks_seen.add(str(record.get("name")))
         elif kind == "intent":
             self.open_intents[position] = record
             self.resolutions.pop(position, None)
@@ -132,6 +132,14 @@ class ReplayOracle(Oracle):
         self._append = append
         self._lock = threading.Lock()
         self.counts = CallCounts()
+        self._digests: dict[tuple[Any, ...], str] = {}  # a loop asks the same request again and again
+
+    def _fingerprint(self, request: OracleRequest) -> str:
+        values = fingerprinted(request)
+        known = self._digests.get(values)
+        if known is None:
+            known = self._digests[values] = digest(values)
+        return known
 
     def _record(self, record: dict[str, Any] | Any, *, made: bool = False) -> None:
         """Journal ``record`` (durable before its answer is used), then index it; ``made`` counts a call."""
@@ -165,7 +173,7 @@ class ReplayOracle(Oracle):
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ReplyRequest):
             return self._reply(request)
-        print_ = fingerprint(request)
+        print_ = self._fingerprint(request)
         recorded = self.journal.answers.get(request.position)
         if recorded is not None:
             if recorded.get("fp") == print_:

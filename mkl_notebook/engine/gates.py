@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..lang.interpolate import fmt
 from ..lang.model import Gate, State
@@ -16,26 +16,24 @@ BUILTIN_HOOKS = {"always_true": True, "always_false": False}
 
 @dataclass(frozen=True, slots=True)
 class GateScan:
-    """What choosing a state's gate needs to know of the run it happens in."""
+    """What choosing a gate needs to know of the (sub-)run it happens in."""
 
     oracle: Oracle
     machine: str  # the running machine's name
-    state: State
-    tier: str
-    ctx: Mapping[str, Any]  # the context after the state's deposit
-    position: str  # the visit's position; hook and judge calls sit below it
+    ctx: Mapping[str, Any]  # the run's context (read after each state's deposit)
     nonce: Callable[[str, Sequence[str]], str]  # a fence nonce for a position, never found in the given texts
 
 
-@dataclass(slots=True)
-class GateOutcome:
-    index: int = -1
-    gate: Gate | None = None
-    failure: str | None = None  # "no-gate-matched" or "judge-unparseable" when no gate fired
-    annotations: dict[str, Any] = field(default_factory=dict)
-    usage: tuple[int, int] = (0, 0)
-    judged_by_llm: bool = False
-    via_hook: bool = False
+class GateOutcome(NamedTuple):
+    """The gate that fired (its index in the full list), or why none did, with what the scan noted and spent."""
+
+    position: int  # of the gate in the state's full gate list; -1 when none fired
+    gate: Gate | None
+    failure: str | None  # "no-gate-matched" or "judge-unparseable" when no gate fired
+    annotations: dict[str, Any]  # trace keys: gate_via, hook, judge_model, judge_none, judge_fallback, …
+    usage: tuple[int, int]
+    judged_by_llm: bool
+    via_hook: bool
 
 
 def _builtin_hook(name: str, ctx: Mapping[str, Any]) -> bool | None:
@@ -63,13 +61,13 @@ def _ask(oracle: Oracle, request: HookRequest | JudgeRequest, what: str) -> Any:
         raise StateFailure(f"state-error: {what}{exc}") from None
 
 
-def _call_hook(scan: GateScan, gate: Gate, index: int, output: str) -> bool:
+def _call_hook(scan: GateScan, state: State, position: str, gate: Gate, index: int, output: str) -> bool:
     name = gate.hook or ""
     if scan.oracle.has_hook(name):
         request = HookRequest(
-            position=f"{scan.position}/hook@{index}",
+            position=f"{position}/hook@{index}",
             machine=scan.machine,
-            state=scan.state.id,
+            state=state.id,
             name=name,
             context_json=context_json(scan.ctx),
             output=output,
@@ -81,14 +79,22 @@ def _call_hook(scan: GateScan, gate: Gate, index: int, output: str) -> bool:
     return verdict
 
 
-def _judge(scan: GateScan, batch: Sequence[tuple[int, Gate]], output: str, reasoning: str | None) -> JudgeAnswer:
-    position = f"{scan.position}/judge@{batch[0][0]}"
+def _judge(
+    scan: GateScan,
+    state: State,
+    tier: str,
+    position: str,
+    batch: Sequence[tuple[int, Gate]],
+    output: str,
+    reasoning: str | None,
+) -> JudgeAnswer:
+    position = f"{position}/judge@{batch[0][0]}"
     ctx_json = context_json(scan.ctx)
     request = JudgeRequest(
         position=position,
         machine=scan.machine,
-        state=scan.state.id,
-        tier=scan.tier,
+        state=state.id,
+        tier=tier,
         conditions=tuple(gate.when for _, gate in batch),
         output=output,
         reasoning=reasoning,
@@ -102,34 +108,40 @@ def _judge(scan: GateScan, batch: Sequence[tuple[int, Gate]], output: str, reaso
 
 
 def select_gate(
-    scan: GateScan, eligible: Sequence[tuple[int, Gate]], output: str, reasoning: str | None
+    scan: GateScan,
+    state: State,
+    tier: str,
+    position: str,
+    eligible: Sequence[tuple[int, Gate]],
+    output: str,
+    reasoning: str | None,
 ) -> GateOutcome:
-    """Scan the eligible gates (index in the full list, gate) left to right and return the first that fires."""
-    outcome = GateOutcome()
-    notes = outcome.annotations
-    spent_in = spent_out = 0
-    judge_none = 0
+    """Scan the eligible gates (index in the full list, gate) left to right and return the first that fires.
+
+    ``position`` is the state's visit: hook and judge calls sit below it.
+    """
+    notes: dict[str, Any] = {}
+    spent_in = spent_out = judge_none = 0
+    judged = False
     cursor = 0
     while cursor < len(eligible):
         index, gate = eligible[cursor]
         if gate.is_otherwise:
             notes["gate_via"] = "otherwise"
-            outcome.index, outcome.gate = index, gate
             break
         if gate.hook is not None:
-            if _call_hook(scan, gate, index, output):
+            if _call_hook(scan, state, position, gate, index, output):
                 notes["gate_via"] = "hook"
                 notes["hook"] = gate.hook
-                outcome.index, outcome.gate, outcome.via_hook = index, gate, True
-                break
+                return _outcome(index, gate, None, notes, (spent_in, spent_out), judged, judge_none, via_hook=True)
             cursor += 1
             continue
         end = cursor
         while end < len(eligible) and eligible[end][1].is_prose:
             end += 1
         batch = eligible[cursor:end]
-        answer = _judge(scan, batch, output, reasoning)
-        outcome.judged_by_llm = True
+        answer = _judge(scan, state, tier, position, batch, output, reasoning)
+        judged = True
         spent_in += answer.input_tokens
         spent_out += answer.output_tokens
         if answer.model:
@@ -147,21 +159,33 @@ def select_gate(
             notes["judge_raw"] = answer_raw[:200]
             fallback = next(((i, g) for i, g in eligible[cursor:] if g.is_otherwise), None)
             if fallback is None:
-                outcome.failure = "judge-unparseable"
-                break
+                return _outcome(-1, None, "judge-unparseable", notes, (spent_in, spent_out), judged, judge_none)
             notes["gate_via"] = "otherwise"
-            outcome.index, outcome.gate = fallback
+            index, gate = fallback
             break
         if choice == len(batch):
             judge_none += 1
             cursor = end
             continue
         notes["gate_via"] = "llm"
-        outcome.index, outcome.gate = batch[choice]
+        index, gate = batch[choice]
         break
     else:
-        outcome.failure = "no-gate-matched"
+        return _outcome(-1, None, "no-gate-matched", notes, (spent_in, spent_out), judged, judge_none)
+    return _outcome(index, gate, None, notes, (spent_in, spent_out), judged, judge_none)
+
+
+def _outcome(
+    index: int,
+    gate: Gate | None,
+    failure: str | None,
+    notes: dict[str, Any],
+    usage: tuple[int, int],
+    judged: bool,
+    judge_none: int,
+    *,
+    via_hook: bool = False,
+) -> GateOutcome:
     if judge_none:
         notes["judge_none"] = judge_none
-    outcome.usage = (spent_in, spent_out)
-    return outcome
+    return GateOutcome(index, gate, failure, notes, usage, judged, via_hook)

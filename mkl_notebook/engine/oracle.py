@@ -1,6 +1,8 @@
 """The oracle boundary: everything non-deterministic a run needs passes through here.
 
-Requests and answers are frozen records.
+Requests and answers are immutable records: ``NamedTuple`` classes, which are built in
+under a microsecond (a frozen dataclass takes about 2.5 µs, and a journaled step builds
+several of them).
 
 The engine is a pure function of the answers it gets from one :class:`Oracle`
 (LLM produce and judge calls, host hook verdicts, tool observations and human
@@ -14,13 +16,12 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal, NamedTuple
 
 Effect = Literal["read", "effect"]
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRequest:
+class ProduceRequest(NamedTuple):
     """Ask a model to write a state's output."""
 
     position: str
@@ -36,11 +37,12 @@ class ProduceRequest:
     ask_human: bool = False
     conversation: tuple[tuple[str, str], ...] = ()  # earlier (role, text) turns of this produce call
 
-    kind: ClassVar[str] = "produce"
+    @property
+    def kind(self) -> Literal["produce"]:
+        return "produce"
 
 
-@dataclass(frozen=True, slots=True)
-class JudgeRequest:
+class JudgeRequest(NamedTuple):
     """Ask a model which of ``conditions`` is the first true one (or none)."""
 
     position: str
@@ -53,11 +55,12 @@ class JudgeRequest:
     context_json: str  # the run context as JSON, what the judge sees as evidence
     nonce: str  # fences the judge's evidence
 
-    kind: ClassVar[str] = "judge"
+    @property
+    def kind(self) -> Literal["judge"]:
+        return "judge"
 
 
-@dataclass(frozen=True, slots=True)
-class HookRequest:
+class HookRequest(NamedTuple):
     position: str
     machine: str
     state: str
@@ -65,11 +68,12 @@ class HookRequest:
     context_json: str
     output: str
 
-    kind: ClassVar[str] = "hook"
+    @property
+    def kind(self) -> Literal["hook"]:
+        return "hook"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolRequest:
+class ToolRequest(NamedTuple):
     position: str
     machine: str
     state: str
@@ -80,15 +84,16 @@ class ToolRequest:
     attempt: int = 0
     delay: float = 0.0  # seconds to wait before a live call (retry backoff); never spent on replay
 
-    kind: ClassVar[str] = "tool"
+    @property
+    def kind(self) -> Literal["tool"]:
+        return "tool"
 
     @property
     def input(self) -> dict[str, Any]:
         return json.loads(self.input_json)
 
 
-@dataclass(frozen=True, slots=True)
-class ReplyRequest:
+class ReplyRequest(NamedTuple):
     """A person's reply to an escalate gate that suspends for them."""
 
     position: str
@@ -98,14 +103,15 @@ class ReplyRequest:
     reply_to: str
     question: str | None = None  # a model-initiated question (ask_human), shown as model output
 
-    kind: ClassVar[str] = "reply"
+    @property
+    def kind(self) -> Literal["reply"]:
+        return "reply"
 
 
 OracleRequest = ProduceRequest | JudgeRequest | HookRequest | ToolRequest | ReplyRequest
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceAnswer:
+class ProduceAnswer(NamedTuple):
     text: str
     reasoning: str | None = None
     input_tokens: int = 0
@@ -114,8 +120,7 @@ class ProduceAnswer:
     model: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class JudgeAnswer:
+class JudgeAnswer(NamedTuple):
     """``choice`` is 0-based into the batch; ``len(conditions)`` is the none option.
 
     ``choice`` None is an anomaly (unparseable reply); ``raw`` then says why.
@@ -129,8 +134,7 @@ class JudgeAnswer:
     model: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class HumanReply:
+class HumanReply(NamedTuple):
     value: Any
     by: str | None = None
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key, set_path
@@ -34,7 +33,6 @@ from .oracle import (
     ToolRequest,
     Usage,
 )
-from .plan import StatePlan, plan_machine
 from .result import RunResult, Status
 from .taint import Fences, initial_taint, reaches_tool_state, tool_class
 
@@ -59,7 +57,7 @@ class _Suspended(Exception):
         self.result = result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Executed:
     """What executing a state (or one fan-out branch) produced."""
 
@@ -82,24 +80,9 @@ class _Shared:
     options: RunOptions
     secret: bytes
     fences: Fences = field(init=False)
-    _plans: dict[str, dict[str, StatePlan]] = field(init=False, default_factory=dict)
-    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.fences = Fences(self.secret)
-
-    def plans(self, machine: Machine) -> dict[str, StatePlan]:
-        """The state plans of ``machine``, made once per run tree (branches may ask at the same time)."""
-        with self._lock:
-            plans = self._plans.get(machine.name)
-            if plans is None:
-                plans = self._plans[machine.name] = plan_machine(machine)
-            return plans
-
-    def emit(self, event: str, **data: Any) -> None:
-        observer = self.options.observer
-        if observer is not None:
-            observer(event, data)
 
 
 @dataclass
@@ -143,7 +126,9 @@ class _MachineRun:
         self.usage = Usage()
         self.trace: list[dict[str, Any]] = []
         self.last_value: Any = None
-        self.plans = shared.plans(machine)
+        self.states = dict(machine.states)  # a plain dict: the model's read-only mapping is slower to index
+        self.gates = GateScan(oracle=shared.oracle, machine=machine.name, ctx=ctx, nonce=shared.fences.nonce)
+        self.observer = shared.options.observer
 
     # -- outcomes --------------------------------------------------------------
 
@@ -181,8 +166,8 @@ class _MachineRun:
             machine=machine,
             pending_step=pending_step,
         )
-        if self.depth == 0:
-            self.shared.emit("finish", result=run_result)
+        if self.depth == 0 and self.observer is not None:
+            self.observer("finish", {"result": run_result})
         return run_result
 
     def _halt(self, error: str, at: str | None) -> RunResult:
@@ -207,9 +192,17 @@ class _MachineRun:
 
     def _record(self, step: dict[str, Any]) -> None:
         self.trace.append(step)
-        self.shared.emit(
-            "step", machine=self.machine.name, depth=self.depth, step=step, steps=self.steps, usage=self.usage.as_dict()
-        )
+        if self.observer is not None:
+            self.observer(
+                "step",
+                {
+                    "machine": self.machine.name,
+                    "depth": self.depth,
+                    "step": step,
+                    "steps": self.steps,
+                    "usage": self.usage.as_dict(),
+                },
+            )
 
     # -- the loop --------------------------------------------------------------
 
@@ -220,7 +213,7 @@ class _MachineRun:
                 return self._exhausted("budget-exhausted", state_id)
             if self.cost_limit is not None and self.usage.total >= self.cost_limit:
                 return self._exhausted("cost-exhausted", state_id)
-            state = self.machine.states.get(state_id)
+            state = self.states.get(state_id)
             if state is None:
                 return self._halt(f"state-error: unknown state '{state_id}'", state_id)
             visits = self.visits.get(state_id, 0) + 1
@@ -229,14 +222,17 @@ class _MachineRun:
             self.visits[state_id] = visits
             position = f"{self.prefix}/{self.iteration}:{state_id}#{visits}"
             self.iteration += 1
-            self.shared.emit(
-                "enter",
-                machine=self.machine.name,
-                depth=self.depth,
-                state=state_id,
-                steps=self.steps,
-                usage=self.usage.as_dict(),
-            )
+            if self.observer is not None:
+                self.observer(
+                    "enter",
+                    {
+                        "machine": self.machine.name,
+                        "depth": self.depth,
+                        "state": state_id,
+                        "steps": self.steps,
+                        "usage": self.usage.as_dict(),
+                    },
+                )
             try:
                 outcome = self._visit(state, position)
             except _Suspended as suspended:  # a call suspended: this run waits too, at the innermost state
@@ -250,7 +246,7 @@ class _MachineRun:
                     question=inner.question,
                     pending=inner.pending,
                     machine=inner.machine,
-                    pending_step=_unfinished_call(state, self.plans[state_id].tier, inner),
+                    pending_step=_unfinished_call(state, self.machine.tier_of(state), inner),
                 )
             except _Asked as asked:
                 self.usage.add(*asked.usage)
@@ -263,8 +259,7 @@ class _MachineRun:
 
     def _visit(self, state: State, position: str) -> RunResult | str:
         """Execute one state and take its transition: the next state id, or the run's end."""
-        plan = self.plans[state.id]
-        step: dict[str, Any] = {"step": None, "state": state.id, "tier": plan.tier}
+        step: dict[str, Any] = {"step": None, "state": state.id, "tier": self.machine.tier_of(state)}
         feedback = self.feedback
         if feedback:
             self.feedback = ""
@@ -322,7 +317,7 @@ class _MachineRun:
             return self._result(
                 "done", result=self.ctx.get(self.machine.result) if self.machine.result else self.last_value
             )
-        if target not in self.machine.states:
+        if target not in self.states:
             return self._halt(f"state-error: unknown state '{target}'", state.id)
         return target
 
@@ -347,6 +342,10 @@ class _MachineRun:
     # -- gates and transitions ---------------------------------------------------
 
     def _route(self, state: State, step: dict[str, Any], executed: _Executed, position: str) -> RunResult | str:
+        first = state.gates[0] if state.gates else None
+        if first is not None and first.is_otherwise and first.policy != "repair":
+            step["gate_via"] = "otherwise"  # a leading catch-all fires at once: nothing to scan, judge or call
+            return self._transition(state, step, 0, first, position)
         eligible = [
             (index, gate)
             for index, gate in enumerate(state.gates)
@@ -357,16 +356,9 @@ class _MachineRun:
         if executed.reasonings is not None:  # a fan-out: the judge sees every branch's scratchpad
             reasoning = "\n---\n".join(r for r in executed.reasonings if r) or None
         try:
-            scan = GateScan(
-                oracle=self.shared.oracle,
-                machine=self.machine.name,
-                state=state,
-                tier=self.plans[state.id].tier,
-                ctx=self.ctx,
-                position=position,
-                nonce=self.shared.fences.nonce,
+            outcome = select_gate(
+                self.gates, state, self.machine.tier_of(state), position, eligible, output_text, reasoning
             )
-            outcome = select_gate(scan, eligible, output_text, reasoning)
         except _Fail as failure:
             return self._stop(failure, state.id)
         self.usage.add(*outcome.usage)
@@ -383,7 +375,7 @@ class _MachineRun:
             step["decision_tainted"] = True
         elif outcome.via_hook:
             self.flow_tainted = False
-        return self._transition(state, step, outcome.index, outcome.gate, position)
+        return self._transition(state, step, outcome.position, outcome.gate, position)
 
     def _external_in_scope(self) -> bool:
         return not self.taint.external.isdisjoint(self.ctx)
@@ -404,12 +396,12 @@ class _MachineRun:
         if policy == "repair":
             key = (state.id, index)
             self.repair_left[key] = self.repair_left.get(key, gate.repair) - 1
-            self.feedback = self.plans[state.id].feedback[index]
+            self.feedback = gate.feedback
         self._record(step)
         if target == END:
             value = self.ctx.get(self.machine.result) if self.machine.result else self.last_value
             return self._result("done", result=value)
-        if target not in self.plans:
+        if target not in self.states:
             return self._halt(f"state-error: unknown state '{target}'", state.id)
         if policy == "escalate" and self._escalate_suspends(gate):
             return self._await_reply(gate, target, f"{position}/reply@{index}")
@@ -484,17 +476,16 @@ class _MachineRun:
         in_branch: bool = False,
     ) -> _Executed:
         call_position = position + "/produce"
-        plan = self.plans[state.id]
         prompt = render(
-            plan.template, ctx, taint.tainted, nonce=lambda texts: self.shared.fences.nonce(call_position, texts)
+            state.template, ctx, taint.tainted, nonce=lambda texts: self.shared.fences.nonce(call_position, texts)
         )
         asking = state.ask_human or self.shared.options.ask_human  # the option lets every generative state ask
         request = ProduceRequest(
             position=call_position,
             machine=self.machine.name,
             state=state.id,
-            tier=plan.tier,
-            structure=plan.structure,
+            tier=self.machine.tier_of(state),
+            structure=state.contract,
             execution=state.execution,
             user=prompt.text + feedback,
             fenced=prompt.fenced,
@@ -552,8 +543,7 @@ class _MachineRun:
                 raise _Fail("state-error: ask-limit", policy="state-error", usage=usage)
             reply = self._person_answers(state, question, f"{position}/ask@r{rounds}", usage)
             rounds += 1
-            request = replace(
-                request,
+            request = request._replace(
                 position=f"{position}/produce~r{rounds}",
                 conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)),
             )

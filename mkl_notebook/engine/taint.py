@@ -71,12 +71,15 @@ class Fences:
     """
 
     def __init__(self, secret: bytes) -> None:
-        self._secret = secret[:64]  # BLAKE2b takes keys of up to 64 bytes
+        # Keyed once; each nonce starts from a copy (hashlib's way to hash many texts after one shared start).
+        self._keyed = hashlib.blake2b(key=secret[:64], digest_size=6)
 
     def nonce(self, position: str, values: Sequence[str]) -> str:
         attempt = 0
         while True:
-            digest = hashlib.blake2b(f"{position}#{attempt}".encode(), key=self._secret, digest_size=6).hexdigest()
+            hasher = self._keyed.copy()
+            hasher.update(f"{position}#{attempt}".encode())
+            digest = hasher.hexdigest()
             if not any(digest in text for text in values):
                 return digest
             attempt += 1

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
 VALUE_CAP = 20_000
@@ -46,7 +45,7 @@ def _fmt_uncapped(value: Any) -> str:
 
 def fmt(value: Any) -> str:
     """Render a context value as prompt text, capped at 20,000 characters."""
-    text = _fmt_uncapped(value)
+    text = value if isinstance(value, str) else _fmt_uncapped(value)
     if len(text) > VALUE_CAP:
         return text[: VALUE_CAP - len(TRUNCATION_MARK)] + TRUNCATION_MARK
     return text
@@ -56,15 +55,13 @@ def root_key(path: str) -> str:
     return path.split(".", 1)[0]
 
 
-@dataclass(frozen=True, slots=True)
-class Rendered:
+class Rendered(NamedTuple):
     text: str
     fenced: bool  # at least one fence was written: the system message gains the untrusted-data rule
     read_keys: frozenset[str]  # root keys the template read
 
 
-@dataclass(frozen=True, slots=True)
-class Template:
+class Template(NamedTuple):
     """A template split once into its literal pieces and its placeholders, to render many times."""
 
     text: str
@@ -88,7 +85,7 @@ def compile_template(text: str) -> Template:
 def _value_at(ctx: Mapping[str, Any], parts: Sequence[str]) -> Any:
     value: Any = ctx
     for part in parts:
-        if not isinstance(value, Mapping):
+        if not isinstance(value, dict) and not isinstance(value, Mapping):  # dict first: it skips the ABC's check
             return None
         value = value.get(part)
         if value is None:
@@ -109,16 +106,24 @@ def render(
     occur in any of them), and only when a fence is needed.
     """
     compiled = template if isinstance(template, Template) else compile_template(template)
-    texts = [fmt(_value_at(ctx, path)) for path in compiled.paths]
-    fenced = [path[0] in tainted for path in compiled.paths]
-    chosen = ""
-    any_fence = any(fenced)
-    if any_fence:
-        if nonce is None:
-            raise ValueError("a fence nonce is required to render tainted values")
-        chosen = nonce([text for text, fence in zip(texts, fenced, strict=True) if fence])
+    if not compiled.paths:
+        return Rendered(compiled.text, False, compiled.read_keys)
+    texts = []
+    to_fence = []
+    for path in compiled.paths:
+        text = fmt(_value_at(ctx, path))
+        texts.append(text)
+        if path[0] in tainted:
+            to_fence.append(text)
+    if not to_fence:
+        pieces = [compiled.literals[0]]
+        for text, literal in zip(texts, compiled.literals[1:], strict=True):
+            pieces += (text, literal)
+        return Rendered("".join(pieces), False, compiled.read_keys)
+    if nonce is None:
+        raise ValueError("a fence nonce is required to render tainted values")
+    fence = nonce(to_fence)
     pieces = [compiled.literals[0]]
-    for text, fence, literal in zip(texts, fenced, compiled.literals[1:], strict=True):
-        pieces.append(f"<data-{chosen}>\n{text}\n</data-{chosen}>" if fence else text)
-        pieces.append(literal)
-    return Rendered("".join(pieces), any_fence, compiled.read_keys)
+    for text, path, literal in zip(texts, compiled.paths, compiled.literals[1:], strict=True):
+        pieces += (f"<data-{fence}>\n{text}\n</data-{fence}>" if path[0] in tainted else text, literal)
+    return Rendered("".join(pieces), True, compiled.read_keys)

@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .interpolate import Template, compile_template
+
 END = "END"
+UNSPECIFIED_STRUCTURE = "(unspecified)"  # the contract of an unvalidated state without `structure:`
+REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
 TIERS = ("fast", "balanced", "reasoning")
 SPEC_VERSIONS = ("0.2", "0.3", "0.4")
 
@@ -35,11 +39,13 @@ class Gate:
     # Derived once per gate, as the engine asks on every step.
     is_otherwise: bool = field(init=False, repr=False, compare=False)
     is_prose: bool = field(init=False, repr=False, compare=False)  # decided by the judge: no hook, no catch-all
+    feedback: str = field(init=False, repr=False, compare=False)  # what a repair through it adds to the next prompt
 
     def __post_init__(self) -> None:
         catch_all = is_otherwise(self.when)
         object.__setattr__(self, "is_otherwise", catch_all)  # frozen: set once, here
         object.__setattr__(self, "is_prose", self.hook is None and not catch_all)
+        object.__setattr__(self, "feedback", REPAIR_FEEDBACK.format(when=self.when))
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,14 @@ class State:
     on_error: tuple[OnError, ...] = ()
     ask_human: bool = False
     line: int = 0
+    # Derived once per state: the prompt split into literals and placeholders, and the output contract.
+    template: Template = field(init=False, repr=False, compare=False)
+    contract: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "template", compile_template(self.prompt))  # frozen: set once, here
+        contract = self.structure if self.structure is not None else UNSPECIFIED_STRUCTURE
+        object.__setattr__(self, "contract", contract)
 
     @property
     def is_fanout(self) -> bool:
