@@ -211,8 +211,8 @@ def rerun_record(changes: Mapping[str, Any]) -> RerunRecord:
     return cast(RerunRecord, {"t": "rerun", **changed, "time": time.time()})
 
 
-def encode_answer(kind: str, answer: Any) -> dict[str, Any]:
-    """An oracle's answer as the JSON an ``answer`` record carries (tokens go in ``usage``)."""
+def encode_answer(answer: ProduceAnswer | JudgeAnswer) -> dict[str, Any]:
+    """A model's answer as the JSON an ``answer`` record carries (its tokens go in ``usage``)."""
     if isinstance(answer, ProduceAnswer):
         data: dict[str, Any] = {"text": answer.text}
         if answer.reasoning is not None:
@@ -222,33 +222,48 @@ def encode_answer(kind: str, answer: Any) -> dict[str, Any]:
         if answer.model:
             data["model"] = answer.model
         return data
-    if isinstance(answer, JudgeAnswer):
-        data = {"choice": answer.choice}
-        for key in ("raw", "parse", "model"):
-            value = getattr(answer, key)
-            if value is not None:
-                data[key] = value
-        return data
-    return {"value": answer}  # a hook verdict or a tool observation
+    data = {"choice": answer.choice}
+    for key in ("raw", "parse", "model"):
+        value = getattr(answer, key)
+        if value is not None:
+            data[key] = value
+    return data
 
 
-def answer_record(
+def model_answer_record(position: str, fingerprint: str, answer: ProduceAnswer | JudgeAnswer) -> AnswerRecord:
+    """A produce or judge answer, with the tokens it cost when it cost any."""
+    kind = "produce" if isinstance(answer, ProduceAnswer) else "judge"
+    record: AnswerRecord = {
+        "t": "answer",
+        "pos": position,
+        "fp": fingerprint,
+        "kind": kind,
+        "answer": encode_answer(answer),
+    }
+    if answer.input_tokens or answer.output_tokens:
+        record["usage"] = [answer.input_tokens, answer.output_tokens]
+    return record
+
+
+def host_answer_record(
     position: str,
     fingerprint: str,
     kind: str,
-    answer: Any,
+    value: Any,
     *,
-    name: str | None = None,
+    name: str,
     effect: str | None = None,
     resolved: bool = False,
 ) -> AnswerRecord:
-    record: AnswerRecord = {"t": "answer", "pos": position, "fp": fingerprint, "kind": kind}
-    record["answer"] = encode_answer(kind, answer)
-    tokens = (answer.input_tokens, answer.output_tokens) if isinstance(answer, (ProduceAnswer, JudgeAnswer)) else ()
-    if any(tokens):
-        record["usage"] = list(tokens)
-    if name is not None:
-        record["name"] = name
+    """A hook's verdict or a tool's observation (``resolved``: the value a person gave for an in-doubt call)."""
+    record: AnswerRecord = {
+        "t": "answer",
+        "pos": position,
+        "fp": fingerprint,
+        "kind": kind,
+        "answer": {"value": value},
+        "name": name,
+    }
     if effect is not None:
         record["effect"] = effect
     if resolved:

@@ -18,9 +18,11 @@ from ..engine.oracle import (
     Effect,
     HookRequest,
     HumanReply,
+    JudgeRequest,
     Oracle,
     OracleError,
     OracleRequest,
+    ProduceRequest,
     ReplyRequest,
     RunInterrupted,
     ToolRequest,
@@ -136,6 +138,8 @@ class ReplayOracle(Oracle):
 
     def _fingerprint(self, request: OracleRequest) -> str:
         values = fingerprinted(request)
+        if isinstance(request, JudgeRequest) or (isinstance(request, ProduceRequest) and request.fenced):
+            return digest(values)  # a fence nonce is unique to its call: such a request never comes again
         known = self._digests.get(values)
         if known is None:
             known = self._digests[values] = digest(values)
@@ -189,7 +193,7 @@ class ReplayOracle(Oracle):
         except BaseException:
             self._count(made=1)
             raise  # provider outages and script misses are not journaled: a resume asks again
-        self._record(rec.answer_record(request.position, print_, request.kind, answer), made=True)
+        self._record(rec.model_answer_record(request.position, print_, answer), made=True)
         return answer
 
     def _replay(self, request: OracleRequest, recorded: dict[str, Any]) -> Any:
@@ -209,7 +213,7 @@ class ReplayOracle(Oracle):
                 raise InDoubt(position, request.name, request.state)
             if action == "completed":
                 value = resolution.get("value")
-                self._record(rec.answer_record(position, print_, "tool", value, name=request.name, resolved=True))
+                self._record(rec.host_answer_record(position, print_, "tool", value, name=request.name, resolved=True))
                 return value
             if action == "abort":
                 raise OracleError(f"state-error: tool '{request.name}' was stopped after an in-doubt call")
@@ -238,7 +242,7 @@ class ReplayOracle(Oracle):
             self._record(failure, made=True)
             raise RecordedFailure(message) from None
         self._record(
-            rec.answer_record(request.position, print_, request.kind, answer, name=request.name, effect=effect),
+            rec.host_answer_record(request.position, print_, request.kind, answer, name=request.name, effect=effect),
             made=True,
         )
         return answer

@@ -232,6 +232,9 @@ class Usage:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
 
+_CONTEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # configured once: json.dumps builds one a call
+
+
 def context_json(ctx: Mapping[str, Any]) -> str:
     """The run context as the judge and hooks see it (non-ASCII kept; values JSON cannot hold become text)."""
-    return json.dumps(ctx, ensure_ascii=False, default=str)
+    return _CONTEXT_ENCODER.encode(ctx)

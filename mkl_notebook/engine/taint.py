@@ -80,6 +80,9 @@ class Fences:
             hasher = self._keyed.copy()
             hasher.update(f"{position}#{attempt}".encode())
             digest = hasher.hexdigest()
-            if not any(digest in text for text in values):
+            for text in values:
+                if digest in text:
+                    break  # the value would close its own fence: roll again
+            else:
                 return digest
             attempt += 1

@@ -111,6 +111,7 @@ class ScriptedOracle(Oracle):
         self.latency = latency
         self.calls: dict[str, int] = {"produce": 0, "judge": 0, "hook": 0, "tool": 0, "reply": 0}
         self._answered: set[str] = set()  # positions this script has spoken for, live or from a journal
+        self._answers: dict[tuple[str, bool], ProduceAnswer] = {}
 
     # -- Oracle ------------------------------------------------------------------
 
@@ -153,10 +154,17 @@ class ScriptedOracle(Oracle):
             self._answered.add(request.position)
             # A produce list is read in the order the calls arrive, before any latency is spent.
             text = self._produce_text(request) if isinstance(request, ProduceRequest) else None
-        if self.latency and isinstance(request, (ProduceRequest, JudgeRequest, ToolRequest)):
+        if self.latency and not isinstance(request, (HookRequest, ReplyRequest)):
             time.sleep(self.latency)
         if isinstance(request, ProduceRequest):
-            return self._produce_answer(request, text)
+            if not isinstance(text, str):  # LANGUAGE.md defines produce output as text
+                text = json.dumps(text, ensure_ascii=False)
+            answer = self._answers.get((text, request.reason))  # answers are immutable: equal ones are shared
+            if answer is None:
+                reasoning = "thought" if request.reason else None
+                answer = ProduceAnswer(text, reasoning, self._tokens[0], self._tokens[1], False, SCRIPTED_MODEL)
+                self._answers[(text, request.reason)] = answer
+            return answer
         if isinstance(request, JudgeRequest):
             return self._judge_answer(request)
         if isinstance(request, HookRequest):
@@ -192,17 +200,6 @@ class ScriptedOracle(Oracle):
         if text is None:
             raise OracleError(f"state-error: no scripted produce matches prompt {_short(request.user)}")
         return text
-
-    def _produce_answer(self, request: ProduceRequest, text: Any) -> ProduceAnswer:
-        if not isinstance(text, str):  # LANGUAGE.md defines produce output as text
-            text = json.dumps(text, ensure_ascii=False)
-        return ProduceAnswer(
-            text,
-            reasoning="thought" if request.reason else None,
-            input_tokens=self._tokens[0],
-            output_tokens=self._tokens[1],
-            model=SCRIPTED_MODEL,
-        )
 
     def _judge_answer(self, request: JudgeRequest) -> JudgeAnswer:
         size = len(request.conditions)
