@@ -463,37 +463,38 @@ def run_state(records: list[dict[str, Any]]) -> RunState:
 
 _UNJOURNALED_OPTIONS = frozenset({"secret", "observer"})  # the secret has its own key; observers are live only
 _OPTIONS_ONLY_WHEN_SET = frozenset({"budgets"})  # so that runs from before the option existed still match
+_DEFAULT_OPTIONS = RunOptions()
+JOURNALED_OPTIONS = tuple(item.name for item in fields(RunOptions) if item.name not in _UNJOURNALED_OPTIONS)
+# How each option is written as JSON: sets as sorted lists, mappings as objects, the rest as they are.
+_SET_OPTIONS = frozenset(name for name in JOURNALED_OPTIONS if isinstance(getattr(_DEFAULT_OPTIONS, name), frozenset))
+_MAPPING_OPTIONS = frozenset(name for name in JOURNALED_OPTIONS if isinstance(getattr(_DEFAULT_OPTIONS, name), Mapping))
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:
     """The journaled form of every run option (plain JSON: lists for sets, dicts for mappings)."""
     record: dict[str, Any] = {}
-    for item in fields(RunOptions):
-        if item.name in _UNJOURNALED_OPTIONS:
+    for name in JOURNALED_OPTIONS:
+        value = getattr(options, name)
+        if name in _OPTIONS_ONLY_WHEN_SET and not value:
             continue
-        value = getattr(options, item.name)
-        if item.name in _OPTIONS_ONLY_WHEN_SET and not value:
-            continue
-        if isinstance(value, (frozenset, set)):
+        if name in _SET_OPTIONS:
             value = sorted(value)
-        elif isinstance(value, Mapping):
+        elif name in _MAPPING_OPTIONS:
             value = dict(value)
-        record[item.name] = value
+        record[name] = value
     return record
 
 
 def options_from_record(record: Mapping[str, Any], secret: bytes, observer: Any = None) -> RunOptions:
     """Run options from their journaled form; options the record lacks keep their defaults."""
-    defaults = RunOptions()
     values: dict[str, Any] = {}
-    for item in fields(RunOptions):
-        if item.name in _UNJOURNALED_OPTIONS or item.name not in record:
+    for name in JOURNALED_OPTIONS:
+        if name not in record:
             continue
-        value = record[item.name]
-        default = getattr(defaults, item.name)
-        if isinstance(default, frozenset):
+        value = record[name]
+        if name in _SET_OPTIONS:
             value = frozenset(value or ())
-        elif isinstance(default, Mapping):
+        elif name in _MAPPING_OPTIONS:
             value = MappingProxyType(dict(value or {}))
-        values[item.name] = value
+        values[name] = value
     return RunOptions(**values, secret=secret, observer=observer)

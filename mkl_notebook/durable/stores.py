@@ -88,8 +88,8 @@ class MemoryStore:
     location = "memory"
 
     def __init__(self) -> None:
-        # Records are kept as the mappings appended: a journal never changes a record once written.
-        self._records: dict[str, list[Mapping[str, Any]]] = {}
+        # A copy of each record appended; reads share them (a journal never changes a record once written).
+        self._records: dict[str, list[dict[str, Any]]] = {}
         self._status: dict[str, RunSummary] = {}
         self._lock = threading.Lock()
         self._leased: set[str] = set()
@@ -100,13 +100,13 @@ class MemoryStore:
             self._status[run_id] = RunSummary(run_id, start.get("root", ""), "running", None, None, time.time())
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
-        self._records[run_id].append(record)  # one atomic list append: the callers already serialise per run
+        self._records[run_id].append(dict(record))  # one atomic list append: the callers already serialise per run
 
     def read(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:
             if run_id not in self._records:
                 raise UnknownRun(run_id, self.location)
-            return [dict(record) for record in self._records[run_id]]
+            return list(self._records[run_id])
 
     def exists(self, run_id: str) -> bool:
         return run_id in self._records
