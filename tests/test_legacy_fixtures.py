@@ -56,6 +56,21 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def mkl_resume(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mkl resume ARGS`` with the refund script, offline, in ``folder``."""
+    command = [
+        sys.executable,
+        "-m",
+        "mkl_notebook.cli",
+        "resume",
+        *args,
+        "--script",
+        str(EXAMPLES / "refund.script.yaml"),
+        "--quiet",
+    ]
+    return subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env_without_models(), check=False)
+
+
 @pytest.fixture
 def legacy(tmp_path: Path) -> Path:
     """A copy of the fixtures (opening a store may change it; the checked-in files stay as written)."""
@@ -101,25 +116,7 @@ def test_an_old_checkpoint_verifies_imports_and_resumes(legacy: Path) -> None:
     runs.import_envelope(store, header, records)
     waiting = runs.replay("refund-waiting", NoCalls(), store=store)
     assert (waiting.result.status, waiting.result.at, waiting.calls["made"]) == ("suspended", "send", 0)
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkl_notebook.cli",
-            "resume",
-            str(legacy / "waiting.checkpoint.json"),
-            "--reply",
-            "approve",
-            "--script",
-            str(EXAMPLES / "refund.script.yaml"),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=legacy,
-        env=env_without_models(),
-        check=False,
-    )
+    completed = mkl_resume(legacy, str(legacy / "waiting.checkpoint.json"), "--reply", "approve")
     assert completed.returncode == 0, completed.stderr
     status = json.loads(completed.stdout.splitlines()[-1])
     assert (status["result"], status["calls"]) == (REFUND_RESULT, {"made": 1, "replayed": 3})
@@ -136,27 +133,7 @@ def test_an_old_notebook_lists_its_runs_and_resumes_headless(legacy: Path) -> No
         "refund-approved": "done",
     }
     before = nbformat.read(notebook, as_version=4)
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkl_notebook.cli",
-            "resume",
-            str(notebook),
-            "--run",
-            "refund-waiting",
-            "--set",
-            "approval.answer=approve",
-            "--script",
-            str(EXAMPLES / "refund.script.yaml"),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=legacy,
-        env=env_without_models(),
-        check=False,
-    )
+    completed = mkl_resume(legacy, str(notebook), "--run", "refund-waiting", "--set", "approval.answer=approve")
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout.splitlines()[-1])["result"] == REFUND_RESULT
     after = nbformat.read(notebook, as_version=4)
