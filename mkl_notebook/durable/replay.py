@@ -146,10 +146,13 @@ class ReplayOracle(Oracle):
         return known
 
     def _record(self, record: dict[str, Any] | Any, *, made: bool = False) -> None:
-        """Journal ``record`` (durable before its answer is used), then index it; ``made`` counts a call."""
+        """Journal ``record``, durable before its answer is used; ``made`` counts a call.
+
+        The index is not told: it holds what the journal said when this advance began (every
+        position is asked once per advance, so what this advance records is never looked up in it).
+        """
         with self._lock:
             self._append(record)
-            self.journal.add(record)
             self.counts.recorded += 1
             if made:
                 self.counts.made += 1
