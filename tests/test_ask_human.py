@@ -427,12 +427,16 @@ def test_cli_run_and_resume_a_run_whose_model_asks(tmp_path: Path) -> None:
     assert status["ask"] is None
     assert "model output" in out
 
-    code, status, out = mkl(tmp_path, "resume", "--id", "r", "--reply", R1, "--script", "s.yaml")
+    code, status, out = mkl(
+        tmp_path, "resume", "--id", "r", "--question", status["question_id"], "--reply", R1, "--script", "s.yaml"
+    )
     assert code == 3, out
     assert (status["status"], status["error"], status["question"]) == ("suspended", "asked", Q2)
     assert status["calls"] == {"made": 1, "replayed": 1}
 
-    code, status, out = mkl(tmp_path, "resume", "--id", "r", "--reply", R2, "--script", "s.yaml")
+    code, status, out = mkl(
+        tmp_path, "resume", "--id", "r", "--question", status["question_id"], "--reply", R2, "--script", "s.yaml"
+    )
     assert code == 0, out
     assert (status["status"], status["result"], status["question"]) == ("done", FINAL, None)
     assert status["calls"] == {"made": 2, "replayed": 2}  # round 2 and the judge; rounds 0 and 1 replayed

@@ -116,7 +116,10 @@ def test_an_old_checkpoint_verifies_imports_and_resumes(legacy: Path) -> None:
     runs.import_envelope(store, header, records)
     waiting = runs.replay("refund-waiting", NoCalls(), store=store)
     assert (waiting.result.status, waiting.result.at, waiting.calls["made"]) == ("suspended", "send", 0)
-    completed = mkl_resume(legacy, str(legacy / "waiting.checkpoint.json"), "--reply", "approve")
+    question = waiting.result.question_id("refund-waiting")  # an old journal's question has an id too
+    completed = mkl_resume(
+        legacy, str(legacy / "waiting.checkpoint.json"), "--question", question, "--reply", "approve"
+    )
     assert completed.returncode == 0, completed.stderr
     status = json.loads(completed.stdout.splitlines()[-1])
     assert (status["result"], status["calls"]) == (REFUND_RESULT, {"made": 1, "replayed": 3})
@@ -133,7 +136,20 @@ def test_an_old_notebook_lists_its_runs_and_resumes_headless(legacy: Path) -> No
         "refund-approved": "done",
     }
     before = nbformat.read(notebook, as_version=4)
-    completed = mkl_resume(legacy, str(notebook), "--run", "refund-waiting", "--set", "approval.answer=approve")
+    listed = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "mkl_notebook.cli", "runs", str(notebook)],
+            capture_output=True,
+            text=True,
+            cwd=legacy,
+            env=env_without_models(),
+            check=True,
+        ).stdout.splitlines()[-1]
+    )
+    question = next(run["question_id"] for run in listed["runs"] if run["run"] == "refund-waiting")
+    completed = mkl_resume(
+        legacy, str(notebook), "--run", "refund-waiting", "--question", question, "--set", "approval.answer=approve"
+    )
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout.splitlines()[-1])["result"] == REFUND_RESULT
     after = nbformat.read(notebook, as_version=4)

@@ -353,7 +353,7 @@ def test_editing_a_prompt_reexecutes_only_the_changed_call_and_keeps_the_reply(i
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.error, run.at) == ("suspended", "escalated", "send")
     assert run.pending is not None and run.pending["ask"] == REFUND_ASK
-    ip.run("%mkl resume refund --set approval.answer=approve")
+    ip.run(f"%mkl resume refund --question {run.question_id} --set approval.answer=approve")
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.result) == ("done", REFUND_RESULT)
     assert _reply_records(Path(".mkl/runs.sqlite")) == 1
@@ -537,7 +537,7 @@ def test_runs_trace_visits_and_pending(ip: Cells, capsys: pytest.CaptureFixture[
     assert (header["run_id"], header["status"], header["ask"]) == ("refund", "suspended", REFUND_ASK)
     assert ip.out.with_mime(WIDGET_MIME), "the pending run shows its form again"
 
-    ip.run("%mkl resume refund --reply approve")
+    ip.run(f"%mkl resume refund --question {mkl_notebook.get_run('refund').question_id} --reply approve")
     assert mkl_notebook.get_run("refund").status == "done"
     capsys.readouterr()
     ip.out.clear()
@@ -550,13 +550,14 @@ def test_resume_with_set_answers_the_gate(ip: Cells) -> None:
     ip.define(REFUND)
     ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")
     ip.out.clear()
-    ip.run("%mkl resume refund --set approval.answer=approve")
+    question = mkl_notebook.get_run("refund").question_id
+    ip.run(f"%mkl resume refund --question {question} --set approval.answer=approve")
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.result) == ("done", REFUND_RESULT)
     assert run.result_object.context["approval"] == {"answer": "approve"}
     header, _ = verify(ip.out.last(RUN_MIME)[RUN_MIME])
     assert header["status"] == "done"
-    error = ip.fails("%mkl resume refund --set approval.answer=again")
+    error = ip.fails(f"%mkl resume refund --question {question} --set approval.answer=again")
     assert "not waiting" in str(error)
 
 

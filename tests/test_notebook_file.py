@@ -182,6 +182,8 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
         copy_of.name,
         "--run",
         "refund",
+        "--question",
+        _waiting_question(copy_of, "refund"),
         "--set",
         "approval.answer=approve",
         "--script",
@@ -272,6 +274,13 @@ def test_a_notebook_without_runs_is_a_clear_one_line_error(tmp_path: Path) -> No
     assert listing.returncode == 0 and _status(listing)["runs"] == []
 
 
+def _waiting_question(path: Path, run_id: str) -> str:
+    """The question a run in a notebook file waits on, as `mkl runs FILE` tells it (with the command to answer)."""
+    listed = next(run for run in _status(_mkl("runs", path.name, cwd=path.parent))["runs"] if run["run"] == run_id)
+    assert listed["command"].startswith(f"mkl resume {path.name} --run {run_id} --question {listed['question_id']} ")
+    return str(listed["question_id"])
+
+
 def _corrupt(path: Path) -> None:
     """Flip one character inside the embedded journal (the JSON stays valid; the digest no longer matches)."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
@@ -352,6 +361,8 @@ def test_the_api_and_the_cli_agree_on_the_result(
             copy_of.name,
             "--run",
             "refund",
+            "--question",
+            _waiting_question(copy_of, "refund"),
             "--set",
             "approval.answer=approve",
             "--script",

@@ -93,6 +93,16 @@ MISTAKES: dict[str, Mistake] = {
         "resume waiting --set human.reply=yes",
         "waiting for a reply at 'approval.answer'",
     ),
+    "reply-without-question": Mistake(
+        ["resume", "--id", "waiting", "--reply", "approve"],
+        "resume waiting --reply approve",
+        "name the question this reply answers: add --question q-",
+    ),
+    "reply-to-another-question": Mistake(
+        ["resume", "--id", "waiting", "--question", "q-000000000000", "--reply", "approve"],
+        "resume waiting --question q-000000000000 --reply approve",
+        "question q-000000000000 is not pending: run 'waiting' now waits on question q-",
+    ),
     "resolve-unknown-action": Mistake(
         ["resume", "--id", "waiting", "--resolve", "maybe"],
         "resume waiting --resolve maybe",

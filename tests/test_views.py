@@ -846,7 +846,10 @@ def test_pending_card_says_how_to_continue() -> None:
         "Pending (escalated): run run-42 of refund is waiting for a person's reply (resumes at review)."
     )
     assert "%mkl pending" in card
-    assert "mkl resume NOTEBOOK.ipynb --run run-42 --set approval.answer=…" in card
+    assert (
+        f"mkl resume NOTEBOOK.ipynb --run run-42 --question {result.question_id('run-42')} --set approval.answer=…"
+        in card
+    )
     bundle = views.run_bundle("run-42", root, result)
     assert "<code>%mkl pending</code>" in bundle["text/html"] and "%mkl pending" in bundle["text/plain"]
     root, result = budget_suspended()

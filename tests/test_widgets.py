@@ -340,9 +340,30 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
 def test_a_form_of_a_run_answered_elsewhere_says_so_and_journals_nothing(nb: Notebook) -> None:
     _start_refund(nb)
     form = nb.form()
-    nb.run("%mkl resume refund --reply approve")  # answered from another cell first
+    question = mkl_notebook.get_run("refund").question_id
+    nb.run(f"%mkl resume refund --question {question} --reply approve")  # answered from another cell first
     assert len(nb.replies()) == 1
     form.approve.click()  # the stale form must not add a second reply, nor raise into the kernel
     assert len(nb.replies()) == 1
     assert "not waiting" in form.status.value
     assert mkl_notebook.get_run("refund").status == "done"
+
+
+def test_a_stale_form_never_answers_the_next_question(nb: Notebook) -> None:
+    """The first gate's form, still on screen after its question was answered elsewhere, must not answer
+    the second gate's question (the run moved on: its click is refused and journals nothing)."""
+    script = _script(nb.tmp, "two.yaml", TWO_GATES_SCRIPT)
+    nb.run(f"%%mkl run --script {script}\n{TWO_GATES}")
+    stale = nb.form()
+    first = mkl_notebook.get_run("twogates").question_id
+    assert stale.pending["question_id"] == first
+    nb.run(f"%mkl resume twogates --question {first} --reply approve")  # another cell answers the first question
+    run = mkl_notebook.get_run("twogates")
+    assert run.pending is not None and run.pending["ask"] == "Second: sign off the review?"
+    stale.approve.click()
+    assert [reply["value"] for reply in nb.replies()] == ["approve"]  # the second question is still unanswered
+    assert f"question {first} is not pending" in stale.status.value
+    assert html.escape("Second: sign off the review?") in stale.status.value
+    run = mkl_notebook.get_run("twogates")
+    assert (run.status, run.at) == ("suspended", "final")
+    assert [reply["via"] for reply in nb.replies()] == ["notebook"]

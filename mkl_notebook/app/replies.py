@@ -7,6 +7,8 @@ tool call is settled with ``--resolve completed=VALUE | retry | abort``.
 
 from __future__ import annotations
 
+import getpass
+import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -17,6 +19,32 @@ from .errors import UsageProblem
 Decision = Literal["approve", "reject"]
 APPROVE: Decision = "approve"
 REJECT: Decision = "reject"
+
+
+def who(name: str | None = None) -> str:
+    """Who answers: the name given (``--as``, ``%mkl config user=``), else the JupyterHub user, else the OS user."""
+    if name:
+        return name
+    hub_user = os.environ.get("JUPYTERHUB_USER")
+    if hub_user:
+        return hub_user
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's user, say)
+        return "unknown"
+
+
+def require_question(state: RunState, run_id: str, question: str | None) -> str:
+    """The question a reply names; a reply that names none is refused with the one it should name."""
+    if question:
+        return question
+    pending = state.question_id(run_id)
+    if pending is None:
+        shown = f"{state.status}: {state.error}" if state.error else state.status
+        raise UsageProblem(f"run '{run_id}' is not waiting for a reply (it is {shown})")
+    raise UsageProblem(
+        f"name the question this reply answers: add --question {pending} (run '{run_id}' asks: {state.shown!r})"
+    )
 
 
 def form_reply(decision: Decision | None, text: str) -> str | None:

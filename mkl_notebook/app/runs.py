@@ -10,7 +10,7 @@ from ..durable import nbfile
 from ..durable import runs as durable
 from ..durable.records import RunState, canonical, run_state
 from ..durable.replay import JournalIndex
-from ..durable.runs import Observer, Outcome, Resolution
+from ..durable.runs import Observer, Outcome, Resolution, not_pending
 from ..durable.stores import RunStore
 from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle
@@ -18,7 +18,7 @@ from ..lang.loader import load_file
 from ..lang.model import Machine
 from ..lang.siblings import sibling_registry
 from .errors import UsageProblem
-from .replies import parse_resolve, reply_from_flags
+from .replies import parse_resolve, reply_from_flags, require_question, who
 from .status import run_output
 from .values import parse_budget
 
@@ -63,6 +63,9 @@ def resume(
     *,
     reply: Any = None,
     set_values: Mapping[str, Any] | None = None,
+    question: str | None = None,
+    by: str | None = None,
+    via: str = "api",
     max_steps: Any = None,
     max_tokens: Any = None,
     resolve: str | Resolution | None = None,
@@ -73,24 +76,71 @@ def resume(
 
     Everything given is checked before anything is journaled, so a mistake records nothing.
     ``reply`` is ``--reply TEXT`` or a form's or the API's value; ``set_values`` is ``--set
-    PATH=VALUE`` parsed; budgets are flag text or numbers; ``resolve`` is ``--resolve`` text.
+    PATH=VALUE`` parsed. A reply must name the ``question`` it answers, and is taken only while
+    the run waits on exactly that one; it is journaled with who gave it (``by``, default
+    :func:`who`) and through what (``via``). Budgets are flag text or numbers; ``resolve`` is
+    ``--resolve`` text.
     """
     steps = parse_budget("max_steps", "--max-steps", max_steps)
     tokens = parse_budget("max_tokens", "--max-tokens", max_tokens)
     resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
-    value = reply_from_flags(state(store, run_id), run_id, reply=reply, set_values=set_values)
+    now = state(store, run_id)
+    stale = question is not None and now.waits_for_reply and question != now.question_id(run_id)
+    if stale and (reply is not None or set_values):
+        raise UsageProblem(not_pending(run_id, question or "", now))
+    value = reply_from_flags(now, run_id, reply=reply, set_values=set_values)
+    if value is not None:
+        question = require_question(now, run_id, question)
     return durable.resume(
         run_id,
         oracle,
         store=store,
         reply=value,
         has_reply=value is not None,
+        question=question,
+        by=who(by) if value is not None else None,
+        via=via if value is not None else None,
         max_steps=steps,
         max_tokens=tokens,
         resolution=resolution,
         registry=registry,
         observer=observer,
     )
+
+
+def summary(run_id: str, records: list[dict[str, Any]], resume: str) -> dict[str, Any]:
+    """What a listing says of one run: where it stands, the question it waits on with the command that
+    answers it (``resume`` names the run, e.g. ``mkl resume --id RUN``), and every answer a person gave."""
+    index = JournalIndex.build(records)
+    now = index.state
+    listed: dict[str, Any] = {
+        "run": run_id,
+        "machine": index.setup.get("root"),
+        "status": now.status,
+        "error": now.error,
+        "at": now.at,
+    }
+    question = now.question_id(run_id)
+    if question is not None:
+        target = f"--set {now.reply_to}=…" if now.reply_to else "--reply …"
+        listed.update(
+            ask=now.shown,
+            reply_to=now.reply_to,
+            question_id=question,
+            command=f"{resume} --question {question} {target}",
+        )
+    listed["answers"] = [
+        {
+            "question": record.get("question"),
+            "value": record.get("value"),
+            "by": record.get("by"),
+            "via": record.get("via"),
+            "time": record.get("time"),
+        }
+        for record in records
+        if record.get("t") == "reply"
+    ]
+    return listed
 
 
 def import_checkpoint(store: RunStore, header: Mapping[str, Any], records: list[dict[str, Any]], source: str) -> str:

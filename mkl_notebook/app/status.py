@@ -28,6 +28,9 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
         "checkpoint": checkpoint,
         "calls": outcome.calls,
     }
+    question = result.question_id(outcome.run_id)
+    if question is not None:
+        status["question_id"] = question  # what a reply must name: `mkl resume … --question ID`
     if result.machine:
         status["called_machine"] = result.machine  # the suspension is inside it: `at` is its state
     if outcome.in_doubt:
@@ -35,13 +38,14 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
     return status
 
 
-def describe(result: RunResult, resume: str) -> str:
+def describe(run_id: str, result: RunResult, resume: str) -> str:
     """A run as text: its trace, how it ended, and (waiting or in doubt) the commands that continue it.
 
     ``resume`` is the command that names the run, such as ``mkl resume --id RUN``.
     """
-    parts = [views.trace_table_text(result.trace_with_open_call()), views.result_summary_text(result)]
-    commands = views.continue_commands(result, resume)
+    trace = views.trace_table_text(result.trace_with_open_call(), answers=result.answers)
+    parts = [trace, views.result_summary_text(result)]
+    commands = views.continue_commands(result, resume, result.question_id(run_id))
     if commands:
         parts.append("To continue:\n" + "\n".join(f"  {command}" for command in commands))
     return "\n\n".join(parts)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ..app import oracles, status
 from ..app import runs as app_runs
@@ -22,6 +23,7 @@ from ..lang.loader import load_file
 from ..lang.model import Machine
 from ..lang.siblings import sibling_registry
 from ..providers.host import default_registry
+from ..render import views
 from .common import EXIT_FAILED, STATUS_EXIT, emit_status
 
 
@@ -69,6 +71,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="the reply, at the path the run is waiting on (e.g. --set human.reply=approve)",
     )
     resume.add_argument("--reply", metavar="TEXT", help="the reply, wherever the run is waiting for it")
+    resume.add_argument(
+        "--question",
+        metavar="ID",
+        help="the question the reply answers (question_id in the status line); a reply to any other is refused",
+    )
+    resume.add_argument("--as", dest="by", metavar="NAME", help="who answers (default: $JUPYTERHUB_USER, else you)")
     resume.add_argument("--resolve", metavar="completed=VALUE|retry|abort", help="settle an in-doubt tool call")
     resume.add_argument("--force", action="store_true", help="resume even though a machine file changed")
     _common(resume)
@@ -122,7 +130,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, resume: str, written: st
     if args.checkpoint:
         envelope.write_file(args.checkpoint, outcome.envelope())
     if not args.quiet:
-        print(status.describe(outcome.result, resume))
+        print(status.describe(outcome.run_id, outcome.result, resume))
     emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
     return STATUS_EXIT[outcome.result.status]
 
@@ -179,7 +187,7 @@ def resume_command(args: argparse.Namespace) -> int:
     return _finish(args, outcome, f"mkl resume {args.target}", written=args.target)
 
 
-def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str) -> Outcome:
+def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, via: str = "cli") -> Outcome:
     changed, current = app_runs.edited_machines(store.read(run_id))
     if changed and not args.force:
         raise UsageProblem(
@@ -192,6 +200,9 @@ def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str) -> Outcom
         _oracle(args),
         reply=args.reply,
         set_values=parse_assignments(args.set),
+        question=args.question,
+        by=args.by,
+        via=via,
         max_steps=args.max_steps,
         max_tokens=args.max_tokens,
         resolve=args.resolve,
@@ -209,7 +220,7 @@ def _resume_notebook(args: argparse.Namespace) -> int:
     lock = store.path.parent / "locks" / (notebook.resolve().name + ".notebook.lock")
     with file_lease(lock, f"notebook {notebook}"):
         outcome = app_runs.resume_in_notebook(
-            notebook, args.notebook_run, store, lambda run_id: _resume(args, store, run_id)
+            notebook, args.notebook_run, store, lambda run_id: _resume(args, store, run_id, via="notebook-file")
         )
     return _finish(args, outcome, f"mkl resume {notebook} --run {outcome.run_id}", written=str(notebook))
 
@@ -220,49 +231,52 @@ def runs_command(args: argparse.Namespace) -> int:
     path = Path(args.store)
     if not path.is_file():
         raise UsageProblem(f"{path}: no such run store")
-    summaries = SQLiteStore(path).runs()
-    for summary in summaries:
-        where = f" at {summary.at}" if summary.at else ""
-        error = f" ({summary.error})" if summary.error else ""
-        print(f"{summary.run_id}  {summary.machine}  {summary.status}{error}{where}")
-    if not summaries:
+    store = SQLiteStore(path)
+    store_flag = "" if path == DEFAULT_STORE else f" --store {path}"
+    listing = [
+        app_runs.summary(summary.run_id, store.read(summary.run_id), f"mkl resume --id {summary.run_id}{store_flag}")
+        for summary in store.runs()
+    ]
+    for listed in listing:
+        _print_listed(listed)
+    if not listing:
         print(f"{path}: no runs")
-    emit_status(
-        {
-            "runs": [
-                {"run": s.run_id, "machine": s.machine, "status": s.status, "error": s.error, "at": s.at}
-                for s in summaries
-            ]
-        }
-    )
+    emit_status({"runs": listing})
     return 0
+
+
+def _print_listed(listed: dict[str, Any], where: str = "") -> None:
+    """One run of a listing: its line, then each answer a person gave, then the command that answers it now."""
+    error = f" ({listed['error']})" if listed.get("error") else ""
+    at = f" at {listed['at']}" if listed.get("at") else ""
+    asks = f" — asks: {listed['ask']}" if listed.get("ask") else ""
+    print(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{asks}")
+    for answer in listed["answers"]:
+        facts = ", ".join(
+            part
+            for part in (
+                f"by {answer['by']}" if answer.get("by") else "",
+                views.answer_time(answer.get("time")),
+                f"via {answer['via']}" if answer.get("via") else "",
+            )
+            if part
+        )
+        print(f"    answered {answer['value']!r}{f' ({facts})' if facts else ''}")
+    if listed.get("command"):
+        print(f"    answer it: {listed['command']}")
 
 
 def _notebook_runs(path: Path) -> int:
     embedded, damaged = nbfile.scan(path)
+    listing = []
     for run in embedded:
-        header = run.header
-        where = f" at {header.get('at')}" if header.get("at") else ""
-        error = f" ({header.get('error')})" if header.get("error") else ""
-        ask = f" — asks: {header.get('ask')}" if header.get("ask") else ""
-        print(f"{run.run_id}  {header.get('machine')}  {header.get('status')}{error}{where}{ask}")
+        listed = app_runs.summary(run.run_id, run.records, f"mkl resume {path} --run {run.run_id}")
+        _print_listed(listed, f" (cell {run.cell_index + 1})")
+        listing.append({**listed, "cell": run.cell_index + 1})
     for bad in damaged:
         print(f"{bad.run_id or '?'}  damaged checkpoint in cell {bad.cell_index + 1}: not used ({bad.reason})")
     if not embedded and not damaged:
         print(f"{path}: no run checkpoints")
-    listing = [
-        {
-            "run": r.run_id,
-            "machine": r.header.get("machine"),
-            "status": r.header.get("status"),
-            "error": r.header.get("error"),
-            "at": r.header.get("at"),
-            "ask": r.header.get("ask"),
-            "reply_to": r.header.get("reply_to"),
-            "cell": r.cell_index + 1,
-        }
-        for r in embedded
-    ]
     listing += [
         {"run": bad.run_id, "status": "damaged", "error": bad.reason, "cell": bad.cell_index + 1} for bad in damaged
     ]

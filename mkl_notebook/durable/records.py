@@ -30,7 +30,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from ..engine.options import RunOptions
 from ..engine.oracle import HumanReply, JudgeAnswer, ProduceAnswer
-from ..engine.result import RunResult
+from ..engine.result import RunResult, question_id
 
 FORMAT = "mkl-run/1"
 
@@ -104,7 +104,9 @@ class _ReplyKeys(TypedDict):
 
 
 class ReplyRecord(_ReplyKeys, total=False):
-    by: str
+    by: str  # who answered
+    via: str  # through what: form, api, notebook, cli, notebook-file, script
+    question: str  # the id of the question answered (run, position and the text shown)
     time: float
 
 
@@ -290,10 +292,23 @@ def invalidated_record(position: str, old: str | None, new: str) -> InvalidatedR
     return {"t": "invalidated", "pos": position, "old": old, "new": new}
 
 
-def reply_record(position: str, reply_to: str | None, value: Any, *, by: str | None = None) -> ReplyRecord:
+def reply_record(
+    position: str,
+    reply_to: str | None,
+    value: Any,
+    *,
+    by: str | None = None,
+    via: str | None = None,
+    question: str | None = None,
+) -> ReplyRecord:
+    """A person's answer at ``position``, with who gave it, through what, and to which question."""
     record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": value}
     if by:
         record["by"] = by
+    if via:
+        record["via"] = via
+    if question:
+        record["question"] = question
     record["time"] = time.time()
     return record
 
@@ -380,7 +395,7 @@ def same_ending(last: Mapping[str, Any] | None, closing: Mapping[str, Any]) -> b
 def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
     """The oracle answer an ``answer`` (or ``reply``) record holds."""
     if kind == "reply":
-        return HumanReply(record.get("value"), by=record.get("by"))
+        return HumanReply(record.get("value"), by=record.get("by"), via=record.get("via"), at=record.get("time"))
     data = record.get("answer") or {}
     tokens_in, tokens_out = (record.get("usage") or [0, 0])[:2]
     if kind == "produce":
@@ -426,6 +441,17 @@ class RunState:
     def waits_for_reply(self) -> bool:
         """Suspended at a question a person (or a model's question) must answer."""
         return self.status == "suspended" and self.position is not None
+
+    @property
+    def shown(self) -> str:
+        """The question's text as a person sees it: the author's ``ask``, or the model's question."""
+        return self.ask or self.question or ""
+
+    def question_id(self, run_id: str) -> str | None:
+        """The id of the question run ``run_id`` waits on; None when it waits for no reply."""
+        if not self.waits_for_reply or self.position is None:
+            return None
+        return question_id(run_id, self.position, self.shown)
 
 
 def state_of(ending: Mapping[str, Any] | None) -> RunState:

@@ -259,5 +259,5 @@ class ReplayOracle(Oracle):
         if answer is None:
             raise AwaitingHuman(request.position)
         reply = answer if isinstance(answer, HumanReply) else HumanReply(answer)
-        self._record(rec.reply_record(request.position, request.reply_to, reply.value, by=reply.by))
+        self._record(rec.reply_record(request.position, request.reply_to, reply.value, by=reply.by, via=reply.via))
         return answer

@@ -74,6 +74,18 @@ class Outcome:
         return envelope.build(self.header(), self.records)
 
 
+def not_pending(run_id: str, question: str, state: rec.RunState) -> str:
+    """Why a reply to ``question`` is refused: what run ``run_id`` waits on now instead."""
+    pending = state.question_id(run_id)
+    if pending is None:
+        shown = f"{state.status}: {state.error}" if state.error else state.status
+        return f"question {question} is not pending: run '{run_id}' waits for no reply now (it is {shown})"
+    return (
+        f"question {question} is not pending: run '{run_id}' now waits on question {pending} "
+        f"({state.shown!r}); nothing was recorded"
+    )
+
+
 def new_run_id() -> str:
     return f"run-{uuid.uuid4().hex[:10]}"
 
@@ -246,6 +258,9 @@ def resume(
     store: RunStore,
     reply: Any = None,
     has_reply: bool = False,
+    question: str | None = None,
+    by: str | None = None,
+    via: str | None = None,
     max_steps: int | None = None,
     max_tokens: int | None = None,
     resolution: Resolution | None = None,
@@ -254,6 +269,8 @@ def resume(
 ) -> Outcome:
     """Continue a suspended (or in-doubt) run: inject a reply, raise budgets, or settle an in-doubt tool.
 
+    A reply that names its ``question`` (see :meth:`RunState.question_id`) is taken only while the
+    run still waits on exactly that question; ``by`` and ``via`` say who answered and through what.
     Every check is made against the journal under the run's lease, before anything is
     recorded: a request that does not fit the run's state records nothing.
     """
@@ -265,7 +282,10 @@ def resume(
             if not state.waits_for_reply:
                 shown = f"{state.status}: {state.error}" if state.error else state.status
                 raise RunStateError(f"run '{run_id}' is not waiting for a reply (it is {shown})")
-            added.append(rec.reply_record(str(state.position), state.reply_to, reply))
+            pending = state.question_id(run_id)
+            if question is not None and question != pending:
+                raise RunStateError(not_pending(run_id, question, state))
+            added.append(rec.reply_record(str(state.position), state.reply_to, reply, by=by, via=via, question=pending))
         if state.finished:
             reason = f": {state.error}" if state.error else ""
             raise RunStateError(f"run '{run_id}' has already finished ({state.status}{reason}); nothing to resume")

@@ -135,8 +135,12 @@ class JudgeAnswer(NamedTuple):
 
 
 class HumanReply(NamedTuple):
+    """A person's reply, and (as the journal keeps them) who gave it, when, and through what."""
+
     value: Any
     by: str | None = None
+    via: str | None = None  # "form", "api", "notebook", "cli", "notebook-file" or "script"
+    at: float | None = None  # seconds since the epoch
 
 
 class OracleError(Exception):

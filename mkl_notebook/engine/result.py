@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Status = Literal["done", "halt", "suspended", "in_doubt"]
+
+
+def question_id(run_id: str, position: str, shown: str) -> str:
+    """The identity of a question a run waits on: the run, where it asks, and the text the person is shown.
+
+    A reply names it, so that it answers exactly that question and no later one.
+    """
+    key = f"{run_id}\x00{position}\x00{shown}".encode("utf-8", "surrogatepass")
+    return "q-" + hashlib.blake2b(key, digest_size=6).hexdigest()
 
 
 @dataclass
@@ -27,11 +37,20 @@ class RunResult:
     # Of a suspension inside a called machine: the call step left open, with the steps the called machine
     # took so far as its sub_trace (not part of ``trace``, which holds finished steps only).
     pending_step: dict[str, Any] | None = None
+    # Every person's answer the run used, in order: after (finished root steps before it), machine, state,
+    # question (the text shown), reply_to, value, by, via, at.
+    answers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def waits_for_person(self) -> bool:
         """Suspended at a question (an escalate gate's, or a model's) that a person must answer."""
         return self.status == "suspended" and self.pending is not None
+
+    def question_id(self, run_id: str) -> str | None:
+        """The id of the question this run (of id ``run_id``) waits on, None when it waits for no person."""
+        if not self.waits_for_person or self.pending is None:
+            return None
+        return question_id(run_id, self.pending, self.ask or self.question or "")
 
     def trace_with_open_call(self) -> list[dict[str, Any]]:
         """The finished steps, then the call a suspension inside a called machine left open, if any."""

@@ -80,9 +80,28 @@ class _Shared:
     options: RunOptions
     secret: bytes
     fences: Fences = field(init=False)
+    root_trace: list[dict[str, Any]] = field(default_factory=list)  # the root run's finished steps
+    answers: list[dict[str, Any]] = field(default_factory=list)  # every person's answer, in order
 
     def __post_init__(self) -> None:
         self.fences = Fences(self.secret)
+
+    def answered(self, machine: str, state: str, question: str | None, reply_to: str | None, reply: Any) -> None:
+        """Note a person's answer (with who, when and how, when the oracle says) for the run's result."""
+        answer = reply if isinstance(reply, HumanReply) else HumanReply(reply)
+        self.answers.append(
+            {
+                "after": len(self.root_trace),
+                "machine": machine,
+                "state": state,
+                "question": question,
+                "reply_to": reply_to,
+                "value": answer.value,
+                "by": answer.by,
+                "via": answer.via,
+                "at": answer.at,
+            }
+        )
 
 
 @dataclass
@@ -165,6 +184,7 @@ class _MachineRun:
             question=question,
             machine=machine,
             pending_step=pending_step,
+            answers=list(self.shared.answers) if self.depth == 0 else [],
         )
         if self.depth == 0 and self.observer is not None:
             self.observer("finish", {"result": run_result})
@@ -424,6 +444,7 @@ class _MachineRun:
             return self._result("suspended", "escalated", at=handler, ask=gate.ask, reply_to=reply_to, pending=position)
         except OracleError as exc:
             return self._halt(exc.error, handler)
+        self.shared.answered(self.machine.name, handler, gate.ask, reply_to, reply)
         value = reply.value if isinstance(reply, HumanReply) else reply
         set_path(self.ctx, reply_to, value)
         root = root_key(reply_to)
@@ -562,6 +583,7 @@ class _MachineRun:
             raise _Asked(question, position, usage) from None
         except OracleError as exc:
             raise _Fail(exc.error) from None
+        self.shared.answered(self.machine.name, state.id, question, None, reply)
         return fmt(reply.value if isinstance(reply, HumanReply) else reply)
 
     def _tool(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str) -> _Executed:
@@ -871,4 +893,5 @@ def run_machine(
         flow_tainted=False,
         can_ask=True,
     )
+    shared.root_trace = run.trace
     return run.run()

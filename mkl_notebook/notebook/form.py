@@ -20,9 +20,13 @@ from ..app.replies import APPROVE, REJECT, Decision, form_reply
 
 
 class GateForm:
-    """One pending question; ``on_reply(value)`` is called at most once."""
+    """One pending question; ``on_reply(value, question_id)`` is called at most once.
 
-    def __init__(self, run_id: str, pending: dict[str, Any], on_reply: Callable[[Any], None]) -> None:
+    The reply names the question this form shows (``pending["question_id"]``), so that it can
+    only ever answer that question.
+    """
+
+    def __init__(self, run_id: str, pending: dict[str, Any], on_reply: Callable[[Any, str | None], None]) -> None:
         self.run_id = run_id
         self.pending = pending
         self._on_reply = on_reply
@@ -74,7 +78,7 @@ class GateForm:
         self.submitted = value
         self.status.value = f"<em>Sent: {html.escape(str(value))} — resuming…</em>"
         try:
-            self._on_reply(value)
+            self._on_reply(value, self.pending.get("question_id"))
         except Exception as exc:  # errors in click handlers never reach the cell: show them here
             self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"
         else:

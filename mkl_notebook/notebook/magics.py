@@ -21,6 +21,7 @@ from traitlets import Unicode, observe
 
 from ..app import oracles
 from ..app.errors import USER_ERRORS, UsageProblem
+from ..app.replies import who
 from ..app.runs import HITL_MODES
 from ..app.values import host_input, merge, parse_assignments, parse_input
 from ..lang.check import check
@@ -42,13 +43,13 @@ HELP = """\
 %mkl run NAME [flags]     run a defined machine; flags:
     --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
     --max-steps N  --max-tokens N  --script FILE  --model MODEL  --fresh  --notebook PATH
-%mkl resume RUN [--reply TEXT | --set path=value] [--max-steps N] [--max-tokens N]
+%mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
                [--resolve completed=VALUE|retry|abort]
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
 %mkl trace RUN | visits RUN
 %mkl check NAME           static findings with line numbers
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
-%mkl config [key=value]   show or change settings: store, hitl, max_workers, and models:
+%mkl config [key=value]   show or change settings: store, hitl, user, max_workers, and models:
                           model, fast, balanced, reasoning, judge, api_base, timeout, retries
                           (also %config MklMagics.model = "openai/gpt-4o-mini")
 """
@@ -125,6 +126,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     resume.add_argument("run_id")
     resume.add_argument("--set", action="append", default=[])
     resume.add_argument("--reply")
+    resume.add_argument("--question")
+    resume.add_argument("--as", dest="by")
     resume.add_argument("--max-steps")
     resume.add_argument("--max-tokens")
     resume.add_argument("--resolve")
@@ -300,8 +303,8 @@ class MklMagics(Magics):
     def present(self, run: Run, view: RunView) -> None:
         """Show a run and, when it waits for a person, a form whose click resumes it here."""
 
-        def on_reply(value: Any) -> None:
-            run.submit(value, observer=view.observer)
+        def on_reply(value: Any, question: str | None) -> None:
+            run.submit(value, question=question, via="form", observer=view.observer)
             view.show(run, on_reply)
 
         view.show(run, on_reply)
@@ -313,6 +316,8 @@ class MklMagics(Magics):
         run.resume(
             reply=self._text(args.reply) if args.reply is not None else None,
             set_values=self._assignments(args.set),
+            question=self._text(args.question) if args.question else None,
+            by=self._text(args.by) if args.by else None,
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,
             resolve=args.resolve,
@@ -383,6 +388,8 @@ class MklMagics(Magics):
                 if value not in HITL_MODES:
                     raise UsageError(f"hitl must be one of {', '.join(HITL_MODES)}, not {value!r}")
                 settings.hitl = value
+            elif key == "user":
+                settings.user = self._text(value) or None
             elif key == "max_workers":
                 if not value.isdigit() or int(value) < 1:
                     raise UsageError("max_workers is a whole number of at least 1")
@@ -393,12 +400,13 @@ class MklMagics(Magics):
                 self.session.model_overrides[key] = self._text(value)
             else:
                 raise UsageError(
-                    f"unknown setting '{key}' (settings: store, hitl, max_workers, {', '.join(MODEL_SETTINGS)})"
+                    f"unknown setting '{key}' (settings: store, hitl, user, max_workers, {', '.join(MODEL_SETTINGS)})"
                 )
         config = self.session.model_config()
         tiers = ", ".join(f"{tier}={config.model_for(tier) or '—'}" for tier in TIERS)
         print(
-            f"store = {settings.store}\nhitl = {settings.hitl}\nmax_workers = {settings.max_workers or 'default'}\n"
+            f"store = {settings.store}\nhitl = {settings.hitl}\nuser = {settings.user or who()}\n"
+            f"max_workers = {settings.max_workers or 'default'}\n"
             f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
             f"api_base={config.api_base or '—'}"
         )

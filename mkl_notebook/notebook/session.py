@@ -37,6 +37,7 @@ MklUsageError = UsageProblem  # the notebook API's name for a user mistake (the 
 class Settings:
     store: Path = DEFAULT_STORE
     hitl: str = "asking"  # notebooks suspend at escalate gates that carry an `ask:`
+    user: str | None = None  # who answers gates from this kernel (default: $JUPYTERHUB_USER, else the OS user)
     max_workers: int | None = None
 
 
@@ -255,6 +256,7 @@ class Run:
             "ask": result.ask,
             "reply_to": result.reply_to,
             "question": result.question,
+            "question_id": result.question_id(self.id),
         }
 
     @property
@@ -273,13 +275,36 @@ class Run:
 
     # -- acting ----------------------------------------------------------------------
 
-    def submit(self, reply: Any, observer: Observer | None = None) -> Run:
-        """Journal the person's reply to the question the run waits on, and let the run go on.
+    @property
+    def question_id(self) -> str | None:
+        """The id of the question this handle last saw the run wait on (None when it waits for no one)."""
+        return self.result_object.question_id(self.id)
 
-        The run continues in the machines it was started with: the reply answers what was shown.
+    def submit(
+        self,
+        reply: Any,
+        *,
+        question: str | None = None,
+        by: str | None = None,
+        via: str = "api",
+        observer: Observer | None = None,
+    ) -> Run:
+        """Journal the person's reply, and let the run go on in the machines it was started with.
+
+        The reply answers ``question`` (by default the one this handle last showed); if the run has
+        moved on since, it is refused and nothing is recorded. ``by`` names who answers.
         """
         return self._advance(
-            lambda: app_runs.resume(self.session.store, self.id, self.oracle, reply=reply, observer=observer)
+            lambda: app_runs.resume(
+                self.session.store,
+                self.id,
+                self.oracle,
+                reply=reply,
+                question=question or self.question_id,
+                by=by or self.session.settings.user,
+                via=via,
+                observer=observer,
+            )
         )
 
     def resume(
@@ -287,6 +312,9 @@ class Run:
         *,
         reply: Any = None,
         set_values: Mapping[str, Any] | None = None,
+        question: str | None = None,
+        by: str | None = None,
+        via: str = "notebook",
         max_steps: int | str | None = None,
         max_tokens: int | str | None = None,
         resolve: str | durable.Resolution | None = None,
@@ -303,6 +331,9 @@ class Run:
                 self.oracle,
                 reply=reply,
                 set_values=set_values,
+                question=question,
+                by=by or self.session.settings.user,
+                via=via,
                 max_steps=max_steps,
                 max_tokens=max_tokens,
                 resolve=resolve,

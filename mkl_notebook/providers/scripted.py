@@ -179,7 +179,7 @@ class ScriptedOracle(Oracle):
         with self._lock:
             if not self._replies:
                 raise AwaitingHuman(request.position)
-            return HumanReply(self._replies.pop(0), by="script")
+            return HumanReply(self._replies.pop(0), by="script", via="script")
 
     # -- answers -----------------------------------------------------------------
 

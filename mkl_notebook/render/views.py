@@ -10,12 +10,14 @@ Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any, Protocol
 
 from ..engine.result import RunResult
+from ..lang.interpolate import fmt
 from ..lang.model import Machine
 from .diagram import shorten
 
@@ -202,15 +204,65 @@ def _nested_html(row: _Row) -> str:
     return f'<tr><td colspan="{len(_TRACE_HEAD)}">{blocks}</td></tr>'
 
 
-def trace_table_html(trace: Sequence[Step], *, caption: str = "Trace") -> str:
-    """The steps of a run as a table; fan-out branches and nested sub-runs expand in ``<details>``."""
+# -- a person's answers, between the steps ------------------------------------------------------
+
+
+def answer_time(at: Any) -> str:
+    """When an answer was given, in UTC to the second ("" when the journal does not say)."""
+    if not isinstance(at, (int, float)):
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def _answer_facts(answer: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(the reply, who / when / how, the question) of one answer, as plain text."""
+    reply = shorten(fmt(answer.get("value")), PREVIEW)
+    target = f" → {answer['reply_to']}" if answer.get("reply_to") else ""
+    who = ", ".join(
+        part
+        for part in (
+            f"by {answer['by']}" if answer.get("by") else "",
+            answer_time(answer.get("at")),
+            f"via {answer['via']}" if answer.get("via") else "",
+        )
+        if part
+    )
+    return f"{reply}{target}", who, shorten(str(answer.get("question") or ""), PREVIEW)
+
+
+def _answers_after(answers: Sequence[Mapping[str, Any]], count: int) -> list[Mapping[str, Any]]:
+    return [answer for answer in answers if answer.get("after") == count]
+
+
+def _answer_html(answer: Mapping[str, Any]) -> str:
+    reply, who, question = _answer_facts(answer)
+    asked = f" — asked: <em>{_e(question)}</em>" if question else ""
+    return (
+        f'<tr><td colspan="{len(_TRACE_HEAD)}">↳ <strong>answered</strong> <code>{_e(reply)}</code>'
+        f"{f' {_e(who)}' if who else ''}{asked}</td></tr>"
+    )
+
+
+def _answer_text(answer: Mapping[str, Any], indent: str) -> str:
+    reply, who, question = _answer_facts(answer)
+    return f"{indent}  ↳ answered {reply}{f' ({who})' if who else ''}{f' — asked: {question}' if question else ''}"
+
+
+def trace_table_html(
+    trace: Sequence[Step], *, caption: str = "Trace", answers: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """The steps of a run as a table; fan-out branches and nested sub-runs expand in ``<details>``.
+
+    ``answers`` (a result's ``answers``) are rows of their own, after the step they followed.
+    """
     if not trace:
         return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
     head = "".join(f"<th>{_e(name)}</th>" for name in _TRACE_HEAD)
-    body = ""
-    for step in trace:
+    body = "".join(_answer_html(answer) for answer in _answers_after(answers, 0))
+    for number, step in enumerate(trace, 1):
         row = _row(step)
         body += "<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells_html(row)) + "</tr>" + _nested_html(row)
+        body += "".join(_answer_html(answer) for answer in _answers_after(answers, number))
     caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>"
     return f"<table>{caption_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -231,17 +283,21 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def trace_table_text(trace: Sequence[Step], *, caption: str = "Trace", indent: str = "") -> str:
+def trace_table_text(
+    trace: Sequence[Step], *, caption: str = "Trace", indent: str = "", answers: Sequence[Mapping[str, Any]] = ()
+) -> str:
     """The text twin of :func:`trace_table_html`: fixed-width columns, sub-runs indented below their step."""
     if not trace:
         return f"{indent}{caption}: no steps recorded."
     rows = [_row(step) for step in trace]
     lines = _columns([_TRACE_HEAD, *(_row_text(row) for row in rows)])
     out = [f"{indent}{caption} — {_plural(len(trace), 'step')}", indent + lines[0]]
-    for row, line in zip(rows, lines[1:], strict=True):
+    out += [_answer_text(answer, indent) for answer in _answers_after(answers, 0)]
+    for number, (row, line) in enumerate(zip(rows, lines[1:], strict=True), 1):
         out.append(indent + line)
         out += [f"{indent}    [{index}] {branch}" for index, branch in enumerate(row.branches or ())]
         out += [trace_table_text(sub, caption=f"↳ {label} trace", indent=indent + "    ") for label, sub in row.nested]
+        out += [_answer_text(answer, indent) for answer in _answers_after(answers, number)]
     return "\n".join(out)
 
 
@@ -478,8 +534,11 @@ def progress_text(state: str | None, steps: int, usage: Mapping[str, int] | None
 # -- the pending card (a notebook opened without a kernel) ------------------------------------
 
 
-def continue_commands(result: RunResult, base: str) -> list[str]:
-    """The commands that continue a waiting or in-doubt run, after ``base`` (``mkl resume … RUN``)."""
+def continue_commands(result: RunResult, base: str, question: str | None = None) -> list[str]:
+    """The commands that continue a waiting or in-doubt run, after ``base`` (``mkl resume … RUN``).
+
+    A reply names the ``question`` it answers (the run's :meth:`RunResult.question_id`).
+    """
     if result.status == "in_doubt":
         return [f"{base} --resolve completed=VALUE", f"{base} --resolve retry", f"{base} --resolve abort"]
     if result.status != "suspended":
@@ -489,13 +548,15 @@ def continue_commands(result: RunResult, base: str) -> list[str]:
         return [f"{base} --max-steps N  (N is the new step budget of {whose})"]
     if result.error == "cost-exhausted":
         return [f"{base} --max-tokens N"]
+    if question:
+        base = f"{base} --question {question}"
     if result.error == "asked" or not result.reply_to:  # a model's question takes a plain reply
         return [f"{base} --reply …"]
     return [f"{base} --set {result.reply_to}=…"]
 
 
 def _notebook_commands(run_id: str, result: RunResult) -> list[str]:
-    return continue_commands(result, f"mkl resume NOTEBOOK.ipynb --run {run_id}")
+    return continue_commands(result, f"mkl resume NOTEBOOK.ipynb --run {run_id}", result.question_id(run_id))
 
 
 def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
@@ -549,7 +610,7 @@ def run_html(run_id: str, machine: Machine | None, result: RunResult) -> str:
         head = pending_card_html(run_id, name, result) + f"<p><small>{_e(_usage_text(result))}</small></p>"
     else:
         head = result_summary_html(result)
-    trace = trace_table_html(result.trace_with_open_call(), caption=f"Trace of {run_id}")
+    trace = trace_table_html(result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers)
     visits = (
         ""
         if machine is None
@@ -565,7 +626,8 @@ def run_text(run_id: str, machine: Machine | None, result: RunResult) -> str:
         head = f"{pending_card_text(run_id, name, result)}\n{_usage_text(result)}"
     else:
         head = result_summary_text(result)
-    parts = [head, trace_table_text(result.trace_with_open_call(), caption=f"Trace of {run_id}")]
+    trace = trace_table_text(result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers)
+    parts = [head, trace]
     if machine is not None:
         parts.append(visits_table_text(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
     return "\n\n".join(parts)

@@ -1,0 +1,244 @@
+"""A reply answers exactly the question it was shown, and says who gave it, when and through what.
+
+Two gates ("Approve it?" then "Send it now?") make the failure this guards against possible: a
+reply meant for the first question must never be taken as the answer to the second.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mkl_notebook
+from mkl_notebook.durable import envelope, runs
+from mkl_notebook.durable.records import run_state
+from mkl_notebook.durable.stores import MemoryStore
+from mkl_notebook.engine.options import RunOptions
+from mkl_notebook.lang.loader import load
+from mkl_notebook.notebook import session as session_module
+from mkl_notebook.providers.scripted import oracle_from_file
+from mkl_notebook.render import views
+
+from support import ROOT, env_without_models
+
+DATA = ROOT / "notebooks" / "data"
+TWO_GATES = (DATA / "refund.mkl").read_text(encoding="utf-8")
+SCRIPT = DATA / "refund.script.yaml"
+FIRST, SECOND = "The draft promises a refund. Approve it?", "Send this reply to the customer now?"
+
+
+def mkl(folder: Path, *args: str, **env: str) -> tuple[int, dict[str, Any], str, str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={**env_without_models(), **env},
+        check=False,
+    )
+    lines = completed.stdout.strip().splitlines()
+    return completed.returncode, json.loads(lines[-1]) if lines else {}, completed.stdout, completed.stderr
+
+
+def replies(folder: Path, run_id: str = "r") -> list[dict[str, Any]]:
+    with sqlite3.connect(folder / ".mkl" / "runs.sqlite") as db:
+        rows = db.execute("SELECT body FROM records WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+    return [record for (body,) in rows if (record := json.loads(body))["t"] == "reply"]
+
+
+@pytest.fixture
+def waiting(tmp_path: Path) -> tuple[Path, str]:
+    """A folder with the two-gate machine, run as `r` up to its first question; and that question's id."""
+    (tmp_path / "refund.mkl").write_text(TWO_GATES, encoding="utf-8")
+    code, status, out, _ = mkl(
+        tmp_path, "run", "refund.mkl", "--id", "r", "--hitl", "--script", str(SCRIPT), "--set", "ticket=broken"
+    )
+    assert code == 3, out
+    assert (status["ask"], status["at"]) == (FIRST, "confirm")
+    assert status["question_id"].startswith("q-")
+    assert f"mkl resume --id r --question {status['question_id']} --set approval.refund=…" in out
+    return tmp_path, status["question_id"]
+
+
+def test_a_reply_names_its_question_and_the_same_command_again_is_refused(waiting: tuple[Path, str]) -> None:
+    folder, first = waiting
+    answer = ("resume", "--id", "r", "--question", first, "--reply", "approve", "--script", str(SCRIPT))
+    code, status, _, _ = mkl(folder, *answer, "--as", "alice")
+    assert (code, status["ask"], status["at"]) == (3, SECOND, "send")  # on to the second question
+    second = status["question_id"]
+    assert second != first
+
+    code, status, _, err = mkl(folder, *answer)  # run again: it must not answer the second question
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"question {first} is not pending" in err and second in err and SECOND in err
+    assert [reply["question"] for reply in replies(folder)] == [first]  # nothing was journaled
+    code, status, _, _ = mkl(
+        folder,
+        "resume",
+        "--id",
+        "r",
+        "--question",
+        second,
+        "--reply",
+        "no",
+        "--quiet",
+        "--script",
+        str(SCRIPT),
+        "--as",
+        "bob",
+    )
+    assert (code, status["status"]) == (0, "done")
+    assert [(r["question"], r["value"], r["by"], r["via"]) for r in replies(folder)] == [
+        (first, "approve", "alice", "cli"),
+        (second, "no", "bob", "cli"),
+    ]
+
+
+def test_a_reply_without_its_question_is_refused_with_the_command_to_use(waiting: tuple[Path, str]) -> None:
+    folder, first = waiting
+    code, _, _, err = mkl(folder, "resume", "--id", "r", "--set", "approval.refund=approve")
+    assert code == 2 and "Traceback" not in err
+    assert f"--question {first}" in err and FIRST in err
+    assert replies(folder) == []
+
+
+def test_fifty_concurrent_replies_to_one_question_journal_exactly_one(waiting: tuple[Path, str]) -> None:
+    folder, first = waiting
+    command = [
+        sys.executable,
+        "-m",
+        "mkl_notebook.cli",
+        "resume",
+        "--id",
+        "r",
+        "--question",
+        first,
+        "--quiet",
+        "--script",
+        str(SCRIPT),
+    ]
+    processes = [
+        subprocess.Popen(
+            [*command, "--reply", f"approve {n}"],
+            cwd=folder,
+            env=env_without_models(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(50)
+    ]
+    results = [(process.wait(timeout=300), *process.communicate()) for process in processes]
+    winners = [out for code, out, _ in results if code == 3]
+    assert len(winners) == 1, [code for code, _, _ in results]
+    losers = [err for code, _, err in results if code != 3]
+    assert all(code == 2 for code, _, _ in results if code != 3)
+    assert all(err.count("\n") == 1 and "Traceback" not in err for err in losers)
+    assert all("already being advanced" in err or "is not pending" in err for err in losers)
+    journaled = replies(folder)
+    assert len(journaled) == 1 and journaled[0]["question"] == first
+    assert json.loads(winners[0].splitlines()[-1])["ask"] == SECOND  # the winner's run went on
+
+
+def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelope(
+    waiting: tuple[Path, str],
+) -> None:
+    folder, first = waiting
+    code, status, _, _ = mkl(
+        folder,
+        "resume",
+        "--id",
+        "r",
+        "--question",
+        first,
+        "--reply",
+        "ok, but add an apology",
+        "--script",
+        str(SCRIPT),
+        "--as",
+        "alice",
+        "--checkpoint",
+        "r.json",
+    )
+    assert code == 3
+    code, _, out, _ = mkl(
+        folder,
+        "resume",
+        "--id",
+        "r",
+        "--question",
+        status["question_id"],
+        "--reply",
+        "send",
+        "--script",
+        str(SCRIPT),
+        "--as",
+        "bob",
+    )
+    assert code == 0
+    lines = out.splitlines()
+    escalated = next(number for number, line in enumerate(lines) if line.startswith("1 ") and "escalate" in line)
+    assert lines[escalated + 1].startswith("  ↳ answered ok, but add an apology → approval.refund (by alice, 20")
+    assert "via cli) — asked: The draft promises a refund. Approve it?" in lines[escalated + 1]
+    assert any(line.startswith("  ↳ answered send → approval.send (by bob") for line in lines)
+
+    code, listing, out, _ = mkl(folder, "runs")
+    assert "answered 'ok, but add an apology' (by alice, 20" in out
+    answers = listing["runs"][0]["answers"]
+    assert [(a["value"], a["by"], a["via"], a["question"]) for a in answers] == [
+        ("ok, but add an apology", "alice", "cli", first),
+        ("send", "bob", "cli", status["question_id"]),
+    ]
+
+    _, records = envelope.read_file(folder / "r.json")  # the checkpoint written after the first answer
+    journaled = [record for record in records if record["t"] == "reply"]
+    assert [(r["value"], r["by"], r["via"], r["question"]) for r in journaled] == [
+        ("ok, but add an apology", "alice", "cli", first)
+    ]
+    assert isinstance(journaled[0]["time"], float)
+
+
+def test_the_api_answers_the_question_its_handle_showed_and_no_later_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(session_module, "_SESSION", None)
+    monkeypatch.setenv("JUPYTERHUB_USER", "carol")
+    mkl_notebook.define(TWO_GATES)
+    run = mkl_notebook.run("refund", id="api", script=str(SCRIPT), input={"ticket": "broken"})
+    shown = run.question_id  # what a cell, a form or a person was shown
+    run.submit("approve", question=shown)
+    assert run.pending is not None and run.pending["ask"] == SECOND
+    with pytest.raises(ValueError, match=f"question {shown} is not pending.*{run.question_id}"):
+        run.submit("approve", question=shown)  # it showed the first question: it may not answer the second
+    run.submit("send", by="dave")  # without a question: the one this handle shows now
+    assert run.status == "done"
+    answers = run.result_object.answers
+    assert [(a["value"], a["by"], a["via"], a["question"]) for a in answers] == [
+        ("approve", "carol", "api", FIRST),
+        ("send", "dave", "api", SECOND),
+    ]
+    html = views.run_bundle("api", run.machine, run.result_object)["text/html"]
+    assert "<strong>answered</strong> <code>approve → approval.refund</code> by carol" in html
+
+
+def test_a_reply_bound_to_another_question_records_nothing_even_under_the_lease() -> None:
+    """The durable layer checks the binding under the run's lease, where concurrent replies meet."""
+    store = MemoryStore()
+    machine = load(TWO_GATES)
+    outcome = runs.start(machine, oracle_from_file(SCRIPT), store=store, run_id="d", options=RunOptions(hitl="all"))
+    first = outcome.result.question_id("d")
+    assert first is not None
+    runs.resume("d", oracle_from_file(SCRIPT), store=store, reply="approve", has_reply=True, question=first)
+    before = store.read("d")
+    with pytest.raises(runs.RunStateError, match="is not pending"):
+        runs.resume("d", oracle_from_file(SCRIPT), store=store, reply="approve", has_reply=True, question=first)
+    assert store.read("d") == before
+    assert run_state(before).shown == SECOND
