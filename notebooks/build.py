@@ -186,14 +186,33 @@ work = pathlib.Path(tempfile.mkdtemp())
 copy = work / "shared.ipynb"
 shutil.copy("data/shared-approval.ipynb", copy)
 script = pathlib.Path("data/refund.script.yaml").resolve()"""),
-    md("The first approval: the run goes on to its second question. The last line is the JSON status."),
+    md("""
+A reply names the question it answers: `mkl runs` prints each waiting question's id and the
+command to answer it, and a reply to any other question is refused. The last line of every
+`mkl` command is a JSON status; here it gives the id.
+"""),
     code(
-        CHECK + "!cd {work} && mkl resume shared.ipynb --run shared-refund --set approval.refund=approve \\\n"
-        "    --script {script} --quiet"
+        CHECK
+        + """import json
+
+listing = !cd {work} && mkl runs shared.ipynb
+print("\\n".join(listing[:-1]))
+first = json.loads(listing[-1])["runs"][0]["question_id"]
+resume = f"cd {work} && mkl resume shared.ipynb --run shared-refund --script {script} --quiet"
+"""
     ),
-    md("The second approval finishes it; the notebook file now carries the finished run:"),
-    code(CHECK + "!cd {work} && mkl resume shared.ipynb --run shared-refund --reply approve --script {script} --quiet"),
-    code(CHECK + "!mkl runs {copy}"),
+    md("The first approval: the run goes on to its second question, whose id the status line gives."),
+    code(
+        CHECK
+        + """status = !{resume} --question {first} --set approval.refund=approve
+print(status[-1])
+second = json.loads(status[-1])["question_id"]"""
+    ),
+    md("The same command again is refused: that question is answered, and nothing is recorded."),
+    code("!{resume} --question {first} --set approval.refund=approve"),
+    md("The second approval finishes it; the notebook file now carries the finished run, with who answered:"),
+    code(CHECK + "!{resume} --question {second} --reply approve"),
+    code("!mkl runs {copy}"),
 ]
 
 DIAGNOSTICS = [
