@@ -8,7 +8,6 @@ Cells whose output is stable carry ``# NBVAL_CHECK_OUTPUT`` so that the test sui
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -147,8 +146,14 @@ appears again. No kernel at hand? `mkl resume` does it from a terminal.
 run is waiting for approval.
 """),
     code("%load_ext mkl_notebook\nimport mkl_notebook"),
+    code("""import shlex
+import sys
+
+# The `mkl` command of this kernel's environment, whether or not that environment is activated.
+mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
+"""),
     md("## What does the shared notebook carry?"),
-    code(CHECK + "!mkl runs data/shared-approval.ipynb"),
+    code(CHECK + "!{mkl} runs data/shared-approval.ipynb"),
     md("""
 ## Rehydrate it in this kernel
 
@@ -195,10 +200,10 @@ command to answer it, and a reply to any other question is refused. The last lin
         CHECK
         + """import json
 
-listing = !cd {work} && mkl runs shared.ipynb
+listing = !cd {work} && {mkl} runs shared.ipynb
 print("\\n".join(listing[:-1]))
 first = json.loads(listing[-1])["runs"][0]["question_id"]
-resume = f"cd {work} && mkl resume shared.ipynb --run shared-refund --script {script} --quiet"
+resume = f"cd {work} && {mkl} resume shared.ipynb --run shared-refund --script {script} --quiet"
 """
     ),
     md("The first approval: the run goes on to its second question, whose id the status line gives."),
@@ -212,7 +217,7 @@ second = json.loads(status[-1])["question_id"]"""
     code("!{resume} --question {first} --set approval.refund=approve"),
     md("The second approval finishes it; the notebook file now carries the finished run, with who answered:"),
     code(CHECK + "!{resume} --question {second} --reply approve"),
-    code("!mkl runs {copy}"),
+    code("!{mkl} runs {copy}"),
 ]
 
 DIAGNOSTICS = [
@@ -279,7 +284,13 @@ the same from a terminal or CI.
     machine_cell("refund"),
     code("%mkl test refund --script data/refund.test.yaml"),
     md("The same scenarios from the command line (the exit code is 0 only when all pass):"),
-    code(CHECK + "!mkl test data/refund.mkl --script data/refund.test.yaml"),
+    code("""import shlex
+import sys
+
+# The `mkl` command of this kernel's environment, whether or not that environment is activated.
+mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
+"""),
+    code(CHECK + "!{mkl} test data/refund.mkl --script data/refund.test.yaml"),
     md("""
 `%mkl check NAME` (or `mkl check FILE`) reports static findings: unreachable states, no path to
 `END`, a budget below the shortest path, a `max_visits` that a repair loop is bound to hit.
@@ -367,8 +378,6 @@ def execute(nb: nbformat.NotebookNode, folder: Path) -> None:
 
 
 def main() -> None:
-    # The `!mkl …` cells run the console script: take it from this interpreter's environment, activated or not.
-    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     for store in (HERE / ".mkl", HERE / "data" / ".mkl"):
         shutil.rmtree(store, ignore_errors=True)
     shared = notebook(SHARED_SOURCE)

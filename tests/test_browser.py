@@ -192,3 +192,88 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
     header = _run_checkpoint(root / NOTEBOOK)
     assert header["status"] == "done"
     assert header["machine"] == "refund"
+
+
+TWO_FORMS = "two-forms.ipynb"
+
+
+def _two_forms_notebook(root: Path) -> None:
+    """A run cell (its form) and a `%mkl pending` cell (a second form) for the same waiting run."""
+    machine = (ROOT / "notebooks" / "data" / "refund.mkl").read_text(encoding="utf-8")
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell(
+            "%%mkl run --id two --script data/refund.script.yaml --set ticket=broken\n" + machine
+        ),
+        nbformat.v4.new_code_cell("%mkl pending"),
+        nbformat.v4.new_code_cell(
+            'import mkl_notebook\n\nprint("answers so far:", len(mkl_notebook.get_run("two").result_object.answers))'
+        ),
+    ]
+    nbformat.write(notebook, root / TWO_FORMS)
+
+
+def _journaled_replies(root: Path) -> list[dict]:
+    import sqlite3
+
+    with sqlite3.connect(root / ".mkl" / "runs.sqlite") as db:
+        rows = db.execute("SELECT body FROM records WHERE run_id = 'two' ORDER BY seq").fetchall()
+    return [record for (body,) in rows if (record := json.loads(body))["t"] == "reply"]
+
+
+def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, Path]) -> None:
+    """Answer one form: the other disables in place and says who answered; clicking it journals nothing."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, root = jupyter_lab
+    _two_forms_notebook(root)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{base}/lab/tree/{TWO_FORMS}")
+            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+            deadline = time.monotonic() + 60
+            while not _kernel_ready(base):
+                assert time.monotonic() < deadline, "the kernel never became idle"
+                page.wait_for_timeout(300)
+            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+
+            cells = page.locator(".jp-Notebook .jp-CodeCell")
+            run_cell, pending_cell = cells.nth(1), cells.nth(2)
+            approve_in_run = run_cell.locator("button.jupyter-button:has-text('Approve')")
+            approve_in_pending = pending_cell.locator("button.jupyter-button:has-text('Approve')")
+            expect(approve_in_run).to_be_enabled(timeout=90_000)
+            expect(approve_in_pending).to_be_enabled(timeout=30_000)
+            page.screenshot(path=str(ARTIFACTS / "two-forms-1-both-live.png"), full_page=True)
+
+            approve_in_pending.click()
+            expect(
+                pending_cell.locator(".jp-OutputArea-output:has-text('Send this reply to the customer now?')").first
+            ).to_be_visible(timeout=60_000)
+            # The run cell's form caught up in place: disabled, and it says who answered and how.
+            expect(approve_in_run).to_be_disabled(timeout=30_000)
+            expect(run_cell.locator(".jp-OutputArea-output:has-text(\"Answered 'approve'\")")).to_be_visible()
+            expect(run_cell.locator(".jp-OutputArea-output:has-text('via form')")).to_be_visible()
+            approve_in_run.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "two-forms-2-one-answered.png"), full_page=True)
+
+            approve_in_run.click(force=True)  # a click on the stale form: the browser sends nothing
+            # Run the last cell again: the kernel handles messages in order, so a click sent before this
+            # cell's request would be handled before it prints.
+            count_cell = cells.nth(3)
+            count_cell.locator(".jp-InputArea-editor").click()
+            page.keyboard.press("Shift+Enter")
+            expect(count_cell.locator(".jp-OutputArea-output:has-text('answers so far: 1')")).to_be_visible(
+                timeout=30_000
+            )
+            replies = _journaled_replies(root)
+            assert [(reply["value"], reply["via"]) for reply in replies] == [("approve", "form")]
+            page.screenshot(path=str(ARTIFACTS / "two-forms-3-stale-click.png"), full_page=True)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "two-forms-4-final.png"), full_page=True)
+            browser.close()

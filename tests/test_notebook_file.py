@@ -186,6 +186,8 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
         _waiting_question(copy_of, "refund"),
         "--set",
         "approval.answer=approve",
+        "--as",
+        "approver",
         "--script",
         str(REFUND_SCRIPT),
         cwd=folder,
@@ -208,9 +210,14 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     run_cell_before, run_cell_after = before["cells"][RUN_CELL], after["cells"][RUN_CELL]
     assert run_cell_after["source"] == run_cell_before["source"]
     data = next(o["data"] for o in run_cell_after["outputs"] if RUN_MIME in o.get("data", {}))
-    header, _ = verify(data[RUN_MIME])
+    header, records = verify(data[RUN_MIME])
     assert header["status"] == "done"
     assert REFUND_RESULT in "".join(data["text/plain"])
+    [reply] = [record for record in records if record["t"] == "reply"]  # the audit travels in the file
+    assert (reply["value"], reply["by"], reply["via"]) == ("approve", "approver", "notebook-file")
+    shown = "".join(data["text/plain"])  # and the file's view of the run shows who answered
+    assert "↳ answered approve → approval.answer (by approver, " in shown and "via notebook-file)" in shown
+    assert "<strong>answered</strong> <code>approve → approval.answer</code> by approver" in "".join(data["text/html"])
 
     listing = _mkl("runs", copy_of.name, cwd=folder)
     assert listing.returncode == 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,16 @@ from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm
 from mkl_notebook.notebook.session import Run
 
-from support import REFUND, REFUND_ASK, REFUND_RESULT, REFUND_SCRIPT, RUN_MIME, WIDGET_MIME, record_presented
+from support import (
+    REFUND,
+    REFUND_ASK,
+    REFUND_RESULT,
+    REFUND_SCRIPT,
+    RUN_MIME,
+    WIDGET_MIME,
+    env_without_models,
+    record_presented,
+)
 
 MARKUP_ASK = 'Send the <b>refund</b> & close "the ticket"?'
 
@@ -343,9 +354,11 @@ def test_a_form_of_a_run_answered_elsewhere_says_so_and_journals_nothing(nb: Not
     question = mkl_notebook.get_run("refund").question_id
     nb.run(f"%mkl resume refund --question {question} --reply approve")  # answered from another cell first
     assert len(nb.replies()) == 1
+    assert all(control.disabled for control in form.controls)  # this form caught up at once, in place
+    assert "Answered &#x27;approve&#x27; (by " in form.status.value and "via notebook)" in form.status.value
     form.approve.click()  # the stale form must not add a second reply, nor raise into the kernel
     assert len(nb.replies()) == 1
-    assert "not waiting" in form.status.value
+    assert "Answered &#x27;approve&#x27;" in form.status.value
     assert mkl_notebook.get_run("refund").status == "done"
 
 
@@ -360,10 +373,50 @@ def test_a_stale_form_never_answers_the_next_question(nb: Notebook) -> None:
     nb.run(f"%mkl resume twogates --question {first} --reply approve")  # another cell answers the first question
     run = mkl_notebook.get_run("twogates")
     assert run.pending is not None and run.pending["ask"] == "Second: sign off the review?"
+    assert all(control.disabled for control in stale.controls)
+    assert "Answered &#x27;approve&#x27;" in stale.status.value
     stale.approve.click()
     assert [reply["value"] for reply in nb.replies()] == ["approve"]  # the second question is still unanswered
-    assert f"question {first} is not pending" in stale.status.value
-    assert html.escape("Second: sign off the review?") in stale.status.value
     run = mkl_notebook.get_run("twogates")
     assert (run.status, run.at) == ("suspended", "final")
     assert [reply["via"] for reply in nb.replies()] == ["notebook"]
+
+
+def test_a_form_answered_by_another_process_catches_up_on_its_next_click(nb: Notebook) -> None:
+    """A CLI in another process answers the first question; this kernel learns of it at the click, which
+    journals nothing: the form says who answered, and the run's view moves on to the next question."""
+    script = _script(nb.tmp, "two.yaml", TWO_GATES_SCRIPT)
+    nb.run(f"%%mkl run --script {script}\n{TWO_GATES}")
+    stale = nb.form()
+    first = stale.question_id
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkl_notebook.cli",
+            "resume",
+            "--id",
+            "twogates",
+            "--question",
+            str(first),
+            "--reply",
+            "approve",
+            "--as",
+            "bob",
+            "--script",
+            str(script),
+            "--quiet",
+        ],
+        cwd=nb.tmp,
+        capture_output=True,
+        text=True,
+        env=env_without_models(),
+        check=False,
+    )
+    assert completed.returncode == 3, completed.stderr
+    assert not stale.approve.disabled  # nothing told this kernel yet
+    stale.reject.click()
+    assert [(reply["value"], reply["by"], reply["via"]) for reply in nb.replies()] == [("approve", "bob", "cli")]
+    assert "Answered &#x27;approve&#x27; (by bob, " in stale.status.value and "via cli)" in stale.status.value
+    assert all(control.disabled for control in stale.controls)
+    assert "Second: sign off the review?" in nb.form().header.value  # the view shows what is asked now

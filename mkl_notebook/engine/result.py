@@ -37,8 +37,8 @@ class RunResult:
     # Of a suspension inside a called machine: the call step left open, with the steps the called machine
     # took so far as its sub_trace (not part of ``trace``, which holds finished steps only).
     pending_step: dict[str, Any] | None = None
-    # Every person's answer the run used, in order: after (finished root steps before it), machine, state,
-    # question (the text shown), reply_to, value, by, via, at.
+    # Every person's answer the run used, in order: after (finished root steps before it), position (of the
+    # question), machine, state, question (the text shown), reply_to, value, by, via, at.
     answers: list[dict[str, Any]] = field(default_factory=list)
 
     @property

@@ -86,12 +86,15 @@ class _Shared:
     def __post_init__(self) -> None:
         self.fences = Fences(self.secret)
 
-    def answered(self, machine: str, state: str, question: str | None, reply_to: str | None, reply: Any) -> None:
+    def answered(
+        self, position: str, machine: str, state: str, question: str | None, reply_to: str | None, reply: Any
+    ) -> None:
         """Note a person's answer (with who, when and how, when the oracle says) for the run's result."""
         answer = reply if isinstance(reply, HumanReply) else HumanReply(reply)
         self.answers.append(
             {
                 "after": len(self.root_trace),
+                "position": position,
                 "machine": machine,
                 "state": state,
                 "question": question,
@@ -444,7 +447,7 @@ class _MachineRun:
             return self._result("suspended", "escalated", at=handler, ask=gate.ask, reply_to=reply_to, pending=position)
         except OracleError as exc:
             return self._halt(exc.error, handler)
-        self.shared.answered(self.machine.name, handler, gate.ask, reply_to, reply)
+        self.shared.answered(position, self.machine.name, handler, gate.ask, reply_to, reply)
         value = reply.value if isinstance(reply, HumanReply) else reply
         set_path(self.ctx, reply_to, value)
         root = root_key(reply_to)
@@ -583,7 +586,7 @@ class _MachineRun:
             raise _Asked(question, position, usage) from None
         except OracleError as exc:
             raise _Fail(exc.error) from None
-        self.shared.answered(self.machine.name, state.id, question, None, reply)
+        self.shared.answered(position, self.machine.name, state.id, question, None, reply)
         return fmt(reply.value if isinstance(reply, HumanReply) else reply)
 
     def _tool(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str) -> _Executed:

@@ -16,9 +16,10 @@ from typing import Any
 from IPython.display import DisplayHandle, display
 
 from ..app.status import run_output
+from ..lang.interpolate import fmt
 from ..lang.model import Machine
 from ..render.diagram import diagram_bundle, path_from_trace
-from ..render.views import progress_bundle
+from ..render.views import answer_time, progress_bundle
 from .session import Run
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
@@ -85,9 +86,40 @@ class RunView:
         from .form import GateForm
 
         form = GateForm(run.id, run.pending or {}, on_reply)
+        run.session.follow(run.id, lambda current: _settle_if_moved_on(form, current))
         if self.forms is None:
             self.forms = widgets.VBox([form.widget])
             display(self.forms)
         else:
             self.forms.children = (form.widget,)
         self.current_form = form
+
+
+def _settle_if_moved_on(form: Any, run: Run) -> bool:
+    """Settle ``form`` once its question is not the one ``run`` waits on; True when it is settled for good."""
+    if form.settled:
+        return True
+    if form.sent or run.question_id == form.question_id:
+        return False  # still asked, or this form's own reply is in flight (it settles itself)
+    form.settle(what_happened(run, form.question_id))
+    return True
+
+
+def what_happened(run: Run, question_id: str | None) -> str:
+    """What became of a question the run no longer waits on: who answered it, or where the run went."""
+    answer = run.answer_to(question_id)
+    if answer is not None:
+        facts = ", ".join(
+            part
+            for part in (
+                f"by {answer['by']}" if answer.get("by") else "",
+                answer_time(answer.get("at")),
+                f"via {answer['via']}" if answer.get("via") else "",
+            )
+            if part
+        )
+        return f"Answered {fmt(answer.get('value'))!r}{f' ({facts})' if facts else ''}."
+    pending = run.pending
+    if pending is not None and pending.get("question_id"):
+        return f"No longer asked: the run now waits on {pending.get('ask') or pending.get('question')!r}."
+    return f"No longer asked: the run is {run.status}{f' ({run.error})' if run.error else ''}."

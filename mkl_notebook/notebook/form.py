@@ -19,6 +19,10 @@ import ipywidgets as widgets
 from ..app.replies import APPROVE, REJECT, Decision, form_reply
 
 
+class Superseded(Exception):
+    """A reply came too late: the question was answered (or dropped) by another path; the message says how."""
+
+
 class GateForm:
     """One pending question; ``on_reply(value, question_id)`` is called at most once.
 
@@ -33,6 +37,7 @@ class GateForm:
         self._lock = threading.Lock()
         self.submitted: Any = None
         self.sent = False
+        self.settled = False  # answered or moved past, by this form or by any other path
         question = pending.get("question")
         if question is not None:
             label = "<strong>The model asks</strong> (model output, not the machine's author):"
@@ -78,8 +83,24 @@ class GateForm:
         self.submitted = value
         self.status.value = f"<em>Sent: {html.escape(str(value))} — resuming…</em>"
         try:
-            self._on_reply(value, self.pending.get("question_id"))
+            self._on_reply(value, self.question_id)
+        except Superseded as superseded:  # another path answered this question first: say what happened
+            self.settle(str(superseded))
         except Exception as exc:  # errors in click handlers never reach the cell: show them here
             self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"
         else:
+            self.settled = True
             self.status.value = f"<em>Sent: {html.escape(str(value))}.</em>"
+
+    @property
+    def question_id(self) -> str | None:
+        return self.pending.get("question_id")
+
+    def settle(self, what_happened: str) -> None:
+        """This form's question is answered, or no longer asked: disable it for good and say what happened."""
+        with self._lock:
+            self.sent = True
+            self.settled = True
+            for control in self.controls:
+                control.disabled = True
+        self.status.value = f"<em>{html.escape(what_happened)}</em>"

@@ -29,7 +29,8 @@ from ..lang.model import TIERS
 from ..render import views
 from ..render.diagram import diagram_bundle
 from ..testing import run_all, scenarios_from_file
-from .display import RunView
+from .display import RunView, what_happened
+from .form import Superseded
 from .session import Run, Session, current_session
 
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
@@ -304,7 +305,14 @@ class MklMagics(Magics):
         """Show a run and, when it waits for a person, a form whose click resumes it here."""
 
         def on_reply(value: Any, question: str | None) -> None:
-            run.submit(value, question=question, via="form", observer=view.observer)
+            try:
+                run.submit(value, question=question, via="form", observer=view.observer)
+            except USER_ERRORS:
+                run.refresh()  # another path (a cell, another form, a CLI) moved the run on: every form catches up
+                if run.question_id == question:
+                    raise  # still the pending question: the refusal was about something else, and the form says so
+                view.show(run, on_reply)
+                raise Superseded(what_happened(run, question)) from None
             view.show(run, on_reply)
 
         view.show(run, on_reply)

@@ -25,6 +25,7 @@ from ..durable.runs import Observer
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore, UnknownRun
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
+from ..engine.result import question_id as question_id_of
 from ..lang.loader import load
 from ..lang.model import Machine
 from ..providers.config import ModelConfig
@@ -54,6 +55,21 @@ class Session:
     model_overrides: dict[str, Any] = field(default_factory=dict)  # %mkl config / %config MklMagics.model
     _store: RunStore | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
+    _followers: dict[str, list[Callable[[Run], bool]]] = field(default_factory=dict)
+
+    def follow(self, run_id: str, follower: Callable[[Run], bool]) -> None:
+        """Tell ``follower(run)`` of every change of run ``run_id`` until it returns True."""
+        with self._lock:
+            self._followers.setdefault(run_id, []).append(follower)
+
+    def moved(self, run: Run) -> None:
+        """Run ``run`` changed (by any path): every form and view that shows it catches up."""
+        with self._lock:
+            followers = list(self._followers.get(run.id, ()))
+        done = [follower for follower in followers if follower(run)]
+        with self._lock:
+            self._followers[run.id] = [f for f in self._followers.get(run.id, ()) if f not in done]
 
     # -- machines --------------------------------------------------------------
 
@@ -342,11 +358,20 @@ class Run:
             )
         )
 
+    def answer_to(self, question_id: str | None) -> dict[str, Any] | None:
+        """A person's answer to question ``question_id`` of this run (who, when, how), if it was answered."""
+        for answer in self.result_object.answers:
+            shown = answer.get("question") or ""
+            if question_id is not None and question_id == question_id_of(self.id, answer["position"], shown):
+                return answer
+        return None
+
     def _advance(self, step: Callable[[], durable.Outcome]) -> Run:
         with self._lock:
             self.outcome = step()
         if not self.machine_name:
             self.machine_name = str(self.outcome.header().get("machine") or "")
+        self.session.moved(self)
         return self
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
