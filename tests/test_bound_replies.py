@@ -242,3 +242,43 @@ def test_a_reply_bound_to_another_question_records_nothing_even_under_the_lease(
         runs.resume("d", oracle_from_file(SCRIPT), store=store, reply="approve", has_reply=True, question=first)
     assert store.read("d") == before
     assert run_state(before).shown == SECOND
+
+
+def test_mkl_runs_on_a_folder_lists_every_waiting_question_with_its_command(waiting: tuple[Path, str]) -> None:
+    folder, first = waiting
+    deep = folder / "team" / "alice"
+    deep.mkdir(parents=True)
+    shared = ROOT / "notebooks" / "data" / "shared-approval.ipynb"
+    (deep / "shared.ipynb").write_bytes(shared.read_bytes())
+    (folder / "team" / "broken.ipynb").write_text('{"cells": 5}', encoding="utf-8")
+    code, status, out, _ = mkl(folder, "runs", ".")
+    assert code == 1  # one file could not be read: said, and the rest still listed
+    lines = out.splitlines()
+    assert lines[0] == (
+        f".mkl/runs.sqlite: r asks {FIRST!r} — mkl resume --id r --question {first} --set approval.refund=…"
+    )
+    assert lines[1].startswith(
+        f"team/alice/shared.ipynb: shared-refund asks {FIRST!r} — mkl resume "
+        "team/alice/shared.ipynb --run shared-refund --question q-"
+    )
+    assert lines[2] == "not read: team/broken.ipynb: is not a notebook (no cells)"
+    assert [(q["where"], q["run"]) for q in status["questions"]] == [
+        (".mkl/runs.sqlite", "r"),
+        ("team/alice/shared.ipynb", "shared-refund"),
+    ]
+    answer = status["questions"][1]["command"].replace("…", "approve").split()  # the command, as printed, works
+    code, done, _, err = mkl(folder, *answer[1:], "--script", str(SCRIPT))
+    assert (code, done["ask"]) == (3, SECOND), err
+
+
+def test_pending_all_shows_the_same_questions_in_a_notebook(
+    load_mkl: Any, shell: Any, waiting: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, first = waiting
+    published: list[dict[str, Any]] = []
+    load_mkl(lambda data, *args, **kwargs: published.append(data))
+    monkeypatch.chdir(folder)
+    assert shell.run_cell("%mkl pending --all").success
+    text = published[-1]["text/plain"]
+    assert "Waiting for a person — 1 question" in text and first in text and FIRST in text
+    assert f"<code>mkl resume --id r --question {first} --set approval.refund=…</code>" in published[-1]["text/html"]

@@ -14,6 +14,7 @@ from ..app import oracles, status
 from ..app import runs as app_runs
 from ..app.errors import UsageProblem
 from ..app.values import merge, parse_assignments, parse_input
+from ..app.waiting import waiting_questions
 from ..durable import envelope, nbfile
 from ..durable import runs as durable
 from ..durable.runs import Outcome
@@ -87,7 +88,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "store",
         nargs="?",
         default=str(DEFAULT_STORE),
-        help="a run store (default .mkl/runs.sqlite) or a notebook (.ipynb)",
+        help="a run store (default .mkl/runs.sqlite), a notebook (.ipynb), or a folder: every question waiting "
+        "in the notebooks and stores under it",
     )
     listing.set_defaults(handler=runs_command)
 
@@ -130,7 +132,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, resume: str, written: st
     if args.checkpoint:
         envelope.write_file(args.checkpoint, outcome.envelope())
     if not args.quiet:
-        print(status.describe(outcome.run_id, outcome.result, resume))
+        print(status.describe(outcome, resume))
     emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
     return STATUS_EXIT[outcome.result.status]
 
@@ -228,6 +230,8 @@ def _resume_notebook(args: argparse.Namespace) -> int:
 def runs_command(args: argparse.Namespace) -> int:
     if args.store.endswith(".ipynb"):
         return _notebook_runs(Path(args.store))
+    if Path(args.store).is_dir():
+        return _waiting_under(Path(args.store))
     path = Path(args.store)
     if not path.is_file():
         raise UsageProblem(f"{path}: no such run store")
@@ -264,6 +268,19 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
         print(f"    answered {answer['value']!r}{f' ({facts})' if facts else ''}")
     if listed.get("command"):
         print(f"    answer it: {listed['command']}")
+
+
+def _waiting_under(folder: Path) -> int:
+    """Every question waiting in the notebooks and stores under ``folder``: one line each, with its command."""
+    questions, problems = waiting_questions(folder)
+    for question in questions:
+        print(f"{question['where']}: {question['run']} asks {question['ask']!r} — {question['command']}")
+    for problem in problems:
+        print(f"not read: {problem}")
+    if not questions:
+        print(f"{folder}: no run waits for a person")
+    emit_status({"questions": questions, "not_read": problems})
+    return EXIT_FAILED if problems else 0
 
 
 def _notebook_runs(path: Path) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,6 +25,7 @@ from ..app.errors import USER_ERRORS, UsageProblem
 from ..app.replies import who
 from ..app.runs import HITL_MODES
 from ..app.values import host_input, merge, parse_assignments, parse_input
+from ..app.waiting import waiting_questions
 from ..lang.check import check
 from ..lang.model import TIERS
 from ..render import views
@@ -47,6 +49,7 @@ HELP = """\
 %mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
                [--resolve completed=VALUE|retry|abort]
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
+%mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
 %mkl trace RUN | visits RUN
 %mkl check NAME           static findings with line numbers
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
@@ -88,6 +91,25 @@ def _split(line: str) -> list[str]:
 
 class _HelpShown(Exception):
     pass
+
+
+@contextmanager
+def _running(view: RunView) -> Iterator[None]:
+    """While a run advances in a cell: an interrupt ends in one line naming where and how to go on, and
+    neither it nor an error leaves the live "running" line behind."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        where = f" at state '{view.last_state}'" if view.last_state else ""
+        line = (
+            f"run '{view.run_id}' was interrupted{where} after {view.last_steps} step(s); every answer so far "
+            "is journaled: run this cell again to continue from there"
+        )
+        view.stop(line)
+        raise UsageError(line) from None
+    except BaseException:
+        view.stop("")  # the error itself shows below
+        raise
 
 
 class _Parser(argparse.ArgumentParser):
@@ -135,12 +157,14 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits")}
     for parser in one_run.values():
         parser.add_argument("run_id")
+    pending = _Parser(prog="pending", add_help=False)
+    pending.add_argument("--all", nargs="?", const=".", metavar="FOLDER")
     check_parser = _Parser(prog="check", add_help=False)
     check_parser.add_argument("name")
     test = _Parser(prog="test", add_help=False)
     test.add_argument("name")
     test.add_argument("--script", required=True)
-    return {"run": run, "resume": resume, "check": check_parser, "test": test, **one_run}
+    return {"run": run, "resume": resume, "pending": pending, "check": check_parser, "test": test, **one_run}
 
 
 @magics_class
@@ -285,20 +309,21 @@ class MklMagics(Magics):
         script = self._text(args.script) if args.script else None
         view = RunView(self._text(args.run_id) if args.run_id else name, self.session.machines.get(name))
         view.start()
-        run = self.session.run(
-            name,
-            id=self._text(args.run_id) if args.run_id else None,
-            input=host_values,
-            hitl=hitl,
-            suspend=args.suspend,
-            max_steps=args.max_steps,
-            max_tokens=args.max_tokens,
-            script=script,
-            fresh=args.fresh,
-            notebook=args.notebook,
-            model=self._text(args.model) if args.model else None,
-            observer=view.observer,
-        )
+        with _running(view):
+            run = self.session.run(
+                name,
+                id=self._text(args.run_id) if args.run_id else None,
+                input=host_values,
+                hitl=hitl,
+                suspend=args.suspend,
+                max_steps=args.max_steps,
+                max_tokens=args.max_tokens,
+                script=script,
+                fresh=args.fresh,
+                notebook=args.notebook,
+                model=self._text(args.model) if args.model else None,
+                observer=view.observer,
+            )
         self.present(run, view)
 
     def present(self, run: Run, view: RunView) -> None:
@@ -321,16 +346,17 @@ class MklMagics(Magics):
         args = self._parse("resume", words)
         run = self.session.get_run(self._text(args.run_id))
         view = RunView(run.id, run.machine)
-        run.resume(
-            reply=self._text(args.reply) if args.reply is not None else None,
-            set_values=self._assignments(args.set),
-            question=self._text(args.question) if args.question else None,
-            by=self._text(args.by) if args.by else None,
-            max_steps=args.max_steps,
-            max_tokens=args.max_tokens,
-            resolve=args.resolve,
-            observer=view.observer,
-        )
+        with _running(view):
+            run.resume(
+                reply=self._text(args.reply) if args.reply is not None else None,
+                set_values=self._assignments(args.set),
+                question=self._text(args.question) if args.question else None,
+                by=self._text(args.by) if args.by else None,
+                max_steps=args.max_steps,
+                max_tokens=args.max_tokens,
+                resolve=args.resolve,
+                observer=view.observer,
+            )
         self.present(run, view)
 
     def _cmd_runs(self, words: list[str]) -> None:
@@ -339,6 +365,11 @@ class MklMagics(Magics):
         display(views.runs_bundle(rows), raw=True)
 
     def _cmd_pending(self, words: list[str]) -> None:
+        args = self._parse("pending", words)
+        if args.all is not None:
+            questions, problems = waiting_questions(Path(self._text(args.all)))
+            display(views.questions_bundle(questions, problems), raw=True)
+            return
         pending = self.session.pending()
         if not pending:
             print("No run is waiting for a person.")

@@ -394,12 +394,22 @@ def _steps(trace: Sequence[Step]) -> int:
     return max(counted, default=0)
 
 
-def _usage_text(result: RunResult) -> str:
+def _calls_text(calls: Mapping[str, int] | None) -> str:
+    """What this showing of the run cost: its new calls, and the answers the journal gave for free."""
+    if not calls:
+        return ""
+    made, replayed = int(calls.get("made") or 0), int(calls.get("replayed") or 0)
+    if made == 0 and replayed:
+        return f" · replayed {_plural(replayed, 'answer')} from the journal, no new calls"
+    return f" · {_plural(made, 'new call')}" + (f", {replayed:,} answers replayed" if replayed else "")
+
+
+def _usage_text(result: RunResult, calls: Mapping[str, int] | None = None) -> str:
     usage = result.usage or {}
     spent_in, spent_out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
     return (
         f"{_plural(_steps(result.trace), 'step')} · {_plural(spent_in + spent_out, 'token')} "
-        f"(in {spent_in:,}, out {spent_out:,})"
+        f"(in {spent_in:,}, out {spent_out:,}){_calls_text(calls)}"
     )
 
 
@@ -468,7 +478,7 @@ def _questions_text(result: RunResult) -> list[str]:
     return [f"{label}\n{_indent(text, '    ')}" for label, text in _questions(result)]
 
 
-def result_summary_html(result: RunResult) -> str:
+def result_summary_html(result: RunResult, calls: Mapping[str, int] | None = None) -> str:
     """The outcome of a run: its result, halt reason, pending question or doubt; always steps and tokens."""
     status = result.status
     parts: list[str] = []
@@ -486,11 +496,11 @@ def result_summary_html(result: RunResult) -> str:
     else:
         parts.append(f"<p><strong>In doubt</strong>{_at_html(result)}: {_e(_IN_DOUBT)}.</p>")
         parts += [f"<p>{_code(result.error)}</p>"] if result.error else []
-    parts.append(f"<p><small>{_e(_usage_text(result))}</small></p>")
+    parts.append(f"<p><small>{_e(_usage_text(result, calls))}</small></p>")
     return "".join(parts)
 
 
-def result_summary_text(result: RunResult) -> str:
+def result_summary_text(result: RunResult, calls: Mapping[str, int] | None = None) -> str:
     """The text twin of :func:`result_summary_html`."""
     status = result.status
     lines: list[str] = []
@@ -507,28 +517,29 @@ def result_summary_text(result: RunResult) -> str:
     else:
         lines.append(f"In doubt{_at_text(result)}: {_IN_DOUBT}.")
         lines += [result.error] if result.error else []
-    lines.append(_usage_text(result))
+    lines.append(_usage_text(result, calls))
     return "\n".join(lines)
 
 
 # -- live progress -----------------------------------------------------------------------------
 
 
-def _progress_facts(steps: int, usage: Mapping[str, int] | None) -> str:
+def _progress_facts(steps: int, usage: Mapping[str, int] | None, elapsed: float | None) -> str:
     usage = usage or {}
     tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-    return f"{_plural(steps, 'step')} · {_plural(tokens, 'token')}"
+    time_taken = f" · {elapsed:.1f} s" if elapsed is not None else ""
+    return f"{_plural(steps, 'step')} · {_plural(tokens, 'token')}{time_taken}"
 
 
-def progress_html(state: str | None, steps: int, usage: Mapping[str, int] | None) -> str:
-    """The live line while a run works: current state, steps and tokens so far."""
+def progress_html(state: str | None, steps: int, usage: Mapping[str, int] | None, elapsed: float | None = None) -> str:
+    """The live line while a run works: current state, steps and tokens so far, and (given) the time taken."""
     where = f"state {_code(state)}" if state else "starting"
-    return f"<p><em>running</em> — {where} · {_e(_progress_facts(steps, usage))}</p>"
+    return f"<p><em>running</em> — {where} · {_e(_progress_facts(steps, usage, elapsed))}</p>"
 
 
-def progress_text(state: str | None, steps: int, usage: Mapping[str, int] | None) -> str:
+def progress_text(state: str | None, steps: int, usage: Mapping[str, int] | None, elapsed: float | None = None) -> str:
     where = f"state {state}" if state else "starting"
-    return f"running — {where} · {_progress_facts(steps, usage)}"
+    return f"running — {where} · {_progress_facts(steps, usage, elapsed)}"
 
 
 # -- the pending card (a notebook opened without a kernel) ------------------------------------
@@ -603,13 +614,16 @@ def _highlight_max(result: RunResult) -> bool:
 UNDEFINED_MACHINE = "(machine not defined)"
 
 
-def run_html(run_id: str, machine: Machine | None, result: RunResult) -> str:
-    """The finished (or parked) view of a run: outcome or pending card, trace, and visits (given the machine)."""
+def run_html(run_id: str, machine: Machine | None, result: RunResult, calls: Mapping[str, int] | None = None) -> str:
+    """The finished (or parked) view of a run: outcome or pending card, trace, and visits (given the machine).
+
+    ``calls`` (made, replayed) says what showing it cost: a replayed run says so.
+    """
     name = machine.name if machine is not None else UNDEFINED_MACHINE
     if result.status in ("suspended", "in_doubt"):
-        head = pending_card_html(run_id, name, result) + f"<p><small>{_e(_usage_text(result))}</small></p>"
+        head = pending_card_html(run_id, name, result) + f"<p><small>{_e(_usage_text(result, calls))}</small></p>"
     else:
-        head = result_summary_html(result)
+        head = result_summary_html(result, calls)
     trace = trace_table_html(result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers)
     visits = (
         ""
@@ -619,13 +633,13 @@ def run_html(run_id: str, machine: Machine | None, result: RunResult) -> str:
     return f"<div>{head}{trace}{visits}</div>"
 
 
-def run_text(run_id: str, machine: Machine | None, result: RunResult) -> str:
+def run_text(run_id: str, machine: Machine | None, result: RunResult, calls: Mapping[str, int] | None = None) -> str:
     """The text twin of :func:`run_html`."""
     name = machine.name if machine is not None else UNDEFINED_MACHINE
     if result.status in ("suspended", "in_doubt"):
-        head = f"{pending_card_text(run_id, name, result)}\n{_usage_text(result)}"
+        head = f"{pending_card_text(run_id, name, result)}\n{_usage_text(result, calls)}"
     else:
-        head = result_summary_text(result)
+        head = result_summary_text(result, calls)
     trace = trace_table_text(result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers)
     parts = [head, trace]
     if machine is not None:
@@ -633,14 +647,24 @@ def run_text(run_id: str, machine: Machine | None, result: RunResult) -> str:
     return "\n\n".join(parts)
 
 
-def run_bundle(run_id: str, machine: Machine | None, result: RunResult) -> dict[str, str]:
+def run_bundle(
+    run_id: str, machine: Machine | None, result: RunResult, calls: Mapping[str, int] | None = None
+) -> dict[str, str]:
     """The finished (or parked) view of a run as HTML and text (the diagram is a separate output)."""
-    return {"text/html": run_html(run_id, machine, result), "text/plain": run_text(run_id, machine, result)}
+    return {
+        "text/html": run_html(run_id, machine, result, calls),
+        "text/plain": run_text(run_id, machine, result, calls),
+    }
 
 
-def progress_bundle(state: str | None, steps: int, usage: Mapping[str, int] | None) -> dict[str, str]:
+def progress_bundle(
+    state: str | None, steps: int, usage: Mapping[str, int] | None, elapsed: float | None = None
+) -> dict[str, str]:
     """The live line of a run that is still working, as HTML and text."""
-    return {"text/html": progress_html(state, steps, usage), "text/plain": progress_text(state, steps, usage)}
+    return {
+        "text/html": progress_html(state, steps, usage, elapsed),
+        "text/plain": progress_text(state, steps, usage, elapsed),
+    }
 
 
 RunRow = tuple[str, str, str, str, str]  # run id, machine, status, error, at
@@ -694,3 +718,40 @@ def scenario_table_html(outcomes: Sequence[ScenarioOutcome]) -> str:
 def scenario_table_text(outcomes: Sequence[ScenarioOutcome]) -> str:
     lines = [f"PASS {o.name}" if o.passed else f"FAIL {o.name}: {o.why}" for o in outcomes]
     return "\n".join([*lines, _tally(outcomes)])
+
+
+# -- where approvals wait ---------------------------------------------------------------------
+
+_QUESTIONS_HEAD = ("where", "run", "asks", "answer with")
+
+
+def questions_table_html(questions: Sequence[Mapping[str, Any]], problems: Sequence[str] = ()) -> str:
+    """Every waiting question found under a folder (``%mkl pending --all``), with the command that answers it."""
+    notes = "".join(f"<p><small>Not read: {_e(problem)}</small></p>" for problem in problems)
+    if not questions:
+        return f"<p><em>No run waits for a person.</em></p>{notes}"
+    head = "".join(f"<th>{name}</th>" for name in _QUESTIONS_HEAD)
+    body = "".join(
+        f"<tr><td>{_code(q['where'])}</td><td>{_code(q['run'])}</td><td>{_e(q.get('ask') or '')}</td>"
+        f"<td>{_code(q['command'])}</td></tr>"
+        for q in questions
+    )
+    caption = f"<caption>Waiting for a person — {_e(_plural(len(questions), 'question'))}</caption>"
+    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
+
+
+def questions_table_text(questions: Sequence[Mapping[str, Any]], problems: Sequence[str] = ()) -> str:
+    notes = [f"Not read: {problem}" for problem in problems]
+    if not questions:
+        return "\n".join(["No run waits for a person.", *notes])
+    rows = [(str(q["where"]), str(q["run"]), str(q.get("ask") or ""), str(q["command"])) for q in questions]
+    return "\n".join(
+        [f"Waiting for a person — {_plural(len(questions), 'question')}", *_columns([_QUESTIONS_HEAD, *rows]), *notes]
+    )
+
+
+def questions_bundle(questions: Sequence[Mapping[str, Any]], problems: Sequence[str] = ()) -> dict[str, str]:
+    return {
+        "text/html": questions_table_html(questions, problems),
+        "text/plain": questions_table_text(questions, problems),
+    }
