@@ -760,3 +760,71 @@ def test_config_magic_sets_the_model_for_every_tier(ip: Cells, capsys: pytest.Ca
     capsys.readouterr()
     ip.run("%mkl config")
     assert "balanced=—" in capsys.readouterr().out
+
+
+# -- honest progress -----------------------------------------------------------------------------
+
+INTERRUPTIBLE = """\
+machine: slow
+entry: fetch
+budget: 5
+tools:
+  - { name: fetch_page, description: a tool a person interrupts }
+states:
+  fetch:
+    tool: fetch_page
+    output: page
+    gates: [{ when: otherwise, then: ok, to: END }]
+"""
+
+
+def _live_lines(ip: Cells) -> dict[str, str]:
+    """Each display id's latest text/plain: what the cell's outputs show now."""
+    latest: dict[str, str] = {}
+    for item in ip.out.published:
+        if item.display_id is not None and "text/plain" in item.data:
+            latest[item.display_id] = item.data["text/plain"]
+    return latest
+
+
+def test_an_interrupt_ends_in_one_line_naming_the_state_and_the_live_line_does_not_stay(
+    ip: Cells, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    @mkl_notebook.tool(effect="read")
+    def fetch_page() -> str:
+        calls.append("fetch")
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the person pressed Interrupt while the tool worked
+        return "the page"
+
+    ip.define(INTERRUPTIBLE)
+    error = ip.fails(f"%mkl run slow --script {ip.script('none.yaml', {'llm': {'produce': []}})}")
+    assert str(error) == (
+        "run 'slow' was interrupted at state 'fetch' after 0 step(s); every answer so far is "
+        "journaled: run this cell again to continue from there"
+    )
+    assert not any(line.startswith("running") for line in _live_lines(ip).values())
+    ip.run(f"%mkl run slow --script {ip.script('none.yaml', {'llm': {'produce': []}})}")
+    assert mkl_notebook.get_run("slow").result == "the page"
+
+
+def test_a_refused_run_leaves_no_live_line_behind(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.fails(f"%mkl run refund --max-steps 0 --script {REFUND_SCRIPT}")
+    assert ip.out.published, "the live line was drawn first"
+    assert not any(line.startswith("running") for line in _live_lines(ip).values())
+
+
+def test_the_live_line_shows_the_time_taken_and_a_replay_says_so(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.out.clear()
+    cell = f"%mkl run refund --script {REFUND_SCRIPT} --no-hitl"
+    ip.run(cell)
+    first_text = [item.data["text/plain"] for item in ip.out.published if "text/plain" in item.data]
+    assert re.fullmatch(r"running — starting · 0 steps · 0 tokens · 0\.0 s", first_text[0])
+    assert "· 4 new calls" in ip.out.last(RUN_MIME)["text/plain"]  # order_lookup, draft, the judge, send
+    ip.out.clear()
+    ip.run(cell)
+    assert "replayed 4 answers from the journal, no new calls" in ip.out.last(RUN_MIME)["text/plain"]

@@ -528,14 +528,19 @@ def test_the_run_bundle_carries_html_and_text_but_no_diagram(name: str) -> None:
 
 def test_a_runs_display_output_carries_its_checkpoint_beside_its_views() -> None:
     machine = load(REFUND_EXAMPLE)
+    store = MemoryStore()
     outcome = runs.start(
-        machine, oracle_from_file(REFUND_SCRIPT), store=MemoryStore(), run_id="r1", options=RunOptions(hitl="asking")
+        machine, oracle_from_file(REFUND_SCRIPT), store=store, run_id="r1", options=RunOptions(hitl="asking")
     )
     bundle = run_output("r1", machine, outcome)
     assert set(bundle) == {"text/html", "text/plain", RUN_MIME}
     assert bundle[RUN_MIME] == outcome.envelope()
     assert verify(bundle[RUN_MIME])[0]["run_id"] == "r1"
-    assert bundle["text/plain"] == views.run_bundle("r1", machine, outcome.result)["text/plain"]
+    assert bundle["text/plain"] == views.run_bundle("r1", machine, outcome.result, outcome.calls)["text/plain"]
+    assert "· 3 new calls" in bundle["text/plain"]  # this showing made the calls itself
+    replayed = runs.replay("r1", oracle_from_file(REFUND_SCRIPT), store=store)
+    again = run_output("r1", machine, replayed)["text/plain"]
+    assert "· replayed 3 answers from the journal, no new calls" in again  # a replay says so
 
 
 def test_hostile_model_output_is_escaped_in_every_view() -> None:

@@ -7,7 +7,6 @@ from typing import Any
 
 from ..durable.envelope import MIME_TYPE
 from ..durable.runs import Outcome
-from ..engine.result import RunResult
 from ..lang.model import Machine
 from ..render import views
 
@@ -38,14 +37,15 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
     return status
 
 
-def describe(run_id: str, result: RunResult, resume: str) -> str:
-    """A run as text: its trace, how it ended, and (waiting or in doubt) the commands that continue it.
+def describe(outcome: Outcome, resume: str) -> str:
+    """A run as text: its trace, how it ended (and what showing it cost), and the commands that continue it.
 
     ``resume`` is the command that names the run, such as ``mkl resume --id RUN``.
     """
+    result = outcome.result
     trace = views.trace_table_text(result.trace_with_open_call(), answers=result.answers)
-    parts = [trace, views.result_summary_text(result)]
-    commands = views.continue_commands(result, resume, result.question_id(run_id))
+    parts = [trace, views.result_summary_text(result, outcome.calls)]
+    commands = views.continue_commands(result, resume, result.question_id(outcome.run_id))
     if commands:
         parts.append("To continue:\n" + "\n".join(f"  {command}" for command in commands))
     return "\n\n".join(parts)
@@ -53,4 +53,4 @@ def describe(run_id: str, result: RunResult, resume: str) -> str:
 
 def run_output(run_id: str, machine: Machine | None, outcome: Outcome) -> dict[str, Any]:
     """A run's one display output: its view as HTML and text, carrying its checkpoint envelope."""
-    return {**views.run_bundle(run_id, machine, outcome.result), MIME_TYPE: outcome.envelope()}
+    return {**views.run_bundle(run_id, machine, outcome.result, outcome.calls), MIME_TYPE: outcome.envelope()}

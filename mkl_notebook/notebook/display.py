@@ -9,6 +9,7 @@ area; a later gate replaces the answered form there.
 
 from __future__ import annotations
 
+import html
 import threading
 import time
 from typing import Any
@@ -36,23 +37,42 @@ class RunView:
         self.diagram: DisplayHandle | None = None
         self.forms: Any = None  # an ipywidgets.VBox, created when a first question appears
         self._last_draw = 0.0
+        self._started = time.monotonic()
+        self._state: str | None = None  # the state the run last entered, for the live line and an interrupt
+        self._steps = 0
         self._main = threading.main_thread()
 
     # -- live progress ------------------------------------------------------------
 
     def start(self) -> None:
-        self.handle = display(progress_bundle(None, 0, {}), raw=True, display_id=True)
+        self._started = time.monotonic()
+        self.handle = display(progress_bundle(None, 0, {}, 0.0), raw=True, display_id=True)
+
+    def stop(self, line: str) -> None:
+        """The run stopped without a result to show (an interrupt, an error): one line instead of the live one."""
+        if self.handle is not None:
+            self.handle.update({"text/plain": line, "text/html": f"<p>{html.escape(line)}</p>"}, raw=True)
+
+    @property
+    def last_state(self) -> str | None:
+        return self._state
+
+    @property
+    def last_steps(self) -> int:
+        return self._steps
 
     def observer(self, event: str, data: dict[str, Any]) -> None:
         """Engine progress events: redraw the live line now and then, from the run's own thread only."""
         if event != "enter" or data.get("depth") or threading.current_thread() is not self._main:
             return
+        self._state, self._steps = data.get("state"), int(data.get("steps") or 0)
         now = time.monotonic()
         if now - self._last_draw < LIVE_INTERVAL:
             return
         self._last_draw = now
         if self.handle is not None:
-            bundle = progress_bundle(data.get("state"), int(data.get("steps") or 0), data.get("usage") or {})
+            elapsed = now - self._started
+            bundle = progress_bundle(data.get("state"), int(data.get("steps") or 0), data.get("usage") or {}, elapsed)
             self.handle.update(bundle, raw=True)
 
     # -- final state ------------------------------------------------------------------
