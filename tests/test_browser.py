@@ -18,6 +18,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -128,6 +129,18 @@ def _kernel_ready(base: str) -> bool:
     return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore
 
 
+def _open_and_run_all(page: Any, base: str, name: str) -> None:
+    """Open notebook ``name``, wait until its kernel is attached and idle, and run all its cells."""
+    page.goto(f"{base}/lab/tree/{name}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+    deadline = time.monotonic() + 60
+    while not _kernel_ready(base):
+        assert time.monotonic() < deadline, "the kernel never became idle"
+        page.wait_for_timeout(300)
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+
+
 def _run_checkpoint(path: Path) -> dict:
     saved = nbformat.read(path, as_version=4)
     for cell in saved.cells:
@@ -149,15 +162,7 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
-            deadline = time.monotonic() + 60
-            while not _kernel_ready(base):
-                assert time.monotonic() < deadline, "the kernel never became idle"
-                page.wait_for_timeout(300)
-
-            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            _open_and_run_all(page, base, NOTEBOOK)
 
             first_ask = page.locator(".jp-OutputArea-output:has-text('The draft promises a refund. Approve it?')")
             expect(first_ask.first).to_be_visible(timeout=90_000)
@@ -234,14 +239,7 @@ def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, 
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(f"{base}/lab/tree/{TWO_FORMS}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
-            deadline = time.monotonic() + 60
-            while not _kernel_ready(base):
-                assert time.monotonic() < deadline, "the kernel never became idle"
-                page.wait_for_timeout(300)
-            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            _open_and_run_all(page, base, TWO_FORMS)
 
             cells = page.locator(".jp-Notebook .jp-CodeCell")
             run_cell, pending_cell = cells.nth(1), cells.nth(2)

@@ -256,15 +256,7 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
     asks = f" — asks: {listed['ask']}" if listed.get("ask") else ""
     print(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{asks}")
     for answer in listed["answers"]:
-        facts = ", ".join(
-            part
-            for part in (
-                f"by {answer['by']}" if answer.get("by") else "",
-                views.answer_time(answer.get("time")),
-                f"via {answer['via']}" if answer.get("via") else "",
-            )
-            if part
-        )
+        facts = views.answered_by(answer.get("by"), answer.get("time"), answer.get("via"))
         print(f"    answered {answer['value']!r}{f' ({facts})' if facts else ''}")
     if listed.get("command"):
         print(f"    answer it: {listed['command']}")

@@ -20,7 +20,7 @@ from ..app.status import run_output
 from ..lang.interpolate import fmt
 from ..lang.model import Machine
 from ..render.diagram import diagram_bundle, path_from_trace
-from ..render.views import answer_time, progress_bundle
+from ..render.views import answered_by, progress_bundle
 from .session import Run
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
@@ -129,15 +129,7 @@ def what_happened(run: Run, question_id: str | None) -> str:
     """What became of a question the run no longer waits on: who answered it, or where the run went."""
     answer = run.answer_to(question_id)
     if answer is not None:
-        facts = ", ".join(
-            part
-            for part in (
-                f"by {answer['by']}" if answer.get("by") else "",
-                answer_time(answer.get("at")),
-                f"via {answer['via']}" if answer.get("via") else "",
-            )
-            if part
-        )
+        facts = answered_by(answer.get("by"), answer.get("at"), answer.get("via"))
         return f"Answered {fmt(answer.get('value'))!r}{f' ({facts})' if facts else ''}."
     pending = run.pending
     if pending is not None and pending.get("question_id"):

@@ -214,19 +214,17 @@ def answer_time(at: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
+def answered_by(by: Any, at: Any, via: Any) -> str:
+    """Who answered, when and through what, as far as the journal says: "by alice, 2026-… UTC, via cli"."""
+    parts = (f"by {by}" if by else "", answer_time(at), f"via {via}" if via else "")
+    return ", ".join(part for part in parts if part)
+
+
 def _answer_facts(answer: Mapping[str, Any]) -> tuple[str, str, str]:
     """(the reply, who / when / how, the question) of one answer, as plain text."""
     reply = shorten(fmt(answer.get("value")), PREVIEW)
     target = f" → {answer['reply_to']}" if answer.get("reply_to") else ""
-    who = ", ".join(
-        part
-        for part in (
-            f"by {answer['by']}" if answer.get("by") else "",
-            answer_time(answer.get("at")),
-            f"via {answer['via']}" if answer.get("via") else "",
-        )
-        if part
-    )
+    who = answered_by(answer.get("by"), answer.get("at"), answer.get("via"))
     return f"{reply}{target}", who, shorten(str(answer.get("question") or ""), PREVIEW)
 
 
