@@ -177,21 +177,7 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     before_text = copy_of.read_text(encoding="utf-8")
     before = json.loads(before_text)
     assert not (folder / ".mkl").exists()
-    completed = _mkl(
-        "resume",
-        copy_of.name,
-        "--run",
-        "refund",
-        "--question",
-        _waiting_question(copy_of, "refund"),
-        "--set",
-        "approval.answer=approve",
-        "--as",
-        "approver",
-        "--script",
-        str(REFUND_SCRIPT),
-        cwd=folder,
-    )
+    completed = _approve_headless(copy_of, "--as", "approver")
     assert completed.returncode == 0, (completed.stdout, completed.stderr)
     status = _status(completed)
     assert (status["status"], status["result"]) == ("done", REFUND_RESULT)
@@ -288,6 +274,25 @@ def _waiting_question(path: Path, run_id: str) -> str:
     return str(listed["question_id"])
 
 
+def _approve_headless(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``mkl resume FILE --run refund --question … --set approval.answer=approve``, as `mkl runs` says to."""
+    question = _waiting_question(path, "refund")
+    return _mkl(
+        "resume",
+        path.name,
+        "--run",
+        "refund",
+        "--question",
+        question,
+        "--set",
+        "approval.answer=approve",
+        *flags,
+        "--script",
+        str(REFUND_SCRIPT),
+        cwd=path.parent,
+    )
+
+
 def _corrupt(path: Path) -> None:
     """Flip one character inside the embedded journal (the JSON stays valid; the digest no longer matches)."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
@@ -362,19 +367,5 @@ def test_the_api_and_the_cli_agree_on_the_result(
     )  # the same cell, run again
     assert (run.status, run.calls["made"]) == ("suspended", 0)
     run.submit("approve")
-    cli = _status(
-        _mkl(
-            "resume",
-            copy_of.name,
-            "--run",
-            "refund",
-            "--question",
-            _waiting_question(copy_of, "refund"),
-            "--set",
-            "approval.answer=approve",
-            "--script",
-            str(REFUND_SCRIPT),
-            cwd=copy_of.parent,
-        )
-    )
+    cli = _status(_approve_headless(copy_of))
     assert (run.status, run.result) == (cli["status"], cli["result"]) == ("done", REFUND_RESULT)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from ..durable.records import RunState
-from ..durable.runs import Resolution
+from ..durable.runs import Resolution, not_waiting
 from .errors import UsageProblem
 
 Decision = Literal["approve", "reject"]
@@ -40,8 +40,7 @@ def require_question(state: RunState, run_id: str, question: str | None) -> str:
         return question
     pending = state.question_id(run_id)
     if pending is None:
-        shown = f"{state.status}: {state.error}" if state.error else state.status
-        raise UsageProblem(f"run '{run_id}' is not waiting for a reply (it is {shown})")
+        raise UsageProblem(not_waiting(run_id, state))
     raise UsageProblem(
         f"name the question this reply answers: add --question {pending} (run '{run_id}' asks: {state.shown!r})"
     )
@@ -69,10 +68,7 @@ def reply_from_flags(state: RunState, run_id: str, *, reply: str | None, set_val
         return reply
     given = ", ".join(_paths(set_values))
     if not state.waits_for_reply:
-        shown = f"{state.status}: {state.error}" if state.error else state.status
-        raise UsageProblem(
-            f"run '{run_id}' is not waiting for a reply (it is {shown}), so --set {given} has nothing to answer"
-        )
+        raise UsageProblem(f"{not_waiting(run_id, state)}, so --set {given} has nothing to answer")
     if state.reply_to is None:  # a model's question has no path in the context
         raise UsageProblem(f"run '{run_id}' waits for an answer to the model's question; give it with --reply TEXT")
     value: Any = set_values

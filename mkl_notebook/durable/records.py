@@ -34,9 +34,7 @@ from ..engine.result import RunResult, question_id
 
 FORMAT = "mkl-run/1"
 
-AnswerKind = Literal["produce", "judge", "hook", "tool", "reply"]
 ResolveAction = Literal["completed", "retry", "abort"]
-RESOLVE_ACTIONS: tuple[ResolveAction, ...] = ("completed", "retry", "abort")
 Status = Literal["running", "done", "halt", "suspended", "in_doubt"]
 
 
@@ -172,18 +170,6 @@ class RerunRecord(_RerunKeys, total=False):
     options: dict[str, Any]
 
 
-Record = (
-    StartRecord
-    | AnswerRecord
-    | IntentRecord
-    | InvalidatedRecord
-    | ReplyRecord
-    | SuspendRecord
-    | FinishRecord
-    | ResumeRecord
-    | ResolveRecord
-    | RerunRecord
-)
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
 
 
@@ -441,6 +427,10 @@ class RunState:
     def waits_for_reply(self) -> bool:
         """Suspended at a question a person (or a model's question) must answer."""
         return self.status == "suspended" and self.position is not None
+
+    def __str__(self) -> str:
+        """The status as a sentence's end: ``done``, ``suspended: budget-exhausted``."""
+        return f"{self.status}: {self.error}" if self.error else self.status
 
     @property
     def shown(self) -> str:

@@ -74,12 +74,16 @@ class Outcome:
         return envelope.build(self.header(), self.records)
 
 
+def not_waiting(run_id: str, state: rec.RunState) -> str:
+    """Why a reply is refused when run ``run_id`` waits for none."""
+    return f"run '{run_id}' is not waiting for a reply (it is {state})"
+
+
 def not_pending(run_id: str, question: str, state: rec.RunState) -> str:
     """Why a reply to ``question`` is refused: what run ``run_id`` waits on now instead."""
     pending = state.question_id(run_id)
     if pending is None:
-        shown = f"{state.status}: {state.error}" if state.error else state.status
-        return f"question {question} is not pending: run '{run_id}' waits for no reply now (it is {shown})"
+        return f"question {question} is not pending: run '{run_id}' waits for no reply now (it is {state})"
     return (
         f"question {question} is not pending: run '{run_id}' now waits on question {pending} "
         f"({state.shown!r}); nothing was recorded"
@@ -280,8 +284,7 @@ def resume(
         added: list[Any] = []
         if has_reply:
             if not state.waits_for_reply:
-                shown = f"{state.status}: {state.error}" if state.error else state.status
-                raise RunStateError(f"run '{run_id}' is not waiting for a reply (it is {shown})")
+                raise RunStateError(not_waiting(run_id, state))
             pending = state.question_id(run_id)
             if question is not None and question != pending:
                 raise RunStateError(not_pending(run_id, question, state))

@@ -31,8 +31,6 @@ from ..lang.model import Machine
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 
-MklUsageError = UsageProblem  # the notebook API's name for a user mistake (the magics show it as a UsageError)
-
 
 @dataclass
 class Settings:
@@ -81,7 +79,7 @@ class Session:
     def machine(self, name: str) -> Machine:
         if name not in self.machines:
             known = ", ".join(sorted(self.machines)) or "none yet"
-            raise MklUsageError(
+            raise UsageProblem(
                 f"no machine named '{name}' is defined (defined: {known}); define it in a %%mkl cell first"
             )
         return self.machines[name]
