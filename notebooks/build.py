@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+from lab_client import run_all  # noqa: E402  (executes as JupyterLab does: cell ids and the notebook's path)
+
 CHECK = "# NBVAL_CHECK_OUTPUT\n"
 
 
@@ -111,26 +113,36 @@ second question appears in the same place. Approve it too and the result appears
         "--script data/refund.script.yaml"
     ),
     md("""
-## Where the run stands
+## The same from Python
 
-The cell above returned as soon as the run suspended: nothing blocks while it waits. From
-Python the same question is available, and `submit` answers it exactly as the form does:
-
-```python
-run = mkl_notebook.get_run("approval-demo")
-run.submit("approve")
-```
-
+The cell above returned as soon as the run suspended: nothing blocks while it waits.
 `%mkl pending` lists every run waiting for a person, with its form.
+
+From Python the same loop is available: `run.pending` says what a run waits for, and
+`submit` answers exactly that question, as the form does. This cell runs the machine once
+more under another id and answers both questions itself:
 """),
     code(
         CHECK
         + """import mkl_notebook
 
-run = mkl_notebook.get_run("approval-demo")
-print(run.status, "at", run.at)
-print(run.pending["ask"])"""
+api = mkl_notebook.run(
+    "refund",
+    id="approval-api",
+    input={"ticket": "Parcel A-1001 arrived broken"},
+    script="data/refund.script.yaml",
+)
+print(api.status, "at", api.at, "-", api.pending["ask"])
+api.submit("approve")
+print(api.status, "at", api.at, "-", api.pending["ask"])
+api.submit("approve")
+print(api.status, "-", api.result)"""
     ),
+    md("""
+Re-running a cell replays it: the journal answers every question the cell already asked, so
+**Restart & Run All** shows each cell as you left it, the form's answers included, without
+calling a model again. `--fresh` starts a run over and brings its forms back.
+"""),
 ]
 
 SHARING = [
@@ -268,7 +280,7 @@ budget would suspend again at the same place.
 print(run.status, run.error, "at", run.at)"""
     ),
     code("%mkl resume patient --max-steps 50"),
-    code(CHECK + """print(run.status, run.error, "at", run.at, run.calls)"""),
+    code(CHECK + """print(run.status, run.error, "at", run.at, "after", len(run.trace), "steps")"""),
 ]
 
 TESTING = [
@@ -373,21 +385,19 @@ def notebook(cells: list[nbformat.NotebookNode]) -> nbformat.NotebookNode:
     return nb
 
 
-def execute(nb: nbformat.NotebookNode, folder: Path) -> None:
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+def execute(nb: nbformat.NotebookNode, path: Path) -> None:
+    """Write ``nb`` to ``path`` and run it all there, as JupyterLab would, keeping its outputs."""
+    nbformat.write(nb, path)
+    run_all(path)
 
 
 def main() -> None:
     for store in (HERE / ".mkl", HERE / "data" / ".mkl"):
         shutil.rmtree(store, ignore_errors=True)
-    shared = notebook(SHARED_SOURCE)
-    execute(shared, HERE / "data")
-    nbformat.write(shared, HERE / "data" / "shared-approval.ipynb")
+    execute(notebook(SHARED_SOURCE), HERE / "data" / "shared-approval.ipynb")
     shutil.rmtree(HERE / "data" / ".mkl", ignore_errors=True)  # the notebook alone carries that run
     for name, cells in NOTEBOOKS.items():
-        nb = notebook(cells)
-        execute(nb, HERE)
-        nbformat.write(nb, HERE / f"{name}.ipynb")
+        execute(notebook(cells), HERE / f"{name}.ipynb")
         print(f"wrote {name}.ipynb", file=sys.stderr)
     shutil.rmtree(HERE / ".mkl", ignore_errors=True)
 

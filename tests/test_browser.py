@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -57,7 +58,8 @@ def _get_json(url: str) -> object:
 def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = tmp_path / "lab"
     root.mkdir()
-    shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    for tutorial in (ROOT / "notebooks").glob("0*.ipynb"):
+        shutil.copy(tutorial, root / tutorial.name)
     shutil.copytree(ROOT / "notebooks" / "data", root / "data", ignore=shutil.ignore_patterns(".mkl"))
     env = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
     for name in (
@@ -168,24 +170,34 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
             expect(first_ask.first).to_be_visible(timeout=90_000)
             approve = page.locator(".jp-OutputArea-output button.jupyter-button:has-text('Approve')")
             expect(approve).to_have_count(1, timeout=30_000)
+            run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
+            expect(run_cell).to_have_count(1)
+            # The form comes first in the run cell's outputs, above the run's view and its diagram.
+            first_output = run_cell.locator(".jp-OutputArea-output").first
+            expect(first_output.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1)
             # The last cell ran after the run cell returned: the run waits, nothing blocks.
-            expect(page.locator(".jp-OutputArea-output:has-text('suspended at confirm')")).to_be_visible()
+            expect(page.locator(".jp-OutputArea-output:has-text('done - Sent to the customer.')")).to_be_visible()
+            run_cell.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "1-before-approve.png"), full_page=True)
+            run_cell.screenshot(path=str(ARTIFACTS / "1-run-cell-waiting.png"))
 
             approve.click()
             second_ask = page.locator(".jp-OutputArea-output:has-text('Send this reply to the customer now?')")
             expect(second_ask.first).to_be_visible(timeout=60_000)
             page.screenshot(path=str(ARTIFACTS / "2-second-gate.png"), full_page=True)
-            # The second form replaced the first in the same output area.
-            run_cell = page.locator(".jp-CodeCell:has(button.jupyter-button:has-text('Approve'))")
-            expect(run_cell).to_have_count(1)
-            expect(page.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(1)
-            page.locator("button.jupyter-button:has-text('Approve'):not([disabled])").click()
+            # The second form replaced the first in the same place.
+            expect(run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(1)
+            run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])").click()
 
             expect(run_cell.locator(".jp-OutputArea-output:has-text('Sent to the customer.')").first).to_be_visible(
                 timeout=60_000
             )
+            # Where the form was, what was answered, by whom and how; no button is left.
+            expect(first_output).to_contain_text("Answered 'approve' (by ")
+            expect(first_output).to_contain_text("via form")
+            expect(run_cell.locator("button.jupyter-button")).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "3-after-approve.png"), full_page=True)
+            run_cell.screenshot(path=str(ARTIFACTS / "3-run-cell-answered.png"))
 
             page.locator(".jp-InputPrompt").first.click()
             page.keyboard.press("Control+s")
@@ -253,15 +265,18 @@ def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, 
             expect(
                 pending_cell.locator(".jp-OutputArea-output:has-text('Send this reply to the customer now?')").first
             ).to_be_visible(timeout=60_000)
-            # The run cell's form caught up in place: disabled, and it says who answered and how.
-            expect(approve_in_run).to_be_disabled(timeout=30_000)
-            expect(run_cell.locator(".jp-OutputArea-output:has-text(\"Answered 'approve'\")")).to_be_visible()
-            expect(run_cell.locator(".jp-OutputArea-output:has-text('via form')")).to_be_visible()
-            approve_in_run.scroll_into_view_if_needed()
+            # The run cell's form caught up in place: in its place, who answered and how; no button is left.
+            answered = run_cell.locator(".jp-OutputArea-output").first  # the form's place, above the run's view
+            expect(answered).to_contain_text("Answered 'approve' (by ", timeout=30_000)
+            expect(answered).to_contain_text("via form")
+            expect(approve_in_run).to_have_count(0)
+            expect(
+                run_cell.locator(".jp-OutputArea-output:has-text('The run went on after this cell')")
+            ).to_be_visible()
+            answered.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "two-forms-2-one-answered.png"), full_page=True)
 
-            approve_in_run.click(force=True)  # a click on the stale form: the browser sends nothing
-            # Run the last cell again: the kernel handles messages in order, so a click sent before this
+            # Run the last cell again: the kernel handles messages in order, so any click sent before this
             # cell's request would be handled before it prints.
             count_cell = cells.nth(3)
             count_cell.locator(".jp-InputArea-editor").click()
@@ -275,3 +290,123 @@ def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, 
         finally:
             page.screenshot(path=str(ARTIFACTS / "two-forms-4-final.png"), full_page=True)
             browser.close()
+
+
+# -- every tutorial: click through, then Restart & Run All ------------------------------------------
+
+TUTORIALS = sorted(path.name for path in (ROOT / "notebooks").glob("0*.ipynb"))
+_CLOCK = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+_REPLAY_FACTS = re.compile(r" · (replayed [\d,]+ answers? from the journal, no new calls|[\d,]+ new calls?[^\n]*)")
+_SCRATCH = re.compile(r"/tmp/tmp\w+|\"time\": [\d.]+")  # 03's headless demo answers a new scratch copy each time
+
+
+def _all_cells_ran(page: Any, base: str, count: int) -> bool:
+    prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
+    done = [text for text in prompts if re.fullmatch(r"\[\d+\]:", text.strip())]
+    return len(done) == count and _kernel_ready(base)
+
+
+def _wait_until_run(page: Any, base: str, path: Path) -> None:
+    count = sum(1 for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+    deadline = time.monotonic() + 120
+    while not _all_cells_ran(page, base, count):
+        prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
+        assert time.monotonic() < deadline, f"{path.name}: not every cell ran ({count} cells; prompts {prompts})"
+        page.wait_for_timeout(300)
+
+
+def _save(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.locator(".jp-InputPrompt").first.click()
+    page.keyboard.press("Control+s")
+    expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=30_000)
+
+
+def _what_a_person_reads(path: Path) -> list[str]:
+    """Each output's text as saved, without the clock and the replay facts (which say a replay is one)."""
+    texts = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            if output["output_type"] == "error":
+                texts.append(f"ERROR {output['ename']}: {output['evalue']}")
+                continue
+            text = output.get("text") or output.get("data", {}).get("text/plain", "")
+            text = _SCRATCH.sub("SCRATCH", _CLOCK.sub("TIME", text))
+            # which steps were replayed is said too; columns widen for it
+            texts.append(re.sub(r" +", " ", _REPLAY_FACTS.sub("", text).replace(" [replayed]", "")))
+    return texts
+
+
+def _kernel_calls(path: Path) -> int:
+    """Model (here: scripted) calls made by the kernel's runs, as their saved checkpoints and prints say."""
+    made = 0
+    for cell in nbformat.read(path, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {}).get(MIME_TYPE)
+            if data is not None:
+                made += int(envelope.verify(json.loads(json.dumps(data)), str(path))[0]["calls"]["made"])
+            for printed in re.findall(r"\{'made': (\d+), 'replayed': \d+\}", output.get("text") or ""):
+                made += int(printed)
+    return made
+
+
+def _click_through(page: Any) -> int:
+    """Answer every form the notebook shows, Approve each time, until none is left; how many were answered."""
+    answered = 0
+    approve = page.locator(".jp-OutputArea-output button.jupyter-button:has-text('Approve'):not([disabled])")
+    while approve.count():
+        answered += 1
+        button = approve.first.element_handle()
+        button.click()
+        # Answered: the form leaves its place (to the next question's form, or to what was answered).
+        page.wait_for_function("(button) => !button.isConnected", arg=button, timeout=60_000)
+        page.wait_for_timeout(500)  # the next form, if any, is drawn by the same reply
+        _settle(page)
+    return answered
+
+
+def _settle(page: Any) -> None:
+    """Wait until the kernel is idle again (a form's reply runs the machine on)."""
+    deadline = time.monotonic() + 60
+    while page.locator(".jp-Notebook-ExecutionIndicator[data-status='busy']").count():
+        assert time.monotonic() < deadline, "the kernel stayed busy"
+        page.wait_for_timeout(200)
+
+
+@pytest.mark.parametrize("name", TUTORIALS)
+def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
+    jupyter_lab: tuple[str, Path], name: str
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, root = jupyter_lab
+    path = root / name
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            _open_and_run_all(page, base, name)
+            _wait_until_run(page, base, path)
+            answered = _click_through(page)
+            _save(page)
+            clicked = _what_a_person_reads(path)
+            page.screenshot(path=str(ARTIFACTS / f"{path.stem}-1-clicked-through.png"), full_page=True)
+
+            page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
+            page.click("li.lm-Menu-item[data-command$='restart-and-run-all']")
+            page.click(".jp-Dialog-button.jp-mod-accept")
+            page.wait_for_timeout(1000)  # the kernel restarts: its prompts clear before they count again
+            _wait_until_run(page, base, path)
+            _save(page)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / f"{path.stem}-2-restart-run-all.png"), full_page=True)
+            browser.close()
+    again = _what_a_person_reads(path)
+    assert [text for text in again if text.startswith("ERROR") or "Traceback" in text] == []
+    assert again == clicked
+    assert _kernel_calls(path) == 0
+    if name.startswith("02"):
+        assert answered == 2  # both questions of the refund run were answered through the form
+        assert any(text.startswith("Answered 'approve' (by ") for text in again)

@@ -18,9 +18,11 @@ from typing import Any
 
 import nbformat
 import pytest
+from lab_client import run_all
 from nbclient import NotebookClient
 
 from mkl_notebook.durable.envelope import verify
+from mkl_notebook.durable.nbfile import FORM_MIME
 
 from support import REFUND, REFUND_ASK, REFUND_RESULT, REFUND_SCRIPT, RUN_MIME, WIDGET_MIME, env_without_models
 
@@ -32,6 +34,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def _execute(nb: Any, folder: Path) -> None:
     NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(folder)}}).execute()
+
+
+def _form_place(nb: Any) -> dict[str, Any]:
+    outputs = [o for o in nb.cells[RUN_CELL].outputs if FORM_MIME in o.get("data", {})]
+    assert len(outputs) == 1, nb.cells[RUN_CELL].outputs
+    return outputs[0]
 
 
 def _run_output(nb: Any) -> dict[str, Any]:
@@ -83,8 +91,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
         nbformat.v4.new_code_cell("print('after the run')"),
     ]
     nbformat.write(nb, path)
-    _execute(nb, folder)
-    nbformat.write(nb, path)
+    run_all(path)  # as JupyterLab runs it: the kernel knows the file and each cell
     assert (folder / ".mkl" / "runs.sqlite").is_file()
     return path
 
@@ -108,15 +115,19 @@ def test_the_saved_run_output_carries_the_checkpoint_and_a_static_card(shared: P
     assert (header["run_id"], header["status"], header["error"]) == ("refund", "suspended", "escalated")
     assert (header["at"], header["ask"], header["reply_to"]) == ("send", REFUND_ASK, "approval.answer")
     assert records[0]["t"] == "start"
-    card = output["data"]["text/html"]
-    assert REFUND_ASK in card
-    assert "%mkl pending" in card
-    assert "mkl resume" in card and "approval.answer" in card
+    assert "The question and its form are above." in output["data"]["text/plain"]
+    assert REFUND_ASK not in output["data"]["text/plain"]  # printed once: where the form is
+    place = _form_place(nb)
+    assert nb.cells[RUN_CELL].outputs.index(place) < nb.cells[RUN_CELL].outputs.index(output)  # the question first
+    assert WIDGET_MIME in place["data"], "the form was shown"
+    question = place["data"][FORM_MIME]["question_id"]
+    command = f"mkl resume shared.ipynb --run refund --question {question} --set approval.answer="
+    card = place["data"]["text/html"]
+    assert REFUND_ASK in card and command in card  # the real file name, the question to answer
     for forbidden in ("<script", "<style", "var(--", "style="):
         assert forbidden not in card.lower()
-    text = output["data"]["text/plain"]
-    assert REFUND_ASK in text and "%mkl pending" in text and "mkl resume" in text
-    assert any(WIDGET_MIME in o.get("data", {}) for o in nb.cells[RUN_CELL].outputs), "the form was shown"
+    text = place["data"]["text/plain"]  # what a reader without a kernel (or an untrusted notebook) sees
+    assert REFUND_ASK in text and command in text and "VBox(" not in text
 
 
 # -- Run All in a fresh kernel -------------------------------------------------------------------
@@ -146,8 +157,12 @@ def test_run_all_in_a_fresh_kernel_replays_from_the_notebook_and_the_api_finishe
     assert waiting["pending"]["ask"] == REFUND_ASK
     output = _run_output(nb)
     header, _ = verify(output["data"][RUN_MIME])
-    assert header["status"] == "suspended"
-    assert any(WIDGET_MIME in o.get("data", {}) for o in nb.cells[RUN_CELL].outputs), "the pending form is back"
+    assert header["status"] == "suspended"  # the run cell shows the run as it left it ...
+    assert "The run went on after this cell: answered 'approve'" in output["data"]["text/plain"]  # ... and since
+    place = _form_place(nb)["data"]  # the form came back, then a later cell answered its question:
+    assert WIDGET_MIME not in place  # nothing in the saved file still presents it as pending
+    assert place["text/plain"].startswith("Answered 'approve' (by ")
+    assert "via api" in place["text/plain"]
     finished = _stdout_json(nb.cells[-1])
     assert finished["status"] == "done"
     assert finished["result"] == REFUND_RESULT

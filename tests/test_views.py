@@ -517,7 +517,7 @@ def test_html_is_plain_semantic_markup(name: str) -> None:
         assert "<style" not in lowered and "<script" not in lowered and "var(--" not in lowered
         page = parsed(markup)
         assert set(page.tags) <= ALLOWED_TAGS, set(page.tags) - ALLOWED_TAGS
-        assert {key for key, _ in page.attrs} <= {"colspan", "start", "title"}
+        assert {key for key, _ in page.attrs} <= {"colspan", "start", "title", "open"}
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

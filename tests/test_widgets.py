@@ -144,10 +144,14 @@ def test_the_run_cell_returns_with_the_run_waiting_and_its_form_shown(nb: Notebo
     assert run.status == "suspended"  # the cell returned while the run waits: nothing blocked on a click
     assert nb.replies() == []
     view = nb.view()
-    assert isinstance(view.forms, widgets.VBox)
-    assert view.forms.children == (nb.form().widget,)
-    shown_widgets = [data for data, _ in nb.out.published if WIDGET_MIME in data]
-    assert [data[WIDGET_MIME]["model_id"] for data in shown_widgets] == [view.forms.model_id]
+    assert view.top is not None and view.handle is not None
+    first_shown = [shown_id for _, shown_id in nb.out.published if shown_id]
+    assert first_shown[0] == view.top.display_id  # the question's place comes first, above the run's view
+    top = nb.out.latest(view.top.display_id)
+    assert top[WIDGET_MIME]["model_id"] == nb.form().widget.model_id  # the form stands there
+    assert REFUND_ASK in top["text/plain"] and "mkl resume" in top["text/plain"]  # and its kernel-less stand-in
+    assert "VBox(" not in top["text/plain"]
+    assert REFUND_ASK not in nb.out.latest(view.handle.display_id)["text/plain"]  # the question is printed once
     form = nb.form()
     assert REFUND_ASK in form.header.value
     assert "approval.answer" in form.header.value
@@ -167,7 +171,7 @@ def test_the_header_shows_the_authored_ask_literally_and_escaped(nb: Notebook) -
     header = nb.form().header.value
     assert html.escape(MARKUP_ASK) in header
     assert "<b>" not in header
-    page = nb.out.latest(nb.view().handle.display_id)
+    page = nb.out.latest(nb.view().top.display_id)  # the form's stand-in for readers without a kernel
     assert html.escape(MARKUP_ASK) in page["text/html"] or html.escape(MARKUP_ASK, quote=False) in page["text/html"]
     assert "<b>" not in page["text/html"]
     assert MARKUP_ASK in page["text/plain"]
@@ -320,7 +324,8 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     run = mkl_notebook.get_run("twogates")
     assert (run.status, run.at) == ("suspended", "review")
     view = nb.view()
-    box, first = view.forms, nb.form()
+    assert view.top is not None
+    first = nb.form()
     assert html.escape("First: is the draft <b>fine</b>?") in first.header.value
     first.approve.click()
     run = mkl_notebook.get_run("twogates")
@@ -331,12 +336,12 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     )
     second = nb.form()
     assert second is not first
-    assert view.forms is box  # the same forms box, now holding the new form
-    assert box.children == (second.widget,)
+    top = nb.out.latest(view.top.display_id)  # the same place, now holding the new form
+    assert top[WIDGET_MIME]["model_id"] == second.widget.model_id
     assert "Second: sign off the review?" in second.header.value
     assert not any(control.disabled for control in second.controls)
     assert all(control.disabled for control in first.controls)
-    assert [data[WIDGET_MIME]["model_id"] for data, _ in nb.out.published if WIDGET_MIME in data] == [box.model_id]
+    assert {shown_id for data, shown_id in nb.out.published if WIDGET_MIME in data} == {view.top.display_id}
     second.reply.value = "ok"
     second.send.click()
     run = mkl_notebook.get_run("twogates")

@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from ..durable import nbfile
+from ..durable import nbfile, places
 from ..durable import runs as durable
+from ..durable.places import Place
 from ..durable.records import RunState, canonical, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Resolution, not_pending
@@ -19,7 +20,7 @@ from ..lang.model import Machine
 from ..lang.siblings import sibling_registry
 from .errors import UsageProblem
 from .replies import parse_resolve, reply_from_flags, require_question, who
-from .status import run_output
+from .status import answers_to, form_place, run_output
 from .values import parse_budget
 
 HITL_MODES = ("none", "asking", "all")
@@ -71,6 +72,7 @@ def resume(
     resolve: str | Resolution | None = None,
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
+    place: Place | None = None,
 ) -> Outcome:
     """Continue a run: answer its question, give it more budget, or settle a tool call in doubt.
 
@@ -79,8 +81,21 @@ def resume(
     PATH=VALUE`` parsed. A reply must name the ``question`` it answers, and is taken only while
     the run waits on exactly that one; it is journaled with who gave it (``by``, default
     :func:`who`) and through what (``via``). Budgets are flag text or numbers; ``resolve`` is
-    ``--resolve`` text.
+    ``--resolve`` text. A notebook cell (``place``) that already asked for exactly this is shown
+    the run as it left it, and nothing is checked or recorded again.
     """
+    asked = {
+        "reply": reply,
+        "set": dict(set_values or {}),
+        "question": question,
+        "max_steps": max_steps,
+        "max_tokens": max_tokens,
+        "resolve": resolve if isinstance(resolve, str) or resolve is None else [resolve.action, resolve.value],
+    }
+    request = places.request_digest("resume", asked)
+    shown = durable.replay_cell(store, run_id, place, request, known=registry, observer=observer)
+    if shown is not None:
+        return shown
     steps = parse_budget("max_steps", "--max-steps", max_steps)
     tokens = parse_budget("max_tokens", "--max-tokens", max_tokens)
     resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
@@ -105,6 +120,7 @@ def resume(
         resolution=resolution,
         registry=registry,
         observer=observer,
+        place=places.tag(place, request),
     )
 
 
@@ -192,5 +208,15 @@ def resume_in_notebook(notebook: Path, run_id: str, store: RunStore, advance: Ca
     outcome = advance(run_id)
     pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
     machine = pinned.get(str(embedded.header.get("machine")))
-    nbfile.write_run(notebook, embedded, run_output(run_id, machine, outcome))
+    name = notebook.name
+
+    def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
+        if not marker.get("question_id"):
+            return None  # it already says what became of its question
+        answered = answers_to(outcome.records, marker.get("question_id"))
+        return form_place(run_id, outcome, notebook=name, answers=answered)
+
+    forms_shown = nbfile.has_form(notebook, run_id)
+    view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown)
+    nbfile.write_run(notebook, embedded, view, form_place_now)
     return outcome

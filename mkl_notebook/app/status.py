@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from ..durable.envelope import MIME_TYPE
+from ..durable.nbfile import FORM_MIME
+from ..durable.records import run_state
 from ..durable.runs import Outcome
 from ..lang.model import Machine
 from ..render import views
@@ -43,7 +46,9 @@ def describe(outcome: Outcome, resume: str) -> str:
     ``resume`` is the command that names the run, such as ``mkl resume --id RUN``.
     """
     result = outcome.result
-    trace = views.trace_table_text(result.trace_with_open_call(), answers=result.answers)
+    trace = views.trace_table_text(
+        result.trace_with_open_call(), answers=result.answers, replayed=outcome.replayed_steps
+    )
     parts = [trace, views.result_summary_text(result, outcome.calls)]
     commands = views.continue_commands(result, resume, result.question_id(outcome.run_id))
     if commands:
@@ -51,6 +56,64 @@ def describe(outcome: Outcome, resume: str) -> str:
     return "\n\n".join(parts)
 
 
-def run_output(run_id: str, machine: Machine | None, outcome: Outcome) -> dict[str, Any]:
-    """A run's one display output: its view as HTML and text, carrying its checkpoint envelope."""
-    return {**views.run_bundle(run_id, machine, outcome.result, outcome.calls), MIME_TYPE: outcome.envelope()}
+def later(outcome: Outcome) -> views.Later | None:
+    """What became of the run after the part ``outcome`` shows (None when it shows the run as it stands)."""
+    if outcome.latest is None:
+        return None
+    now = run_state(outcome.latest)
+    since = outcome.latest[len(outcome.records) :]
+    answers = tuple(
+        {"value": r.get("value"), "by": r.get("by"), "at": r.get("time"), "via": r.get("via")}
+        for r in since
+        if r.get("t") == "reply"
+    )
+    return views.Later(now.status, now.error, now.at, answers)
+
+
+def run_output(
+    run_id: str,
+    machine: Machine | None,
+    outcome: Outcome,
+    *,
+    notebook: str | None = None,
+    question_above: bool = False,
+) -> dict[str, Any]:
+    """A run's one display output: its view as HTML and text, carrying its checkpoint envelope.
+
+    ``notebook`` names the file in the commands that continue it; ``question_above`` leaves the
+    question to the form shown above.
+    """
+    shown = views.Shown(
+        notebook=notebook, question_above=question_above, later=later(outcome), replayed=outcome.replayed_steps
+    )
+    return {**views.run_bundle(run_id, machine, outcome.result, outcome.calls, shown), MIME_TYPE: outcome.envelope()}
+
+
+def form_place(
+    run_id: str,
+    outcome: Outcome,
+    *,
+    notebook: str | None = None,
+    answers: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """What stands where a run's form is shown, readable without a kernel: the question waiting now with
+    the command that answers it, or (once none waits there) the ``answers`` given there and where the run is.
+
+    It is marked with the run and question it stands for, so that a headless resume can rewrite it.
+    """
+    result = outcome.result
+    marker = {"run": run_id, "question_id": result.question_id(run_id) if outcome.latest is None else None}
+    if result.waits_for_person and outcome.latest is None:
+        bundle = {
+            "text/html": views.waiting_html(run_id, result, notebook),
+            "text/plain": views.waiting_text(run_id, result, notebook),
+        }
+        return {**bundle, FORM_MIME: marker}
+    now = run_state(outcome.latest or outcome.records)
+    note = "" if answers else f"No question waits here any more: the run is {now}."
+    return {**views.answered_bundle(answers, note), FORM_MIME: marker}
+
+
+def answers_to(records: Sequence[Mapping[str, Any]], question_id: Any) -> list[Mapping[str, Any]]:
+    """The replies a journal holds to question ``question_id``."""
+    return [r for r in records if r.get("t") == "reply" and question_id and r.get("question") == question_id]

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import envelope
 from .envelope import MIME_TYPE, EnvelopeError
+
+FORM_MIME = "application/vnd.mkl.form+json"  # marks the output that stands in a question's form: {run, question_id}
 
 
 class NotebookFileError(ValueError):
@@ -64,7 +66,8 @@ def _outputs(notebook: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any
 
 
 def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
-    """Every run checkpoint in a notebook, verified; the last output of a run id wins."""
+    """Every run checkpoint in a notebook, verified; of a run's outputs, the one with the longest journal wins
+    (cells that replay show prefixes of it), the last one on a tie."""
     notebook = read_json(path)
     found: dict[str, EmbeddedRun] = {}
     damaged: list[DamagedRun] = []
@@ -82,7 +85,8 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             damaged.append(DamagedRun(claimed if isinstance(claimed, str) else None, str(exc), cell_index))
             continue
         run_id = str(header["run_id"])
-        found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index)
+        if run_id not in found or len(records) >= len(found[run_id].records):
+            found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index)
     return list(found.values()), damaged
 
 
@@ -112,8 +116,40 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def write_run(path: str | Path, run: EmbeddedRun, bundle: dict[str, Any]) -> None:
-    """Replace one run's output data with ``bundle`` and atomically rewrite the notebook."""
+def has_form(path: str | Path, run_id: str) -> bool:
+    """Whether a notebook shows a form's place for run ``run_id`` (see :data:`FORM_MIME`)."""
+    for cell in read_json(path).get("cells") or []:
+        for output in (cell.get("outputs") or []) if isinstance(cell, dict) else []:
+            data = output.get("data") if isinstance(output, dict) else None
+            marker = data.get(FORM_MIME) if isinstance(data, dict) else None
+            if isinstance(marker, dict) and marker.get("run") == run_id:
+                return True
+    return False
+
+
+def cell_ids(path: str | Path) -> list[str]:
+    """The ids of a notebook's cells, top to bottom (nbformat 4.5 gives every cell one)."""
+    cells = read_json(path).get("cells") or []
+    return [cell["id"] for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str)]
+
+
+def _jupyter_data(bundle: dict[str, Any]) -> dict[str, Any]:
+    return {
+        mime: _lines(value) if isinstance(value, str) and mime.startswith("text/") else value
+        for mime, value in bundle.items()
+    }
+
+
+def write_run(
+    path: str | Path,
+    run: EmbeddedRun,
+    bundle: dict[str, Any],
+    form_place: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+) -> None:
+    """Replace one run's output data with ``bundle`` and atomically rewrite the notebook.
+
+    ``form_place(marker)`` gives what now stands where a form of this run was shown (None: leave it).
+    """
     path = Path(path)
     notebook = read_json(path)
     try:
@@ -122,10 +158,16 @@ def write_run(path: str | Path, run: EmbeddedRun, bundle: dict[str, Any]) -> Non
         raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written") from None
     if not isinstance(output.get("data"), dict) or MIME_TYPE not in output["data"]:
         raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
-    data = {}
-    for mime, value in bundle.items():
-        data[mime] = _lines(value) if isinstance(value, str) and mime.startswith("text/") else value
-    output["data"] = data
+    output["data"] = _jupyter_data(bundle)
+    if form_place is not None:
+        for cell in notebook.get("cells") or []:
+            for other in (cell.get("outputs") or []) if isinstance(cell, dict) else []:
+                data = other.get("data") if isinstance(other, dict) else None
+                marker = data.get(FORM_MIME) if isinstance(data, dict) else None
+                if isinstance(marker, dict) and marker.get("run") == run.run_id:
+                    replaced = form_place(marker)
+                    if replaced is not None:
+                        other["data"] = _jupyter_data(replaced)
     mode = path.stat().st_mode & 0o777
     temp = path.with_name(f".{path.name}.mkl-tmp")
     try:

@@ -120,8 +120,16 @@ class _SuspendKeys(TypedDict):
     time: float
 
 
+class PlaceTag(TypedDict, total=False):
+    """The notebook cell an advance was asked for from (see :mod:`durable.places`)."""
+
+    cell: str
+    request: str  # digest of the cell's request; absent for a reply given in the cell's form
+
+
 class SuspendRecord(_SuspendKeys, total=False):
     machine: str  # suspended inside this called machine
+    place: PlaceTag
 
 
 class _FinishKeys(TypedDict):
@@ -136,6 +144,7 @@ class _FinishKeys(TypedDict):
 class FinishRecord(_FinishKeys, total=False):
     pos: str  # of the tool call in doubt
     tool: str
+    place: PlaceTag
 
 
 class _ResumeKeys(TypedDict):
@@ -326,11 +335,13 @@ class Doubt:
 
 
 def ending_record(
-    result: RunResult, calls: Mapping[str, int], doubt: Doubt | None = None
+    result: RunResult, calls: Mapping[str, int], doubt: Doubt | None = None, place: PlaceTag | None = None
 ) -> SuspendRecord | FinishRecord:
-    """How this advance of the run ended: a suspension, a finish, or a finish in doubt."""
+    """How this advance of the run ended: a suspension, a finish, or a finish in doubt; ``place`` is the
+    notebook cell it was asked for from."""
+    record: SuspendRecord | FinishRecord
     if doubt is not None:
-        return {
+        record = {
             "t": "finish",
             "status": "in_doubt",
             "error": result.error,
@@ -340,8 +351,8 @@ def ending_record(
             "calls": dict(calls),
             "time": time.time(),
         }
-    if result.status == "suspended":
-        record: SuspendRecord = {
+    elif result.status == "suspended":
+        record = {
             "t": "suspend",
             "reason": result.error,
             "at": result.at,
@@ -354,22 +365,25 @@ def ending_record(
         }
         if result.machine:  # suspended inside a called machine: where more steps must go
             record["machine"] = result.machine
-        return record
-    return {
-        "t": "finish",
-        "status": result.status,
-        "error": result.error,
-        "at": result.at,
-        "calls": dict(calls),
-        "time": time.time(),
-    }
+    else:
+        record = {
+            "t": "finish",
+            "status": result.status,
+            "error": result.error,
+            "at": result.at,
+            "calls": dict(calls),
+            "time": time.time(),
+        }
+    if place is not None:
+        record["place"] = place
+    return record
 
 
 def same_ending(last: Mapping[str, Any] | None, closing: Mapping[str, Any]) -> bool:
     """Whether two ending records say the same, apart from when and with how many calls."""
     if last is None:
         return False
-    volatile = ("time", "calls")
+    volatile = ("time", "calls", "place")
     return {k: v for k, v in last.items() if k not in volatile} == {
         k: v for k, v in closing.items() if k not in volatile
     }

@@ -123,13 +123,22 @@ class CallCounts:
     replayed: int = 0  # answers the journal gave
     invalidated: int = 0  # recorded answers whose request changed
     recorded: int = 0  # records this advance appended
+    fresh_after: int | None = None  # steps the run had taken when it made its first call
 
 
 class ReplayOracle(Oracle):
     """Replays recorded answers whose request fingerprint matches; records every new one before using it."""
 
-    def __init__(self, inner: Oracle, journal: JournalIndex, append: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        inner: Oracle,
+        journal: JournalIndex,
+        append: Callable[[dict[str, Any]], None],
+        steps: Callable[[], int] = lambda: 0,
+    ) -> None:
+        """``steps()`` says how many steps the run has taken (to tell which steps a replay answered)."""
         self.inner = inner
+        self._steps = steps
         self.journal = journal
         self._append = append
         self._lock = threading.Lock()
@@ -155,11 +164,17 @@ class ReplayOracle(Oracle):
             self._append(record)
             self.counts.recorded += 1
             if made:
-                self.counts.made += 1
+                self._made(1)
+
+    def _made(self, count: int) -> None:
+        """Count calls made (the lock is held)."""
+        if count and self.counts.made == 0:
+            self.counts.fresh_after = self._steps()
+        self.counts.made += count
 
     def _count(self, *, made: int = 0, replayed: int = 0, invalidated: int = 0) -> None:
         with self._lock:
-            self.counts.made += made
+            self._made(made)
             self.counts.replayed += replayed
             self.counts.invalidated += invalidated
 

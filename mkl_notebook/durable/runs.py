@@ -12,14 +12,15 @@ from typing import Any
 
 from .._version import __version__
 from ..engine.options import RunOptions
-from ..engine.oracle import Oracle
+from ..engine.oracle import Oracle, OracleRequest, ReplyRequest, RunInterrupted
 from ..engine.result import RunResult
 from ..engine.runner import run_machine
 from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine
-from . import envelope
+from . import envelope, places
 from . import records as rec
+from .places import Place
 from .replay import InDoubt, JournalIndex, ReplayOracle
 from .stores import RunStore, check_run_id
 
@@ -47,6 +48,9 @@ class Outcome:
     calls: dict[str, int] = field(default_factory=lambda: {"made": 0, "replayed": 0})
     in_doubt: rec.Doubt | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
+    # When this shows the run as a notebook cell left it and the run went on since: the whole journal.
+    latest: list[dict[str, Any]] | None = None
+    replayed_steps: int = 0  # how many leading steps of the trace took their answers from the journal
 
     @property
     def status(self) -> str:
@@ -132,6 +136,7 @@ def advance(
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
     before: Callable[[JournalIndex], list[Any]] | None = None,
+    place: rec.PlaceTag | None = None,
 ) -> Outcome:
     """Run ``run_id`` from the top against its journal, asking ``oracle`` only for what is missing.
 
@@ -141,7 +146,7 @@ def advance(
     ``before`` recorded a re-run of).
     """
     with store.lease(run_id):
-        return _advance_leased(store, run_id, oracle, registry=registry, observer=observer, before=before)
+        return _advance_leased(store, run_id, oracle, registry=registry, observer=observer, before=before, place=place)
 
 
 def replay(
@@ -164,6 +169,7 @@ def _advance_leased(
     registry: Mapping[str, Machine] | None,
     observer: Observer | None,
     before: Callable[[JournalIndex], list[Any]] | None,
+    place: rec.PlaceTag | None = None,
 ) -> Outcome:
     """:func:`advance` for a caller that already holds the run's lease."""
     records = store.read(run_id)
@@ -172,6 +178,52 @@ def _advance_leased(
     for record in added:
         store.append(run_id, record)
         index.add(record)
+    steps = _Steps(observer)
+    replay_oracle = ReplayOracle(oracle, index, functools.partial(store.append, run_id), steps.taken)
+    result, doubt = _run_journal(run_id, index, replay_oracle, registry, steps.observe)
+    calls = {"made": replay_oracle.counts.made, "replayed": replay_oracle.counts.replayed}
+    closing = rec.ending_record(result, calls, doubt, place)
+    if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
+        store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
+        store.set_status(run_id, result.status, result.error, result.at)
+        records = store.read(run_id)
+    return Outcome(run_id, result, calls, doubt, records, replayed_steps=_replayed_steps(result, replay_oracle))
+
+
+class _Steps:
+    """Counts the steps a run has taken, from its progress events, and passes the events on."""
+
+    def __init__(self, observer: Observer | None) -> None:
+        self._observer = observer
+        self._taken = 0
+
+    def taken(self) -> int:
+        return self._taken
+
+    def observe(self, event: str, data: dict[str, Any]) -> None:
+        if event == "enter" and not data.get("depth"):
+            self._taken = int(data.get("steps") or 0)
+        if self._observer is not None:
+            self._observer(event, data)
+
+
+def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:
+    """How many leading steps took their answers from the journal: those before the first call made."""
+    if oracle.counts.made:
+        return oracle.counts.fresh_after or 0
+    if not oracle.counts.replayed:
+        return 0  # nothing was recorded to replay: the steps asked no one
+    return max((step["step"] for step in result.trace if isinstance(step.get("step"), int)), default=0)
+
+
+def _run_journal(
+    run_id: str,
+    index: JournalIndex,
+    oracle: ReplayOracle,
+    registry: Mapping[str, Machine] | None,
+    observer: Observer | None,
+) -> tuple[RunResult, rec.Doubt | None]:
+    """Run the journal's machine from the top with ``oracle``: its result, and the tool call left in doubt."""
     given = dict(registry or {})
     pinned = {name: pin for name, pin in index.machines.items() if name not in given}
     machines = {**machines_from_pins(pinned, run_id), **given}
@@ -180,12 +232,10 @@ def _advance_leased(
         raise RunStateError(f"run '{run_id}': its machine '{root_name}' is not pinned")
     secret = bytes.fromhex(index.start.get("secret", ""))
     options = rec.options_from_record(index.options, secret, observer)
-    replay_oracle = ReplayOracle(oracle, index, functools.partial(store.append, run_id))
-    doubt: rec.Doubt | None = None
     try:
         result = run_machine(
             machines[root_name],
-            replay_oracle,
+            oracle,
             registry=machines,
             context=copy.deepcopy(index.setup.get("context") or {}),
             input=copy.deepcopy(index.setup.get("input") or {}),
@@ -193,14 +243,74 @@ def _advance_leased(
         )
     except InDoubt as interrupted:
         doubt = interrupted.doubt
-        result = RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state)
-    calls = {"made": replay_oracle.counts.made, "replayed": replay_oracle.counts.replayed}
-    closing = rec.ending_record(result, calls, doubt)
-    if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
-        store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
-        store.set_status(run_id, result.status, result.error, result.at)
-        records = store.read(run_id)
-    return Outcome(run_id, result, calls, doubt, records)
+        return RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state), doubt
+    return result, None
+
+
+class _NotInPrefix(RunInterrupted):
+    """Showing a journal prefix needed an answer the prefix does not hold."""
+
+
+class _PrefixOnly(Oracle):
+    """Answers nothing: a journal prefix is shown from its own records alone."""
+
+    def ask(self, request: OracleRequest) -> Any:
+        if isinstance(request, ReplyRequest):
+            return None  # the reply came later: the run waits here, as it did
+        raise _NotInPrefix(request.position)
+
+    @property
+    def waits(self) -> bool:
+        return False
+
+
+def _refuse_append(record: dict[str, Any]) -> None:
+    raise _NotInPrefix("showing a journal prefix records nothing")
+
+
+def show_prefix(
+    run_id: str,
+    records: list[dict[str, Any]],
+    cut: int,
+    *,
+    known: Mapping[str, Machine] | None = None,
+    observer: Observer | None = None,
+) -> Outcome | None:
+    """Run ``run_id`` as its first ``cut`` records left it, asking and recording nothing.
+
+    None when those records do not hold every answer it needs (a journal from another
+    version of the language, say): then the caller carries the request out instead.
+    """
+    shown = records[:cut]
+    index = JournalIndex.build(shown)
+    pinned = machines_from_pins(index.machines, run_id, known=known)
+    replay_oracle = ReplayOracle(_PrefixOnly(), index, _refuse_append)
+    try:
+        result, doubt = _run_journal(run_id, index, replay_oracle, pinned, observer)
+    except _NotInPrefix:
+        return None
+    calls = {"made": 0, "replayed": replay_oracle.counts.replayed}
+    latest = records if cut < len(records) else None
+    return Outcome(run_id, result, calls, doubt, shown, latest, _replayed_steps(result, replay_oracle))
+
+
+def replay_cell(
+    store: RunStore,
+    run_id: str,
+    place: Place | None,
+    request: str,
+    *,
+    known: Mapping[str, Machine] | None = None,
+    observer: Observer | None = None,
+) -> Outcome | None:
+    """The run as ``place``'s cell left it, when that cell already asked for exactly ``request``; else None."""
+    if place is None or place.form or not store.exists(run_id):
+        return None
+    records = store.read(run_id)
+    cut = places.replayed_cut(records, place, request)
+    if cut is None:
+        return None
+    return show_prefix(run_id, records, cut, known=known, observer=observer)
 
 
 def start(
@@ -216,11 +326,13 @@ def start(
     fresh: bool = False,
     observer: Observer | None = None,
     origin: Mapping[str, Any] | None = None,
+    place: Place | None = None,
 ) -> Outcome:
     """Start a run, or re-run an existing one of that id from its journal (replaying what is unchanged).
 
     A re-run with an edited machine, other host values or other options records
-    the change; calls whose exact request is unchanged still replay.
+    the change; calls whose exact request is unchanged still replay. A notebook cell
+    (``place``) that already started the run exactly so is shown the run as it left it.
     """
     run_id = check_run_id(run_id or new_run_id())
     options = options or RunOptions()
@@ -232,6 +344,11 @@ def start(
         "context": copy.deepcopy(dict(context or {})),
         "options": rec.options_record(options),
     }
+    request = places.request_digest("start", dict(setup))
+    if not fresh:
+        shown = replay_cell(store, run_id, place, request, known=full_registry, observer=observer)
+        if shown is not None:
+            return shown
     with store.lease(run_id):  # creating a run, or replacing one with fresh=True, also needs the lease
         before = None
         if fresh or not store.exists(run_id):
@@ -240,7 +357,15 @@ def start(
             store.create(run_id, dict(start_record))
         else:
             before = functools.partial(_rerun_records, run_id, setup)
-        return _advance_leased(store, run_id, oracle, registry=full_registry, observer=observer, before=before)
+        return _advance_leased(
+            store,
+            run_id,
+            oracle,
+            registry=full_registry,
+            observer=observer,
+            before=before,
+            place=places.tag(place, request),
+        )
 
 
 def _rerun_records(run_id: str, setup: rec.Setup, index: JournalIndex) -> list[rec.RerunRecord]:
@@ -270,6 +395,7 @@ def resume(
     resolution: Resolution | None = None,
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
+    place: rec.PlaceTag | None = None,
 ) -> Outcome:
     """Continue a suspended (or in-doubt) run: inject a reply, raise budgets, or settle an in-doubt tool.
 
@@ -319,7 +445,7 @@ def resume(
             )
         return added
 
-    return advance(store, run_id, oracle, registry=registry, observer=observer, before=prepare)
+    return advance(store, run_id, oracle, registry=registry, observer=observer, before=prepare, place=place)
 
 
 def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[dict[str, Any]]) -> str:

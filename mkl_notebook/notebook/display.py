@@ -1,10 +1,11 @@
-"""A run's outputs in a cell: its one checkpoint-carrying display, its diagram, its approval form.
+"""A run's outputs in a cell: its question and form first, then its checkpoint-carrying view, then its diagram.
 
 Each run owns ONE display output whose bundle carries the checkpoint envelope
 (``application/vnd.mkl.run+json``) beside HTML and text; it is updated in place
 with display handles as the run advances, so the saved notebook always holds
-the latest checkpoint.  Forms live in a widget box shown in the same output
-area; a later gate replaces the answered form there.
+the checkpoint of what the cell shows. Above it, the question's place holds the
+form while a person's answer is awaited, with a plain stand-in for readers
+without a kernel, and says what was answered once it is.
 """
 
 from __future__ import annotations
@@ -12,13 +13,19 @@ from __future__ import annotations
 import html
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from ..app.status import run_output
+from ..app.status import answers_to, form_place, run_output
+from ..durable import places
+from ..durable.nbfile import FORM_MIME
+from ..durable.records import run_state
+from ..durable.runs import Outcome
 from ..lang.interpolate import fmt
 from ..lang.model import Machine
+from ..render import views
 from ..render.diagram import diagram_bundle, path_from_trace
 from ..render.views import answered_by, progress_bundle
 from .session import Run
@@ -27,15 +34,30 @@ LIVE_INTERVAL = 0.15  # seconds between live progress redraws
 
 
 class RunView:
-    """The outputs of one run in the cell that started it (or re-showed it)."""
+    """The outputs of one run in the cell that started it (or re-showed it), top to bottom:
 
-    def __init__(self, run_id: str, machine: Machine | None) -> None:
+    - the *question's place*: the live line while the run works; then, while it waits for a
+      person, the question and its form (with a plain-text stand-in for a notebook opened
+      without a kernel); once answered, what was answered, by whom and when;
+    - the run's view (outcome, trace, visits), carrying its checkpoint;
+    - its diagram.
+    """
+
+    def __init__(
+        self, run_id: str, machine: Machine | None, cell: str | None = None, notebook: str | None = None
+    ) -> None:
         self.run_id = run_id
         self.machine = machine
+        self.cell = cell  # the notebook cell showing it: its forms' replies belong to it
+        self.notebook = notebook  # the file's name, for the commands that continue the run
+        self.top: DisplayHandle | None = None
         self.handle: DisplayHandle | None = None
         self.current_form: Any = None
         self.diagram: DisplayHandle | None = None
-        self.forms: Any = None  # an ipywidgets.VBox, created when a first question appears
+        self.shown: Outcome | None = None
+        self._asked: str | None = None  # the question whose form this view shows
+        self._replying = False
+        self._following = False
         self._last_draw = 0.0
         self._started = time.monotonic()
         self._state: str | None = None  # the state the run last entered, for the live line and an interrupt
@@ -46,12 +68,12 @@ class RunView:
 
     def start(self) -> None:
         self._started = time.monotonic()
-        self.handle = display(progress_bundle(None, 0, {}, 0.0), raw=True, display_id=True)
+        self.top = display(progress_bundle(None, 0, {}, 0.0), raw=True, display_id=True)
 
     def stop(self, line: str) -> None:
         """The run stopped without a result to show (an interrupt, an error): one line instead of the live one."""
-        if self.handle is not None:
-            self.handle.update({"text/plain": line, "text/html": f"<p>{html.escape(line)}</p>"}, raw=True)
+        if self.top is not None:
+            self.top.update({"text/plain": line, "text/html": f"<p>{html.escape(line)}</p>"}, raw=True)
 
     @property
     def last_state(self) -> str | None:
@@ -70,24 +92,28 @@ class RunView:
         if now - self._last_draw < LIVE_INTERVAL:
             return
         self._last_draw = now
-        if self.handle is not None:
+        if self.top is not None and self.shown is None:
             elapsed = now - self._started
             bundle = progress_bundle(data.get("state"), int(data.get("steps") or 0), data.get("usage") or {}, elapsed)
-            self.handle.update(bundle, raw=True)
+            self.top.update(bundle, raw=True)
 
     # -- final state ------------------------------------------------------------------
 
     def show(self, run: Run, on_reply: Any = None) -> None:
-        """Draw the run as it stands, and its form when it waits for a person."""
+        """Draw the run as its handle shows it, with its form when it waits for a person."""
         machine = run.machine or self.machine
         self.machine = machine
         result = run.result_object
-        assert run.outcome is not None  # reading result_object made sure of it
-        bundle = run_output(run.id, machine, run.outcome)
-        if self.handle is None:
-            self.handle = display(bundle, raw=True, display_id=True)
+        outcome = run.outcome
+        assert outcome is not None  # reading result_object made sure of it
+        self.shown = outcome
+        asking = result.waits_for_person and outcome.latest is None and on_reply is not None
+        top = self._top_bundle(run, outcome, on_reply if asking else None)
+        if self.top is None:
+            self.top = display(top, raw=True, display_id=True)
         else:
-            self.handle.update(bundle, raw=True)
+            self.top.update(top, raw=True)
+        self._draw_view(run.id, outcome, question_above=asking)
         if machine is not None:
             kind = {"suspended": "pending", "halt": "halted", "in_doubt": "halted"}.get(result.status)
             diagram = diagram_bundle(
@@ -97,32 +123,72 @@ class RunView:
                 self.diagram = display(diagram, raw=True, display_id=True)
             else:
                 self.diagram.update(diagram, raw=True)
-        if result.waits_for_person and on_reply is not None:
-            self._show_form(run, on_reply)  # a budget suspension has no question: `%mkl resume` continues it
+        if not self._following:
+            self._following = True
+            run.session.follow(run.id, self._went_on)
 
-    def _show_form(self, run: Run, on_reply: Any) -> None:
-        import ipywidgets as widgets
+    def _draw_view(self, run_id: str, outcome: Outcome, *, question_above: bool) -> None:
+        bundle = run_output(run_id, self.machine, outcome, notebook=self.notebook, question_above=question_above)
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
 
+    def _top_bundle(self, run: Run, outcome: Outcome, on_reply: Any) -> dict[str, Any]:
+        """The question's place: the form (when ``on_reply`` is given), or what this cell's forms answered."""
+        self.current_form = None
+        if on_reply is not None:
+            form = self._form(run, on_reply)
+            self._asked = form.question_id
+            return {**form.widget._repr_mimebundle_(), **form_place(run.id, outcome, notebook=self.notebook)}
+        self._asked = None
+        if outcome.latest is not None and outcome.result.waits_for_person:
+            return self._settled(run.id, outcome.latest, outcome.result.question_id(run.id))
+        answered = places.form_answers(outcome.records, self.cell, len(outcome.records)) if self.cell else []
+        if answered:
+            return self._settled(run.id, outcome.records, None)
+        return {"text/plain": ""}
+
+    def _settled(self, run_id: str, records: list[dict[str, Any]], asked: str | None) -> dict[str, Any]:
+        """The question's place once no question waits there: the answers this cell's forms gave, the
+        answer to the question it showed (``asked``), or where the run went instead."""
+        here = list(places.form_answers(records, self.cell, len(records))) if self.cell else []
+        answered = [answer for answer in answers_to(records, asked) if answer not in here]
+        note = "" if here or answered else f"No question waits here any more: the run is {run_state(records)}."
+        return {**views.answered_bundle([*here, *answered], note), FORM_MIME: {"run": run_id, "question_id": None}}
+
+    def _form(self, run: Run, on_reply: Any) -> Any:
         from .form import GateForm
 
-        form = GateForm(run.id, run.pending or {}, on_reply)
-        run.session.follow(run.id, lambda current: _settle_if_moved_on(form, current))
-        if self.forms is None:
-            self.forms = widgets.VBox([form.widget])
-            display(self.forms)
-        else:
-            self.forms.children = (form.widget,)
+        def reply(value: Any, question: str | None) -> None:
+            self._replying = True
+            try:
+                on_reply(value, question)
+            finally:
+                self._replying = False
+
+        form = GateForm(run.id, run.pending or {}, reply)
         self.current_form = form
+        return form
 
-
-def _settle_if_moved_on(form: Any, run: Run) -> bool:
-    """Settle ``form`` once its question is not the one ``run`` waits on; True when it is settled for good."""
-    if form.settled:
-        return True
-    if form.sent or run.question_id == form.question_id:
-        return False  # still asked, or this form's own reply is in flight (it settles itself)
-    form.settle(what_happened(run, form.question_id))
-    return True
+    def _went_on(self, run: Run) -> bool:
+        """The run moved by another path (a cell, another form, a terminal): say so here, settle the form."""
+        if self._replying or self.shown is None or run.outcome is None:
+            return False
+        if len(run.outcome.records) <= len(self.shown.records):
+            return False  # nothing new beyond what this view shows
+        form, asked = self.current_form, self._asked
+        if form is not None and form.sent and not form.settled:
+            return False  # this view's own reply is in flight: it redraws itself
+        latest = run.outcome.records
+        self.shown = replace(self.shown, latest=latest)
+        self._draw_view(run.id, self.shown, question_above=False)
+        if self.top is not None and (asked or form is not None):
+            self.top.update(self._settled(run.id, latest, asked), raw=True)
+        if form is not None:
+            form.settle(what_happened(run, asked))
+            self.current_form, self._asked = None, None
+        return run.status in ("done", "halt")
 
 
 def what_happened(run: Run, question_id: str | None) -> str:

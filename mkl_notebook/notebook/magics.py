@@ -307,7 +307,7 @@ class MklMagics(Magics):
         host_values = merge(self._input(args.input), self._assignments(args.set))
         hitl = "all" if args.hitl else "none" if args.no_hitl else None
         script = self._text(args.script) if args.script else None
-        view = RunView(self._text(args.run_id) if args.run_id else name, self.session.machines.get(name))
+        view = self._view(self._text(args.run_id) if args.run_id else name, self.session.machines.get(name))
         view.start()
         with _running(view):
             run = self.session.run(
@@ -326,12 +326,18 @@ class MklMagics(Magics):
             )
         self.present(run, view)
 
+    def _view(self, run_id: str, machine: Any) -> RunView:
+        """The outputs of a run in the executing cell, which its forms' replies will belong to."""
+        current = self.session.current_cell()
+        path = self.session.notebook_path()
+        return RunView(run_id, machine, cell=current[0] if current else None, notebook=path.name if path else None)
+
     def present(self, run: Run, view: RunView) -> None:
         """Show a run and, when it waits for a person, a form whose click resumes it here."""
 
         def on_reply(value: Any, question: str | None) -> None:
             try:
-                run.submit(value, question=question, via="form", observer=view.observer)
+                run.submit(value, question=question, via="form", observer=view.observer, form_of=view.cell)
             except USER_ERRORS:
                 run.refresh()  # another path (a cell, another form, a CLI) moved the run on: every form catches up
                 if run.question_id == question:
@@ -345,7 +351,8 @@ class MklMagics(Magics):
     def _cmd_resume(self, words: list[str]) -> None:
         args = self._parse("resume", words)
         run = self.session.get_run(self._text(args.run_id))
-        view = RunView(run.id, run.machine)
+        view = self._view(run.id, run.machine)
+        view.start()
         with _running(view):
             run.resume(
                 reply=self._text(args.reply) if args.reply is not None else None,
@@ -375,7 +382,7 @@ class MklMagics(Magics):
             print("No run is waiting for a person.")
             return
         for run in pending:
-            self.present(run, RunView(run.id, run.machine))
+            self.present(run, self._view(run.id, run.machine))
 
     def _cmd_trace(self, words: list[str]) -> None:
         run = self.session.get_run(self._text(self._parse("trace", words).run_id))
@@ -451,9 +458,24 @@ class MklMagics(Magics):
         )
 
 
+def _executing_cell(shell: Any) -> tuple[str, str] | None:
+    """The notebook cell the kernel executes now (JupyterLab names it in the request's metadata), and
+    the request's id; None outside a cell's execution (a form's click, a plain IPython shell)."""
+    kernel = getattr(shell, "kernel", None)
+    parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
+    if not isinstance(parent, dict):
+        return None
+    header, metadata = parent.get("header") or {}, parent.get("metadata") or {}
+    cell = metadata.get("cellId")
+    if header.get("msg_type") != "execute_request" or not isinstance(cell, str) or not cell:
+        return None
+    return cell, str(header.get("msg_id") or "")
+
+
 def load(shell: Any) -> MklMagics:
     session = current_session()
     session.user_ns = shell.user_ns
+    session.current_cell = lambda: _executing_cell(shell)
     magics = MklMagics(shell, session)
     shell.register_magics(magics)
     if magics not in shell.configurables:

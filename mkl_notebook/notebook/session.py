@@ -19,8 +19,9 @@ from ..app import runs as app_runs
 from ..app.errors import UsageProblem
 from ..app.status import run_output
 from ..app.values import host_input
-from ..durable import nbfile
+from ..durable import nbfile, places
 from ..durable import runs as durable
+from ..durable.places import Place
 from ..durable.runs import Observer
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore, UnknownRun
 from ..engine.oracle import Oracle
@@ -55,6 +56,44 @@ class Session:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
     _followers: dict[str, list[Callable[[Run], bool]]] = field(default_factory=dict)
+    # The notebook cell executing now and an id of this execution of it (None outside a notebook cell).
+    current_cell: Callable[[], tuple[str, str] | None] = lambda: None
+    _execution: str | None = None
+    _reached: dict[str, int] = field(default_factory=dict)  # run id -> journal position this execution reached
+
+    # -- where requests come from: notebook cells ------------------------------------------
+
+    def place(self, run_id: str) -> Place | None:
+        """The cell a request made now comes from, and how far in the run's journal its execution got."""
+        current = self.current_cell()
+        if current is None:
+            return None
+        cell, execution = current
+        if execution != self._execution:
+            self._execution, self._reached = execution, {}
+        return Place(cell, self._reached.get(run_id, 0))
+
+    def reached(self, run_id: str, outcome: durable.Outcome) -> None:
+        """This cell's execution has shown run ``run_id`` up to where ``outcome`` stands."""
+        if self.current_cell() is not None:
+            self._reached[run_id] = len(outcome.records)
+
+    def notebook_path(self, explicit: str | None = None) -> Path | None:
+        """The notebook file this kernel runs, when Jupyter (or ``explicit``) says."""
+        return nbfile.notebook_path_from(self.user_ns, explicit)
+
+    def _cells_from_here(self) -> list[str]:
+        """The executing cell and every cell below it in the saved notebook (just it, when the file is unknown)."""
+        current = self.current_cell()
+        if current is None:
+            return []
+        cell = current[0]
+        path = self.notebook_path()
+        try:
+            order = nbfile.cell_ids(path) if path is not None else []
+        except nbfile.NotebookFileError:
+            order = []
+        return order[order.index(cell) :] if cell in order else [cell]
 
     def follow(self, run_id: str, follower: Callable[[Run], bool]) -> None:
         """Tell ``follower(run)`` of every change of run ``run_id`` until it returns True."""
@@ -169,7 +208,9 @@ class Session:
             options=options,
             fresh=fresh,
             observer=observer,
+            place=None if fresh else self.place(run_id),
         )
+        self.reached(run_id, handle.outcome)
         self.runs[run_id] = handle
         return handle
 
@@ -198,7 +239,8 @@ class Session:
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)  # nor in this session, nor in its notebook file
         handle = Run(self, run_id, "", self.oracle(script))
-        handle.refresh()
+        if not handle.show_as_found(self._cells_from_here()):
+            handle.refresh()
         self.runs[run_id] = handle
         return handle
 
@@ -287,6 +329,19 @@ class Run:
         """Replay the run from its journal (no calls are made for what is recorded)."""
         return self._advance(lambda: durable.replay(self.id, self.oracle, store=self.session.store))
 
+    def show_as_found(self, cells: list[str]) -> bool:
+        """Show the run as the cells above ``cells`` (the executing cell and those below it) left it, when
+        the journal holds requests from them; False when it does not (the run is then shown as it stands)."""
+        records = self.session.store.read(self.id)
+        cut = places.entry(records, cells)
+        if cut is None or cut >= len(records):
+            return False
+        shown = durable.show_prefix(self.id, records, cut, known=self.session.machines)
+        if shown is None:
+            return False
+        self._advance(lambda: shown)
+        return True
+
     # -- acting ----------------------------------------------------------------------
 
     @property
@@ -302,12 +357,15 @@ class Run:
         by: str | None = None,
         via: str = "api",
         observer: Observer | None = None,
+        form_of: str | None = None,
     ) -> Run:
         """Journal the person's reply, and let the run go on in the machines it was started with.
 
         The reply answers ``question`` (by default the one this handle last showed); if the run has
-        moved on since, it is refused and nothing is recorded. ``by`` names who answers.
+        moved on since, it is refused and nothing is recorded. ``by`` names who answers;
+        ``form_of`` is the notebook cell whose form gave the reply.
         """
+        place = Place(form_of, form=True) if form_of else self.session.place(self.id)
         return self._advance(
             lambda: app_runs.resume(
                 self.session.store,
@@ -318,7 +376,9 @@ class Run:
                 by=by or self.session.settings.user,
                 via=via,
                 observer=observer,
-            )
+                place=place,
+            ),
+            request=form_of is None,
         )
 
     def resume(
@@ -353,7 +413,9 @@ class Run:
                 resolve=resolve,
                 registry=dict(self.session.machines) or None,
                 observer=observer,
-            )
+                place=self.session.place(self.id),
+            ),
+            request=True,
         )
 
     def answer_to(self, question_id: str | None) -> dict[str, Any] | None:
@@ -364,12 +426,16 @@ class Run:
                 return answer
         return None
 
-    def _advance(self, step: Callable[[], durable.Outcome]) -> Run:
+    def _advance(self, step: Callable[[], durable.Outcome], *, request: bool = False) -> Run:
+        """Take the outcome of ``step``; a ``request`` of the executing cell moves that cell's place on."""
         with self._lock:
             self.outcome = step()
         if not self.machine_name:
             self.machine_name = str(self.outcome.header().get("machine") or "")
-        self.session.moved(self)
+        if request:
+            self.session.reached(self.id, self.outcome)
+        if self.outcome.latest is None:
+            self.session.moved(self)  # shown as it stands: every form and view of it catches up
         return self
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

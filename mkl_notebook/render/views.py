@@ -10,6 +10,7 @@ Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -146,7 +147,8 @@ def _nested(step: Step) -> tuple[tuple[str, list[Step]], ...]:
     return (("sub-run", sub),)
 
 
-def _row(step: Step) -> _Row:
+def _row(step: Step, replayed: int = 0) -> _Row:
+    """One trace row; a step numbered up to ``replayed`` took its answers from the journal."""
     output, branches = _output(step)
     gate = step.get("gate")
     cells = (
@@ -159,9 +161,10 @@ def _row(step: Step) -> _Row:
         f"{_tokens(step.get('cost')):,}",
         output,
     )
+    from_journal = isinstance(step.get("step"), int) and step["step"] <= replayed
     return _Row(
         cells,
-        _decision_flags(step),
+        (*_decision_flags(step), *(("replayed",) if from_journal else ())),
         _output_flags(step),
         branches,
         _nested(step),
@@ -247,18 +250,23 @@ def _answer_text(answer: Mapping[str, Any], indent: str) -> str:
 
 
 def trace_table_html(
-    trace: Sequence[Step], *, caption: str = "Trace", answers: Sequence[Mapping[str, Any]] = ()
+    trace: Sequence[Step],
+    *,
+    caption: str = "Trace",
+    answers: Sequence[Mapping[str, Any]] = (),
+    replayed: int = 0,
 ) -> str:
     """The steps of a run as a table; fan-out branches and nested sub-runs expand in ``<details>``.
 
-    ``answers`` (a result's ``answers``) are rows of their own, after the step they followed.
+    ``answers`` (a result's ``answers``) are rows of their own, after the step they followed; the
+    first ``replayed`` steps are marked as answered from the journal.
     """
     if not trace:
         return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
     head = "".join(f"<th>{_e(name)}</th>" for name in _TRACE_HEAD)
     body = "".join(_answer_html(answer) for answer in _answers_after(answers, 0))
     for number, step in enumerate(trace, 1):
-        row = _row(step)
+        row = _row(step, replayed)
         body += "<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells_html(row)) + "</tr>" + _nested_html(row)
         body += "".join(_answer_html(answer) for answer in _answers_after(answers, number))
     caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>"
@@ -282,12 +290,17 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def trace_table_text(
-    trace: Sequence[Step], *, caption: str = "Trace", indent: str = "", answers: Sequence[Mapping[str, Any]] = ()
+    trace: Sequence[Step],
+    *,
+    caption: str = "Trace",
+    indent: str = "",
+    answers: Sequence[Mapping[str, Any]] = (),
+    replayed: int = 0,
 ) -> str:
     """The text twin of :func:`trace_table_html`: fixed-width columns, sub-runs indented below their step."""
     if not trace:
         return f"{indent}{caption}: no steps recorded."
-    rows = [_row(step) for step in trace]
+    rows = [_row(step, replayed) for step in trace]
     lines = _columns([_TRACE_HEAD, *(_row_text(row) for row in rows)])
     out = [f"{indent}{caption} — {_plural(len(trace), 'step')}", indent + lines[0]]
     out += [_answer_text(answer, indent) for answer in _answers_after(answers, 0)]
@@ -564,8 +577,12 @@ def continue_commands(result: RunResult, base: str, question: str | None = None)
     return [f"{base} --set {result.reply_to}=…"]
 
 
-def _notebook_commands(run_id: str, result: RunResult) -> list[str]:
-    return continue_commands(result, f"mkl resume NOTEBOOK.ipynb --run {run_id}", result.question_id(run_id))
+UNKNOWN_NOTEBOOK = "NOTEBOOK.ipynb"  # in commands, when the kernel was not told which file it runs
+
+
+def _notebook_commands(run_id: str, result: RunResult, notebook: str | None = None) -> list[str]:
+    name = shlex.quote(notebook) if notebook else UNKNOWN_NOTEBOOK
+    return continue_commands(result, f"mkl resume {name} --run {shlex.quote(run_id)}", result.question_id(run_id))
 
 
 def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
@@ -576,13 +593,22 @@ def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[s
     return f"Pending ({result.error})", f"run {run_id} of {machine_name} {waiting}", None
 
 
-def pending_card_html(run_id: str, machine_name: str, result: RunResult) -> str:
+_QUESTION_ABOVE = "The question and its form are above."
+
+
+def pending_card_html(
+    run_id: str, machine_name: str, result: RunResult, *, notebook: str | None = None, question_above: bool = False
+) -> str:
     """A static card for a suspended or in-doubt run in a notebook opened without a kernel.
 
-    It says what is pending (the ask, the reply's destination, the state) and how to continue.
+    It says what is pending (the ask, the reply's destination, the state) and how to continue
+    (``notebook`` is the file's name for the commands). With ``question_above`` the question is
+    left to the form shown above it, so that it is printed once.
     """
     title, what, detail = _pending_lines(run_id, machine_name, result)
-    commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result))
+    if question_above and result.waits_for_person:
+        return f"<section><p><strong>{_e(title)}:</strong> {_e(what)} {_e(_QUESTION_ABOVE)}</p></section>"
+    commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result, notebook))
     reply = f"<p>The reply goes to {_code(result.reply_to)}.</p>" if result.reply_to else ""
     return (
         f"<section><p><strong>{_e(title)}:</strong> {_e(what)}</p>"
@@ -592,14 +618,78 @@ def pending_card_html(run_id: str, machine_name: str, result: RunResult) -> str:
     )
 
 
-def pending_card_text(run_id: str, machine_name: str, result: RunResult) -> str:
+def pending_card_text(
+    run_id: str, machine_name: str, result: RunResult, *, notebook: str | None = None, question_above: bool = False
+) -> str:
     """The text twin of :func:`pending_card_html`."""
     title, what, detail = _pending_lines(run_id, machine_name, result)
+    if question_above and result.waits_for_person:
+        return f"{title}: {what} {_QUESTION_ABOVE}"
     lines = [f"{title}: {what}", *([detail] if detail else []), *_questions_text(result)]
     lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
     lines.append("To continue, open this notebook with a kernel and run %mkl pending, or from a terminal:")
-    lines += [f"  {command}" for command in _notebook_commands(run_id, result)]
+    lines += [f"  {command}" for command in _notebook_commands(run_id, result, notebook)]
     return "\n".join(lines)
+
+
+# -- a question in a cell: the form's place, with or without a kernel ------------------------
+
+
+def waiting_html(run_id: str, result: RunResult, notebook: str | None = None) -> str:
+    """What stands in a form's place when no kernel draws it: the question, and the command that answers it."""
+    commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result, notebook))
+    reply = f" The reply goes to {_code(result.reply_to)}." if result.reply_to else ""
+    return (
+        f"<section>{_questions_html(result)}<p>Run {_code(run_id)} waits for this reply at "
+        f"{_code(result.at)}.{reply} Answer it in this notebook with its kernel (the form appears here), "
+        f"or from a terminal:</p><ul>{commands}</ul></section>"
+    )
+
+
+def waiting_text(run_id: str, result: RunResult, notebook: str | None = None) -> str:
+    """The text twin of :func:`waiting_html`."""
+    lines = [*_questions_text(result), f"Run {run_id} waits for this reply at {result.at}."]
+    lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
+    lines.append("Answer it in this notebook with its kernel (the form appears here), or from a terminal:")
+    lines += [f"  {command}" for command in _notebook_commands(run_id, result, notebook)]
+    return "\n".join(lines)
+
+
+def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
+    """The answers a cell's form gave, one sentence: "Answered 'approve' (by alice, …, via form)."."""
+    said = []
+    for answer in answers:
+        facts = answered_by(answer.get("by"), answer.get("at", answer.get("time")), answer.get("via"))
+        said.append(f"{fmt(answer.get('value'))!r}" + (f" ({facts})" if facts else ""))
+    return f"Answered {', then '.join(said)}." if said else ""
+
+
+def answered_bundle(answers: Sequence[Mapping[str, Any]], note: str = "") -> dict[str, str]:
+    """A form's place once its question is answered or no longer asked: what happened, in a sentence."""
+    text = " ".join(part for part in (answers_sentence(answers), note) if part)
+    return {"text/plain": text, "text/html": f"<p><em>{_e(text)}</em></p>" if text else ""}
+
+
+@dataclass(frozen=True)
+class Later:
+    """What became of a run after the part a cell shows: how it stands now, and the answers given since."""
+
+    status: str
+    error: str | None
+    at: str | None
+    answers: tuple[Mapping[str, Any], ...] = ()
+
+    def sentence(self) -> str:
+        given = answers_sentence(self.answers)
+        now = {"done": "done", "halt": "halted", "suspended": "waiting", "in_doubt": "in doubt"}.get(
+            self.status, self.status
+        )
+        detail = f" ({self.error})" if self.error and self.status != "done" else ""
+        where = f" at {self.at}" if self.at and self.status != "done" else ""
+        return (
+            f"The run went on after this cell{': ' + given[:1].lower() + given[1:-1] if given else ''}; "
+            f"it is now {now}{detail}{where}."
+        )
 
 
 # -- the run's display output ------------------------------------------------------------------
@@ -612,33 +702,81 @@ def _highlight_max(result: RunResult) -> bool:
 UNDEFINED_MACHINE = "(machine not defined)"
 
 
-def run_html(run_id: str, machine: Machine | None, result: RunResult, calls: Mapping[str, int] | None = None) -> str:
-    """The finished (or parked) view of a run: outcome or pending card, trace, and visits (given the machine).
+@dataclass(frozen=True)
+class Shown:
+    """How a run's view is drawn: the notebook's file name for commands, whether a form above carries the
+    question, and what became of the run since the part shown (when it went on)."""
+
+    notebook: str | None = None
+    question_above: bool = False
+    later: Later | None = None
+    replayed: int = 0  # how many leading steps took their answers from the journal
+
+
+def _waited_here(result: RunResult) -> str:
+    return f"This cell left the run waiting for {_waiting_for(result)}{_resumes_text(result)}."
+
+
+def run_html(
+    run_id: str,
+    machine: Machine | None,
+    result: RunResult,
+    calls: Mapping[str, int] | None = None,
+    shown: Shown = Shown(),
+) -> str:
+    """The finished (or parked) view of a run: outcome or pending card, then trace and visits (given the
+    machine), folded when a person's answer is awaited so that the question leads.
 
     ``calls`` (made, replayed) says what showing it cost: a replayed run says so.
     """
     name = machine.name if machine is not None else UNDEFINED_MACHINE
-    if result.status in ("suspended", "in_doubt"):
-        head = pending_card_html(run_id, name, result) + f"<p><small>{_e(_usage_text(result, calls))}</small></p>"
+    usage = f"<p><small>{_e(_usage_text(result, calls))}</small></p>"
+    if shown.later is not None and result.status == "suspended":
+        head = f"<p><strong>{_e(_waited_here(result))}</strong></p>{_questions_html(result)}{usage}"
+    elif result.status in ("suspended", "in_doubt"):
+        card = pending_card_html(run_id, name, result, notebook=shown.notebook, question_above=shown.question_above)
+        head = card + usage
     else:
         head = result_summary_html(result, calls)
-    trace = trace_table_html(result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers)
+    if shown.later is not None:
+        head += f"<p><mark>{_e(shown.later.sentence())}</mark></p>"
+    trace = trace_table_html(
+        result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers, replayed=shown.replayed
+    )
     visits = (
         ""
         if machine is None
         else visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result))
     )
-    return f"<div>{head}{trace}{visits}</div>"
+    folded = " open" if not result.waits_for_person else ""
+    details = (
+        f"<details{folded}><summary>Trace and visits — {_e(_plural(_steps(result.trace), 'step'))}</summary>"
+        f"{trace}{visits}</details>"
+    )
+    return f"<div>{head}{details}</div>"
 
 
-def run_text(run_id: str, machine: Machine | None, result: RunResult, calls: Mapping[str, int] | None = None) -> str:
+def run_text(
+    run_id: str,
+    machine: Machine | None,
+    result: RunResult,
+    calls: Mapping[str, int] | None = None,
+    shown: Shown = Shown(),
+) -> str:
     """The text twin of :func:`run_html`."""
     name = machine.name if machine is not None else UNDEFINED_MACHINE
-    if result.status in ("suspended", "in_doubt"):
-        head = f"{pending_card_text(run_id, name, result)}\n{_usage_text(result, calls)}"
+    if shown.later is not None and result.status == "suspended":
+        head = "\n".join([_waited_here(result), *_questions_text(result), _usage_text(result, calls)])
+    elif result.status in ("suspended", "in_doubt"):
+        card = pending_card_text(run_id, name, result, notebook=shown.notebook, question_above=shown.question_above)
+        head = f"{card}\n{_usage_text(result, calls)}"
     else:
         head = result_summary_text(result, calls)
-    trace = trace_table_text(result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers)
+    if shown.later is not None:
+        head += f"\n{shown.later.sentence()}"
+    trace = trace_table_text(
+        result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers, replayed=shown.replayed
+    )
     parts = [head, trace]
     if machine is not None:
         parts.append(visits_table_text(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
@@ -646,12 +784,16 @@ def run_text(run_id: str, machine: Machine | None, result: RunResult, calls: Map
 
 
 def run_bundle(
-    run_id: str, machine: Machine | None, result: RunResult, calls: Mapping[str, int] | None = None
+    run_id: str,
+    machine: Machine | None,
+    result: RunResult,
+    calls: Mapping[str, int] | None = None,
+    shown: Shown = Shown(),
 ) -> dict[str, str]:
     """The finished (or parked) view of a run as HTML and text (the diagram is a separate output)."""
     return {
-        "text/html": run_html(run_id, machine, result, calls),
-        "text/plain": run_text(run_id, machine, result, calls),
+        "text/html": run_html(run_id, machine, result, calls, shown),
+        "text/plain": run_text(run_id, machine, result, calls, shown),
     }
 
 

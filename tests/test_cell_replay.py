@@ -1,0 +1,190 @@
+"""A notebook replays cell by cell: each cell shows the run as it left it, for free, from any machine.
+
+The notebooks are executed as JupyterLab executes them (the kernel knows the file and each
+cell's id, see ``lab_client``), in a real kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from lab_client import LabClient, run_all
+
+from mkl_notebook.durable.envelope import verify
+from mkl_notebook.durable.nbfile import FORM_MIME
+
+from support import REFUND, REFUND_RESULT, REFUND_SCRIPT, RUN_MIME, WIDGET_MIME
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+RUN, QUESTION, RESUME, AFTER = 2, 3, 4, 5  # cell indexes of the notebook below
+
+
+def _notebook(path: Path, run_flags: str = "") -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook\nimport mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
+        nbformat.v4.new_code_cell(f"%mkl run refund --script {REFUND_SCRIPT} --set ticket=broken {run_flags}"),
+        nbformat.v4.new_code_cell('q = mkl_notebook.get_run("refund").question_id\nprint("asked", q)'),
+        nbformat.v4.new_code_cell("%mkl resume refund --question $q --set approval.answer=approve"),
+        nbformat.v4.new_code_cell('run = mkl_notebook.get_run("refund")\nprint(run.status, run.result)'),
+    ]
+    nbformat.write(nb, path)
+    return path
+
+
+def _texts(nb: Any) -> list[str]:
+    """Every output as a person reads it, with the clock and the replay facts taken out."""
+    found = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output["output_type"] == "error":
+                found.append(f"ERROR {output['ename']}: {output['evalue']}")
+                continue
+            text = output.get("text") or output.get("data", {}).get("text/plain", "")
+            text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "TIME", text)
+            text = re.sub(r" · (replayed \d+ answers? from the journal, no new calls|\d+ new calls?.*)", "", text)
+            found.append(re.sub(r" +", " ", text.replace(" [replayed]", "")))  # replayed steps say so, too
+    return found
+
+
+def _errors(nb: Any) -> list[str]:
+    return [text for text in _texts(nb) if text.startswith("ERROR") or "UsageError" in text]
+
+
+def _calls_made(nb: Any) -> int:
+    """Model (here: scripted) calls the cells' runs made, as each run output's checkpoint records them."""
+    made = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if RUN_MIME in output.get("data", {}):
+                header, _ = verify(output["data"][RUN_MIME])
+                made += int(header["calls"]["made"])
+    return made
+
+
+def _data(nb: Any, index: int, mime: str) -> dict[str, Any]:
+    found = [o["data"] for o in nb.cells[index].outputs if mime in o.get("data", {})]
+    assert len(found) == 1, nb.cells[index].outputs
+    return found[0]
+
+
+def test_restart_and_run_all_shows_each_cell_as_it_left_it_without_calls(tmp_path: Path) -> None:
+    path = _notebook(tmp_path / "approve.ipynb")
+    first = run_all(path)
+    assert _errors(first) == []
+    assert _calls_made(first) > 0
+    assert "done " + REFUND_RESULT in "".join(first.cells[AFTER].outputs[0]["text"])
+
+    again = run_all(path)  # Restart & Run All: the same store, a new kernel
+    assert _errors(again) == []
+    assert _texts(again) == _texts(first)
+    assert _calls_made(again) == 0  # every answer came from the journal
+
+    run_view = _data(again, RUN, RUN_MIME)
+    header, _ = verify(run_view[RUN_MIME])
+    assert header["status"] == "suspended"  # the run cell shows its own suspension, as it left it ...
+    assert "The run went on after this cell: answered 'approve'" in run_view["text/plain"]  # ... and what came
+    place = _data(again, RUN, FORM_MIME)
+    assert WIDGET_MIME not in place  # no live form for a question that is answered
+    assert place["text/plain"].startswith("Answered 'approve' (by ")  # said by whom, when and how
+    assert "via notebook" in place["text/plain"]
+    resumed, _ = verify(_data(again, RESUME, RUN_MIME)[RUN_MIME])
+    assert resumed["status"] == "done"  # the resume cell replays its own part instead of failing
+
+    clone = tmp_path / "clone"  # someone else, with only the file: no store
+    clone.mkdir()
+    shutil.copy(path, clone / path.name)
+    cloned = run_all(clone / path.name)
+    assert not (tmp_path / "clone" / ".mkl").exists() or _calls_made(cloned) == 0
+    assert _errors(cloned) == []
+    assert _texts(cloned) == _texts(first)
+    assert _calls_made(cloned) == 0
+
+
+def test_re_executing_a_resume_cell_in_the_same_kernel_replays_it(tmp_path: Path) -> None:
+    path = _notebook(tmp_path / "again.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    client = LabClient(nb, path, timeout=120)
+    with client.setup_kernel(env={**os.environ, "JPY_SESSION_NAME": str(path)}):
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        before = _texts(nb)
+        client.execute_cell(nb.cells[RESUME], RESUME)  # run the approval cell once more
+        client.execute_cell(nb.cells[AFTER], AFTER)
+    assert _errors(nb) == []
+    assert _texts(nb) == before  # it shows what it did, and approves nothing twice
+    header, records = verify(_data(nb, RESUME, RUN_MIME)[RUN_MIME])
+    assert header["status"] == "done"
+    assert [r["value"] for r in records if r["t"] == "reply"] == ["approve"]
+
+
+def test_an_edited_request_is_carried_out_and_fresh_brings_the_form_back(tmp_path: Path) -> None:
+    path = _notebook(tmp_path / "edit.ipynb")
+    run_all(path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[RUN].source += " --fresh"
+    nbformat.write(nb, path)
+    fresh = run_all(path)
+    assert _errors(fresh) == []
+    assert _calls_made(fresh) > 0  # started over: the model is asked again
+    # the run cell's form came back, and the resume cell below answered it again
+    assert "Answered 'approve'" in _data(fresh, RUN, FORM_MIME)["text/plain"] or WIDGET_MIME in _data(
+        fresh, RUN, FORM_MIME
+    )
+    header, _ = verify(_data(fresh, RESUME, RUN_MIME)[RUN_MIME])
+    assert header["status"] == "done"
+
+
+def test_a_fresh_clone_of_the_diagnostics_tutorial_runs_all_as_saved(tmp_path: Path) -> None:
+    """The tutorial's file holds the finished runs; each run cell still shows its own part of them."""
+    folder = tmp_path / "notebooks"
+    shutil.copytree(ROOT / "notebooks" / "data", folder / "data", ignore=shutil.ignore_patterns(".mkl"))
+    path = folder / "04-diagnostics.ipynb"
+    shutil.copy(ROOT / "notebooks" / path.name, path)
+    saved = nbformat.read(path, as_version=4)
+    ran = run_all(path)
+    assert _errors(ran) == []
+    assert _texts(ran) == _texts(saved)
+    assert _calls_made(ran) == 0
+    suspended = [
+        verify(o["data"][RUN_MIME])[0]
+        for cell in ran.cells
+        for o in cell.get("outputs", [])
+        if RUN_MIME in o.get("data", {}) and verify(o["data"][RUN_MIME])[0]["run_id"] == "patient"
+    ]
+    assert [(h["status"], h["error"]) for h in suspended] == [
+        ("suspended", "budget-exhausted"),  # the --max-steps 3 cell, as it left the run
+        ("halt", "loop-ceiling"),  # the resume cell
+    ]
+
+
+def test_a_run_first_met_through_get_run_is_shown_as_the_cells_below_found_it(tmp_path: Path) -> None:
+    """03's kernel rehydrates a shared run with ``get_run`` and answers it from Python in the next cell:
+    Restart & Run All shows the run waiting in the first cell again, and replays the answers in the next."""
+    folder = tmp_path / "notebooks"
+    shutil.copytree(ROOT / "notebooks" / "data", folder / "data", ignore=shutil.ignore_patterns(".mkl"))
+    path = folder / "03-share-and-resume.ipynb"
+    shutil.copy(ROOT / "notebooks" / path.name, path)
+    first = run_all(path)
+    again = run_all(path)
+    sources = [cell.source for cell in again.cells]
+    rehydrate = next(i for i, source in enumerate(sources) if "mkl_notebook.get_run(" in source)
+    answer = next(i for i, source in enumerate(sources) if "run.submit(" in source)
+    for index in (rehydrate, answer):
+        assert _texts(nbformat.v4.new_notebook(cells=[again.cells[index]])) == _texts(
+            nbformat.v4.new_notebook(cells=[first.cells[index]])
+        )
+    waiting = "".join(again.cells[rehydrate].outputs[0]["text"])
+    assert waiting.startswith("suspended at confirm")
+    assert "'made': 0" in waiting
+    assert "done" in "".join(again.cells[answer].outputs[0]["text"])
+    assert _errors(again) == []
