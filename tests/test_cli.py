@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -274,3 +275,20 @@ def test_a_model_without_its_key_says_which_variable_to_set(tmp_path: Path) -> N
     assert "OPENAI_API_KEY" in completed.stderr
     assert "Traceback" not in completed.stderr
     assert len(completed.stderr.strip().splitlines()) == 1
+
+
+def test_the_trace_marks_the_steps_the_journal_answered(tmp_path: Path) -> None:
+    """Resumed with more steps, the first steps replay from the journal and the trace says which."""
+    data = Path(__file__).resolve().parent.parent / "notebooks" / "data"
+    started = mkl(
+        "run", str(data / "loop.mkl"), "--script", str(data / "loop.script.yaml"), "--id", "loop",
+        "--suspend", "--max-steps", "3", "--set", "product=kettle",
+    )  # fmt: skip
+    assert status_line(started)["status"] == "suspended"
+    assert "[replayed]" not in started.stdout  # every step was new
+    resumed = mkl("resume", "--id", "loop", "--max-steps", "6", "--script", str(data / "loop.script.yaml"))
+    rows = [line for line in resumed.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line)]
+    assert [row.split()[0] for row in rows] == ["1", "2", "3", "4", "5", "6"]
+    assert ["[replayed]" in row for row in rows] == [True, True, True, False, False, False]
+    again = mkl("resume", "--id", "loop", "--max-steps", "6", "--script", str(data / "loop.script.yaml"))
+    assert all("[replayed]" in line for line in again.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line))

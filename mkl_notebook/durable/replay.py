@@ -123,22 +123,14 @@ class CallCounts:
     replayed: int = 0  # answers the journal gave
     invalidated: int = 0  # recorded answers whose request changed
     recorded: int = 0  # records this advance appended
-    fresh_after: int | None = None  # steps the run had taken when it made its first call
+    first_call: str | None = None  # the position of the first request that reached the live oracle
 
 
 class ReplayOracle(Oracle):
     """Replays recorded answers whose request fingerprint matches; records every new one before using it."""
 
-    def __init__(
-        self,
-        inner: Oracle,
-        journal: JournalIndex,
-        append: Callable[[dict[str, Any]], None],
-        steps: Callable[[], int] = lambda: 0,
-    ) -> None:
-        """``steps()`` says how many steps the run has taken (to tell which steps a replay answered)."""
+    def __init__(self, inner: Oracle, journal: JournalIndex, append: Callable[[dict[str, Any]], None]) -> None:
         self.inner = inner
-        self._steps = steps
         self.journal = journal
         self._append = append
         self._lock = threading.Lock()
@@ -164,17 +156,17 @@ class ReplayOracle(Oracle):
             self._append(record)
             self.counts.recorded += 1
             if made:
-                self._made(1)
+                self._made(1, record.get("pos"))
 
-    def _made(self, count: int) -> None:
-        """Count calls made (the lock is held)."""
+    def _made(self, count: int, position: Any) -> None:
+        """Count calls made, and where the first one was (the lock is held)."""
         if count and self.counts.made == 0:
-            self.counts.fresh_after = self._steps()
+            self.counts.first_call = str(position)
         self.counts.made += count
 
-    def _count(self, *, made: int = 0, replayed: int = 0, invalidated: int = 0) -> None:
+    def _count(self, *, made: int = 0, replayed: int = 0, invalidated: int = 0, position: Any = None) -> None:
         with self._lock:
-            self._made(made)
+            self._made(made, position)
             self.counts.replayed += replayed
             self.counts.invalidated += invalidated
 
@@ -209,7 +201,7 @@ class ReplayOracle(Oracle):
         except CannotAnswer:
             raise  # no call was made
         except BaseException:
-            self._count(made=1)
+            self._count(made=1, position=request.position)
             raise  # provider outages and script misses are not journaled: a resume asks again
         self._record(rec.model_answer_record(request.position, print_, answer), made=True)
         return answer
@@ -250,7 +242,7 @@ class ReplayOracle(Oracle):
         except CannotAnswer:
             raise  # no call was made
         except (RunInterrupted, OracleError):
-            self._count(made=1)
+            self._count(made=1, position=request.position)
             raise  # not journaled: a resume tries again
         except Exception as exc:
             message = str(exc) or type(exc).__name__

@@ -14,7 +14,7 @@ from .._version import __version__
 from ..engine.options import RunOptions
 from ..engine.oracle import Oracle, OracleRequest, ReplyRequest, RunInterrupted
 from ..engine.result import RunResult
-from ..engine.runner import run_machine
+from ..engine.runner import root_step, run_machine
 from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine
@@ -178,9 +178,8 @@ def _advance_leased(
     for record in added:
         store.append(run_id, record)
         index.add(record)
-    steps = _Steps(observer)
-    replay_oracle = ReplayOracle(oracle, index, functools.partial(store.append, run_id), steps.taken)
-    result, doubt = _run_journal(run_id, index, replay_oracle, registry, steps.observe)
+    replay_oracle = ReplayOracle(oracle, index, functools.partial(store.append, run_id))
+    result, doubt = _run_journal(run_id, index, replay_oracle, registry, observer)
     calls = {"made": replay_oracle.counts.made, "replayed": replay_oracle.counts.replayed}
     closing = rec.ending_record(result, calls, doubt, place)
     if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
@@ -190,27 +189,11 @@ def _advance_leased(
     return Outcome(run_id, result, calls, doubt, records, replayed_steps=_replayed_steps(result, replay_oracle))
 
 
-class _Steps:
-    """Counts the steps a run has taken, from its progress events, and passes the events on."""
-
-    def __init__(self, observer: Observer | None) -> None:
-        self._observer = observer
-        self._taken = 0
-
-    def taken(self) -> int:
-        return self._taken
-
-    def observe(self, event: str, data: dict[str, Any]) -> None:
-        if event == "enter" and not data.get("depth"):
-            self._taken = int(data.get("steps") or 0)
-        if self._observer is not None:
-            self._observer(event, data)
-
-
 def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:
     """How many leading steps took their answers from the journal: those before the first call made."""
     if oracle.counts.made:
-        return oracle.counts.fresh_after or 0
+        step = root_step(oracle.counts.first_call or "")
+        return step - 1 if step else 0
     if not oracle.counts.replayed:
         return 0  # nothing was recorded to replay: the steps asked no one
     return max((step["step"] for step in result.trace if isinstance(step.get("step"), int)), default=0)

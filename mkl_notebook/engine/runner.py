@@ -39,6 +39,16 @@ from .taint import Fences, initial_taint, reaches_tool_state, tool_class
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
 
 
+ROOT_PREFIX = "root"
+_ROOT_STEP = re.compile(rf"^{ROOT_PREFIX}/(\d+):")
+
+
+def root_step(position: str) -> int | None:
+    """The step of the root run (1-based) that a request position belongs to, nested calls included."""
+    found = _ROOT_STEP.match(position)
+    return int(found.group(1)) + 1 if found else None
+
+
 class _Asked(Exception):
     """The model asked the person something; the run suspends until they answer."""
 
@@ -889,7 +899,7 @@ def run_machine(
         ctx,
         _Taint(set(tainted), set(tainted)),
         depth=0,
-        prefix="root",
+        prefix=ROOT_PREFIX,
         budget=options.max_steps if options.max_steps is not None else machine.budget,
         cost_limit=options.cost_budget,
         suspendable=options.suspendable,
