@@ -318,3 +318,31 @@ def test_a_long_shortest_path_is_abbreviated() -> None:
     assert "20 steps" in finding.message
     assert "s0 -> s1 -> s2 -> s3 -> ... -> s17 -> s18 -> s19 -> END" in finding.message
     assert "raise budget to at least 20" in finding.message
+
+
+# -- ask-never-shown ---------------------------------------------------------------------------
+
+
+def test_an_ask_on_an_escalate_gate_to_end_is_warned_never_shown() -> None:
+    text = machine(
+        "  a:\n    structure: s\n    prompt: p\n    output: o\n"
+        "    gates:\n      - {when: risky, escalate: true, to: END, ask: 'Really end?'}\n"
+        "      - {when: otherwise, then: ok, to: END}\n",
+        extra='mklang: "0.4"\n',
+    )
+    finding = only(text, "ask-never-shown")
+    assert finding.severity == "warning" and finding.state == "a"
+    assert finding.line == line_of(text, "Really end?")
+    assert "never suspends" in finding.message and "gate 1" in finding.message
+
+
+def test_an_ask_on_an_escalate_gate_to_a_state_is_shown_and_not_warned() -> None:
+    text = machine(
+        "  a:\n    structure: s\n    prompt: p\n    output: o\n"
+        "    gates:\n      - {when: risky, escalate: true, to: b, ask: 'Go on?'}\n"
+        "      - {when: otherwise, then: ok, to: END}\n"
+        "  b:\n    structure: s\n    prompt: p\n    output: o2\n"
+        "    gates:\n      - {when: otherwise, then: ok, to: END}\n",
+        extra='mklang: "0.4"\n',
+    )
+    assert "ask-never-shown" not in codes(text)

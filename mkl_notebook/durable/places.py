@@ -118,3 +118,10 @@ def form_answers(records: Sequence[Mapping[str, Any]], cell: str, upto: int) -> 
         if segment.cell == cell and segment.request is None:
             answers += [r for r in records[segment.start : segment.end] if r.get("t") == "reply"]
     return answers
+
+
+def form_cut(records: Sequence[Mapping[str, Any]], cell: str) -> int | None:
+    """How many records show the run as ``cell``'s forms last left it; None when they never answered it."""
+    found = segments(records)
+    answered = [index for index, segment in enumerate(found) if segment.cell == cell and segment.request is None]
+    return _owned_end(found, answered[-1]) if answered else None

@@ -47,6 +47,7 @@ def check_machine(machine: Machine) -> list[Finding]:
     for state in machine.states.values():
         findings += _catch_all_findings(state)
         findings += _max_visits_findings(state, lines)
+        findings += _unshown_ask_findings(state)
         findings += _declaration_findings(machine, state, lines)
     return _sorted(findings)
 
@@ -224,6 +225,24 @@ def _catch_all_findings(state: State) -> list[Finding]:
             )
         ]
     return []
+
+
+def _unshown_ask_findings(state: State) -> list[Finding]:
+    """An ``ask:`` on an escalate gate to END is never shown: a run never suspends there (LANGUAGE.md §7)."""
+    return [
+        _finding(
+            "warning",
+            "ask-never-shown",
+            f"{_label(state)}, gate {index}: this escalate gate goes to END, where a run never suspends, so its "
+            "ask: is never shown and no reply is awaited; to ask before ending, route it to a state that "
+            "records the reply (its gates then go to END)",
+            (gate.line or None, None),
+            state.id,
+            "ask",
+        )
+        for index, gate in enumerate(state.gates, start=1)
+        if gate.policy == "escalate" and gate.to == END and gate.ask is not None
+    ]
 
 
 def _max_visits_findings(state: State, lines: _Lines) -> list[Finding]:

@@ -377,11 +377,13 @@ class MklMagics(Magics):
             questions, problems = waiting_questions(Path(self._text(args.all)))
             display(views.questions_bundle(questions, problems), raw=True)
             return
-        pending = self.session.pending()
-        if not pending:
+        answered = self.session.answered_here()  # re-executed: the runs this cell's forms answered, as left
+        shown = {run.id for run in answered}
+        runs = answered + [run for run in self.session.pending() if run.id not in shown]
+        if not runs:
             print("No run is waiting for a person.")
             return
-        for run in pending:
+        for run in runs:
             self.present(run, self._view(run.id, run.machine))
 
     def _cmd_trace(self, words: list[str]) -> None:

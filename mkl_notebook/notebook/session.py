@@ -245,11 +245,31 @@ class Session:
         return handle
 
     def pending(self) -> list[Run]:
-        found = {run.id: run for run in self.runs.values() if run.status == "suspended"}
+        """The runs that wait for a person now, as their journals stand."""
+        found = []
         for summary in self.store.runs():
-            if summary.status == "suspended" and summary.run_id not in found:
-                found[summary.run_id] = self.get_run(summary.run_id)
-        return list(found.values())
+            if summary.status != "suspended":
+                continue
+            handle = self.runs.get(summary.run_id)
+            if handle is None or handle.outcome is None or handle.outcome.latest is not None:
+                handle = self.get_run(summary.run_id) if handle is None else handle.refresh()
+            found.append(handle)
+        return found
+
+    def answered_here(self) -> list[Run]:
+        """The runs whose questions the executing cell's forms answered, each as those forms left it."""
+        current = self.current_cell()
+        if current is None:
+            return []
+        shown = []
+        for summary in self.store.runs():
+            records = self.store.read(summary.run_id)
+            cut = places.form_cut(records, current[0])
+            outcome = None if cut is None else durable.show_prefix(summary.run_id, records, cut, known=self.machines)
+            if outcome is not None:  # the cells below see the run as this cell left it
+                handle = self.runs.setdefault(summary.run_id, Run(self, summary.run_id, "", self.oracle()))
+                shown.append(handle.showing(outcome))
+        return shown
 
 
 class Run:
@@ -329,6 +349,10 @@ class Run:
         """Replay the run from its journal (no calls are made for what is recorded)."""
         return self._advance(lambda: durable.replay(self.id, self.oracle, store=self.session.store))
 
+    def showing(self, outcome: durable.Outcome) -> Run:
+        """This handle, showing ``outcome`` (the run as a cell left it)."""
+        return self._advance(lambda: outcome)
+
     def show_as_found(self, cells: list[str]) -> bool:
         """Show the run as the cells above ``cells`` (the executing cell and those below it) left it, when
         the journal holds requests from them; False when it does not (the run is then shown as it stands)."""
@@ -339,7 +363,7 @@ class Run:
         shown = durable.show_prefix(self.id, records, cut, known=self.session.machines)
         if shown is None:
             return False
-        self._advance(lambda: shown)
+        self.showing(shown)
         return True
 
     # -- acting ----------------------------------------------------------------------
