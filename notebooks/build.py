@@ -139,6 +139,25 @@ api.submit("approve")
 print(api.status, "-", api.result)"""
     ),
     md("""
+## What Reject does
+
+A reply is only data: what **Reject** means is up to the machine. This one routes on it —
+`confirm`'s first gate is the built-in hook `neq:refund_approval:approve`, so anything but a
+plain approval withdraws the reply instead of sending it (see `data/refund.mkl`):
+"""),
+    code(
+        CHECK
+        + """rejected = mkl_notebook.run(
+    "refund",
+    id="approval-rejected",
+    input={"ticket": "Parcel A-1001 arrived broken"},
+    script="data/refund.script.yaml",
+)
+rejected.submit("reject")
+print(rejected.status, "-", rejected.result)
+print(" -> ".join(step["state"] for step in rejected.trace))"""
+    ),
+    md("""
 Re-running a cell replays it: the journal answers every question the cell already asked, so
 **Restart & Run All** shows each cell as you left it, the form's answers included, without
 calling a model again. `--fresh` starts a run over and brings its forms back.
@@ -221,12 +240,12 @@ resume = f"cd {work} && {mkl} resume shared.ipynb --run shared-refund --script {
     md("The first approval: the run goes on to its second question, whose id the status line gives."),
     code(
         CHECK
-        + """status = !{resume} --question {first} --set approval.refund=approve
+        + """status = !{resume} --question {first} --set refund_approval=approve
 print(status[-1])
 second = json.loads(status[-1])["question_id"]"""
     ),
     md("The same command again is refused: that question is answered, and nothing is recorded."),
-    code("!{resume} --question {first} --set approval.refund=approve"),
+    code("!{resume} --question {first} --set refund_approval=approve"),
     md("The second approval finishes it; the notebook file now carries the finished run, with who answered:"),
     code(CHECK + "!{resume} --question {second} --reply approve"),
     code("!{mkl} runs {copy}"),

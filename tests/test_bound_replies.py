@@ -62,7 +62,7 @@ def waiting(tmp_path: Path) -> tuple[Path, str]:
     assert code == 3, out
     assert (status["ask"], status["at"]) == (FIRST, "confirm")
     assert status["question_id"].startswith("q-")
-    assert f"mkl resume --id r --question {status['question_id']} --set approval.refund=…" in out
+    assert f"mkl resume --id r --question {status['question_id']} --set refund_approval=…" in out
     return tmp_path, status["question_id"]
 
 
@@ -70,7 +70,7 @@ def test_a_reply_names_its_question_and_the_same_command_again_is_refused(waitin
     folder, first = waiting
     answer = ("resume", "--id", "r", "--question", first, "--reply", "approve", "--script", str(SCRIPT))
     code, status, _, _ = mkl(folder, *answer, "--as", "alice")
-    assert (code, status["ask"], status["at"]) == (3, SECOND, "send")  # on to the second question
+    assert (code, status["ask"], status["at"]) == (3, SECOND, "release")  # on to the second question
     second = status["question_id"]
     assert second != first
 
@@ -103,7 +103,7 @@ def test_a_reply_names_its_question_and_the_same_command_again_is_refused(waitin
 
 def test_a_reply_without_its_question_is_refused_with_the_command_to_use(waiting: tuple[Path, str]) -> None:
     folder, first = waiting
-    code, _, _, err = mkl(folder, "resume", "--id", "r", "--set", "approval.refund=approve")
+    code, _, _, err = mkl(folder, "resume", "--id", "r", "--set", "refund_approval=approve")
     assert code == 2 and "Traceback" not in err
     assert f"--question {first}" in err and FIRST in err
     assert replies(folder) == []
@@ -126,7 +126,7 @@ def test_fifty_concurrent_replies_to_one_question_journal_exactly_one(waiting: t
     ]
     processes = [
         subprocess.Popen(
-            [*command, "--reply", f"approve {n}"],
+            [*command, "--reply", "approve"],
             cwd=folder,
             env=env_without_models(),
             stdout=subprocess.PIPE,
@@ -159,7 +159,7 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
         "--question",
         first,
         "--reply",
-        "ok, but add an apology",
+        "approve",
         "--script",
         str(SCRIPT),
         "--as",
@@ -176,32 +176,30 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
         "--question",
         status["question_id"],
         "--reply",
-        "send",
+        "not yet, add an apology",
         "--script",
         str(SCRIPT),
         "--as",
         "bob",
     )
-    assert code == 0
+    assert code == 0  # anything but a plain approval withdraws the reply: the run ends
     lines = out.splitlines()
     escalated = next(number for number, line in enumerate(lines) if line.startswith("1 ") and "escalate" in line)
-    assert lines[escalated + 1].startswith("  ↳ answered ok, but add an apology → approval.refund (by alice, 20")
+    assert lines[escalated + 1].startswith("  ↳ answered approve → refund_approval (by alice, 20")
     assert "via cli) — asked: The draft promises a refund. Approve it?" in lines[escalated + 1]
-    assert any(line.startswith("  ↳ answered send → approval.send (by bob") for line in lines)
+    assert any(line.startswith("  ↳ answered not yet, add an apology → send_approval (by bob") for line in lines)
 
     code, listing, out, _ = mkl(folder, "runs")
-    assert "answered 'ok, but add an apology' (by alice, 20" in out
+    assert "answered 'not yet, add an apology' (by bob, 20" in out
     answers = listing["runs"][0]["answers"]
     assert [(a["value"], a["by"], a["via"], a["question"]) for a in answers] == [
-        ("ok, but add an apology", "alice", "cli", first),
-        ("send", "bob", "cli", status["question_id"]),
+        ("approve", "alice", "cli", first),
+        ("not yet, add an apology", "bob", "cli", status["question_id"]),
     ]
 
     _, records = envelope.read_file(folder / "r.json")  # the checkpoint written after the first answer
     journaled = [record for record in records if record["t"] == "reply"]
-    assert [(r["value"], r["by"], r["via"], r["question"]) for r in journaled] == [
-        ("ok, but add an apology", "alice", "cli", first)
-    ]
+    assert [(r["value"], r["by"], r["via"], r["question"]) for r in journaled] == [("approve", "alice", "cli", first)]
     assert isinstance(journaled[0]["time"], float)
 
 
@@ -226,7 +224,7 @@ def test_the_api_answers_the_question_its_handle_showed_and_no_later_one(
         ("send", "dave", "api", SECOND),
     ]
     html = views.run_bundle("api", run.machine, run.result_object)["text/html"]
-    assert "<strong>answered</strong> <code>approve → approval.refund</code> by carol" in html
+    assert "<strong>answered</strong> <code>approve → refund_approval</code> by carol" in html
 
 
 def test_a_reply_bound_to_another_question_records_nothing_even_under_the_lease() -> None:
@@ -255,7 +253,7 @@ def test_mkl_runs_on_a_folder_lists_every_waiting_question_with_its_command(wait
     assert code == 1  # one file could not be read: said, and the rest still listed
     lines = out.splitlines()
     assert lines[0] == (
-        f".mkl/runs.sqlite: r asks {FIRST!r} — mkl resume --id r --question {first} --set approval.refund=…"
+        f".mkl/runs.sqlite: r asks {FIRST!r} — mkl resume --id r --question {first} --set refund_approval=…"
     )
     assert lines[1].startswith(
         f"team/alice/shared.ipynb: shared-refund asks {FIRST!r} — mkl resume "
@@ -281,4 +279,4 @@ def test_pending_all_shows_the_same_questions_in_a_notebook(
     assert shell.run_cell("%mkl pending --all").success
     text = published[-1]["text/plain"]
     assert "Waiting for a person — 1 question" in text and first in text and FIRST in text
-    assert f"<code>mkl resume --id r --question {first} --set approval.refund=…</code>" in published[-1]["text/html"]
+    assert f"<code>mkl resume --id r --question {first} --set refund_approval=…</code>" in published[-1]["text/html"]

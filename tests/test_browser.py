@@ -439,3 +439,32 @@ def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
     if name.startswith("02"):
         assert answered == 2  # both questions of the refund run were answered through the form
         assert any(text.startswith("Answered 'approve' (by ") for text in again)
+
+
+def test_a_shared_notebook_opened_without_running_reads_the_question_and_the_command(
+    jupyter_lab: tuple[str, Path],
+) -> None:
+    """Someone else's notebook is untrusted: no widget renders, so the form's place must read on its own."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, root = jupyter_lab
+    saved = nbformat.read(root / NOTEBOOK, as_version=4)
+    run_index = next(i for i, cell in enumerate(saved.cells) if "--id approval-demo" in cell.source)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{base}/lab/tree/{NOTEBOOK}")
+            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+            run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
+            place = run_cell.locator(".jp-OutputArea-output").first
+            expect(place).to_contain_text("The draft promises a refund. Approve it?", timeout=30_000)
+            expect(place).to_contain_text(f"mkl resume {NOTEBOOK} --run approval-demo --question q-")
+            expect(page.locator(".jp-OutputArea-output:has-text('VBox(')")).to_have_count(0)
+            expect(run_cell.locator("button.jupyter-button")).to_have_count(0)
+            run_cell.scroll_into_view_if_needed()
+            run_cell.screenshot(path=str(ARTIFACTS / "shared-unrun-run-cell.png"))
+        finally:
+            browser.close()
+    assert run_index > 0

@@ -219,6 +219,12 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     shown = "".join(data["text/plain"])  # and the file's view of the run shows who answered
     assert "↳ answered approve → approval.answer (by approver, " in shown and "via notebook-file)" in shown
     assert "<strong>answered</strong> <code>approve → approval.answer</code> by approver" in "".join(data["text/html"])
+    # Where the form stood, the file no longer presents the question as pending: it says who answered.
+    place = next(o["data"] for o in run_cell_after["outputs"] if FORM_MIME in o.get("data", {}))
+    assert WIDGET_MIME not in place
+    assert "".join(place["text/plain"]).startswith("Answered 'approve' (by approver, ")
+    assert "via notebook-file" in "".join(place["text/html"])
+    assert "The question and its form are above" not in shown
 
     listing = _mkl("runs", copy_of.name, cwd=folder)
     assert listing.returncode == 0
