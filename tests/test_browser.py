@@ -300,11 +300,7 @@ def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, 
 
             # Restart & Run All: each cell shows the run as it left it; the answers replay in the pending cell.
             _save(page)
-            page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
-            page.click("li.lm-Menu-item[data-command$='restart-and-run-all']")
-            page.click(".jp-Dialog-button.jp-mod-accept")
-            page.wait_for_timeout(1000)
-            _wait_until_run(page, base, root / TWO_FORMS)
+            _restart_and_run_all(page, base, root / TWO_FORMS)
             answered_here = pending_cell.locator(".jp-OutputArea-output").first
             expect(answered_here).to_contain_text("Answered 'approve' (by ", timeout=30_000)
             expect(answered_here).to_contain_text("then 'approve'")
@@ -342,6 +338,15 @@ def _wait_until_run(page: Any, base: str, path: Path) -> None:
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
         assert time.monotonic() < deadline, f"{path.name}: not every cell ran ({count} cells; prompts {prompts})"
         page.wait_for_timeout(300)
+
+
+def _restart_and_run_all(page: Any, base: str, path: Path) -> None:
+    """Kernel → Restart Kernel and Run All Cells…, confirmed, until every cell ran again."""
+    page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
+    page.click("li.lm-Menu-item[data-command$='restart-and-run-all']")
+    page.click(".jp-Dialog-button.jp-mod-accept")
+    page.wait_for_timeout(1000)  # the kernel restarts: its prompts clear before they count again
+    _wait_until_run(page, base, path)
 
 
 def _save(page: Any) -> None:
@@ -423,11 +428,7 @@ def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
             clicked = _what_a_person_reads(path)
             page.screenshot(path=str(ARTIFACTS / f"{path.stem}-1-clicked-through.png"), full_page=True)
 
-            page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
-            page.click("li.lm-Menu-item[data-command$='restart-and-run-all']")
-            page.click(".jp-Dialog-button.jp-mod-accept")
-            page.wait_for_timeout(1000)  # the kernel restarts: its prompts clear before they count again
-            _wait_until_run(page, base, path)
+            _restart_and_run_all(page, base, path)
             _save(page)
         finally:
             page.screenshot(path=str(ARTIFACTS / f"{path.stem}-2-restart-run-all.png"), full_page=True)

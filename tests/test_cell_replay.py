@@ -136,10 +136,11 @@ def test_an_edited_request_is_carried_out_and_fresh_brings_the_form_back(tmp_pat
     fresh = run_all(path)
     assert _errors(fresh) == []
     assert _calls_made(fresh) > 0  # started over: the model is asked again
-    # the run cell's form came back, and the resume cell below answered it again
-    assert "Answered 'approve'" in _data(fresh, RUN, FORM_MIME)["text/plain"] or WIDGET_MIME in _data(
-        fresh, RUN, FORM_MIME
-    )
+    # the run cell's form came back, and the resume cell below answered it anew: the form's place says so
+    place = _data(fresh, RUN, FORM_MIME)
+    assert WIDGET_MIME not in place and place["text/plain"].startswith("Answered 'approve' (by ")
+    replies = [r for r in verify(_data(fresh, RESUME, RUN_MIME)[RUN_MIME])[1] if r["t"] == "reply"]
+    assert len(replies) == 1  # the journal started over: one answer, given again
     header, _ = verify(_data(fresh, RESUME, RUN_MIME)[RUN_MIME])
     assert header["status"] == "done"
 
