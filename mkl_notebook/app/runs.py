@@ -201,22 +201,25 @@ def edited_machines(records: list[dict[str, Any]]) -> tuple[list[str], dict[str,
 def resume_in_notebook(notebook: Path, run_id: str, store: RunStore, advance: Callable[[str], Outcome]) -> Outcome:
     """Resume a run a notebook file carries and write its new checkpoint and view back into that file.
 
-    ``advance(run_id)`` resumes the run once it is in ``store``.
+    ``advance(run_id)`` resumes the run once it is in ``store``. The notebook's own lock is held from
+    reading the file to replacing it, so concurrent resumes of one file (from any store) take turns:
+    the later one reads what the earlier one wrote.
     """
-    embedded = nbfile.find_run(notebook, run_id)
-    import_checkpoint(store, embedded.header, embedded.records, str(notebook))
-    outcome = advance(run_id)
-    pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
-    machine = pinned.get(str(embedded.header.get("machine")))
-    name = notebook.name
+    with nbfile.locked(notebook):
+        embedded = nbfile.find_run(notebook, run_id)
+        import_checkpoint(store, embedded.header, embedded.records, str(notebook))
+        outcome = advance(run_id)
+        pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
+        machine = pinned.get(str(embedded.header.get("machine")))
+        name = notebook.name
 
-    def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
-        if not marker.get("question_id"):
-            return None  # it already says what became of its question
-        answered = answers_to(outcome.records, marker.get("question_id"))
-        return form_place(run_id, outcome, notebook=name, answers=answered)
+        def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
+            if not marker.get("question_id"):
+                return None  # it already says what became of its question
+            answered = answers_to(outcome.records, marker.get("question_id"))
+            return form_place(run_id, outcome, notebook=name, answers=answered)
 
-    forms_shown = nbfile.has_form(notebook, run_id)
-    view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown)
-    nbfile.write_run(notebook, embedded, view, form_place_now)
+        forms_shown = nbfile.has_form(notebook, run_id)
+        view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown)
+        nbfile.write_run(notebook, embedded, view, form_place_now)
     return outcome

@@ -219,11 +219,9 @@ def _resume_notebook(args: argparse.Namespace) -> int:
         runs_here = ", ".join(run.run_id for run in nbfile.embedded_runs(notebook)) or "none"
         raise UsageProblem(f"name the run to resume with --run ID (runs in {notebook}: {runs_here})")
     store = _store(args)
-    lock = store.path.parent / "locks" / (notebook.resolve().name + ".notebook.lock")
-    with file_lease(lock, f"notebook {notebook}"):
-        outcome = app_runs.resume_in_notebook(
-            notebook, args.notebook_run, store, lambda run_id: _resume(args, store, run_id, via="notebook-file")
-        )
+    outcome = app_runs.resume_in_notebook(
+        notebook, args.notebook_run, store, lambda run_id: _resume(args, store, run_id, via="notebook-file")
+    )
     return _finish(args, outcome, f"mkl resume {notebook} --run {outcome.run_id}", written=str(notebook))
 
 

@@ -8,8 +8,12 @@ byte-identical.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +22,8 @@ from typing import Any
 from . import envelope
 from .envelope import MIME_TYPE, EnvelopeError
 
+TEMP_SUFFIX = ".mkl-tmp"
+LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same notebook
 FORM_MIME = "application/vnd.mkl.form+json"  # marks the output that stands in a question's form: {run, question_id}
 
 
@@ -168,11 +174,17 @@ def write_run(
                     replaced = form_place(marker)
                     if replaced is not None:
                         other["data"] = _jupyter_data(replaced)
+    _replace(path, dumps_notebook(notebook))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temp file of this writer's own, fsynced, then renamed over it."""
     mode = path.stat().st_mode & 0o777
-    temp = path.with_name(f".{path.name}.mkl-tmp")
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    temp = Path(temp_name)
     try:
-        with open(temp, "w", encoding="utf-8") as handle:
-            handle.write(dumps_notebook(notebook))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, mode)
@@ -180,6 +192,45 @@ def write_run(
     finally:
         if temp.exists():
             temp.unlink()
+
+
+@contextlib.contextmanager
+def locked(path: str | Path, wait: float = LOCK_WAIT) -> Iterator[None]:
+    """Hold the notebook's own lock from reading it to replacing it: one writer at a time, whatever its store.
+
+    The lock is a file beside the notebook (the notebook itself is replaced, so it cannot hold a lock).
+    A writer that finds it held waits up to ``wait`` seconds, then gives up with one line. Temp files a
+    killed writer left behind are removed once the lock is held.
+    """
+    import fcntl
+
+    path = Path(path)
+    lock = path.with_name(f".{path.name}.mkl-lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise NotebookFileError(f"{path}: cannot be locked for writing ({exc.strerror or exc})") from None
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise NotebookFileError(
+                        f"{path}: another process is writing this notebook; try again when it is done"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            for stale in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()  # no writer holds the lock: these were left by one that was killed
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def notebook_path_from(user_ns: dict[str, Any], explicit: str | None = None) -> Path | None:
