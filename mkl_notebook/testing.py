@@ -19,6 +19,7 @@ from .app.errors import UsageProblem
 from .engine.options import DEFAULT_MAX_WORKERS, RunOptions
 from .engine.result import RunResult
 from .engine.runner import run_machine
+from .lang import files
 from .lang.findings import MachineError
 from .lang.loader import load_file, machine_from_mapping
 from .lang.model import Machine
@@ -72,7 +73,7 @@ class Outcome:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, files.SCRIPT_LIMIT)
     except OSError as exc:
         raise ScenarioFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
@@ -83,6 +84,8 @@ def _read_yaml(path: Path) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
         raise ScenarioFileError(f"{path}: {where}the YAML does not parse ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise ScenarioFileError(f"{path}: nests too deeply to be read") from None
 
 
 def run_options(run: Mapping[str, Any], where: str) -> RunOptions:

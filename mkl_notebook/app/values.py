@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from ..lang import files
 from ..lang.interpolate import set_path
 from .errors import UsageProblem
 
@@ -29,13 +29,17 @@ def parse_input(text: str) -> dict[str, Any]:
     if text.startswith("@"):
         source = f"--input {text[1:]}"
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageProblem(f"{source}: cannot be read ({exc})") from None
+            text = files.read_text(text[1:], files.SCRIPT_LIMIT)
+        except OSError as exc:
+            raise UsageProblem(f"{source}: cannot be read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise UsageProblem(f"{source}: is not UTF-8 text") from None
     try:
         value = json.loads(text)
     except ValueError as exc:
         raise UsageProblem(f"{source} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise UsageProblem(f"{source} nests too deeply to be read") from None
     return host_input(value, source)
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..lang import files
 from ..lang.check import check
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_status
 
@@ -19,7 +20,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, files.MACHINE_LIMIT)
     except (OSError, UnicodeDecodeError) as exc:
         reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
         print(f"mkl: error: {path}: {reason}", file=sys.stderr)

@@ -142,7 +142,16 @@ def _resume_by_id(args: argparse.Namespace, run_id: str) -> str:
     return f"mkl resume --id {run_id}{store}"
 
 
+def _checkpoint_folder(args: argparse.Namespace) -> None:
+    """Refuse a ``--checkpoint`` path that cannot be written before anything runs or is journaled."""
+    if args.checkpoint:
+        folder = Path(args.checkpoint).parent
+        if not folder.is_dir():
+            raise UsageProblem(f"--checkpoint {args.checkpoint}: the folder {folder} does not exist")
+
+
 def run_command(args: argparse.Namespace) -> int:
+    _checkpoint_folder(args)
     path = Path(args.file)
     machine = load_file(path)
     host_values = merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set))
@@ -171,6 +180,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def resume_command(args: argparse.Namespace) -> int:
+    _checkpoint_folder(args)
     if bool(args.target) == bool(args.run_id):
         raise UsageProblem("name the run to resume: a checkpoint file, a notebook with --run ID, or --id RUN")
     if args.target and args.target.endswith(".ipynb"):

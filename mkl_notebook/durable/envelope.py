@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..lang import files
 from .records import FORMAT, canonical
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
@@ -134,6 +135,8 @@ def loads(data: bytes | str, where: str = "checkpoint") -> tuple[dict[str, Any],
         envelope = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvelopeError(f"{where}: is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise EnvelopeError(f"{where}: nests too deeply to be a checkpoint") from None
     return verify(envelope, where)
 
 
@@ -144,7 +147,7 @@ def dumps(envelope: dict[str, Any]) -> str:
 def read_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = files.read_bytes(path, files.NOTEBOOK_LIMIT)
     except OSError as exc:
         raise EnvelopeError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     return loads(data, str(path))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..lang import files
 from . import envelope
 from .envelope import MIME_TYPE, EnvelopeError
 
@@ -52,9 +53,11 @@ class EmbeddedRun:
 def read_json(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(files.read_text(path, files.NOTEBOOK_LIMIT))
     except OSError as exc:
         raise NotebookFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise NotebookFileError(f"{path}: nests too deeply to be a notebook") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise NotebookFileError(f"{path}: is not a notebook (not valid JSON: {exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
@@ -62,11 +65,15 @@ def read_json(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _cell_outputs(cell: Any) -> list[Any]:
+    """A cell's outputs, or none when the file holds something else there (``"outputs": 5``)."""
+    outputs = cell.get("outputs") if isinstance(cell, dict) else None
+    return outputs if isinstance(outputs, list) else []
+
+
 def _outputs(notebook: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
     for cell_index, cell in enumerate(notebook.get("cells") or []):
-        if not isinstance(cell, dict):
-            continue
-        for output_index, output in enumerate(cell.get("outputs") or []):
+        for output_index, output in enumerate(_cell_outputs(cell)):
             if isinstance(output, dict) and isinstance(output.get("data"), dict) and MIME_TYPE in output["data"]:
                 yield cell_index, output_index, output
 
@@ -125,7 +132,7 @@ def _lines(text: str) -> list[str]:
 def has_form(path: str | Path, run_id: str) -> bool:
     """Whether a notebook shows a form's place for run ``run_id`` (see :data:`FORM_MIME`)."""
     for cell in read_json(path).get("cells") or []:
-        for output in (cell.get("outputs") or []) if isinstance(cell, dict) else []:
+        for output in _cell_outputs(cell):
             data = output.get("data") if isinstance(output, dict) else None
             marker = data.get(FORM_MIME) if isinstance(data, dict) else None
             if isinstance(marker, dict) and marker.get("run") == run_id:
@@ -167,7 +174,7 @@ def write_run(
     output["data"] = _jupyter_data(bundle)
     if form_place is not None:
         for cell in notebook.get("cells") or []:
-            for other in (cell.get("outputs") or []) if isinstance(cell, dict) else []:
+            for other in _cell_outputs(cell):
                 data = other.get("data") if isinstance(other, dict) else None
                 marker = data.get(FORM_MIME) if isinstance(data, dict) else None
                 if isinstance(marker, dict) and marker.get("run") == run.run_id:

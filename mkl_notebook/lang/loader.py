@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from . import files
 from .findings import Finding, MachineError
 from .located import LocatedList, LocatedMap, Where, YamlSyntaxError, parse_located, plain
 from .model import END, SPEC_VERSIONS, TIERS, Declaration, Gate, Machine, OnError, Policy, State, StateKind
@@ -792,7 +793,7 @@ def load_file(path: str | Path, *, strict: bool = True) -> Machine:
     """Load a ``.mkl`` file; unreadable files raise :class:`MachineError` too."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, files.MACHINE_LIMIT)
     except FileNotFoundError:
         raise MachineError(f"{path}: no such file") from None
     except IsADirectoryError:

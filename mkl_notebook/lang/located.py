@@ -67,6 +67,7 @@ def _where(node: yaml.Node) -> Where:
 
 
 _MAX_NODES = 500_000
+_MAX_TEXT = 16_000_000  # characters of scalar text, aliases expanded: a machine document is far smaller
 _MAX_INT_BITS = 9_965  # about 3000 decimal digits; str() refuses ints over 4300 digits
 
 
@@ -76,6 +77,7 @@ class _Builder:
     def __init__(self) -> None:
         self._scalars = yaml.SafeLoader("")  # only its scalar constructors are used
         self._built = 0
+        self._text = 0
 
     def build(self, node: yaml.Node, depth: int = 0) -> Any:
         self._built += 1
@@ -90,6 +92,9 @@ class _Builder:
             items.where = _where(node)
             items.item_where = [_where(child) for child in node.value]
             return items
+        self._text += len(node.value)
+        if self._text > _MAX_TEXT:  # a few aliases of a long string expand to gigabytes
+            raise YamlSyntaxError(f"the document expands to more than {_MAX_TEXT:,} characters", _where(node))
         try:
             value = self._scalars.construct_object(node, deep=True)
         except yaml.YAMLError as exc:

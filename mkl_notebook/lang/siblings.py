@@ -10,8 +10,14 @@ from .model import Machine
 
 
 def sibling_registry(machine_path: Path, machine: Machine) -> dict[str, Machine]:
-    """The ``.mkl`` files next to a machine, loaded unvalidated; broken ones are skipped."""
+    """The ``.mkl`` files next to a machine, loaded unvalidated, when it calls other machines.
+
+    Only regular files within the machine-file size are read (a pipe or a device there is skipped
+    like a broken file); a machine that calls none reads nothing else.
+    """
     registry: dict[str, Machine] = {}
+    if not machine.called_machines():
+        return {machine.name: machine}
     for sibling in sorted(machine_path.resolve().parent.glob("*.mkl")):
         if sibling.resolve() == machine_path.resolve():
             continue

@@ -31,6 +31,7 @@ from ..engine.oracle import (
     ReplyRequest,
     ToolRequest,
 )
+from ..lang import files
 
 SCRIPTED_MODEL = "scripted"
 SCRIPT_KEYS = frozenset({"llm", "tools", "hooks", "replies"})
@@ -261,13 +262,17 @@ def oracle_from_file(path: str | Path, *, where: str | None = None) -> ScriptedO
     """A scripted oracle from a YAML file with ``llm`` / ``tools`` / ``hooks`` / ``replies``."""
     where = where or str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScriptError(f"{where}: cannot be read ({exc})") from None
+        text = files.read_text(path, files.SCRIPT_LIMIT)
+    except OSError as exc:
+        raise ScriptError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ScriptError(f"{where}: is not UTF-8 text") from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ScriptError(f"{where}: the YAML does not parse ({exc})") from None
+    except RecursionError:
+        raise ScriptError(f"{where}: nests too deeply to be read") from None
     if not isinstance(data, Mapping):
         raise ScriptError(f"{where}: must be a mapping with llm / tools / hooks")
     unknown = set(data) - SCRIPT_KEYS
