@@ -6,6 +6,7 @@ the internet.  litellm is imported once per process (it takes seconds), by the s
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.utils.capture import capture_output
 from openai_stub import Reply, StubServer, running_stub
 
 from mkl_notebook.durable import runs
@@ -30,6 +32,7 @@ from mkl_notebook.lang.model import Machine
 from mkl_notebook.providers.config import ConfigError, ModelConfig, load_config
 from mkl_notebook.providers.judge_protocol import parse_judge_reply
 from mkl_notebook.providers.litellm_provider import LiteLLMOracle, import_litellm, missing_keys, redact
+from mkl_notebook.providers.secrets import scrub, url_secrets
 
 HERE = Path(__file__).resolve().parent
 STUB_SCRIPT = HERE / "openai_stub.py"
@@ -983,3 +986,82 @@ def test_unreadable_config_file_names_the_file(tmp_path: Path) -> None:
     path = write(tmp_path / "mkl.toml", "model = \n")
     with pytest.raises(ConfigError, match=re.escape(str(path))):
         load_config(cwd=tmp_path, env={})
+
+
+# -- the canary: URL credentials and authorization values reach nothing a run writes ---------------
+
+URL_PASSWORD = "Canary-S3cr3t-Pa55"
+URL_PAIR = f"alice:{URL_PASSWORD}"
+URL_BASIC = base64.b64encode(URL_PAIR.encode()).decode()
+CANARIES = (URL_PASSWORD, URL_BASIC, FAKE_KEY)
+
+
+def _left_behind(folder: Path) -> bytes:
+    """Every file a run left in ``folder``: the store and its log, checkpoints, notebooks."""
+    return b"".join(path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file())
+
+
+def test_url_credentials_and_authorization_echoes_never_reach_anything_a_run_writes(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    """A provider that echoes the Authorization header (and the URL) in its answers and in its error
+    bodies: the run's store, checkpoint, stdout and stderr hold none of it."""
+    with_credentials = stub.url.replace("http://", f"http://{URL_PAIR}@")
+    echo = f"Authorization: Basic {URL_BASIC}; Authorization: Bearer {FAKE_KEY}; from {with_credentials}"
+    stub.route(user="CONDITIONS:", replies=['{"choice": 1}'])
+    stub.route(user="\necho\n", replies=[f"Hello! ({echo})"])
+    stub.route(user="\noutage\n", replies=[Reply(status=500, error_message=echo)])
+    (tmp_path / "m.mkl").write_text(CLI_MACHINE, encoding="utf-8")
+    (tmp_path / "mkl.toml").write_text("retries = 0\n", encoding="utf-8")
+    outputs = []
+    for name, flags in (("echo", ()), ("outage", ("--suspend",))):
+        completed = subprocess.run(
+            mkl_command(
+                "run",
+                "m.mkl",
+                "--model",
+                MODEL,
+                "--api-base",
+                with_credentials,
+                "--set",
+                f"name={name}",
+                "--id",
+                name,
+                "--checkpoint",
+                f"{name}.json",
+                *flags,
+            ),
+            cwd=tmp_path,
+            env=clean_env(OPENAI_API_KEY=FAKE_KEY),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert completed.returncode in (0, 3), completed.stderr
+        outputs.append(completed.stdout + completed.stderr)
+    assert "Hello! (Authorization: ***" in outputs[0], outputs[0]  # the answer arrived, scrubbed
+    assert "provider-error" in outputs[1]
+    written = _left_behind(tmp_path)
+    for canary in CANARIES:
+        assert canary not in "".join(outputs), canary
+        assert canary.encode() not in written, canary
+
+
+def test_config_display_never_shows_url_credentials(load_mkl: Any, shell: Any) -> None:
+    load_mkl(lambda *args, **kwargs: None)
+    with capture_output() as shown:
+        shell.run_line_magic("mkl", f"config api_base=http://{URL_PAIR}@models.example:8080/v1")
+    assert "http://***@models.example:8080/v1" in shown.stdout
+    assert URL_PASSWORD not in shown.stdout and "alice" not in shown.stdout
+
+
+def test_scrub_removes_every_kind_of_secret() -> None:
+    text = (
+        f"key {FAKE_KEY} sk-abcdefghijklmnop, url https://bob:pw123456@h/x, 'authorization': 'Basic QWxhZGRpbjpvcGVu', "
+        "Proxy-Authorization: Bearer eyJhbGciOi.JIUzI1.NiIsInR5c, x-api-key=abc123456789"
+    )
+    clean = scrub(text, url_secrets("https://bob:pw123456@h/x"), env={"OPENAI_API_KEY": FAKE_KEY})
+    for secret in (FAKE_KEY, "sk-abcdefghijklmnop", "pw123456", "QWxhZGRpbjpvcGVu", "eyJhbGciOi", "abc123456789"):
+        assert secret not in clean, (secret, clean)
+    assert "https://***@h/x" in clean

@@ -28,6 +28,7 @@ from ..app.values import host_input, merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
 from ..lang.check import check
 from ..lang.model import TIERS
+from ..providers.secrets import shown_url
 from ..render import views
 from ..render.diagram import diagram_bundle
 from ..testing import run_all, scenarios_from_file
@@ -456,7 +457,7 @@ class MklMagics(Magics):
             f"store = {settings.store}\nhitl = {settings.hitl}\nuser = {settings.user or who()}\n"
             f"max_workers = {settings.max_workers or 'default'}\n"
             f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
-            f"api_base={config.api_base or '—'}"
+            f"api_base={shown_url(config.api_base) or '—'}"
         )
 
 

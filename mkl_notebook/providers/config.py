@@ -56,6 +56,11 @@ class ModelConfig:
         settings = self.tiers.get(tier)
         return (settings.api_base if settings else None) or self.api_base
 
+    def api_bases(self) -> list[str]:
+        """Every base URL this configuration may call (the shared one and each tier's)."""
+        urls = [self.api_base, *(settings.api_base for settings in self.tiers.values())]
+        return [url for url in urls if url]
+
     def params_for(self, tier: str) -> dict[str, Any]:
         settings = self.tiers.get(tier)
         return dict(settings.params) if settings else {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
 import threading
 import time
 from typing import Any
@@ -29,8 +28,8 @@ from ..engine.oracle import (
 from .config import ModelConfig
 from .judge_protocol import parse_judge_reply
 from .prompts import judge_messages, produce_messages, split_scratchpad
+from .secrets import scrub, url_secrets
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 _import_lock = threading.Lock()
 _litellm: Any = None
 
@@ -77,17 +76,14 @@ def _redact_library_logs() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def redact(text: str, env: dict[str, str] | None = None) -> str:
-    """Remove every secret-looking environment value from ``text``."""
-    for name, value in (env if env is not None else os.environ).items():
-        if value and len(value) >= 6 and _SECRET_NAME.search(name) and value in text:
-            text = text.replace(value, "***")
-    return re.sub(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}", "***", text)
+def redact(text: str, env: dict[str, str] | None = None, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` without secrets: see :func:`secrets.scrub`."""
+    return scrub(text, secrets, env)
 
 
-def _short(exc: BaseException) -> str:
+def _short(exc: BaseException, secrets: tuple[str, ...] = ()) -> str:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return redact(f"{type(exc).__name__}: {first}")[:300]
+    return redact(f"{type(exc).__name__}: {first}", secrets=secrets)[:300]
 
 
 class LiteLLMOracle(Oracle):
@@ -95,6 +91,8 @@ class LiteLLMOracle(Oracle):
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
+        # Credentials in the configured URLs: never in an answer, a reasoning, an error or a log.
+        self._secrets = tuple(secret for url in config.api_bases() for secret in url_secrets(url))
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -147,12 +145,13 @@ class LiteLLMOracle(Oracle):
             except Exception as exc:
                 if isinstance(exc, getattr(litellm, "AuthenticationError", ())):
                     raise OracleError(
-                        f"provider-error: {model} refused the credentials ({_short(exc)}); set the "
+                        f"provider-error: {model} refused the credentials ({_short(exc, self._secrets)}); set the "
                         "provider's API key variable (e.g. OPENAI_API_KEY)"
                     ) from None
                 if attempt >= self.config.retries or not self._retryable(litellm, exc):
                     raise OracleError(
-                        f"provider-error: {model}: {_short(exc)}", suspendable=self._retryable(litellm, exc)
+                        f"provider-error: {model}: {_short(exc, self._secrets)}",
+                        suspendable=self._retryable(litellm, exc),
                     ) from None
                 delay = self.config.backoff * (2**attempt)
                 time.sleep(delay + random.uniform(0, delay / 2))
@@ -180,11 +179,12 @@ class LiteLLMOracle(Oracle):
             request.tier, model, produce_messages(request, scratchpad=request.reason and not native), **params
         )
         choice = response.choices[0]
-        text = choice.message.content or ""
+        text = redact(choice.message.content or "", secrets=self._secrets)
         reasoning = None
         if request.reason:
             if native:
-                reasoning = getattr(choice.message, "reasoning_content", None)
+                native_reasoning = getattr(choice.message, "reasoning_content", None)
+                reasoning = redact(native_reasoning, secrets=self._secrets) if native_reasoning else None
             else:
                 reasoning, text = split_scratchpad(text)
         usage = getattr(response, "usage", None)
@@ -200,7 +200,7 @@ class LiteLLMOracle(Oracle):
     def _judge(self, request: JudgeRequest) -> JudgeAnswer:
         model = self.config.judge or self._model(request.tier)
         response = self.complete(request.tier, model, judge_messages(request), temperature=0)
-        text = response.choices[0].message.content or ""
+        text = redact(response.choices[0].message.content or "", secrets=self._secrets)
         parsed = parse_judge_reply(text, len(request.conditions))
         usage = getattr(response, "usage", None)
         return JudgeAnswer(
