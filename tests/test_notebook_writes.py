@@ -139,3 +139,126 @@ def _question_of(path: Path, run_id: str) -> str:
     )
     runs = json.loads(listing.stdout.splitlines()[-1])["runs"]
     return str(next(run["question_id"] for run in runs if run["run"] == run_id))
+
+
+# -- killed at any instant: never stranded, no effect twice ------------------------------------------
+
+PAY = """mklang: "0.4"
+machine: pay
+entry: quote
+budget: 10
+result: receipt
+states:
+  quote:
+    structure: an amount
+    prompt: "quote the amount"
+    output: amount
+    gates:
+      - when: otherwise
+        escalate: true
+        to: pay
+        ask: "Pay the quoted amount?"
+        reply_to: approval
+  pay:
+    tool: charge
+    idempotent: false
+    input: { amount: "{{amount}}" }
+    output: receipt
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+TOOLS = """import os
+
+import mkl_notebook
+
+
+@mkl_notebook.tool(effect="effect")
+def charge(amount):
+    with open(os.environ["LEDGER"], "a", encoding="utf-8") as ledger:
+        ledger.write(f"{amount}\\n")
+        ledger.flush()
+        os.fsync(ledger.fileno())
+    return f"RCPT-{amount}"
+"""
+
+
+def _pay_notebook(folder: Path, padding: int) -> Path:
+    """A notebook whose `pay` run waits for approval before its payment tool; ``padding`` bytes of text."""
+    (folder / "pay.script.yaml").write_text("llm:\n  produce: {quote: '42'}\n", encoding="utf-8")
+    (folder / "tools.py").write_text(TOOLS, encoding="utf-8")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("padding " + "x" * padding),
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + PAY),
+        nbformat.v4.new_code_cell("%mkl run pay --id P --script pay.script.yaml"),
+    ]
+    path = folder / "pay.ipynb"
+    nbformat.write(nb, path)
+    run_all(path)
+    shutil.rmtree(folder / ".mkl")
+    return path
+
+
+def _pay(path: Path, store: Path, question: str, ledger: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "mkl_notebook.cli", "resume", str(path), "--run", "P", "--question", question,
+        "--set", "approval=approve", "--script", str(path.parent / "pay.script.yaml"),
+        "--tools", str(path.parent / "tools.py"), "--store", str(store / "runs.sqlite"), "--quiet",
+    ]  # fmt: skip
+
+
+def _settled(result: subprocess.CompletedProcess[str]) -> None:
+    """A command after a kill: it completes, or refuses in one line saying why."""
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode in (0, 2, 4), (result.returncode, result.stderr)
+    if result.returncode == 2:
+        assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize(("padding", "kills"), [(1_000, 40), (30_000_000, 12)])
+def test_a_headless_resume_killed_at_any_instant_is_never_stranded_and_pays_once(
+    tmp_path: Path, padding: int, kills: int
+) -> None:
+    import random
+    import signal
+    import time
+
+    source = tmp_path / "source"
+    source.mkdir()
+    shared = _pay_notebook(source, padding)
+    question = _question_of(shared, "P")
+    chance = random.Random(padding)
+    for kill in range(kills):
+        folder = tmp_path / f"kill{kill}"
+        folder.mkdir()
+        for name in ("pay.script.yaml", "tools.py"):
+            shutil.copy(source / name, folder / name)
+        path = folder / "pay.ipynb"
+        shutil.copy(shared, path)
+        ledger = folder / "ledger.txt"
+        env = {**env_without_models(), "LEDGER": str(ledger)}
+        ours, theirs = folder / "ours", folder / "theirs"
+        victim = subprocess.Popen(
+            _pay(path, ours, question, ledger), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        # Every other kill at a random instant; the rest just after the payment, before the write-back.
+        after_paying = kill % 2 == 1
+        deadline = time.monotonic() + (30 if after_paying else chance.uniform(0.05, 1.5))
+        while victim.poll() is None and time.monotonic() < deadline and not (after_paying and ledger.exists()):
+            time.sleep(0.002)
+        if after_paying:
+            time.sleep(chance.uniform(0, 0.02))
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        nbformat.validate(nbformat.read(path, as_version=4))  # whatever instant it died at
+        # Someone else, with a store of their own, takes the file up: never a second payment.
+        _settled(subprocess.run(_pay(path, theirs, question, ledger), env=env, capture_output=True, text=True))
+        # The same command again, with the store the killed one used: it completes, or says why not.
+        _settled(subprocess.run(_pay(path, ours, question, ledger), env=env, capture_output=True, text=True))
+        paid = ledger.read_text(encoding="utf-8").splitlines() if ledger.exists() else []
+        assert len(paid) <= 1, (kill, paid)  # no effect twice
+        [run] = nbfile.embedded_runs(path)
+        if paid and run.header["status"] != "in_doubt":
+            assert run.header["status"] == "done", run.header  # the file is not stranded at the question
+        assert not list(folder.glob(".pay.ipynb.*.mkl-tmp"))

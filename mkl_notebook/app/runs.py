@@ -203,23 +203,52 @@ def resume_in_notebook(notebook: Path, run_id: str, store: RunStore, advance: Ca
 
     ``advance(run_id)`` resumes the run once it is in ``store``. The notebook's own lock is held from
     reading the file to replacing it, so concurrent resumes of one file (from any store) take turns:
-    the later one reads what the earlier one wrote.
+    the later one reads what the earlier one wrote. Before advancing, the file says in which store; a
+    writer stopped before its write-back leaves that mark, so the file is never taken up from another
+    store (that would run its effects again), and the next resume from the same store first writes
+    back what the store holds.
     """
     with nbfile.locked(notebook):
         embedded = nbfile.find_run(notebook, run_id)
+        marked = nbfile.advancing(notebook, run_id)
+        if marked is not None and marked["store"] != store.location:
+            raise UsageProblem(
+                f"{notebook}: run '{run_id}' was being advanced in the store {marked['store']} when that stopped, "
+                "and what it did there is not in this file; resume it with that store (--store), so that "
+                "nothing it did runs twice"
+            )
         import_checkpoint(store, embedded.header, embedded.records, str(notebook))
-        outcome = advance(run_id)
-        pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
-        machine = pinned.get(str(embedded.header.get("machine")))
-        name = notebook.name
-
-        def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
-            if not marker.get("question_id"):
-                return None  # it already says what became of its question
-            answered = answers_to(outcome.records, marker.get("question_id"))
-            return form_place(run_id, outcome, notebook=name, answers=answered)
-
-        forms_shown = nbfile.has_form(notebook, run_id)
-        view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown)
-        nbfile.write_run(notebook, embedded, view, form_place_now)
+        held = store.read(run_id)
+        if marked is not None or len(held) > len(embedded.records):
+            # A write-back never came: put the store's state in the file before anything else happens.
+            shown = durable.show_prefix(run_id, held, len(held))
+            if shown is not None:
+                _write_back(notebook, embedded, shown)
+                embedded = nbfile.find_run(notebook, run_id)
+        nbfile.mark_advancing(notebook, run_id, store.location)
+        try:
+            outcome = advance(run_id)
+        except BaseException:
+            if len(store.read(run_id)) == len(embedded.records):
+                nbfile.clear_advancing(notebook, run_id)  # refused: nothing happened, the file still holds it all
+            raise
+        _write_back(notebook, embedded, outcome)
     return outcome
+
+
+def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome) -> None:
+    """Write ``outcome``'s checkpoint and view over the run's output, and its state where its forms were."""
+    run_id = outcome.run_id
+    pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
+    machine = pinned.get(str(embedded.header.get("machine")))
+    name = notebook.name
+
+    def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
+        if not marker.get("question_id"):
+            return None  # it already says what became of its question
+        answered = answers_to(outcome.records, marker.get("question_id"))
+        return form_place(run_id, outcome, notebook=name, answers=answered)
+
+    forms_shown = nbfile.has_form(notebook, run_id)
+    view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown)
+    nbfile.write_run(notebook, embedded, view, form_place_now)

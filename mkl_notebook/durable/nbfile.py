@@ -172,6 +172,7 @@ def write_run(
     if not isinstance(output.get("data"), dict) or MIME_TYPE not in output["data"]:
         raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
     output["data"] = _jupyter_data(bundle)
+    _set_advancing(notebook, run.run_id, None)  # the file now holds the run as the store does
     if form_place is not None:
         for cell in notebook.get("cells") or []:
             for other in _cell_outputs(cell):
@@ -181,6 +182,62 @@ def write_run(
                     replaced = form_place(marker)
                     if replaced is not None:
                         other["data"] = _jupyter_data(replaced)
+    _replace(path, dumps_notebook(notebook))
+
+
+# -- which store a file's run is being advanced in ---------------------------------------------------
+
+ADVANCING_KEY = "advancing"  # under the notebook's metadata.mkl: run id -> {store, since}
+
+
+def _set_advancing(notebook: dict[str, Any], run_id: str, where: dict[str, Any] | None) -> None:
+    metadata = notebook.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        return
+    mkl = metadata.get("mkl")
+    if not isinstance(mkl, dict):
+        if where is None:
+            return
+        mkl = metadata["mkl"] = {}
+    advancing = mkl.get(ADVANCING_KEY)
+    if not isinstance(advancing, dict):
+        advancing = mkl[ADVANCING_KEY] = {}
+    if where is None:
+        advancing.pop(run_id, None)
+        if not advancing:
+            mkl.pop(ADVANCING_KEY, None)
+        if not mkl:
+            metadata.pop("mkl", None)
+    else:
+        advancing[run_id] = where
+
+
+def advancing(path: str | Path, run_id: str) -> dict[str, Any] | None:
+    """Where run ``run_id`` of the notebook was being advanced when the file was last written, if it was:
+    ``{"store": LOCATION, "since": TIME}`` — a write-back that never came (the writer was stopped)."""
+    metadata = read_json(path).get("metadata")
+    mkl = metadata.get("mkl") if isinstance(metadata, dict) else None
+    found = mkl.get(ADVANCING_KEY) if isinstance(mkl, dict) else None
+    where = found.get(run_id) if isinstance(found, dict) else None
+    if isinstance(where, dict) and isinstance(where.get("store"), str):
+        return where
+    return None
+
+
+def mark_advancing(path: str | Path, run_id: str, store: str) -> None:
+    """Say in the file, before a run is advanced, in which store: until the write-back clears it, no other
+    store may take the run up from this file (its progress would be lost, its effects repeated)."""
+    path = Path(path)
+    notebook = read_json(path)
+    _set_advancing(notebook, run_id, {"store": store, "since": time.time()})
+    _replace(path, dumps_notebook(notebook))
+
+
+def clear_advancing(path: str | Path, run_id: str) -> None:
+    """The advance recorded nothing (it was refused): the file is the run's state again."""
+    path = Path(path)
+    notebook = read_json(path)
+    _set_advancing(notebook, run_id, None)
     _replace(path, dumps_notebook(notebook))
 
 
