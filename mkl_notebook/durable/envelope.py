@@ -20,6 +20,7 @@ from typing import Any
 
 from .._version import __version__
 from ..lang import files
+from . import shapes
 from .records import FORMAT, canonical
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
@@ -127,6 +128,10 @@ def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], li
             f"{where}: the checkpoint's digest does not match its contents; it was changed or "
             "damaged, so it is not used"
         )
+    problem = shapes.header_problem(header) or shapes.journal_problem(records)
+    if problem is not None:
+        where_in = "its header" if shapes.header_problem(header) else "its journal"
+        raise EnvelopeError(f"{where}: the checkpoint is misshapen ({where_in}: {problem}); it is not used")
     return header, records
 
 

@@ -1,0 +1,248 @@
+"""The shape of a journal read from a file someone sent: every record's fields, checked by type.
+
+A checkpoint's digest says that its records hang together, not who wrote them: anyone can edit a
+field and recompute it. So before a journal from a file is imported or replayed, each record is
+checked against the shape its builder in :mod:`records` gives it, and a misshapen one is refused
+in one line naming the record and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+from ..engine.options import RunOptions
+from .records import JOURNALED_OPTIONS
+
+Check = Callable[[Any], bool]
+_HEX = re.compile(r"^(?:[0-9a-f]{2})*$")
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _maybe_text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mapping(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+def _one_of(*allowed: str) -> Check:
+    return lambda value: value in allowed
+
+
+def _counts(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and _whole(v) for k, v in value.items())
+
+
+def _pins(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(name, str) and isinstance(pin, dict) and _text(pin.get("sha256")) and _text(pin.get("source"))
+        for name, pin in value.items()
+    )
+
+
+def _usage(value: Any) -> bool:
+    return isinstance(value, list) and len(value) >= 2 and all(_whole(count) for count in value[:2])
+
+
+def _place(value: Any) -> bool:
+    return isinstance(value, dict) and _text(value.get("cell")) and _maybe_text(value.get("request"))
+
+
+def _option_check(name: str) -> Check:
+    default = getattr(RunOptions(), name)
+    if default is None:
+        return lambda value: value is None or _whole(value)
+    if isinstance(default, bool):
+        return lambda value: isinstance(value, bool)
+    if isinstance(default, int):
+        return _whole
+    if isinstance(default, float):
+        return _number
+    if isinstance(default, str):
+        return _text
+    if isinstance(default, frozenset):
+        return lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value)
+    return lambda value: isinstance(value, dict) and all(isinstance(key, str) for key in value)
+
+
+_OPTION_CHECKS = {name: _option_check(name) for name in JOURNALED_OPTIONS}
+assert {item.name for item in fields(RunOptions)} >= set(_OPTION_CHECKS)
+
+
+def _options(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        name in _OPTION_CHECKS and _OPTION_CHECKS[name](option) for name, option in value.items()
+    )
+
+
+_SETUP = {"root": _text, "machines": _pins, "input": _mapping, "context": _mapping, "options": _options}
+# Per kind: (the fields it must have, the type of every field it may have).
+_SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
+    "start": (
+        frozenset({"run", "root", "machines", "secret", "options"}),
+        {
+            **_SETUP,
+            "run": _text,
+            "secret": lambda v: isinstance(v, str) and bool(_HEX.match(v)),
+            "package": _text,
+            "time": _number,
+            "origin": _mapping,
+        },
+    ),
+    "rerun": (frozenset(), {**_SETUP, "time": _number}),
+    "answer": (
+        frozenset({"pos", "fp", "kind"}),
+        {
+            "pos": _text,
+            "fp": _text,
+            "kind": _one_of("produce", "judge", "tool", "hook"),
+            "answer": _mapping,
+            "name": _maybe_text,
+            "usage": _usage,
+            "error": _text,
+            "effect": _maybe_text,
+            "resolved": _anything,
+            "time": _number,
+        },
+    ),
+    "intent": (frozenset({"pos", "name"}), {"pos": _text, "fp": _text, "name": _text, "time": _number}),
+    "invalidated": (frozenset({"pos"}), {"pos": _text, "old": _maybe_text, "new": _text}),
+    "reply": (
+        frozenset({"pos"}),
+        {
+            "pos": _text,
+            "reply_to": _maybe_text,
+            "value": _anything,
+            "by": _maybe_text,
+            "via": _maybe_text,
+            "question": _maybe_text,
+            "time": _number,
+        },
+    ),
+    "resume": (
+        frozenset(),
+        {"time": _number, "max_steps": _whole, "cost_budget": _whole, "budgets": _counts},
+    ),
+    "resolve": (
+        frozenset({"action"}),
+        {"pos": _maybe_text, "action": _one_of("completed", "retry", "abort"), "value": _anything, "time": _number},
+    ),
+    "suspend": (
+        frozenset(),
+        {
+            "reason": _maybe_text,
+            "at": _maybe_text,
+            "ask": _maybe_text,
+            "reply_to": _maybe_text,
+            "question": _maybe_text,
+            "pos": _maybe_text,
+            "calls": _counts,
+            "time": _number,
+            "machine": _text,
+            "place": _place,
+        },
+    ),
+    "finish": (
+        frozenset({"status"}),
+        {
+            "status": _one_of("done", "halt", "in_doubt"),
+            "error": _maybe_text,
+            "at": _maybe_text,
+            "calls": _counts,
+            "time": _number,
+            "pos": _text,
+            "tool": _text,
+            "place": _place,
+        },
+    ),
+}
+
+
+def _answer_problem(record: Mapping[str, Any]) -> str | None:
+    data = record.get("answer")
+    if not isinstance(data, dict):
+        return None  # a failed call records its error instead
+    if record.get("kind") == "produce" and not _text(data.get("text")):
+        return "answer.text"
+    if record.get("kind") == "judge" and not (data.get("choice") is None or _whole(data.get("choice"))):
+        return "answer.choice"
+    return None
+
+
+def record_problem(record: Mapping[str, Any]) -> str | None:
+    """What is wrong with one record's shape ("field 'pos'"), or None when it has the shape of its kind."""
+    kind = record.get("t")
+    if not isinstance(kind, str) or kind not in _SHAPES:
+        return f"an unknown kind {kind!r}"
+    required, checks = _SHAPES[kind]
+    missing = sorted(required - set(record))
+    if missing:
+        return f"no field '{missing[0]}'"
+    for name, value in record.items():
+        if name == "t":
+            continue
+        check = checks.get(name)
+        if check is None:
+            return f"an unknown field '{name}'"
+        if not check(value):
+            return f"a wrongly typed field '{name}'"
+    odd = _answer_problem(record) if kind == "answer" else None
+    return f"a wrongly typed field '{odd}'" if odd else None
+
+
+def journal_problem(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first misshapen record of a journal, said in a phrase ("record 3 (reply) has …"), or None."""
+    for number, record in enumerate(records, 1):
+        problem = record_problem(record)
+        if problem is not None:
+            return f"record {number} ({record.get('t')!r}) has {problem}"
+        if number > 1 and record.get("t") == "start":
+            return f"record {number} is a second start record"
+    return None
+
+
+_HEADER: dict[str, Check] = {
+    "format": _text,
+    "package": _maybe_text,
+    "run_id": _text,
+    "machine": _maybe_text,
+    "status": _one_of("running", "suspended", "done", "halt", "in_doubt"),
+    "error": _maybe_text,
+    "at": _maybe_text,
+    "ask": _maybe_text,
+    "reply_to": _maybe_text,
+    "question": _maybe_text,
+    "options": _options,
+    "machines": lambda value: (
+        isinstance(value, list)
+        and all(isinstance(item, dict) and _text(item.get("name")) and _text(item.get("sha256")) for item in value)
+    ),
+    "calls": _counts,
+}
+
+
+def header_problem(header: Mapping[str, Any]) -> str | None:
+    """What is wrong with an envelope header's types ("field 'calls'"), or None."""
+    for name, check in _HEADER.items():
+        if not check(header.get(name)):
+            return f"a wrongly typed field '{name}'"
+    return None

@@ -1,0 +1,101 @@
+"""A checkpoint whose fields were retyped, with its digest recomputed, is refused in one line.
+
+The digest chain is plain sha256: anyone who edits a checkpoint can recompute it. So every field
+of every record is checked by type before a journal from a file is imported: each of hundreds of
+forged variants of a real checkpoint gives one line and leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mkl_notebook import cli
+from mkl_notebook.durable import envelope
+
+from support import REFUND, REFUND_SCRIPT
+
+WRONG = (7, -1, 2.5, True, None, "zz", "", [], [1, "x"], {}, {"a": 1})
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A real run's checkpoint: the refund machine suspended at its approval, with answers and tools."""
+    folder = tmp_path_factory.mktemp("real")
+    (folder / "refund.mkl").write_text(REFUND, encoding="utf-8")
+    argv = ["run", str(folder / "refund.mkl"), "--id", "r", "--hitl", "--script", str(REFUND_SCRIPT)]
+    argv += ["--set", "ticket=broken", "--store", str(folder / "s.sqlite"), "--checkpoint", str(folder / "cp.json")]
+    assert cli.main([*argv, "--quiet"]) == 3
+    return envelope.read_file(folder / "cp.json")
+
+
+def _mutations(header: dict[str, Any], records: list[dict[str, Any]]) -> list[tuple[str, dict, list]]:
+    """Every field of the header and of every record, set to each wrongly typed value in turn."""
+    found = []
+    for key, value in header.items():
+        if key == "format":
+            continue
+        for wrong in WRONG:
+            if type(wrong) is not type(value) and not (value is None and wrong is None):
+                changed = dict(header, **{key: wrong})
+                found.append((f"header.{key}={wrong!r}", changed, records))
+    for number, record in enumerate(records):
+        for key, value in record.items():
+            if key in ("value", "resolved"):  # a reply's value and a flag may be anything
+                continue
+            for wrong in WRONG:
+                if type(wrong) is type(value) or (key == "machine" and isinstance(wrong, str)):
+                    continue
+                forged = copy.deepcopy(records)
+                forged[number][key] = wrong
+                found.append((f"record {number + 1} ({record['t']}).{key}={wrong!r}", header, forged))
+    return found
+
+
+def _store_rows(path: Path) -> list[tuple[Any, ...]]:
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT * FROM records ORDER BY run_id, seq").fetchall()
+
+
+def test_hundreds_of_retyped_fields_are_each_one_line_and_leave_the_store_untouched(
+    checkpoint: tuple[dict[str, Any], list[dict[str, Any]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    header, records = checkpoint
+    store = tmp_path / "approver.sqlite"
+    mutations = _mutations(header, records)
+    assert len(mutations) >= 200
+    refused = 0
+    for label, forged_header, forged_records in mutations:
+        path = tmp_path / "forged.json"
+        path.write_text(json.dumps(envelope.build(forged_header, forged_records)), encoding="utf-8")
+        before = _store_rows(store)
+        capsys.readouterr()
+        code = cli.main(["resume", str(path), "--store", str(store), "--max-steps", "9", "--quiet"])
+        error = capsys.readouterr().err
+        assert "Traceback" not in error, label
+        if code == 2:
+            assert error.count("\n") == 1, (label, error)
+            assert _store_rows(store) == before, label  # refused: the store is as it was
+            refused += 1
+    assert refused >= 0.9 * len(mutations), (refused, len(mutations))  # a retyped field is refused
+
+
+def test_a_retyped_secret_is_refused_naming_the_record_and_field(
+    checkpoint: tuple[dict[str, Any], list[dict[str, Any]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    header, records = checkpoint
+    forged = copy.deepcopy(records)
+    forged[0]["secret"] = "not hex at all"
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(envelope.build(header, forged)), encoding="utf-8")
+    assert cli.main(["resume", str(path), "--store", str(tmp_path / "s.sqlite"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "record 1 ('start') has a wrongly typed field 'secret'" in error
+    assert not (tmp_path / "s.sqlite").exists() or _store_rows(tmp_path / "s.sqlite") == []
