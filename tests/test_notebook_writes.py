@@ -6,6 +6,7 @@ stores of their own): the file stays valid, exactly one reply wins, the other ge
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
@@ -262,3 +263,40 @@ def test_a_headless_resume_killed_at_any_instant_is_never_stranded_and_pays_once
         if paid and run.header["status"] != "in_doubt":
             assert run.header["status"] == "done", run.header  # the file is not stranded at the question
         assert not list(folder.glob(".pay.ipynb.*.mkl-tmp"))
+
+
+def test_a_damaged_newer_copy_of_a_run_is_not_passed_over_for_an_older_one(shared: Path, tmp_path: Path) -> None:
+    path = tmp_path / "shared.ipynb"
+    nb = nbformat.read(shared, as_version=4)
+    [holder] = [cell for cell in nb.cells if any(RUN_MIME in o.get("data", {}) for o in cell.get("outputs", []))]
+    later = nbformat.v4.new_code_cell("# a later cell showed the run again")
+    later.outputs = [copy.deepcopy(o) for o in holder.outputs if RUN_MIME in o.get("data", {})]
+    later.outputs[0]["data"][RUN_MIME]["digest"] = "0" * 64  # damaged on the way
+    nb.cells.append(later)
+    nbformat.write(nb, path)
+    before = path.read_bytes()
+    command = [
+        sys.executable, "-m", "mkl_notebook.cli", "resume", str(path), "--run", "refund",
+        "--question", _question_of(shared, "refund"), "--set", "approval.answer=approve",
+        "--script", str(REFUND_SCRIPT), "--quiet",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, env=env_without_models(), capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "is not resumed in its place" in done.stderr
+    assert path.read_bytes() == before  # nothing was written
+
+
+def test_mkl_runs_says_when_a_files_run_was_left_mid_advance(shared: Path, tmp_path: Path) -> None:
+    path = tmp_path / "shared.ipynb"
+    shutil.copy(shared, path)
+    nbfile.mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite")
+    listing = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", "runs", path.name],
+        cwd=tmp_path,
+        env=env_without_models(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "left mid-advance in the store /elsewhere/.mkl/runs.sqlite" in listing.stdout
+    assert json.loads(listing.stdout.splitlines()[-1])["runs"][0]["advancing_in"] == "/elsewhere/.mkl/runs.sqlite"

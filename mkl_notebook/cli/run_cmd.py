@@ -289,6 +289,13 @@ def _notebook_runs(path: Path) -> int:
     for run in embedded:
         listed = app_runs.summary(run.run_id, run.records, f"mkl resume {path} --run {run.run_id}")
         _print_listed(listed, f" (cell {run.cell_index + 1})")
+        marked = nbfile.advancing(path, run.run_id)
+        if marked is not None:
+            listed["advancing_in"] = marked["store"]
+            print(
+                f"    left mid-advance in the store {marked['store']}: what it did there is not in this file yet; "
+                f"resume it with --store {marked['store']}"
+            )
         listing.append({**listed, "cell": run.cell_index + 1})
     for bad in damaged:
         print(f"{bad.run_id or '?'}  damaged checkpoint in cell {bad.cell_index + 1}: not used ({bad.reason})")

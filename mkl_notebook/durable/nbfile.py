@@ -108,9 +108,17 @@ def embedded_runs(path: str | Path) -> list[EmbeddedRun]:
 
 
 def find_run(path: str | Path, run_id: str) -> EmbeddedRun:
+    """The checkpoint of run ``run_id`` a notebook carries; a damaged copy of it in a later cell is refused
+    rather than passed over for an older one (the damaged copy may hold the run's newest state)."""
     runs, damaged = scan(path)
     for run in runs:
         if run.run_id == run_id:
+            later = [bad for bad in damaged if bad.run_id == run_id and bad.cell_index > run.cell_index]
+            if later:
+                raise NotebookFileError(
+                    f"{later[-1].reason}; it may hold run '{run_id}''s newest state, so the older copy in cell "
+                    f"{run.cell_index + 1} is not resumed in its place"
+                )
             return run
     for bad in damaged:
         if bad.run_id == run_id or bad.run_id is None:
