@@ -38,8 +38,9 @@ def _cap() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
 
-def mkl(folder: Path, *args: str) -> tuple[int, str]:
-    completed = subprocess.run(
+def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mkl ARGS`` in ``folder``, capped in memory and time."""
+    return subprocess.run(
         [sys.executable, "-m", "mkl_notebook.cli", *args],
         cwd=folder,
         env=env_without_models(),
@@ -49,6 +50,10 @@ def mkl(folder: Path, *args: str) -> tuple[int, str]:
         preexec_fn=_cap,
         check=False,
     )
+
+
+def mkl(folder: Path, *args: str) -> tuple[int, str]:
+    completed = _run(folder, *args)
     return completed.returncode, completed.stderr
 
 
@@ -81,16 +86,7 @@ def test_a_yaml_alias_bomb_is_refused_in_one_line(folder: Path, command: str) ->
     bomb = _alias_bomb(folder)
     assert bomb.stat().st_size < 70_000
     if command == "check":
-        completed = subprocess.run(
-            [sys.executable, "-m", "mkl_notebook.cli", "check", bomb.name],
-            cwd=folder,
-            env=env_without_models(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            preexec_fn=_cap,
-            check=False,
-        )
+        completed = _run(folder, "check", bomb.name)
         assert completed.returncode != 0 and "Traceback" not in completed.stderr, completed.stderr[-2000:]
         assert "expands to more than" in completed.stdout  # mkl check reports findings on stdout
         return

@@ -41,6 +41,19 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _mkl(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``mkl ARGS`` run in ``cwd`` (its store is ``cwd/.mkl`` unless ARGS name another)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        cwd=cwd,
+        env=env or env_without_models(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def _resume(path: Path, cwd: Path, value: str, question: str) -> subprocess.Popen[str]:
     command = [
         sys.executable,
@@ -105,23 +118,7 @@ def test_a_write_back_keeps_another_runs_update_in_the_same_file(shared: Path, t
     questions = {run_id: _question_of(path, run_id) for run_id in ("refund", "other")}
     for run_id, store in (("refund", "one"), ("other", "two")):
         (tmp_path / store).mkdir()
-        command = [
-            sys.executable,
-            "-m",
-            "mkl_notebook.cli",
-            "resume",
-            str(path),
-            "--run",
-            run_id,
-            "--question",
-            questions[run_id],
-            "--set",
-            "approval.answer=approve",
-            "--script",
-            str(REFUND_SCRIPT),
-            "--quiet",
-        ]
-        done = subprocess.run(command, cwd=tmp_path / store, env=env_without_models(), capture_output=True, text=True)
+        done = _mkl(tmp_path / store, *_approval(path, run_id, questions[run_id]))
         assert done.returncode == 0, done.stderr
     statuses = {run.run_id: run.header["status"] for run in nbfile.embedded_runs(path)}
     assert statuses == {"refund": "done", "other": "done"}
@@ -129,15 +126,15 @@ def test_a_write_back_keeps_another_runs_update_in_the_same_file(shared: Path, t
     assert sum(RUN_MIME in o.get("data", {}) for o in outputs) == 2
 
 
+def _approval(path: Path, run_id: str, question: str) -> list[str]:
+    """The arguments of ``mkl resume`` that approve ``question`` of run ``run_id`` in notebook ``path``."""
+    return ["resume", str(path), "--run", run_id, "--question", question, "--set", "approval.answer=approve",
+            "--script", str(REFUND_SCRIPT), "--quiet"]  # fmt: skip
+
+
 def _question_of(path: Path, run_id: str) -> str:
-    listing = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", "runs", path.name],
-        cwd=path.parent,
-        env=env_without_models(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    listing = _mkl(path.parent, "runs", path.name)
+    assert listing.returncode == 0, listing.stderr
     runs = json.loads(listing.stdout.splitlines()[-1])["runs"]
     return str(next(run["question_id"] for run in runs if run["run"] == run_id))
 
@@ -201,7 +198,7 @@ def _pay_notebook(folder: Path, padding: int) -> Path:
     return path
 
 
-def _pay(path: Path, store: Path, question: str, ledger: Path) -> list[str]:
+def _pay(path: Path, store: Path, question: str) -> list[str]:
     return [
         sys.executable, "-m", "mkl_notebook.cli", "resume", str(path), "--run", "P", "--question", question,
         "--set", "approval=approve", "--script", str(path.parent / "pay.script.yaml"),
@@ -241,7 +238,7 @@ def test_a_headless_resume_killed_at_any_instant_is_never_stranded_and_pays_once
         env = {**env_without_models(), "LEDGER": str(ledger)}
         ours, theirs = folder / "ours", folder / "theirs"
         victim = subprocess.Popen(
-            _pay(path, ours, question, ledger), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            _pay(path, ours, question), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         # Every other kill at a random instant; the rest just after the payment, before the write-back.
         after_paying = kill % 2 == 1
@@ -254,9 +251,9 @@ def test_a_headless_resume_killed_at_any_instant_is_never_stranded_and_pays_once
         victim.wait(timeout=30)
         nbformat.validate(nbformat.read(path, as_version=4))  # whatever instant it died at
         # Someone else, with a store of their own, takes the file up: never a second payment.
-        _settled(subprocess.run(_pay(path, theirs, question, ledger), env=env, capture_output=True, text=True))
+        _settled(subprocess.run(_pay(path, theirs, question), env=env, capture_output=True, text=True))
         # The same command again, with the store the killed one used: it completes, or says why not.
-        _settled(subprocess.run(_pay(path, ours, question, ledger), env=env, capture_output=True, text=True))
+        _settled(subprocess.run(_pay(path, ours, question), env=env, capture_output=True, text=True))
         paid = ledger.read_text(encoding="utf-8").splitlines() if ledger.exists() else []
         assert len(paid) <= 1, (kill, paid)  # no effect twice
         [run] = nbfile.embedded_runs(path)
@@ -275,12 +272,7 @@ def test_a_damaged_newer_copy_of_a_run_is_not_passed_over_for_an_older_one(share
     nb.cells.append(later)
     nbformat.write(nb, path)
     before = path.read_bytes()
-    command = [
-        sys.executable, "-m", "mkl_notebook.cli", "resume", str(path), "--run", "refund",
-        "--question", _question_of(shared, "refund"), "--set", "approval.answer=approve",
-        "--script", str(REFUND_SCRIPT), "--quiet",
-    ]  # fmt: skip
-    done = subprocess.run(command, cwd=tmp_path, env=env_without_models(), capture_output=True, text=True)
+    done = _mkl(tmp_path, *_approval(path, "refund", _question_of(shared, "refund")))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "is not resumed in its place" in done.stderr
     assert path.read_bytes() == before  # nothing was written
@@ -290,13 +282,6 @@ def test_mkl_runs_says_when_a_files_run_was_left_mid_advance(shared: Path, tmp_p
     path = tmp_path / "shared.ipynb"
     shutil.copy(shared, path)
     nbfile.mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite")
-    listing = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", "runs", path.name],
-        cwd=tmp_path,
-        env=env_without_models(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    listing = _mkl(tmp_path, "runs", path.name)
     assert "left mid-advance in the store /elsewhere/.mkl/runs.sqlite" in listing.stdout
     assert json.loads(listing.stdout.splitlines()[-1])["runs"][0]["advancing_in"] == "/elsewhere/.mkl/runs.sqlite"
