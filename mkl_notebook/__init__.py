@@ -41,14 +41,16 @@ def run(name: str, **options: Any) -> Run:
     return current_session().run(name, **options)
 
 
-def get_run(run_id: str, notebook: str | None = None, script: Any = None) -> Run:
+def get_run(run_id: str, notebook: str | None = None, script: Any = None, *, trust_file: bool = False) -> Run:
     """A run of this session, its store, or a notebook's saved checkpoints (this one, or ``notebook``).
 
     ``script`` (a scripted-answers file or mapping) answers the model calls the run still has to make.
+    A notebook's checkpoint is taken up only when it is sealed by you or a key you trust (``mkl trust``),
+    or ``trust_file`` says to take it up anyway.
     """
     from .notebook.session import current_session
 
-    return current_session().get_run(run_id, notebook, script)
+    return current_session().get_run(run_id, notebook, script, trust_file=trust_file)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -173,7 +174,7 @@ A run's checkpoint is saved **inside the notebook** (in its output, as
 and run it, the run comes back from the checkpoint without calling any model, and its form
 appears again. No kernel at hand? `mkl resume` does it from a terminal.
 
-`data/shared-approval.ipynb` is such a notebook: someone ran the refund machine there, and the
+`data/shared-approval.ipynb` is such a notebook: Alice ran the refund machine there, and the
 run is waiting for approval.
 """),
     code("%load_ext mkl_notebook\nimport mkl_notebook"),
@@ -186,6 +187,19 @@ mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
     md("## What does the shared notebook carry?"),
     code(CHECK + "!{mkl} runs data/shared-approval.ipynb"),
     md("""
+## Who made it?
+
+Every checkpoint's digest says it is *intact*; anyone could recompute that, so it cannot say
+*who* made it. Each person's checkpoints are also sealed with their own key (made on first use,
+kept in their Jupyter data folder), and a checkpoint is *trusted* only when it is sealed by you
+or by a key you added with `mkl trust`. Alice's key is unknown here, so the listing marks her
+run **NOT TRUSTED** in front of its question: the text may not be what the machine's author
+wrote, and nothing of the run is taken up until you choose to.
+
+Before approving anything in it, ask Alice for her key's fingerprint (`mkl trust` prints it)
+and compare. Then either take up this one file's run (`trust_file=True` here, `--trust-file`
+at the command line), or trust her key for good: `mkl trust data/shared-approval.ipynb --name Alice`.
+
 ## Rehydrate it in this kernel
 
 `get_run` finds the run in the notebook file, verifies its checkpoint and replays it:
@@ -197,6 +211,7 @@ zero model calls, and the same pending question.
     "shared-refund",
     notebook="data/shared-approval.ipynb",
     script="data/refund.script.yaml",
+    trust_file=True,  # compared the fingerprint with Alice's: take up her run
 )
 print(run.status, "at", run.at, "-", run.pending["ask"])
 print(run.calls)"""
@@ -212,7 +227,9 @@ print(run.status, "-", run.result)"""
 ## Headless: `mkl resume` on the file
 
 The same works without a kernel. `mkl resume` reads the checkpoint from the notebook, applies
-the reply, and writes the updated checkpoint back into the file (other cells untouched).
+the reply, and writes the updated checkpoint back into the file (other cells untouched), sealed
+with your key. `--trust-file` is the same choice as above: take up Alice's run though her key
+is not one you trust; without it, the command refuses and names her key.
 """),
     code("""import pathlib
 import shutil
@@ -234,7 +251,7 @@ command to answer it, and a reply to any other question is refused. The last lin
 listing = !cd {work} && {mkl} runs shared.ipynb
 print("\\n".join(listing[:-1]))
 first = json.loads(listing[-1])["runs"][0]["question_id"]
-resume = f"cd {work} && {mkl} resume shared.ipynb --run shared-refund --script {script} --quiet"
+resume = f"cd {work} && {mkl} resume shared.ipynb --run shared-refund --script {script} --trust-file --quiet"
 """
     ),
     md("The first approval: the run goes on to its second question, whose id the status line gives."),
@@ -413,7 +430,9 @@ def execute(nb: nbformat.NotebookNode, path: Path) -> None:
 def main() -> None:
     for store in (HERE / ".mkl", HERE / "data" / ".mkl"):
         shutil.rmtree(store, ignore_errors=True)
-    execute(notebook(SHARED_SOURCE), HERE / "data" / "shared-approval.ipynb")
+    with tempfile.TemporaryDirectory() as alice:  # Alice's own Jupyter data folder, and so her own key
+        nbformat.write(notebook(SHARED_SOURCE), HERE / "data" / "shared-approval.ipynb")
+        run_all(HERE / "data" / "shared-approval.ipynb", env={"JUPYTER_DATA_DIR": alice, "JUPYTERHUB_USER": "alice"})
     shutil.rmtree(HERE / "data" / ".mkl", ignore_errors=True)  # the notebook alone carries that run
     for name, cells in NOTEBOOKS.items():
         execute(notebook(cells), HERE / f"{name}.ipynb")

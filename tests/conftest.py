@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from mkl_notebook.notebook import session as session_module
 
 from support import MODEL_ENV
+
+# The tests' signing keys and trusted keys, never the person's own (subprocesses inherit it).
+os.environ["JUPYTER_DATA_DIR"] = tempfile.mkdtemp(prefix="mkl-test-jupyter-data-")
 
 
 @pytest.fixture(scope="session")

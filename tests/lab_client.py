@@ -9,6 +9,7 @@ notebook cell by cell, so tests that stand for JupyterLab must say them too.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,13 @@ class LabClient(NotebookClient):  # type: ignore[misc]
     execute_cell = run_sync(async_execute_cell)
 
 
-def run_all(path: Path, *, timeout: int = 120, allow_errors: bool = False) -> nbformat.NotebookNode:
-    """Restart & Run All of the notebook at ``path``, as JupyterLab would, and save it there."""
+def run_all(
+    path: Path, *, timeout: int = 120, allow_errors: bool = False, env: Mapping[str, str] | None = None
+) -> nbformat.NotebookNode:
+    """Restart & Run All of the notebook at ``path``, as JupyterLab would, and save it there; ``env`` adds to
+    the kernel's environment (another person's ``JUPYTER_DATA_DIR``, say)."""
     nb = nbformat.read(path, as_version=4)
-    env = {**os.environ, "JPY_SESSION_NAME": str(path.resolve())}
+    env = {**os.environ, **(env or {}), "JPY_SESSION_NAME": str(path.resolve())}
     LabClient(nb, path, timeout=timeout, allow_errors=allow_errors).execute(env=env)
     nbformat.write(nb, path)
     return nb

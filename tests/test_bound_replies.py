@@ -197,7 +197,7 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
         ("not yet, add an apology", "bob", "cli", status["question_id"]),
     ]
 
-    _, records = envelope.read_file(folder / "r.json")  # the checkpoint written after the first answer
+    _, records, _ = envelope.read_file(folder / "r.json")  # the checkpoint written after the first answer
     journaled = [record for record in records if record["t"] == "reply"]
     assert [(r["value"], r["by"], r["via"], r["question"]) for r in journaled] == [("approve", "alice", "cli", first)]
     assert isinstance(journaled[0]["time"], float)
@@ -255,17 +255,19 @@ def test_mkl_runs_on_a_folder_lists_every_waiting_question_with_its_command(wait
     assert lines[0] == (
         f".mkl/runs.sqlite: r asks {FIRST!r} — mkl resume --id r --question {first} --set refund_approval=…"
     )
-    assert lines[1].startswith(
-        f"team/alice/shared.ipynb: shared-refund asks {FIRST!r} — mkl resume "
-        "team/alice/shared.ipynb --run shared-refund --question q-"
-    )
+    assert lines[1].startswith("team/alice/shared.ipynb: shared-refund [NOT TRUSTED: made by an unknown key ")
+    assert (
+        f"(signed as 'alice')] asks {FIRST!r} — mkl resume team/alice/shared.ipynb --run shared-refund --question q-"
+    ) in lines[1]
     assert lines[2] == "not read: team/broken.ipynb: is not a notebook (no cells)"
     assert [(q["where"], q["run"]) for q in status["questions"]] == [
         (".mkl/runs.sqlite", "r"),
         ("team/alice/shared.ipynb", "shared-refund"),
     ]
-    answer = status["questions"][1]["command"].replace("…", "approve").split()  # the command, as printed, works
-    code, done, _, err = mkl(folder, *answer[1:], "--script", str(SCRIPT))
+    answer = status["questions"][1]["command"].replace("…", "approve").split()  # the command, as printed
+    code, refused, _, err = mkl(folder, *answer[1:], "--script", str(SCRIPT))
+    assert code == 2 and "made by an unknown key" in refused["error"], err  # Alice's key is not trusted here
+    code, done, _, err = mkl(folder, *answer[1:], "--script", str(SCRIPT), "--trust-file")  # the choice, made
     assert (code, done["ask"]) == (3, SECOND), err
 
 

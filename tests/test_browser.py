@@ -80,6 +80,10 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     notices.mkdir(parents=True)
     (notices / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for tutorial in sorted(root.glob("0*.ipynb")):  # this person trusts the tutorials' author (their key)
+        command = [sys.executable, "-m", "mkl_notebook.cli", "trust", str(tutorial), "--name", "tutorials"]
+        trusted = subprocess.run(command, env=env, check=False, capture_output=True, text=True)
+        assert trusted.returncode == 0 or "carries no run checkpoint" in trusted.stderr, trusted.stderr
     port = _free_port()
     log = open(tmp_path / "jupyter.log", "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
@@ -469,3 +473,65 @@ def test_a_shared_notebook_opened_without_running_reads_the_question_and_the_com
         finally:
             browser.close()
     assert run_index > 0
+
+
+ALICES = "from-alice.ipynb"
+
+
+def _alices_notebook(root: Path, alice: Path) -> None:
+    """The notebook Alice saved after running the refund machine with her model: its run waits for
+    approval, sealed with her key, which is unknown to the person who opens it here."""
+    machine = (ROOT / "notebooks" / "data" / "refund.mkl").read_text(encoding="utf-8")
+    alice.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "JUPYTER_DATA_DIR": str(alice), "JUPYTERHUB_USER": "alice"}
+    command = [sys.executable, "-m", "mkl_notebook.cli", "run", str(root / "data" / "refund.mkl"), "--quiet"]
+    command += ["--id", "from-alice", "--hitl", "--script", str(root / "data" / "refund.script.yaml")]
+    command += ["--set", "ticket=broken", "--store", str(alice / "runs.sqlite"), "--checkpoint", str(alice / "cp.json")]
+    assert subprocess.run(command, env=env, capture_output=True, check=False).returncode == 3
+    saved = json.loads((alice / "cp.json").read_text(encoding="utf-8"))
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + machine),
+        nbformat.v4.new_code_cell(
+            "%mkl run refund --id from-alice --set ticket=broken",
+            outputs=[nbformat.v4.new_output("display_data", data={MIME_TYPE: saved, "text/plain": "from-alice"})],
+        ),
+    ]
+    nbformat.write(notebook, root / ALICES)
+
+
+def test_someone_elses_run_is_marked_and_taken_up_only_by_a_click(
+    jupyter_lab: tuple[str, Path], tmp_path: Path
+) -> None:
+    """Run All in a notebook from an unknown key: the run cell says whose the run is and waits; a click on
+    "Take up the file's run" brings Alice's run, waiting at her question, with its form."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, root = jupyter_lab
+    _alices_notebook(root, tmp_path / "alice")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            _open_and_run_all(page, base, ALICES)
+            run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id from-alice'))")
+            place = run_cell.locator(".jp-OutputArea-output").first
+            expect(place).to_contain_text("Not trusted:", timeout=90_000)
+            expect(place).to_contain_text("made by an unknown key")
+            expect(place).to_contain_text("(signed as 'alice')")
+            expect(place).to_contain_text("The file says it asks: “The draft promises a refund. Approve it?”")
+            expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_have_count(0)
+            run_cell.screenshot(path=str(ARTIFACTS / "untrusted-1-marked.png"))
+
+            run_cell.locator('button.jupyter-button:has-text("Take up the file\'s run")').click()
+            expect(run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(
+                1, timeout=60_000
+            )
+            expect(place).to_contain_text("The machine's author asks:")
+            expect(place).not_to_contain_text("Not trusted:")
+            run_cell.screenshot(path=str(ARTIFACTS / "untrusted-2-taken-up.png"))
+        finally:
+            browser.close()

@@ -98,7 +98,7 @@ def test_write_then_read_round_trips_owner_only(tmp_path: Path) -> None:
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    header, records = envelope.read_file(path)
+    header, records, _ = envelope.read_file(path)
     assert records == PLAIN_RUN.records
     assert header["run_id"] == "env-run" and header["status"] == "done"
     assert header["machines"][0]["name"] == "grower"
@@ -142,7 +142,7 @@ def test_a_large_journal_is_compressed_and_still_verifies(tmp_path: Path) -> Non
     assert len(BIG_BYTES) < plain_size / 3
     path = tmp_path / "big.json"
     envelope.write_file(path, BIG)
-    header, records = envelope.read_file(path)
+    header, records, _ = envelope.read_file(path)
     assert records == BIG_RUN.records and header["status"] == "done"
 
 
@@ -423,7 +423,7 @@ def test_resume_of_an_intact_checkpoint_finishes_and_rewrites_it(
     status = _status(completed)
     assert status["result"] == "F" and status["calls"] == {"made": 1, "replayed": 2}
     assert status["checkpoint"] == "cp.json"  # the status names the checkpoint it brought up to date
-    header, records = envelope.read_file(elsewhere / "cp.json")
+    header, records, _ = envelope.read_file(elsewhere / "cp.json")
     assert header["status"] == "done" and records[-1]["t"] == "finish"
     assert stat.S_IMODE((elsewhere / "cp.json").stat().st_mode) == 0o600
 
@@ -457,6 +457,6 @@ def test_resume_refuses_a_changed_machine_unless_forced(suspended_checkpoint: Pa
         assert status["result"] == "F2"  # the edited prompt ran
     else:
         assert status["result"] == "F"
-    header, _ = envelope.read_file(suspended_checkpoint)
+    header, *_ = envelope.read_file(suspended_checkpoint)
     pinned = {pin["name"]: pin["sha256"] for pin in header["machines"]}
     assert pinned[edited] == load(text).sha256

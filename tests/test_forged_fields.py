@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from mkl_notebook import cli
+from mkl_notebook.app.trust import Keyring
 from mkl_notebook.durable import envelope
 
 from support import REFUND, REFUND_SCRIPT
@@ -31,7 +32,13 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any]
     argv = ["run", str(folder / "refund.mkl"), "--id", "r", "--hitl", "--script", str(REFUND_SCRIPT)]
     argv += ["--set", "ticket=broken", "--store", str(folder / "s.sqlite"), "--checkpoint", str(folder / "cp.json")]
     assert cli.main([*argv, "--quiet"]) == 3
-    return envelope.read_file(folder / "cp.json")
+    header, records, _ = envelope.read_file(folder / "cp.json")
+    return header, records
+
+
+def _sealed(header: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    """A forged envelope sealed with the tests' own (trusted) key: its fields, not its seal, get it refused."""
+    return json.dumps(envelope.build(header, records, signer=Keyring().signer()))
 
 
 def _mutations(header: dict[str, Any], records: list[dict[str, Any]]) -> list[tuple[str, dict, list]]:
@@ -74,7 +81,7 @@ def test_hundreds_of_retyped_fields_are_each_one_line_and_leave_the_store_untouc
     refused = 0
     for label, forged_header, forged_records in mutations:
         path = tmp_path / "forged.json"
-        path.write_text(json.dumps(envelope.build(forged_header, forged_records)), encoding="utf-8")
+        path.write_text(_sealed(forged_header, forged_records), encoding="utf-8")
         before = _store_rows(store)
         capsys.readouterr()
         code = cli.main(["resume", str(path), "--store", str(store), "--max-steps", "9", "--quiet"])
@@ -94,7 +101,7 @@ def test_a_retyped_secret_is_refused_naming_the_record_and_field(
     forged = copy.deepcopy(records)
     forged[0]["secret"] = "not hex at all"
     path = tmp_path / "forged.json"
-    path.write_text(json.dumps(envelope.build(header, forged)), encoding="utf-8")
+    path.write_text(_sealed(header, forged), encoding="utf-8")
     assert cli.main(["resume", str(path), "--store", str(tmp_path / "s.sqlite"), "--quiet"]) == 2
     error = capsys.readouterr().err
     assert "record 1 ('start') has a wrongly typed field 'secret'" in error

@@ -110,20 +110,23 @@ def test_a_run_in_an_old_store_replays_with_no_calls_and_the_same_result(legacy:
 
 
 def test_an_old_checkpoint_verifies_imports_and_resumes(legacy: Path) -> None:
-    header, records = envelope.read_file(legacy / "waiting.checkpoint.json")
+    header, records, _ = envelope.read_file(legacy / "waiting.checkpoint.json")
     assert header["status"] == "suspended" and header["ask"] == "The draft promises a refund. Approve sending it?"
     store = MemoryStore()
     runs.import_envelope(store, header, records)
     waiting = runs.replay("refund-waiting", NoCalls(), store=store)
     assert (waiting.result.status, waiting.result.at, waiting.calls["made"]) == ("suspended", "send", 0)
     question = waiting.result.question_id("refund-waiting")  # an old journal's question has an id too
-    completed = mkl_resume(
-        legacy, str(legacy / "waiting.checkpoint.json"), "--question", question, "--reply", "approve"
-    )
+    answer = (str(legacy / "waiting.checkpoint.json"), "--question", question, "--reply", "approve")
+    refused = mkl_resume(legacy, *answer)  # made before checkpoints were sealed: nothing says whose it is
+    assert refused.returncode == 2
+    assert "run 'refund-waiting' is unsigned: nothing says who made it" in refused.stderr
+    assert "--trust-file" in refused.stderr and refused.stderr.count("\n") == 1
+    completed = mkl_resume(legacy, *answer, "--trust-file")
     assert completed.returncode == 0, completed.stderr
     status = json.loads(completed.stdout.splitlines()[-1])
     assert (status["result"], status["calls"]) == (REFUND_RESULT, {"made": 1, "replayed": 3})
-    header, records = envelope.read_file(legacy / "waiting.checkpoint.json")  # rewritten by today's code
+    header, records, _ = envelope.read_file(legacy / "waiting.checkpoint.json")  # rewritten by today's code
     assert header["status"] == "done" and [r["t"] for r in records][-2:] == ["answer", "finish"]
 
 
@@ -147,9 +150,10 @@ def test_an_old_notebook_lists_its_runs_and_resumes_headless(legacy: Path) -> No
         ).stdout.splitlines()[-1]
     )
     question = next(run["question_id"] for run in listed["runs"] if run["run"] == "refund-waiting")
-    completed = mkl_resume(
-        legacy, str(notebook), "--run", "refund-waiting", "--question", question, "--set", "approval.answer=approve"
-    )
+    answer = (str(notebook), "--run", "refund-waiting", "--question", question, "--set", "approval.answer=approve")
+    assert mkl_resume(legacy, *answer).returncode == 2  # unsigned: taken up only by choice
+    assert nbformat.read(notebook, as_version=4) == before
+    completed = mkl_resume(legacy, *answer, "--trust-file")
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout.splitlines()[-1])["result"] == REFUND_RESULT
     after = nbformat.read(notebook, as_version=4)

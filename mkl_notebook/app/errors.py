@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..durable.envelope import EnvelopeError
 from ..durable.nbfile import NotebookFileError
 from ..durable.runs import RunStateError
+from ..durable.seals import SealError
 from ..durable.stores import StoreError
 from ..lang.findings import MachineError
 from ..providers.config import ConfigError
@@ -25,4 +26,5 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     NotebookFileError,
     StoreError,
     RunStateError,
+    SealError,
 )

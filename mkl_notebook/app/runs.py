@@ -12,6 +12,7 @@ from ..durable.places import Place
 from ..durable.records import RunState, canonical, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Resolution, not_pending
+from ..durable.seals import Seal, Signer
 from ..durable.stores import RunStore
 from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle
@@ -21,6 +22,7 @@ from ..lang.siblings import sibling_registry
 from .errors import UsageProblem
 from .replies import parse_resolve, reply_from_flags, require_question, who
 from .status import answers_to, form_place, run_output
+from .trust import Keyring, Provenance, Untrusted
 from .values import parse_budget
 
 HITL_MODES = ("none", "asking", "all")
@@ -124,9 +126,14 @@ def resume(
     )
 
 
-def summary(run_id: str, records: list[dict[str, Any]], resume: str) -> dict[str, Any]:
+def summary(
+    run_id: str, records: list[dict[str, Any]], resume: str, provenance: Provenance | None = None
+) -> dict[str, Any]:
     """What a listing says of one run: where it stands, the question it waits on with the command that
-    answers it (``resume`` names the run, e.g. ``mkl resume --id RUN``), and every answer a person gave."""
+    answers it (``resume`` names the run, e.g. ``mkl resume --id RUN``), and every answer a person gave.
+
+    A run read from a file says who made it (``provenance``): ``trusted`` and ``made_by``.
+    """
     index = JournalIndex.build(records)
     now = index.state
     listed: dict[str, Any] = {
@@ -156,25 +163,41 @@ def summary(run_id: str, records: list[dict[str, Any]], resume: str) -> dict[str
         for record in records
         if record.get("t") == "reply"
     ]
+    if provenance is not None:
+        listed.update(trusted=provenance.trusted, made_by=provenance.mark, key=provenance.key)
     return listed
 
 
-def import_checkpoint(store: RunStore, header: Mapping[str, Any], records: list[dict[str, Any]], source: str) -> str:
+def import_checkpoint(
+    store: RunStore,
+    header: Mapping[str, Any],
+    records: list[dict[str, Any]],
+    source: str,
+    *,
+    seal: Seal | None,
+    keyring: Keyring,
+    trust_file: bool = False,
+) -> str:
     """Bring a verified checkpoint's run into ``store``, unless the store already holds it as far or further.
 
-    A store whose copy of the run went another way is refused, naming both.
+    What the store does not hold yet is taken from the file only when the checkpoint is trusted (sealed by
+    this person's key or one they trust) or ``trust_file`` says they chose to take it up anyway; otherwise
+    :class:`Untrusted` says whose it is. A store whose copy of the run went another way is refused, naming both.
     """
     run_id = str(header["run_id"])
     if store.exists(run_id):
         held = [canonical(record) for record in store.read(run_id)]
         given = [canonical(record) for record in records]
         if held[: len(given)] == given:
-            return run_id
+            return run_id  # the file adds nothing to what this store holds
         if given[: len(held)] != held:
             raise UsageProblem(
                 f"run '{run_id}' in {store.location} has a different history than {source}; pass --store PATH "
                 "to resume it in another store"
             )
+    provenance = keyring.judge(seal)
+    if not provenance.trusted and not trust_file:
+        raise Untrusted(run_id, source, provenance, run_state(records))
     return durable.import_envelope(store, header, records)
 
 
@@ -198,8 +221,19 @@ def edited_machines(records: list[dict[str, Any]]) -> tuple[list[str], dict[str,
     return changed, current
 
 
-def resume_in_notebook(notebook: Path, run_id: str, store: RunStore, advance: Callable[[str], Outcome]) -> Outcome:
+def resume_in_notebook(
+    notebook: Path,
+    run_id: str,
+    store: RunStore,
+    advance: Callable[[str], Outcome],
+    *,
+    keyring: Keyring,
+    trust_file: bool = False,
+) -> Outcome:
     """Resume a run a notebook file carries and write its new checkpoint and view back into that file.
+
+    The file's checkpoint is taken up only when it is trusted or ``trust_file`` says to take it up anyway
+    (see :func:`import_checkpoint`); what is written back is sealed with this person's key.
 
     ``advance(run_id)`` resumes the run once it is in ``store``. The notebook's own lock is held from
     reading the file to replacing it, so concurrent resumes of one file (from any store) take turns:
@@ -217,13 +251,22 @@ def resume_in_notebook(notebook: Path, run_id: str, store: RunStore, advance: Ca
                 "and what it did there is not in this file; resume it with that store (--store), so that "
                 "nothing it did runs twice"
             )
-        import_checkpoint(store, embedded.header, embedded.records, str(notebook))
+        import_checkpoint(
+            store,
+            embedded.header,
+            embedded.records,
+            str(notebook),
+            seal=embedded.seal,
+            keyring=keyring,
+            trust_file=trust_file,
+        )
+        signer = keyring.signer()
         held = store.read(run_id)
         if marked is not None or len(held) > len(embedded.records):
             # A write-back never came: put the store's state in the file before anything else happens.
             shown = durable.show_prefix(run_id, held, len(held))
             if shown is not None:
-                _write_back(notebook, embedded, shown)
+                _write_back(notebook, embedded, shown, signer)
                 embedded = nbfile.find_run(notebook, run_id)
         nbfile.mark_advancing(notebook, run_id, store.location)
         try:
@@ -232,11 +275,11 @@ def resume_in_notebook(notebook: Path, run_id: str, store: RunStore, advance: Ca
             if len(store.read(run_id)) == len(embedded.records):
                 nbfile.clear_advancing(notebook, run_id)  # refused: nothing happened, the file still holds it all
             raise
-        _write_back(notebook, embedded, outcome)
+        _write_back(notebook, embedded, outcome, signer)
     return outcome
 
 
-def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome) -> None:
+def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:
     """Write ``outcome``'s checkpoint and view over the run's output, and its state where its forms were."""
     run_id = outcome.run_id
     pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
@@ -250,5 +293,5 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome) 
         return form_place(run_id, outcome, notebook=name, answers=answered)
 
     forms_shown = nbfile.has_form(notebook, run_id)
-    view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown)
+    view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown, signer=signer)
     nbfile.write_run(notebook, embedded, view, form_place_now)

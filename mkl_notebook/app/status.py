@@ -10,6 +10,7 @@ from ..durable.envelope import MIME_TYPE
 from ..durable.nbfile import FORM_MIME
 from ..durable.records import run_state
 from ..durable.runs import Outcome
+from ..durable.seals import Signer
 from ..lang.model import Machine
 from ..render import views
 
@@ -77,16 +78,25 @@ def run_output(
     *,
     notebook: str | None = None,
     question_above: bool = False,
+    signer: Signer | None = None,
+    note: str | None = None,
 ) -> dict[str, Any]:
     """A run's one display output: its view as HTML and text, carrying its checkpoint envelope.
 
     ``notebook`` names the file in the commands that continue it; ``question_above`` leaves the
-    question to the form shown above.
+    question to the form shown above; ``signer`` seals the checkpoint; ``note`` is said first.
     """
     shown = views.Shown(
-        notebook=notebook, question_above=question_above, later=later(outcome), replayed=outcome.replayed_steps
+        notebook=notebook,
+        question_above=question_above,
+        later=later(outcome),
+        replayed=outcome.replayed_steps,
+        note=note,
     )
-    return {**views.run_bundle(run_id, machine, outcome.result, outcome.calls, shown), MIME_TYPE: outcome.envelope()}
+    return {
+        **views.run_bundle(run_id, machine, outcome.result, outcome.calls, shown),
+        MIME_TYPE: outcome.envelope(signer),
+    }
 
 
 def form_place(

@@ -10,6 +10,7 @@ from typing import Any
 from ..durable import nbfile
 from ..durable.stores import SQLiteStore, StoreError
 from .runs import summary
+from .trust import Keyring
 
 SKIPPED_FOLDERS = frozenset({".git", ".hg", "node_modules", "__pycache__", ".ipynb_checkpoints", ".tox", ".mypy_cache"})
 STORE_NAME = "runs.sqlite"
@@ -25,9 +26,10 @@ def _files(folder: Path) -> Iterator[Path]:
                 yield path
 
 
-def waiting_questions(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each question waiting under ``folder`` (where, the run, the question, the command that answers it),
-    and one line for each file that could not be read."""
+def waiting_questions(folder: Path, keyring: Keyring | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each question waiting under ``folder`` (where, the run, the question, the command that answers it,
+    and for a notebook's run who made it), and one line for each file that could not be read."""
+    keyring = keyring or Keyring()
     questions: list[dict[str, Any]] = []
     problems: list[str] = []
     for path in _files(folder):
@@ -37,7 +39,8 @@ def waiting_questions(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
                 embedded, damaged = nbfile.scan(path)
                 problems += [f"{shown}, cell {bad.cell_index + 1}: {bad.reason}" for bad in damaged]
                 listed = [
-                    summary(run.run_id, run.records, f"mkl resume {shown} --run {run.run_id}") for run in embedded
+                    summary(run.run_id, run.records, f"mkl resume {shown} --run {run.run_id}", keyring.judge(run.seal))
+                    for run in embedded
                 ]
             else:
                 store = SQLiteStore(path)

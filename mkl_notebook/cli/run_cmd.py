@@ -13,6 +13,7 @@ from typing import Any
 from ..app import oracles, status
 from ..app import runs as app_runs
 from ..app.errors import UsageProblem
+from ..app.trust import Keyring
 from ..app.values import merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
 from ..durable import envelope, nbfile
@@ -80,6 +81,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     resume.add_argument("--as", dest="by", metavar="NAME", help="who answers (default: $JUPYTERHUB_USER, else you)")
     resume.add_argument("--resolve", metavar="completed=VALUE|retry|abort", help="settle an in-doubt tool call")
     resume.add_argument("--force", action="store_true", help="resume even though a machine file changed")
+    resume.add_argument(
+        "--trust-file",
+        action="store_true",
+        help="take up the file's run even though its checkpoint is not sealed by you or a key you trust",
+    )
     _common(resume)
     resume.set_defaults(handler=resume_command)
 
@@ -130,7 +136,7 @@ def _oracle(args: argparse.Namespace, *, needs_model: bool = False, machine: Mac
 def _finish(args: argparse.Namespace, outcome: Outcome, resume: str, written: str | None = None) -> int:
     """Print the outcome and its status line; ``written`` names a file the caller already updated."""
     if args.checkpoint:
-        envelope.write_file(args.checkpoint, outcome.envelope())
+        envelope.write_file(args.checkpoint, outcome.envelope(Keyring().signer()))
     if not args.quiet:
         print(status.describe(outcome, resume))
     emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
@@ -191,11 +197,14 @@ def resume_command(args: argparse.Namespace) -> int:
     if not args.target:
         return _finish(args, _resume(args, store, args.run_id), _resume_by_id(args, args.run_id))
     lock = store.path.parent / "locks" / (Path(args.target).resolve().name + ".checkpoint.lock")
+    keyring = Keyring()
     with file_lease(lock, f"checkpoint {args.target}"):
-        header, records = envelope.read_file(args.target)
-        run_id = app_runs.import_checkpoint(store, header, records, args.target)
+        header, records, seal = envelope.read_file(args.target)
+        run_id = app_runs.import_checkpoint(
+            store, header, records, args.target, seal=seal, keyring=keyring, trust_file=args.trust_file
+        )
         outcome = _resume(args, store, run_id)
-        envelope.write_file(args.target, outcome.envelope())
+        envelope.write_file(args.target, outcome.envelope(keyring.signer()))
     return _finish(args, outcome, f"mkl resume {args.target}", written=args.target)
 
 
@@ -230,7 +239,12 @@ def _resume_notebook(args: argparse.Namespace) -> int:
         raise UsageProblem(f"name the run to resume with --run ID (runs in {notebook}: {runs_here})")
     store = _store(args)
     outcome = app_runs.resume_in_notebook(
-        notebook, args.notebook_run, store, lambda run_id: _resume(args, store, run_id, via="notebook-file")
+        notebook,
+        args.notebook_run,
+        store,
+        lambda run_id: _resume(args, store, run_id, via="notebook-file"),
+        keyring=Keyring(),
+        trust_file=args.trust_file,
     )
     return _finish(args, outcome, f"mkl resume {notebook} --run {outcome.run_id}", written=str(notebook))
 
@@ -261,8 +275,10 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
     """One run of a listing: its line, then each answer a person gave, then the command that answers it now."""
     error = f" ({listed['error']})" if listed.get("error") else ""
     at = f" at {listed['at']}" if listed.get("at") else ""
-    asks = f" — asks: {listed['ask']}" if listed.get("ask") else ""
+    asks = f" — asks: {views.asked_as_listed(listed, said_below=True)}" if listed.get("ask") else ""
     print(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{asks}")
+    if listed.get("trusted") is False:
+        print(f"    not trusted: {listed['made_by']}; taken up only with --trust-file, or once you trust the key")
     for answer in listed["answers"]:
         facts = views.answered_by(answer.get("by"), answer.get("time"), answer.get("via"))
         print(f"    answered {answer['value']!r}{f' ({facts})' if facts else ''}")
@@ -274,7 +290,8 @@ def _waiting_under(folder: Path) -> int:
     """Every question waiting in the notebooks and stores under ``folder``: one line each, with its command."""
     questions, problems = waiting_questions(folder)
     for question in questions:
-        print(f"{question['where']}: {question['run']} asks {question['ask']!r} — {question['command']}")
+        mark = f" [NOT TRUSTED: {question['made_by']}]" if question.get("trusted") is False else ""
+        print(f"{question['where']}: {question['run']}{mark} asks {question['ask']!r} — {question['command']}")
     for problem in problems:
         print(f"not read: {problem}")
     if not questions:
@@ -285,9 +302,11 @@ def _waiting_under(folder: Path) -> int:
 
 def _notebook_runs(path: Path) -> int:
     embedded, damaged = nbfile.scan(path)
+    keyring = Keyring()
     listing = []
     for run in embedded:
-        listed = app_runs.summary(run.run_id, run.records, f"mkl resume {path} --run {run.run_id}")
+        resume = f"mkl resume {path} --run {run.run_id}"
+        listed = app_runs.summary(run.run_id, run.records, resume, keyring.judge(run.seal))
         _print_listed(listed, f" (cell {run.cell_index + 1})")
         marked = nbfile.advancing(path, run.run_id)
         if marked is not None:

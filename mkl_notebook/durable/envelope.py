@@ -3,7 +3,9 @@
 It is what a notebook embeds, what ``--checkpoint PATH`` writes and what
 ``mkl resume FILE`` reads.  Loading is JSON only (nothing is unpickled or
 imported) and every envelope is verified against a digest chained over its
-records, so a damaged or edited file is refused instead of half-trusted.
+records, so a damaged or edited file is refused instead of half-trusted. A digest
+only says the file is *intact*; its seal (``seals``), when it has one, says which
+key made it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import os
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._version import __version__
 from ..lang import files
-from . import shapes
+from . import seals, shapes
 from .records import FORMAT, canonical
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
@@ -47,6 +49,14 @@ class EnvelopeError(ValueError):
     """An envelope that cannot be trusted or read; the message says what and where."""
 
 
+class Checkpoint(NamedTuple):
+    """A verified envelope: its header and records, and its seal when it has one."""
+
+    header: dict[str, Any]
+    records: list[dict[str, Any]]
+    seal: seals.Seal | None
+
+
 def _chain(records: list[dict[str, Any]]) -> hashlib._Hash:
     digest = hashlib.sha256(FORMAT.encode())
     for record in records:
@@ -59,8 +69,14 @@ def _digest(header: dict[str, Any], records: list[dict[str, Any]]) -> str:
     return hashlib.sha256(chained + canonical(header).encode("utf-8")).hexdigest()
 
 
-def build(header: dict[str, Any], records: list[dict[str, Any]], *, compress: bool | None = None) -> dict[str, Any]:
-    """An envelope for ``records`` with the given header fields (status, machines, …).
+def build(
+    header: dict[str, Any],
+    records: list[dict[str, Any]],
+    *,
+    compress: bool | None = None,
+    signer: seals.Signer | None = None,
+) -> dict[str, Any]:
+    """An envelope for ``records`` with the given header fields (status, machines, …), sealed by ``signer``.
 
     The journal is compressed when it is larger than a few kilobytes, unless ``compress`` says otherwise.
     """
@@ -72,7 +88,11 @@ def build(header: dict[str, Any], records: list[dict[str, Any]], *, compress: bo
         journal: dict[str, Any] = {"encoding": "zlib+base64", "count": len(records), "data": packed}
     else:
         journal = {"encoding": "json", "count": len(records), "records": records}
-    return {**head, "journal": journal, "digest": _digest(head, records)}
+    digest = _digest(head, records)
+    built = {**head, "journal": journal, "digest": digest}
+    if signer is not None:
+        built["seal"] = signer.seal(digest)
+    return built
 
 
 def _records(journal: Any, where: str) -> list[dict[str, Any]]:
@@ -110,12 +130,18 @@ def _records(journal: Any, where: str) -> list[dict[str, Any]]:
 
 def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Check an envelope's format and digest; return its header and records."""
+    checked = check(envelope, where)
+    return checked.header, checked.records
+
+
+def check(envelope: Any, where: str = "checkpoint") -> Checkpoint:
+    """Check an envelope's format, digest and the shape of every field; read its seal."""
     if not isinstance(envelope, dict):
         raise EnvelopeError(f"{where}: is not an mkl run checkpoint (expected a JSON object)")
     if envelope.get("format") != FORMAT:
         found = envelope.get("format")
         raise EnvelopeError(f"{where}: is not an mkl run checkpoint of format {FORMAT} (found {found!r})")
-    expected = {*HEADER_KEYS, "journal", "digest"}
+    expected = {*HEADER_KEYS, "journal", "digest"} | ({"seal"} if "seal" in envelope else set())
     if set(envelope) != expected:
         odd = sorted(set(envelope) ^ expected)
         raise EnvelopeError(f"{where}: the checkpoint's fields were changed ({', '.join(odd)}); it is not used")
@@ -132,24 +158,30 @@ def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], li
     if problem is not None:
         where_in = "its header" if shapes.header_problem(header) else "its journal"
         raise EnvelopeError(f"{where}: the checkpoint is misshapen ({where_in}: {problem}); it is not used")
-    return header, records
+    seal = None
+    if "seal" in envelope:
+        try:
+            seal = seals.read(envelope["seal"], envelope["digest"])
+        except seals.SealError as exc:
+            raise EnvelopeError(f"{where}: the checkpoint's seal is misshapen ({exc}); it is not used") from None
+    return Checkpoint(header, records, seal)
 
 
-def loads(data: bytes | str, where: str = "checkpoint") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def loads(data: bytes | str, where: str = "checkpoint") -> Checkpoint:
     try:
         envelope = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvelopeError(f"{where}: is not valid JSON ({exc})") from None
     except RecursionError:
         raise EnvelopeError(f"{where}: nests too deeply to be a checkpoint") from None
-    return verify(envelope, where)
+    return check(envelope, where)
 
 
 def dumps(envelope: dict[str, Any]) -> str:
     return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def read_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_file(path: str | Path) -> Checkpoint:
     path = Path(path)
     try:
         data = files.read_bytes(path, files.NOTEBOOK_LIMIT)

@@ -22,6 +22,7 @@ from typing import Any
 from ..lang import files
 from . import envelope
 from .envelope import MIME_TYPE, EnvelopeError
+from .seals import Seal
 
 TEMP_SUFFIX = ".mkl-tmp"
 LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same notebook
@@ -43,11 +44,14 @@ class DamagedRun:
 
 @dataclass(frozen=True)
 class EmbeddedRun:
+    """A verified run checkpoint in a notebook output, with its seal when it has one."""
+
     run_id: str
     header: dict[str, Any]
     records: list[dict[str, Any]]
     cell_index: int
     output_index: int
+    seal: Seal | None = None
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
@@ -92,14 +96,14 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             except ValueError:
                 data = None
         try:
-            header, records = envelope.verify(data, f"{path}, cell {cell_index + 1}")
+            header, records, seal = envelope.check(data, f"{path}, cell {cell_index + 1}")
         except EnvelopeError as exc:
             claimed = data.get("run_id") if isinstance(data, dict) else None
             damaged.append(DamagedRun(claimed if isinstance(claimed, str) else None, str(exc), cell_index))
             continue
         run_id = str(header["run_id"])
         if run_id not in found or len(records) >= len(found[run_id].records):
-            found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index)
+            found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index, seal)
     return list(found.values()), damaged
 
 

@@ -22,6 +22,7 @@ from . import envelope, places
 from . import records as rec
 from .places import Place
 from .replay import InDoubt, JournalIndex, ReplayOracle
+from .seals import Signer
 from .stores import RunStore, check_run_id
 
 Observer = Callable[[str, dict[str, Any]], None]
@@ -74,8 +75,9 @@ class Outcome:
             "calls": dict(self.calls),
         }
 
-    def envelope(self) -> dict[str, Any]:
-        return envelope.build(self.header(), self.records)
+    def envelope(self, signer: Signer | None = None) -> dict[str, Any]:
+        """The run's checkpoint, sealed by ``signer`` when one is given."""
+        return envelope.build(self.header(), self.records, signer=signer)
 
 
 def not_waiting(run_id: str, state: rec.RunState) -> str:

@@ -13,16 +13,19 @@ from __future__ import annotations
 import html
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from IPython.display import DisplayHandle, display
 
 from ..app.status import answers_to, form_place, run_output
+from ..app.trust import Untrusted
 from ..durable import places
 from ..durable.nbfile import FORM_MIME
 from ..durable.records import run_state
 from ..durable.runs import Outcome
+from ..durable.seals import Signer
 from ..lang.interpolate import fmt
 from ..lang.model import Machine
 from ..render import views
@@ -44,9 +47,16 @@ class RunView:
     """
 
     def __init__(
-        self, run_id: str, machine: Machine | None, cell: str | None = None, notebook: str | None = None
+        self,
+        run_id: str,
+        machine: Machine | None,
+        cell: str | None = None,
+        notebook: str | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.run_id = run_id
+        self.signer = signer  # seals the checkpoint the view carries
+        self.note: str | None = None  # said above the run: that the notebook's saved copy was set aside
         self.machine = machine
         self.cell = cell  # the notebook cell showing it: its forms' replies belong to it
         self.notebook = notebook  # the file's name, for the commands that continue the run
@@ -97,6 +107,31 @@ class RunView:
             bundle = progress_bundle(data.get("state"), int(data.get("steps") or 0), data.get("usage") or {}, elapsed)
             self.top.update(bundle, raw=True)
 
+    # -- a run the notebook carries but this person does not trust --------------------------
+
+    def untrusted(self, problem: Untrusted, choices: list[tuple[str, Callable[[], None]]]) -> None:
+        """Show whose the file's run is and how the file shows it, with buttons that take it up (or run
+        it afresh); nothing of it runs until one is clicked. The outputs the run will fill are kept."""
+        from .form import TakeUpChoice
+
+        found = problem.found
+        ask = found.shown if found is not None and found.waits_for_reply else None
+        where = "in an unknown state" if found is None else views.status_phrase(found.status, found.error, found.at)
+        banner = views.untrusted_bundle(problem.run_id, problem.source, problem.provenance.mark, where, ask)
+        choice = TakeUpChoice(banner, choices)
+        self.choice: TakeUpChoice | None = choice
+        self.current_form = None
+        bundle = {**choice.widget._repr_mimebundle_(), **banner}
+        if self.top is None:
+            self.top = display(bundle, raw=True, display_id=True)
+        else:
+            self.top.update(bundle, raw=True)
+        # A click runs in the widget's message, not in this cell: the outputs it will fill must exist now.
+        if self.handle is None:
+            self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+        if self.diagram is None:
+            self.diagram = display({"text/plain": ""}, raw=True, display_id=True)
+
     # -- final state ------------------------------------------------------------------
 
     def show(self, run: Run, on_reply: Any = None) -> None:
@@ -113,6 +148,8 @@ class RunView:
             self.top = display(top, raw=True, display_id=True)
         else:
             self.top.update(top, raw=True)
+        if run.set_aside:  # said once, by the view of the cell that made the run anew
+            self.note, run.set_aside = run.set_aside, None
         self._draw_view(run.id, outcome, question_above=asking)
         if machine is not None:
             kind = {"suspended": "pending", "halt": "halted", "in_doubt": "halted"}.get(result.status)
@@ -128,7 +165,15 @@ class RunView:
             run.session.follow(run.id, self._went_on)
 
     def _draw_view(self, run_id: str, outcome: Outcome, *, question_above: bool) -> None:
-        bundle = run_output(run_id, self.machine, outcome, notebook=self.notebook, question_above=question_above)
+        bundle = run_output(
+            run_id,
+            self.machine,
+            outcome,
+            notebook=self.notebook,
+            question_above=question_above,
+            signer=self.signer,
+            note=self.note,
+        )
         if self.handle is None:
             self.handle = display(bundle, raw=True, display_id=True)
         else:

@@ -104,3 +104,34 @@ class GateForm:
             for control in self.controls:
                 control.disabled = True
         self.status.value = f"<em>{html.escape(what_happened)}</em>"
+
+
+class TakeUpChoice:
+    """The choice a notebook's untrusted run waits on: take the file's run up anyway, or (for a run
+    cell) run it here afresh. Each button is ``(label, action)``; the first click disables them all."""
+
+    def __init__(self, banner: dict[str, str], choices: list[tuple[str, Callable[[], None]]]) -> None:
+        self._lock = threading.Lock()
+        self.chosen: str | None = None
+        self.header = widgets.HTML(banner["text/html"])
+        self.buttons = [
+            widgets.Button(description=label, button_style="warning", layout=widgets.Layout(width="auto"))
+            for label, _ in choices
+        ]
+        self.status = widgets.HTML("")
+        for button, (label, action) in zip(self.buttons, choices, strict=True):
+            button.on_click(lambda _, label=label, action=action: self._choose(label, action))
+        self.widget = widgets.VBox([self.header, widgets.HBox(self.buttons), self.status])
+
+    def _choose(self, label: str, action: Callable[[], None]) -> None:
+        with self._lock:
+            if self.chosen is not None:
+                return
+            self.chosen = label
+            for button in self.buttons:
+                button.disabled = True
+        self.status.value = f"<em>{html.escape(label)}…</em>"
+        try:
+            action()
+        except Exception as exc:  # errors in click handlers never reach the cell: show them here
+            self.status.value = f"<strong>Could not go on:</strong> {html.escape(str(exc))}"

@@ -24,6 +24,7 @@ from ..app import oracles
 from ..app.errors import USER_ERRORS, UsageProblem
 from ..app.replies import who
 from ..app.runs import HITL_MODES
+from ..app.trust import Untrusted
 from ..app.values import host_input, merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
 from ..lang.check import check
@@ -47,8 +48,9 @@ HELP = """\
 %mkl run NAME [flags]     run a defined machine; flags:
     --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
     --max-steps N  --max-tokens N  --script FILE  --model MODEL  --fresh  --notebook PATH
+    --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
 %mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
-               [--resolve completed=VALUE|retry|abort]
+               [--resolve completed=VALUE|retry|abort] [--trust-file]
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
 %mkl trace RUN | visits RUN
@@ -140,6 +142,7 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--notebook")
     parser.add_argument("--model")
+    parser.add_argument("--trust-file", action="store_true")
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
@@ -155,6 +158,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     resume.add_argument("--max-steps")
     resume.add_argument("--max-tokens")
     resume.add_argument("--resolve")
+    resume.add_argument("--trust-file", action="store_true")
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits")}
     for parser in one_run.values():
         parser.add_argument("run_id")
@@ -309,29 +313,40 @@ class MklMagics(Magics):
         hitl = "all" if args.hitl else "none" if args.no_hitl else None
         script = self._text(args.script) if args.script else None
         view = self._view(self._text(args.run_id) if args.run_id else name, self.session.machines.get(name))
+        asked: dict[str, Any] = {
+            "id": self._text(args.run_id) if args.run_id else None,
+            "input": host_values,
+            "hitl": hitl,
+            "suspend": args.suspend,
+            "max_steps": args.max_steps,
+            "max_tokens": args.max_tokens,
+            "script": script,
+            "fresh": args.fresh,
+            "notebook": args.notebook,
+            "model": self._text(args.model) if args.model else None,
+            "observer": view.observer,
+            "trust_file": args.trust_file,
+        }
+
+        def again(**choice: Any) -> None:  # a button of the untrusted run's banner: run with that choice
+            self.present(self.session.run(name, **{**asked, **choice}), view)
+
         view.start()
-        with _running(view):
-            run = self.session.run(
-                name,
-                id=self._text(args.run_id) if args.run_id else None,
-                input=host_values,
-                hitl=hitl,
-                suspend=args.suspend,
-                max_steps=args.max_steps,
-                max_tokens=args.max_tokens,
-                script=script,
-                fresh=args.fresh,
-                notebook=args.notebook,
-                model=self._text(args.model) if args.model else None,
-                observer=view.observer,
-            )
+        try:
+            with _running(view):
+                run = self.session.run(name, **asked)
+        except Untrusted as problem:
+            choices = [("Take up the file's run", lambda: again(trust_file=True))]
+            view.untrusted(problem, [*choices, ("Run it here afresh", lambda: again(fresh=True))])
+            return
         self.present(run, view)
 
     def _view(self, run_id: str, machine: Any) -> RunView:
         """The outputs of a run in the executing cell, which its forms' replies will belong to."""
         current = self.session.current_cell()
         path = self.session.notebook_path()
-        return RunView(run_id, machine, cell=current[0] if current else None, notebook=path.name if path else None)
+        cell = current[0] if current else None
+        return RunView(run_id, machine, cell=cell, notebook=path.name if path else None, signer=self.session.signer())
 
     def present(self, run: Run, view: RunView) -> None:
         """Show a run and, when it waits for a person, a form whose click resumes it here."""
@@ -351,7 +366,7 @@ class MklMagics(Magics):
 
     def _cmd_resume(self, words: list[str]) -> None:
         args = self._parse("resume", words)
-        run = self.session.get_run(self._text(args.run_id))
+        run = self.session.get_run(self._text(args.run_id), trust_file=args.trust_file)
         view = self._view(run.id, run.machine)
         view.start()
         with _running(view):

@@ -18,11 +18,13 @@ from ..app import oracles
 from ..app import runs as app_runs
 from ..app.errors import UsageProblem
 from ..app.status import run_output
+from ..app.trust import Keyring, Untrusted
 from ..app.values import host_input
 from ..durable import nbfile, places
 from ..durable import runs as durable
 from ..durable.places import Place
 from ..durable.runs import Observer
+from ..durable.seals import Signer
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore, UnknownRun
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
@@ -60,6 +62,8 @@ class Session:
     current_cell: Callable[[], tuple[str, str] | None] = lambda: None
     _execution: str | None = None
     _reached: dict[str, int] = field(default_factory=dict)  # run id -> journal position this execution reached
+    keyring: Keyring = field(default_factory=Keyring)  # this person's signing key and the keys they trust
+    keyring_problem: str | None = None
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -182,8 +186,15 @@ class Session:
         notebook: str | None = None,
         model: str | None = None,
         observer: Observer | None = None,
+        trust_file: bool = False,
     ) -> Run:
-        """Run (or replay) machine ``name`` as run ``id`` (default: the machine's name)."""
+        """Run (or replay) machine ``name`` as run ``id`` (default: the machine's name).
+
+        A run this kernel's store does not know is taken up from the notebook file when the file holds
+        it and its checkpoint is trusted, or ``trust_file`` says to take it up anyway. An untrusted one is
+        never taken up without that: a scripted run is then made anew (``Run.set_aside`` says so), and
+        otherwise :class:`~mkl_notebook.app.trust.Untrusted` is raised and nothing runs.
+        """
         machine = self.machine(name)
         run_id = id or name
         host_values = host_input(input or {}, "input")
@@ -194,10 +205,21 @@ class Session:
             hitl=hitl or self.settings.hitl,
             max_workers=self.settings.max_workers,
         )
+        set_aside = None
         if not fresh:
-            self._rehydrate(run_id, notebook)
+            try:
+                self._rehydrate(run_id, notebook, trust_file)
+            except Untrusted as problem:
+                if script is None:
+                    raise  # running it afresh would call a model and replace what its author saw: ask first
+                # Scripted, a new run costs nothing and is only what this cell says: make it, and say so.
+                set_aside = (
+                    f"Not the run saved in {problem.source}: that one is {problem.provenance.mark}, so it was "
+                    "not taken up, and this is a new run of this cell's own script."
+                )
         needs_model = oracles.starts_anew(self.store, run_id, fresh)
         handle = Run(self, run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine))
+        handle.set_aside = set_aside
         handle.outcome = durable.start(
             machine,
             handle.oracle,
@@ -214,8 +236,9 @@ class Session:
         self.runs[run_id] = handle
         return handle
 
-    def _rehydrate(self, run_id: str, notebook: str | None) -> bool:
-        """Bring a run back from the notebook file when this store does not know it (another machine)."""
+    def _rehydrate(self, run_id: str, notebook: str | None, trust_file: bool = False) -> bool:
+        """Bring a run back from the notebook file when this store does not know it (another machine);
+        only a trusted checkpoint, unless ``trust_file``."""
         if self.store.exists(run_id):
             return False
         path = nbfile.notebook_path_from(self.user_ns, notebook)
@@ -225,17 +248,35 @@ class Session:
             embedded = nbfile.find_run(path, run_id)
         except nbfile.NotebookFileError:
             return False
-        app_runs.import_checkpoint(self.store, embedded.header, embedded.records, str(path))
+        app_runs.import_checkpoint(
+            self.store,
+            embedded.header,
+            embedded.records,
+            path.name,
+            seal=embedded.seal,
+            keyring=self.keyring,
+            trust_file=trust_file,
+        )
         return True
 
-    def get_run(self, run_id: str, notebook: str | None = None, script: Any = None) -> Run:
-        """A run by id; ``script`` (scripted answers) serves the calls it still has to make."""
+    def signer(self) -> Signer | None:
+        """What seals this kernel's checkpoints: this person's key (None when it cannot be made or read,
+        and the checkpoints then go unsigned; :attr:`keyring_problem` says why)."""
+        try:
+            return self.keyring.signer(self.settings.user)
+        except (OSError, UsageProblem) as exc:
+            self.keyring_problem = str(exc)
+            return None
+
+    def get_run(self, run_id: str, notebook: str | None = None, script: Any = None, *, trust_file: bool = False) -> Run:
+        """A run by id; ``script`` (scripted answers) serves the calls it still has to make. ``trust_file``
+        takes it up from the notebook file even when its checkpoint is not trusted."""
         if run_id in self.runs:
             handle = self.runs[run_id]
             if script is not None:
                 handle.oracle = self.oracle(script)
             return handle
-        self._rehydrate(run_id, notebook)
+        self._rehydrate(run_id, notebook, trust_file)
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)  # nor in this session, nor in its notebook file
         handle = Run(self, run_id, "", self.oracle(script))
@@ -281,6 +322,7 @@ class Run:
         self.machine_name = machine_name
         self.oracle = oracle
         self.outcome: durable.Outcome | None = None
+        self.set_aside: str | None = None  # why the notebook's saved copy of this run was not taken up
         self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------
@@ -343,7 +385,7 @@ class Run:
         if self.outcome is None:
             self.refresh()
         assert self.outcome is not None
-        return self.outcome.envelope()
+        return self.outcome.envelope(self.session.signer())
 
     def refresh(self) -> Run:
         """Replay the run from its journal (no calls are made for what is recorded)."""
@@ -466,7 +508,7 @@ class Run:
         if self.outcome is None:
             self.refresh()
         assert self.outcome is not None
-        return run_output(self.id, self.machine, self.outcome)
+        return run_output(self.id, self.machine, self.outcome, signer=self.session.signer())
 
     def __repr__(self) -> str:
         if self.outcome is None:

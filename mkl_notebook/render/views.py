@@ -655,6 +655,31 @@ def waiting_text(run_id: str, result: RunResult, notebook: str | None = None) ->
     return "\n".join(lines)
 
 
+def untrusted_bundle(run_id: str, source: str, mark: str, found: str, ask: str | None) -> dict[str, str]:
+    """What stands where a run would show when the notebook's copy of it is not trusted: whose it is, how
+    the file shows it (its question behind that mark), and how to take it up."""
+    commands = [f"%mkl run … --trust-file  (or %mkl resume {run_id} --trust-file)", f"mkl trust {source}"]
+    asked = f" The file says it asks: “{ask}”." if ask else ""
+    text = "\n".join(
+        [
+            f"NOT TRUSTED: run {run_id} in {source} is {mark}.",
+            "What it shows may not be what its machine's author wrote, and nothing of it runs here until you "
+            f"choose to take it up. As the file shows it, the run is {found}.{asked}",
+            "Take it up once with the button, or:",
+            *(f"  {command}" for command in commands),
+        ]
+    )
+    listed = "".join(f"<li>{_code(command)}</li>" for command in commands)
+    asked_html = f" The file says it asks: “{_e(ask)}”." if ask else ""
+    page = (
+        f"<section><p><strong>Not trusted:</strong> run {_code(run_id)} in {_code(source)} is "
+        f"<em>{_e(mark)}</em>.</p><p>What it shows may not be what its machine's author wrote, and nothing "
+        f"of it runs here until you choose to take it up. As the file shows it, the run is {_e(found)}."
+        f"{asked_html}</p><p>Take it up once with the button, or:</p><ul>{listed}</ul></section>"
+    )
+    return {"text/plain": text, "text/html": page}
+
+
 def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
     """The answers a cell's form gave, one sentence: "Answered 'approve' (by alice, …, via form)."."""
     said = []
@@ -681,15 +706,18 @@ class Later:
 
     def sentence(self) -> str:
         given = answers_sentence(self.answers)
-        now = {"done": "done", "halt": "halted", "suspended": "waiting", "in_doubt": "in doubt"}.get(
-            self.status, self.status
-        )
-        detail = f" ({self.error})" if self.error and self.status != "done" else ""
-        where = f" at {self.at}" if self.at and self.status != "done" else ""
         return (
             f"The run went on after this cell{': ' + given[:1].lower() + given[1:-1] if given else ''}; "
-            f"it is now {now}{detail}{where}."
+            f"it is now {status_phrase(self.status, self.error, self.at)}."
         )
+
+
+def status_phrase(status: str, error: str | None, at: str | None) -> str:
+    """Where a run stands, to end a sentence: "done", "waiting (escalated) at confirm", "halted (…) at s"."""
+    now = {"done": "done", "halt": "halted", "suspended": "waiting", "in_doubt": "in doubt"}.get(status, status)
+    detail = f" ({error})" if error and status != "done" else ""
+    where = f" at {at}" if at and status != "done" else ""
+    return f"{now}{detail}{where}"
 
 
 # -- the run's display output ------------------------------------------------------------------
@@ -711,6 +739,7 @@ class Shown:
     question_above: bool = False
     later: Later | None = None
     replayed: int = 0  # how many leading steps took their answers from the journal
+    note: str | None = None  # said first: e.g. that the notebook's saved copy of the run was not taken up
 
 
 def _waited_here(result: RunResult) -> str:
@@ -740,6 +769,8 @@ def run_html(
         head = result_summary_html(result, calls)
     if shown.later is not None:
         head += f"<p><mark>{_e(shown.later.sentence())}</mark></p>"
+    if shown.note:
+        head = f"<p><mark>{_e(shown.note)}</mark></p>{head}"
     trace = trace_table_html(
         result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers, replayed=shown.replayed
     )
@@ -774,6 +805,8 @@ def run_text(
         head = result_summary_text(result, calls)
     if shown.later is not None:
         head += f"\n{shown.later.sentence()}"
+    if shown.note:
+        head = f"{shown.note}\n{head}"
     trace = trace_table_text(
         result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers, replayed=shown.replayed
     )
@@ -865,6 +898,15 @@ def scenario_table_text(outcomes: Sequence[ScenarioOutcome]) -> str:
 _QUESTIONS_HEAD = ("where", "run", "asks", "answer with")
 
 
+def asked_as_listed(listed: Mapping[str, Any], *, said_below: bool = False) -> str:
+    """A listed run's question, behind a mark when its checkpoint is not one this person trusts: the
+    text may not be what the machine's author wrote. ``said_below``: the listing says whose it is next."""
+    ask = str(listed.get("ask") or "")
+    if listed.get("trusted") is False:
+        return f"[NOT TRUSTED] {ask}" if said_below else f"[NOT TRUSTED: {listed.get('made_by')}] {ask}"
+    return ask
+
+
 def questions_table_html(questions: Sequence[Mapping[str, Any]], problems: Sequence[str] = ()) -> str:
     """Every waiting question found under a folder (``%mkl pending --all``), with the command that answers it."""
     notes = "".join(f"<p><small>Not read: {_e(problem)}</small></p>" for problem in problems)
@@ -872,7 +914,7 @@ def questions_table_html(questions: Sequence[Mapping[str, Any]], problems: Seque
         return f"<p><em>No run waits for a person.</em></p>{notes}"
     head = "".join(f"<th>{name}</th>" for name in _QUESTIONS_HEAD)
     body = "".join(
-        f"<tr><td>{_code(q['where'])}</td><td>{_code(q['run'])}</td><td>{_e(q.get('ask') or '')}</td>"
+        f"<tr><td>{_code(q['where'])}</td><td>{_code(q['run'])}</td><td>{_e(asked_as_listed(q))}</td>"
         f"<td>{_code(q['command'])}</td></tr>"
         for q in questions
     )
@@ -884,7 +926,7 @@ def questions_table_text(questions: Sequence[Mapping[str, Any]], problems: Seque
     notes = [f"Not read: {problem}" for problem in problems]
     if not questions:
         return "\n".join(["No run waits for a person.", *notes])
-    rows = [(str(q["where"]), str(q["run"]), str(q.get("ask") or ""), str(q["command"])) for q in questions]
+    rows = [(str(q["where"]), str(q["run"]), asked_as_listed(q), str(q["command"])) for q in questions]
     return "\n".join(
         [f"Waiting for a person — {_plural(len(questions), 'question')}", *_columns([_QUESTIONS_HEAD, *rows]), *notes]
     )

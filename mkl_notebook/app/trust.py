@@ -1,0 +1,171 @@
+"""Whose checkpoints to take up: this person's signing key and the keys they trust.
+
+Every checkpoint this person's runs write is sealed with their own key, kept in their
+Jupyter data folder (``mkl/signing-key.pem``, readable by them only; made on first use).
+A checkpoint from a file is *trusted* when its seal holds and is made by their own key or
+one they added (``mkl trust KEY``, kept in ``mkl/trusted-keys.json``). Anything else
+(unsigned, sealed by an unknown key, or changed after it was sealed) carries a mark
+saying so wherever it is shown, and is taken up only by an explicit choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
+
+from ..durable import seals
+from ..durable.records import RunState
+from ..durable.seals import Seal, Signer, fingerprint
+from ..lang import files
+from .errors import UsageProblem
+from .replies import who
+
+KEY_FILE = "signing-key.pem"
+TRUSTED_FILE = "trusted-keys.json"
+MAX_KEYRING_FILE = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who made a checkpoint, as far as this person can tell: ``trusted`` or not, and what to say about it."""
+
+    trusted: bool
+    mark: str  # "made by you", "made by Alice (trusted key 1a2b …)", "made by an unknown key …", …
+    key: str | None = None
+
+
+def keyring_folder() -> Path:
+    """Where this person's keys live: ``mkl`` in their Jupyter data folder (``$JUPYTER_DATA_DIR`` moves it)."""
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "mkl"
+
+
+class Keyring:
+    """This person's signing key and the keys they trust, in one folder."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder if folder is not None else keyring_folder()
+        self._signer: Signer | None = None
+
+    # -- this person's own key --------------------------------------------------------------
+
+    def signer(self, by: str | None = None) -> Signer:
+        """The signer of this person's checkpoints; the key is made the first time one is needed."""
+        if self._signer is None:
+            self._signer = Signer(self._private_key(), who(by))
+        return self._signer
+
+    def own_key(self) -> str:
+        return self.signer().key
+
+    def _private_key(self) -> Ed25519PrivateKey:
+        path = self.folder / KEY_FILE
+        if not path.exists():
+            self._make_key(path)
+        try:
+            data = files.read_bytes(path, MAX_KEYRING_FILE)
+            key = load_pem_private_key(data, password=None)
+        except (OSError, ValueError, TypeError) as exc:
+            problem = f"{path}: your signing key cannot be read ({exc}); move it away to make a new one"
+            raise UsageProblem(problem) from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise UsageProblem(f"{path}: is not an Ed25519 signing key; move it away to make a new one")
+        return key
+
+    def _make_key(self, path: Path) -> None:
+        """A new key, written so that no one else can read it and two processes never make two."""
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        pem = Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        fd, temp = tempfile.mkstemp(prefix=".signing-key.", dir=self.folder)  # made owner-only (0600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(pem)
+                handle.flush()
+                os.fsync(handle.fileno())
+            with contextlib.suppress(FileExistsError):  # another process made one first: use theirs
+                os.link(temp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+
+    # -- the keys this person trusts --------------------------------------------------------
+
+    def trusted(self) -> dict[str, dict[str, Any]]:
+        """The keys this person added, each with the name they gave it and when."""
+        path = self.folder / TRUSTED_FILE
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(files.read_text(path, MAX_KEYRING_FILE))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UsageProblem(f"{path}: your trusted keys cannot be read ({exc})") from None
+        keys = data.get("keys") if isinstance(data, dict) else None
+        if not isinstance(keys, dict) or not all(isinstance(entry, dict) for entry in keys.values()):
+            raise UsageProblem(f"{path}: is not a list of trusted keys")
+        return keys
+
+    def add(self, key: str, name: str, at: str) -> bool:
+        """Trust ``key`` under ``name``; False when it was trusted already."""
+        seals.public_key(key)  # a malformed key is refused before anything is written
+        keys = self.trusted()
+        if key in keys or key == self.own_key():
+            return False
+        keys[key] = {"name": name[: seals.MAX_NAME], "added": at}
+        self._write_trusted(keys)
+        return True
+
+    def remove(self, key: str) -> bool:
+        keys = self.trusted()
+        if keys.pop(key, None) is None:
+            return False
+        self._write_trusted(keys)
+        return True
+
+    def _write_trusted(self, keys: dict[str, dict[str, Any]]) -> None:
+        from ..durable.envelope import write_private
+
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_private(self.folder / TRUSTED_FILE, json.dumps({"keys": keys}, indent=1, sort_keys=True) + "\n")
+
+    # -- judging a checkpoint ---------------------------------------------------------------
+
+    def judge(self, seal: Seal | None) -> Provenance:
+        """Whether a checkpoint with ``seal`` is one this person trusts, and the mark to show with it."""
+        if seal is None:
+            return Provenance(False, "unsigned: nothing says who made it")
+        if not seal.holds:
+            return Provenance(
+                False, f"changed after it was sealed (its seal, by key {seal.fingerprint}, does not match)", seal.key
+            )
+        if seal.key == self.own_key():
+            return Provenance(True, "made by you", seal.key)
+        known = self.trusted().get(seal.key)
+        if known is not None:
+            return Provenance(True, f"made by {known.get('name')} (trusted key {seal.fingerprint})", seal.key)
+        return Provenance(False, f"made by an unknown key {seal.fingerprint} (signed as {seal.by!r})", seal.key)
+
+
+class Untrusted(UsageProblem):
+    """A checkpoint from a file that this person has not chosen to trust; the message says whose it is."""
+
+    def __init__(self, run_id: str, source: str, provenance: Provenance, found: RunState | None = None) -> None:
+        hint = ""
+        if provenance.trusted is False and provenance.key and "unknown key" in provenance.mark:
+            hint = f"if {fingerprint(provenance.key)} is the key of someone you trust, `mkl trust {source}`; or "
+        super().__init__(
+            f"{source}: run '{run_id}' is {provenance.mark}, so it is not taken up; {hint}pass --trust-file "
+            "to take up this file's run anyway"
+        )
+        self.run_id = run_id
+        self.source = source
+        self.provenance = provenance
+        self.found = found  # the run as the file shows it

@@ -1,0 +1,352 @@
+"""Checkpoints say who made them: a seal (Ed25519) over the digest, judged against the keys this person trusts.
+
+Alice runs the refund machine and shares its checkpoint; Bob takes it up. A digest anyone can recompute
+says only that a file is intact, so a forger who edits the question and recomputes it must still be
+caught: the seal no longer holds, and the forged question is never shown as the author's without a
+mark, nor resumed without an explicit choice (``--trust-file``, or a button in the notebook).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import html
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+import mkl_notebook
+from mkl_notebook.app.trust import Keyring, Untrusted
+from mkl_notebook.durable import envelope
+from mkl_notebook.durable.seals import Signer
+from mkl_notebook.notebook.display import RunView
+from mkl_notebook.notebook.form import GateForm, TakeUpChoice
+
+from support import REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, env_without_models
+
+FORGED_ASK = "Approve a 5 EUR goodwill voucher?"
+
+
+def mkl(folder: Path, person: Path, *args: str) -> tuple[int, dict[str, Any], str, str]:
+    """``mkl ARGS`` in ``folder`` as the person whose Jupyter data folder is ``person``: exit code, status
+    line (or {}), stdout, stderr."""
+    env = {**env_without_models(), "JUPYTER_DATA_DIR": str(person), "JUPYTERHUB_USER": person.name}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    status = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+    return done.returncode, status, done.stdout, done.stderr
+
+
+@pytest.fixture
+def people(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A shared folder, Alice's and Bob's own Jupyter data folders; Alice's run waits for approval in cp.json."""
+    folder, alice, bob = tmp_path / "shared", tmp_path / "alice", tmp_path / "bob"
+    folder.mkdir()
+    (folder / "refund.mkl").write_text(REFUND, encoding="utf-8")
+    run = ["run", "refund.mkl", "--id", "r", "--hitl", "--script", str(REFUND_SCRIPT), "--set", "ticket=broken"]
+    code, status, _, err = mkl(folder, alice, *run, "--store", "alice.sqlite", "--checkpoint", "cp.json")
+    assert (code, status.get("ask")) == (3, REFUND_ASK), err
+    return folder, alice, bob
+
+
+def _forge(path: Path, ask: str, *, seal: dict[str, str] | str | None = "keep") -> None:
+    """Edit the question in a checkpoint and recompute its digest, as anyone can; keep, drop or replace its seal."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    header, records, _ = envelope.check(data)
+    header = dict(header, ask=ask)
+    records = copy.deepcopy(records)
+    for record in records:
+        if record.get("ask") == REFUND_ASK:
+            record["ask"] = ask
+    forged = envelope.build(header, records)
+    assert forged["digest"] != data["digest"]
+    if seal == "keep":
+        forged["seal"] = data["seal"]
+    elif isinstance(seal, dict):
+        forged["seal"] = seal
+    path.write_text(json.dumps(forged), encoding="utf-8")
+    assert envelope.read_file(path).header["ask"] == ask  # intact: the chain holds
+
+
+def _notebook_with(folder: Path, checkpoint: Path, name: str = "shared.ipynb") -> Path:
+    """A notebook whose run cell's output carries ``checkpoint``, as a kernel would have saved it."""
+    data = json.loads(checkpoint.read_text(encoding="utf-8"))
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
+        nbformat.v4.new_code_cell(
+            "%mkl run refund --id r --hitl --set ticket=broken",
+            outputs=[nbformat.v4.new_output("display_data", data={RUN_MIME: data, "text/plain": "run r"})],
+        ),
+    ]
+    path = folder / name
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    return path
+
+
+def _store_rows(path: Path) -> list[tuple[Any, ...]]:
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT * FROM records ORDER BY run_id, seq").fetchall()
+
+
+def _question_id(folder: Path, person: Path, notebook: Path) -> str:
+    _, listing, _, _ = mkl(folder, person, "runs", notebook.name)
+    return str(listing["runs"][0]["question_id"])
+
+
+# -- intact is not trusted ------------------------------------------------------------------------------
+
+
+def test_alices_checkpoint_is_hers_to_her_and_an_unknown_key_to_bob(people: tuple[Path, Path, Path]) -> None:
+    folder, alice, bob = people
+    notebook = _notebook_with(folder, folder / "cp.json")
+    code, listing, out, _ = mkl(folder, alice, "runs", notebook.name)
+    assert code == 0
+    assert listing["runs"][0]["trusted"] is True and listing["runs"][0]["made_by"] == "made by you"
+    assert "NOT TRUSTED" not in out
+    _code, listing, out, _ = mkl(folder, bob, "runs", notebook.name)
+    listed = listing["runs"][0]
+    assert listed["trusted"] is False
+    assert listed["made_by"].startswith("made by an unknown key ") and listed["made_by"].endswith("(signed as 'alice')")
+    assert f"asks: [NOT TRUSTED] {REFUND_ASK}" in out
+    assert f"not trusted: {listed['made_by']}; taken up only with --trust-file" in out
+
+
+def test_bob_cannot_take_up_alices_run_until_he_chooses_to_then_his_seal_replaces_hers(
+    people: tuple[Path, Path, Path],
+) -> None:
+    folder, alice, bob = people
+    question = _question_id(folder, bob, _notebook_with(folder, folder / "cp.json"))
+    answer = ("resume", "cp.json", "--question", question, "--reply", "approve", "--script", str(REFUND_SCRIPT))
+    before = (folder / "cp.json").read_bytes()
+    code, status, _, err = mkl(folder, bob, *answer, "--store", "bob.sqlite")
+    assert code == 2 and err.count("\n") == 1
+    assert "run 'r' is made by an unknown key" in err and "(signed as 'alice')" in err
+    assert "`mkl trust cp.json`" in err and "--trust-file" in err
+    assert _store_rows(folder / "bob.sqlite") == [] and (folder / "cp.json").read_bytes() == before
+
+    code, status, _, err = mkl(folder, bob, *answer, "--store", "bob.sqlite", "--trust-file")
+    assert (code, status["status"]) == (0, "done"), err
+    resealed = envelope.read_file(folder / "cp.json").seal
+    assert resealed is not None and resealed.holds and resealed.by == "bob"
+    assert Keyring(bob / "mkl").judge(resealed).mark == "made by you"
+    assert not Keyring(alice / "mkl").judge(resealed).trusted  # and now Alice must choose to trust Bob
+
+
+def test_a_forged_question_with_a_recomputed_digest_is_marked_and_never_resumed_without_the_choice(
+    people: tuple[Path, Path, Path],
+) -> None:
+    folder, _alice, bob = people
+    code, _, out, err = mkl(folder, bob, "trust", "cp.json", "--name", "Alice")  # Bob trusts Alice's key
+    assert code == 0 and out.startswith("trusted: ") and "Alice" in out, err
+    _forge(folder / "cp.json", FORGED_ASK)  # Mallory edits the question and recomputes the digest
+    notebook = _notebook_with(folder, folder / "cp.json")
+
+    code, listing, out, _ = mkl(folder, bob, "runs", notebook.name)
+    listed = listing["runs"][0]
+    assert listed["ask"] == FORGED_ASK and listed["trusted"] is False
+    assert listed["made_by"].startswith("changed after it was sealed (its seal, by key ")
+    assert f"asks: [NOT TRUSTED] {FORGED_ASK}" in out  # never the forged text without the mark
+    code, _found, out, _ = mkl(folder, bob, "runs", ".")
+    assert f"[NOT TRUSTED: {listed['made_by']}] asks {FORGED_ASK!r}" in out
+
+    question = listed["question_id"]
+    for target in (["cp.json"], [notebook.name, "--run", "r"]):
+        before = (folder / target[0]).read_bytes()
+        code, status, _, err = mkl(
+            folder, bob, "resume", *target, "--question", question, "--reply", "approve", "--script", str(REFUND_SCRIPT)
+        )
+        assert code == 2 and err.count("\n") == 1 and "changed after it was sealed" in err, err
+        assert (folder / target[0]).read_bytes() == before and _store_rows(folder / ".mkl" / "runs.sqlite") == []
+
+    code, status, _, err = mkl(
+        folder, bob, "resume", "cp.json", "--question", question, "--reply", "approve", "--script",
+        str(REFUND_SCRIPT), "--trust-file",
+    )  # fmt: skip
+    assert (code, status["status"]) == (0, "done"), err  # the explicit choice is Bob's to make
+
+
+@pytest.mark.parametrize("how", ["unsigned", "mallory"])
+def test_a_stripped_or_replaced_seal_is_not_alices(people: tuple[Path, Path, Path], how: str) -> None:
+    folder, _alice, bob = people
+    assert mkl(folder, bob, "trust", "cp.json", "--name", "Alice")[0] == 0
+    mallory = Signer(Ed25519PrivateKey.generate(), "alice")  # Mallory's own key, claiming to be alice
+    forged = json.loads((folder / "cp.json").read_text(encoding="utf-8"))
+    _forge(folder / "cp.json", FORGED_ASK, seal=None)
+    if how == "mallory":
+        data = json.loads((folder / "cp.json").read_text(encoding="utf-8"))
+        data["seal"] = mallory.seal(data["digest"])
+        (folder / "cp.json").write_text(json.dumps(data), encoding="utf-8")
+    assert forged["seal"]["key"] != mallory.key
+    code, listing, _out, _ = mkl(folder, bob, "runs", _notebook_with(folder, folder / "cp.json").name)
+    made_by = listing["runs"][0]["made_by"]
+    if how == "unsigned":
+        assert made_by == "unsigned: nothing says who made it"
+    else:  # a name is only a claim: the key is what counts
+        assert made_by.startswith("made by an unknown key ") and made_by.endswith("(signed as 'alice')")
+    code, _, _, err = mkl(folder, bob, "resume", "cp.json", "--reply", "approve", "--script", str(REFUND_SCRIPT))
+    assert code == 2 and made_by in err
+
+
+def test_trusting_a_key_takes_up_its_runs_and_removing_it_stops(people: tuple[Path, Path, Path]) -> None:
+    folder, alice, bob = people
+    code, _, out, _ = mkl(folder, alice, "trust")
+    alice_key = out.split()[6]  # "your key: xxxx xxxx xxxx xxxx  ed25519:…"
+    assert alice_key.startswith("ed25519:")
+    code, _, out, err = mkl(folder, bob, "trust", alice_key)
+    assert code == 2 and "say whose key it is with --name NAME" in err
+    assert mkl(folder, bob, "trust", alice_key, "--name", "Alice")[0] == 0
+    code, _, out, _ = mkl(folder, bob, "trust")
+    assert f"Alice  {alice_key}" in out
+    assert oct(stat.S_IMODE(os.stat(bob / "mkl" / "trusted-keys.json").st_mode)) == "0o600"
+    notebook = _notebook_with(folder, folder / "cp.json")
+    _, listing, out, _ = mkl(folder, bob, "runs", notebook.name)
+    assert listing["runs"][0]["trusted"] is True and listing["runs"][0]["made_by"].startswith("made by Alice (")
+    assert "NOT TRUSTED" not in out
+
+    code, _, out, _ = mkl(folder, bob, "trust", alice_key, "--remove")
+    assert code == 0 and out.startswith("no longer trusted: ")
+    _, listing, _, _ = mkl(folder, bob, "runs", notebook.name)
+    assert listing["runs"][0]["trusted"] is False
+
+
+def test_a_key_is_made_once_readable_by_its_owner_only_even_when_many_ask_at_once(tmp_path: Path) -> None:
+    person = tmp_path / "carol"
+    env = {**env_without_models(), "JUPYTER_DATA_DIR": str(person)}
+    command = [sys.executable, "-m", "mkl_notebook.cli", "trust"]
+    started = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) for _ in range(8)]
+    keys = {process.communicate(timeout=120)[0].split()[6] for process in started}
+    assert len(keys) == 1 and all(process.returncode == 0 for process in started)
+    assert oct(stat.S_IMODE(os.stat(person / "mkl").st_mode)) == "0o700"
+    assert oct(stat.S_IMODE(os.stat(person / "mkl" / "signing-key.pem").st_mode)) == "0o600"
+    assert [path.name for path in (person / "mkl").iterdir()] == ["signing-key.pem"]  # no temp file left
+
+
+def test_a_broken_key_file_is_one_line(tmp_path: Path) -> None:
+    person = tmp_path / "dave"
+    (person / "mkl").mkdir(parents=True)
+    (person / "mkl" / "signing-key.pem").write_text("not a key", encoding="utf-8")
+    code, _, _, err = mkl(tmp_path, person, "trust")
+    assert code == 2 and err.count("\n") == 1 and "your signing key cannot be read" in err
+    (person / "mkl" / "trusted-keys.json").write_text("[1, 2", encoding="utf-8")
+    (person / "mkl" / "signing-key.pem").unlink()
+    code, _, _, err = mkl(tmp_path, person, "trust")
+    assert code == 2 and err.count("\n") == 1 and "your trusted keys cannot be read" in err
+
+
+SEAL_MUTATIONS: list[tuple[str, Any]] = [
+    ("a list", ["key", "by", "signature"]),
+    ("no signature", {"key": "K", "by": "alice"}),
+    ("an extra field", {"key": "K", "by": "alice", "signature": "S", "trusted": True}),
+    ("a number key", {"key": 7, "by": "alice", "signature": "S"}),
+    ("an RSA key", {"key": "rsa:AAAA", "by": "alice", "signature": "S"}),
+    ("a short key", {"key": "ed25519:" + base64.b64encode(b"x" * 31).decode(), "by": "alice", "signature": "S"}),
+    ("a damaged key", {"key": "ed25519:!!!!", "by": "alice", "signature": "S"}),
+    ("a huge key", {"key": "ed25519:" + "A" * 10_000, "by": "alice", "signature": "S"}),
+    ("a number name", {"key": "K", "by": 5, "signature": "S"}),
+    ("a huge name", {"key": "K", "by": "a" * 10_000, "signature": "S"}),
+    ("a null signature", {"key": "K", "by": "alice", "signature": None}),
+    ("a damaged signature", {"key": "K", "by": "alice", "signature": "%%%"}),
+    ("a huge signature", {"key": "K", "by": "alice", "signature": "A" * 10_000}),
+]
+
+
+@pytest.mark.parametrize(("label", "seal"), SEAL_MUTATIONS, ids=[label for label, _ in SEAL_MUTATIONS])
+def test_a_misshapen_seal_is_one_line_and_leaves_the_store_untouched(
+    people: tuple[Path, Path, Path], label: str, seal: Any
+) -> None:
+    folder, alice, _bob = people
+    data = json.loads((folder / "cp.json").read_text(encoding="utf-8"))
+    real = data["seal"]
+    if isinstance(seal, dict):
+        seal = {name: (real[name] if value in ("K", "S") else value) for name, value in seal.items()}
+    data["seal"] = seal
+    (folder / "cp.json").write_text(json.dumps(data), encoding="utf-8")
+    code, _, _, err = mkl(folder, alice, "resume", "cp.json", "--reply", "approve", "--store", "s.sqlite")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (label, err)
+    assert "the checkpoint's seal is misshapen" in err or "signature" in err, (label, err)
+    assert _store_rows(folder / "s.sqlite") == []
+
+
+# -- in the notebook -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bobs_kernel(
+    people: tuple[Path, Path, Path], shell: InteractiveShell, load_mkl: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, list[RunView]]:
+    """Bob's kernel, with Alice's notebook (saved after a run with her model) as its own file."""
+    folder, _alice, bob = people
+    notebook = _notebook_with(folder, folder / "cp.json")
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(bob))
+    monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
+    monkeypatch.chdir(folder)
+    magics = load_mkl(lambda *args, **kwargs: None)
+    monkeypatch.chdir(folder)
+    made: list[RunView] = []
+    view = magics._view
+
+    def recording_view(run_id: str, machine: Any) -> RunView:
+        made.append(view(run_id, machine))
+        return made[-1]
+
+    monkeypatch.setattr(magics, "_view", recording_view)
+    assert shell.run_cell("%%mkl\n" + REFUND).success
+    return notebook, made
+
+
+def test_a_run_cell_shows_whose_the_files_run_is_and_takes_it_up_only_on_a_click(
+    bobs_kernel: tuple[Path, list[RunView]], shell: InteractiveShell
+) -> None:
+    _notebook, made = bobs_kernel
+    session = mkl_notebook.notebook.session.current_session()
+    result = shell.run_cell("%mkl run refund --id r --hitl --set ticket=broken")  # Bob has no model: none needed
+    assert result.success, result.error_in_exec
+    view = made[-1]
+    choice = view.choice
+    assert isinstance(choice, TakeUpChoice)
+    assert "Not trusted:" in choice.header.value and "made by an unknown key" in choice.header.value
+    assert html.escape(REFUND_ASK) in choice.header.value and "(signed as &#x27;alice&#x27;)" in choice.header.value
+    assert [button.description for button in choice.buttons] == ["Take up the file's run", "Run it here afresh"]
+    assert not session.store.exists("r") and view.current_form is None  # nothing of it runs before the click
+
+    choice.buttons[0].click()
+    assert all(button.disabled for button in choice.buttons)
+    assert session.store.exists("r")
+    form = view.current_form
+    assert isinstance(form, GateForm) and form.pending["ask"] == REFUND_ASK
+    run = mkl_notebook.get_run("r")
+    assert (run.status, run.calls["made"]) == ("suspended", 0)  # Alice's run, replayed: no model called
+
+
+def test_get_run_and_resume_refuse_an_untrusted_run_in_one_line_until_told(
+    bobs_kernel: tuple[Path, list[RunView]], shell: InteractiveShell
+) -> None:
+    with pytest.raises(Untrusted, match=r"shared\.ipynb: run 'r' is made by an unknown key .* --trust-file"):
+        mkl_notebook.get_run("r")
+    result = shell.run_cell("%mkl resume r --reply approve")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "made by an unknown key" in str(result.error_in_exec) and "--trust-file" in str(result.error_in_exec)
+    run = mkl_notebook.get_run("r", trust_file=True)
+    assert (run.status, run.pending and run.pending["ask"]) == ("suspended", REFUND_ASK)
