@@ -532,3 +532,31 @@ def test_starting_a_run_fresh_while_another_process_advances_it_is_refused(tmp_p
         )
     ]
     assert seqs == list(range(len(seqs)))
+
+
+def test_a_kill_during_a_retry_is_in_doubt_again_and_says_it_was_the_retry(tmp_path: Path) -> None:
+    _in_doubt_run(tmp_path)
+    crashed = _mkl(tmp_path, *RESUME_PAY, "--resolve", "retry", env={"KILL_IN_TOOL": "1"})
+    assert crashed.returncode == -signal.SIGKILL
+    assert _ledger(tmp_path) == ["charge 42", "charge 42"]
+    again = _mkl(tmp_path, *RESUME_PAY)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+    assert "tool 'charge' at state 'pay' may or may not have run (the retry chosen for it was started" in again.stderr
+    settled = _mkl(tmp_path, *RESUME_PAY, "--resolve", "completed=RCPT-8")
+    assert settled.returncode == 0, settled.stderr
+    assert _status(settled)["result"] == "RCPT-8" and _ledger(tmp_path) == ["charge 42", "charge 42"]
+
+
+def test_a_kill_after_a_retried_call_was_recorded_goes_on_without_asking_again(tmp_path: Path) -> None:
+    """The retry's call finished and was journaled (the 3rd append: resolve, intent, its result) before the
+    kill: the call is settled, so the run goes on from there and the tool is not called a third time."""
+    _in_doubt_run(tmp_path)
+    crashed = _mkl(tmp_path, *RESUME_PAY, "--resolve", "retry", env={"KILL_AT": "3"})
+    assert crashed.returncode == -signal.SIGKILL
+    assert _ledger(tmp_path) == ["charge 42", "charge 42"]
+    refused = _mkl(tmp_path, *RESUME_PAY, "--resolve", "retry")
+    assert refused.returncode == 2 and "is settled already; resume it without --resolve" in refused.stderr
+    resumed = _mkl(tmp_path, *RESUME_PAY)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _status(resumed)["result"] == "receipt-42"
+    assert _ledger(tmp_path) == ["charge 42", "charge 42"]  # no third charge

@@ -460,3 +460,23 @@ def test_resume_refuses_a_changed_machine_unless_forced(suspended_checkpoint: Pa
     header, *_ = envelope.read_file(suspended_checkpoint)
     pinned = {pin["name"]: pin["sha256"] for pin in header["machines"]}
     assert pinned[edited] == load(text).sha256
+
+
+@pytest.mark.parametrize("broken", ["review", "polish"])
+def test_resume_names_a_machine_file_that_no_longer_loads_and_runs_the_pinned_copy_only_when_forced(
+    suspended_checkpoint: Path, broken: str
+) -> None:
+    """The root file and a called machine's file alike: an edit that breaks it is said, with where."""
+    folder = suspended_checkpoint.parent
+    (folder / f"{broken}.mkl").write_text("machine: [unclosed\n", encoding="utf-8")
+    before = suspended_checkpoint.read_bytes()
+    refused = _mkl(folder, "resume", "cp.json", "--max-steps", "20", "--script", "s.json")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    message = refused.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert f"{broken}.mkl: line " in message  # which file, and where in it
+    assert "cannot be read as it is now" in message and "--force" in message
+    assert suspended_checkpoint.read_bytes() == before
+    forced = _mkl(folder, "resume", "cp.json", "--max-steps", "20", "--script", "s.json", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert _status(forced)["result"] == "F"  # the copies the run pinned

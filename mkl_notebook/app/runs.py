@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from ..durable import nbfile, places
 from ..durable import runs as durable
@@ -16,9 +16,10 @@ from ..durable.seals import Seal, Signer
 from ..durable.stores import RunStore
 from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle
+from ..lang.findings import MachineError
 from ..lang.loader import load_file
 from ..lang.model import Machine
-from ..lang.siblings import sibling_registry
+from ..lang.siblings import load_siblings
 from .errors import UsageProblem
 from .replies import parse_resolve, reply_from_flags, require_question, who
 from .status import answers_to, form_place, run_output
@@ -201,24 +202,36 @@ def import_checkpoint(
     return durable.import_envelope(store, header, records)
 
 
-def edited_machines(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, Machine]]:
+class Edits(NamedTuple):
+    """How a run's machine files stand now against the copies the run pinned."""
+
+    changed: list[str]  # pinned machines whose file changed (or can no longer be loaded)
+    current: dict[str, Machine]  # the machines as their files are now
+    unloadable: list[str]  # one line for each file that cannot be loaded now
+
+
+def edited_machines(records: list[dict[str, Any]]) -> Edits:
     """The pinned machines whose file changed since the run pinned them, and the machines as they are now.
 
-    Only a run started from a file knows where its machines live; others report no change.
+    Only a run started from a file knows where its machines live; others report no change. A file that
+    can no longer be loaded counts as a change of the machines it held (the pinned copies still run).
     """
     index = JournalIndex.build(records)
     origin = (index.start.get("origin") or {}).get("path")
     if not origin or not Path(origin).is_file():
-        return [], {}
+        return Edits([], {}, [])
+    root = str(index.setup.get("root") or "")
     try:
         current_root = load_file(origin, strict=False)
-    except Exception:  # an unloadable edit counts as a change; the pinned copy still runs
-        return [str(index.setup.get("root") or "")], {}
-    current = sibling_registry(Path(origin), current_root)
+    except MachineError as exc:
+        return Edits([root], {}, [str(exc)])
+    current, unloadable = load_siblings(Path(origin), current_root)
     changed = [
-        name for name, pin in index.machines.items() if name in current and current[name].sha256 != pin["sha256"]
+        name
+        for name, pin in index.machines.items()
+        if (name in current and current[name].sha256 != pin["sha256"]) or (name not in current and unloadable)
     ]
-    return changed, current
+    return Edits(changed, current, unloadable)
 
 
 def resume_in_notebook(

@@ -209,11 +209,16 @@ def resume_command(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, via: str = "cli") -> Outcome:
-    changed, current = app_runs.edited_machines(store.read(run_id))
+    changed, current, unloadable = app_runs.edited_machines(store.read(run_id))
     if changed and not args.force:
+        names = ", ".join(repr(name) for name in changed)
+        if unloadable:
+            raise UsageProblem(
+                f"{unloadable[0]}; so machine {names} of run '{run_id}' cannot be read as it is now: fix the "
+                "file, or pass --force to resume with the copies the run pinned"
+            )
         raise UsageProblem(
-            f"machine {', '.join(repr(name) for name in changed)} changed since run '{run_id}' "
-            "started; pass --force to resume with the edited machine"
+            f"machine {names} changed since run '{run_id}' started; pass --force to resume with the edited machine"
         )
     return app_runs.resume(
         store,

@@ -59,6 +59,7 @@ class JournalIndex:
     tools_seen: set[str] = field(default_factory=set)
     tool_effects: dict[str, str] = field(default_factory=dict)  # the class each tool had when it ran
     hooks_seen: set[str] = field(default_factory=set)
+    retried: set[str] = field(default_factory=set)  # in-doubt calls a retry started again
     last: dict[str, Any] | None = None  # the latest suspend or finish record
     overrides: dict[str, Any] = field(default_factory=dict)  # budgets given at resume
     setup: dict[str, Any] = field(default_factory=dict)  # root, machines, input, context, options now in force
@@ -70,6 +71,16 @@ class JournalIndex:
     @property
     def state(self) -> rec.RunState:
         return rec.state_of(self.last)
+
+    @property
+    def doubt_open(self) -> bool:
+        """The run stopped in doubt and nothing since settled it: the tool call it names is still open
+        (a resolve given since, or the call's result recorded by a retry, settles it)."""
+        state = self.state
+        if state.status != "in_doubt":
+            return False
+        position = str(state.position)
+        return position in self.open_intents and position not in self.resolutions
 
     @property
     def options(self) -> dict[str, Any]:
@@ -101,7 +112,8 @@ class JournalIndex:
                 self.hooks_seen.add(str(record.get("name")))
         elif kind == "intent":
             self.open_intents[position] = record
-            self.resolutions.pop(position, None)
+            if (self.resolutions.pop(position, None) or {}).get("action") == "retry":
+                self.retried.add(position)
         elif kind == "resolve":
             self.resolutions[position] = record
         elif kind == "reply":

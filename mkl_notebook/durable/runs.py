@@ -404,18 +404,26 @@ def resume(
             reason = f": {state.error}" if state.error else ""
             raise RunStateError(f"run '{run_id}' has already finished ({state.status}{reason}); nothing to resume")
         if resolution is not None:
+            if state.status == "in_doubt" and not index.doubt_open:
+                raise RunStateError(
+                    f"run '{run_id}': the in-doubt call of tool '{state.tool}' at state '{state.at}' is settled "
+                    "already; resume it without --resolve"
+                )
             if state.status != "in_doubt":
                 raise RunStateError(f"run '{run_id}' has no in-doubt tool call to resolve")
             added.append(rec.resolve_record(state.position, resolution.action, resolution.value))
-        elif state.status == "in_doubt":
+        elif index.doubt_open:
+            again = " (the retry chosen for it was started and stopped too)" if state.position in index.retried else ""
             raise RunStateError(
                 f"run '{run_id}' is in doubt: tool '{state.tool}' at state '{state.at}' may or may not have "
-                "run; resume with --resolve completed=VALUE, --resolve retry or --resolve abort"
+                f"run{again}; resume with --resolve completed=VALUE, --resolve retry or --resolve abort"
             )
         if registry is not None:
             root = index.setup.get("root") or ""
             if root in registry:
-                pins = pin_machines(registry[root], registry)
+                # Machines ``registry`` lacks (a file that no longer loads) keep the copies the run pinned.
+                kept = {name: pin for name, pin in index.machines.items() if name not in registry}
+                pins = {**kept, **pin_machines(registry[root], registry)}
                 if pins != index.machines:
                     added.append(rec.rerun_record({"machines": pins}))
         if max_steps is not None or max_tokens is not None:

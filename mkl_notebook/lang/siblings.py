@@ -15,16 +15,23 @@ def sibling_registry(machine_path: Path, machine: Machine) -> dict[str, Machine]
     Only regular files within the machine-file size are read (a pipe or a device there is skipped
     like a broken file); a machine that calls none reads nothing else.
     """
+    return load_siblings(machine_path, machine)[0]
+
+
+def load_siblings(machine_path: Path, machine: Machine) -> tuple[dict[str, Machine], list[str]]:
+    """:func:`sibling_registry`, and one line for each sibling file that could not be loaded."""
     registry: dict[str, Machine] = {}
+    broken: list[str] = []
     if not machine.called_machines():
-        return {machine.name: machine}
+        return {machine.name: machine}, broken
     for sibling in sorted(machine_path.resolve().parent.glob("*.mkl")):
-        if sibling.resolve() == machine_path.resolve():
-            continue
+        if sibling.resolve() == machine_path.resolve() or sibling.name.startswith(".") or not sibling.is_file():
+            continue  # itself; hidden entries (the .mkl store folder); pipes, devices, folders
         try:
             other = load_file(sibling, strict=False)
-        except MachineError:
+        except MachineError as exc:
+            broken.append(str(exc))
             continue
         registry.setdefault(other.name, other)
     registry[machine.name] = machine
-    return registry
+    return registry, broken
