@@ -285,3 +285,25 @@ def test_mkl_runs_says_when_a_files_run_was_left_mid_advance(shared: Path, tmp_p
     listing = _mkl(tmp_path, "runs", path.name)
     assert "left mid-advance in the store /elsewhere/.mkl/runs.sqlite" in listing.stdout
     assert json.loads(listing.stdout.splitlines()[-1])["runs"][0]["advancing_in"] == "/elsewhere/.mkl/runs.sqlite"
+
+
+def test_mkl_runs_completes_a_write_back_a_stopped_resume_never_made(shared: Path, tmp_path: Path) -> None:
+    """The state a resume killed after its store's commit leaves: the store says done, the file still shows
+    the question and says in which store the run went on. Listing the file writes that state back."""
+    path = tmp_path / "shared.ipynb"
+    shutil.copy(shared, path)
+    stranded = path.read_bytes()
+    first = _question_of(path, "refund")
+    done = _mkl(tmp_path, *_approval(path, "refund", first), "--store", "ours.sqlite")
+    assert done.returncode == 0, done.stderr
+    path.write_bytes(stranded)  # as if the write-back never came
+    nbfile.mark_advancing(path, "refund", str((tmp_path / "ours.sqlite").resolve()))
+    listing = _mkl(tmp_path, "runs", path.name)
+    assert listing.returncode == 0, listing.stderr
+    assert f"refund: wrote back what the store {(tmp_path / 'ours.sqlite').resolve()} holds" in listing.stdout
+    assert "left mid-advance" not in listing.stdout
+    [listed] = json.loads(listing.stdout.splitlines()[-1])["runs"]
+    assert listed["status"] == "done" and "question_id" not in listed
+    assert [answer["value"] for answer in listed["answers"]] == ["approve"]
+    assert nbfile.advancing(path, "refund") is None
+    nbformat.validate(nbformat.read(path, as_version=4))

@@ -13,7 +13,7 @@ from ..durable.records import RunState, canonical, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Resolution, not_pending
 from ..durable.seals import Seal, Signer
-from ..durable.stores import RunStore
+from ..durable.stores import RunStore, SQLiteStore, StoreError
 from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle
 from ..lang.findings import MachineError
@@ -255,10 +255,11 @@ def resume_in_notebook(
     store (that would run its effects again), and the next resume from the same store first writes
     back what the store holds.
     """
+    where = store_place(store)
     with nbfile.locked(notebook):
         embedded = nbfile.find_run(notebook, run_id)
         marked = nbfile.advancing(notebook, run_id)
-        if marked is not None and marked["store"] != store.location:
+        if marked is not None and marked["store"] not in (where, store.location):
             raise UsageProblem(
                 f"{notebook}: run '{run_id}' was being advanced in the store {marked['store']} when that stopped, "
                 "and what it did there is not in this file; resume it with that store (--store), so that "
@@ -274,14 +275,9 @@ def resume_in_notebook(
             trust_file=trust_file,
         )
         signer = keyring.signer()
-        held = store.read(run_id)
-        if marked is not None or len(held) > len(embedded.records):
-            # A write-back never came: put the store's state in the file before anything else happens.
-            shown = durable.show_prefix(run_id, held, len(held))
-            if shown is not None:
-                _write_back(notebook, embedded, shown, signer)
-                embedded = nbfile.find_run(notebook, run_id)
-        nbfile.mark_advancing(notebook, run_id, store.location)
+        if _catch_up(notebook, embedded, store, signer, marked is not None):
+            embedded = nbfile.find_run(notebook, run_id)
+        nbfile.mark_advancing(notebook, run_id, where)
         try:
             outcome = advance(run_id)
         except BaseException:
@@ -290,6 +286,42 @@ def resume_in_notebook(
             raise
         _write_back(notebook, embedded, outcome, signer)
     return outcome
+
+
+def store_place(store: RunStore) -> str:
+    """Where a store is, as a notebook's mid-advance mark names it: a store file's absolute path."""
+    path = getattr(store, "path", None)
+    return str(Path(path).resolve()) if isinstance(path, Path) else store.location
+
+
+def finish_write_back(notebook: Path, run_id: str, keyring: Keyring) -> str | None:
+    """Complete the write-back of a run the file says was left mid-advance, when the store it names is on
+    this machine: the file then holds the run as that store does. The store's place, or None (nothing done)."""
+    marked = nbfile.advancing(notebook, run_id)
+    if marked is None or not Path(marked["store"]).is_absolute() or not Path(marked["store"]).is_file():
+        return None
+    try:
+        store = SQLiteStore(Path(marked["store"]))
+        with nbfile.locked(notebook):
+            if nbfile.advancing(notebook, run_id) != marked or not store.exists(run_id):
+                return None
+            _catch_up(notebook, nbfile.find_run(notebook, run_id), store, keyring.signer(), True)
+    except StoreError:
+        return None  # not a store (any more): the listing says where the run was left instead
+    return marked["store"]
+
+
+def _catch_up(notebook: Path, embedded: nbfile.EmbeddedRun, store: RunStore, signer: Signer, marked: bool) -> bool:
+    """A write-back never came (the file is ``marked`` mid-advance, or the store holds more than it): put
+    the store's state of the run in the file. Whether it wrote."""
+    held = store.read(embedded.run_id)
+    if not marked and len(held) <= len(embedded.records):
+        return False
+    shown = durable.show_prefix(embedded.run_id, held, len(held))
+    if shown is None:
+        return False
+    _write_back(notebook, embedded, shown, signer)
+    return True
 
 
 def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:

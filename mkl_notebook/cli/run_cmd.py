@@ -306,8 +306,12 @@ def _waiting_under(folder: Path) -> int:
 
 
 def _notebook_runs(path: Path) -> int:
-    embedded, damaged = nbfile.scan(path)
     keyring = Keyring()
+    for run in nbfile.embedded_runs(path):  # a write-back a stopped resume never made, from a store here
+        done = app_runs.finish_write_back(path, run.run_id, keyring)
+        if done is not None:
+            print(f"{run.run_id}: wrote back what the store {done} holds (a resume there stopped before it could)")
+    embedded, damaged = nbfile.scan(path)
     listing = []
     for run in embedded:
         resume = f"mkl resume {path} --run {run.run_id}"
