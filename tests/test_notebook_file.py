@@ -201,7 +201,10 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     after_text = copy_of.read_text(encoding="utf-8")
     after = json.loads(after_text)
     nbformat.validate(nbformat.reads(after_text, as_version=4))
-    assert (after["nbformat"], after["metadata"]) == (before["nbformat"], before["metadata"])
+    kept = {key: value for key, value in after["metadata"].items() if key != "mkl"}
+    assert (after["nbformat"], kept) == (before["nbformat"], before["metadata"])
+    assert list(after["metadata"]["mkl"]) == ["runs"]  # the run's one other home: the notebook's metadata
+    assert list(after["metadata"]["mkl"]["runs"]) == ["refund"]
     assert len(after["cells"]) == len(before["cells"])
     for index, (old, new) in enumerate(zip(before["cells"], after["cells"], strict=True)):
         if index == RUN_CELL:
@@ -213,6 +216,7 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     data = next(o["data"] for o in run_cell_after["outputs"] if RUN_MIME in o.get("data", {}))
     header, records = verify(data[RUN_MIME])
     assert header["status"] == "done"
+    assert after["metadata"]["mkl"]["runs"]["refund"] == data[RUN_MIME]  # the two copies say the same
     assert REFUND_RESULT in "".join(data["text/plain"])
     [reply] = [record for record in records if record["t"] == "reply"]  # the audit travels in the file
     assert (reply["value"], reply["by"], reply["via"]) == ("approve", "approver", "notebook-file")

@@ -37,7 +37,7 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> tuple[lis
         try:
             if path.suffix == ".ipynb":
                 embedded, damaged = nbfile.scan(path)
-                problems += [f"{shown}, cell {bad.cell_index + 1}: {bad.reason}" for bad in damaged]
+                problems += [f"{shown}, {bad.where}: {bad.reason}" for bad in damaged]
                 listed = [
                     summary(run.run_id, run.records, f"mkl resume {shown} --run {run.run_id}", keyring.judge(run.seal))
                     for run in embedded

@@ -316,7 +316,7 @@ def _notebook_runs(path: Path) -> int:
     for run in embedded:
         resume = f"mkl resume {path} --run {run.run_id}"
         listed = app_runs.summary(run.run_id, run.records, resume, keyring.judge(run.seal))
-        _print_listed(listed, f" (cell {run.cell_index + 1})")
+        _print_listed(listed, f" ({run.where})")
         marked = nbfile.advancing(path, run.run_id)
         if marked is not None:
             listed["advancing_in"] = marked["store"]
@@ -324,13 +324,20 @@ def _notebook_runs(path: Path) -> int:
                 f"    left mid-advance in the store {marked['store']}: what it did there is not in this file yet; "
                 f"resume it with --store {marked['store']}"
             )
-        listing.append({**listed, "cell": run.cell_index + 1})
+        cell = None if run.cell_index is None else run.cell_index + 1
+        listing.append({**listed, "cell": cell, "in_metadata": run.in_metadata})
     for bad in damaged:
-        print(f"{bad.run_id or '?'}  damaged checkpoint in cell {bad.cell_index + 1}: not used ({bad.reason})")
+        print(f"{bad.run_id or '?'}  damaged checkpoint in {bad.where}: not used ({bad.reason})")
     if not embedded and not damaged:
         print(f"{path}: no run checkpoints")
     listing += [
-        {"run": bad.run_id, "status": "damaged", "error": bad.reason, "cell": bad.cell_index + 1} for bad in damaged
+        {
+            "run": bad.run_id,
+            "status": "damaged",
+            "error": bad.reason,
+            "cell": None if bad.cell_index is None else bad.cell_index + 1,
+        }
+        for bad in damaged
     ]
     emit_status({"runs": listing})
     return EXIT_FAILED if damaged else 0

@@ -15,13 +15,14 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..lang import files
 from . import envelope
 from .envelope import MIME_TYPE, EnvelopeError
+from .records import canonical
 from .seals import Seal
 
 TEMP_SUFFIX = ".mkl-tmp"
@@ -39,19 +40,29 @@ class DamagedRun:
 
     run_id: str | None
     reason: str
-    cell_index: int
+    cell_index: int | None  # None: the copy in the notebook's metadata
+
+    @property
+    def where(self) -> str:
+        return "metadata" if self.cell_index is None else f"cell {self.cell_index + 1}"
 
 
 @dataclass(frozen=True)
 class EmbeddedRun:
-    """A verified run checkpoint in a notebook output, with its seal when it has one."""
+    """A verified run checkpoint a notebook carries, with its seal when it has one: the newest of its copies
+    (in the notebook's metadata and in cell outputs), and where its output copy is (None: only in metadata)."""
 
     run_id: str
     header: dict[str, Any]
     records: list[dict[str, Any]]
-    cell_index: int
-    output_index: int
+    cell_index: int | None
+    output_index: int | None
     seal: Seal | None = None
+    in_metadata: bool = False
+
+    @property
+    def where(self) -> str:
+        return "metadata" if self.cell_index is None else f"cell {self.cell_index + 1}"
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
@@ -82,28 +93,74 @@ def _outputs(notebook: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any
                 yield cell_index, output_index, output
 
 
+def _metadata_runs(notebook: dict[str, Any]) -> dict[str, Any]:
+    """The run checkpoints in a notebook's metadata (``metadata.mkl.runs``: run id -> envelope)."""
+    metadata = notebook.get("metadata")
+    mkl = metadata.get("mkl") if isinstance(metadata, dict) else None
+    runs = mkl.get(RUNS_KEY) if isinstance(mkl, dict) else None
+    return runs if isinstance(runs, dict) else {}
+
+
+def _checked(data: Any, where: str) -> envelope.Checkpoint:
+    if isinstance(data, str):  # some front ends save a JSON mime type as text
+        try:
+            data = json.loads(data)
+        except (ValueError, RecursionError):
+            data = None
+    return envelope.check(data, where)
+
+
+def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> bool:
+    return [canonical(r) for r in longer[: len(shorter)]] == [canonical(r) for r in shorter]
+
+
 def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
-    """Every run checkpoint in a notebook, verified; of a run's outputs, the one with the longest journal wins
-    (cells that replay show prefixes of it), the last one on a tie."""
+    """Every run checkpoint in a notebook, verified: from its metadata and from its cell outputs.
+
+    Of a run's copies the one with the longest journal wins (cells that replay show prefixes of it; the
+    last output on a tie, the metadata copy over an output of the same length). Copies that went different
+    ways are refused, naming both.
+    """
     notebook = read_json(path)
     found: dict[str, EmbeddedRun] = {}
     damaged: list[DamagedRun] = []
     for cell_index, output_index, output in _outputs(notebook):
-        data = output["data"][MIME_TYPE]
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except ValueError:
-                data = None
         try:
-            header, records, seal = envelope.check(data, f"{path}, cell {cell_index + 1}")
+            header, records, seal = _checked(output["data"][MIME_TYPE], f"{path}, cell {cell_index + 1}")
         except EnvelopeError as exc:
+            data = output["data"][MIME_TYPE]
             claimed = data.get("run_id") if isinstance(data, dict) else None
             damaged.append(DamagedRun(claimed if isinstance(claimed, str) else None, str(exc), cell_index))
             continue
         run_id = str(header["run_id"])
         if run_id not in found or len(records) >= len(found[run_id].records):
             found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index, seal)
+    for run_id, data in sorted(_metadata_runs(notebook).items()):
+        where = f"{path}, metadata run '{run_id}'"
+        try:
+            header, records, seal = _checked(data, where)
+            if header["run_id"] != run_id:
+                raise EnvelopeError(f"{where}: holds the checkpoint of run '{header['run_id']}'; it is not used")
+        except EnvelopeError as exc:
+            damaged.append(DamagedRun(str(run_id), str(exc), None))
+            continue
+        copy = found.get(run_id)
+        if copy is not None and not (_extends(records, copy.records) or _extends(copy.records, records)):
+            damaged.append(
+                DamagedRun(
+                    run_id,
+                    f"{path}: run '{run_id}' has a different history in its metadata than in {copy.where}; "
+                    "neither is used",
+                    None,
+                )
+            )
+            del found[run_id]
+            continue
+        if copy is None or len(records) >= len(copy.records):
+            at = (copy.cell_index, copy.output_index) if copy is not None else (None, None)
+            found[run_id] = EmbeddedRun(run_id, header, records, *at, seal, in_metadata=True)
+        else:
+            found[run_id] = replace(copy, in_metadata=True)
     return list(found.values()), damaged
 
 
@@ -117,11 +174,11 @@ def find_run(path: str | Path, run_id: str) -> EmbeddedRun:
     runs, damaged = scan(path)
     for run in runs:
         if run.run_id == run_id:
-            later = [bad for bad in damaged if bad.run_id == run_id and bad.cell_index > run.cell_index]
+            later = [bad for bad in damaged if bad.run_id == run_id and _maybe_newer(bad, run)]
             if later:
                 raise NotebookFileError(
-                    f"{later[-1].reason}; it may hold run '{run_id}''s newest state, so the older copy in cell "
-                    f"{run.cell_index + 1} is not resumed in its place"
+                    f"{later[-1].reason}; it may hold run '{run_id}''s newest state, so the older copy in "
+                    f"{run.where} is not resumed in its place"
                 )
             return run
     for bad in damaged:
@@ -129,6 +186,14 @@ def find_run(path: str | Path, run_id: str) -> EmbeddedRun:
             raise NotebookFileError(bad.reason)
     names = ", ".join(sorted(run.run_id for run in runs)) or "none"
     raise NotebookFileError(f"{path}: holds no checkpoint of run '{run_id}' (runs found: {names})")
+
+
+def _maybe_newer(bad: DamagedRun, run: EmbeddedRun) -> bool:
+    """Whether a damaged copy may hold a newer state than ``run``: a metadata copy always may (it is written
+    last), an output copy when it is below every copy ``run`` was read from."""
+    if bad.cell_index is None or run.cell_index is None:
+        return True
+    return bad.cell_index > run.cell_index
 
 
 def dumps_notebook(notebook: dict[str, Any]) -> str:
@@ -177,13 +242,15 @@ def write_run(
     """
     path = Path(path)
     notebook = read_json(path)
-    try:
-        output = notebook["cells"][run.cell_index]["outputs"][run.output_index]
-    except (IndexError, KeyError, TypeError):
-        raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written") from None
-    if not isinstance(output.get("data"), dict) or MIME_TYPE not in output["data"]:
-        raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
-    output["data"] = _jupyter_data(bundle)
+    if run.cell_index is not None:
+        try:
+            output = notebook["cells"][run.cell_index]["outputs"][run.output_index]
+        except (IndexError, KeyError, TypeError):
+            raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written") from None
+        if not isinstance(output.get("data"), dict) or MIME_TYPE not in output["data"]:
+            raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
+        output["data"] = _jupyter_data(bundle)  # the output copy says what the metadata copy says
+    _set_metadata_run(notebook, run.run_id, bundle[MIME_TYPE])  # survives Clear All Outputs and nbstripout
     _set_advancing(notebook, run.run_id, None)  # the file now holds the run as the store does
     if form_place is not None:
         for cell in notebook.get("cells") or []:
@@ -200,6 +267,20 @@ def write_run(
 # -- which store a file's run is being advanced in ---------------------------------------------------
 
 ADVANCING_KEY = "advancing"  # under the notebook's metadata.mkl: run id -> {store, since}
+RUNS_KEY = "runs"  # under the notebook's metadata.mkl: run id -> its checkpoint envelope
+
+
+def _set_metadata_run(notebook: dict[str, Any], run_id: str, checkpoint: dict[str, Any]) -> None:
+    metadata = notebook.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        raise NotebookFileError("the notebook's metadata is not an object; nothing was written")
+    mkl = metadata.get("mkl")
+    if not isinstance(mkl, dict):
+        mkl = metadata["mkl"] = {}
+    runs = mkl.get(RUNS_KEY)
+    if not isinstance(runs, dict):
+        runs = mkl[RUNS_KEY] = {}
+    runs[run_id] = checkpoint
 
 
 def _set_advancing(notebook: dict[str, Any], run_id: str, where: dict[str, Any] | None) -> None:

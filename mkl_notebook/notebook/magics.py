@@ -396,11 +396,21 @@ class MklMagics(Magics):
         answered = self.session.answered_here()  # re-executed: the runs this cell's forms answered, as left
         shown = {run.id for run in answered}
         runs = answered + [run for run in self.session.pending() if run.id not in shown]
-        if not runs:
+        untrusted = self.session.untrusted_waiting()
+        if not runs and not untrusted:
             print("No run is waiting for a person.")
             return
         for run in runs:
             self.present(run, self._view(run.id, run.machine))
+        for problem in untrusted:  # someone else's: shown with whose it is; taken up only by a click
+            view = self._view(problem.run_id, None)
+
+            def take_up(run_id: str = problem.run_id, view: RunView = view) -> None:
+                run = self.session.get_run(run_id, trust_file=True)
+                view.machine = run.machine
+                self.present(run, view)
+
+            view.untrusted(problem, [("Take up the file's run", take_up)])
 
     def _cmd_trace(self, words: list[str]) -> None:
         run = self.session.get_run(self._text(self._parse("trace", words).run_id))

@@ -286,7 +286,9 @@ class Session:
         return handle
 
     def pending(self) -> list[Run]:
-        """The runs that wait for a person now, as their journals stand."""
+        """The runs that wait for a person now, as their journals stand: this store's, and those the
+        notebook file carries (in its metadata or outputs) that this store does not hold yet, when trusted."""
+        self._rehydrate_waiting()
         found = []
         for summary in self.store.runs():
             if summary.status != "suspended":
@@ -296,6 +298,31 @@ class Session:
                 handle = self.get_run(summary.run_id) if handle is None else handle.refresh()
             found.append(handle)
         return found
+
+    def _rehydrate_waiting(self) -> list[Untrusted]:
+        """Take up the waiting runs of this kernel's notebook file that the store lacks; the untrusted ones
+        are left in the file, and returned."""
+        path = self.notebook_path()
+        if path is None:
+            return []
+        try:
+            carried = nbfile.embedded_runs(path)
+        except nbfile.NotebookFileError:
+            return []
+        left: list[Untrusted] = []
+        for run in carried:
+            if run.header.get("status") != "suspended" or self.store.exists(run.run_id):
+                continue
+            try:
+                self._rehydrate(run.run_id, str(path))
+            except Untrusted as problem:
+                left.append(problem)
+        return left
+
+    def untrusted_waiting(self) -> list[Untrusted]:
+        """The waiting runs this kernel's notebook file carries that are not taken up: no key this person
+        trusts sealed them (each says whose it is and how the file shows it)."""
+        return self._rehydrate_waiting()
 
     def answered_here(self) -> list[Run]:
         """The runs whose questions the executing cell's forms answered, each as those forms left it."""

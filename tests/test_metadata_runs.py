@@ -1,0 +1,207 @@
+"""A notebook's runs live in its metadata too (``metadata.mkl.runs``), so Clear All Outputs, nbstripout and
+``nbconvert --clear-output`` no longer take them away once a headless resume has written them there.
+
+The copy in metadata is untrusted input like any checkpoint: verified, typed, judged by its seal; a
+damaged or contradicting copy is refused in one line, never passed over.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from lab_client import run_all
+
+from mkl_notebook.durable import envelope, nbfile
+
+from support import ROOT, env_without_models
+
+DATA = ROOT / "notebooks" / "data"
+FIRST = "The draft promises a refund. Approve it?"
+SECOND = "Send this reply to the customer now?"
+
+
+def mkl(folder: Path, *args: str) -> tuple[int, dict[str, Any], str, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        cwd=folder,
+        env=env_without_models(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    return done.returncode, json.loads(lines[-1]) if lines else {}, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A notebook run as JupyterLab runs it (no extension): its refund run waits at the first question, and
+    the run lives in the run cell's output only."""
+    folder = tmp_path_factory.mktemp("made")
+    for name in ("refund.mkl", "refund.script.yaml"):
+        shutil.copy(DATA / name, folder / name)
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
+        nbformat.v4.new_code_cell("%mkl run refund --id r --script refund.script.yaml --set ticket=broken"),
+    ]
+    path = folder / "shared.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    run_all(path)
+    shutil.rmtree(folder / ".mkl")  # the file alone carries the run
+    return path
+
+
+def _copy(waiting: Path, folder: Path) -> Path:
+    folder.mkdir()
+    for source in waiting.parent.iterdir():
+        if source.is_file():
+            shutil.copy(source, folder / source.name)
+    return folder / waiting.name
+
+
+def _listed(folder: Path, name: str) -> dict[str, Any]:
+    code, listing, _out, err = mkl(folder, "runs", name)
+    assert code == 0, err
+    [listed] = listing["runs"]
+    return listed
+
+
+def _approve(folder: Path, name: str, question: str, *reply: str) -> dict[str, Any]:
+    code, status, _, err = mkl(
+        folder, "resume", name, "--run", "r", "--question", question, *reply, "--script", "refund.script.yaml"
+    )
+    assert code in (0, 3), err
+    return status
+
+
+def _strip_with_nbstripout(path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "nbstripout", str(path)], check=True, capture_output=True)
+
+
+def _clear_with_nbconvert(path: Path) -> None:
+    command = [sys.executable, "-m", "jupyter", "nbconvert", "--clear-output", "--inplace", str(path)]
+    subprocess.run(command, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("strip", [_strip_with_nbstripout, _clear_with_nbconvert], ids=["nbstripout", "nbconvert"])
+def test_a_stripped_notebook_still_lists_its_runs_and_finishes_them(waiting: Path, tmp_path: Path, strip: Any) -> None:
+    path = _copy(waiting, tmp_path / "work")
+    folder = path.parent
+    first = _listed(folder, path.name)
+    assert (first["ask"], first["cell"], first["in_metadata"]) == (FIRST, 3, False)
+    assert _approve(folder, path.name, first["question_id"], "--set", "refund_approval=approve")["ask"] == SECOND
+
+    strip(path)
+    stripped = nbformat.read(path, as_version=4)
+    assert all(not cell.get("outputs") for cell in stripped.cells if cell.cell_type == "code")  # outputs gone
+    listed = _listed(folder, path.name)
+    assert (listed["ask"], listed["cell"], listed["in_metadata"]) == (SECOND, None, True)
+    _code, _, out, _ = mkl(folder, "runs", path.name)
+    assert f"r  refund  suspended (escalated) at release (metadata) — asks: {SECOND}" in out
+    assert [answer["value"] for answer in listed["answers"]] == ["approve"]  # the audit survived too
+
+    done = _approve(folder, path.name, listed["question_id"], "--reply", "approve")
+    assert done["status"] == "done" and done["calls"]["replayed"] >= 3  # nothing made twice
+    after = nbformat.read(path, as_version=4)
+    nbformat.validate(after)
+    header, records, seal = envelope.check(after.metadata["mkl"]["runs"]["r"])
+    assert header["status"] == "done" and seal is not None and seal.holds
+    assert [r["value"] for r in records if r["t"] == "reply"] == ["approve", "approve"]
+    assert [cell.source for cell in after.cells] == [cell.source for cell in stripped.cells]
+
+
+def test_a_metadata_copy_and_an_output_copy_say_the_same_after_a_write_back(waiting: Path, tmp_path: Path) -> None:
+    path = _copy(waiting, tmp_path / "work")
+    question = _listed(path.parent, path.name)["question_id"]
+    _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
+    saved = nbformat.read(path, as_version=4)
+    [output] = [o for o in saved.cells[2].outputs if envelope.MIME_TYPE in o.get("data", {})]
+    assert output["data"][envelope.MIME_TYPE] == saved.metadata["mkl"]["runs"]["r"]  # never contradicting
+
+
+def test_a_damaged_metadata_copy_is_refused_not_passed_over(waiting: Path, tmp_path: Path) -> None:
+    path = _copy(waiting, tmp_path / "work")
+    question = _listed(path.parent, path.name)["question_id"]
+    _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["metadata"]["mkl"]["runs"]["r"]["digest"] = "0" * 64
+    path.write_text(json.dumps(data), encoding="utf-8")
+    before = path.read_bytes()
+    code, _status, _, err = mkl(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
+    assert code == 2 and err.count("\n") == 1
+    assert "metadata run 'r'" in err and "is not resumed in its place" in err
+    assert path.read_bytes() == before
+    code, _listing, out, _ = mkl(path.parent, "runs", path.name)
+    assert code == 1 and "r  damaged checkpoint in metadata: not used" in out
+
+
+def test_copies_that_went_different_ways_are_both_refused(waiting: Path, tmp_path: Path) -> None:
+    """The output says one history, the metadata another (two people's edits merged by git, say)."""
+    path = _copy(waiting, tmp_path / "work")
+    question = _listed(path.parent, path.name)["question_id"]
+    _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
+    other = _copy(waiting, tmp_path / "other")
+    _approve(other.parent, other.name, question, "--set", "refund_approval=no, not like this")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["metadata"]["mkl"]["runs"]["r"] = json.loads(other.read_text(encoding="utf-8"))["metadata"]["mkl"]["runs"]["r"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code, _listing, out, _ = mkl(path.parent, "runs", path.name)
+    assert code == 1
+    assert "has a different history in its metadata than in cell 3; neither is used" in out
+    code, _, _, err = mkl(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
+    assert code == 2 and "neither is used" in err
+
+
+def test_a_metadata_copy_for_another_run_id_is_refused(waiting: Path, tmp_path: Path) -> None:
+    path = _copy(waiting, tmp_path / "work")
+    question = _listed(path.parent, path.name)["question_id"]
+    _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["metadata"]["mkl"]["runs"]["payday"] = data["metadata"]["mkl"]["runs"]["r"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    embedded, damaged = nbfile.scan(path)
+    assert [run.run_id for run in embedded] == ["r"]
+    assert [(bad.run_id, bad.where) for bad in damaged] == [("payday", "metadata")]
+    assert "holds the checkpoint of run 'r'" in damaged[0].reason
+
+
+def test_pending_in_a_new_kernel_shows_the_form_of_a_run_only_the_stripped_files_metadata_holds(
+    waiting: Path, tmp_path: Path, shell: Any, load_mkl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mkl_notebook.notebook.form import GateForm
+
+    from support import record_presented
+
+    path = _copy(waiting, tmp_path / "work")
+    question = _listed(path.parent, path.name)["question_id"]
+    _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
+    _strip_with_nbstripout(path)
+    shutil.rmtree(path.parent / ".mkl")  # a new machine: no store
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    magics = load_mkl(lambda *args, **kwargs: None)
+    monkeypatch.chdir(path.parent)
+    presented = record_presented(magics, monkeypatch)
+    assert shell.run_cell("%mkl pending").success
+    [view] = presented
+    form = view.current_form
+    assert isinstance(form, GateForm) and form.pending["ask"] == SECOND
+    form.approve.click()  # journaled; the next step needs a model this kernel does not have
+    import mkl_notebook
+
+    run = mkl_notebook.get_run("r")
+    assert (run.status, run.error) == ("suspended", run.error) and "no model is configured" in str(run.error)
+    assert [(answer["value"], answer["via"]) for answer in run.result_object.answers] == [
+        ("approve", "notebook-file"),
+        ("approve", "form"),
+    ]
+    run = mkl_notebook.get_run("r", script=str(path.parent / "refund.script.yaml")).resume()
+    assert run.status == "done" and run.calls["replayed"] >= 3
