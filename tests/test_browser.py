@@ -535,3 +535,106 @@ def test_someone_elses_run_is_marked_and_taken_up_only_by_a_click(
             run_cell.screenshot(path=str(ARTIFACTS / "untrusted-2-taken-up.png"))
         finally:
             browser.close()
+
+
+METADATA_NB = "kept-in-metadata.ipynb"
+
+
+def _metadata_notebook(root: Path) -> None:
+    machine = (ROOT / "notebooks" / "data" / "refund.mkl").read_text(encoding="utf-8")
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + machine),
+        nbformat.v4.new_code_cell("%mkl run refund --id kept --script data/refund.script.yaml --set ticket=broken"),
+        nbformat.v4.new_code_cell(
+            'import mkl_notebook\n\nrun = mkl_notebook.get_run("kept", script="data/refund.script.yaml")'
+        ),
+        nbformat.v4.new_code_cell("%mkl pending"),
+    ]
+    nbformat.write(notebook, root / METADATA_NB)
+
+
+def _run_cell(page: Any, index: int) -> None:
+    """Select cell ``index``, Shift+Enter, and wait until it has run (its prompt shows a number)."""
+    from playwright.sync_api import expect
+
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]:"), timeout=90_000)
+    _settle(page)
+
+
+def _saved_runs(path: Path) -> dict[str, Any]:
+    return dict(nbformat.read(path, as_version=4).metadata.get("mkl", {}).get("runs", {}))
+
+
+def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks_metadata(
+    jupyter_lab: tuple[str, Path],
+) -> None:
+    """The extension keeps each run's checkpoint in the notebook's metadata: after Clear All Outputs, a new
+    kernel and no store, `%mkl pending` shows the form again, and the approvals finish the run."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, root = jupyter_lab
+    _metadata_notebook(root)
+    path = root / METADATA_NB
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{base}/lab/tree/{METADATA_NB}")
+            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+            deadline = time.monotonic() + 60
+            while not _kernel_ready(base):
+                assert time.monotonic() < deadline, "the kernel never became idle"
+                page.wait_for_timeout(300)
+            for index in (0, 1, 2):
+                _run_cell(page, index)
+            run_cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
+            expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1, timeout=60_000)
+            _save(page)
+            held = _saved_runs(path)
+            assert list(held) == ["kept"], "the extension wrote the run into the notebook's metadata"
+            assert envelope.check(held["kept"]).header["status"] == "suspended"
+
+            page.click(".lm-MenuBar-itemLabel:text-is('Edit')")
+            page.click("li.lm-Menu-item[data-command='editmenu:clear-all']")  # Clear Outputs of All Cells
+            _save(page)
+            cleared = nbformat.read(path, as_version=4)
+            assert all(not cell.get("outputs") for cell in cleared.cells if cell.cell_type == "code")
+            assert list(_saved_runs(path)) == ["kept"]  # outputs gone, the run kept
+
+            page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
+            page.click("li.lm-Menu-item[data-command='kernelmenu:restart']")
+            page.click(".jp-Dialog-button.jp-mod-accept")
+            shutil.rmtree(root / ".mkl")  # a new kernel, and no store: the notebook alone carries the run
+            page.wait_for_timeout(1000)
+            deadline = time.monotonic() + 60
+            while not _kernel_ready(base):
+                assert time.monotonic() < deadline, "the kernel never came back"
+                page.wait_for_timeout(300)
+            for index in (0, 3, 4):
+                _run_cell(page, index)
+            pending = page.locator(".jp-Notebook .jp-Cell").nth(4)
+            expect(pending).to_contain_text("The draft promises a refund. Approve it?", timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "metadata-1-pending-after-clear.png"), full_page=True)
+            for _ in range(2):  # both questions of the refund run
+                approve = pending.locator("button.jupyter-button:has-text('Approve'):not([disabled])")
+                expect(approve).to_have_count(1, timeout=60_000)
+                approve.click()
+                _settle(page)
+            expect(pending).to_contain_text("Sent to the customer.", timeout=60_000)
+            _save(page)
+            page.screenshot(path=str(ARTIFACTS / "metadata-2-finished.png"), full_page=True)
+        finally:
+            browser.close()
+    finished = envelope.check(_saved_runs(path)["kept"])
+    assert finished.header["status"] == "done"
+    assert [r["value"] for r in finished.records if r["t"] == "reply"] == ["approve", "approve"]
+    answered = [str(r["pos"]) for r in finished.records if r["t"] == "answer"]
+    assert len(answered) == len(set(answered))  # every call was made once: nothing before the gate again
+    assert answered.count("root/0:draft#1/produce") == 1  # the draft, made before the outputs were cleared

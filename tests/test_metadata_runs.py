@@ -205,3 +205,91 @@ def test_pending_in_a_new_kernel_shows_the_form_of_a_run_only_the_stripped_files
     ]
     run = mkl_notebook.get_run("r", script=str(path.parent / "refund.script.yaml")).resume()
     assert run.status == "done" and run.calls["replayed"] >= 3
+
+
+# -- the kernel's link to the extension (a real kernel; this test stands where the extension would) --------
+
+
+class _Kernel:
+    """A real ipykernel driven over its channels, as a frontend drives it."""
+
+    def __init__(self, folder: Path) -> None:
+        from jupyter_client.manager import KernelManager
+
+        self.manager = KernelManager(kernel_name="python3")
+        env = {k: v for k, v in env_without_models().items() if k != "JPY_SESSION_NAME"}
+        self.manager.start_kernel(cwd=str(folder), env=env)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+
+    def execute(self, code: str) -> list[dict[str, Any]]:
+        """Run ``code``; every iopub message it caused, until the kernel is idle again."""
+        msg_id = self.client.execute(code)
+        seen: list[dict[str, Any]] = []
+        while True:
+            message = self.client.get_iopub_msg(timeout=60)
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            seen.append(message)
+            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                reply = self.client.get_shell_msg(timeout=60)
+                assert reply["content"]["status"] == "ok", reply["content"]
+                return seen
+
+    def say(self, comm_id: str, data: dict[str, Any]) -> None:
+        self.client.shell_channel.send(self.client.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_checkpoint(
+    waiting: Path, tmp_path: Path
+) -> None:
+    path = _copy(waiting, tmp_path / "alices")
+    question = _listed(path.parent, path.name)["question_id"]
+    _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
+    runs = json.loads(path.read_text(encoding="utf-8"))["metadata"]["mkl"]["runs"]
+    elsewhere = tmp_path / "elsewhere"  # another machine: no store, and no file to read
+    elsewhere.mkdir()
+    kernel = _Kernel(elsewhere)
+    try:
+        loaded = kernel.execute("%load_ext mkl_notebook")
+        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
+        assert opened["content"]["target_name"] == "mkl.metadata"
+        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": runs, "path": "renamed.ipynb"})
+        shown = kernel.execute("%mkl pending")
+        texts = "".join(str(m["content"].get("data", {}).get("text/plain", "")) for m in shown)
+        assert SECOND in texts  # the waiting run, from the metadata alone
+        sent = [m["content"]["data"] for m in shown if m["msg_type"] == "comm_msg"]
+        assert [(data["op"], data["run"]) for data in sent] == [("put", "r")]
+        header, records, seal = envelope.check(sent[0]["envelope"])
+        assert header["status"] == "suspended" and seal is not None and seal.holds
+        assert records == envelope.check(runs["r"]).records  # taken up as it was: nothing re-run
+    finally:
+        kernel.close()
+
+
+def test_a_forged_run_handed_over_by_the_metadata_is_refused_in_one_line(waiting: Path, tmp_path: Path) -> None:
+    path = _copy(waiting, tmp_path / "alices")
+    question = _listed(path.parent, path.name)["question_id"]
+    _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
+    forged = json.loads(path.read_text(encoding="utf-8"))["metadata"]["mkl"]["runs"]["r"]
+    forged["digest"] = "0" * 64
+    kernel = _Kernel(tmp_path)
+    try:
+        loaded = kernel.execute("%load_ext mkl_notebook")
+        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
+        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {"r": forged}})
+        msg_id = kernel.client.execute("import mkl_notebook; mkl_notebook.get_run('r')")
+        reply = kernel.client.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kernel.client.get_shell_msg(timeout=60)
+        assert reply["content"]["status"] == "error"
+        assert (
+            "metadata run 'r'" in reply["content"]["evalue"] and "digest does not match" in reply["content"]["evalue"]
+        )
+    finally:
+        kernel.close()

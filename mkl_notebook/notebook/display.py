@@ -22,6 +22,7 @@ from IPython.display import DisplayHandle, display
 from ..app.status import answers_to, form_place, run_output
 from ..app.trust import Untrusted
 from ..durable import places
+from ..durable.envelope import MIME_TYPE
 from ..durable.nbfile import FORM_MIME
 from ..durable.records import run_state
 from ..durable.runs import Outcome
@@ -31,6 +32,7 @@ from ..lang.model import Machine
 from ..render import views
 from ..render.diagram import diagram_bundle, path_from_trace
 from ..render.views import answered_by, progress_bundle
+from .metadata_link import MetadataLink
 from .session import Run
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
@@ -53,8 +55,10 @@ class RunView:
         cell: str | None = None,
         notebook: str | None = None,
         signer: Signer | None = None,
+        link: MetadataLink | None = None,
     ) -> None:
         self.run_id = run_id
+        self.link = link  # the notebook's metadata: each checkpoint of the run as it stands goes there too
         self.signer = signer  # seals the checkpoint the view carries
         self.note: str | None = None  # said above the run: that the notebook's saved copy was set aside
         self.machine = machine
@@ -178,6 +182,8 @@ class RunView:
             self.handle = display(bundle, raw=True, display_id=True)
         else:
             self.handle.update(bundle, raw=True)
+        if self.link is not None and outcome.latest is None:  # the run as it stands, not a cell's part of it
+            self.link.put(run_id, bundle[MIME_TYPE])
 
     def _top_bundle(self, run: Run, outcome: Outcome, on_reply: Any) -> dict[str, Any]:
         """The question's place: the form (when ``on_reply`` is given), or what this cell's forms answered."""

@@ -346,7 +346,8 @@ class MklMagics(Magics):
         current = self.session.current_cell()
         path = self.session.notebook_path()
         cell = current[0] if current else None
-        return RunView(run_id, machine, cell=cell, notebook=path.name if path else None, signer=self.session.signer())
+        name = path.name if path else None
+        return RunView(run_id, machine, cell=cell, notebook=name, signer=self.session.signer(), link=self.session.link)
 
     def present(self, run: Run, view: RunView) -> None:
         """Show a run and, when it waits for a person, a form whose click resumes it here."""
@@ -506,6 +507,7 @@ def load(shell: Any) -> MklMagics:
     session.current_cell = lambda: _executing_cell(shell)
     magics = MklMagics(shell, session)
     shell.register_magics(magics)
+    session.link.open()  # the notebook's metadata, when the mkl-notebook JupyterLab extension is there
     if magics not in shell.configurables:
         shell.configurables.append(magics)  # so %config MklMagics.model = … works
     return magics

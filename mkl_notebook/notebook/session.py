@@ -8,6 +8,7 @@ script as from a notebook.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from ..app.errors import UsageProblem
 from ..app.status import run_output
 from ..app.trust import Keyring, Untrusted
 from ..app.values import host_input
-from ..durable import nbfile, places
+from ..durable import envelope, nbfile, places
 from ..durable import runs as durable
 from ..durable.places import Place
 from ..durable.runs import Observer
@@ -33,6 +34,7 @@ from ..lang.loader import load
 from ..lang.model import Machine
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
+from .metadata_link import MetadataLink
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Session:
     _execution: str | None = None
     _reached: dict[str, int] = field(default_factory=dict)  # run id -> journal position this execution reached
     keyring: Keyring = field(default_factory=Keyring)  # this person's signing key and the keys they trust
+    link: MetadataLink = field(default_factory=MetadataLink)  # to the notebook's metadata, through the extension
     keyring_problem: str | None = None
 
     # -- where requests come from: notebook cells ------------------------------------------
@@ -242,6 +245,20 @@ class Session:
         if self.store.exists(run_id):
             return False
         path = nbfile.notebook_path_from(self.user_ns, notebook)
+        held = self.link.held(run_id) if notebook is None else None
+        if held is not None:  # the notebook's metadata, as the extension handed it over: checked like a file
+            name = path.name if path is not None else "this notebook"
+            checkpoint = envelope.check(held, f"{name}, metadata run '{run_id}'")
+            app_runs.import_checkpoint(
+                self.store,
+                checkpoint.header,
+                checkpoint.records,
+                name,
+                seal=checkpoint.seal,
+                keyring=self.keyring,
+                trust_file=trust_file,
+            )
+            return True
         if path is None:
             return False
         try:
@@ -302,19 +319,21 @@ class Session:
     def _rehydrate_waiting(self) -> list[Untrusted]:
         """Take up the waiting runs of this kernel's notebook file that the store lacks; the untrusted ones
         are left in the file, and returned."""
+        waiting = [
+            run_id
+            for run_id, held in sorted(self.link.runs.items())
+            if held.get("status") == "suspended" and held.get("run_id") == run_id
+        ]
         path = self.notebook_path()
-        if path is None:
-            return []
-        try:
-            carried = nbfile.embedded_runs(path)
-        except nbfile.NotebookFileError:
-            return []
+        if path is not None:
+            with contextlib.suppress(nbfile.NotebookFileError):  # an unreadable file carries nothing to take up
+                waiting += [run.run_id for run in nbfile.embedded_runs(path) if run.header.get("status") == "suspended"]
         left: list[Untrusted] = []
-        for run in carried:
-            if run.header.get("status") != "suspended" or self.store.exists(run.run_id):
+        for run_id in dict.fromkeys(waiting):
+            if self.store.exists(run_id):
                 continue
             try:
-                self._rehydrate(run.run_id, str(path))
+                self._rehydrate(run_id, None)
             except Untrusted as problem:
                 left.append(problem)
         return left

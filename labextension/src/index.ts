@@ -1,0 +1,95 @@
+/**
+ * mkl-notebook: keeps the mkl runs of a notebook in the notebook's own metadata.
+ *
+ * A kernel cannot write its notebook's metadata. When `%load_ext mkl_notebook` runs, the kernel opens a
+ * comm to this extension (target `mkl.metadata`). The extension answers with the runs the metadata
+ * holds (`metadata.mkl.runs`), so the kernel can take them up without reading the file, and from then
+ * on writes each checkpoint the kernel sends into `metadata.mkl.runs[RUN]`. Those survive Clear All
+ * Outputs, nbstripout and git. The checkpoints are data only: nothing of them is rendered here, and the
+ * kernel verifies what it is handed like any checkpoint from a file.
+ */
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+
+const TARGET = 'mkl.metadata';
+const KEY = 'mkl';
+
+type Runs = { [run: string]: unknown };
+
+function isObject(value: unknown): value is { [key: string]: unknown } {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The runs of the notebook's metadata, keyed by run id. */
+function savedRuns(panel: NotebookPanel): Runs {
+  const mkl = panel.content.model?.getMetadata(KEY);
+  return isObject(mkl) && isObject(mkl.runs) ? { ...mkl.runs } : {};
+}
+
+/** Write `runs` (sorted by run id, so that the saved file does not change with the order of writes). */
+function writeRuns(panel: NotebookPanel, runs: Runs): void {
+  const model = panel.content.model;
+  if (!model) {
+    return;
+  }
+  const mkl = model.getMetadata(KEY);
+  const sorted: Runs = {};
+  for (const run of Object.keys(runs).sort()) {
+    sorted[run] = runs[run];
+  }
+  const next = { ...(isObject(mkl) ? mkl : {}), runs: sorted };
+  if (Object.keys(sorted).length === 0) {
+    delete (next as { [key: string]: unknown }).runs;
+  }
+  if (JSON.stringify(next) !== JSON.stringify(mkl ?? {})) {
+    model.setMetadata(KEY, next);
+  }
+}
+
+function onMessage(panel: NotebookPanel, msg: KernelMessage.ICommMsgMsg): void {
+  const data = msg.content.data;
+  if (!isObject(data) || typeof data.run !== 'string') {
+    return;
+  }
+  const runs = savedRuns(panel);
+  if (data.op === 'put' && isObject(data.envelope)) {
+    runs[data.run] = data.envelope;
+  } else if (data.op === 'delete') {
+    delete runs[data.run];
+  } else {
+    return;
+  }
+  writeRuns(panel, runs);
+}
+
+function attach(panel: NotebookPanel, kernel: Kernel.IKernelConnection): void {
+  kernel.registerCommTarget(TARGET, (comm: Kernel.IComm) => {
+    comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => onMessage(panel, msg);
+    void panel.context.ready.then(() => {
+      comm.send({ op: 'hello', runs: savedRuns(panel) as any, path: panel.context.path });
+    });
+  });
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'mkl-notebook:metadata',
+  description: 'Keeps the mkl runs of a notebook in its metadata.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker) => {
+    tracker.widgetAdded.connect((_tracker, panel) => {
+      panel.sessionContext.kernelChanged.connect((_context, change) => {
+        if (change.newValue) {
+          attach(panel, change.newValue);
+        }
+      });
+      const kernel = panel.sessionContext.session?.kernel;
+      if (kernel) {
+        attach(panel, kernel);
+      }
+    });
+  }
+};
+
+export default plugin;
