@@ -293,3 +293,32 @@ def test_a_forged_run_handed_over_by_the_metadata_is_refused_in_one_line(waiting
         )
     finally:
         kernel.close()
+
+
+def test_forget_removes_a_run_from_the_store_and_the_metadata_and_fresh_replaces_its_entry(
+    waiting: Path, tmp_path: Path
+) -> None:
+    folder = _copy(waiting, tmp_path / "work").parent
+    kernel = _Kernel(folder)
+    try:
+        loaded = kernel.execute("%load_ext mkl_notebook")
+        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
+        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {}})
+        kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
+        ran = kernel.execute("%mkl run refund --id mine --script refund.script.yaml --set ticket=broken")
+        assert [m["content"]["data"]["op"] for m in ran if m["msg_type"] == "comm_msg"] == ["put"]
+        again = kernel.execute("%mkl run refund --id mine --script refund.script.yaml --set ticket=broken --fresh")
+        assert [m["content"]["data"]["op"] for m in again if m["msg_type"] == "comm_msg"] == ["delete", "put"]
+        forgot = kernel.execute("%mkl forget mine")
+        assert [
+            (m["content"]["data"]["op"], m["content"]["data"]["run"]) for m in forgot if m["msg_type"] == "comm_msg"
+        ] == [("delete", "mine")]
+        listed = kernel.execute("%mkl runs")
+        assert "mine" not in "".join(str(m["content"].get("data", {}).get("text/plain", "")) for m in listed)
+        msg_id = kernel.client.execute("%mkl forget mine")
+        reply = kernel.client.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kernel.client.get_shell_msg(timeout=60)
+        assert reply["content"]["status"] == "error" and "no run 'mine'" in reply["content"]["evalue"]
+    finally:
+        kernel.close()

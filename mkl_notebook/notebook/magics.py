@@ -38,7 +38,7 @@ from .form import Superseded
 from .session import Run, Session, current_session
 
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
-SUBCOMMANDS = ("run", "resume", "runs", "trace", "visits", "pending", "check", "test", "config", "help")
+SUBCOMMANDS = ("run", "resume", "runs", "trace", "visits", "pending", "forget", "check", "test", "config", "help")
 _WHOLE_VAR = re.compile(r"^\$([A-Za-z_]\w*)$")
 _INLINE = re.compile(r"\$([A-Za-z_]\w*)|\{([^{}]+)\}")
 
@@ -54,6 +54,7 @@ HELP = """\
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
 %mkl trace RUN | visits RUN
+%mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
 %mkl config [key=value]   show or change settings: store, hitl, user, max_workers, and models:
@@ -159,7 +160,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     resume.add_argument("--max-tokens")
     resume.add_argument("--resolve")
     resume.add_argument("--trust-file", action="store_true")
-    one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits")}
+    one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget")}
     for parser in one_run.values():
         parser.add_argument("run_id")
     pending = _Parser(prog="pending", add_help=False)
@@ -382,6 +383,11 @@ class MklMagics(Magics):
                 observer=view.observer,
             )
         self.present(run, view)
+
+    def _cmd_forget(self, words: list[str]) -> None:
+        run_id = self._text(self._parse("forget", words).run_id)
+        self.session.forget(run_id)
+        print(f"Forgot run '{run_id}': it is gone from {self.session.store.location} and the notebook's metadata.")
 
     def _cmd_runs(self, words: list[str]) -> None:
         summaries = self.session.store.runs()

@@ -67,6 +67,7 @@ class Session:
     keyring: Keyring = field(default_factory=Keyring)  # this person's signing key and the keys they trust
     link: MetadataLink = field(default_factory=MetadataLink)  # to the notebook's metadata, through the extension
     keyring_problem: str | None = None
+    _forgotten: set[str] = field(default_factory=set)  # runs forgotten here: never taken up from the file again
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -209,7 +210,9 @@ class Session:
             max_workers=self.settings.max_workers,
         )
         set_aside = None
-        if not fresh:
+        if fresh:
+            self.link.delete(run_id)  # the new run's checkpoint takes its place in the metadata
+        else:
             try:
                 self._rehydrate(run_id, notebook, trust_file)
             except Untrusted as problem:
@@ -242,7 +245,7 @@ class Session:
     def _rehydrate(self, run_id: str, notebook: str | None, trust_file: bool = False) -> bool:
         """Bring a run back from the notebook file when this store does not know it (another machine);
         only a trusted checkpoint, unless ``trust_file``."""
-        if self.store.exists(run_id):
+        if self.store.exists(run_id) or run_id in self._forgotten:
             return False
         path = nbfile.notebook_path_from(self.user_ns, notebook)
         held = self.link.held(run_id) if notebook is None else None
@@ -275,6 +278,19 @@ class Session:
             trust_file=trust_file,
         )
         return True
+
+    def forget(self, run_id: str) -> None:
+        """Delete run ``run_id`` from this store and the notebook's metadata; this kernel will not take it up
+        from the notebook's outputs again (a new run of that id starts afresh)."""
+        known = self.store.exists(run_id) or self.link.held(run_id) is not None or run_id in self.runs
+        if not known:
+            raise UnknownRun(run_id, self.store.location)
+        if self.store.exists(run_id):
+            with self.store.lease(run_id):
+                self.store.delete(run_id)
+        self.runs.pop(run_id, None)
+        self.link.delete(run_id)
+        self._forgotten.add(run_id)
 
     def signer(self) -> Signer | None:
         """What seals this kernel's checkpoints: this person's key (None when it cannot be made or read,
