@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,3 +45,30 @@ def record_presented(magics: Any, monkeypatch: pytest.MonkeyPatch) -> list[RunVi
 
     monkeypatch.setattr(magics, "present", recording_present)
     return presented
+
+
+def mkl_cli(
+    folder: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 120
+) -> tuple[int, dict[str, Any], str, str]:
+    """``mkl ARGS`` run offline in ``folder`` (``env`` added to the environment): the exit code, the JSON
+    status line (or {} when the last line is none), stdout and stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args],
+        cwd=folder,
+        env={**env_without_models(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    status = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+    return done.returncode, status, done.stdout, done.stderr
+
+
+def store_rows(path: Path) -> list[tuple[Any, ...]]:
+    """Every journal row of a SQLite run store, in order ([] when there is no store)."""
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT * FROM records ORDER BY run_id, seq").fetchall()

@@ -138,14 +138,23 @@ def _kernel_ready(base: str) -> bool:
     return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore
 
 
-def _open_and_run_all(page: Any, base: str, name: str) -> None:
-    """Open notebook ``name``, wait until its kernel is attached and idle, and run all its cells."""
-    page.goto(f"{base}/lab/tree/{name}")
-    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+def _wait_for_kernel(page: Any, base: str) -> None:
     deadline = time.monotonic() + 60
     while not _kernel_ready(base):
         assert time.monotonic() < deadline, "the kernel never became idle"
         page.wait_for_timeout(300)
+
+
+def _open(page: Any, base: str, name: str) -> None:
+    """Open notebook ``name`` and wait until its kernel is attached and idle."""
+    page.goto(f"{base}/lab/tree/{name}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+    _wait_for_kernel(page, base)
+
+
+def _open_and_run_all(page: Any, base: str, name: str) -> None:
+    """Open notebook ``name``, wait until its kernel is attached and idle, and run all its cells."""
+    _open(page, base, name)
     page.click(".lm-MenuBar-itemLabel:text-is('Run')")
     page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
 
@@ -586,12 +595,7 @@ def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(f"{base}/lab/tree/{METADATA_NB}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
-            deadline = time.monotonic() + 60
-            while not _kernel_ready(base):
-                assert time.monotonic() < deadline, "the kernel never became idle"
-                page.wait_for_timeout(300)
+            _open(page, base, METADATA_NB)
             for index in (0, 1, 2):
                 _run_cell(page, index)
             run_cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
@@ -612,11 +616,8 @@ def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks
             page.click("li.lm-Menu-item[data-command='kernelmenu:restart']")
             page.click(".jp-Dialog-button.jp-mod-accept")
             shutil.rmtree(root / ".mkl")  # a new kernel, and no store: the notebook alone carries the run
-            page.wait_for_timeout(1000)
-            deadline = time.monotonic() + 60
-            while not _kernel_ready(base):
-                assert time.monotonic() < deadline, "the kernel never came back"
-                page.wait_for_timeout(300)
+            page.wait_for_timeout(1000)  # the kernel restarts: it is not ready before it went away
+            _wait_for_kernel(page, base)
             for index in (0, 3, 4):
                 _run_cell(page, index)
             pending = page.locator(".jp-Notebook .jp-Cell").nth(4)

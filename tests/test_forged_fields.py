@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from mkl_notebook import cli
 from mkl_notebook.app.trust import Keyring
 from mkl_notebook.durable import envelope
 
-from support import REFUND, REFUND_SCRIPT
+from support import REFUND, REFUND_SCRIPT, store_rows
 
 WRONG = (7, -1, 2.5, True, None, "zz", "", [], [1, "x"], {}, {"a": 1})
 
@@ -64,13 +63,6 @@ def _mutations(header: dict[str, Any], records: list[dict[str, Any]]) -> list[tu
     return found
 
 
-def _store_rows(path: Path) -> list[tuple[Any, ...]]:
-    if not path.exists():
-        return []
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT * FROM records ORDER BY run_id, seq").fetchall()
-
-
 def test_hundreds_of_retyped_fields_are_each_one_line_and_leave_the_store_untouched(
     checkpoint: tuple[dict[str, Any], list[dict[str, Any]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,14 +74,14 @@ def test_hundreds_of_retyped_fields_are_each_one_line_and_leave_the_store_untouc
     for label, forged_header, forged_records in mutations:
         path = tmp_path / "forged.json"
         path.write_text(_sealed(forged_header, forged_records), encoding="utf-8")
-        before = _store_rows(store)
+        before = store_rows(store)
         capsys.readouterr()
         code = cli.main(["resume", str(path), "--store", str(store), "--max-steps", "9", "--quiet"])
         error = capsys.readouterr().err
         assert "Traceback" not in error, label
         if code == 2:
             assert error.count("\n") == 1, (label, error)
-            assert _store_rows(store) == before, label  # refused: the store is as it was
+            assert store_rows(store) == before, label  # refused: the store is as it was
             refused += 1
     assert refused >= 0.9 * len(mutations), (refused, len(mutations))  # a retyped field is refused
 
@@ -105,4 +97,4 @@ def test_a_retyped_secret_is_refused_naming_the_record_and_field(
     assert cli.main(["resume", str(path), "--store", str(tmp_path / "s.sqlite"), "--quiet"]) == 2
     error = capsys.readouterr().err
     assert "record 1 ('start') has a wrongly typed field 'secret'" in error
-    assert not (tmp_path / "s.sqlite").exists() or _store_rows(tmp_path / "s.sqlite") == []
+    assert not (tmp_path / "s.sqlite").exists() or store_rows(tmp_path / "s.sqlite") == []

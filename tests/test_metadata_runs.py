@@ -20,25 +20,11 @@ from lab_client import run_all
 
 from mkl_notebook.durable import envelope, nbfile
 
-from support import ROOT, env_without_models
+from support import ROOT, env_without_models, mkl_cli
 
 DATA = ROOT / "notebooks" / "data"
 FIRST = "The draft promises a refund. Approve it?"
 SECOND = "Send this reply to the customer now?"
-
-
-def mkl(folder: Path, *args: str) -> tuple[int, dict[str, Any], str, str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", *args],
-        cwd=folder,
-        env=env_without_models(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    lines = done.stdout.strip().splitlines()
-    return done.returncode, json.loads(lines[-1]) if lines else {}, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +55,14 @@ def _copy(waiting: Path, folder: Path) -> Path:
 
 
 def _listed(folder: Path, name: str) -> dict[str, Any]:
-    code, listing, _out, err = mkl(folder, "runs", name)
+    code, listing, _out, err = mkl_cli(folder, "runs", name)
     assert code == 0, err
     [listed] = listing["runs"]
     return listed
 
 
 def _approve(folder: Path, name: str, question: str, *reply: str) -> dict[str, Any]:
-    code, status, _, err = mkl(
+    code, status, _, err = mkl_cli(
         folder, "resume", name, "--run", "r", "--question", question, *reply, "--script", "refund.script.yaml"
     )
     assert code in (0, 3), err
@@ -105,7 +91,7 @@ def test_a_stripped_notebook_still_lists_its_runs_and_finishes_them(waiting: Pat
     assert all(not cell.get("outputs") for cell in stripped.cells if cell.cell_type == "code")  # outputs gone
     listed = _listed(folder, path.name)
     assert (listed["ask"], listed["cell"], listed["in_metadata"]) == (SECOND, None, True)
-    _code, _, out, _ = mkl(folder, "runs", path.name)
+    _code, _, out, _ = mkl_cli(folder, "runs", path.name)
     assert f"r  refund  suspended (escalated) at release (metadata) — asks: {SECOND}" in out
     assert [answer["value"] for answer in listed["answers"]] == ["approve"]  # the audit survived too
 
@@ -136,11 +122,11 @@ def test_a_damaged_metadata_copy_is_refused_not_passed_over(waiting: Path, tmp_p
     data["metadata"]["mkl"]["runs"]["r"]["digest"] = "0" * 64
     path.write_text(json.dumps(data), encoding="utf-8")
     before = path.read_bytes()
-    code, _status, _, err = mkl(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
+    code, _status, _, err = mkl_cli(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
     assert code == 2 and err.count("\n") == 1
     assert "metadata run 'r'" in err and "is not resumed in its place" in err
     assert path.read_bytes() == before
-    code, _listing, out, _ = mkl(path.parent, "runs", path.name)
+    code, _listing, out, _ = mkl_cli(path.parent, "runs", path.name)
     assert code == 1 and "r  damaged checkpoint in metadata: not used" in out
 
 
@@ -154,10 +140,10 @@ def test_copies_that_went_different_ways_are_both_refused(waiting: Path, tmp_pat
     data = json.loads(path.read_text(encoding="utf-8"))
     data["metadata"]["mkl"]["runs"]["r"] = json.loads(other.read_text(encoding="utf-8"))["metadata"]["mkl"]["runs"]["r"]
     path.write_text(json.dumps(data), encoding="utf-8")
-    code, _listing, out, _ = mkl(path.parent, "runs", path.name)
+    code, _listing, out, _ = mkl_cli(path.parent, "runs", path.name)
     assert code == 1
     assert "has a different history in its metadata than in cell 3; neither is used" in out
-    code, _, _, err = mkl(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
+    code, _, _, err = mkl_cli(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
     assert code == 2 and "neither is used" in err
 
 

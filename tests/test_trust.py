@@ -13,7 +13,6 @@ import copy
 import html
 import json
 import os
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -33,27 +32,14 @@ from mkl_notebook.durable.seals import Signer
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm, TakeUpChoice
 
-from support import REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, env_without_models
+from support import REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, env_without_models, mkl_cli, store_rows
 
 FORGED_ASK = "Approve a 5 EUR goodwill voucher?"
 
 
 def mkl(folder: Path, person: Path, *args: str) -> tuple[int, dict[str, Any], str, str]:
-    """``mkl ARGS`` in ``folder`` as the person whose Jupyter data folder is ``person``: exit code, status
-    line (or {}), stdout, stderr."""
-    env = {**env_without_models(), "JUPYTER_DATA_DIR": str(person), "JUPYTERHUB_USER": person.name}
-    done = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", *args],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    lines = done.stdout.strip().splitlines()
-    status = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
-    return done.returncode, status, done.stdout, done.stderr
+    """``mkl ARGS`` in ``folder`` as the person whose Jupyter data folder is ``person``."""
+    return mkl_cli(folder, *args, env={"JUPYTER_DATA_DIR": str(person), "JUPYTERHUB_USER": person.name})
 
 
 @pytest.fixture
@@ -103,13 +89,6 @@ def _notebook_with(folder: Path, checkpoint: Path, name: str = "shared.ipynb") -
     return path
 
 
-def _store_rows(path: Path) -> list[tuple[Any, ...]]:
-    if not path.exists():
-        return []
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT * FROM records ORDER BY run_id, seq").fetchall()
-
-
 def _question_id(folder: Path, person: Path, notebook: Path) -> str:
     _, listing, _, _ = mkl(folder, person, "runs", notebook.name)
     return str(listing["runs"][0]["question_id"])
@@ -144,7 +123,7 @@ def test_bob_cannot_take_up_alices_run_until_he_chooses_to_then_his_seal_replace
     assert code == 2 and err.count("\n") == 1
     assert "run 'r' is made by an unknown key" in err and "(signed as 'alice')" in err
     assert "`mkl trust cp.json`" in err and "--trust-file" in err
-    assert _store_rows(folder / "bob.sqlite") == [] and (folder / "cp.json").read_bytes() == before
+    assert store_rows(folder / "bob.sqlite") == [] and (folder / "cp.json").read_bytes() == before
 
     code, status, _, err = mkl(folder, bob, *answer, "--store", "bob.sqlite", "--trust-file")
     assert (code, status["status"]) == (0, "done"), err
@@ -178,7 +157,7 @@ def test_a_forged_question_with_a_recomputed_digest_is_marked_and_never_resumed_
             folder, bob, "resume", *target, "--question", question, "--reply", "approve", "--script", str(REFUND_SCRIPT)
         )
         assert code == 2 and err.count("\n") == 1 and "changed after it was sealed" in err, err
-        assert (folder / target[0]).read_bytes() == before and _store_rows(folder / ".mkl" / "runs.sqlite") == []
+        assert (folder / target[0]).read_bytes() == before and store_rows(folder / ".mkl" / "runs.sqlite") == []
 
     code, status, _, err = mkl(
         folder, bob, "resume", "cp.json", "--question", question, "--reply", "approve", "--script",
@@ -286,7 +265,7 @@ def test_a_misshapen_seal_is_one_line_and_leaves_the_store_untouched(
     code, _, _, err = mkl(folder, alice, "resume", "cp.json", "--reply", "approve", "--store", "s.sqlite")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (label, err)
     assert "the checkpoint's seal is misshapen" in err or "signature" in err, (label, err)
-    assert _store_rows(folder / "s.sqlite") == []
+    assert store_rows(folder / "s.sqlite") == []
 
 
 # -- in the notebook -----------------------------------------------------------------------------------
