@@ -539,8 +539,9 @@ def test_someone_elses_run_is_marked_and_taken_up_only_by_a_click(
             expect(run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(
                 1, timeout=60_000
             )
-            expect(place).to_contain_text("The machine's author asks:")
-            expect(place).not_to_contain_text("Not trusted:")
+            expect(place).to_contain_text("The file says its machine's author asks:")  # the choice stays marked
+            expect(place).to_contain_text("taken up from from-alice.ipynb by your choice")
+            expect(place).not_to_contain_text("Run it here afresh")
             run_cell.screenshot(path=str(ARTIFACTS / "untrusted-2-taken-up.png"))
         finally:
             browser.close()

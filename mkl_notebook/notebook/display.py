@@ -218,7 +218,8 @@ class RunView:
             finally:
                 self._replying = False
 
-        form = GateForm(run.id, run.pending or {}, reply)
+        pending = {**(run.pending or {}), "taken_up": run.session.taken_up.get(run.id)}
+        form = GateForm(run.id, pending, reply)
         self.current_form = form
         return form
 

@@ -42,6 +42,12 @@ class GateForm:
         if question is not None:
             label = "<strong>The model asks</strong> (model output, not the machine's author):"
             text = question
+        elif pending.get("taken_up"):  # someone else's run, taken up by choice: the text is the file's word
+            label = (
+                f"<strong>Not trusted:</strong> {html.escape(str(pending['taken_up']))}.</p>"
+                "<p><strong>The file says its machine's author asks:</strong>"
+            )
+            text = pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."
         else:
             label = "<strong>The machine's author asks:</strong>"
             text = pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."

@@ -25,7 +25,7 @@ from ..durable import envelope, nbfile, places
 from ..durable import runs as durable
 from ..durable.places import Place
 from ..durable.runs import Observer
-from ..durable.seals import Signer
+from ..durable.seals import Seal, Signer
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore, UnknownRun
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
@@ -68,6 +68,7 @@ class Session:
     link: MetadataLink = field(default_factory=MetadataLink)  # to the notebook's metadata, through the extension
     keyring_problem: str | None = None
     _forgotten: set[str] = field(default_factory=set)  # runs forgotten here: never taken up from the file again
+    taken_up: dict[str, str] = field(default_factory=dict)  # run id -> why it is not trusted, though taken up
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -212,6 +213,7 @@ class Session:
         set_aside = None
         if fresh:
             self.link.delete(run_id)  # the new run's checkpoint takes its place in the metadata
+            self.taken_up.pop(run_id, None)  # and it is this person's own
         else:
             try:
                 self._rehydrate(run_id, notebook, trust_file)
@@ -252,15 +254,7 @@ class Session:
         if held is not None:  # the notebook's metadata, as the extension handed it over: checked like a file
             name = path.name if path is not None else "this notebook"
             checkpoint = envelope.check(held, f"{name}, metadata run '{run_id}'")
-            app_runs.import_checkpoint(
-                self.store,
-                checkpoint.header,
-                checkpoint.records,
-                name,
-                seal=checkpoint.seal,
-                keyring=self.keyring,
-                trust_file=trust_file,
-            )
+            self._take_up(checkpoint.header, checkpoint.records, name, checkpoint.seal, trust_file)
             return True
         if path is None:
             return False
@@ -268,16 +262,24 @@ class Session:
             embedded = nbfile.find_run(path, run_id)
         except nbfile.NotebookFileError:
             return False
-        app_runs.import_checkpoint(
-            self.store,
-            embedded.header,
-            embedded.records,
-            path.name,
-            seal=embedded.seal,
-            keyring=self.keyring,
-            trust_file=trust_file,
-        )
+        self._take_up(embedded.header, embedded.records, path.name, embedded.seal, trust_file)
         return True
+
+    def _take_up(
+        self,
+        header: dict[str, Any],
+        records: list[dict[str, Any]],
+        source: str,
+        seal: Seal | None,
+        trust_file: bool,
+    ) -> None:
+        """Import a checkpoint from the notebook; one taken up by choice though untrusted stays marked."""
+        run_id = app_runs.import_checkpoint(
+            self.store, header, records, source, seal=seal, keyring=self.keyring, trust_file=trust_file
+        )
+        provenance = self.keyring.judge(seal)
+        if not provenance.trusted:
+            self.taken_up[run_id] = f"taken up from {source} by your choice; it is {provenance.mark}"
 
     def forget(self, run_id: str) -> None:
         """Delete run ``run_id`` from this store and the notebook's metadata; this kernel will not take it up
@@ -289,6 +291,7 @@ class Session:
             with self.store.lease(run_id):
                 self.store.delete(run_id)
         self.runs.pop(run_id, None)
+        self.taken_up.pop(run_id, None)
         self.link.delete(run_id)
         self._forgotten.add(run_id)
 
