@@ -7,6 +7,7 @@ its embedded checkpoint must now say done. Screenshots land in test-artifacts/br
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -41,6 +42,19 @@ BROWSER_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+
+
+@contextlib.contextmanager
+def _browser_page() -> Iterator[Any]:
+    """A page of Debian's Chromium, headless, as every browser test drives it; the browser is closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
 
 
 def _free_port() -> int:
@@ -171,14 +185,12 @@ def _run_checkpoint(path: Path) -> dict:
 
 
 def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, Path]) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     assert CHROMIUM.exists(), "Debian's chromium must be installed (.ci/run installs it)"
     base, root = jupyter_lab
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with _browser_page() as page:
         try:
             _open_and_run_all(page, base, NOTEBOOK)
 
@@ -220,7 +232,6 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
             expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=30_000)
         finally:
             page.screenshot(path=str(ARTIFACTS / "4-final.png"), full_page=True)
-            browser.close()
 
     header = _run_checkpoint(root / NOTEBOOK)
     assert header["status"] == "done"
@@ -258,14 +269,12 @@ def _journaled_replies(root: Path) -> list[dict]:
 
 def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, Path]) -> None:
     """Answer one form: the other disables in place and says who answered; clicking it journals nothing."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, root = jupyter_lab
     _two_forms_notebook(root)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with _browser_page() as page:
         try:
             _open_and_run_all(page, base, TWO_FORMS)
 
@@ -326,7 +335,6 @@ def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, 
             assert len(_journaled_replies(root)) == 2  # nothing was answered twice
         finally:
             page.screenshot(path=str(ARTIFACTS / "two-forms-4-final.png"), full_page=True)
-            browser.close()
 
 
 # -- every tutorial: click through, then Restart & Run All ------------------------------------------
@@ -425,14 +433,10 @@ def _settle(page: Any) -> None:
 def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
     jupyter_lab: tuple[str, Path], name: str
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     base, root = jupyter_lab
     path = root / name
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with _browser_page() as page:
         try:
             _open_and_run_all(page, base, name)
             _wait_until_run(page, base, path)
@@ -445,7 +449,6 @@ def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
             _save(page)
         finally:
             page.screenshot(path=str(ARTIFACTS / f"{path.stem}-2-restart-run-all.png"), full_page=True)
-            browser.close()
     again = _what_a_person_reads(path)
     assert [text for text in again if text.startswith("ERROR") or "Traceback" in text] == []
     assert again == clicked
@@ -459,28 +462,23 @@ def test_a_shared_notebook_opened_without_running_reads_the_question_and_the_com
     jupyter_lab: tuple[str, Path],
 ) -> None:
     """Someone else's notebook is untrusted: no widget renders, so the form's place must read on its own."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, root = jupyter_lab
     saved = nbformat.read(root / NOTEBOOK, as_version=4)
     run_index = next(i for i, cell in enumerate(saved.cells) if "--id approval-demo" in cell.source)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
-            run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
-            place = run_cell.locator(".jp-OutputArea-output").first
-            expect(place).to_contain_text("The draft promises a refund. Approve it?", timeout=30_000)
-            expect(place).to_contain_text(f"mkl resume {NOTEBOOK} --run approval-demo --question q-")
-            expect(page.locator(".jp-OutputArea-output:has-text('VBox(')")).to_have_count(0)
-            expect(run_cell.locator("button.jupyter-button")).to_have_count(0)
-            run_cell.scroll_into_view_if_needed()
-            run_cell.screenshot(path=str(ARTIFACTS / "shared-unrun-run-cell.png"))
-        finally:
-            browser.close()
+    with _browser_page() as page:
+        page.goto(f"{base}/lab/tree/{NOTEBOOK}")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+        run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
+        place = run_cell.locator(".jp-OutputArea-output").first
+        expect(place).to_contain_text("The draft promises a refund. Approve it?", timeout=30_000)
+        expect(place).to_contain_text(f"mkl resume {NOTEBOOK} --run approval-demo --question q-")
+        expect(page.locator(".jp-OutputArea-output:has-text('VBox(')")).to_have_count(0)
+        expect(run_cell.locator("button.jupyter-button")).to_have_count(0)
+        run_cell.scroll_into_view_if_needed()
+        run_cell.screenshot(path=str(ARTIFACTS / "shared-unrun-run-cell.png"))
     assert run_index > 0
 
 
@@ -516,35 +514,30 @@ def test_someone_elses_run_is_marked_and_taken_up_only_by_a_click(
 ) -> None:
     """Run All in a notebook from an unknown key: the run cell says whose the run is and waits; a click on
     "Take up the file's run" brings Alice's run, waiting at her question, with its form."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, root = jupyter_lab
     _alices_notebook(root, tmp_path / "alice")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            _open_and_run_all(page, base, ALICES)
-            run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id from-alice'))")
-            place = run_cell.locator(".jp-OutputArea-output").first
-            expect(place).to_contain_text("Not trusted:", timeout=90_000)
-            expect(place).to_contain_text("made by an unknown key")
-            expect(place).to_contain_text("(signed as 'alice')")
-            expect(place).to_contain_text("The file says it asks: “The draft promises a refund. Approve it?”")
-            expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_have_count(0)
-            run_cell.screenshot(path=str(ARTIFACTS / "untrusted-1-marked.png"))
+    with _browser_page() as page:
+        _open_and_run_all(page, base, ALICES)
+        run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id from-alice'))")
+        place = run_cell.locator(".jp-OutputArea-output").first
+        expect(place).to_contain_text("Not trusted:", timeout=90_000)
+        expect(place).to_contain_text("made by an unknown key")
+        expect(place).to_contain_text("(signed as 'alice')")
+        expect(place).to_contain_text("The file says it asks: “The draft promises a refund. Approve it?”")
+        expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_have_count(0)
+        run_cell.screenshot(path=str(ARTIFACTS / "untrusted-1-marked.png"))
 
-            run_cell.locator('button.jupyter-button:has-text("Take up the file\'s run")').click()
-            expect(run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(
-                1, timeout=60_000
-            )
-            expect(place).to_contain_text("The file says its machine's author asks:")  # the choice stays marked
-            expect(place).to_contain_text("taken up from from-alice.ipynb by your choice")
-            expect(place).not_to_contain_text("Run it here afresh")
-            run_cell.screenshot(path=str(ARTIFACTS / "untrusted-2-taken-up.png"))
-        finally:
-            browser.close()
+        run_cell.locator('button.jupyter-button:has-text("Take up the file\'s run")').click()
+        expect(run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(
+            1, timeout=60_000
+        )
+        expect(place).to_contain_text("The file says its machine's author asks:")  # the choice stays marked
+        expect(place).to_contain_text("taken up from from-alice.ipynb by your choice")
+        expect(place).not_to_contain_text("Run it here afresh")
+        run_cell.screenshot(path=str(ARTIFACTS / "untrusted-2-taken-up.png"))
 
 
 METADATA_NB = "kept-in-metadata.ipynb"
@@ -586,54 +579,49 @@ def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks
 ) -> None:
     """The extension keeps each run's checkpoint in the notebook's metadata: after Clear All Outputs, a new
     kernel and no store, `%mkl pending` shows the form again, and the approvals finish the run."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, root = jupyter_lab
     _metadata_notebook(root)
     path = root / METADATA_NB
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            _open(page, base, METADATA_NB)
-            for index in (0, 1, 2):
-                _run_cell(page, index)
-            run_cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
-            expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1, timeout=60_000)
-            _save(page)
-            held = _saved_runs(path)
-            assert list(held) == ["kept"], "the extension wrote the run into the notebook's metadata"
-            assert envelope.check(held["kept"]).header["status"] == "suspended"
+    with _browser_page() as page:
+        _open(page, base, METADATA_NB)
+        for index in (0, 1, 2):
+            _run_cell(page, index)
+        run_cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
+        expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1, timeout=60_000)
+        _save(page)
+        held = _saved_runs(path)
+        assert list(held) == ["kept"], "the extension wrote the run into the notebook's metadata"
+        assert envelope.check(held["kept"]).header["status"] == "suspended"
 
-            page.click(".lm-MenuBar-itemLabel:text-is('Edit')")
-            page.click("li.lm-Menu-item[data-command='editmenu:clear-all']")  # Clear Outputs of All Cells
-            _save(page)
-            cleared = nbformat.read(path, as_version=4)
-            assert all(not cell.get("outputs") for cell in cleared.cells if cell.cell_type == "code")
-            assert list(_saved_runs(path)) == ["kept"]  # outputs gone, the run kept
+        page.click(".lm-MenuBar-itemLabel:text-is('Edit')")
+        page.click("li.lm-Menu-item[data-command='editmenu:clear-all']")  # Clear Outputs of All Cells
+        _save(page)
+        cleared = nbformat.read(path, as_version=4)
+        assert all(not cell.get("outputs") for cell in cleared.cells if cell.cell_type == "code")
+        assert list(_saved_runs(path)) == ["kept"]  # outputs gone, the run kept
 
-            page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
-            page.click("li.lm-Menu-item[data-command='kernelmenu:restart']")
-            page.click(".jp-Dialog-button.jp-mod-accept")
-            shutil.rmtree(root / ".mkl")  # a new kernel, and no store: the notebook alone carries the run
-            page.wait_for_timeout(1000)  # the kernel restarts: it is not ready before it went away
-            _wait_for_kernel(page, base)
-            for index in (0, 3, 4):
-                _run_cell(page, index)
-            pending = page.locator(".jp-Notebook .jp-Cell").nth(4)
-            expect(pending).to_contain_text("The draft promises a refund. Approve it?", timeout=60_000)
-            page.screenshot(path=str(ARTIFACTS / "metadata-1-pending-after-clear.png"), full_page=True)
-            for _ in range(2):  # both questions of the refund run
-                approve = pending.locator("button.jupyter-button:has-text('Approve'):not([disabled])")
-                expect(approve).to_have_count(1, timeout=60_000)
-                approve.click()
-                _settle(page)
-            expect(pending).to_contain_text("Sent to the customer.", timeout=60_000)
-            _save(page)
-            page.screenshot(path=str(ARTIFACTS / "metadata-2-finished.png"), full_page=True)
-        finally:
-            browser.close()
+        page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
+        page.click("li.lm-Menu-item[data-command='kernelmenu:restart']")
+        page.click(".jp-Dialog-button.jp-mod-accept")
+        shutil.rmtree(root / ".mkl")  # a new kernel, and no store: the notebook alone carries the run
+        page.wait_for_timeout(1000)  # the kernel restarts: it is not ready before it went away
+        _wait_for_kernel(page, base)
+        for index in (0, 3, 4):
+            _run_cell(page, index)
+        pending = page.locator(".jp-Notebook .jp-Cell").nth(4)
+        expect(pending).to_contain_text("The draft promises a refund. Approve it?", timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "metadata-1-pending-after-clear.png"), full_page=True)
+        for _ in range(2):  # both questions of the refund run
+            approve = pending.locator("button.jupyter-button:has-text('Approve'):not([disabled])")
+            expect(approve).to_have_count(1, timeout=60_000)
+            approve.click()
+            _settle(page)
+        expect(pending).to_contain_text("Sent to the customer.", timeout=60_000)
+        _save(page)
+        page.screenshot(path=str(ARTIFACTS / "metadata-2-finished.png"), full_page=True)
     finished = envelope.check(_saved_runs(path)["kept"])
     assert finished.header["status"] == "done"
     assert [r["value"] for r in finished.records if r["t"] == "reply"] == ["approve", "approve"]

@@ -402,8 +402,8 @@ class MklMagics(Magics):
             return
         answered = self.session.answered_here()  # re-executed: the runs this cell's forms answered, as left
         shown = {run.id for run in answered}
-        runs = answered + [run for run in self.session.pending() if run.id not in shown]
-        untrusted = self.session.untrusted_waiting()
+        waiting, untrusted = self.session.waiting()
+        runs = answered + [run for run in waiting if run.id not in shown]
         if not runs and not untrusted:
             print("No run is waiting for a person.")
             return

@@ -324,7 +324,12 @@ class Session:
     def pending(self) -> list[Run]:
         """The runs that wait for a person now, as their journals stand: this store's, and those the
         notebook file carries (in its metadata or outputs) that this store does not hold yet, when trusted."""
-        self._rehydrate_waiting()
+        return self.waiting()[0]
+
+    def waiting(self) -> tuple[list[Run], list[Untrusted]]:
+        """:meth:`pending`, and the waiting runs the notebook carries that are not taken up because no key
+        this person trusts sealed them (each says whose it is and how the file shows it)."""
+        untrusted = self._rehydrate_waiting()
         found = []
         for summary in self.store.runs():
             if summary.status != "suspended":
@@ -333,7 +338,7 @@ class Session:
             if handle is None or handle.outcome is None or handle.outcome.latest is not None:
                 handle = self.get_run(summary.run_id) if handle is None else handle.refresh()
             found.append(handle)
-        return found
+        return found, untrusted
 
     def _rehydrate_waiting(self) -> list[Untrusted]:
         """Take up the waiting runs of this kernel's notebook file that the store lacks; the untrusted ones
@@ -356,11 +361,6 @@ class Session:
             except Untrusted as problem:
                 left.append(problem)
         return left
-
-    def untrusted_waiting(self) -> list[Untrusted]:
-        """The waiting runs this kernel's notebook file carries that are not taken up: no key this person
-        trusts sealed them (each says whose it is and how the file shows it)."""
-        return self._rehydrate_waiting()
 
     def answered_here(self) -> list[Run]:
         """The runs whose questions the executing cell's forms answered, each as those forms left it."""
