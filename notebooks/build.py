@@ -84,7 +84,8 @@ print([step["state"] for step in run.trace])"""
 ## Re-running is free
 
 Every model answer is journaled. Running the same cell again replays the journal: same result,
-no model calls. (`--fresh` starts over.)
+no model calls. (`--fresh` starts over.) The cell's output is the same too, so the saved notebook
+does not change when an unchanged cell runs again; the run's `calls` say what this showing cost.
 """),
     code('%mkl run triage --set ticket="My card was charged twice for one order" --script data/triage.script.yaml'),
     code(CHECK + 'print(mkl_notebook.get_run("triage").calls)'),

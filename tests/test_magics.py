@@ -817,14 +817,17 @@ def test_a_refused_run_leaves_no_live_line_behind(ip: Cells) -> None:
     assert not any(line.startswith("running") for line in _live_lines(ip).values())
 
 
-def test_the_live_line_shows_the_time_taken_and_a_replay_says_so(ip: Cells) -> None:
+def test_the_live_line_shows_the_time_taken_and_a_replay_leaves_the_saved_output_as_it_was(ip: Cells) -> None:
     ip.define(REFUND)
     ip.out.clear()
     cell = f"%mkl run refund --script {REFUND_SCRIPT} --no-hitl"
     ip.run(cell)
     first_text = [item.data["text/plain"] for item in ip.out.published if "text/plain" in item.data]
     assert re.fullmatch(r"running — starting · 0 steps · 0 tokens · 0\.0 s", first_text[0])
-    assert "· 4 new calls" in ip.out.last(RUN_MIME)["text/plain"]  # order_lookup, draft, the judge, send
+    first = ip.out.last(RUN_MIME)
+    assert "· 4 answers journaled" in first["text/plain"]  # order_lookup, draft, the judge, send
+    assert mkl_notebook.get_run("refund").calls == {"made": 4, "replayed": 0}
     ip.out.clear()
     ip.run(cell)
-    assert "replayed 4 answers from the journal, no new calls" in ip.out.last(RUN_MIME)["text/plain"]
+    assert mkl_notebook.get_run("refund").calls == {"made": 0, "replayed": 4}
+    assert ip.out.last(RUN_MIME) == first  # the saved output is the same: the file does not change

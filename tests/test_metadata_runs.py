@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -306,5 +307,142 @@ def test_forget_removes_a_run_from_the_store_and_the_metadata_and_fresh_replaces
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = kernel.client.get_shell_msg(timeout=60)
         assert reply["content"]["status"] == "error" and "no run 'mine'" in reply["content"]["evalue"]
+    finally:
+        kernel.close()
+
+
+# -- one copy, not two: with the extension, outputs refer to the metadata's copy ---------------------------
+
+
+def _as_the_extension_saves_it(path: Path) -> None:
+    """The waiting notebook as JupyterLab with the extension saves it: the checkpoint in the metadata, the
+    output referring to it."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    [output] = [o for o in data["cells"][2]["outputs"] if envelope.MIME_TYPE in o.get("data", {})]
+    checkpoint = output["data"].pop(envelope.MIME_TYPE)
+    output["data"][envelope.REF_MIME_TYPE] = envelope.reference(checkpoint)
+    data["metadata"]["mkl"] = {"runs": {"r": checkpoint}}
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _carried_and_referred(path: Path) -> tuple[int, list[Any]]:
+    outputs = [o for cell in nbformat.read(path, as_version=4).cells for o in cell.get("outputs", [])]
+    carried = sum(1 for o in outputs if envelope.MIME_TYPE in o.get("data", {}))
+    return carried, [o["data"][envelope.REF_MIME_TYPE] for o in outputs if envelope.REF_MIME_TYPE in o.get("data", {})]
+
+
+def test_a_notebook_whose_outputs_refer_to_its_metadata_lists_and_finishes_its_runs_keeping_one_copy(
+    waiting: Path, tmp_path: Path
+) -> None:
+    path = _copy(waiting, tmp_path / "work")
+    _as_the_extension_saves_it(path)
+    listed = _listed(path.parent, path.name)
+    assert (listed["ask"], listed["cell"], listed["in_metadata"]) == (FIRST, 3, True)  # shown in cell 3
+    _approve(path.parent, path.name, listed["question_id"], "--set", "refund_approval=approve")
+    after = nbformat.read(path, as_version=4)
+    nbformat.validate(after)
+    header, records, _seal = envelope.check(after.metadata["mkl"]["runs"]["r"])
+    assert header["ask"] == SECOND
+    # the output still refers (to the whole journal now) and says what the metadata says: no second copy
+    assert _carried_and_referred(path) == (0, [{"run": "r", "records": len(records)}])
+    assert "(resumes at release)" in "".join(after.cells[2].outputs[-2]["data"]["text/plain"])  # the view too
+
+
+def test_a_reference_the_metadata_cannot_answer_is_reported_in_one_line(waiting: Path, tmp_path: Path) -> None:
+    path = _copy(waiting, tmp_path / "work")
+    _as_the_extension_saves_it(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["metadata"]["mkl"]  # a tool that drops notebook metadata, or a hand edit
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code, _listing, out, _ = mkl_cli(path.parent, "runs", path.name)
+    assert code == 1 and "cell 3: shows run 'r', whose checkpoint was kept in the notebook's metadata" in out
+    before = path.read_bytes()
+    code, _, _, err = mkl_cli(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
+    assert code == 2 and err.count("\n") == 1 and "the metadata no longer holds it" in err
+    assert path.read_bytes() == before
+
+    data["cells"][2]["outputs"][-2]["data"][envelope.REF_MIME_TYPE] = {"run": "r", "records": "all"}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code, _listing, out, _ = mkl_cli(path.parent, "runs", path.name)
+    assert code == 1 and "cell 3: the reference to a run in the notebook's metadata is misshapen" in out
+
+
+def _display_bundles(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What JupyterLab's output areas show at the end: the last data sent for each display id."""
+    shown: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if message["msg_type"] in ("display_data", "update_display_data"):
+            display_id = message["content"].get("transient", {}).get("display_id")
+            if display_id:
+                shown[display_id] = message["content"]["data"]
+    return shown
+
+
+def _run_views(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        data
+        for data in _display_bundles(messages).values()
+        if envelope.MIME_TYPE in data or envelope.REF_MIME_TYPE in data
+    ]
+
+
+RUN = "%mkl run refund --id mine --script refund.script.yaml --set ticket=broken --no-hitl"
+
+
+def test_with_the_extension_a_run_output_refers_to_the_metadata_and_an_unchanged_cell_shows_the_same(
+    waiting: Path, tmp_path: Path
+) -> None:
+    folder = _copy(waiting, tmp_path / "work").parent
+    kernel = _Kernel(folder)
+    try:
+        loaded = kernel.execute("%load_ext mkl_notebook")
+        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
+        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {}})
+        kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
+        first = kernel.execute(RUN)
+        [view] = _run_views(first)
+        assert envelope.MIME_TYPE not in view  # one copy ...
+        [put] = [m["content"]["data"] for m in first if m["msg_type"] == "comm_msg"]
+        checkpoint = envelope.check(put["envelope"])  # ... in the metadata
+        assert view[envelope.REF_MIME_TYPE] == {"run": "mine", "records": len(checkpoint.records)}
+        assert checkpoint.header["status"] == "done"
+
+        again = kernel.execute(RUN)  # the same cell, unchanged: replayed
+        assert _run_views(again) == [view]
+        assert [m["content"]["data"] for m in again if m["msg_type"] == "comm_msg"] == [put]  # byte for byte
+    finally:
+        kernel.close()
+
+
+def test_outputs_drawn_before_the_extension_answered_are_redrawn_without_their_checkpoint(
+    waiting: Path, tmp_path: Path
+) -> None:
+    """Run All queues every cell ahead of the extension's answer: the first outputs carry the checkpoint, and
+    lose it once the extension has answered, so the saved file holds one copy."""
+    folder = _copy(waiting, tmp_path / "work").parent
+    kernel = _Kernel(folder)
+    try:
+        loaded = kernel.execute("%load_ext mkl_notebook")
+        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
+        kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
+        ran = kernel.execute(RUN)
+        [view] = _run_views(ran)
+        assert envelope.MIME_TYPE in view  # nobody has answered yet: the output carries the checkpoint
+        [display_id] = [d for d, data in _display_bundles(ran).items() if data is view]
+
+        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {}})
+        deadline = time.monotonic() + 60
+        redrawn = None
+        while redrawn is None:
+            assert time.monotonic() < deadline, "the view was not redrawn"
+            message = kernel.client.get_iopub_msg(timeout=60)
+            content = message["content"]
+            if message["msg_type"] == "update_display_data" and content["transient"]["display_id"] == display_id:
+                redrawn = content["data"]
+        assert envelope.MIME_TYPE not in redrawn
+        assert redrawn[envelope.REF_MIME_TYPE]["run"] == "mine"
+        assert {k: v for k, v in redrawn.items() if k != envelope.REF_MIME_TYPE} == {
+            k: v for k, v in view.items() if k != envelope.MIME_TYPE
+        }
     finally:
         kernel.close()

@@ -536,11 +536,15 @@ def test_a_runs_display_output_carries_its_checkpoint_beside_its_views() -> None
     assert set(bundle) == {"text/html", "text/plain", RUN_MIME}
     assert bundle[RUN_MIME] == outcome.envelope()
     assert verify(bundle[RUN_MIME])[0]["run_id"] == "r1"
-    assert bundle["text/plain"] == views.run_bundle("r1", machine, outcome.result, outcome.calls)["text/plain"]
-    assert "· 3 new calls" in bundle["text/plain"]  # this showing made the calls itself
+    assert "· 3 answers journaled" in bundle["text/plain"]
+    assert "[replayed]" not in bundle["text/plain"]
     replayed = runs.replay("r1", oracle_from_file(REFUND_SCRIPT), store=store)
-    again = run_output("r1", machine, replayed)["text/plain"]
-    assert "· replayed 3 answers from the journal, no new calls" in again  # a replay says so
+    assert replayed.calls == {"made": 0, "replayed": 3}
+    again = run_output("r1", machine, replayed)
+    assert again == bundle  # a saved notebook does not change when the unchanged cell runs again
+    # The terminal, whose output is not saved, says what each showing cost.
+    assert "· 3 new calls" in views.run_bundle("r1", machine, outcome.result, outcome.calls)["text/plain"]
+    assert "no new calls" in views.run_bundle("r1", machine, replayed.result, replayed.calls)["text/plain"]
 
 
 def test_hostile_model_output_is_escaped_in_every_view() -> None:

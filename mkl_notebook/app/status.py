@@ -86,15 +86,10 @@ def run_output(
     ``notebook`` names the file in the commands that continue it; ``question_above`` leaves the
     question to the form shown above; ``signer`` seals the checkpoint; ``note`` is said first.
     """
-    shown = views.Shown(
-        notebook=notebook,
-        question_above=question_above,
-        later=later(outcome),
-        replayed=outcome.replayed_steps,
-        note=note,
-    )
+    shown = views.Shown(notebook=notebook, question_above=question_above, later=later(outcome), note=note)
+    journaled = {"journaled": sum(outcome.calls.values())}  # alike each time the cell runs: no "[replayed]"
     return {
-        **views.run_bundle(run_id, machine, outcome.result, outcome.calls, shown),
+        **views.run_bundle(run_id, machine, outcome.result, journaled, shown),
         MIME_TYPE: outcome.envelope(signer),
     }
 

@@ -40,9 +40,15 @@ HEADER_KEYS = (
     "question",
     "options",
     "machines",
-    "calls",
 )
+# Written by earlier releases: what the showing that wrote the checkpoint cost. It changed with every
+# replay, so a re-run cell changed the saved file; it is read (and covered by the digest) but no longer written.
+LEGACY_HEADER_KEYS = ("calls",)
 MIME_TYPE = "application/vnd.mkl.run+json"
+# What a cell output carries instead of the checkpoint when the notebook's metadata holds it (one copy, not
+# two): ``{"run": RUN, "records": N}``, the run and how much of its journal the cell shows.
+REF_MIME_TYPE = "application/vnd.mkl.run-ref+json"
+MAX_REFERENCE_BYTES = 4_096
 
 
 class EnvelopeError(ValueError):
@@ -141,12 +147,13 @@ def check(envelope: Any, where: str = "checkpoint") -> Checkpoint:
     if envelope.get("format") != FORMAT:
         found = envelope.get("format")
         raise EnvelopeError(f"{where}: is not an mkl run checkpoint of format {FORMAT} (found {found!r})")
-    expected = {*HEADER_KEYS, "journal", "digest"} | ({"seal"} if "seal" in envelope else set())
+    optional = {key for key in ("seal", *LEGACY_HEADER_KEYS) if key in envelope}
+    expected = {*HEADER_KEYS, "journal", "digest"} | optional
     if set(envelope) != expected:
         odd = sorted(set(envelope) ^ expected)
         raise EnvelopeError(f"{where}: the checkpoint's fields were changed ({', '.join(odd)}); it is not used")
     records = _records(envelope.get("journal"), where)
-    header = {key: envelope.get(key) for key in HEADER_KEYS}
+    header = {key: envelope.get(key) for key in (*HEADER_KEYS, *LEGACY_HEADER_KEYS) if key in expected}
     if not isinstance(header["run_id"], str):
         raise EnvelopeError(f"{where}: the checkpoint names no run id")
     if envelope.get("digest") != _digest({k: v for k, v in header.items()}, records):
@@ -165,6 +172,33 @@ def check(envelope: Any, where: str = "checkpoint") -> Checkpoint:
         except seals.SealError as exc:
             raise EnvelopeError(f"{where}: the checkpoint's seal is misshapen ({exc}); it is not used") from None
     return Checkpoint(header, records, seal)
+
+
+def reference(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """What a cell output carries in place of ``checkpoint`` when the notebook's metadata holds the run."""
+    journal = checkpoint.get("journal")
+    count = journal.get("count") if isinstance(journal, dict) else None
+    return {"run": checkpoint.get("run_id"), "records": count}
+
+
+def read_reference(data: Any, where: str) -> tuple[str, int]:
+    """The run a cell output's reference names and how many of its records the cell shows."""
+    if isinstance(data, str) and len(data) <= MAX_REFERENCE_BYTES:  # some front ends save JSON as text
+        try:
+            data = json.loads(data)
+        except ValueError:
+            data = None
+    if (
+        not isinstance(data, dict)
+        or set(data) != {"run", "records"}
+        or not isinstance(data["run"], str)
+        or not data["run"]
+        or not isinstance(data["records"], int)
+        or isinstance(data["records"], bool)
+        or data["records"] < 1
+    ):
+        raise EnvelopeError(f"{where}: the reference to a run in the notebook's metadata is misshapen; it is not used")
+    return data["run"], data["records"]
 
 
 def loads(data: bytes | str, where: str = "checkpoint") -> Checkpoint:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..lang import files
 from . import envelope
-from .envelope import MIME_TYPE, EnvelopeError
+from .envelope import MIME_TYPE, REF_MIME_TYPE, EnvelopeError
 from .records import canonical
 from .seals import Seal
 
@@ -86,10 +86,11 @@ def _cell_outputs(cell: Any) -> list[Any]:
     return outputs if isinstance(outputs, list) else []
 
 
-def _outputs(notebook: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+def _outputs(notebook: dict[str, Any], mime: str = MIME_TYPE) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """The outputs carrying ``mime`` (a run's checkpoint, or a reference to the metadata's copy of it)."""
     for cell_index, cell in enumerate(notebook.get("cells") or []):
         for output_index, output in enumerate(_cell_outputs(cell)):
-            if isinstance(output, dict) and isinstance(output.get("data"), dict) and MIME_TYPE in output["data"]:
+            if isinstance(output, dict) and isinstance(output.get("data"), dict) and mime in output["data"]:
                 yield cell_index, output_index, output
 
 
@@ -119,7 +120,8 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
 
     Of a run's copies the one with the longest journal wins (cells that replay show prefixes of it; the
     last output on a tie, the metadata copy over an output of the same length). Copies that went different
-    ways are refused, naming both.
+    ways are refused, naming both. An output that only refers to the metadata's copy (written with the
+    JupyterLab extension) names where the run is shown; a reference the metadata cannot answer is reported.
     """
     notebook = read_json(path)
     found: dict[str, EmbeddedRun] = {}
@@ -161,6 +163,36 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             found[run_id] = EmbeddedRun(run_id, header, records, *at, seal, in_metadata=True)
         else:
             found[run_id] = replace(copy, in_metadata=True)
+    for cell_index, output_index, output in _outputs(notebook, REF_MIME_TYPE):
+        where = f"{path}, cell {cell_index + 1}"
+        try:
+            run_id, count = envelope.read_reference(output["data"][REF_MIME_TYPE], where)
+        except EnvelopeError as exc:
+            damaged.append(DamagedRun(None, str(exc), cell_index))
+            continue
+        copy = found.get(run_id)
+        if copy is None or not copy.in_metadata:
+            if not any(bad.run_id == run_id and bad.cell_index is None for bad in damaged):
+                damaged.append(
+                    DamagedRun(
+                        run_id,
+                        f"{where}: shows run '{run_id}', whose checkpoint was kept in the "
+                        "notebook's metadata, and the metadata no longer holds it",
+                        cell_index,
+                    )
+                )
+            continue
+        if count > len(copy.records):
+            damaged.append(
+                DamagedRun(
+                    run_id,
+                    f"{where}: shows {count} records of run '{run_id}'; the notebook's "
+                    f"metadata holds only {len(copy.records)}, so it may be older than the cell",
+                    cell_index,
+                )
+            )
+        elif copy.cell_index is None or (cell_index, output_index) > (copy.cell_index, copy.output_index or 0):
+            found[run_id] = replace(copy, cell_index=cell_index, output_index=output_index)
     return list(found.values()), damaged
 
 
@@ -247,9 +279,14 @@ def write_run(
             output = notebook["cells"][run.cell_index]["outputs"][run.output_index]
         except (IndexError, KeyError, TypeError):
             raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written") from None
-        if not isinstance(output.get("data"), dict) or MIME_TYPE not in output["data"]:
+        data = output.get("data")
+        if not isinstance(data, dict) or not (MIME_TYPE in data or REF_MIME_TYPE in data):
             raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
-        output["data"] = _jupyter_data(bundle)  # the output copy says what the metadata copy says
+        if REF_MIME_TYPE in data:  # the metadata is the one copy: the output keeps referring to it
+            shown = {mime: value for mime, value in bundle.items() if mime != MIME_TYPE}
+            output["data"] = _jupyter_data({**shown, REF_MIME_TYPE: envelope.reference(bundle[MIME_TYPE])})
+        else:
+            output["data"] = _jupyter_data(bundle)  # the output copy says what the metadata copy says
     _set_metadata_run(notebook, run.run_id, bundle[MIME_TYPE])  # survives Clear All Outputs and nbstripout
     _set_advancing(notebook, run.run_id, None)  # the file now holds the run as the store does
     if form_place is not None:

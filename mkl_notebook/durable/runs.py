@@ -72,7 +72,6 @@ class Outcome:
             "options": index.options,
             # The sources travel once, in the journal's start/rerun record; the header names and hashes them.
             "machines": [{"name": name, "sha256": pin["sha256"]} for name, pin in index.machines.items()],
-            "calls": dict(self.calls),
         }
 
     def envelope(self, signer: Signer | None = None) -> dict[str, Any]:

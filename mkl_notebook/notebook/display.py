@@ -3,7 +3,9 @@
 Each run owns ONE display output whose bundle carries the checkpoint envelope
 (``application/vnd.mkl.run+json``) beside HTML and text; it is updated in place
 with display handles as the run advances, so the saved notebook always holds
-the checkpoint of what the cell shows. Above it, the question's place holds the
+the checkpoint of what the cell shows. With the JupyterLab extension the
+notebook's metadata holds that checkpoint and the output refers to it
+(``metadata_link``). Above it, the question's place holds the
 form while a person's answer is awaited, with a plain stand-in for readers
 without a kernel, and says what was answered once it is.
 """
@@ -22,7 +24,6 @@ from IPython.display import DisplayHandle, display
 from ..app.status import answers_to, form_place, run_output
 from ..app.trust import Untrusted
 from ..durable import places
-from ..durable.envelope import MIME_TYPE
 from ..durable.nbfile import FORM_MIME
 from ..durable.records import run_state
 from ..durable.runs import Outcome
@@ -71,6 +72,7 @@ class RunView:
         self.shown: Outcome | None = None
         self._asked: str | None = None  # the question whose form this view shows
         self._replying = False
+        self._question_above = False  # whether the view was drawn with the question left to the form
         self._following = False
         self._last_draw = 0.0
         self._started = time.monotonic()
@@ -178,12 +180,20 @@ class RunView:
             signer=self.signer,
             note=self.note,
         )
+        if self.link is not None:  # the run as it stands goes to the metadata, not a cell's part of it
+            bundle = self.link.carry(run_id, bundle, as_it_stands=outcome.latest is None)
         if self.handle is None:
             self.handle = display(bundle, raw=True, display_id=True)
+            if self.link is not None:
+                self.link.when_linked(self._redraw_view)
         else:
             self.handle.update(bundle, raw=True)
-        if self.link is not None and outcome.latest is None:  # the run as it stands, not a cell's part of it
-            self.link.put(run_id, bundle[MIME_TYPE])
+        self._question_above = question_above
+
+    def _redraw_view(self) -> None:
+        """Draw the view again as it stands now: when the extension answers, the checkpoint leaves it."""
+        if self.shown is not None:
+            self._draw_view(self.run_id, self.shown, question_above=self._question_above)
 
     def _top_bundle(self, run: Run, outcome: Outcome, on_reply: Any) -> dict[str, Any]:
         """The question's place: the form (when ``on_reply`` is given), or what this cell's forms answered."""

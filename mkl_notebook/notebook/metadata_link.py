@@ -9,19 +9,27 @@ kernel opens a comm to it (target ``mkl.metadata``) and from then on:
 - the kernel sends ``{"op": "put", "run": ID, "envelope": {...}}`` whenever it shows a run as it
   stands, and the extension writes that checkpoint into ``metadata.mkl.runs[ID]``.
 
-Without the extension (VS Code, nbclient, a plain shell) nobody answers and nothing is sent anywhere:
-outputs carry the checkpoints as before. What the extension hands over is untrusted input, checked
-like any checkpoint from a file before it is used.
+Once the extension has answered, the metadata holds the one copy of each run: a run's output carries its
+views and a reference to the run (``application/vnd.mkl.run-ref+json``) instead of the checkpoint, and the
+outputs drawn before the answer came (Run All queues every cell ahead of it) are redrawn that way.
+Without the extension (VS Code, nbclient, a plain shell) nobody answers: outputs carry the checkpoints as
+before. What the extension hands over is untrusted input, checked like any checkpoint from a file before
+it is used.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Any
+
+from ..durable.envelope import MIME_TYPE, REF_MIME_TYPE, reference
 
 TARGET = "mkl.metadata"
 PROTOCOL = 1
 MAX_RUNS = 1000  # runs taken from one hello; a notebook with more is not one a person reads
+MAX_REDRAWS = 256  # outputs kept to redraw until the extension answers (Run All of a long notebook)
 
 
 class MetadataLink:
@@ -32,6 +40,10 @@ class MetadataLink:
         self._lock = threading.Lock()
         self.runs: dict[str, Any] = {}  # run id -> envelope, as the metadata held them (unverified)
         self.linked = False  # the extension answered: the notebook's metadata is written
+        self._touched: set[str] = set()  # runs put or deleted here: the hello's copies of them are older
+        # Outputs to redraw once the extension answers, held (a view whose run went on is otherwise let go)
+        # until it answers or the frontend closes the comm for want of it.
+        self._redraws: deque[Callable[[], None]] = deque(maxlen=MAX_REDRAWS)
 
     def open(self) -> None:
         """Open the comm (once per kernel); harmless where no frontend listens."""
@@ -42,6 +54,12 @@ class MetadataLink:
                 return
             self._comm = create_comm(target_name=TARGET, data={"protocol": PROTOCOL})
             self._comm.on_msg(self._received)
+            self._comm.on_close(self._closed)
+
+    def _closed(self, _message: dict[str, Any]) -> None:
+        """The frontend closed the comm: no extension listens, and no output will be redrawn."""
+        with self._lock:
+            self._redraws.clear()
 
     def _received(self, message: dict[str, Any]) -> None:
         data = (message.get("content") or {}).get("data")
@@ -51,17 +69,44 @@ class MetadataLink:
         with self._lock:
             self.linked = True
             if isinstance(runs, dict):
-                self.runs = {
+                held = {
                     run_id: envelope
                     for run_id, envelope in list(runs.items())[:MAX_RUNS]
                     if isinstance(run_id, str) and isinstance(envelope, dict)
                 }
+                # what this kernel put or deleted since it opened the comm is newer than the hello
+                self.runs = {**{k: v for k, v in held.items() if k not in self._touched}, **self.runs}
+            redraws = list(self._redraws)
+            self._redraws.clear()
+        for redraw in redraws:
+            redraw()
+
+    def carry(self, run_id: str, bundle: dict[str, Any], *, as_it_stands: bool) -> dict[str, Any]:
+        """The output bundle of a run's view, as the notebook should keep it.
+
+        A view of the run as it stands sends its checkpoint to the metadata. Once the extension has
+        answered, the output refers to the metadata's copy instead of carrying a second one.
+        """
+        checkpoint = bundle[MIME_TYPE]
+        if as_it_stands:
+            self.put(run_id, checkpoint)
+        if not self.linked:
+            return bundle
+        shown = {mime: value for mime, value in bundle.items() if mime != MIME_TYPE}
+        return {**shown, REF_MIME_TYPE: reference(checkpoint)}
+
+    def when_linked(self, redraw: Callable[[], None]) -> None:
+        """Call ``redraw`` when the extension answers, if it has not yet (for the latest outputs drawn)."""
+        with self._lock:
+            if not self.linked:
+                self._redraws.append(redraw)
 
     def put(self, run_id: str, envelope: dict[str, Any]) -> None:
         """The run's checkpoint now: the extension writes it into the notebook's metadata."""
         with self._lock:
             comm = self._comm
             self.runs[run_id] = envelope
+            self._touched.add(run_id)
         if comm is not None:
             comm.send({"op": "put", "run": run_id, "envelope": envelope})
 
@@ -70,6 +115,7 @@ class MetadataLink:
         with self._lock:
             comm = self._comm
             self.runs.pop(run_id, None)
+            self._touched.add(run_id)
         if comm is not None:
             comm.send({"op": "delete", "run": run_id})
 

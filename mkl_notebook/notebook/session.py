@@ -573,7 +573,8 @@ class Run:
         if self.outcome is None:
             self.refresh()
         assert self.outcome is not None
-        return run_output(self.id, self.machine, self.outcome, signer=self.session.signer())
+        bundle = run_output(self.id, self.machine, self.outcome, signer=self.session.signer())
+        return self.session.link.carry(self.id, bundle, as_it_stands=self.outcome.latest is None)
 
     def __repr__(self) -> str:
         if self.outcome is None:

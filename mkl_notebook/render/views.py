@@ -406,9 +406,14 @@ def _steps(trace: Sequence[Step]) -> int:
 
 
 def _calls_text(calls: Mapping[str, int] | None) -> str:
-    """What this showing of the run cost: its new calls, and the answers the journal gave for free."""
+    """What this showing of the run cost: its new calls, and the answers the journal gave for free; or,
+    given ``{"journaled": N}``, the answers the run's part shown took, which the same cell shows alike
+    every time it runs (a saved notebook must not change when an unchanged cell runs again)."""
     if not calls:
         return ""
+    if "journaled" in calls:
+        journaled = int(calls["journaled"] or 0)
+        return f" · {_plural(journaled, 'answer')} journaled" if journaled else ""
     made, replayed = int(calls.get("made") or 0), int(calls.get("replayed") or 0)
     if made == 0 and replayed:
         return f" · replayed {_plural(replayed, 'answer')} from the journal, no new calls"
