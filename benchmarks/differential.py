@@ -10,7 +10,7 @@ installed editable, so that one Python process can import both::
     /tmp/refvenv/bin/pip install -e /work/main
     /tmp/refvenv/bin/python benchmarks/differential.py --seed 1 --count 2000
 
-It generates random conformance cases (LANGUAGE.md §8: ``machine``, ``registry``,
+It generates random conformance cases (docs/language.md §8: ``machine``, ``registry``,
 ``llm``, ``tools``, ``hooks``, ``input``, ``context``, ``run``), runs each one through
 both engines' scripted scenario runners, and compares the outcome: status, error,
 result, at, ask, reply_to, usage, context (JSON-normalised), diagnosis and the
@@ -50,7 +50,7 @@ from typing import Any
 
 import yaml
 
-# Trace-step keys compared on both sides (LANGUAGE.md §7); sub_trace recursively.
+# Trace-step keys compared on both sides (docs/language.md §7); sub_trace recursively.
 STEP_KEYS = (
     "step",
     "state",
@@ -629,7 +629,7 @@ _WORDING = [
 
 
 def normalise_wording(value: Any) -> Any:
-    """Canonicalise error texts whose wording LANGUAGE.md leaves open ("…")."""
+    """Canonicalise error texts whose wording docs/language.md leaves open ("…")."""
     if isinstance(value, str):
         for pat, rep in _WORDING:
             value = pat.sub(rep, value)
@@ -659,7 +659,7 @@ def compare(ref: dict, ours: dict, extras: dict) -> list[tuple[str, Any, Any]]:
 
 
 def _missing_state_case(ref: dict, ours: dict) -> bool:
-    """LANGUAGE.md §2: a transition to a missing state halts here; the reference crashes (KeyError:
+    """docs/language.md §2: a transition to a missing state halts here; the reference crashes (KeyError:
     a crash, a bare "state-error: 'x'" through a call, or "[branch-error: 'x']" in a fan-out) or, when a
     guard fires first at the next loop top, reports that guard instead."""
     return (
@@ -681,7 +681,7 @@ def _nested_suspension(case: dict | None, ref: dict, ours: dict) -> bool:
 
 
 def _odd_script(case: dict | None) -> str:
-    """Scripted answers outside LANGUAGE.md §8's stated shapes: non-string produce answers, and judge entries
+    """Scripted answers outside docs/language.md §8's stated shapes: non-string produce answers, and judge entries
     that are neither a whole number nor a string (bool, null, float)."""
     llm = (case or {}).get("llm") or {}
     produce = llm.get("produce")
@@ -700,7 +700,7 @@ def signature(ref: dict, ours: dict, diffs: list, case: dict | None = None) -> s
     if odd:
         return f"ODD-SCRIPT: {odd} in the case (other divergences in such cases are not told apart)"
     if _missing_state_case(ref, ours):
-        return "DELIBERATE: transition to a missing state (LANGUAGE.md §2: we halt cleanly, the reference crashes)"
+        return "DELIBERATE: transition to a missing state (docs/language.md §2: we halt cleanly, the reference crashes)"
     if _nested_suspension(case, ref, ours) and {"context", "trace.length", "usage"} & {d[0] for d in diffs}:
         return "NESTED SUSPENSION: the suspended result's trace/context/usage (root run vs innermost run)"
     if diffs and diffs[0][0] == "crash":

@@ -1,4 +1,4 @@
-"""The scenario and conformance runner (LANGUAGE.md §8), shared by ``mkl test``, ``%mkl test`` and pytest.
+"""The scenario and conformance runner (docs/language.md §8), shared by ``mkl test``, ``%mkl test`` and pytest.
 
 The runner deliberately does not validate or check machines: several
 conformance cases are "invalid" documents on purpose.
@@ -38,6 +38,9 @@ RUN_OPTION_KEYS = frozenset(
     }
 )
 EXPECT_KEYS = frozenset({"status", "error", "error_prefix", "result", "at", "ask", "reply_to", "context", "trace"})
+SCENARIO_KEYS = frozenset(
+    {"name", "description", "llm", "tools", "hooks", "replies", "expect", "input", "context", "run"}
+)
 _ABSENT = object()
 
 
@@ -177,6 +180,12 @@ def scenarios_from_mapping(machine: Machine, data: Any, registry: Mapping[str, M
         if not isinstance(item, Mapping):
             raise ScenarioFileError(f"{where}: scenario {number} must be a mapping")
         name = str(item.get("name") or f"scenario-{number}")
+        unknown = sorted(map(str, set(item) - SCENARIO_KEYS))
+        if unknown:  # a misspelt key would otherwise be a scenario that silently tests less
+            raise ScenarioFileError(
+                f"{where}: scenario '{name}' has unknown key(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(SCENARIO_KEYS))} (docs/language.md §8)"
+            )
         scenarios.append(
             Scenario(
                 name=name,

@@ -1,4 +1,4 @@
-"""Behaviour tests for LANGUAGE.md rules that the 33 conformance cases do not pin down.
+"""Behaviour tests for docs/language.md rules that the 33 conformance cases do not pin down.
 
 Every test runs a small machine (loaded unvalidated, as the scenario runner does)
 against a scripted oracle and checks what a user of the engine would see: the run's

@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mkl_notebook"
 LAYERS = {
     "_version": 0,
     "lang": 0,
+    "stdlib": 0,  # package data: the standard library's machine files (read by lang.stdlib)
     "engine": 1,
     "durable": 2,
     "providers": 2,

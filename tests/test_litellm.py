@@ -1,4 +1,4 @@
-"""Real models through litellm (LANGUAGE.md §9), against a local OpenAI-compatible stub server.
+"""Real models through litellm (docs/language.md §9), against a local OpenAI-compatible stub server.
 
 Every model call here goes over HTTP to ``tests/openai_stub.py`` on 127.0.0.1; nothing reaches
 the internet.  litellm is imported once per process (it takes seconds), by the session fixture.
@@ -530,7 +530,7 @@ def test_reason_in_a_fan_out_traces_reasonings_and_shows_them_to_the_judge(stub:
     assert "THOUGHT" not in json.dumps(result.context)
     (judge,) = stub.judge_requests
     assert "THOUGHT" not in fenced(judge.user, "OUTPUT") + fenced(judge.user, "CONTEXT")
-    # LANGUAGE.md §4: the scratchpad is "shown to the judge" (fan-out included)
+    # docs/language.md §4: the scratchpad is "shown to the judge" (fan-out included)
     assert "REASONING:" in judge.user, "the judge never saw the branches' reasonings"
     reasoning = fenced(judge.user, "REASONING")
     assert "THOUGHT-S" in reasoning and "THOUGHT-L" in reasoning

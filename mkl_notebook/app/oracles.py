@@ -30,7 +30,7 @@ def model_config(overrides: Mapping[str, Any] | None = None) -> ModelConfig:
 
 
 def scripted(script: Script) -> Oracle:
-    """Scripted answers: an oracle as given, a mapping of LANGUAGE.md §8 keys, or a YAML file of them."""
+    """Scripted answers: an oracle as given, a mapping of docs/language.md §8 keys, or a YAML file of them."""
     if isinstance(script, Oracle):
         return script
     if isinstance(script, Mapping):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..lang import files
 from ..lang.check import check
+from ..lang.siblings import sibling_names
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_status
 
 
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mkl: error: {path}: {reason}", file=sys.stderr)
         emit_status({"status": "unreadable", "file": str(path)})
         return EXIT_USAGE
-    findings = check(text)
+    findings = check(text, sibling_names(path))
     for finding in findings:
         print(f"{path}:{finding.line or 0}: {finding.severity}: {finding.message}")
     errors = sum(1 for finding in findings if finding.severity == "error")

@@ -15,6 +15,7 @@ from ..engine.options import RunOptions
 from ..engine.oracle import Oracle, OracleRequest, ReplyRequest, RunInterrupted
 from ..engine.result import RunResult
 from ..engine.runner import root_step, run_machine
+from ..lang import stdlib
 from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine
@@ -100,7 +101,9 @@ def new_run_id() -> str:
 
 
 def pin_machines(root: Machine, registry: Mapping[str, Machine]) -> dict[str, rec.Pin]:
-    """The root and every machine it can call, transitively, with hash and source."""
+    """The root and every machine it can call, transitively (the standard library's included), with hash and
+    source."""
+    registry = stdlib.with_library(root, registry)
     pins: dict[str, rec.Pin] = {}
     pending = [root]
     while pending:

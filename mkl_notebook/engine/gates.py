@@ -1,4 +1,4 @@
-"""Gate selection, the transition function (LANGUAGE.md §3)."""
+"""Gate selection, the transition function (docs/language.md §3)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..lang.interpolate import fmt
+from ..lang import builtin_hooks
 from ..lang.model import Gate, State
 from .failure import StateFailure
 from .oracle import HookRequest, JudgeAnswer, JudgeRequest, Oracle, OracleError, RunInterrupted, context_json
-
-BUILTIN_HOOKS = {"always_true": True, "always_false": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +32,6 @@ class GateOutcome(NamedTuple):
     usage: tuple[int, int]
     judged_by_llm: bool
     via_hook: bool
-
-
-def _builtin_hook(name: str, ctx: Mapping[str, Any]) -> bool | None:
-    if name in BUILTIN_HOOKS:
-        return BUILTIN_HOOKS[name]
-    for prefix, equal in (("eq:", True), ("neq:", False)):
-        if name.startswith(prefix):
-            key, sep, expected = name[len(prefix) :].partition(":")
-            if not sep:
-                return None
-            actual = fmt(ctx.get(key)).strip()
-            return (actual == expected.strip()) is equal
-    return None
 
 
 def _ask(oracle: Oracle, request: HookRequest | JudgeRequest, what: str) -> Any:
@@ -73,7 +58,7 @@ def _call_hook(scan: GateScan, state: State, position: str, gate: Gate, index: i
             output=output,
         )
         return bool(_ask(scan.oracle, request, ""))
-    verdict = _builtin_hook(name, scan.ctx)
+    verdict = builtin_hooks.decide(name, scan.ctx, output)
     if verdict is None:
         raise StateFailure(f"state-error: hook: unknown hook '{name}' (register it with the run's hooks)")
     return verdict

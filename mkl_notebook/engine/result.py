@@ -1,4 +1,4 @@
-"""What a run returns (LANGUAGE.md §7)."""
+"""What a run returns (docs/language.md §7)."""
 
 from __future__ import annotations
 

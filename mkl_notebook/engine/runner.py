@@ -1,4 +1,4 @@
-"""The run loop (LANGUAGE.md §2–§7).
+"""The run loop (docs/language.md §2–§7).
 
 A run is a deterministic function of the machine, its inputs, its options and
 the answers of one :class:`Oracle`.  Every request carries a stable position
@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..lang import stdlib
 from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .failure import StateFailure as _Fail
@@ -359,9 +360,9 @@ class _MachineRun:
         value = executed.value
         if state.accumulate:
             existing = self.ctx.get(key)
-            if existing is None:
+            if key not in self.ctx:
                 self.ctx[key] = [value]
-            elif isinstance(existing, list):
+            elif isinstance(existing, list):  # any other value, null included, is wrapped first (§4)
                 existing.append(value)
             else:
                 self.ctx[key] = [existing, value]
@@ -885,8 +886,7 @@ def run_machine(
     ``context:``; values that differ from the author's literals are tainted.
     """
     options = (options or RunOptions()).with_secret()
-    full_registry = dict(registry or {})
-    full_registry.setdefault(machine.name, machine)
+    full_registry = stdlib.with_library(machine, registry or {})  # the user's machines shadow the library's
     ctx = copy.deepcopy(dict(machine.context))
     for overlay in (context, input):
         if overlay:

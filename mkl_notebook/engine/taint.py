@@ -1,4 +1,4 @@
-"""Untrusted-data bookkeeping (LANGUAGE.md §6): provenance, tool classes, fence nonces."""
+"""Untrusted-data bookkeeping (docs/language.md §6): provenance, tool classes, fence nonces."""
 
 from __future__ import annotations
 

@@ -7,26 +7,30 @@ line.  Errors are what ``mkl check`` refuses; warnings are worth a look but lega
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from functools import cached_property
 
+from . import builtin_hooks, stdlib
 from .findings import Finding, Severity
 from .loader import analyse
 from .located import LocatedMap, YamlSyntaxError, parse_located
 from .model import END, Gate, Machine, State
 
-BUILTIN_HOOKS = frozenset({"always_true", "always_false"})
-PARAMETRIC_HOOK_PREFIXES = ("eq:", "neq:")
 
+def check(text: str, callable_machines: Collection[str] | None = None) -> list[Finding]:
+    """Every structural and graph finding about ``text``, sorted by line.
 
-def check(text: str) -> list[Finding]:
-    """Every structural and graph finding about ``text``, sorted by line."""
+    ``callable_machines`` names the machines a ``call:`` may reach besides the standard library (the
+    machine files beside it, the notebook's machines); given, a call to any other name is an error.
+    """
     if not isinstance(text, str):
         return [Finding("error", "not-text", f"a machine document must be YAML text, not {type(text).__name__}")]
     try:
         machine, findings = analyse(text)
         if machine is not None:
             findings = findings + check_machine(machine)
+            if callable_machines is not None:
+                findings = findings + _call_findings(machine, callable_machines)
     except Exception as exc:  # a bug of ours must not become the user's traceback
         return [
             Finding(
@@ -44,6 +48,7 @@ def check_machine(machine: Machine) -> list[Finding]:
     findings: list[Finding] = []
     if machine.entry in machine.states:
         findings += _path_findings(machine, lines)
+    findings += _result_findings(machine, lines)
     for state in machine.states.values():
         findings += _catch_all_findings(state)
         findings += _max_visits_findings(state, lines)
@@ -188,7 +193,39 @@ def _path_findings(machine: Machine, lines: _Lines) -> list[Finding]:
                 "budget",
             )
         )
+    elif 1 <= machine.budget < len(shortest) + 2:
+        at = lines.top("budget")
+        findings.append(
+            _finding(
+                "warning",
+                "budget-no-headroom",
+                f"budget {machine.budget} leaves no room beyond the {len(shortest)} steps of the shortest path to "
+                f"END ({_show_path(shortest)}): one repair or retry halts the run; raise it to at least "
+                f"{len(shortest) + 2}",
+                at if at[0] is not None else (entry.line or None, None),
+                entry.id,
+                "budget",
+            )
+        )
     return findings
+
+
+def _result_findings(machine: Machine, lines: _Lines) -> list[Finding]:
+    produced = {state.output for state in machine.states.values() if state.output}
+    if machine.result is None or machine.result in produced:
+        return []
+    given = " (only the context's starting value)" if machine.result in machine.context else ""
+    return [
+        _finding(
+            "warning",
+            "result-not-produced",
+            f"result key '{machine.result}' is the output of no state, so a finished run returns "
+            f"{'that value' if given else 'null'}{given}; name a state's output",
+            lines.top("result"),
+            None,
+            "result",
+        )
+    ]
 
 
 # -- per state -----------------------------------------------------------------
@@ -228,7 +265,7 @@ def _catch_all_findings(state: State) -> list[Finding]:
 
 
 def _unshown_ask_findings(state: State) -> list[Finding]:
-    """An ``ask:`` on an escalate gate to END is never shown: a run never suspends there (LANGUAGE.md §7)."""
+    """An ``ask:`` on an escalate gate to END is never shown: a run never suspends there (docs/language.md §7)."""
     return [
         _finding(
             "warning",
@@ -265,11 +302,28 @@ def _max_visits_findings(state: State, lines: _Lines) -> list[Finding]:
     ]
 
 
+def _call_findings(machine: Machine, callable_machines: Collection[str]) -> list[Finding]:
+    lines = _Lines(machine.source)
+    known = {*callable_machines, *stdlib.NAMES, machine.name}
+    return [
+        _finding(
+            "error",
+            "unknown-call",
+            f"{_label(state)} calls machine '{state.call}', which is neither a machine file beside this one, "
+            "a machine defined in the notebook, nor one of the standard library's "
+            f"({', '.join(stdlib.NAMES)}); the run would halt there",
+            lines.state_key(state, "call"),
+            state.id,
+            "call",
+        )
+        for state in machine.states.values()
+        if state.kind == "call" and state.call is not None and state.call not in known
+    ]
+
+
 def is_builtin_hook(name: str) -> bool:
-    """Hooks every run resolves without registration (LANGUAGE.md §3)."""
-    if name in BUILTIN_HOOKS:
-        return True
-    return any(name.startswith(prefix) and ":" in name[len(prefix) :] for prefix in PARAMETRIC_HOOK_PREFIXES)
+    """Hooks every run resolves without registration (docs/language.md, "Built-in hooks")."""
+    return builtin_hooks.is_builtin(name)
 
 
 def _declaration_findings(machine: Machine, state: State, lines: _Lines) -> list[Finding]:
@@ -295,8 +349,7 @@ def _declaration_findings(machine: Machine, state: State, lines: _Lines) -> list
                     "warning",
                     "undeclared-hook",
                     f"{_label(state)}, gate {index}: hook '{gate.hook}' is neither "
-                    "declared in the top-level 'hooks:' list nor a built-in (always_true, always_false, eq:KEY:VALUE, "
-                    f"neq:KEY:VALUE); declare it",
+                    f"declared in the top-level 'hooks:' list nor a built-in ({builtin_hooks.names()}); declare it",
                     (gate.line or None, None),
                     state.id,
                     "hook",

@@ -1,4 +1,4 @@
-"""``{{ path }}`` interpolation, value formatting and untrusted-data fences (LANGUAGE.md §5, §6)."""
+"""``{{ path }}`` interpolation, value formatting and untrusted-data fences (docs/language.md §5, §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""YAML text or a ``.mkl`` file -> an immutable :class:`Machine` (LANGUAGE.md §1).
+"""YAML text or a ``.mkl`` file -> an immutable :class:`Machine` (docs/language.md §1).
 
 Loading is strict by default: every structural problem becomes a
 :class:`MachineError` naming the line, the state and the key.  The scenario and
@@ -20,7 +20,19 @@ from typing import Any
 from . import files
 from .findings import Finding, MachineError
 from .located import LocatedList, LocatedMap, Where, YamlSyntaxError, parse_located, plain
-from .model import END, SPEC_VERSIONS, TIERS, Declaration, Gate, Machine, OnError, Policy, State, StateKind
+from .model import (
+    END,
+    SPEC_VERSIONS,
+    TIERS,
+    VERSION_ALIASES,
+    Declaration,
+    Gate,
+    Machine,
+    OnError,
+    Policy,
+    State,
+    StateKind,
+)
 
 TOP_KEYS = frozenset(
     {"machine", "entry", "budget", "default_tier", "result", "context", "tools", "hooks", "states", "mklang"}
@@ -146,6 +158,8 @@ class _MachineBuilder:
         if key not in mapping:
             return None
         value = mapping[key]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # YAML reads 3.0 as a float; the number is still whole (as the reference reads it)
         if isinstance(value, bool) or not isinstance(value, int):
             coerced = _as_int(value)
             self.out.error(
@@ -212,6 +226,7 @@ class _MachineBuilder:
         mklang = doc.get("mklang")
         if mklang is not None:
             mklang = str(mklang) if not isinstance(mklang, float) else f"{mklang:g}"
+            mklang = VERSION_ALIASES.get(mklang, mklang)
             if isinstance(doc["mklang"], float) and mklang in SPEC_VERSIONS:
                 self.out.warning(
                     "unquoted-version",
@@ -220,10 +235,11 @@ class _MachineBuilder:
                     None,
                     "mklang",
                 )
-            elif mklang not in SPEC_VERSIONS:
-                self.out.error(
-                    "bad-value",
-                    f"'mklang' must be one of {', '.join(SPEC_VERSIONS)}, got '{mklang}'",
+            elif mklang not in SPEC_VERSIONS:  # the field is advisory: unknown keys are what is refused
+                self.out.warning(
+                    "unsupported-version",
+                    f"mklang '{mklang}' is not a version this interpreter implements ({', '.join(SPEC_VERSIONS)}); "
+                    "it runs under 0.4's rules",
                     doc.at("mklang"),
                     None,
                     "mklang",
@@ -303,7 +319,14 @@ class _MachineBuilder:
         for index, item in enumerate(value):
             where = value.at(index) if isinstance(value, LocatedList) else None
             if isinstance(item, str):
-                found.append(Declaration(item))
+                self.out.error(
+                    "wrong-type",
+                    f"'{key}' item {index + 1} ('{item}') must be a mapping, as in "
+                    f"{{name: {item}, description: ...}} (docs/language.md §1)",
+                    where,
+                    None,
+                    key,
+                )
                 continue
             if not isinstance(item, LocatedMap) or not isinstance(item.get("name"), str):
                 self.out.error(
@@ -689,24 +712,29 @@ class _MachineBuilder:
                     )
 
     def _version_features(self, machine: Machine) -> None:
-        if machine.mklang == "0.4":
+        """Warn where a state uses what a later version than the declared one introduced."""
+        declared = machine.mklang
+        if declared == "0.4" or (declared is not None and declared not in SPEC_VERSIONS):
             return
         for state in machine.states.values():
-            used = []
+            since: dict[str, list[str]] = {"0.3": [], "0.4": []}
+            if state.parse == "list" and declared == "0.2":
+                since["0.3"].append("parse: list")
             if state.max_visits is not None:
-                used.append("max_visits")
+                since["0.4"].append("max_visits")
             if state.parse == "json":
-                used.append("parse: json")
+                since["0.4"].append("parse: json")
             if any(g.ask is not None or g.reply_to is not None for g in state.gates):
-                used.append("ask/reply_to")
-            if used:
-                self.out.warning(
-                    "version-feature",
-                    f"{_state_label(state.id)} uses {', '.join(used)}, which "
-                    'mklang 0.4 introduced; declare mklang: "0.4"',
-                    Where(state.line, 1),
-                    state.id,
-                )
+                since["0.4"].append("ask/reply_to")
+            for version, used in since.items():
+                if used:
+                    self.out.warning(
+                        "version-feature",
+                        f"{_state_label(state.id)} uses {', '.join(used)}, which "
+                        f'mklang {version} introduced; declare mklang: "{version}"',
+                        Where(state.line, 1),
+                        state.id,
+                    )
 
 
 def _parse(text: str) -> LocatedMap:

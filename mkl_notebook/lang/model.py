@@ -1,4 +1,4 @@
-"""The immutable model of an mkl machine (LANGUAGE.md §1)."""
+"""The immutable model of an mkl machine (docs/language.md §1)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ UNSPECIFIED_STRUCTURE = "(unspecified)"  # the contract of an unvalidated state 
 REPAIR_FEEDBACK = "\n\n[Repair feedback] The previous attempt did not satisfy: '{when}'. Fix it."
 TIERS = ("fast", "balanced", "reasoning")
 SPEC_VERSIONS = ("0.2", "0.3", "0.4")
+VERSION_ALIASES = {"0.2.0": "0.2", "0.3.0": "0.3", "0.4.0": "0.4"}  # the same versions, written out in full
 
 StateKind = Literal["generative", "call", "tool"]
 Policy = Literal["ok", "repair", "escalate", "fail"]

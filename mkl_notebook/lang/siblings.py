@@ -35,3 +35,16 @@ def load_siblings(machine_path: Path, machine: Machine) -> tuple[dict[str, Machi
         registry.setdefault(other.name, other)
     registry[machine.name] = machine
     return registry, broken
+
+
+def sibling_names(machine_path: Path) -> set[str]:
+    """The names of the machines in the ``.mkl`` files beside ``machine_path`` that load (for ``mkl check``)."""
+    names = set()
+    for sibling in sorted(machine_path.resolve().parent.glob("*.mkl")):
+        if sibling.resolve() == machine_path.resolve() or sibling.name.startswith(".") or not sibling.is_file():
+            continue
+        try:
+            names.add(load_file(sibling, strict=False).name)
+        except MachineError:
+            continue  # reported when a run calls it; check judges the file it was given
+    return names

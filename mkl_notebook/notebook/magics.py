@@ -27,6 +27,7 @@ from ..app.runs import HITL_MODES
 from ..app.trust import Untrusted
 from ..app.values import host_input, merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
+from ..lang import stdlib
 from ..lang.check import check
 from ..lang.model import TIERS
 from ..providers.secrets import shown_url
@@ -38,7 +39,20 @@ from .form import Superseded
 from .session import Run, Session, current_session
 
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
-SUBCOMMANDS = ("run", "resume", "runs", "trace", "visits", "pending", "forget", "check", "test", "config", "help")
+SUBCOMMANDS = (
+    "run",
+    "resume",
+    "runs",
+    "trace",
+    "visits",
+    "pending",
+    "forget",
+    "check",
+    "test",
+    "stdlib",
+    "config",
+    "help",
+)
 _WHOLE_VAR = re.compile(r"^\$([A-Za-z_]\w*)$")
 _INLINE = re.compile(r"\$([A-Za-z_]\w*)|\{([^{}]+)\}")
 
@@ -56,6 +70,7 @@ HELP = """\
 %mkl trace RUN | visits RUN
 %mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
+%mkl stdlib [NAME]        the standard library's machines (call: std_cot, ...); one's diagram and source
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
 %mkl config [key=value]   show or change settings: store, hitl, user, max_workers, and models:
                           model, fast, balanced, reasoning, judge, api_base, timeout, retries
@@ -167,10 +182,13 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     pending.add_argument("--all", nargs="?", const=".", metavar="FOLDER")
     check_parser = _Parser(prog="check", add_help=False)
     check_parser.add_argument("name")
+    library = _Parser(prog="stdlib", add_help=False)
+    library.add_argument("name", nargs="?")
     test = _Parser(prog="test", add_help=False)
     test.add_argument("name")
     test.add_argument("--script", required=True)
-    return {"run": run, "resume": resume, "pending": pending, "check": check_parser, "test": test, **one_run}
+    parsers = {"run": run, "resume": resume, "pending": pending, "check": check_parser, "test": test}
+    return {**parsers, "stdlib": library, **one_run}
 
 
 @magics_class
@@ -440,7 +458,7 @@ class MklMagics(Magics):
 
     def _cmd_check(self, words: list[str]) -> None:
         machine = self.session.machine(self._text(self._parse("check", words).name))
-        findings = check(machine.source)
+        findings = check(machine.source, callable_machines=self.session.machines)
         if not findings:
             print(f"{machine.name}: no findings")
         for finding in findings:
@@ -453,6 +471,28 @@ class MklMagics(Magics):
         outcomes = run_all(scenarios)
         display(
             {"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
+            raw=True,
+        )
+
+    def _cmd_stdlib(self, words: list[str]) -> None:
+        name = self._parse("stdlib", words).name
+        if name is None:
+            library = stdlib.machines()
+            defined = self.session.machines
+            shadowed = [n for n, m in library.items() if n in defined and defined[n].sha256 != m.sha256]
+            html, text = views.library_html(library, shadowed), views.library_text(library, shadowed)
+            display({"text/html": html, "text/plain": text}, raw=True)
+            return
+        name = self._text(name)
+        if name not in stdlib.NAMES:
+            raise UsageError(f"%mkl stdlib: no library machine '{name}'; the library has {', '.join(stdlib.NAMES)}")
+        machine = stdlib.machine(name)
+        display(diagram_bundle(machine), raw=True)
+        display(
+            {
+                "text/markdown": f"```yaml\n{machine.source}```",
+                "text/plain": machine.source,
+            },
             raw=True,
         )
 

@@ -30,6 +30,7 @@ from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore, UnknownRun
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
 from ..engine.result import question_id as question_id_of
+from ..lang import stdlib
 from ..lang.loader import load
 from ..lang.model import Machine
 from ..providers.config import ModelConfig
@@ -125,12 +126,18 @@ class Session:
         return machine
 
     def machine(self, name: str) -> Machine:
-        if name not in self.machines:
-            known = ", ".join(sorted(self.machines)) or "none yet"
-            raise UsageProblem(
-                f"no machine named '{name}' is defined (defined: {known}); define it in a %%mkl cell first"
-            )
-        return self.machines[name]
+        """The machine defined in the notebook by that name, else the standard library's (taken into the
+        session, as if defined, so its runs show and replay like any other)."""
+        if name in self.machines:
+            return self.machines[name]
+        if name in stdlib.NAMES:
+            self.machines[name] = stdlib.machine(name)
+            return self.machines[name]
+        known = ", ".join(sorted(self.machines)) or "none yet"
+        raise UsageProblem(
+            f"no machine named '{name}' is defined (defined: {known}; the standard library: %mkl stdlib); "
+            "define it in a %%mkl cell first"
+        )
 
     # -- store -------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ class Registry:
     def tool(
         self, function: F | None = None, *, name: str | None = None, effect: Effect | None = None
     ) -> F | Callable[[F], F]:
-        """Register ``function`` as a tool; ``effect`` is "read" or "effect" (LANGUAGE.md §6)."""
+        """Register ``function`` as a tool; ``effect`` is "read" or "effect" (docs/language.md §6)."""
         if effect not in (None, "read", "effect"):
             raise ValueError(f"effect must be 'read' or 'effect', not {effect!r}")
 

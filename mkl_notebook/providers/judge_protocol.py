@@ -1,4 +1,4 @@
-"""Reading a judge model's reply (LANGUAGE.md §9): strict JSON, then a bare number, then the last number."""
+"""Reading a judge model's reply (docs/language.md §9): strict JSON, then a bare number, then the last number."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real models through litellm, behind the oracle boundary (LANGUAGE.md §9).
+"""Real models through litellm, behind the oracle boundary (docs/language.md §9).
 
 litellm is imported on the first real call only (it takes seconds to import),
 with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so importing it makes no network

@@ -1,4 +1,4 @@
-"""The produce and judge messages sent to real models (LANGUAGE.md §9)."""
+"""The produce and judge messages sent to real models (docs/language.md §9)."""
 
 from __future__ import annotations
 

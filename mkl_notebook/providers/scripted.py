@@ -1,4 +1,4 @@
-"""The scripted oracle (LANGUAGE.md §8): canned LLM answers, hook verdicts and tool outputs.
+"""The scripted oracle (docs/language.md §8): canned LLM answers, hook verdicts and tool outputs.
 
 It lets machines run offline — in tests, in demos and with ``--script`` — with
 no model and no API key.
@@ -38,7 +38,7 @@ SCRIPT_KEYS = frozenset({"llm", "tools", "hooks", "replies"})
 
 
 class ScriptError(ValueError):
-    """A script file or mapping that does not have the shape of LANGUAGE.md §8."""
+    """A script file or mapping that does not have the shape of docs/language.md §8."""
 
 
 class _Sequence:
@@ -158,7 +158,7 @@ class ScriptedOracle(Oracle):
         if self.latency and not isinstance(request, (HookRequest, ReplyRequest)):
             time.sleep(self.latency)
         if isinstance(request, ProduceRequest):
-            if not isinstance(text, str):  # LANGUAGE.md defines produce output as text
+            if not isinstance(text, str):  # docs/language.md defines produce output as text
                 text = json.dumps(text, ensure_ascii=False)
             answer = self._answers.get((text, request.reason))  # answers are immutable: equal ones are shared
             if answer is None:

@@ -942,3 +942,36 @@ def questions_bundle(questions: Sequence[Mapping[str, Any]], problems: Sequence[
         "text/html": questions_table_html(questions, problems),
         "text/plain": questions_table_text(questions, problems),
     }
+
+
+# -- the standard library -------------------------------------------------------------------------
+
+_LIBRARY_HEAD = ("machine", "reads", "returns", "states")
+
+
+def _library_rows(library: Mapping[str, Machine], shadowed: Sequence[str]) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for name, machine in library.items():
+        mark = " (shadowed by the notebook's)" if name in shadowed else ""
+        reads = ", ".join(machine.context) or "–"
+        rows.append((name + mark, reads, machine.result or "the last output", " → ".join(machine.states)))
+    return rows
+
+
+def library_html(library: Mapping[str, Machine], shadowed: Sequence[str] = ()) -> str:
+    """The standard library's machines (``%mkl stdlib``): what each reads from its input and returns."""
+    body = "".join(
+        f"<tr><td>{_code(name)}</td><td>{_e(reads)}</td><td>{_code(result)}</td><td>{_e(states)}</td></tr>"
+        for name, reads, result, states in _library_rows(library, shadowed)
+    )
+    head = "".join(f"<th>{name}</th>" for name in _LIBRARY_HEAD)
+    caption = "The standard library — <code>call: NAME</code> from any machine; <code>%mkl stdlib NAME</code> shows one"
+    return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def library_text(library: Mapping[str, Machine], shadowed: Sequence[str] = ()) -> str:
+    """The text twin of :func:`library_html`."""
+    rows = [_LIBRARY_HEAD, *_library_rows(library, shadowed)]
+    return "\n".join(
+        ["The standard library (call: NAME from any machine; %mkl stdlib NAME shows one)", *_columns(rows)]
+    )
