@@ -8,6 +8,7 @@ Cells whose output is stable carry ``# NBVAL_CHECK_OUTPUT`` so that the test sui
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sys
 import tempfile
@@ -329,7 +330,7 @@ like code. A *scenario file* lists runs with scripted answers and what each must
 (`data/refund.test.yaml`). `%mkl test` runs them and shows a pass/fail table; `mkl test` does
 the same from a terminal or CI.
 """),
-    code("%load_ext mkl_notebook"),
+    code("%load_ext mkl_notebook\nimport mkl_notebook"),
     machine_cell("refund"),
     code("%mkl test refund --script data/refund.test.yaml"),
     md("The same scenarios from the command line (the exit code is 0 only when all pass):"),
@@ -345,6 +346,34 @@ mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
 `END`, a budget below the shortest path, a `max_visits` that a repair loop is bound to hit.
 """),
     code(CHECK + "%mkl check refund"),
+    md("""
+## The standard library
+
+Ten tested machines ship with mkl_notebook, and any machine can call one by name
+(`call: std_refine`) with no file beside it; a machine of the same name that you define
+shadows the library's. Each reads `task` and returns `answer`:
+"""),
+    code("%mkl stdlib"),
+    md("Each one with its diagram and source, here the draft, review and revise loop:"),
+    code("%mkl stdlib std_refine"),
+    md("""
+Calling one is one state. Its scenarios (here: the reviewer accepts the first draft) are
+scripted like any other:
+"""),
+    code("""%%mkl
+mklang: "0.4"
+machine: polish
+entry: refine
+budget: 3
+result: answer
+states:
+  refine:
+    call: std_refine
+    input: {task: "Write a one-line apology for a late parcel.", criteria: "short and sincere"}
+    output: answer
+    gates: [{when: otherwise, then: ok, to: END}]"""),
+    code("%mkl run polish --no-hitl --script data/polish.script.yaml"),
+    code(CHECK + 'run = mkl_notebook.get_run("polish")\nprint(run.status, "-", run.result)'),
 ]
 
 REAL_MODELS = [
@@ -414,10 +443,14 @@ NOTEBOOKS = {
 }
 
 
-def notebook(cells: list[nbformat.NotebookNode]) -> nbformat.NotebookNode:
+def notebook(cells: list[nbformat.NotebookNode], name: str) -> nbformat.NotebookNode:
+    """The tutorial ``name``, its cell ids derived from its name, so that a rebuild changes the file only
+    where a cell or an output changed."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
+    for index, cell in enumerate(cells):
+        cell.id = hashlib.sha256(f"{name}/{index}".encode()).hexdigest()[:8]
     nb.cells = cells
     return nb
 
@@ -432,11 +465,11 @@ def main() -> None:
     for store in (HERE / ".mkl", HERE / "data" / ".mkl"):
         shutil.rmtree(store, ignore_errors=True)
     with tempfile.TemporaryDirectory() as alice:  # Alice's own Jupyter data folder, and so her own key
-        nbformat.write(notebook(SHARED_SOURCE), HERE / "data" / "shared-approval.ipynb")
+        nbformat.write(notebook(SHARED_SOURCE, "shared-approval"), HERE / "data" / "shared-approval.ipynb")
         run_all(HERE / "data" / "shared-approval.ipynb", env={"JUPYTER_DATA_DIR": alice, "JUPYTERHUB_USER": "alice"})
     shutil.rmtree(HERE / "data" / ".mkl", ignore_errors=True)  # the notebook alone carries that run
     for name, cells in NOTEBOOKS.items():
-        execute(notebook(cells), HERE / f"{name}.ipynb")
+        execute(notebook(cells, name), HERE / f"{name}.ipynb")
         print(f"wrote {name}.ipynb", file=sys.stderr)
     shutil.rmtree(HERE / ".mkl", ignore_errors=True)
 

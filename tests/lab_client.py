@@ -22,6 +22,7 @@ class LabClient(NotebookClient):  # type: ignore[misc]
     """An nbclient that names each cell in its execute request and the notebook's path to the kernel."""
 
     def __init__(self, nb: nbformat.NotebookNode, path: Path, **kw: Any) -> None:
+        kw.setdefault("record_timing", False)  # as JupyterLab saves by default: no per-cell clock in the file
         super().__init__(nb, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}, **kw)
         self.path = path
         self._cell_id = ""
