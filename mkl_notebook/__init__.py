@@ -6,6 +6,7 @@ and litellm only when a real model is first called.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -20,6 +21,7 @@ __all__ = [
     "define",
     "get_run",
     "hook",
+    "load",
     "load_ipython_extension",
     "run",
     "tool",
@@ -32,6 +34,13 @@ def define(source: str) -> Machine:
     from .notebook.session import current_session
 
     return current_session().define(source)
+
+
+def load(path: str | os.PathLike[str]) -> Machine:
+    """Define (or redefine) the machine in the ``.mkl`` file at ``path`` for this session."""
+    from .notebook.session import current_session
+
+    return current_session().load(path)
 
 
 def run(name: str, **options: Any) -> Run:

@@ -831,3 +831,85 @@ def test_the_live_line_shows_the_time_taken_and_a_replay_leaves_the_saved_output
     ip.run(cell)
     assert mkl_notebook.get_run("refund").calls == {"made": 0, "replayed": 4}
     assert ip.out.last(RUN_MIME) == first  # the saved output is the same: the file does not change
+
+
+# -- results as values ----------------------------------------------------------------------------------
+
+
+def test_a_run_is_a_value_and_a_cell_ending_with_one_shows_its_view_once(ip: Cells) -> None:
+    def cell(source: str) -> Any:  # numbered as a kernel numbers cells
+        result = ip.shell.run_cell(source, store_history=True)
+        assert result.success, result.error_in_exec
+        return result
+
+    ip.define(REFUND)
+    ip.out.clear()
+    ran = cell(f"%mkl run refund --id valued --script {REFUND_SCRIPT} --no-hitl")
+    assert type(ran.result).__name__ == "Run" and ran.result.id == "valued"  # the cell's value
+    views = [p for p in ip.out.published if RUN_MIME in p.data and not p.update]
+    assert len(views) == 1  # drawn live once; the value at the end of the cell adds no second view
+
+    ip.out.clear()
+    cell(f"r = %mkl run refund --id valued --script {REFUND_SCRIPT} --no-hitl")
+    r = ip.shell.user_ns["r"]
+    assert (r.status, r.result) == ("done", REFUND_RESULT)
+    assert r.result in r.context.values() and r.trace[0]["state"] == "lookup"
+    assert isinstance(r.trace, list) and all(isinstance(step, dict) for step in r.trace)
+    r.trace.clear()  # a copy: the run's own trace is untouched
+    assert r.trace
+
+    ip.out.clear()
+    cell("r")  # a later cell that ends with the run shows it
+    assert len([p for p in ip.out.published if RUN_MIME in p.data and not p.update]) == 1
+
+
+def test_trace_frame_says_pandas_is_needed_when_it_is_not_installed(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.run(f"r = %mkl run refund --script {REFUND_SCRIPT} --no-hitl")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(Exception, match="needs pandas, which is not installed: pip install pandas"):
+            ip.shell.user_ns["r"].trace_frame()
+    else:
+        frame = ip.shell.user_ns["r"].trace_frame()
+        assert list(frame["state"]) == [step["state"] for step in ip.shell.user_ns["r"].trace]
+
+
+def test_load_defines_a_machine_from_a_file_with_the_machines_it_calls(ip: Cells) -> None:
+    folder = ip.tmp / "flows"
+    folder.mkdir()
+    (folder / "helper.mkl").write_text(
+        "machine: helper\nentry: a\nbudget: 3\nstates:\n"
+        "  a: {structure: s, prompt: p, output: o, gates: [{when: otherwise, then: ok, to: END}]}\n",
+        encoding="utf-8",
+    )
+    (folder / "main.mkl").write_text(
+        "machine: main\nentry: go\nbudget: 3\nstates:\n"
+        "  go: {call: helper, output: o, gates: [{when: otherwise, then: ok, to: END}]}\n",
+        encoding="utf-8",
+    )
+    ip.out.clear()
+    ip.run(f"%mkl load {folder / 'main.mkl'}")
+    assert "text/vnd.mermaid" in ip.out.published[0].data  # its diagram
+    import mkl_notebook
+
+    machines = mkl_notebook.notebook.session.current_session().machines
+    assert {"main", "helper"} <= set(machines)
+    assert repr(machines["main"]) == "<Machine main: 1 state, entry go, budget 3>"
+    assert repr(mkl_notebook.load(folder / "helper.mkl")) == "<Machine helper: 1 state, entry a, budget 3>"
+    error = ip.fails(f"%mkl load {folder / 'missing.mkl'}")
+    assert "missing.mkl" in str(error)
+
+
+def test_models_lists_each_tier_with_where_its_model_was_set(
+    ip: Cells, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setenv("MKL_MODEL_FAST", "ollama/llama3.2")
+    ip.run("%mkl config balanced=openai/gpt-4o-mini")
+    capsys.readouterr()
+    ip.run("%mkl models")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["fast", "ollama/llama3.2", "from", "environment"]
+    assert lines[1].split()[:3] == ["balanced", "openai/gpt-4o-mini", "from"] and "%mkl config" in lines[1]
+    assert lines[2].split()[:2] == ["reasoning", "—"] and lines[2].endswith("not configured")

@@ -24,9 +24,11 @@ NO_MODEL = (
 Script = Oracle | Mapping[str, Any] | str | Path
 
 
-def model_config(overrides: Mapping[str, Any] | None = None) -> ModelConfig:
-    """Tier models from ``mkl.toml`` / ``[tool.mkl]``, the environment, then ``overrides`` (flags, settings)."""
-    return load_config(overrides={key: value for key, value in (overrides or {}).items() if value is not None})
+def model_config(overrides: Mapping[str, Any] | None = None, source: str = "flags") -> ModelConfig:
+    """Tier models from ``mkl.toml`` / ``[tool.mkl]``, the environment, then ``overrides`` (flags, settings;
+    ``source`` says which, for ``%mkl models``)."""
+    given = {key: value for key, value in (overrides or {}).items() if value is not None}
+    return load_config(overrides=given, overrides_source=source)
 
 
 def scripted(script: Script) -> Oracle:

@@ -127,6 +127,11 @@ class Machine:
         object.__setattr__(self, "_called_machines", called)  # frozen: set once, here
         object.__setattr__(self, "_has_tool_state", any(s.kind == "tool" for s in states))
 
+    def __repr__(self) -> str:
+        count = len(self.states)
+        states = f"{count} state{'s' if count != 1 else ''}"
+        return f"<Machine {self.name}: {states}, entry {self.entry}, budget {self.budget}>"
+
     def tier_of(self, state: State) -> str:
         return state.tier or self.default_tier
 

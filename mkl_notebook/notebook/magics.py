@@ -50,6 +50,8 @@ SUBCOMMANDS = (
     "check",
     "test",
     "stdlib",
+    "load",
+    "models",
     "config",
     "help",
 )
@@ -71,6 +73,8 @@ HELP = """\
 %mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
 %mkl stdlib [NAME]        the standard library's machines (call: std_cot, ...); one's diagram and source
+%mkl load FILE.mkl        define the machine of a file (and the machines beside it that it calls)
+%mkl models               the model each tier maps to, and where that was set
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
 %mkl config [key=value]   show or change settings: store, hitl, user, max_workers, and models:
                           model, fast, balanced, reasoning, judge, api_base, timeout, retries
@@ -184,11 +188,14 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     check_parser.add_argument("name")
     library = _Parser(prog="stdlib", add_help=False)
     library.add_argument("name", nargs="?")
+    load_parser = _Parser(prog="load", add_help=False)
+    load_parser.add_argument("path")
+    models = _Parser(prog="models", add_help=False)
     test = _Parser(prog="test", add_help=False)
     test.add_argument("name")
     test.add_argument("--script", required=True)
     parsers = {"run": run, "resume": resume, "pending": pending, "check": check_parser, "test": test}
-    return {**parsers, "stdlib": library, **one_run}
+    return {**parsers, "stdlib": library, "load": load_parser, "models": models, **one_run}
 
 
 @magics_class
@@ -270,44 +277,48 @@ class MklMagics(Magics):
 
     @no_var_expand
     @line_cell_magic
-    def mkl(self, line: str, cell: str | None = None) -> None:
-        """mkl machines in notebooks: %%mkl to define, %mkl run/resume/… to run (see %mkl help)."""
+    def mkl(self, line: str, cell: str | None = None) -> Run | None:
+        """mkl machines in notebooks: %%mkl to define, %mkl run/resume/… to run (see %mkl help).
+
+        ``%mkl run`` and ``%mkl resume`` give the :class:`Run` (``r = %mkl run …``); a cell ending with
+        one shows the run's view once, where it was drawn live.
+        """
         try:
             words = _split(line)
         except ValueError as exc:
             raise UsageError(f"%mkl: {exc} in: {line}") from None
         try:
             if cell is not None:
-                self._cell(words, cell)
-            else:
-                self._line(words)
+                return self._cell(words, cell)
+            return self._line(words)
         except USER_ERRORS as exc:
             raise UsageError(str(exc)) from None
         except _HelpShown:
-            return
+            return None
 
-    def _cell(self, words: list[str], cell: str) -> None:
+    def _cell(self, words: list[str], cell: str) -> Run | None:
         if words and words[0] != "run":
             raise UsageError("%%mkl takes no arguments to define a machine, or 'run [flags]' to define and run it")
         machine = self.session.define(cell)
         if not words:
             self._show_definition(machine)
-            return
+            return None
         args = self._parse("run", words[1:])
         if args.name and args.name != machine.name:
             raise UsageError(
                 f"%%mkl run defines '{machine.name}'; drop the name '{args.name}' or run it with %mkl run {args.name}"
             )
-        self._run(machine.name, args)
+        return self._run(machine.name, args)
 
-    def _line(self, words: list[str]) -> None:
+    def _line(self, words: list[str]) -> Run | None:
         if not words or words[0] == "help":
             print(HELP)
-            return
+            return None
         command, rest = words[0], words[1:]
         if command not in SUBCOMMANDS:
             raise UsageError(f"%mkl: unknown subcommand '{command}'; use one of {', '.join(SUBCOMMANDS)}")
-        getattr(self, f"_cmd_{command}")(rest)
+        given: Run | None = getattr(self, f"_cmd_{command}")(rest)
+        return given
 
     def _parse(self, name: str, words: list[str]) -> argparse.Namespace:
         return self.parsers[name].parse_args(words)
@@ -320,13 +331,13 @@ class MklMagics(Magics):
         for finding in findings:
             print(f"line {finding.line}: warning: {finding.message}")
 
-    def _cmd_run(self, words: list[str]) -> None:
+    def _cmd_run(self, words: list[str]) -> Run | None:
         args = self._parse("run", words)
         if not args.name:
             raise UsageError("%mkl run needs a machine name (or use %%mkl run in the machine's cell)")
-        self._run(self._text(args.name), args)
+        return self._run(self._text(args.name), args)
 
-    def _run(self, name: str, args: argparse.Namespace) -> None:
+    def _run(self, name: str, args: argparse.Namespace) -> Run | None:
         self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
         host_values = merge(self._input(args.input), self._assignments(args.set))
         hitl = "all" if args.hitl else "none" if args.no_hitl else None
@@ -357,8 +368,9 @@ class MklMagics(Magics):
         except Untrusted as problem:
             choices = [("Take up the file's run", lambda: again(trust_file=True))]
             view.untrusted(problem, [*choices, ("Run it here afresh", lambda: again(fresh=True))])
-            return
+            return None
         self.present(run, view)
+        return run
 
     def _view(self, run_id: str, machine: Any) -> RunView:
         """The outputs of a run in the executing cell, which its forms' replies will belong to."""
@@ -383,8 +395,9 @@ class MklMagics(Magics):
             view.show(run, on_reply)
 
         view.show(run, on_reply)
+        run.drawn_in = self.shell.execution_count if self.shell is not None else None
 
-    def _cmd_resume(self, words: list[str]) -> None:
+    def _cmd_resume(self, words: list[str]) -> Run:
         args = self._parse("resume", words)
         run = self.session.get_run(self._text(args.run_id), trust_file=args.trust_file)
         view = self._view(run.id, run.machine)
@@ -401,6 +414,7 @@ class MklMagics(Magics):
                 observer=view.observer,
             )
         self.present(run, view)
+        return run
 
     def _cmd_forget(self, words: list[str]) -> None:
         run_id = self._text(self._parse("forget", words).run_id)
@@ -495,6 +509,21 @@ class MklMagics(Magics):
             },
             raw=True,
         )
+
+    def _cmd_load(self, words: list[str]) -> None:
+        machine = self.session.load(self._text(self._parse("load", words).path))
+        self._show_definition(machine)
+
+    def _cmd_models(self, words: list[str]) -> None:
+        self._parse("models", words)
+        config = self.session.model_config()
+        rows = [(tier, config.model_for(tier) or "—", config.tiers[tier].source or "not configured") for tier in TIERS]
+        judge = config.judge or "the tier's own model"
+        rows.append(("judge", judge, config.judge_source or ("—" if not config.judge else "")))
+        width = max(len(row[1]) for row in rows)
+        print("\n".join(f"{tier:<9} {model:<{width}}  from {source}" for tier, model, source in rows))
+        if not config.configured:
+            print("No tier has a model: runs need --script, or %mkl config model=… (docs/language.md §9).")
 
     def _cmd_config(self, words: list[str]) -> None:
         settings = self.session.settings

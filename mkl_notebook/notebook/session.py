@@ -9,6 +9,9 @@ script as from a notebook.
 from __future__ import annotations
 
 import contextlib
+import copy
+import importlib
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,8 +34,9 @@ from ..engine.oracle import Oracle
 from ..engine.result import RunResult
 from ..engine.result import question_id as question_id_of
 from ..lang import stdlib
-from ..lang.loader import load
+from ..lang.loader import load, load_file
 from ..lang.model import Machine
+from ..lang.siblings import load_siblings
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 from .metadata_link import MetadataLink
@@ -125,6 +129,20 @@ class Session:
         self.machines[machine.name] = machine
         return machine
 
+    def load(self, path: str | os.PathLike[str]) -> Machine:
+        """Define the machine of a ``.mkl`` file, and the machines beside it that it calls and this session
+        has not defined (as ``mkl run FILE`` would find them)."""
+        machine = load_file(Path(path))
+        registry, _broken = load_siblings(Path(path), machine)  # a broken sibling is reported if called
+        pending = list(machine.called_machines())
+        while pending:
+            name = pending.pop()
+            if name in registry and name != machine.name and name not in self.machines:
+                self.machines[name] = registry[name]
+                pending.extend(registry[name].called_machines())
+        self.machines[machine.name] = machine
+        return machine
+
     def machine(self, name: str) -> Machine:
         """The machine defined in the notebook by that name, else the standard library's (taken into the
         session, as if defined, so its runs show and replay like any other)."""
@@ -179,7 +197,9 @@ class Session:
 
     def model_config(self, model_name: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, %mkl config and a run's --model."""
-        return oracles.model_config({**self.model_overrides, "model": model_name or self.model_overrides.get("model")})
+        if model_name:
+            return oracles.model_config({**self.model_overrides, "model": model_name}, "--model")
+        return oracles.model_config(self.model_overrides, NOTEBOOK_SETTINGS)
 
     # -- runs --------------------------------------------------------------------
 
@@ -385,6 +405,9 @@ class Session:
         return shown
 
 
+NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"
+
+
 class Run:
     """A handle on one durable run: read its state, answer its gate, give it more budget."""
 
@@ -395,6 +418,7 @@ class Run:
         self.oracle = oracle
         self.outcome: durable.Outcome | None = None
         self.set_aside: str | None = None  # why the notebook's saved copy of this run was not taken up
+        self.drawn_in: int | None = None  # the cell execution whose magic drew this run's view live
         self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------
@@ -423,8 +447,22 @@ class Run:
         return self.result_object.at
 
     @property
+    def context(self) -> dict[str, Any]:
+        """The run's context as it stands (a copy)."""
+        return copy.deepcopy(dict(self.result_object.context))
+
+    @property
     def trace(self) -> list[dict[str, Any]]:
-        return self.result_object.trace
+        """The steps of the run, each a plain dict (state, gate, policy, to, tokens, output, …)."""
+        return copy.deepcopy(list(self.result_object.trace))
+
+    def trace_frame(self) -> Any:
+        """The trace as a pandas DataFrame, one row per step (pandas is optional: ``pip install pandas``)."""
+        try:
+            pandas = importlib.import_module("pandas")  # optional: never a dependency of the package
+        except ImportError:
+            raise UsageProblem("Run.trace_frame() needs pandas, which is not installed: pip install pandas") from None
+        return pandas.DataFrame(self.trace)
 
     @property
     def visits(self) -> dict[str, int]:
@@ -575,6 +613,17 @@ class Run:
         if self.outcome.latest is None:
             self.session.moved(self)  # shown as it stands: every form and view of it catches up
         return self
+
+    def _ipython_display_(self) -> None:
+        """Show the run's view, unless the magic that returned this run drew it live in this very cell
+        (``%mkl run …`` at the end of a cell shows one view, not two)."""
+        from IPython import get_ipython
+        from IPython.display import display
+
+        shell = get_ipython()
+        if shell is not None and self.drawn_in is not None and shell.execution_count == self.drawn_in:
+            return
+        display(self._repr_mimebundle_(), raw=True)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         if self.outcome is None:

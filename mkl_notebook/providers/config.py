@@ -36,6 +36,7 @@ class TierSettings:
     model: str | None = None
     api_base: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    source: str | None = None  # where the model was set: a config file's path, "environment", …
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class ModelConfig:
     retries: int = 3
     backoff: float = 1.0  # seconds before the first retry; doubles, with jitter
     source: str = "defaults"
+    judge_source: str | None = None
 
     def model_for(self, tier: str) -> str | None:
         settings = self.tiers.get(tier)
@@ -75,19 +77,20 @@ class ModelConfig:
         changes: dict[str, Any] = {}
         for key, value in sorted(values.items(), key=lambda item: item[0] != "model"):  # "model" first
             if key in TIERS:
-                tiers[key] = _tier(tiers[key], value, f"{source}: {key}")
+                tiers[key] = replace(_tier(tiers[key], value, f"{source}: {key}"), source=source)
             elif key == "model":
                 for tier in TIERS:
-                    tiers[tier] = replace(tiers[tier], model=_text(value, f"{source}: model"))
+                    tiers[tier] = replace(tiers[tier], model=_text(value, f"{source}: model"), source=source)
             elif key == "tiers":
                 if not isinstance(value, Mapping):
                     raise ConfigError(f"{source}: 'tiers' must be a table of fast / balanced / reasoning")
                 for tier, table in value.items():
                     if tier not in TIERS:
                         raise ConfigError(f"{source}: unknown tier '{tier}' (tiers: {', '.join(TIERS)})")
-                    tiers[tier] = _tier(tiers[tier], table, f"{source}: tiers.{tier}")
+                    tiers[tier] = replace(_tier(tiers[tier], table, f"{source}: tiers.{tier}"), source=source)
             elif key == "judge":
                 changes["judge"] = _text(value, f"{source}: judge")
+                changes["judge_source"] = source
             elif key == "api_base":
                 changes["api_base"] = _text(value, f"{source}: api_base")
             elif key in ("timeout", "backoff"):
@@ -175,9 +178,13 @@ def environment_values(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def load_config(
-    cwd: str | Path | None = None, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    overrides_source: str = "flags",
 ) -> ModelConfig:
-    """Defaults, then the nearest config file, then the environment, then ``overrides`` (flags)."""
+    """Defaults, then the nearest config file, then the environment, then ``overrides`` (flags, or the
+    notebook's settings: ``overrides_source`` names them)."""
     config = ModelConfig()
     found = find_config_file(Path(cwd or os.getcwd()).resolve())
     if found is not None:
@@ -187,5 +194,5 @@ def load_config(
     if env_values:
         config = config.with_values(env_values, "environment")
     if overrides:
-        config = config.with_values({k: v for k, v in overrides.items() if v is not None}, "flags")
+        config = config.with_values({k: v for k, v in overrides.items() if v is not None}, overrides_source)
     return config
