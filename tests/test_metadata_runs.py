@@ -224,6 +224,13 @@ class _Kernel:
                 assert reply["content"]["status"] == "ok", reply["content"]
                 return seen
 
+    def load_mkl(self) -> str:
+        """``%load_ext mkl_notebook``: the id of the comm it opens to the notebook's extension."""
+        loaded = self.execute("%load_ext mkl_notebook")
+        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
+        assert opened["content"]["target_name"] == "mkl.metadata"
+        return str(opened["content"]["comm_id"])
+
     def say(self, comm_id: str, data: dict[str, Any]) -> None:
         self.client.shell_channel.send(self.client.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
 
@@ -243,10 +250,7 @@ def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_chec
     elsewhere.mkdir()
     kernel = _Kernel(elsewhere)
     try:
-        loaded = kernel.execute("%load_ext mkl_notebook")
-        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
-        assert opened["content"]["target_name"] == "mkl.metadata"
-        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": runs, "path": "renamed.ipynb"})
+        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": runs, "path": "renamed.ipynb"})
         shown = kernel.execute("%mkl pending")
         texts = "".join(str(m["content"].get("data", {}).get("text/plain", "")) for m in shown)
         assert SECOND in texts  # the waiting run, from the metadata alone
@@ -267,9 +271,7 @@ def test_a_forged_run_handed_over_by_the_metadata_is_refused_in_one_line(waiting
     forged["digest"] = "0" * 64
     kernel = _Kernel(tmp_path)
     try:
-        loaded = kernel.execute("%load_ext mkl_notebook")
-        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
-        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {"r": forged}})
+        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": {"r": forged}})
         msg_id = kernel.client.execute("import mkl_notebook; mkl_notebook.get_run('r')")
         reply = kernel.client.get_shell_msg(timeout=60)
         while reply["parent_header"].get("msg_id") != msg_id:
@@ -288,9 +290,7 @@ def test_forget_removes_a_run_from_the_store_and_the_metadata_and_fresh_replaces
     folder = _copy(waiting, tmp_path / "work").parent
     kernel = _Kernel(folder)
     try:
-        loaded = kernel.execute("%load_ext mkl_notebook")
-        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
-        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {}})
+        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": {}})
         kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
         ran = kernel.execute("%mkl run refund --id mine --script refund.script.yaml --set ticket=broken")
         assert [m["content"]["data"]["op"] for m in ran if m["msg_type"] == "comm_msg"] == ["put"]
@@ -395,9 +395,7 @@ def test_with_the_extension_a_run_output_refers_to_the_metadata_and_an_unchanged
     folder = _copy(waiting, tmp_path / "work").parent
     kernel = _Kernel(folder)
     try:
-        loaded = kernel.execute("%load_ext mkl_notebook")
-        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
-        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {}})
+        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": {}})
         kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
         first = kernel.execute(RUN)
         [view] = _run_views(first)
@@ -422,15 +420,14 @@ def test_outputs_drawn_before_the_extension_answered_are_redrawn_without_their_c
     folder = _copy(waiting, tmp_path / "work").parent
     kernel = _Kernel(folder)
     try:
-        loaded = kernel.execute("%load_ext mkl_notebook")
-        [opened] = [m for m in loaded if m["msg_type"] == "comm_open"]
+        comm_id = kernel.load_mkl()
         kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
         ran = kernel.execute(RUN)
         [view] = _run_views(ran)
         assert envelope.MIME_TYPE in view  # nobody has answered yet: the output carries the checkpoint
         [display_id] = [d for d, data in _display_bundles(ran).items() if data is view]
 
-        kernel.say(opened["content"]["comm_id"], {"op": "hello", "runs": {}})
+        kernel.say(comm_id, {"op": "hello", "runs": {}})
         deadline = time.monotonic() + 60
         redrawn = None
         while redrawn is None:
