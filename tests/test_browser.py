@@ -237,13 +237,23 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
 TWO_FORMS = "two-forms.ipynb"
 
 
-def _two_forms_notebook(root: Path) -> None:
-    """A run cell (its form) and a `%mkl pending` cell (a second form) for the same waiting run."""
-    machine = (ROOT / "notebooks" / "data" / "refund.mkl").read_text(encoding="utf-8")
+REFUND_MACHINE = ROOT / "notebooks" / "data" / "refund.mkl"
+SCRIPT = "data/refund.script.yaml"  # the refund machine's scripted answers, beside the test notebooks
+
+
+def _write_notebook(path: Path, *cells: nbformat.NotebookNode) -> None:
+    """A Python notebook at ``path`` whose first cell loads mkl_notebook, then ``cells``."""
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+    notebook.cells = [nbformat.v4.new_code_cell("%load_ext mkl_notebook"), *cells]
+    nbformat.write(notebook, path)
+
+
+def _two_forms_notebook(root: Path) -> None:
+    """A run cell (its form) and a `%mkl pending` cell (a second form) for the same waiting run."""
+    machine = REFUND_MACHINE.read_text(encoding="utf-8")
+    _write_notebook(
+        root / TWO_FORMS,
         nbformat.v4.new_code_cell(
             "%%mkl run --id two --script data/refund.script.yaml --set ticket=broken\n" + machine
         ),
@@ -251,8 +261,7 @@ def _two_forms_notebook(root: Path) -> None:
         nbformat.v4.new_code_cell(
             'import mkl_notebook\n\nprint("answers so far:", len(mkl_notebook.get_run("two").result_object.answers))'
         ),
-    ]
-    nbformat.write(notebook, root / TWO_FORMS)
+    )
 
 
 def _journaled_replies(root: Path) -> list[dict]:
@@ -525,7 +534,7 @@ ALICES = "from-alice.ipynb"
 def _alices_notebook(root: Path, alice: Path) -> None:
     """The notebook Alice saved after running the refund machine with her model: its run waits for
     approval, sealed with her key, which is unknown to the person who opens it here."""
-    machine = (ROOT / "notebooks" / "data" / "refund.mkl").read_text(encoding="utf-8")
+    machine = REFUND_MACHINE.read_text(encoding="utf-8")
     alice.mkdir()
     env = {"PATH": os.environ.get("PATH", ""), "JUPYTER_DATA_DIR": str(alice), "JUPYTERHUB_USER": "alice"}
     command = [sys.executable, "-m", "mkl_notebook.cli", "run", str(root / "data" / "refund.mkl"), "--quiet"]
@@ -533,17 +542,14 @@ def _alices_notebook(root: Path, alice: Path) -> None:
     command += ["--set", "ticket=broken", "--store", str(alice / "runs.sqlite"), "--checkpoint", str(alice / "cp.json")]
     assert subprocess.run(command, env=env, capture_output=True, check=False).returncode == 3
     saved = json.loads((alice / "cp.json").read_text(encoding="utf-8"))
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+    _write_notebook(
+        root / ALICES,
         nbformat.v4.new_code_cell("%%mkl\n" + machine),
         nbformat.v4.new_code_cell(
             "%mkl run refund --id from-alice --set ticket=broken",
             outputs=[nbformat.v4.new_output("display_data", data={MIME_TYPE: saved, "text/plain": "from-alice"})],
         ),
-    ]
-    nbformat.write(notebook, root / ALICES)
+    )
 
 
 def test_someone_elses_run_is_marked_and_taken_up_only_by_a_click(
@@ -581,19 +587,15 @@ METADATA_NB = "kept-in-metadata.ipynb"
 
 
 def _metadata_notebook(root: Path) -> None:
-    machine = (ROOT / "notebooks" / "data" / "refund.mkl").read_text(encoding="utf-8")
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + machine),
+    _write_notebook(
+        root / METADATA_NB,
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND_MACHINE.read_text(encoding="utf-8")),
         nbformat.v4.new_code_cell("%mkl run refund --id kept --script data/refund.script.yaml --set ticket=broken"),
         nbformat.v4.new_code_cell(
             'import mkl_notebook\n\nrun = mkl_notebook.get_run("kept", script="data/refund.script.yaml")'
         ),
         nbformat.v4.new_code_cell("%mkl pending"),
-    ]
-    nbformat.write(notebook, root / METADATA_NB)
+    )
 
 
 def _run_cell(page: Any, index: int) -> None:

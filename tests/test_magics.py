@@ -902,6 +902,19 @@ def test_load_defines_a_machine_from_a_file_with_the_machines_it_calls(ip: Cells
     assert "missing.mkl" in str(error)
 
 
+def test_load_says_when_a_machine_calls_one_that_nothing_defines(ip: Cells, capsys: Any) -> None:
+    path = ip.tmp / "lonely.mkl"
+    path.write_text(
+        "machine: lonely\nentry: go\nbudget: 3\nstates:\n"
+        "  go: {call: nowhere, output: o, gates: [{when: otherwise, then: ok, to: END}]}\n",
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    ip.run(f"%mkl load {path}")
+    printed = capsys.readouterr().out
+    assert "line 5: error: state 'go' calls machine 'nowhere'" in printed
+
+
 def test_models_lists_each_tier_with_where_its_model_was_set(
     ip: Cells, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
@@ -912,4 +925,5 @@ def test_models_lists_each_tier_with_where_its_model_was_set(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["fast", "ollama/llama3.2", "from", "environment"]
     assert lines[1].split()[:3] == ["balanced", "openai/gpt-4o-mini", "from"] and "%mkl config" in lines[1]
-    assert lines[2].split()[:2] == ["reasoning", "—"] and lines[2].endswith("not configured")
+    assert lines[2] == "reasoning (not configured)"
+    assert lines[3] == "judge     (each state's tier model)"

@@ -287,11 +287,8 @@ def test_a_forged_run_handed_over_by_the_metadata_is_refused_in_one_line(waiting
 def test_forget_removes_a_run_from_the_store_and_the_metadata_and_fresh_replaces_its_entry(
     waiting: Path, tmp_path: Path
 ) -> None:
-    folder = _copy(waiting, tmp_path / "work").parent
-    kernel = _Kernel(folder)
+    kernel = _linked_kernel(waiting, tmp_path / "work")
     try:
-        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": {}})
-        kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
         ran = kernel.execute("%mkl run refund --id mine --script refund.script.yaml --set ticket=broken")
         assert [m["content"]["data"]["op"] for m in ran if m["msg_type"] == "comm_msg"] == ["put"]
         again = kernel.execute("%mkl run refund --id mine --script refund.script.yaml --set ticket=broken --fresh")
@@ -367,6 +364,15 @@ def test_a_reference_the_metadata_cannot_answer_is_reported_in_one_line(waiting:
     assert code == 1 and "cell 3: the reference to a run in the notebook's metadata is misshapen" in out
 
 
+def _linked_kernel(waiting: Path, folder: Path) -> _Kernel:
+    """A real kernel in a copy of the waiting notebook's folder, linked to the extension (it said hello with
+    no runs) and with the refund machine defined."""
+    kernel = _Kernel(_copy(waiting, folder).parent)
+    kernel.say(kernel.load_mkl(), {"op": "hello", "runs": {}})
+    kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
+    return kernel
+
+
 def _display_bundles(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """What JupyterLab's output areas show at the end: the last data sent for each display id."""
     shown: dict[str, dict[str, Any]] = {}
@@ -392,11 +398,8 @@ RUN = "%mkl run refund --id mine --script refund.script.yaml --set ticket=broken
 def test_with_the_extension_a_run_output_refers_to_the_metadata_and_an_unchanged_cell_shows_the_same(
     waiting: Path, tmp_path: Path
 ) -> None:
-    folder = _copy(waiting, tmp_path / "work").parent
-    kernel = _Kernel(folder)
+    kernel = _linked_kernel(waiting, tmp_path / "work")
     try:
-        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": {}})
-        kernel.execute("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8"))
         first = kernel.execute(RUN)
         [view] = _run_views(first)
         assert envelope.MIME_TYPE not in view  # one copy ...

@@ -169,6 +169,13 @@ def summary(
     return listed
 
 
+class Imported(NamedTuple):
+    """The run a checkpoint brought into a store, and whose the checkpoint is (None: nothing was taken)."""
+
+    run_id: str
+    provenance: Provenance | None
+
+
 def import_checkpoint(
     store: RunStore,
     header: Mapping[str, Any],
@@ -178,7 +185,7 @@ def import_checkpoint(
     seal: Seal | None,
     keyring: Keyring,
     trust_file: bool = False,
-) -> str:
+) -> Imported:
     """Bring a verified checkpoint's run into ``store``, unless the store already holds it as far or further.
 
     What the store does not hold yet is taken from the file only when the checkpoint is trusted (sealed by
@@ -190,7 +197,7 @@ def import_checkpoint(
         held = [canonical(record) for record in store.read(run_id)]
         given = [canonical(record) for record in records]
         if held[: len(given)] == given:
-            return run_id  # the file adds nothing to what this store holds
+            return Imported(run_id, None)  # the file adds nothing to what this store holds
         if given[: len(held)] != held:
             raise UsageProblem(
                 f"run '{run_id}' in {store.location} has a different history than {source}; pass --store PATH "
@@ -199,7 +206,7 @@ def import_checkpoint(
     provenance = keyring.judge(seal)
     if not provenance.trusted and not trust_file:
         raise Untrusted(run_id, source, provenance, run_state(records))
-    return durable.import_envelope(store, header, records)
+    return Imported(durable.import_envelope(store, header, records), provenance)
 
 
 class Edits(NamedTuple):

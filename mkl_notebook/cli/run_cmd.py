@@ -202,7 +202,7 @@ def resume_command(args: argparse.Namespace) -> int:
         header, records, seal = envelope.read_file(args.target)
         run_id = app_runs.import_checkpoint(
             store, header, records, args.target, seal=seal, keyring=keyring, trust_file=args.trust_file
-        )
+        ).run_id
         outcome = _resume(args, store, run_id)
         envelope.write_file(args.target, outcome.envelope(keyring.signer()))
     return _finish(args, outcome, f"mkl resume {args.target}", written=args.target)

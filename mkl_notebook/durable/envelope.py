@@ -181,6 +181,12 @@ def reference(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return {"run": checkpoint.get("run_id"), "records": count}
 
 
+def referring(bundle: dict[str, Any]) -> dict[str, Any]:
+    """A run output's bundle with its checkpoint replaced by a :func:`reference` to the metadata's copy."""
+    shown = {mime: value for mime, value in bundle.items() if mime != MIME_TYPE}
+    return {**shown, REF_MIME_TYPE: reference(bundle[MIME_TYPE])}
+
+
 def read_reference(data: Any, where: str) -> tuple[str, int]:
     """The run a cell output's reference names and how many of its records the cell shows."""
     if isinstance(data, str) and len(data) <= MAX_REFERENCE_BYTES:  # some front ends save JSON as text

@@ -282,11 +282,8 @@ def write_run(
         data = output.get("data")
         if not isinstance(data, dict) or not (MIME_TYPE in data or REF_MIME_TYPE in data):
             raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
-        if REF_MIME_TYPE in data:  # the metadata is the one copy: the output keeps referring to it
-            shown = {mime: value for mime, value in bundle.items() if mime != MIME_TYPE}
-            output["data"] = _jupyter_data({**shown, REF_MIME_TYPE: envelope.reference(bundle[MIME_TYPE])})
-        else:
-            output["data"] = _jupyter_data(bundle)  # the output copy says what the metadata copy says
+        # the output keeps referring to the metadata's one copy, or carries a copy that says what it says
+        output["data"] = _jupyter_data(envelope.referring(bundle) if REF_MIME_TYPE in data else bundle)
     _set_metadata_run(notebook, run.run_id, bundle[MIME_TYPE])  # survives Clear All Outputs and nbstripout
     _set_advancing(notebook, run.run_id, None)  # the file now holds the run as the store does
     if form_place is not None:

@@ -18,7 +18,7 @@ from ..engine.runner import root_step, run_machine
 from ..lang import stdlib
 from ..lang.findings import MachineError
 from ..lang.loader import load
-from ..lang.model import Machine
+from ..lang.model import Machine, reachable
 from . import envelope, places
 from . import records as rec
 from .places import Place
@@ -103,16 +103,11 @@ def new_run_id() -> str:
 def pin_machines(root: Machine, registry: Mapping[str, Machine]) -> dict[str, rec.Pin]:
     """The root and every machine it can call, transitively (the standard library's included), with hash and
     source."""
-    registry = stdlib.with_library(root, registry)
-    pins: dict[str, rec.Pin] = {}
-    pending = [root]
-    while pending:
-        machine = pending.pop(0)
-        if machine.name in pins:
-            continue
-        pins[machine.name] = {"sha256": machine.sha256, "source": machine.source}
-        pending.extend(registry[name] for name in machine.called_machines() if name in registry)
-    return pins
+    known = stdlib.with_library(root, registry)
+    return {
+        name: {"sha256": machine.sha256, "source": machine.source}
+        for name, machine in reachable(root, known.get).items()
+    }
 
 
 def machines_from_pins(

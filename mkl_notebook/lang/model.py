@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -141,3 +141,16 @@ class Machine:
 
     def has_tool_state(self) -> bool:
         return self._has_tool_state
+
+
+def reachable(root: Machine, find: Callable[[str], Machine | None]) -> dict[str, Machine]:
+    """``root`` and every machine it calls, transitively, that ``find`` knows by name, breadth first."""
+    found = {root.name: root}
+    pending = [root]
+    while pending:
+        for name in pending.pop(0).called_machines():
+            callee = find(name) if name not in found else None
+            if callee is not None:
+                found[name] = callee
+                pending.append(callee)
+    return found

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from importlib import resources
 
 from .loader import load
-from .model import Machine
+from .model import Machine, reachable
 
 NAMES = (
     "std_cot",
@@ -47,15 +47,10 @@ def with_library(root: Machine, registry: Mapping[str, Machine]) -> dict[str, Ma
     lacks (the user's machines shadow the library's)."""
     completed = dict(registry)
     completed.setdefault(root.name, root)
-    seen: set[str] = set()
-    pending = [root.name]
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name not in completed and name in NAMES:
-            completed[name] = machine(name)
-        if name in completed:
-            pending.extend(completed[name].called_machines())
+    for name, found in reachable(root, lambda name: completed.get(name) or _library_machine(name)).items():
+        completed.setdefault(name, found)
     return completed
+
+
+def _library_machine(name: str) -> Machine | None:
+    return machine(name) if name in NAMES else None

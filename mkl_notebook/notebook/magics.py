@@ -325,11 +325,14 @@ class MklMagics(Magics):
 
     # -- subcommands -------------------------------------------------------------------------
 
-    def _show_definition(self, machine: Any) -> None:
-        findings = [f for f in check(machine.source) if f.severity == "warning"]
+    def _show_definition(self, machine: Any, *, calls_known: bool = False) -> None:
+        """The machine's diagram and its warnings; with ``calls_known`` (its file's siblings are loaded) also a
+        call to a machine that neither the notebook, the folder nor the standard library has."""
+        known = self.session.machines if calls_known else None
+        findings = [f for f in check(machine.source, known) if f.severity == "warning" or f.code == "unknown-call"]
         display(diagram_bundle(machine), raw=True)
         for finding in findings:
-            print(f"line {finding.line}: warning: {finding.message}")
+            print(f"line {finding.line}: {finding.severity}: {finding.message}")
 
     def _cmd_run(self, words: list[str]) -> Run | None:
         args = self._parse("run", words)
@@ -512,16 +515,20 @@ class MklMagics(Magics):
 
     def _cmd_load(self, words: list[str]) -> None:
         machine = self.session.load(self._text(self._parse("load", words).path))
-        self._show_definition(machine)
+        self._show_definition(machine, calls_known=True)
 
     def _cmd_models(self, words: list[str]) -> None:
         self._parse("models", words)
         config = self.session.model_config()
-        rows = [(tier, config.model_for(tier) or "—", config.tiers[tier].source or "not configured") for tier in TIERS]
-        judge = config.judge or "the tier's own model"
-        rows.append(("judge", judge, config.judge_source or ("—" if not config.judge else "")))
-        width = max(len(row[1]) for row in rows)
-        print("\n".join(f"{tier:<9} {model:<{width}}  from {source}" for tier, model, source in rows))
+        rows = [(tier, config.model_for(tier), config.tiers[tier].source) for tier in TIERS]
+        rows.append(("judge", config.judge, config.judge_source))
+        width = max(len(model or "") for _, model, _ in rows) or 1
+        for tier, model, source in rows:
+            if model is None:
+                unset = "(each state's tier model)" if tier == "judge" else "(not configured)"
+                print(f"{tier:<9} {unset}")
+            else:
+                print(f"{tier:<9} {model:<{width}}  from {source}")
         if not config.configured:
             print("No tier has a model: runs need --script, or %mkl config model=… (docs/language.md §9).")
 

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..durable.envelope import MIME_TYPE, REF_MIME_TYPE, reference
+from ..durable.envelope import MIME_TYPE, referring
 
 TARGET = "mkl.metadata"
 PROTOCOL = 1
@@ -87,13 +87,9 @@ class MetadataLink:
         A view of the run as it stands sends its checkpoint to the metadata. Once the extension has
         answered, the output refers to the metadata's copy instead of carrying a second one.
         """
-        checkpoint = bundle[MIME_TYPE]
         if as_it_stands:
-            self.put(run_id, checkpoint)
-        if not self.linked:
-            return bundle
-        shown = {mime: value for mime, value in bundle.items() if mime != MIME_TYPE}
-        return {**shown, REF_MIME_TYPE: reference(checkpoint)}
+            self.put(run_id, bundle[MIME_TYPE])
+        return referring(bundle) if self.linked else bundle
 
     def when_linked(self, redraw: Callable[[], None]) -> None:
         """Call ``redraw`` when the extension answers, if it has not yet (for the latest outputs drawn)."""

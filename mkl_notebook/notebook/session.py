@@ -35,11 +35,13 @@ from ..engine.result import RunResult
 from ..engine.result import question_id as question_id_of
 from ..lang import stdlib
 from ..lang.loader import load, load_file
-from ..lang.model import Machine
+from ..lang.model import Machine, reachable
 from ..lang.siblings import load_siblings
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 from .metadata_link import MetadataLink
+
+NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 
 @dataclass
@@ -133,13 +135,9 @@ class Session:
         """Define the machine of a ``.mkl`` file, and the machines beside it that it calls and this session
         has not defined (as ``mkl run FILE`` would find them)."""
         machine = load_file(Path(path))
-        registry, _broken = load_siblings(Path(path), machine)  # a broken sibling is reported if called
-        pending = list(machine.called_machines())
-        while pending:
-            name = pending.pop()
-            if name in registry and name != machine.name and name not in self.machines:
-                self.machines[name] = registry[name]
-                pending.extend(registry[name].called_machines())
+        siblings, _broken = load_siblings(Path(path), machine)  # a broken sibling is reported if called
+        for name, found in reachable(machine, lambda name: self.machines.get(name) or siblings.get(name)).items():
+            self.machines.setdefault(name, found)
         self.machines[machine.name] = machine
         return machine
 
@@ -301,11 +299,10 @@ class Session:
         trust_file: bool,
     ) -> None:
         """Import a checkpoint from the notebook; one taken up by choice though untrusted stays marked."""
-        run_id = app_runs.import_checkpoint(
+        run_id, provenance = app_runs.import_checkpoint(
             self.store, header, records, source, seal=seal, keyring=self.keyring, trust_file=trust_file
         )
-        provenance = self.keyring.judge(seal)
-        if not provenance.trusted:
+        if provenance is not None and not provenance.trusted:
             self.taken_up[run_id] = f"taken up from {source} by your choice; it is {provenance.mark}"
 
     def forget(self, run_id: str) -> None:
@@ -403,9 +400,6 @@ class Session:
                 handle = self.runs.setdefault(summary.run_id, Run(self, summary.run_id, "", self.oracle()))
                 shown.append(handle.showing(outcome))
         return shown
-
-
-NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"
 
 
 class Run:
