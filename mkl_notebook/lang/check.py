@@ -28,9 +28,7 @@ def check(text: str, callable_machines: Collection[str] | None = None) -> list[F
     try:
         machine, findings = analyse(text)
         if machine is not None:
-            findings = findings + check_machine(machine)
-            if callable_machines is not None:
-                findings = findings + _call_findings(machine, callable_machines)
+            findings = findings + check_machine(machine, callable_machines)
     except Exception as exc:  # a bug of ours must not become the user's traceback
         return [
             Finding(
@@ -42,10 +40,12 @@ def check(text: str, callable_machines: Collection[str] | None = None) -> list[F
     return _sorted(findings)
 
 
-def check_machine(machine: Machine) -> list[Finding]:
-    """The graph findings of an already-built machine, sorted by line."""
+def check_machine(machine: Machine, callable_machines: Collection[str] | None = None) -> list[Finding]:
+    """The graph findings of an already-built machine, sorted by line (``callable_machines``: see :func:`check`)."""
     lines = _Lines(machine.source)
     findings: list[Finding] = []
+    if callable_machines is not None:
+        findings += _call_findings(machine, callable_machines, lines)
     if machine.entry in machine.states:
         findings += _path_findings(machine, lines)
     findings += _result_findings(machine, lines)
@@ -302,8 +302,7 @@ def _max_visits_findings(state: State, lines: _Lines) -> list[Finding]:
     ]
 
 
-def _call_findings(machine: Machine, callable_machines: Collection[str]) -> list[Finding]:
-    lines = _Lines(machine.source)
+def _call_findings(machine: Machine, callable_machines: Collection[str], lines: _Lines) -> list[Finding]:
     known = {*callable_machines, *stdlib.NAMES, machine.name}
     return [
         _finding(
