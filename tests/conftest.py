@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from mkl_notebook.notebook import session as session_module
 
-from support import MODEL_ENV
+from support import MODEL_ENV, Cells, Recorder
 
 # The tests' signing keys and trusted keys, never the person's own (subprocesses inherit it).
 os.environ["JUPYTER_DATA_DIR"] = tempfile.mkdtemp(prefix="mkl-test-jupyter-data-")
@@ -46,3 +46,10 @@ def load_mkl(
 
     yield load
     session_module._SESSION = None
+
+
+@pytest.fixture
+def ip(shell: InteractiveShell, load_mkl: Any, tmp_path: Path) -> Cells:
+    recorder = Recorder()
+    load_mkl(recorder.publish)
+    return Cells(shell, recorder, tmp_path)

@@ -18,13 +18,16 @@ Standalone, for command-line tests::
 
 prints the port on the first stdout line and serves until killed.  SCRIPT.json is
 ``{"routes": [{"user": "...", "system": "...", "replies": [REPLY, ...]}], "default": REPLY}`` where a
-REPLY is a string (the content) or an object with the fields of :class:`Reply`.  ``GET /_requests``
+REPLY is a string (the content) or an object with the fields of :class:`Reply`.  A request with
+``"stream": true`` is answered with server-sent events, a word per chunk (``chunk_delay`` apart), and
+the usage in a last chunk when ``stream_options.include_usage`` asks for it.  ``GET /_requests``
 returns the recorded requests as JSON.  Nothing here ever reaches the internet.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -48,6 +51,7 @@ class Reply:
     prompt_tokens: int = 10
     completion_tokens: int = 5
     error_message: str | None = None  # the error body's message; defaults to a generic one per status
+    chunk_delay: float = 0.0  # asked to stream: the seconds the server takes before each word it sends
 
     @classmethod
     def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -175,6 +179,39 @@ def completion_json(reply: Reply, model: str) -> dict[str, Any]:
     }
 
 
+def stream_events(reply: Reply, model: str, include_usage: bool) -> Iterator[dict[str, Any]]:
+    """The server-sent events of a streamed completion, as OpenAI sends them: the role, the content a
+    word at a time, the finish reason, then (when asked for) a last chunk with the usage and no choices."""
+    ident, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    yield chunk({"role": "assistant", "content": ""})
+    for word in re.findall(r"\s*\S+\s*|\s+", reply.content):
+        yield chunk({"content": word})
+    yield chunk({}, reply.finish_reason)
+    if include_usage:
+        yield {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+            },
+        }
+
+
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
@@ -211,6 +248,26 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _stream(self, reply: Reply, model: str, include_usage: bool) -> None:
+            """Answer as server-sent events, one chunk per word (chunked transfer: the length is not known)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def send(data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            for event in stream_events(reply, model, include_usage):
+                if event["choices"] and event["choices"][0]["delta"].get("content"):
+                    time.sleep(reply.chunk_delay)  # the server's own pace, as a model writes
+                send(f"data: {json.dumps(event)}\n\n".encode())
+            send(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
         def do_GET(self) -> None:
             if self.path == "/_requests":
                 with state.lock:
@@ -240,6 +297,9 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             elif reply.status != 200:
                 self._send(reply.status, error_json(reply))
+            elif body.get("stream"):
+                options = body.get("stream_options") or {}
+                self._stream(reply, str(body.get("model") or "stub-model"), bool(options.get("include_usage")))
             else:
                 self._send(200, completion_json(reply, str(body.get("model") or "stub-model")))
 

@@ -7,10 +7,14 @@ import os
 import sqlite3
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.session import Run
@@ -72,3 +76,63 @@ def store_rows(path: Path) -> list[tuple[Any, ...]]:
         return []
     with sqlite3.connect(path) as db:
         return db.execute("SELECT * FROM records ORDER BY run_id, seq").fetchall()
+
+
+# -- a shell running cells, and what it publishes ----------------------------------------------------
+
+
+@dataclass
+class Published:
+    data: dict[str, Any]
+    display_id: str | None
+    update: bool
+
+
+@dataclass
+class Recorder:
+    published: list[Published] = field(default_factory=list)
+
+    def publish(self, data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> None:
+        transient = kwargs.get("transient") or {}
+        self.published.append(Published(dict(data), transient.get("display_id"), bool(kwargs.get("update"))))
+
+    def clear(self) -> None:
+        self.published.clear()
+
+    def with_mime(self, mime: str) -> list[dict[str, Any]]:
+        return [p.data for p in self.published if mime in p.data]
+
+    def last(self, mime: str) -> dict[str, Any]:
+        found = self.with_mime(mime)
+        assert found, f"no output carried {mime}; published: {[list(p.data) for p in self.published]}"
+        return found[-1]
+
+
+@dataclass
+class Cells:
+    """A shell with mkl loaded, the bundles it published and helpers to run cells."""
+
+    shell: InteractiveShell
+    out: Recorder
+    tmp: Path
+
+    def run(self, source: str) -> Any:
+        result = self.shell.run_cell(source)
+        if result.error_in_exec is not None or result.error_before_exec is not None:
+            raise AssertionError(f"cell failed: {source!r}: {result.error_in_exec or result.error_before_exec!r}")
+        return result
+
+    def fails(self, source: str) -> UsageError:
+        result = self.shell.run_cell(source)
+        error = result.error_in_exec
+        assert error is not None, f"cell did not fail: {source!r}"
+        assert type(error) is UsageError, f"{source!r} raised {type(error).__name__}, not UsageError: {error}"
+        return error
+
+    def define(self, source: str) -> Any:
+        return self.run("%%mkl\n" + source)
+
+    def script(self, name: str, data: dict[str, Any]) -> Path:
+        path = self.tmp / name
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        return path

@@ -510,7 +510,7 @@ def test_html_is_plain_semantic_markup(name: str) -> None:
     root, result = RUNS[name]()
     extra = [
         views.scenario_table_html([Outcome(HOSTILE, False, HOSTILE)]),
-        views.runs_table_html([("run-1", HOSTILE, result.status, result.error or "", result.at or "")]),
+        views.runs_table_html([("run-1", HOSTILE, result.status, result.error or "", result.at or "", HOSTILE)]),
     ]
     for markup in [*every_html(root, result), *extra]:
         lowered = markup.lower()
@@ -892,16 +892,35 @@ def test_bundle_without_a_machine_or_a_result() -> None:
 
 
 def test_runs_table() -> None:
-    rows = [("run-1", "refund", "suspended", "escalated", "review"), ("run-2", "looper", "done", "", "")]
+    rows = [
+        ("run-1", "refund", "suspended", "escalated", "review", views.spent_cell(0.0123)),
+        ("run-2", "looper", "done", "", "", views.spent_cell(None)),
+    ]
     bundle = views.runs_bundle(rows)
     page = parsed(bundle["text/html"])
-    assert "run-1 refund suspended escalated review" in " ".join(page.text.split())
+    assert "run-1 refund suspended escalated review $0.01" in " ".join(page.text.split())
     assert bundle["text/plain"].splitlines() == [
         "Runs",
-        "run    machine  status     error      at",
-        "run-1  refund   suspended  escalated  review",
-        "run-2  looper   done",
+        "run    machine  status     error      at      spent",
+        "run-1  refund   suspended  escalated  review  $0.01",
+        "run-2  looper   done                          —",
     ]
+
+
+@pytest.mark.parametrize(
+    ("usd", "shown"),
+    [
+        (0.0, "$0"),
+        (1234.5, "$1,234.50"),
+        (0.01, "$0.01"),
+        (0.00027, "$0.00027"),
+        (0.000271828, "$0.00027"),
+        (0.0049, "$0.0049"),
+        (4.5e-06, "$0.0000045"),
+    ],
+)
+def test_money_reads_as_a_person_reads_it(usd: float, shown: str) -> None:
+    assert views.money(usd) == shown
     assert views.runs_table_text([]) == "No runs." and parsed(views.runs_table_html([])).text == "No runs."
 
 

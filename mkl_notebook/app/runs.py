@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, cast
 from ..durable import nbfile, places
 from ..durable import runs as durable
 from ..durable.places import Place
-from ..durable.records import RunState, canonical, run_state
+from ..durable.records import RunState, canonical, run_state, spent
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Resolution, not_pending
 from ..durable.seals import Seal, Signer
@@ -24,7 +24,7 @@ from .errors import UsageProblem
 from .replies import parse_resolve, reply_from_flags, require_question, who
 from .status import answers_to, form_place, run_output
 from .trust import Keyring, Provenance, Untrusted
-from .values import parse_budget
+from .values import parse_budget, parse_cost
 
 HITL_MODES = ("none", "asking", "all")
 
@@ -33,6 +33,7 @@ def run_options(
     *,
     max_steps: Any = None,
     max_tokens: Any = None,
+    max_cost: Any = None,
     suspend: bool = False,
     hitl: str = "none",
     on_untrusted_flow: str = "report",
@@ -46,6 +47,7 @@ def run_options(
         raise UsageProblem(f"--on-untrusted-flow must be 'report' or 'halt', not {on_untrusted_flow!r}")
     return RunOptions(
         cost_budget=parse_budget("max_tokens", "--max-tokens", max_tokens),
+        max_cost=parse_cost(max_cost),
         max_steps=parse_budget("max_steps", "--max-steps", max_steps),
         suspendable=suspend,
         hitl=cast(Hitl, hitl),
@@ -72,6 +74,7 @@ def resume(
     via: str = "api",
     max_steps: Any = None,
     max_tokens: Any = None,
+    max_cost: Any = None,
     resolve: str | Resolution | None = None,
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
@@ -83,8 +86,8 @@ def resume(
     ``reply`` is ``--reply TEXT`` or a form's or the API's value; ``set_values`` is ``--set
     PATH=VALUE`` parsed. A reply must name the ``question`` it answers, and is taken only while
     the run waits on exactly that one; it is journaled with who gave it (``by``, default
-    :func:`who`) and through what (``via``). Budgets are flag text or numbers; ``resolve`` is
-    ``--resolve`` text. A notebook cell (``place``) that already asked for exactly this is shown
+    :func:`who`) and through what (``via``). Budgets (and ``max_cost``, in dollars) are flag text or
+    numbers; ``resolve`` is ``--resolve`` text. A notebook cell (``place``) that already asked for exactly this is shown
     the run as it left it, and nothing is checked or recorded again.
     """
     asked = {
@@ -93,6 +96,7 @@ def resume(
         "question": question,
         "max_steps": max_steps,
         "max_tokens": max_tokens,
+        **({"max_cost": max_cost} if max_cost is not None else {}),
         "resolve": resolve if isinstance(resolve, str) or resolve is None else [resolve.action, resolve.value],
     }
     request = places.request_digest("resume", asked)
@@ -101,6 +105,7 @@ def resume(
         return shown
     steps = parse_budget("max_steps", "--max-steps", max_steps)
     tokens = parse_budget("max_tokens", "--max-tokens", max_tokens)
+    cost = parse_cost(max_cost)
     resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
     now = state(store, run_id)
     stale = question is not None and now.waits_for_reply and question != now.question_id(run_id)
@@ -120,11 +125,17 @@ def resume(
         via=via if value is not None else None,
         max_steps=steps,
         max_tokens=tokens,
+        max_cost=cost,
         resolution=resolution,
         registry=registry,
         observer=observer,
         place=places.tag(place, request),
     )
+
+
+def spent_on(store: RunStore, run_id: str) -> float | None:
+    """What run ``run_id``'s model calls cost in US dollars, as its journal says (None when unknown)."""
+    return spent(store.read(run_id))
 
 
 def summary(
@@ -144,6 +155,9 @@ def summary(
         "error": now.error,
         "at": now.at,
     }
+    cost = spent(records)
+    if cost is not None:
+        listed["cost_usd"] = round(cost, 8)
     question = now.question_id(run_id)
     if question is not None:
         target = f"--set {now.reply_to}=…" if now.reply_to else "--reply …"

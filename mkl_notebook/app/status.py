@@ -11,6 +11,7 @@ from ..durable.nbfile import FORM_MIME
 from ..durable.records import run_state
 from ..durable.runs import Outcome
 from ..durable.seals import Signer
+from ..engine.result import RunResult
 from ..lang.model import Machine
 from ..render import views
 
@@ -26,7 +27,7 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
         "reply_to": result.reply_to,
         "question": result.question,
         "result": result.result,
-        "usage": result.usage,
+        "usage": usage(result),
         "run": outcome.run_id,
         "checkpoint": checkpoint,
         "calls": outcome.calls,
@@ -39,6 +40,12 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
     if outcome.in_doubt:
         status["in_doubt"] = asdict(outcome.in_doubt)
     return status
+
+
+def usage(result: RunResult) -> dict[str, Any]:
+    """A run's tokens, and what its model calls cost in US dollars (``cost_usd``) when every price is known."""
+    cost = result.cost_usd
+    return {**result.usage, **({"cost_usd": round(cost, 8)} if cost is not None else {})}
 
 
 def describe(outcome: Outcome, resume: str) -> str:

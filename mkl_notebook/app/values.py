@@ -76,3 +76,21 @@ def parse_budget(name: str, flag: str, value: Any) -> int | None:
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise UsageProblem(f"{name} ({flag}) must be a whole number of at least 1, not {value!r}")
     return number
+
+
+MAX_COST_CEILING = 1_000_000.0  # dollars: anything above is a typo, not a limit
+
+
+def parse_cost(value: Any, flag: str = "--max-cost") -> float | None:
+    """A cost limit in US dollars from a flag's text (``0.5``, ``$0.50``) or an API number, or None."""
+    if value is None:
+        return None
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip().removeprefix("$"))
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 < number <= MAX_COST_CEILING:
+        raise UsageProblem(f"max_cost ({flag}) must be an amount of US dollars above 0 (e.g. 0.50), not {value!r}")
+    return float(number)

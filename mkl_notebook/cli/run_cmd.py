@@ -7,6 +7,7 @@ application layer's; this module parses flags, calls it and prints.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..lang.siblings import sibling_registry
 from ..providers.host import default_registry
 from ..render import views
 from .common import EXIT_FAILED, STATUS_EXIT, emit_status
+from .live import TerminalStream
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -117,7 +119,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "the root or a called one",
     )
     parser.add_argument("--max-tokens", metavar="N", help="token budget for the whole run")
+    parser.add_argument(
+        "--max-cost",
+        metavar="USD",
+        help="cost limit in US dollars for the run's model calls, from litellm's local price list "
+        "(a model with no known price stops the run rather than spend unmetered)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
+
+
+def _observer(args: argparse.Namespace) -> durable.Observer | None:
+    """Streamed answers go to the terminal when stdout is one (never into a pipe or the status line)."""
+    if args.quiet or not sys.stdout.isatty():
+        return None
+    return TerminalStream(sys.stdout).observer
 
 
 def _store(args: argparse.Namespace) -> SQLiteStore:
@@ -164,6 +179,7 @@ def run_command(args: argparse.Namespace) -> int:
     options = app_runs.run_options(
         max_steps=args.max_steps,
         max_tokens=args.max_tokens,
+        max_cost=args.max_cost,
         suspend=args.suspend,
         hitl="all" if args.hitl else "none",
         on_untrusted_flow=args.on_untrusted_flow,
@@ -181,6 +197,7 @@ def run_command(args: argparse.Namespace) -> int:
         options=options,
         fresh=args.fresh,
         origin={"path": str(path.resolve())},
+        observer=_observer(args),
     )
     return _finish(args, outcome, _resume_by_id(args, outcome.run_id))
 
@@ -231,8 +248,10 @@ def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, via: str 
         via=via,
         max_steps=args.max_steps,
         max_tokens=args.max_tokens,
+        max_cost=args.max_cost,
         resolve=args.resolve,
         registry=current if changed else None,
+        observer=_observer(args),
     )
 
 
@@ -281,7 +300,8 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
     error = f" ({listed['error']})" if listed.get("error") else ""
     at = f" at {listed['at']}" if listed.get("at") else ""
     asks = f" — asks: {views.asked_as_listed(listed, said_below=True)}" if listed.get("ask") else ""
-    print(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{asks}")
+    cost = f"  spent {views.money(listed['cost_usd'])}" if "cost_usd" in listed else ""
+    print(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{cost}{asks}")
     if listed.get("trusted") is False:
         print(f"    not trusted: {listed['made_by']}; taken up only with --trust-file, or once you trust the key")
     for answer in listed["answers"]:

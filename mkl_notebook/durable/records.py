@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Literal, TypedDict, cast
@@ -74,6 +74,8 @@ class _AnswerKeys(TypedDict):
 class AnswerRecord(_AnswerKeys, total=False):
     answer: dict[str, Any]
     usage: list[int]  # [input tokens, output tokens], only when non-zero
+    cost_usd: float  # what a model call cost, when its price is known
+    seconds: float  # how long a live model call took, when it was timed
     name: str  # the tool or hook
     effect: str  # the tool's class when it ran
     error: str  # what the host tool or hook raised (replayed as that failure)
@@ -155,6 +157,7 @@ class _ResumeKeys(TypedDict):
 class ResumeRecord(_ResumeKeys, total=False):
     max_steps: int
     cost_budget: int
+    max_cost: float  # a new limit in US dollars
     budgets: dict[str, int]  # a called machine's new budget, by name
 
 
@@ -239,6 +242,10 @@ def model_answer_record(position: str, fingerprint: str, answer: ProduceAnswer |
     }
     if answer.input_tokens or answer.output_tokens:
         record["usage"] = [answer.input_tokens, answer.output_tokens]
+    if answer.cost_usd is not None:
+        record["cost_usd"] = answer.cost_usd
+    if answer.seconds is not None:
+        record["seconds"] = round(answer.seconds, 3)
     return record
 
 
@@ -309,13 +316,19 @@ def reply_record(
 
 
 def resume_record(
-    *, max_steps: int | None = None, cost_budget: int | None = None, budgets: Mapping[str, int] | None = None
+    *,
+    max_steps: int | None = None,
+    cost_budget: int | None = None,
+    max_cost: float | None = None,
+    budgets: Mapping[str, int] | None = None,
 ) -> ResumeRecord:
     record: ResumeRecord = {"t": "resume", "time": time.time()}
     if max_steps is not None:
         record["max_steps"] = max_steps
     if cost_budget is not None:
         record["cost_budget"] = cost_budget
+    if max_cost is not None:
+        record["max_cost"] = max_cost
     if budgets:
         record["budgets"] = dict(budgets)
     return record
@@ -406,6 +419,8 @@ def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
             output_tokens=tokens_out,
             truncated=bool(data.get("truncated")),
             model=data.get("model"),
+            cost_usd=_number(record.get("cost_usd")),
+            seconds=_number(record.get("seconds")),
         )
     if kind == "judge":
         return JudgeAnswer(
@@ -415,8 +430,29 @@ def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
             input_tokens=tokens_in,
             output_tokens=tokens_out,
             model=data.get("model"),
+            cost_usd=_number(record.get("cost_usd")),
+            seconds=_number(record.get("seconds")),
         )
     return data.get("value")
+
+
+def spent(records: Sequence[Mapping[str, Any]]) -> float | None:
+    """What every model call a journal records cost in US dollars, those whose answers an edit later
+    replaced included (they were paid for); None when there was none or any one's price is unknown."""
+    costs = [
+        record.get("cost_usd")
+        for record in records
+        if record.get("t") == "answer" and record.get("kind") in ("produce", "judge") and "error" not in record
+    ]
+    amounts = [_number(cost) for cost in costs]
+    if not amounts or any(amount is None for amount in amounts):
+        return None
+    return sum(amount or 0.0 for amount in amounts)
+
+
+def _number(value: Any) -> float | None:
+    """A recorded amount (a cost, a duration), or None where there is none."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -492,7 +528,7 @@ def run_state(records: list[dict[str, Any]]) -> RunState:
 # -- options ---------------------------------------------------------------------------------
 
 _UNJOURNALED_OPTIONS = frozenset({"secret", "observer"})  # the secret has its own key; observers are live only
-_OPTIONS_ONLY_WHEN_SET = frozenset({"budgets"})  # so that runs from before the option existed still match
+_OPTIONS_ONLY_WHEN_SET = frozenset({"budgets", "max_cost"})  # so that runs from before the option existed still match
 _DEFAULT_OPTIONS = RunOptions()
 JOURNALED_OPTIONS = tuple(item.name for item in fields(RunOptions) if item.name not in _UNJOURNALED_OPTIONS)
 # How each option is written as JSON: sets as sorted lists, mappings as objects, the rest as they are.

@@ -22,6 +22,7 @@ from ..engine.oracle import (
     Oracle,
     OracleError,
     OracleRequest,
+    Partial,
     ProduceRequest,
     ReplyRequest,
     RunInterrupted,
@@ -121,7 +122,7 @@ class JournalIndex:
         elif kind in ("suspend", "finish"):
             self.last = record
         elif kind == "resume":
-            self.overrides.update({k: v for k, v in record.items() if k in ("max_steps", "cost_budget")})
+            self.overrides.update({k: v for k, v in record.items() if k in ("max_steps", "cost_budget", "max_cost")})
             if isinstance(record.get("budgets"), dict):  # a called machine's budget, raised at resume
                 self.overrides["budgets"] = {**self.overrides.get("budgets", {}), **record["budgets"]}
         elif kind == "rerun":
@@ -197,6 +198,13 @@ class ReplayOracle(Oracle):
         return self.inner.tool_effect(name) or ("read" if recorded == "read" else "effect" if recorded else None)
 
     def ask(self, request: OracleRequest) -> Any:
+        return self._answer(request, None)
+
+    def stream(self, request: OracleRequest, partial: Partial) -> Any:
+        """As :meth:`ask`; a call made live streams, a replayed answer comes at once and streams nothing."""
+        return self._answer(request, partial)
+
+    def _answer(self, request: OracleRequest, partial: Partial | None) -> Any:
         if isinstance(request, ReplyRequest):
             return self._reply(request)
         print_ = self._fingerprint(request)
@@ -209,7 +217,7 @@ class ReplayOracle(Oracle):
         if isinstance(request, (ToolRequest, HookRequest)):
             return self._call_host(request, print_)
         try:
-            answer = self.inner.ask(request)
+            answer = self.inner.ask(request) if partial is None else self.inner.stream(request, partial)
         except CannotAnswer:
             raise  # no call was made
         except BaseException:

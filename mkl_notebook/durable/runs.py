@@ -374,6 +374,7 @@ def resume(
     via: str | None = None,
     max_steps: int | None = None,
     max_tokens: int | None = None,
+    max_cost: float | None = None,
     resolution: Resolution | None = None,
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
@@ -423,13 +424,14 @@ def resume(
                 pins = {**kept, **pin_machines(registry[root], registry)}
                 if pins != index.machines:
                     added.append(rec.rerun_record({"machines": pins}))
-        if max_steps is not None or max_tokens is not None:
+        if max_steps is not None or max_tokens is not None or max_cost is not None:
             # More steps go to the machine that ran out: the root, or a called machine out of its own budget.
             ran_out = state.machine if state.error == "budget-exhausted" else None
             added.append(
                 rec.resume_record(
                     max_steps=max_steps if not ran_out else None,
                     cost_budget=max_tokens,
+                    max_cost=max_cost,
                     budgets={ran_out: max_steps} if ran_out and max_steps is not None else None,
                 )
             )

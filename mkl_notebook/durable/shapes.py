@@ -67,8 +67,15 @@ def _place(value: Any) -> bool:
     return isinstance(value, dict) and _text(value.get("cell")) and _maybe_text(value.get("request"))
 
 
+def _amount(value: Any) -> bool:
+    """A sum of money or a duration: a number, not below zero."""
+    return _number(value) and value >= 0
+
+
 def _option_check(name: str) -> Check:
     default = getattr(RunOptions(), name)
+    if name == "max_cost":
+        return lambda value: value is None or _amount(value)
     if default is None:
         return lambda value: value is None or _whole(value)
     if isinstance(default, bool):
@@ -118,6 +125,8 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "answer": _mapping,
             "name": _maybe_text,
             "usage": _usage,
+            "cost_usd": _amount,
+            "seconds": _amount,
             "error": _text,
             "effect": _maybe_text,
             "resolved": _anything,
@@ -140,7 +149,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
     ),
     "resume": (
         frozenset(),
-        {"time": _number, "max_steps": _whole, "cost_budget": _whole, "budgets": _counts},
+        {"time": _number, "max_steps": _whole, "cost_budget": _whole, "max_cost": _amount, "budgets": _counts},
     ),
     "resolve": (
         frozenset({"action"}),

@@ -20,6 +20,7 @@ class GateScan:
     machine: str  # the running machine's name
     ctx: Mapping[str, Any]  # the run's context (read after each state's deposit)
     nonce: Callable[[str, Sequence[str]], str]  # a fence nonce for a position, never found in the given texts
+    ask_model: Callable[[JudgeRequest], Any]  # asks a judge through the run, which notes what it cost
 
 
 class GateOutcome(NamedTuple):
@@ -34,10 +35,10 @@ class GateOutcome(NamedTuple):
     via_hook: bool
 
 
-def _ask(oracle: Oracle, request: HookRequest | JudgeRequest, what: str) -> Any:
-    """The oracle's answer; a failure of the host or the provider becomes the state's failure."""
+def _ask(ask: Callable[[Any], Any], request: HookRequest | JudgeRequest, what: str) -> Any:
+    """The answer ``ask`` gives; a failure of the host or the provider becomes the state's failure."""
     try:
-        return oracle.ask(request)
+        return ask(request)
     except OracleError as exc:
         raise StateFailure(exc.error, suspendable=exc.suspendable) from None
     except RunInterrupted:
@@ -57,7 +58,7 @@ def _call_hook(scan: GateScan, state: State, position: str, gate: Gate, index: i
             context_json=context_json(scan.ctx),
             output=output,
         )
-        return bool(_ask(scan.oracle, request, ""))
+        return bool(_ask(scan.oracle.ask, request, ""))
     verdict = builtin_hooks.decide(name, scan.ctx, output)
     if verdict is None:
         raise StateFailure(f"state-error: hook: unknown hook '{name}' (register it with the run's hooks)")
@@ -86,7 +87,7 @@ def _judge(
         context_json=ctx_json,
         nonce=scan.nonce(position, (output, reasoning or "", ctx_json)),
     )
-    answer = _ask(scan.oracle, request, "judge: ")
+    answer = _ask(scan.ask_model, request, "judge: ")
     if not isinstance(answer, JudgeAnswer):
         raise StateFailure(f"state-error: the oracle answered a judge call with {type(answer).__name__}")
     return answer

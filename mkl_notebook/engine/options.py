@@ -25,6 +25,7 @@ class RunOptions:
     """
 
     cost_budget: int | None = None
+    max_cost: float | None = None  # US dollars of model calls, from the provider's prices (extension)
     max_steps: int | None = None  # replaces the root machine's ``budget`` (a resume with more steps)
     # Replace a called machine's ``budget``, by machine name: a resume with more steps where a
     # sub-machine, not the root, ran out of its own.
@@ -39,7 +40,9 @@ class RunOptions:
     ask_human: bool = False  # let every generative state ask the person (extension)
     ask_limit: int = 3
     retry_backoff: float = 0.5  # seconds before the first on_error retry; doubles each time
-    observer: Callable[[str, dict[str, Any]], None] | None = None  # live progress events
+    # Live progress events, told on the run's own thread except "partial" and "branch" (fan-out threads):
+    # enter, step, finish, partial (a live answer's text so far), branch (one finished), waiting (fan-out).
+    observer: Callable[[str, dict[str, Any]], None] | None = None
 
     def with_secret(self) -> RunOptions:
         if self.secret:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -118,6 +118,8 @@ class ProduceAnswer(NamedTuple):
     output_tokens: int = 0
     truncated: bool = False
     model: str | None = None
+    cost_usd: float | None = None  # from the provider's price list; None when the model's price is unknown
+    seconds: float | None = None  # how long the live call took (journaled, so a replay shows it too)
 
 
 class JudgeAnswer(NamedTuple):
@@ -132,6 +134,14 @@ class JudgeAnswer(NamedTuple):
     input_tokens: int = 0
     output_tokens: int = 0
     model: str | None = None
+    cost_usd: float | None = None
+    seconds: float | None = None
+
+
+ModelAnswer = ProduceAnswer | JudgeAnswer
+
+Partial = Callable[[str], None]
+"""Told the text of a live answer so far as it arrives (``""`` when a call that shows no text starts)."""
 
 
 class HumanReply(NamedTuple):
@@ -193,6 +203,13 @@ class Oracle(ABC):
     @abstractmethod
     def ask(self, request: OracleRequest) -> Any:
         """Answer one request: ProduceAnswer, JudgeAnswer, bool (hook), observation (tool) or HumanReply."""
+
+    def stream(self, request: OracleRequest, partial: Partial) -> Any:
+        """Answer ``request`` like :meth:`ask`, telling ``partial`` the answer's text as it arrives.
+
+        Oracles that cannot stream answer at once, and ``partial`` hears nothing.
+        """
+        return self.ask(request)
 
     def replayed(self, request: OracleRequest) -> None:
         """Told when a journal answered ``request`` instead of this oracle (scripts keep their place)."""

@@ -3,10 +3,36 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Status = Literal["done", "halt", "suspended", "in_doubt"]
+
+
+class ModelCall(NamedTuple):
+    """One produce or judge answer a run used, live or replayed: what it cost and how long it took."""
+
+    position: str
+    kind: str  # "produce" or "judge"
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None  # None when the model's price is unknown
+    seconds: float | None  # None when the call was not timed (scripted answers)
+
+
+def cost_of(calls: Sequence[ModelCall]) -> float | None:
+    """What ``calls`` cost in US dollars; None when there were none or any one's price is unknown (never a guess)."""
+    if not calls or any(call.cost_usd is None for call in calls):
+        return None
+    return sum(call.cost_usd or 0.0 for call in calls)
+
+
+def seconds_of(calls: Sequence[ModelCall]) -> float | None:
+    """How long the timed ``calls`` took, one after another; None when none was timed."""
+    timed = [call.seconds for call in calls if call.seconds is not None]
+    return sum(timed) if timed else None
 
 
 def question_id(run_id: str, position: str, shown: str) -> str:
@@ -40,6 +66,13 @@ class RunResult:
     # Every person's answer the run used, in order: after (finished root steps before it), position (of the
     # question), machine, state, question (the text shown), reply_to, value, by, via, at.
     answers: list[dict[str, Any]] = field(default_factory=list)
+    # Every model answer the whole run tree used, in the order they came.
+    model_calls: list[ModelCall] = field(default_factory=list)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run's model calls cost in US dollars, None when unknown (see :func:`cost_of`)."""
+        return cost_of(self.model_calls)
 
     @property
     def waits_for_person(self) -> bool:

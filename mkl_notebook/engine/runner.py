@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 import json
 import re
+import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ from .oracle import (
     AwaitingHuman,
     CannotAnswer,
     HumanReply,
+    JudgeAnswer,
+    JudgeRequest,
     Oracle,
     OracleError,
     ProduceAnswer,
@@ -34,13 +37,14 @@ from .oracle import (
     ToolRequest,
     Usage,
 )
-from .result import RunResult, Status
+from .result import ModelCall, RunResult, Status, cost_of, seconds_of
 from .taint import Fences, initial_taint, reaches_tool_state, tool_class
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
 
 
 ROOT_PREFIX = "root"
+FAN_OUT_TICK = 0.1  # seconds between "waiting" events while fan-out branches run
 _ROOT_STEP = re.compile(rf"^{ROOT_PREFIX}/(\d+):")
 
 
@@ -93,9 +97,62 @@ class _Shared:
     fences: Fences = field(init=False)
     root_trace: list[dict[str, Any]] = field(default_factory=list)  # the root run's finished steps
     answers: list[dict[str, Any]] = field(default_factory=list)  # every person's answer, in order
+    model_calls: list[ModelCall] = field(default_factory=list)  # every model answer used, as it came
+    _calls_lock: threading.Lock = field(default_factory=threading.Lock)  # branches note their calls at once
 
     def __post_init__(self) -> None:
         self.fences = Fences(self.secret)
+
+    def ask_model(self, request: ProduceRequest | JudgeRequest) -> Any:
+        """A produce or judge answer, streamed to the observer as it arrives when there is one; noted."""
+        observer = self.options.observer
+        if observer is None:
+            answer = self.oracle.ask(request)
+        else:
+
+            def partial(text: str) -> None:
+                observer(
+                    "partial",
+                    {
+                        "kind": request.kind,
+                        "machine": request.machine,
+                        "state": request.state,
+                        "position": request.position,
+                        "text": text,
+                    },
+                )
+
+            answer = self.oracle.stream(request, partial)
+        if isinstance(answer, (ProduceAnswer, JudgeAnswer)):
+            call = ModelCall(
+                request.position,
+                request.kind,
+                answer.model,
+                answer.input_tokens,
+                answer.output_tokens,
+                answer.cost_usd,
+                answer.seconds,
+            )
+            with self._calls_lock:
+                self.model_calls.append(call)
+        return answer
+
+    def spent(self) -> float | None:
+        """What the run tree's model calls cost so far, None while unknown (see :func:`cost_of`)."""
+        with self._calls_lock:
+            return cost_of(self.model_calls)
+
+    def over_spend(self) -> str | None:
+        """Why the run may not make another model call under ``max_cost``, or None while it may."""
+        limit = self.options.max_cost
+        if limit is None:
+            return None
+        with self._calls_lock:
+            calls = list(self.model_calls)
+        unpriced = next((call.model or "(unnamed)" for call in calls if call.cost_usd is None), None)
+        if unpriced is not None:
+            return f"spend-unknown: the price of model '{unpriced}' is not known, so a cost limit cannot be kept"
+        return "spend-exhausted" if sum(call.cost_usd or 0.0 for call in calls) >= limit else None
 
     def answered(
         self, position: str, machine: str, state: str, question: str | None, reply_to: str | None, reply: Any
@@ -160,7 +217,10 @@ class _MachineRun:
         self.trace: list[dict[str, Any]] = []
         self.last_value: Any = None
         self.states = dict(machine.states)  # a plain dict: the model's read-only mapping is slower to index
-        self.gates = GateScan(oracle=shared.oracle, machine=machine.name, ctx=ctx, nonce=shared.fences.nonce)
+        self.gates = GateScan(
+            oracle=shared.oracle, machine=machine.name, ctx=ctx, nonce=shared.fences.nonce, ask_model=shared.ask_model
+        )
+        self._calls_before = 0  # the run tree's model calls before the state being visited
         self.observer = shared.options.observer
 
     # -- outcomes --------------------------------------------------------------
@@ -199,6 +259,7 @@ class _MachineRun:
             machine=machine,
             pending_step=pending_step,
             answers=list(self.shared.answers) if self.depth == 0 else [],
+            model_calls=list(self.shared.model_calls) if self.depth == 0 else [],
         )
         if self.depth == 0 and self.observer is not None:
             self.observer("finish", {"result": run_result})
@@ -225,6 +286,14 @@ class _MachineRun:
         return self._result("halt", reason, diagnosis=self._diagnosis())
 
     def _record(self, step: dict[str, Any]) -> None:
+        calls = self.shared.model_calls[self._calls_before :]  # this state's, nested calls and branches included
+        if calls:
+            cost = cost_of(calls)
+            if cost is not None:
+                step["cost_usd"] = cost
+            seconds = seconds_of(calls)
+            if seconds is not None:
+                step["seconds"] = round(seconds, 3)
         self.trace.append(step)
         if self.observer is not None:
             self.observer(
@@ -235,6 +304,7 @@ class _MachineRun:
                     "step": step,
                     "steps": self.steps,
                     "usage": self.usage.as_dict(),
+                    "cost_usd": self.shared.spent(),
                 },
             )
 
@@ -247,6 +317,11 @@ class _MachineRun:
                 return self._exhausted("budget-exhausted", state_id)
             if self.cost_limit is not None and self.usage.total >= self.cost_limit:
                 return self._exhausted("cost-exhausted", state_id)
+            spend = self.shared.over_spend()
+            if spend == "spend-exhausted":
+                return self._exhausted(spend, state_id)
+            if spend is not None:
+                return self._halt(spend, state_id)
             state = self.states.get(state_id)
             if state is None:
                 return self._halt(f"state-error: unknown state '{state_id}'", state_id)
@@ -256,6 +331,7 @@ class _MachineRun:
             self.visits[state_id] = visits
             position = f"{self.prefix}/{self.iteration}:{state_id}#{visits}"
             self.iteration += 1
+            self._calls_before = len(self.shared.model_calls)
             if self.observer is not None:
                 self.observer(
                     "enter",
@@ -265,6 +341,7 @@ class _MachineRun:
                         "state": state_id,
                         "steps": self.steps,
                         "usage": self.usage.as_dict(),
+                        "cost_usd": self.shared.spent(),
                     },
                 )
             try:
@@ -547,7 +624,7 @@ class _MachineRun:
 
     def _ask_produce(self, request: ProduceRequest) -> ProduceAnswer:
         try:
-            answer = self.shared.oracle.ask(request)
+            answer = self.shared.ask_model(request)
         except (_Fail, _Suspended, RunInterrupted):
             raise
         except OracleError as exc:
@@ -783,12 +860,26 @@ class _MachineRun:
                 return _Executed(marker, usage=done.usage, external=True)
             return done
 
+        observer = self.observer
+
+        def branch_done(branch: tuple[int, Any]) -> _Executed:
+            done = run_branch(branch)
+            if observer is not None:
+                failed = isinstance(done.value, str) and done.value.startswith("[branch-error:")
+                observer("branch", {"state": state.id, "index": branch[0], "count": count, "failed": failed})
+            return done
+
         workers = max(1, min(self.shared.options.max_workers, count))
         if workers == 1 or not self.shared.oracle.waits:
-            outcomes = [run_branch(branch) for branch in branches]
+            outcomes = [branch_done(branch) for branch in branches]
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkl-branch") as pool:
-                outcomes = list(pool.map(run_branch, branches))
+                futures = [pool.submit(branch_done, branch) for branch in branches]
+                pending = set(futures)
+                while pending and observer is not None:  # the view redraws from this, the run's own thread
+                    _, pending = wait(pending, timeout=FAN_OUT_TICK, return_when=FIRST_COMPLETED)
+                    observer("waiting", {"state": state.id, "count": count, "finished": count - len(pending)})
+                outcomes = [future.result() for future in futures]
         external = (
             item_external
             or state.kind == "tool"

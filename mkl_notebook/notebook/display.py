@@ -13,6 +13,7 @@ without a kernel, and says what was answered once it is.
 from __future__ import annotations
 
 import html
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -32,11 +33,13 @@ from ..lang.interpolate import fmt
 from ..lang.model import Machine
 from ..render import views
 from ..render.diagram import diagram_bundle, path_from_trace
-from ..render.views import answered_by, progress_bundle
+from ..render.views import Live, answered_by, progress_bundle
 from .metadata_link import MetadataLink
 from .session import Run
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
+BRANCH_TAIL = 60  # characters of a branch's answer-in-progress its line shows
+_BRANCH = re.compile(r"/branch:(\d+)/")
 
 
 class RunView:
@@ -78,6 +81,14 @@ class RunView:
         self._started = time.monotonic()
         self._state: str | None = None  # the state the run last entered, for the live line and an interrupt
         self._steps = 0
+        self._usage: dict[str, int] = {}
+        self._cost: float | None = None
+        self._writing: str | None = None  # the answer arriving now (not in a fan-out branch), so far
+        self._writer: str | None = None  # the state writing it (a called machine's, perhaps)
+        self._judging = False
+        self._branches: dict[int, str] = {}  # a fan-out's branches: what each one is doing
+        self._branch_count = 0
+        self._live_lock = threading.Lock()  # branches report from their own threads
         self._main = threading.main_thread()
 
     # -- live progress ------------------------------------------------------------
@@ -100,18 +111,55 @@ class RunView:
         return self._steps
 
     def observer(self, event: str, data: dict[str, Any]) -> None:
-        """Engine progress events: redraw the live line now and then, from the run's own thread only."""
-        if event != "enter" or data.get("depth") or threading.current_thread() is not self._main:
+        """Engine progress events: note them (branches report from their own threads), and redraw the live
+        line now and then from the run's own thread only, so it is drawn in the cell that shows the run."""
+        with self._live_lock:
+            self._note(event, data)
+        if threading.current_thread() is not self._main:
             return
-        self._state, self._steps = data.get("state"), int(data.get("steps") or 0)
         now = time.monotonic()
         if now - self._last_draw < LIVE_INTERVAL:
             return
         self._last_draw = now
         if self.top is not None and self.shown is None:
-            elapsed = now - self._started
-            bundle = progress_bundle(data.get("state"), int(data.get("steps") or 0), data.get("usage") or {}, elapsed)
+            with self._live_lock:
+                live = Live(self._writing, self._judging, self._branch_lines(), self._cost)
+                state = self._writer if self._writing is not None or self._judging else self._state
+                bundle = progress_bundle(state, self._steps, self._usage, now - self._started, live)
             self.top.update(bundle, raw=True)
+
+    def _note(self, event: str, data: dict[str, Any]) -> None:
+        """What an event changes on the live line (the lock is held)."""
+        if event in ("enter", "step") and not data.get("depth"):
+            self._steps, self._usage = int(data.get("steps") or 0), dict(data.get("usage") or {})
+            self._cost = data.get("cost_usd")
+            self._writing, self._judging = None, False
+            if event == "enter":
+                self._state = data.get("state")
+                self._branches, self._branch_count = {}, 0
+        elif event == "partial":
+            judging = data.get("kind") == "judge"
+            branch = _BRANCH.search(str(data.get("position") or ""))
+            if branch is not None:
+                text = str(data.get("text") or "")
+                tail = text[-BRANCH_TAIL:].replace("\n", " ")
+                self._branches[int(branch.group(1))] = "judging …" if judging else f"writing … {tail}".rstrip()
+            else:
+                self._writer, self._judging = data.get("state"), judging
+                self._writing = None if judging else str(data.get("text") or "")
+        elif event == "branch":
+            self._branch_count = int(data.get("count") or 0)
+            self._branches[int(data.get("index") or 0)] = "failed" if data.get("failed") else "done"
+        elif event == "waiting":
+            self._branch_count = int(data.get("count") or 0)
+
+    def _branch_lines(self) -> tuple[str, ...]:
+        """One line per fan-out branch while a fan-out runs (the lock is held)."""
+        if not self._branch_count:
+            return ()
+        return tuple(
+            f"branch {index + 1}: {self._branches.get(index, 'waiting')}" for index in range(self._branch_count)
+        )
 
     # -- a run the notebook carries but this person does not trust --------------------------
 

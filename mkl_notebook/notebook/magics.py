@@ -23,7 +23,7 @@ from traitlets import Unicode, observe
 from ..app import oracles
 from ..app.errors import USER_ERRORS, UsageProblem
 from ..app.replies import who
-from ..app.runs import HITL_MODES
+from ..app.runs import HITL_MODES, spent_on
 from ..app.trust import Untrusted
 from ..app.values import host_input, merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
@@ -63,10 +63,10 @@ HELP = """\
 %%mkl run [flags]         define it and run it
 %mkl run NAME [flags]     run a defined machine; flags:
     --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
-    --max-steps N  --max-tokens N  --script FILE  --model MODEL  --fresh  --notebook PATH
+    --max-steps N  --max-tokens N  --max-cost USD  --script FILE  --model MODEL  --fresh  --notebook PATH
     --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
 %mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
-               [--resolve completed=VALUE|retry|abort] [--trust-file]
+               [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
 %mkl trace RUN | visits RUN
@@ -158,6 +158,7 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suspend", action="store_true")
     parser.add_argument("--max-steps")
     parser.add_argument("--max-tokens")
+    parser.add_argument("--max-cost")
     parser.add_argument("--script")
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--notebook")
@@ -177,6 +178,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     resume.add_argument("--as", dest="by")
     resume.add_argument("--max-steps")
     resume.add_argument("--max-tokens")
+    resume.add_argument("--max-cost")
     resume.add_argument("--resolve")
     resume.add_argument("--trust-file", action="store_true")
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget")}
@@ -353,6 +355,7 @@ class MklMagics(Magics):
             "suspend": args.suspend,
             "max_steps": args.max_steps,
             "max_tokens": args.max_tokens,
+            "max_cost": args.max_cost,
             "script": script,
             "fresh": args.fresh,
             "notebook": args.notebook,
@@ -413,6 +416,7 @@ class MklMagics(Magics):
                 by=self._text(args.by) if args.by else None,
                 max_steps=args.max_steps,
                 max_tokens=args.max_tokens,
+                max_cost=args.max_cost,
                 resolve=args.resolve,
                 observer=view.observer,
             )
@@ -426,7 +430,11 @@ class MklMagics(Magics):
 
     def _cmd_runs(self, words: list[str]) -> None:
         summaries = self.session.store.runs()
-        rows = [(s.run_id, s.machine, s.status, s.error or "", s.at or "") for s in summaries]
+        store = self.session.store
+        rows = [
+            (s.run_id, s.machine, s.status, s.error or "", s.at or "", views.spent_cell(spent_on(store, s.run_id)))
+            for s in summaries
+        ]
         display(views.runs_bundle(rows), raw=True)
 
     def _cmd_pending(self, words: list[str]) -> None:

@@ -211,6 +211,7 @@ class Session:
         suspend: bool = False,
         max_steps: int | str | None = None,
         max_tokens: int | str | None = None,
+        max_cost: float | str | None = None,
         script: Any = None,
         fresh: bool = False,
         notebook: str | None = None,
@@ -231,6 +232,7 @@ class Session:
         options = app_runs.run_options(
             max_steps=max_steps,
             max_tokens=max_tokens,
+            max_cost=max_cost,
             suspend=suspend,
             hitl=hitl or self.settings.hitl,
             max_workers=self.settings.max_workers,
@@ -561,6 +563,7 @@ class Run:
         via: str = "notebook",
         max_steps: int | str | None = None,
         max_tokens: int | str | None = None,
+        max_cost: float | str | None = None,
         resolve: str | durable.Resolution | None = None,
         observer: Observer | None = None,
     ) -> Run:
@@ -580,6 +583,7 @@ class Run:
                 via=via,
                 max_steps=max_steps,
                 max_tokens=max_tokens,
+                max_cost=max_cost,
                 resolve=resolve,
                 registry=dict(self.session.machines) or None,
                 observer=observer,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..engine.oracle import Effect, HookRequest, Oracle, OracleRequest, ToolRequest
+from ..engine.oracle import Effect, HookRequest, Oracle, OracleRequest, Partial, ToolRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,6 +111,11 @@ class HostOracle(Oracle):
     @property
     def waits(self) -> bool:
         return bool(self.registry.tools or self.registry.hooks) or self.model.waits  # host code may do I/O
+
+    def stream(self, request: OracleRequest, partial: Partial) -> Any:
+        if isinstance(request, (ToolRequest, HookRequest)):
+            return self.ask(request)
+        return self.model.stream(request, partial)
 
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ToolRequest) and request.name in self.registry.tools:

@@ -22,6 +22,7 @@ from ..engine.oracle import (
     Oracle,
     OracleError,
     OracleRequest,
+    Partial,
     ProduceAnswer,
     ProduceRequest,
 )
@@ -124,8 +125,20 @@ class LiteLLMOracle(Oracle):
         status = getattr(exc, "status_code", None)
         return isinstance(status, int) and (status == 429 or status >= 500)
 
-    def complete(self, tier: str, model: str, messages: list[dict[str, str]], **params: Any) -> Any:
-        """One chat completion with retries (exponential backoff with jitter) on transient failures."""
+    def complete(
+        self,
+        tier: str,
+        model: str,
+        messages: list[dict[str, str]],
+        partial: Partial | None = None,
+        **params: Any,
+    ) -> Any:
+        """One chat completion with retries (exponential backoff with jitter) on transient failures.
+
+        With ``partial`` the answer is streamed and ``partial`` is told its text so far as chunks
+        arrive; the whole response is then rebuilt from the chunks, usage included. A stream that
+        breaks is asked again from the start, like any transient failure.
+        """
         litellm = import_litellm()
         arguments: dict[str, Any] = {
             "model": model,
@@ -138,10 +151,13 @@ class LiteLLMOracle(Oracle):
         api_base = self.config.api_base_for(tier)
         if api_base:
             arguments["api_base"] = api_base
+        if partial is not None:
+            arguments.update(stream=True, stream_options={"include_usage": True})
         attempt = 0
         while True:
             try:
-                return litellm.completion(**arguments)
+                response = litellm.completion(**arguments)
+                return response if partial is None else self._gather(litellm, response, messages, partial)
             except Exception as exc:
                 if isinstance(exc, getattr(litellm, "AuthenticationError", ())):
                     raise OracleError(
@@ -157,26 +173,64 @@ class LiteLLMOracle(Oracle):
                 time.sleep(delay + random.uniform(0, delay / 2))
                 attempt += 1
 
+    def _gather(self, litellm: Any, stream: Any, messages: list[dict[str, str]], partial: Partial) -> Any:
+        """Read a streamed answer, telling ``partial`` its text so far; the response rebuilt from the chunks."""
+        chunks: list[Any] = []
+        text = ""
+        partial(text)
+        for chunk in stream:
+            chunks.append(chunk)
+            choices = getattr(chunk, "choices", None) or []
+            delta = getattr(choices[0], "delta", None) if choices else None
+            piece = getattr(delta, "content", None) if delta is not None else None
+            if piece:
+                text += piece
+                partial(redact(text, secrets=self._secrets))
+        return litellm.stream_chunk_builder(chunks, messages=messages)
+
+    def _cost(self, litellm: Any, model: str, input_tokens: int, output_tokens: int) -> float | None:
+        """What a call cost by litellm's local price list; None when the model is not in it (never a guess)."""
+        try:
+            prompt, completion = litellm.cost_per_token(
+                model=model, prompt_tokens=input_tokens, completion_tokens=output_tokens
+            )
+        except Exception:  # litellm raises for a model it has no price for
+            return None
+        return float(prompt) + float(completion)
+
     # -- the oracle ---------------------------------------------------------------------
 
     def ask(self, request: OracleRequest) -> Any:
+        return self._answer(request, None)
+
+    def stream(self, request: OracleRequest, partial: Partial) -> Any:
+        return self._answer(request, partial)
+
+    def _answer(self, request: OracleRequest, partial: Partial | None) -> Any:
         if isinstance(request, ProduceRequest):
-            return self._produce(request)
+            return self._produce(request, partial)
         if isinstance(request, JudgeRequest):
+            if partial is not None:
+                partial("")  # a judge's reply is a number: it is not shown, only that judging began
             return self._judge(request)
         if request.kind == "reply":
             raise AwaitingHuman(request.position)
         raise OracleError(f"state-error: no host {request.kind} named '{getattr(request, 'name', '')}' is registered")
 
-    def _produce(self, request: ProduceRequest) -> ProduceAnswer:
+    def _produce(self, request: ProduceRequest, partial: Partial | None) -> ProduceAnswer:
         model = self._model(request.tier)
         litellm = import_litellm()
+        started = time.monotonic()
         native = bool(request.reason) and _supports_reasoning(litellm, model)
         params: dict[str, Any] = {"temperature": request.temperature}
         if native:
             params["reasoning_effort"] = "medium"
         response = self.complete(
-            request.tier, model, produce_messages(request, scratchpad=request.reason and not native), **params
+            request.tier,
+            model,
+            produce_messages(request, scratchpad=request.reason and not native),
+            partial,
+            **params,
         )
         choice = response.choices[0]
         text = redact(choice.message.content or "", secrets=self._secrets)
@@ -187,30 +241,42 @@ class LiteLLMOracle(Oracle):
                 reasoning = redact(native_reasoning, secrets=self._secrets) if native_reasoning else None
             else:
                 reasoning, text = split_scratchpad(text)
-        usage = getattr(response, "usage", None)
+        tokens_in, tokens_out = _tokens(response)
         return ProduceAnswer(
             text=text,
             reasoning=reasoning,
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
             truncated=getattr(choice, "finish_reason", None) == "length",
             model=model,
+            cost_usd=self._cost(litellm, model, tokens_in, tokens_out),
+            seconds=round(time.monotonic() - started, 3),  # as journaled, so a replay shows the same
         )
 
     def _judge(self, request: JudgeRequest) -> JudgeAnswer:
         model = self.config.judge or self._model(request.tier)
+        litellm = import_litellm()
+        started = time.monotonic()
         response = self.complete(request.tier, model, judge_messages(request), temperature=0)
         text = redact(response.choices[0].message.content or "", secrets=self._secrets)
         parsed = parse_judge_reply(text, len(request.conditions))
-        usage = getattr(response, "usage", None)
+        tokens_in, tokens_out = _tokens(response)
         return JudgeAnswer(
             choice=parsed.choice,
             raw=parsed.raw,
             parse=parsed.parse,
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
             model=model,
+            cost_usd=self._cost(litellm, model, tokens_in, tokens_out),
+            seconds=round(time.monotonic() - started, 3),  # as journaled, so a replay shows the same
         )
+
+
+def _tokens(response: Any) -> tuple[int, int]:
+    """The (input, output) tokens a response reports."""
+    usage = getattr(response, "usage", None)
+    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
 
 
 def _supports_reasoning(litellm: Any, model: str) -> bool:

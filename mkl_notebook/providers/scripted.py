@@ -7,6 +7,7 @@ no model and no API key.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from ..engine.oracle import (
     Oracle,
     OracleError,
     OracleRequest,
+    Partial,
     ProduceAnswer,
     ProduceRequest,
     ReplyRequest,
@@ -57,6 +59,9 @@ class _Sequence:
         return value
 
 
+_WORDS = re.compile(r"\s*\S+\s*|\s+")  # a streamed word with the space around it; all of them make the text
+
+
 def _short(text: str) -> str:
     return repr(text[:80])
 
@@ -65,8 +70,10 @@ class ScriptedOracle(Oracle):
     """Answers every request from a script; thread-safe for concurrent fan-out branches.
 
     ``latency`` (seconds) makes every LLM and tool answer take that long, to
-    model a slow provider.  ``replies`` answers human gates in order (an
-    extension used by demos and scenario files); without one, a gate awaits a person.
+    model a slow provider; ``stream`` (seconds) makes a streamed produce answer arrive a
+    word at a time, that long apart (a script's ``llm.stream``), as a real model's would.
+    ``replies`` answers human gates in order (an extension used by demos and scenario files);
+    without one, a gate awaits a person.
     """
 
     def __init__(
@@ -78,6 +85,7 @@ class ScriptedOracle(Oracle):
         replies: list[Any] | None = None,
         tool_effects: Mapping[str, Effect] | None = None,
         latency: float = 0.0,
+        stream: float = 0.0,
     ) -> None:
         llm = dict(llm or {})
         self._lock = threading.Lock()
@@ -110,6 +118,7 @@ class ScriptedOracle(Oracle):
         self._replies = list(replies) if replies is not None else None
         self._tool_effects = dict(tool_effects or {})
         self.latency = latency
+        self.stream_delay = stream
         self.calls: dict[str, int] = {"produce": 0, "judge": 0, "hook": 0, "tool": 0, "reply": 0}
         self._answered: set[str] = set()  # positions this script has spoken for, live or from a journal
         self._answers: dict[tuple[str, bool], ProduceAnswer] = {}
@@ -127,7 +136,23 @@ class ScriptedOracle(Oracle):
 
     @property
     def waits(self) -> bool:
-        return self.latency > 0
+        return self.latency > 0 or self.stream_delay > 0
+
+    def stream(self, request: OracleRequest, partial: Partial) -> Any:
+        """The scripted answer, told to ``partial`` a word at a time when the script streams."""
+        answer = self.ask(request)
+        if not self.stream_delay or not isinstance(request, (ProduceRequest, JudgeRequest)):
+            return answer
+        if isinstance(answer, ProduceAnswer):
+            text = ""
+            for word in _WORDS.findall(answer.text):
+                time.sleep(self.stream_delay)
+                text += word
+                partial(text)
+        else:
+            partial("")
+            time.sleep(self.stream_delay)
+        return answer
 
     def replayed(self, request: OracleRequest) -> None:
         """A journal answered this position: move past the entry that would have answered it.
@@ -242,7 +267,7 @@ def oracle_from_script(script: Mapping[str, Any], *, where: str = "script", **kw
     llm = script.get("llm") or {}
     if not isinstance(llm, Mapping):
         raise ScriptError(f"{where}: 'llm' must be a mapping with produce/judge/tokens")
-    unknown = set(llm) - {"produce", "judge", "tokens"}
+    unknown = set(llm) - {"produce", "judge", "tokens", "stream"}
     if unknown:
         raise ScriptError(f"{where}: unknown key(s) under 'llm': {', '.join(sorted(map(str, unknown)))}")
     produce = llm.get("produce", [])
@@ -255,6 +280,10 @@ def oracle_from_script(script: Mapping[str, Any], *, where: str = "script", **kw
     replies = script.get("replies")
     if replies is not None and not isinstance(replies, list):
         raise ScriptError(f"{where}: 'replies' must be a list of human replies")
+    stream = llm.get("stream", 0)
+    if isinstance(stream, bool) or not isinstance(stream, (int, float)) or not 0 <= stream <= 10:
+        raise ScriptError(f"{where}: llm.stream must be the seconds between streamed words (0 to 10), got {stream!r}")
+    kwargs.setdefault("stream", float(stream))
     return ScriptedOracle(llm, script.get("tools"), script.get("hooks"), replies=replies, **kwargs)
 
 

@@ -10,6 +10,7 @@ Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Protocol
 
-from ..engine.result import RunResult
+from ..engine.result import RunResult, seconds_of
 from ..lang.interpolate import fmt
 from ..lang.model import Machine
 from .diagram import shorten
@@ -29,7 +30,8 @@ GATE_MAX = 40
 RESULT_INLINE = 120
 NONE = "—"
 UNBOUNDED = "–"
-BUDGET_HALTS = ("budget-exhausted", "cost-exhausted")
+BUDGET_HALTS = ("budget-exhausted", "cost-exhausted", "spend-exhausted")
+LIVE_TAIL = 1500  # characters of an answer being written that the live line shows (its end)
 _FAILED_POLICIES = (
     "fail",
     "no-gate-matched",
@@ -38,13 +40,14 @@ _FAILED_POLICIES = (
     "state-error",
     "untrusted-control-flow",
 )
-_RUNS_HEAD = ("run", "machine", "status", "error", "at")
+_RUNS_HEAD = ("run", "machine", "status", "error", "at", "spent")
 _TRACE_HEAD = ("step", "state", "gate", "decided by", "policy", "to", "tokens", "output")
 _WAITING_FOR = {
     "escalated": "a person's reply",
     "asked": "an answer to the model's question",
     "budget-exhausted": "more steps",
     "cost-exhausted": "more tokens",
+    "spend-exhausted": "a higher cost limit",
 }
 
 
@@ -94,6 +97,32 @@ def _tokens(cost: Any) -> int:
     if not isinstance(cost, Mapping):
         return 0
     return int(cost.get("input_tokens") or 0) + int(cost.get("output_tokens") or 0)
+
+
+def money(usd: float) -> str:
+    """US dollars as a person reads them: cents when they count, two significant digits below a cent."""
+    if usd <= 0:
+        return "$0"
+    if usd >= 0.01:
+        return f"${usd:,.2f}"
+    return f"${usd:.{1 - math.floor(math.log10(usd))}f}"
+
+
+def _trace_head(trace: Sequence[Step]) -> tuple[str, ...]:
+    """The trace's column names; its tokens column says so when it shows model time and cost too."""
+    if any("seconds" in step or "cost_usd" in step for step in trace):
+        return (*_TRACE_HEAD[:6], "tokens · time · cost", *_TRACE_HEAD[7:])
+    return _TRACE_HEAD
+
+
+def _spend_cell(step: Step) -> str:
+    """A step's tokens, and what its model calls took and cost where that is known."""
+    parts = [f"{_tokens(step.get('cost')):,}"]
+    if isinstance(step.get("seconds"), (int, float)):
+        parts.append(f"{step['seconds']:.1f} s")
+    if isinstance(step.get("cost_usd"), (int, float)):
+        parts.append(money(step["cost_usd"]))
+    return " · ".join(parts)
 
 
 def _decided_by(step: Step) -> str:
@@ -158,7 +187,7 @@ def _row(step: Step, replayed: int = 0) -> _Row:
         _decided_by(step),
         str(step.get("policy") or NONE),
         str(step.get("to") or NONE),
-        f"{_tokens(step.get('cost')):,}",
+        _spend_cell(step),
         output,
     )
     from_journal = isinstance(step.get("step"), int) and step["step"] <= replayed
@@ -263,7 +292,7 @@ def trace_table_html(
     """
     if not trace:
         return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
-    head = "".join(f"<th>{_e(name)}</th>" for name in _TRACE_HEAD)
+    head = "".join(f"<th>{_e(name)}</th>" for name in _trace_head(trace))
     body = "".join(_answer_html(answer) for answer in _answers_after(answers, 0))
     for number, step in enumerate(trace, 1):
         row = _row(step, replayed)
@@ -301,7 +330,7 @@ def trace_table_text(
     if not trace:
         return f"{indent}{caption}: no steps recorded."
     rows = [_row(step, replayed) for step in trace]
-    lines = _columns([_TRACE_HEAD, *(_row_text(row) for row in rows)])
+    lines = _columns([_trace_head(trace), *(_row_text(row) for row in rows)])
     out = [f"{indent}{caption} — {_plural(len(trace), 'step')}", indent + lines[0]]
     out += [_answer_text(answer, indent) for answer in _answers_after(answers, 0)]
     for number, (row, line) in enumerate(zip(rows, lines[1:], strict=True), 1):
@@ -423,9 +452,14 @@ def _calls_text(calls: Mapping[str, int] | None) -> str:
 def _usage_text(result: RunResult, calls: Mapping[str, int] | None = None) -> str:
     usage = result.usage or {}
     spent_in, spent_out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    cost = result.cost_usd
+    seconds = seconds_of(result.model_calls)
     return (
         f"{_plural(_steps(result.trace), 'step')} · {_plural(spent_in + spent_out, 'token')} "
-        f"(in {spent_in:,}, out {spent_out:,}){_calls_text(calls)}"
+        f"(in {spent_in:,}, out {spent_out:,})"
+        + (f" · {money(cost)}" if cost is not None else "")
+        + (f" · {seconds:.1f} s of model time" if seconds is not None else "")
+        + _calls_text(calls)
     )
 
 
@@ -540,22 +574,82 @@ def result_summary_text(result: RunResult, calls: Mapping[str, int] | None = Non
 # -- live progress -----------------------------------------------------------------------------
 
 
-def _progress_facts(steps: int, usage: Mapping[str, int] | None, elapsed: float | None) -> str:
+@dataclass(frozen=True)
+class Live:
+    """What a working run's live line shows besides where it is: the answer being written, a judge at
+    work, one line per fan-out branch, and what the model calls cost so far (when that is known)."""
+
+    writing: str | None = None  # the text of the answer arriving now, so far
+    judging: bool = False
+    branches: tuple[str, ...] = ()
+    cost_usd: float | None = None
+
+
+def _progress_facts(steps: int, usage: Mapping[str, int] | None, elapsed: float | None, live: Live) -> str:
     usage = usage or {}
     tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
     time_taken = f" · {elapsed:.1f} s" if elapsed is not None else ""
-    return f"{_plural(steps, 'step')} · {_plural(tokens, 'token')}{time_taken}"
+    cost = f" · {money(live.cost_usd)}" if live.cost_usd is not None else ""
+    return f"{_plural(steps, 'step')} · {_plural(tokens, 'token')}{cost}{time_taken}"
 
 
-def progress_html(state: str | None, steps: int, usage: Mapping[str, int] | None, elapsed: float | None = None) -> str:
-    """The live line while a run works: current state, steps and tokens so far, and (given) the time taken."""
-    where = f"state {_code(state)}" if state else "starting"
-    return f"<p><em>running</em> — {where} · {_e(_progress_facts(steps, usage, elapsed))}</p>"
+def _doing(state: str | None, live: Live) -> str:
+    if not state:
+        return "starting"
+    if live.judging:
+        return f"judging {state} …"
+    if live.writing is not None:
+        return f"writing {state} …"
+    return f"state {state}"
 
 
-def progress_text(state: str | None, steps: int, usage: Mapping[str, int] | None, elapsed: float | None = None) -> str:
-    where = f"state {state}" if state else "starting"
-    return f"running — {where} · {_progress_facts(steps, usage, elapsed)}"
+def _doing_html(state: str | None, live: Live) -> str:
+    if not state:
+        return "starting"
+    if live.judging:
+        return f"judging {_code(state)} …"
+    if live.writing is not None:
+        return f"writing {_code(state)} …"
+    return f"state {_code(state)}"
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= LIVE_TAIL else "…" + text[-LIVE_TAIL:]
+
+
+def progress_html(
+    state: str | None,
+    steps: int,
+    usage: Mapping[str, int] | None,
+    elapsed: float | None = None,
+    live: Live | None = None,
+) -> str:
+    """The live line while a run works: what it does (in a state, writing its answer, judging), steps,
+    tokens, cost and time so far; below it the answer as it arrives, or a line per fan-out branch."""
+    live = live or Live()
+    parts = [
+        f"<p><em>running</em> — {_doing_html(state, live)} · {_e(_progress_facts(steps, usage, elapsed, live))}</p>"
+    ]
+    if live.writing:
+        parts.append(f"<blockquote><pre>{_e(_tail(live.writing))}</pre></blockquote>")
+    if live.branches:
+        parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in live.branches) + "</ul>")
+    return "".join(parts)
+
+
+def progress_text(
+    state: str | None,
+    steps: int,
+    usage: Mapping[str, int] | None,
+    elapsed: float | None = None,
+    live: Live | None = None,
+) -> str:
+    live = live or Live()
+    lines = [f"running — {_doing(state, live)} · {_progress_facts(steps, usage, elapsed, live)}"]
+    if live.writing:
+        lines.append(_indent(_tail(live.writing), "    "))
+    lines += [f"  {line}" for line in live.branches]
+    return "\n".join(lines)
 
 
 # -- the pending card (a notebook opened without a kernel) ------------------------------------
@@ -575,6 +669,8 @@ def continue_commands(result: RunResult, base: str, question: str | None = None)
         return [f"{base} --max-steps N  (N is the new step budget of {whose})"]
     if result.error == "cost-exhausted":
         return [f"{base} --max-tokens N"]
+    if result.error == "spend-exhausted":
+        return [f"{base} --max-cost USD  (a new limit for the whole run, in US dollars)"]
     if question:
         base = f"{base} --question {question}"
     if result.error == "asked" or not result.reply_to:  # a model's question takes a plain reply
@@ -836,16 +932,25 @@ def run_bundle(
 
 
 def progress_bundle(
-    state: str | None, steps: int, usage: Mapping[str, int] | None, elapsed: float | None = None
+    state: str | None,
+    steps: int,
+    usage: Mapping[str, int] | None,
+    elapsed: float | None = None,
+    live: Live | None = None,
 ) -> dict[str, str]:
     """The live line of a run that is still working, as HTML and text."""
     return {
-        "text/html": progress_html(state, steps, usage, elapsed),
-        "text/plain": progress_text(state, steps, usage, elapsed),
+        "text/html": progress_html(state, steps, usage, elapsed, live),
+        "text/plain": progress_text(state, steps, usage, elapsed, live),
     }
 
 
-RunRow = tuple[str, str, str, str, str]  # run id, machine, status, error, at
+RunRow = tuple[str, str, str, str, str, str]  # run id, machine, status, error, at, what its model calls cost
+
+
+def spent_cell(cost: float | None) -> str:
+    """What a run's model calls cost, for a listing: the amount, or a dash when a price is unknown."""
+    return NONE if cost is None else money(cost)
 
 
 def runs_table_html(rows: Sequence[RunRow]) -> str:
@@ -854,8 +959,8 @@ def runs_table_html(rows: Sequence[RunRow]) -> str:
         return "<p><em>No runs.</em></p>"
     body = "".join(
         f"<tr><td>{_code(run_id)}</td><td>{_code(name)}</td><td>{_e(status)}</td><td>{_e(error)}</td>"
-        f"<td>{_code(at) if at else ''}</td></tr>"
-        for run_id, name, status, error, at in rows
+        f"<td>{_code(at) if at else ''}</td><td>{_e(cost)}</td></tr>"
+        for run_id, name, status, error, at, cost in rows
     )
     head = "".join(f"<th>{name}</th>" for name in _RUNS_HEAD)
     return f"<table><caption>Runs</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
