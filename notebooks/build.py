@@ -90,6 +90,22 @@ does not change when an unchanged cell runs again; the run's `calls` say what th
 """),
     code('%mkl run triage --set ticket="My card was charged twice for one order" --script data/triage.script.yaml'),
     code(CHECK + 'print(mkl_notebook.get_run("triage").calls)'),
+    md("""
+## Watch it write
+
+While a model writes, its answer grows in the line above the run, which also shows the state,
+the steps, the tokens and the time so far; when the step is done the finished run takes its
+place. A script can stream as well: `data/story.script.yaml` sends a word every 80 ms, so you
+can watch it here offline. A re-run replays the journal at once and never streams.
+
+`%mkl run` gives the run as a value: `r.result`, `r.context` and `r.trace` (plain dicts;
+`r.trace_frame()` makes a pandas DataFrame when pandas is installed). With a real model the
+trace shows each step's model time and cost, priced from litellm's local price list; a scripted
+answer costs nothing, so no cost is shown (notebook 06 shows a real model).
+"""),
+    machine_cell("story"),
+    code("r = %mkl run story --script data/story.script.yaml"),
+    code(CHECK + 'print(r.status, "-", len(r.result.split()), "words:", r.result[:40], "…")'),
 ]
 
 APPROVAL = [
@@ -421,7 +437,24 @@ With a model configured the same call runs for real, for example against a local
 %mkl config model=ollama/llama3.2 api_base=http://localhost:11434
 %mkl run triage --set ticket="Where is my parcel?"
 ```
+
+`%mkl models` lists each tier's model and where that mapping came from (a config file, the
+environment, this notebook's settings).
+
+## Watching, timing and paying
+
+A real model's answers stream into the run's live line as they are written. Every answer is
+journaled with how long the call took and, when litellm's local price list knows the model,
+what it cost: the trace shows both per step, the run view and `%mkl runs` show the total, and
+`mkl run` puts it in its status line as `usage.cost_usd`. A model the list does not know (a
+local one, say) shows no cost at all rather than a guess. To cap what a run may spend:
+
+```python
+%mkl run triage --set ticket="Where is my parcel?" --max-cost 0.05 --suspend
+%mkl resume triage --max-cost 0.10   # a new limit; the run goes on where it stopped
+```
 """),
+    code("%mkl models"),
 ]
 
 SHARED_SOURCE = [

@@ -24,6 +24,7 @@ from typing import Any
 
 import nbformat
 import pytest
+import yaml
 
 from mkl_notebook.durable import envelope, nbfile
 from mkl_notebook.durable.envelope import MIME_TYPE, REF_MIME_TYPE
@@ -668,3 +669,41 @@ def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks
     answered = [str(r["pos"]) for r in finished.records if r["t"] == "answer"]
     assert len(answered) == len(set(answered))  # every call was made once: nothing before the gate again
     assert answered.count("root/0:draft#1/produce") == 1  # the draft, made before the outputs were cleared
+
+
+STREAMING_NB = "streaming.ipynb"
+STORY = (ROOT / "notebooks" / "data" / "story.mkl").read_text(encoding="utf-8")
+
+
+def test_a_streamed_answer_is_seen_half_written_in_jupyterlab(jupyter_lab: tuple[str, Path]) -> None:
+    """The live line shows the answer growing in the run's own cell, then the finished run replaces it."""
+    from playwright.sync_api import expect
+
+    base, root = jupyter_lab
+    story = yaml.safe_load((root / "data" / "story.script.yaml").read_text(encoding="utf-8"))
+    answer = " ".join(story["llm"]["produce"][0].split())
+    (root / "data" / "slow-story.yaml").write_text(
+        yaml.safe_dump({"llm": {**story["llm"], "stream": 0.2}}), encoding="utf-8"
+    )
+    _write_notebook(
+        root / STREAMING_NB,
+        nbformat.v4.new_code_cell("%%mkl\n" + STORY),
+        nbformat.v4.new_code_cell("%mkl run story --script data/slow-story.yaml"),
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with _browser_page() as page:
+        _open(page, base, STREAMING_NB)
+        _run_cell(page, 0)
+        run_cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        run_cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        live = run_cell.locator(".jp-OutputArea-output blockquote pre")
+        expect(live).to_contain_text(" ".join(answer.split()[:8]), timeout=60_000)  # some words are written
+        written = " ".join(live.inner_text().split())
+        page.screenshot(path=str(ARTIFACTS / "streaming-1-half-written.png"), full_page=True)
+        run_cell.screenshot(path=str(ARTIFACTS / "streaming-1-run-cell-half-written.png"))
+        assert answer.startswith(written) and len(written) < len(answer), written  # seen half-written
+        expect(run_cell.locator(".jp-OutputArea-output")).to_contain_text("Done.", timeout=60_000)
+        expect(run_cell.locator(".jp-OutputArea-output blockquote pre")).to_have_count(0)  # the live text went
+        expect(run_cell.locator(".jp-OutputArea-output").first).not_to_contain_text("running —")
+        run_cell.screenshot(path=str(ARTIFACTS / "streaming-2-run-cell-done.png"))
