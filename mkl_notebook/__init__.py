@@ -14,6 +14,7 @@ from .providers.host import hook, tool
 
 if TYPE_CHECKING:
     from .lang.model import Machine
+    from .notebook.batch import Batch
     from .notebook.session import Run
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "hook",
     "load",
     "load_ipython_extension",
+    "map",
     "run",
     "tool",
     "unload_ipython_extension",
@@ -48,6 +50,14 @@ def run(name: str, **options: Any) -> Run:
     from .notebook.session import current_session
 
     return current_session().run(name, **options)
+
+
+def map(name: str, over: Any, **options: Any) -> Batch:
+    """Run machine ``name`` once per row of ``over``; see :func:`mkl_notebook.notebook.batch.run_batch`."""
+    from .notebook.batch import run_batch
+    from .notebook.session import current_session
+
+    return run_batch(current_session(), name, over, **options)
 
 
 def get_run(run_id: str, notebook: str | None = None, script: Any = None, *, trust_file: bool = False) -> Run:

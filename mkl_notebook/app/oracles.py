@@ -12,7 +12,7 @@ from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.config import ModelConfig, load_config
 from ..providers.host import HostOracle, Registry
-from ..providers.scripted import NoModelOracle, oracle_from_file, oracle_from_script
+from ..providers.scripted import NoModelOracle, oracle_from_file, oracle_from_script, read_script
 from .errors import UsageProblem
 
 NO_MODEL = (
@@ -97,6 +97,29 @@ def choose(
         else:
             model = NoModelOracle(NO_MODEL)
     return HostOracle(model, registry)
+
+
+def factory(
+    *,
+    script: Script | None = None,
+    config: ModelConfig | None = None,
+    model_factory: Callable[[], Oracle] | None = None,
+    needs_model: bool = False,
+    machine: Machine | None = None,
+    registry: Registry | None = None,
+) -> Callable[[], HostOracle]:
+    """A maker of one oracle per run, for a batch of runs: a script is read once and each run gets its own
+    copy (its answers in order, as for a single run); a model is checked once and shared (it keeps no state).
+    """
+    if script is not None and not isinstance(script, (Oracle, Mapping)):
+        script = read_script(script, where=f"--script {script}")
+    if script is not None:
+        given = script
+        return lambda: choose(script=given if isinstance(given, Oracle) else dict(given), registry=registry)
+    shared = choose(
+        config=config, model_factory=model_factory, needs_model=needs_model, machine=machine, registry=registry
+    )
+    return lambda: shared
 
 
 def load_tools_file(path: str | Path) -> None:

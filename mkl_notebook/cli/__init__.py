@@ -1,4 +1,4 @@
-"""The ``mkl`` command line: check, test, run, resume and list machines' runs; trust keys.
+"""The ``mkl`` command line: check, test, run (one row or many), resume and list machines' runs; trust keys.
 
 Exit codes: 0 done / no errors / all tests pass, 1 halt / check errors / a test
 failed, 2 load or usage error, 3 suspended, 4 in doubt.  Run-like commands end
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..app.errors import USER_ERRORS
-from . import check_cmd, run_cmd, test_cmd, trust_cmd
+from . import check_cmd, map_cmd, run_cmd, test_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
 
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_parser(commands)
     test_cmd.add_parser(commands)
     run_cmd.add_parsers(commands)
+    map_cmd.add_parser(commands)
     trust_cmd.add_parser(commands)
     return parser
 

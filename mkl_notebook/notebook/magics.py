@@ -21,6 +21,7 @@ from IPython.display import display
 from traitlets import Unicode, observe
 
 from ..app import oracles
+from ..app.batch import DEFAULT_CONCURRENCY
 from ..app.errors import USER_ERRORS, UsageProblem
 from ..app.replies import who
 from ..app.runs import HITL_MODES, spent_on
@@ -34,6 +35,7 @@ from ..providers.secrets import shown_url
 from ..render import views
 from ..render.diagram import diagram_bundle
 from ..testing import run_all, scenarios_from_file
+from .batch import Batch, BatchForm, run_batch
 from .display import RunView, what_happened
 from .form import Superseded
 from .session import Run, Session, current_session
@@ -41,6 +43,7 @@ from .session import Run, Session, current_session
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
 SUBCOMMANDS = (
     "run",
+    "map",
     "resume",
     "runs",
     "trace",
@@ -65,6 +68,8 @@ HELP = """\
     --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
     --max-steps N  --max-tokens N  --max-cost USD  --script FILE  --model MODEL  --fresh  --notebook PATH
     --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
+%mkl map NAME --over $rows|ROWS.jsonl|.csv  one run per row (a list of dicts, a DataFrame or a file);
+    --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
 %mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
                [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
@@ -196,7 +201,25 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     test = _Parser(prog="test", add_help=False)
     test.add_argument("name")
     test.add_argument("--script", required=True)
-    parsers = {"run": run, "resume": resume, "pending": pending, "check": check_parser, "test": test}
+    mapped = _Parser(prog="map", add_help=False)
+    mapped.add_argument("name")
+    mapped.add_argument("--over", required=True)
+    mapped.add_argument("--key")
+    mapped.add_argument("--id", dest="batch")
+    mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    mapped.add_argument("--set", action="append", default=[])
+    mapped.add_argument("--input")
+    hitl = mapped.add_mutually_exclusive_group()
+    hitl.add_argument("--hitl", action="store_true")
+    hitl.add_argument("--no-hitl", action="store_true")
+    mapped.add_argument("--suspend", action="store_true")
+    mapped.add_argument("--max-steps")
+    mapped.add_argument("--max-tokens")
+    mapped.add_argument("--max-cost")
+    mapped.add_argument("--script")
+    mapped.add_argument("--model")
+    mapped.add_argument("--fresh", action="store_true")
+    parsers = {"run": run, "map": mapped, "resume": resume, "pending": pending, "check": check_parser, "test": test}
     return {**parsers, "stdlib": library, "load": load_parser, "models": models, **one_run}
 
 
@@ -279,7 +302,7 @@ class MklMagics(Magics):
 
     @no_var_expand
     @line_cell_magic
-    def mkl(self, line: str, cell: str | None = None) -> Run | None:
+    def mkl(self, line: str, cell: str | None = None) -> Run | Batch | None:
         """mkl machines in notebooks: %%mkl to define, %mkl run/resume/… to run (see %mkl help).
 
         ``%mkl run`` and ``%mkl resume`` give the :class:`Run` (``r = %mkl run …``); a cell ending with
@@ -312,14 +335,14 @@ class MklMagics(Magics):
             )
         return self._run(machine.name, args)
 
-    def _line(self, words: list[str]) -> Run | None:
+    def _line(self, words: list[str]) -> Run | Batch | None:
         if not words or words[0] == "help":
             print(HELP)
             return None
         command, rest = words[0], words[1:]
         if command not in SUBCOMMANDS:
             raise UsageError(f"%mkl: unknown subcommand '{command}'; use one of {', '.join(SUBCOMMANDS)}")
-        given: Run | None = getattr(self, f"_cmd_{command}")(rest)
+        given: Run | Batch | None = getattr(self, f"_cmd_{command}")(rest)
         return given
 
     def _parse(self, name: str, words: list[str]) -> argparse.Namespace:
@@ -402,6 +425,51 @@ class MklMagics(Magics):
 
         view.show(run, on_reply)
         run.drawn_in = self.shell.execution_count if self.shell is not None else None
+
+    def _cmd_map(self, words: list[str]) -> Batch:
+        args = self._parse("map", words)
+        name = self._text(args.name)
+        self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
+        over = self._object(args.over)
+        bars: list[Any] = []  # drawn once the rows are counted
+
+        def progress(done: int, total: int) -> None:
+            if not bars:
+                bars.append(_progress_bar(f"{name}: rows", total))
+            bars[0].update(done - bars[0].n)
+
+        try:
+            result = run_batch(
+                self.session,
+                name,
+                over,
+                id=self._text(args.batch) if args.batch else None,
+                key=self._text(args.key) if args.key else None,
+                input=merge(self._input(args.input), self._assignments(args.set)),
+                hitl="all" if args.hitl else "none" if args.no_hitl else None,
+                suspend=args.suspend,
+                max_steps=args.max_steps,
+                max_tokens=args.max_tokens,
+                max_cost=args.max_cost,
+                script=self._text(args.script) if args.script else None,
+                model=self._text(args.model) if args.model else None,
+                concurrency=args.concurrency,
+                fresh=args.fresh,
+                progress=progress,
+            )
+        finally:
+            for bar in bars:
+                bar.close()
+        result.progress = bars[0] if bars else None
+        table = display(result.bundle(), raw=True, display_id=True)
+        waiting = result.waiting()
+        if waiting:
+            data = {row.run_id: row.input for row in result.rows}
+            form = BatchForm(waiting, data, lambda: table.update(result.bundle(), raw=True) if table else None)
+            display(form.widget)
+            result.form = form
+        result.drawn_in = self.shell.execution_count if self.shell is not None else None
+        return result
 
     def _cmd_resume(self, words: list[str]) -> Run:
         args = self._parse("resume", words)
@@ -575,6 +643,13 @@ class MklMagics(Magics):
             f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
             f"api_base={shown_url(config.api_base) or '—'}"
         )
+
+
+def _progress_bar(description: str, total: int) -> Any:
+    """tqdm's notebook progress bar (a widget), or its text twin where widgets cannot be shown."""
+    from tqdm.notebook import tqdm
+
+    return tqdm(total=total, desc=description, unit="row")
 
 
 def _executing_cell(shell: Any) -> tuple[str, str] | None:

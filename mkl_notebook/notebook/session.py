@@ -193,6 +193,24 @@ class Session:
             registry=self.registry,
         )
 
+    def oracle_factory(
+        self,
+        script: Any = None,
+        model_name: str | None = None,
+        *,
+        needs_model: bool = False,
+        machine: Machine | None = None,
+    ) -> Callable[[], Oracle]:
+        """A maker of one oracle per run of a batch (a script read once, a model checked once)."""
+        return oracles.factory(
+            script=script,
+            config=None if script is not None or self.model_factory else self.model_config(model_name),
+            model_factory=self.model_factory,
+            needs_model=needs_model,
+            machine=machine,
+            registry=self.registry,
+        )
+
     def model_config(self, model_name: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, %mkl config and a run's --model."""
         if model_name:
@@ -270,6 +288,11 @@ class Session:
         self.reached(run_id, handle.outcome)
         self.runs[run_id] = handle
         return handle
+
+    def rehydrate(self, run_id: str, notebook: str | None = None, trust_file: bool = False) -> bool:
+        """Bring run ``run_id`` back from the notebook file when this store does not know it (trusted only,
+        unless ``trust_file``); whether it did. :class:`Untrusted` says whose an untrusted one is."""
+        return self._rehydrate(run_id, notebook, trust_file)
 
     def _rehydrate(self, run_id: str, notebook: str | None, trust_file: bool = False) -> bool:
         """Bring a run back from the notebook file when this store does not know it (another machine);
@@ -454,11 +477,7 @@ class Run:
 
     def trace_frame(self) -> Any:
         """The trace as a pandas DataFrame, one row per step (pandas is optional: ``pip install pandas``)."""
-        try:
-            pandas = importlib.import_module("pandas")  # optional: never a dependency of the package
-        except ImportError:
-            raise UsageProblem("Run.trace_frame() needs pandas, which is not installed: pip install pandas") from None
-        return pandas.DataFrame(self.trace)
+        return pandas_for("Run.trace_frame()").DataFrame(self.trace)
 
     @property
     def visits(self) -> dict[str, int]:
@@ -637,6 +656,14 @@ class Run:
         where = f" at {result.at}" if result.at else ""
         error = f" ({result.error})" if result.error else ""
         return f"<Run {self.id} of {self.machine_name}: {result.status}{error}{where}>"
+
+
+def pandas_for(what: str) -> Any:
+    """pandas, which ``what`` needs; it is optional, never a dependency of the package."""
+    try:
+        return importlib.import_module("pandas")
+    except ImportError:
+        raise UsageProblem(f"{what} needs pandas, which is not installed: pip install pandas") from None
 
 
 _SESSION: Session | None = None

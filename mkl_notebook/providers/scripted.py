@@ -290,6 +290,12 @@ def oracle_from_script(script: Mapping[str, Any], *, where: str = "script", **kw
 def oracle_from_file(path: str | Path, *, where: str | None = None) -> ScriptedOracle:
     """A scripted oracle from a YAML file with ``llm`` / ``tools`` / ``hooks`` / ``replies``."""
     where = where or str(path)
+    return oracle_from_script(read_script(path, where=where), where=where)
+
+
+def read_script(path: str | Path, *, where: str | None = None) -> dict[str, Any]:
+    """The mapping a script file holds, checked to have only the keys of a script."""
+    where = where or str(path)
     try:
         text = files.read_text(path, files.SCRIPT_LIMIT)
     except OSError as exc:
@@ -309,7 +315,8 @@ def oracle_from_file(path: str | Path, *, where: str | None = None) -> ScriptedO
         raise ScriptError(
             f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (expected llm, tools, hooks, replies)"
         )
-    return oracle_from_script(data, where=where)
+    oracle_from_script(data, where=where)  # its shape is checked once, here
+    return dict(data)
 
 
 class NoModelOracle(Oracle):

@@ -309,7 +309,7 @@ def _row_text(row: _Row) -> tuple[str, ...]:
     return tuple(cells)
 
 
-def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+def columns(rows: Sequence[Sequence[str]]) -> list[str]:
     """Fixed-width columns (the last one unpadded)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return [
@@ -330,7 +330,7 @@ def trace_table_text(
     if not trace:
         return f"{indent}{caption}: no steps recorded."
     rows = [_row(step, replayed) for step in trace]
-    lines = _columns([_trace_head(trace), *(_row_text(row) for row in rows)])
+    lines = columns([_trace_head(trace), *(_row_text(row) for row in rows)])
     out = [f"{indent}{caption} — {_plural(len(trace), 'step')}", indent + lines[0]]
     out += [_answer_text(answer, indent) for answer in _answers_after(answers, 0)]
     for number, (row, line) in enumerate(zip(rows, lines[1:], strict=True), 1):
@@ -417,7 +417,7 @@ def visits_table_text(
 ) -> str:
     """The text twin of :func:`visits_table_html` (the most visited state starred)."""
     rows = _visit_rows(machine, visits, most_visited(visits, diagnosis, highlight_max))
-    table = _columns(
+    table = columns(
         [
             ("  state", "entries / max_visits", "note"),
             *((("* " if r.hot else "  ") + r.state, r.entries, r.note) for r in rows),
@@ -969,7 +969,7 @@ def runs_table_html(rows: Sequence[RunRow]) -> str:
 def runs_table_text(rows: Sequence[RunRow]) -> str:
     if not rows:
         return "No runs."
-    return "\n".join(["Runs", *_columns([_RUNS_HEAD, *(tuple(map(str, row)) for row in rows)])])
+    return "\n".join(["Runs", *columns([_RUNS_HEAD, *(tuple(map(str, row)) for row in rows)])])
 
 
 def runs_bundle(rows: Sequence[RunRow]) -> dict[str, str]:
@@ -1038,7 +1038,7 @@ def questions_table_text(questions: Sequence[Mapping[str, Any]], problems: Seque
         return "\n".join(["No run waits for a person.", *notes])
     rows = [(str(q["where"]), str(q["run"]), asked_as_listed(q), str(q["command"])) for q in questions]
     return "\n".join(
-        [f"Waiting for a person — {_plural(len(questions), 'question')}", *_columns([_QUESTIONS_HEAD, *rows]), *notes]
+        [f"Waiting for a person — {_plural(len(questions), 'question')}", *columns([_QUESTIONS_HEAD, *rows]), *notes]
     )
 
 
@@ -1077,6 +1077,4 @@ def library_html(library: Mapping[str, Machine], shadowed: Sequence[str] = ()) -
 def library_text(library: Mapping[str, Machine], shadowed: Sequence[str] = ()) -> str:
     """The text twin of :func:`library_html`."""
     rows = [_LIBRARY_HEAD, *_library_rows(library, shadowed)]
-    return "\n".join(
-        ["The standard library (call: NAME from any machine; %mkl stdlib NAME shows one)", *_columns(rows)]
-    )
+    return "\n".join(["The standard library (call: NAME from any machine; %mkl stdlib NAME shows one)", *columns(rows)])

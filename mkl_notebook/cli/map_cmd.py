@@ -1,0 +1,97 @@
+"""``mkl map``: one machine over the rows of a file, a durable run per row."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..app import batch, oracles
+from ..app import runs as app_runs
+from ..app.values import merge, parse_assignments, parse_input
+from ..durable.stores import DEFAULT_STORE, SQLiteStore
+from ..lang.loader import load_file
+from ..lang.siblings import sibling_registry
+from ..providers.host import default_registry
+from ..render.batch_views import batch_table_text
+from .common import EXIT_FAILED, STATUS_EXIT, emit_status
+
+BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    mapped = commands.add_parser("map", help="run a machine once per row of a JSONL, JSON or CSV file")
+    mapped.add_argument("file", help="a .mkl machine file")
+    mapped.add_argument("--over", required=True, metavar="ROWS", help="the rows: a .jsonl, .json or .csv file")
+    mapped.add_argument("--key", metavar="COLUMN", help="the column naming each row's run (default: its content)")
+    mapped.add_argument("--id", dest="batch", metavar="BATCH", help="the batch's name, first in each run id")
+    mapped.add_argument(
+        "--concurrency", type=int, default=batch.DEFAULT_CONCURRENCY, metavar="N", help="rows run at once"
+    )
+    mapped.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a value every row gets")
+    mapped.add_argument("--input", metavar="JSON", help="a JSON object of values every row gets (or @file.json)")
+    mapped.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
+    mapped.add_argument("--script", metavar="FILE", help="scripted answers (each row's run reads them from the top)")
+    mapped.add_argument("--model", metavar="MODEL", help="litellm model for every tier")
+    mapped.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
+    mapped.add_argument("--tools", metavar="FILE.py", help="a Python file of @mkl_notebook.tool / .hook functions")
+    mapped.add_argument("--max-steps", metavar="N", help="step budget of each row's run")
+    mapped.add_argument("--max-tokens", metavar="N", help="token budget of each row's run")
+    mapped.add_argument("--max-cost", metavar="USD", help="cost limit of each row's run, in US dollars")
+    mapped.add_argument("--suspend", action="store_true", help="suspend instead of halting when a budget runs out")
+    mapped.add_argument("--hitl", action="store_true", help="every escalate gate suspends for a person")
+    mapped.add_argument("--fresh", action="store_true", help="start every row's run over")
+    mapped.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
+    mapped.set_defaults(handler=map_command)
+
+
+def map_command(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    machine = load_file(path)
+    rows = batch.plan(batch.read_rows(args.over), args.batch or machine.name, args.key)
+    shared = merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set))
+    options = app_runs.run_options(
+        max_steps=args.max_steps,
+        max_tokens=args.max_tokens,
+        max_cost=args.max_cost,
+        suspend=args.suspend,
+        hitl="all" if args.hitl else "none",
+    )
+    store = SQLiteStore(args.store or DEFAULT_STORE)
+    if args.tools:
+        oracles.load_tools_file(args.tools)
+    config = None if args.script else oracles.model_config({"model": args.model, "api_base": args.api_base})
+    make_oracle = oracles.factory(
+        script=args.script,
+        config=config,
+        needs_model=args.fresh or any(not store.exists(row.run_id) for row in rows),
+        machine=machine,
+        registry=default_registry,
+    )
+    finished = []
+    for row in batch.run(
+        machine,
+        rows,
+        store=store,
+        oracle_for=make_oracle,
+        registry=sibling_registry(path, machine),
+        options=options,
+        input=shared,
+        concurrency=args.concurrency,
+        fresh=args.fresh,
+        origin={"path": str(path.resolve())},
+    ):
+        if row is not None:
+            finished.append(row)
+            if sys.stderr.isatty() and not args.quiet:  # progress where a person watches; never in a pipe
+                print(f"\r{len(finished)}/{len(rows)} rows", end="", file=sys.stderr, flush=True)
+    if sys.stderr.isatty() and not args.quiet:
+        print(file=sys.stderr)
+    finished.sort(key=lambda row: row.index)
+    summaries = [batch.row_summary(row) for row in finished]
+    counts = batch.counts(finished)
+    if not args.quiet:
+        print(batch_table_text(summaries, counts))
+    status = batch.overall(finished)
+    emit_status({"status": status, "counts": counts, "rows": summaries})
+    return BATCH_EXIT[status]

@@ -1,0 +1,82 @@
+"""A batch of runs at a glance: one row per input row, as HTML with a text twin (``%mkl map``, ``mkl map``).
+
+Each row of the table is one row summary (``app.batch.row_summary``): its run, status, result or
+error, tokens and cost, and the question it waits on. Plain semantic HTML, every value escaped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+from .diagram import shorten
+from .views import NONE, columns, money
+
+HEAD = ("row", "run", "status", "result or error", "tokens", "cost", "waiting on")
+RESULT_PREVIEW = 60
+QUESTION_PREVIEW = 60
+
+
+def _result(row: Mapping[str, Any]) -> str:
+    if row.get("status") == "done":
+        value = row.get("result")
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        return shorten(text, RESULT_PREVIEW)
+    return shorten(str(row.get("error") or NONE), RESULT_PREVIEW)
+
+
+def _tokens(row: Mapping[str, Any]) -> str:
+    usage = row.get("usage") or {}
+    return f"{int(usage.get('input_tokens') or 0) + int(usage.get('output_tokens') or 0):,}"
+
+
+def _cost(row: Mapping[str, Any]) -> str:
+    cost = (row.get("usage") or {}).get("cost_usd")
+    return NONE if cost is None else money(cost)
+
+
+def cells(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """One row of the table, as the strings both twins show."""
+    asked = row.get("ask")
+    return (
+        str(row.get("row")),
+        str(row.get("run")),
+        str(row.get("status")),
+        _result(row),
+        _tokens(row),
+        _cost(row),
+        shorten(str(asked), QUESTION_PREVIEW) if asked else NONE,
+    )
+
+
+def caption(counts: Mapping[str, int]) -> str:
+    total = sum(counts.values())
+    parts = ", ".join(f"{count:,} {status}" for status, count in counts.items())
+    return f"Batch — {total:,} row{'s' if total != 1 else ''}: {parts or 'none'}"
+
+
+def batch_table_html(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> str:
+    head = "".join(f"<th>{escape(name)}</th>" for name in HEAD)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td><code>{escape(cell)}</code></td>" if index == 1 else f"<td>{escape(cell)}</td>"
+            for index, cell in enumerate(cells(row))
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return (
+        f"<table><caption>{escape(caption(counts))}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def batch_table_text(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> str:
+    return "\n".join([caption(counts), *columns([HEAD, *(cells(row) for row in rows)])])
+
+
+def batch_bundle(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> dict[str, str]:
+    return {"text/html": batch_table_html(rows, counts), "text/plain": batch_table_text(rows, counts)}

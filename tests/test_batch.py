@@ -1,0 +1,246 @@
+"""One machine over many rows: ``mkl map``, ``%mkl map`` and ``mkl_notebook.map``.
+
+Real components: the SQLite store, the scripted provider, a real IPython shell with real
+widgets (clicked as a person would), pandas DataFrames, and the ``mkl`` command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+import mkl_notebook
+from mkl_notebook.app import batch, oracles
+from mkl_notebook.app.errors import UsageProblem
+from mkl_notebook.durable.stores import SQLiteStore
+from mkl_notebook.lang.loader import load
+from mkl_notebook.providers.scripted import oracle_from_script
+
+from support import REFUND, REFUND_ASK, REFUND_SCRIPT, WIDGET_MIME, Cells
+
+GREETER = """\
+machine: greeter
+entry: greet
+budget: 3
+result: line
+context:
+  name: ""
+states:
+  greet:
+    tool: shout
+    input: { name: "{{name}}" }
+    output: line
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+TICKETS = [{"id": f"T{n}", "ticket": f"Parcel A-{1000 + n} arrived broken"} for n in range(5)]
+
+
+def _replies(store: Path, run_id: str) -> list[dict[str, Any]]:
+    return [record for record in SQLiteStore(store).read(run_id) if record["t"] == "reply"]
+
+
+# -- reading rows and naming their runs --------------------------------------------------------------
+
+
+def test_rows_come_from_lists_data_frames_and_files(tmp_path: Path) -> None:
+    rows = [{"name": "ada", "n": 1}, {"name": "bo", "n": 2}]
+    assert batch.read_rows(rows) == rows
+    assert batch.read_rows(pd.DataFrame(rows)) == rows  # numpy numbers become plain JSON numbers
+    (tmp_path / "r.jsonl").write_text('{"name": "ada", "n": 1}\n\n{"name": "bo", "n": 2}\n', encoding="utf-8")
+    assert batch.read_rows(tmp_path / "r.jsonl") == rows
+    (tmp_path / "r.csv").write_text("name,n\nada,1\nbo,2\n", encoding="utf-8")
+    assert batch.read_rows(str(tmp_path / "r.csv")) == [{"name": "ada", "n": "1"}, {"name": "bo", "n": "2"}]
+    (tmp_path / "r.json").write_text(json.dumps(rows), encoding="utf-8")
+    assert batch.read_rows(tmp_path / "r.json") == rows
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"a": 1}\n[1, 2]\n', "r.jsonl, line 2: must be a JSON object, not list"),
+        ('{"a": 1}\n{"a": \n', "r.jsonl, line 2: is not valid JSON"),
+    ],
+)
+def test_a_bad_row_file_is_refused_naming_the_line(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "r.jsonl").write_text(content, encoding="utf-8")
+    with pytest.raises(UsageProblem, match=message.replace("[", r"\[")):
+        batch.read_rows(tmp_path / "r.jsonl")
+
+
+def test_bad_sources_say_what_rows_must_be(tmp_path: Path) -> None:
+    with pytest.raises(UsageProblem, match="row 2 must be a mapping"):
+        batch.read_rows([{"a": 1}, "two"])
+    with pytest.raises(UsageProblem, match="must be a list of dicts, a pandas DataFrame"):
+        batch.read_rows(42)
+    with pytest.raises(UsageProblem, match="cannot be read"):
+        batch.read_rows(tmp_path / "missing.jsonl")
+    with pytest.raises(UsageProblem, match="row 1 holds a value JSON cannot carry"):
+        batch.read_rows([{"x": float("inf")}])
+    assert batch.read_rows(pd.DataFrame([{"x": 1.5}, {"x": None}])) == [{"x": 1.5}, {"x": None}]  # NaN: missing
+
+
+def test_run_ids_come_from_a_key_or_from_the_content_and_repeat_alike() -> None:
+    keyed = batch.plan([{"id": "A 1"}, {"id": 2}], "b", "id")
+    assert [row.run_id for row in keyed] == ["b-A_1", "b-2"]
+    with pytest.raises(UsageProblem, match="rows 1 and 2 both make run id 'b-x'"):
+        batch.plan([{"id": "x"}, {"id": "x"}], "b", "id")
+    with pytest.raises(UsageProblem, match="row 2 has no 'id'"):
+        batch.plan([{"id": "x"}, {"name": "y"}], "b", "id")
+    rows = [{"a": 1}, {"a": 2}, {"a": 1}]
+    first, second = batch.plan(rows, "b"), batch.plan(rows, "b")
+    assert [r.run_id for r in first] == [r.run_id for r in second]  # running the rows again: the same runs
+    assert first[2].run_id == first[0].run_id + ".2" and len({r.run_id for r in first}) == 3
+    with pytest.raises(UsageProblem, match="batch id 'no spaces'"):
+        batch.plan(rows, "no spaces")
+
+
+# -- running a batch -------------------------------------------------------------------------------------
+
+
+def test_an_interrupted_batch_goes_on_where_it_stopped(tmp_path: Path) -> None:
+    """Row 3's tool call is cut off: the batch stops, rows 1-2 are journaled, and at most the row that was
+    taken up next ran; the next time, what finished replays with no calls and only the rest run."""
+    machine = load(GREETER)
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    names = ("Ada", "Bo", "Cy", "Di", "Ed")
+    calls: list[str] = []
+    interrupt = {"Cy"}
+
+    @mkl_notebook.tool(effect="read", name="shout")
+    def shout(name: str) -> str:
+        calls.append(name)
+        if name in interrupt:
+            raise KeyboardInterrupt  # the call in flight is lost, as in a crash
+        return name.upper() + "!"
+
+    def oracle() -> Any:
+        return oracles.choose(script={"llm": {}})
+
+    rows = batch.plan([{"name": name} for name in names], "greet")
+    with pytest.raises(KeyboardInterrupt):
+        list(batch.run(machine, rows, store=store, oracle_for=oracle, concurrency=1))
+    assert calls[:3] == ["Ada", "Bo", "Cy"] and "Ed" not in calls  # the batch stopped: Ed never started
+    ran_before = set(calls) - {"Cy"}
+    interrupt.clear()
+    calls.clear()
+    again = batch.plan([{"name": name} for name in names], "greet")
+    finished = sorted(
+        (row for row in batch.run(machine, again, store=store, oracle_for=oracle) if row), key=lambda r: r.index
+    )
+    assert [row.outcome.result.result for row in finished if row.outcome] == ["ADA!", "BO!", "CY!", "DI!", "ED!"]
+    assert sorted(calls) == sorted(set(names) - ran_before)  # nothing that had finished was called again
+    made = {row.input["name"]: row.outcome.calls["made"] for row in finished if row.outcome}
+    assert made == {name: 0 if name in ran_before else 1 for name in names}
+
+
+def test_a_row_that_cannot_run_says_why_and_the_others_go_on(tmp_path: Path) -> None:
+    machine = load(GREETER)
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    rows = batch.plan([{"name": "Ada"}, {"name": "Bo"}], "g")
+    oracle = lambda: oracle_from_script({"tools": {"shout": ["HI"]}})  # noqa: E731
+    with store.lease(rows[1].run_id):  # another process holds row 2's run
+        finished = [row for row in batch.run(machine, rows, store=store, oracle_for=oracle) if row]
+    by_row = {row.index: row for row in finished}
+    assert by_row[0].status == "done"
+    assert by_row[1].status == "error" and "being advanced by another process" in (by_row[1].error or "")
+    assert batch.overall(finished) == "error" and batch.counts(finished) == {"done": 1, "error": 1}
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+
+
+def _mkl(cwd: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    assert done.stderr == "" or done.returncode != 0, done.stderr
+    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1]), done.stdout
+
+
+def test_mkl_map_over_jsonl_prints_the_table_and_a_status_line_with_counts(tmp_path: Path) -> None:
+    (tmp_path / "refund.mkl").write_text(REFUND, encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in TICKETS), encoding="utf-8")
+    args = ("map", "refund.mkl", "--over", "rows.jsonl", "--key", "id", "--script", str(REFUND_SCRIPT))
+    code, line, out = _mkl(tmp_path, *args)
+    assert (code, line["status"], line["counts"]) == (0, "done", {"done": 5})
+    assert [row["run"] for row in line["rows"]] == [f"refund-T{n}" for n in range(5)]
+    assert all(row["calls"] == {"made": 4, "replayed": 0} for row in line["rows"])
+    assert out.startswith("Batch — 5 rows: 5 done\nrow  run")
+    code, line, _ = _mkl(tmp_path, *args)  # again: every row replays from its journal
+    assert all(row["calls"] == {"made": 0, "replayed": 4} for row in line["rows"])
+
+    code, line, out = _mkl(tmp_path, *args, "--hitl", "--id", "ask")
+    assert (code, line["status"], line["counts"]) == (3, "suspended", {"suspended": 5})
+    assert {row["ask"] for row in line["rows"]} == {REFUND_ASK} and all(row["question_id"] for row in line["rows"])
+    code, line, _ = _mkl(tmp_path, "map", "refund.mkl", "--over", "rows.jsonl", "--key", "nope")
+    assert code == 2 and "--key nope: row 1 has no 'nope'" in line["error"]
+
+
+# -- in a notebook --------------------------------------------------------------------------------------------
+
+
+def test_map_over_a_data_frame_with_its_progress_bar_table_and_one_form_for_every_question(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.shell.user_ns["tickets"] = pd.DataFrame(TICKETS[:4])
+    ip.out.clear()
+    ip.run(f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl")
+    b = ip.shell.user_ns["b"]
+    assert (b.progress.n, b.progress.total) == (4, 4)  # the progress bar reached every row
+    assert any(WIDGET_MIME in p.data and "refund: rows" in p.data["text/plain"] for p in ip.out.published)
+    table = next(p.data for p in ip.out.published if str(p.data.get("text/plain", "")).startswith("Batch —"))
+    assert table["text/plain"].splitlines()[0] == "Batch — 4 rows: 4 suspended"
+    assert "<table><caption>Batch — 4 rows: 4 suspended</caption>" in table["text/html"]
+    form = b.form
+    assert [row.run.id for row in form.rows] == [f"refund-T{n}" for n in range(4)]
+    assert REFUND_ASK in form.rows[0].header.value and "A-1000 arrived broken" in form.rows[0].header.value
+
+    form.rows[0].approve.click()
+    form.rows[0].approve.click()  # a double click is one reply
+    form.rows[1].approve.click()
+    form.rows[2].reply.value = "no refund for this one"
+    form.rows[2].reject.click()
+    store = ip.tmp / ".mkl" / "runs.sqlite"
+    answered = {run_id: _replies(store, run_id) for run_id in ("refund-T0", "refund-T1", "refund-T2", "refund-T3")}
+    assert [len(replies) for replies in answered.values()] == [1, 1, 1, 0]  # each journaled once
+    assert [replies[0]["value"] for replies in list(answered.values())[:3]] == [
+        "approve",
+        "approve",
+        "reject: no refund for this one",
+    ]
+    for replies in list(answered.values())[:3]:
+        assert replies[0]["via"] == "form" and replies[0]["by"] and replies[0]["time"] > 0
+        assert replies[0]["question"]  # bound to the question the row showed
+    latest = [p.data for p in ip.out.published if str(p.data.get("text/plain", "")).startswith("Batch —")][-1]
+    assert latest["text/plain"].splitlines()[0] == "Batch — 4 rows: 3 done, 1 suspended"  # redrawn as they went
+    assert b.counts == {"done": 3, "suspended": 1}
+
+    frame = b.frame()
+    assert list(frame["run"]) == [f"refund-T{n}" for n in range(4)] and list(frame["status"]).count("done") == 3
+
+    ip.out.clear()
+    ip.run(f"b2 = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl")
+    again = ip.shell.user_ns["b2"]
+    assert all(row.outcome.calls["made"] == 0 for row in again.rows if row.outcome)  # re-running makes 0 calls
+    assert [len(row.run.pending or {}) > 0 for row in again.form.rows] == [True]  # only T3 still asks
+
+    form2 = again.form
+    form2.approve_all.click()
+    assert len(_replies(store, "refund-T3")) == 1 and again.counts == {"done": 4}
+
+
+def test_mkl_notebook_map_reads_a_jsonl_file_and_gives_the_results(ip: Cells) -> None:
+    path = ip.tmp / "names.jsonl"
+    path.write_text('{"name": "ada"}\n{"name": "bo"}\n', encoding="utf-8")
+    ip.define(GREETER)
+    script = ip.script("shout.yaml", {"tools": {"shout": {"ada": "ADA!", "bo": "BO!"}}})
+    b = mkl_notebook.map("greeter", str(path), script=str(script))
+    assert b.results == ["ADA!", "BO!"] and repr(b) == "<Batch greeter: 2 rows (2 done)>"
+    assert yaml.safe_load(script.read_text()) == {"tools": {"shout": {"ada": "ADA!", "bo": "BO!"}}}
