@@ -72,11 +72,13 @@ def choose(
     needs_model: bool = False,
     machine: Machine | None = None,
     registry: Registry | None = None,
-) -> HostOracle:
+    executor: Callable[[Oracle], Oracle] | None = None,
+) -> Oracle:
     """The oracle of a run: the host's tools and hooks, over a script, a model, or nothing.
 
     ``needs_model`` says the run will call a model at once (it starts anew): then a
-    missing model or API key is refused now, in one line. Otherwise a run with no model
+    missing model or API key is refused now, in one line. ``executor`` makes the calls elsewhere
+    (see :mod:`.executors`). Otherwise a run with no model
     still replays what its journal holds and suspends, resumable, at the first new call.
     """
     model: Oracle
@@ -96,7 +98,8 @@ def choose(
             raise UsageProblem(NO_MODEL)
         else:
             model = NoModelOracle(NO_MODEL)
-    return HostOracle(model, registry)
+    host = HostOracle(model, registry)
+    return executor(host) if executor is not None else host
 
 
 def factory(
@@ -107,7 +110,8 @@ def factory(
     needs_model: bool = False,
     machine: Machine | None = None,
     registry: Registry | None = None,
-) -> Callable[[], HostOracle]:
+    executor: Callable[[Oracle], Oracle] | None = None,
+) -> Callable[[], Oracle]:
     """A maker of one oracle per run, for a batch of runs: a script is read once and each run gets its own
     copy (its answers in order, as for a single run); a model is checked once and shared (it keeps no state).
     """
@@ -115,9 +119,16 @@ def factory(
         script = read_script(script, where=f"--script {script}")
     if script is not None:
         given = script
-        return lambda: choose(script=given if isinstance(given, Oracle) else dict(given), registry=registry)
+        return lambda: choose(
+            script=given if isinstance(given, Oracle) else dict(given), registry=registry, executor=executor
+        )
     shared = choose(
-        config=config, model_factory=model_factory, needs_model=needs_model, machine=machine, registry=registry
+        config=config,
+        model_factory=model_factory,
+        needs_model=needs_model,
+        machine=machine,
+        registry=registry,
+        executor=executor,
     )
     return lambda: shared
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..app import batch, oracles
 from ..app import runs as app_runs
+from ..app.executors import executing
 from ..app.values import merge, parse_assignments, parse_input
 from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..lang.loader import load_file
@@ -15,6 +16,7 @@ from ..lang.siblings import sibling_registry
 from ..providers.host import default_registry
 from ..render.batch_views import batch_table_text
 from .common import EXIT_FAILED, STATUS_EXIT, emit_status
+from .run_cmd import executor_flags
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
 
@@ -41,6 +43,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     mapped.add_argument("--suspend", action="store_true", help="suspend instead of halting when a budget runs out")
     mapped.add_argument("--hitl", action="store_true", help="every escalate gate suspends for a person")
     mapped.add_argument("--fresh", action="store_true", help="start every row's run over")
+    executor_flags(mapped)
     mapped.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
     mapped.set_defaults(handler=map_command)
 
@@ -61,30 +64,32 @@ def map_command(args: argparse.Namespace) -> int:
     if args.tools:
         oracles.load_tools_file(args.tools)
     config = None if args.script else oracles.model_config({"model": args.model, "api_base": args.api_base})
-    make_oracle = oracles.factory(
-        script=args.script,
-        config=config,
-        needs_model=args.fresh or any(not store.exists(row.run_id) for row in rows),
-        machine=machine,
-        registry=default_registry,
-    )
     finished = []
-    for row in batch.run(
-        machine,
-        rows,
-        store=store,
-        oracle_for=make_oracle,
-        registry=sibling_registry(path, machine),
-        options=options,
-        input=shared,
-        concurrency=args.concurrency,
-        fresh=args.fresh,
-        origin={"path": str(path.resolve())},
-    ):
-        if row is not None:
-            finished.append(row)
-            if sys.stderr.isatty() and not args.quiet:  # progress where a person watches; never in a pipe
-                print(f"\r{len(finished)}/{len(rows)} rows", end="", file=sys.stderr, flush=True)
+    with executing(args.executor, args.max_model_calls, start_local=True) as executor:
+        make_oracle = oracles.factory(
+            script=args.script,
+            config=config,
+            needs_model=args.fresh or any(not store.exists(row.run_id) for row in rows),
+            machine=machine,
+            registry=default_registry,
+            executor=executor,
+        )
+        for row in batch.run(
+            machine,
+            rows,
+            store=store,
+            oracle_for=make_oracle,
+            registry=sibling_registry(path, machine),
+            options=options,
+            input=shared,
+            concurrency=args.concurrency,
+            fresh=args.fresh,
+            origin={"path": str(path.resolve())},
+        ):
+            if row is not None:
+                finished.append(row)
+                if sys.stderr.isatty() and not args.quiet:  # progress where a person watches; never in a pipe
+                    print(f"\r{len(finished)}/{len(rows)} rows", end="", file=sys.stderr, flush=True)
     if sys.stderr.isatty() and not args.quiet:
         print(file=sys.stderr)
     finished.sort(key=lambda row: row.index)

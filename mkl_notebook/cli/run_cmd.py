@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..app import oracles, status
 from ..app import runs as app_runs
 from ..app.errors import UsageProblem
+from ..app.executors import executing
 from ..app.trust import Keyring
 from ..app.values import merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
@@ -125,6 +127,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="cost limit in US dollars for the run's model calls, from litellm's local price list "
         "(a model with no known price stops the run rather than spend unmetered)",
     )
+    executor_flags(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
 
 
@@ -139,12 +142,33 @@ def _store(args: argparse.Namespace) -> SQLiteStore:
     return SQLiteStore(args.store or DEFAULT_STORE)
 
 
-def _oracle(args: argparse.Namespace, *, needs_model: bool = False, machine: Machine | None = None) -> Oracle:
+def executor_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor",
+        metavar="threads|dask|dask://ADDRESS",
+        help="where calls are made: here (threads, the default), a LocalCluster started for the command (dask), "
+        "or a running Dask scheduler",
+    )
+    parser.add_argument("--max-model-calls", metavar="N", help="model calls in flight at once across the cluster")
+
+
+def _oracle(
+    args: argparse.Namespace,
+    *,
+    needs_model: bool = False,
+    machine: Machine | None = None,
+    executor: Callable[[Oracle], Oracle] | None = None,
+) -> Oracle:
     if args.tools:
         oracles.load_tools_file(args.tools)
     config = None if args.script else oracles.model_config({"model": args.model, "api_base": args.api_base})
     return oracles.choose(
-        script=args.script, config=config, needs_model=needs_model, machine=machine, registry=default_registry
+        script=args.script,
+        config=config,
+        needs_model=needs_model,
+        machine=machine,
+        registry=default_registry,
+        executor=executor,
     )
 
 
@@ -186,19 +210,22 @@ def run_command(args: argparse.Namespace) -> int:
         ask_human=args.ask_human,
     )
     store = _store(args)
-    oracle = _oracle(args, needs_model=oracles.starts_anew(store, args.run_id, args.fresh), machine=machine)
-    outcome = durable.start(
-        machine,
-        oracle,
-        store=store,
-        run_id=args.run_id,
-        registry=sibling_registry(path, machine),
-        input=host_values,
-        options=options,
-        fresh=args.fresh,
-        origin={"path": str(path.resolve())},
-        observer=_observer(args),
-    )
+    with executing(args.executor, args.max_model_calls, start_local=True) as executor:
+        oracle = _oracle(
+            args, needs_model=oracles.starts_anew(store, args.run_id, args.fresh), machine=machine, executor=executor
+        )
+        outcome = durable.start(
+            machine,
+            oracle,
+            store=store,
+            run_id=args.run_id,
+            registry=sibling_registry(path, machine),
+            input=host_values,
+            options=options,
+            fresh=args.fresh,
+            origin={"path": str(path.resolve())},
+            observer=_observer(args),
+        )
     return _finish(args, outcome, _resume_by_id(args, outcome.run_id))
 
 
@@ -237,22 +264,23 @@ def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, via: str 
         raise UsageProblem(
             f"machine {names} changed since run '{run_id}' started; pass --force to resume with the edited machine"
         )
-    return app_runs.resume(
-        store,
-        run_id,
-        _oracle(args),
-        reply=args.reply,
-        set_values=parse_assignments(args.set),
-        question=args.question,
-        by=args.by,
-        via=via,
-        max_steps=args.max_steps,
-        max_tokens=args.max_tokens,
-        max_cost=args.max_cost,
-        resolve=args.resolve,
-        registry=current if changed else None,
-        observer=_observer(args),
-    )
+    with executing(args.executor, args.max_model_calls, start_local=True) as executor:
+        return app_runs.resume(
+            store,
+            run_id,
+            _oracle(args, executor=executor),
+            reply=args.reply,
+            set_values=parse_assignments(args.set),
+            question=args.question,
+            by=args.by,
+            via=via,
+            max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
+            max_cost=args.max_cost,
+            resolve=args.resolve,
+            registry=current if changed else None,
+            observer=_observer(args),
+        )
 
 
 def _resume_notebook(args: argparse.Namespace) -> int:

@@ -211,6 +211,14 @@ class Oracle(ABC):
         """
         return self.ask(request)
 
+    def remote_call(self, request: OracleRequest) -> Callable[[], Any] | None:
+        """``request``'s call as a self-contained function that makes it anywhere (another process, another
+        machine) and returns the answer :meth:`ask` would; None when it can only be made here.
+
+        An executor ships it (it must pickle, with cloudpickle); the run and its journal stay here.
+        """
+        return None
+
     def replayed(self, request: OracleRequest) -> None:
         """Told when a journal answered ``request`` instead of this oracle (scripts keep their place)."""
         return None

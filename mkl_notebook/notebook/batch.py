@@ -195,11 +195,13 @@ def run_batch(
     concurrency: int = batch.DEFAULT_CONCURRENCY,
     fresh: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    executor: str | None = None,
 ) -> Batch:
     """Run machine ``name`` once per row of ``over`` (a list of dicts, a DataFrame, or a .jsonl, .json or
     .csv path): a durable run per row, ``concurrency`` at a time; the batch's id (``id``, default the
     machine's name) and the row's ``key`` column, or the row's content, name each run, so running the
-    same rows again replays them. ``progress(done, total)`` is told, on this thread, as rows finish.
+    same rows again replays them. ``progress(done, total)`` is told, on this thread, as rows finish;
+    ``executor`` (``dask``, ``dask://ADDRESS``) makes the rows' calls on a Dask cluster.
 
     A row's run the store does not hold but the notebook does is taken up from it when trusted. Each
     run's checkpoint goes to the notebook's metadata, so the file carries the batch to whoever opens it.
@@ -222,7 +224,7 @@ def run_batch(
         max_workers=session.settings.max_workers,
     )
     needs_model = fresh or any(not session.store.exists(row.run_id) for row in rows)
-    make_oracle = session.oracle_factory(script, model, needs_model=needs_model, machine=machine)
+    make_oracle = session.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)
     finished = 0
     if progress is not None:
         progress(0, len(rows))

@@ -23,6 +23,7 @@ from traitlets import Unicode, observe
 from ..app import oracles
 from ..app.batch import DEFAULT_CONCURRENCY
 from ..app.errors import USER_ERRORS, UsageProblem
+from ..app.executors import check_executor
 from ..app.replies import who
 from ..app.runs import HITL_MODES, spent_on
 from ..app.trust import Untrusted
@@ -68,6 +69,7 @@ HELP = """\
     --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
     --max-steps N  --max-tokens N  --max-cost USD  --script FILE  --model MODEL  --fresh  --notebook PATH
     --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
+    --executor dask|dask://ADDRESS (make the calls on this kernel's Dask client, or a scheduler's)
 %mkl map NAME --over $rows|ROWS.jsonl|.csv  one run per row (a list of dicts, a DataFrame or a file);
     --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
 %mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
@@ -169,6 +171,7 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notebook")
     parser.add_argument("--model")
     parser.add_argument("--trust-file", action="store_true")
+    parser.add_argument("--executor")
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
@@ -219,6 +222,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     mapped.add_argument("--script")
     mapped.add_argument("--model")
     mapped.add_argument("--fresh", action="store_true")
+    mapped.add_argument("--executor")
     parsers = {"run": run, "map": mapped, "resume": resume, "pending": pending, "check": check_parser, "test": test}
     return {**parsers, "stdlib": library, "load": load_parser, "models": models, **one_run}
 
@@ -385,6 +389,7 @@ class MklMagics(Magics):
             "model": self._text(args.model) if args.model else None,
             "observer": view.observer,
             "trust_file": args.trust_file,
+            "executor": self._text(args.executor) if args.executor else None,
         }
 
         def again(**choice: Any) -> None:  # a button of the untrusted run's banner: run with that choice
@@ -456,6 +461,7 @@ class MklMagics(Magics):
                 concurrency=args.concurrency,
                 fresh=args.fresh,
                 progress=progress,
+                executor=self._text(args.executor) if args.executor else None,
             )
         finally:
             for bar in bars:
@@ -623,6 +629,12 @@ class MklMagics(Magics):
                 settings.hitl = value
             elif key == "user":
                 settings.user = self._text(value) or None
+            elif key == "executor":
+                settings.executor = check_executor(self._text(value))
+            elif key == "max_model_calls":
+                if not value.isdigit() or int(value) < 1:
+                    raise UsageError("max_model_calls is a whole number of at least 1")
+                settings.max_model_calls = int(value)
             elif key == "max_workers":
                 if not value.isdigit() or int(value) < 1:
                     raise UsageError("max_workers is a whole number of at least 1")
@@ -633,13 +645,16 @@ class MklMagics(Magics):
                 self.session.model_overrides[key] = self._text(value)
             else:
                 raise UsageError(
-                    f"unknown setting '{key}' (settings: store, hitl, user, max_workers, {', '.join(MODEL_SETTINGS)})"
+                    f"unknown setting '{key}' (settings: store, hitl, user, max_workers, executor, max_model_calls, "
+                    f"{', '.join(MODEL_SETTINGS)})"
                 )
         config = self.session.model_config()
         tiers = ", ".join(f"{tier}={config.model_for(tier) or '—'}" for tier in TIERS)
+        capped = f" (at most {settings.max_model_calls} model calls at once)" if settings.max_model_calls else ""
         print(
             f"store = {settings.store}\nhitl = {settings.hitl}\nuser = {settings.user or who()}\n"
             f"max_workers = {settings.max_workers or 'default'}\n"
+            f"executor = {settings.executor or 'threads'}{capped}\n"
             f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
             f"api_base={shown_url(config.api_base) or '—'}"
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..app import oracles
+from ..app import executors, oracles
 from ..app import runs as app_runs
 from ..app.errors import UsageProblem
 from ..app.status import run_output
@@ -50,6 +50,8 @@ class Settings:
     hitl: str = "asking"  # notebooks suspend at escalate gates that carry an `ask:`
     user: str | None = None  # who answers gates from this kernel (default: $JUPYTERHUB_USER, else the OS user)
     max_workers: int | None = None
+    executor: str | None = None  # None (threads here), "dask" (this kernel's Dask client) or "dask://ADDRESS"
+    max_model_calls: int | None = None  # model calls in flight at once across a Dask cluster
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Session:
     keyring_problem: str | None = None
     _forgotten: set[str] = field(default_factory=set)  # runs forgotten here: never taken up from the file again
     taken_up: dict[str, str] = field(default_factory=dict)  # run id -> why it is not trusted, though taken up
+    _clients: dict[str, Any] = field(default_factory=dict)  # Dask clients of schedulers named by address
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -182,8 +185,10 @@ class Session:
         *,
         needs_model: bool = False,
         machine: Machine | None = None,
+        executor: str | None = None,
     ) -> Oracle:
-        """The oracle of this session's runs: a script, the session's model factory, or the configured model."""
+        """The oracle of this session's runs: a script, the session's model factory, or the configured model;
+        its calls made where ``executor`` (else ``%mkl config executor=``) says."""
         return oracles.choose(
             script=script,
             config=None if script is not None or self.model_factory else self.model_config(model_name),
@@ -191,7 +196,23 @@ class Session:
             needs_model=needs_model,
             machine=machine,
             registry=self.registry,
+            executor=self.executor(executor),
         )
+
+    def executor(self, chosen: str | None = None) -> Callable[[Oracle], Oracle] | None:
+        """Where calls are made: here (None), or on the Dask cluster ``chosen`` (else ``%mkl config executor=``)
+        names: this kernel's current client, or a scheduler's address, connected to once."""
+        chosen = executors.check_executor(chosen or self.settings.executor)
+        if chosen is None:
+            return None
+        if chosen == executors.LOCAL:
+            client, _ = executors.client_for(chosen, start_local=False)
+        else:
+            if chosen not in self._clients:
+                self._clients[chosen] = executors.client_for(chosen, start_local=False)[0]
+            client = self._clients[chosen]
+        limit = self.settings.max_model_calls
+        return lambda oracle: executors.DaskExecutor(oracle, client, limit)
 
     def oracle_factory(
         self,
@@ -200,6 +221,7 @@ class Session:
         *,
         needs_model: bool = False,
         machine: Machine | None = None,
+        executor: str | None = None,
     ) -> Callable[[], Oracle]:
         """A maker of one oracle per run of a batch (a script read once, a model checked once)."""
         return oracles.factory(
@@ -209,6 +231,7 @@ class Session:
             needs_model=needs_model,
             machine=machine,
             registry=self.registry,
+            executor=self.executor(executor),
         )
 
     def model_config(self, model_name: str | None = None) -> ModelConfig:
@@ -236,6 +259,7 @@ class Session:
         model: str | None = None,
         observer: Observer | None = None,
         trust_file: bool = False,
+        executor: str | None = None,
     ) -> Run:
         """Run (or replay) machine ``name`` as run ``id`` (default: the machine's name).
 
@@ -271,7 +295,8 @@ class Session:
                     "not taken up, and this is a new run of this cell's own script."
                 )
         needs_model = oracles.starts_anew(self.store, run_id, fresh)
-        handle = Run(self, run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine))
+        oracle = self.oracle(script, model, needs_model=needs_model, machine=machine, executor=executor)
+        handle = Run(self, run_id, name, oracle)
         handle.set_aside = set_aside
         handle.outcome = durable.start(
             machine,

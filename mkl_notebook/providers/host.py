@@ -8,6 +8,7 @@ or real).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import threading
@@ -80,6 +81,13 @@ def _call_tool(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
     return function(arguments)
 
 
+def _delayed_tool(delay: float, function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    """A tool call made elsewhere: its retry delay first, as here."""
+    if delay:
+        time.sleep(delay)
+    return _call_tool(function, arguments)
+
+
 def _call_hook(function: Callable[..., Any], context: dict[str, Any], output: str) -> bool:
     try:
         count = len(inspect.signature(function).parameters)
@@ -111,6 +119,16 @@ class HostOracle(Oracle):
     @property
     def waits(self) -> bool:
         return bool(self.registry.tools or self.registry.hooks) or self.model.waits  # host code may do I/O
+
+    def remote_call(self, request: OracleRequest) -> Callable[[], Any] | None:
+        """A registered tool or hook ships as the function with its arguments; the rest as the model's."""
+        if isinstance(request, ToolRequest) and request.name in self.registry.tools:
+            function = self.registry.tools[request.name].function
+            return functools.partial(_delayed_tool, request.delay, function, json.loads(request.input_json))
+        if isinstance(request, HookRequest) and request.name in self.registry.hooks:
+            hook = self.registry.hooks[request.name]
+            return functools.partial(_call_hook, hook, json.loads(request.context_json), request.output)
+        return self.model.remote_call(request)
 
     def stream(self, request: OracleRequest, partial: Partial) -> Any:
         if isinstance(request, (ToolRequest, HookRequest)):

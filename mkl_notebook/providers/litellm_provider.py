@@ -8,11 +8,13 @@ redacted from every message this module produces.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..engine.oracle import (
@@ -206,6 +208,14 @@ class LiteLLMOracle(Oracle):
     def stream(self, request: OracleRequest, partial: Partial) -> Any:
         return self._answer(request, partial)
 
+    def remote_call(self, request: OracleRequest) -> Callable[[], Any] | None:
+        """A model call made elsewhere: the worker asks the same models with the same settings (the
+        configured URLs go with the call; API keys come from the worker's own environment). It does not
+        stream."""
+        if isinstance(request, (ProduceRequest, JudgeRequest)):
+            return functools.partial(_ask_elsewhere, self.config, request)
+        return None
+
     def _answer(self, request: OracleRequest, partial: Partial | None) -> Any:
         if isinstance(request, ProduceRequest):
             return self._produce(request, partial)
@@ -271,6 +281,11 @@ class LiteLLMOracle(Oracle):
             cost_usd=self._cost(litellm, model, tokens_in, tokens_out),
             seconds=round(time.monotonic() - started, 3),  # as journaled, so a replay shows the same
         )
+
+
+def _ask_elsewhere(config: ModelConfig, request: ProduceRequest | JudgeRequest) -> Any:
+    """A model call on a worker: a litellm oracle of the same configuration answers it there."""
+    return LiteLLMOracle(config).ask(request)
 
 
 def _tokens(response: Any) -> tuple[int, int]:

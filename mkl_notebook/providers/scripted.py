@@ -6,11 +6,12 @@ no model and no API key.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,19 @@ class _Sequence:
         value = self.values[min(self.cursor, len(self.values) - 1)]
         self.cursor += 1
         return value
+
+
+def _answer_after(wait: float, answer: Any) -> Any:
+    """A scripted call made elsewhere: its wait, then its answer."""
+    if wait:
+        time.sleep(wait)
+    return answer
+
+
+def _fail_after(wait: float, failure: OracleError) -> Any:
+    if wait:
+        time.sleep(wait)
+    raise failure
 
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")  # a streamed word with the space around it; all of them make the text
@@ -175,12 +189,28 @@ class ScriptedOracle(Oracle):
                 self._replies.pop(0)
 
     def ask(self, request: OracleRequest) -> Any:
+        return self._answer(request, wait=True)
+
+    def remote_call(self, request: OracleRequest) -> Callable[[], Any] | None:
+        """The scripted answer is chosen here (a script's answers go in the order calls arrive); what the
+        call ships elsewhere is its wait (``latency``, a tool retry's delay), then that answer. Hooks and
+        replies answer here at once."""
+        if isinstance(request, (HookRequest, ReplyRequest)):
+            return None
+        wait = self.latency + (request.delay if isinstance(request, ToolRequest) else 0.0)
+        try:
+            answer = self._answer(request, wait=False)
+        except OracleError as failure:
+            return functools.partial(_fail_after, wait, failure)
+        return functools.partial(_answer_after, wait, answer)
+
+    def _answer(self, request: OracleRequest, *, wait: bool) -> Any:
         with self._lock:
             self.calls[request.kind] += 1
             self._answered.add(request.position)
             # A produce list is read in the order the calls arrive, before any latency is spent.
             text = self._produce_text(request) if isinstance(request, ProduceRequest) else None
-        if self.latency and not isinstance(request, (HookRequest, ReplyRequest)):
+        if wait and self.latency and not isinstance(request, (HookRequest, ReplyRequest)):
             time.sleep(self.latency)
         if isinstance(request, ProduceRequest):
             if not isinstance(text, str):  # docs/language.md defines produce output as text
@@ -199,7 +229,7 @@ class ScriptedOracle(Oracle):
             with self._lock:
                 return bool(self._hooks[request.name].next())
         if isinstance(request, ToolRequest):
-            if request.delay:
+            if wait and request.delay:
                 time.sleep(request.delay)
             return self._tool(request)
         with self._lock:
