@@ -457,6 +457,60 @@ local one, say) shows no cost at all rather than a guess. To cap what a run may 
     code("%mkl models"),
 ]
 
+BATCHES = [
+    md("""
+# One machine over a data set
+
+Workflows rarely run once: a support team drafts replies for every new ticket, and a person
+approves the hard cases. `%mkl map` runs a machine once per row of a data set, a durable run per
+row, with a progress bar, a table of results, and **one form** for every row's question.
+
+The rows can be a list of dicts (as here), a pandas DataFrame, or a `.jsonl`, `.json` or `.csv`
+file; `mkl map FILE.mkl --over ROWS.jsonl` does the same from a terminal.
+"""),
+    code("%load_ext mkl_notebook"),
+    machine_cell("refund"),
+    code(
+        """tickets = [
+    {"id": "A-1001", "ticket": "Parcel A-1001 arrived broken"},
+    {"id": "A-1002", "ticket": "Parcel A-1002 never arrived"},
+    {"id": "A-1003", "ticket": "Parcel A-1003 was the wrong size"},
+]"""
+    ),
+    md("""
+## Run it over every row
+
+`--key id` names each row's run after its `id` column (`refund-A-1001`, …), so running the cell
+again replays every finished run for free; without a key the row's content names it. `--hitl`
+makes each run stop at its approval gate, so the form below has a row per ticket: **Approve** or
+**Reject** each one (with a note if you like), or **Approve all shown**. Each reply answers only
+its own row's question and is journaled with who gave it and when; the table above redraws as
+the runs go on.
+"""),
+    code("batch = %mkl map refund --over $tickets --key id --script data/refund.script.yaml --hitl"),
+    md("""
+`batch.results`, `batch.counts` and `batch.frame()` (a pandas DataFrame) give the same table to
+Python code, and `batch.waiting()` the runs that still wait, each a `Run` you can `submit` to.
+
+## The same on a Dask cluster
+
+When the calls are heavy (a local model, a parser, a GPU job), `--executor dask` makes each call
+on the notebook's Dask cluster. Only the calls travel: each row's run and its journal stay in this
+kernel. Here a small `LocalCluster` of process workers stands in for a real cluster (`pip install
+'mkl-notebook[dask]'`), and the triage machine of notebook 01 sorts the same tickets:
+"""),
+    machine_cell("triage"),
+    code(
+        """from distributed import Client, LocalCluster
+
+cluster = LocalCluster(n_workers=2, processes=True, dashboard_address=None)
+client = Client(cluster)"""
+    ),
+    code("on_dask = %mkl map triage --over $tickets --key id --script data/triage.script.yaml --executor dask"),
+    code(CHECK + "print(on_dask.counts)\nprint(on_dask.results[0])"),
+    code("client.close()\ncluster.close()"),
+]
+
 SHARED_SOURCE = [
     code("%load_ext mkl_notebook"),
     machine_cell("refund"),
@@ -473,6 +527,7 @@ NOTEBOOKS = {
     "04-diagnostics": DIAGNOSTICS,
     "05-testing-machines": TESTING,
     "06-real-models": REAL_MODELS,
+    "07-batches": BATCHES,
 }
 
 

@@ -244,3 +244,52 @@ def test_mkl_notebook_map_reads_a_jsonl_file_and_gives_the_results(ip: Cells) ->
     b = mkl_notebook.map("greeter", str(path), script=str(script))
     assert b.results == ["ADA!", "BO!"] and repr(b) == "<Batch greeter: 2 rows (2 done)>"
     assert yaml.safe_load(script.read_text()) == {"tools": {"shout": {"ada": "ADA!", "bo": "BO!"}}}
+
+
+def test_the_batch_forms_place_says_what_was_answered_and_a_rerun_of_the_cell_says_it_again(ip: Cells) -> None:
+    """As JupyterLab runs it (the kernel knows the cell): once every row is answered the form's place says
+    who answered what, and running the cell again shows the same words there, from the journal."""
+    from mkl_notebook.notebook import session as session_module
+
+    session = session_module.current_session()
+    executions = iter(range(1, 100))
+    session.current_cell = lambda: ("batch-cell", f"execution-{next(executions)}")
+    ip.define(REFUND)
+    ip.shell.user_ns["tickets"] = TICKETS[:2]
+    cell = f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl"
+    ip.out.clear()
+    ip.run(cell)
+    progress = [p for p in ip.out.published if p.update and p.data.get("text/plain") == "refund: 2 rows run"]
+    assert progress, "the progress bar gives way to a line without timings"
+    place = next(p for p in ip.out.published if WIDGET_MIME in p.data and "of this batch wait" in p.data["text/plain"])
+    assert place.data["text/plain"].startswith("2 questions of this batch wait for a person: the form is here")
+    assert "\n  mkl resume --id refund-T0 --question q-" in place.data["text/plain"]
+    ip.shell.user_ns["b"].form.approve_all.click()
+    said = [p for p in ip.out.published if p.display_id == place.display_id and p.update][-1].data["text/plain"]
+    assert said.startswith("Answered in this cell's form:\nrefund-T0: Answered 'approve' (by ")
+    assert "\nrefund-T1: Answered 'approve' (by " in said and "via form" in said
+
+    ip.out.clear()
+    ip.run(cell)
+    again = [p.data["text/plain"] for p in ip.out.published if p.data.get("text/plain", "").startswith("Answered in")]
+    assert again == [said]  # the same words, in the same place, from the journal
+    assert all(row.outcome.calls["made"] == 0 for row in ip.shell.user_ns["b"].rows if row.outcome)
+
+
+def test_a_row_whose_run_asks_again_shows_the_next_question_in_its_place(ip: Cells) -> None:
+    tutorial = Path(__file__).resolve().parent.parent / "notebooks" / "data"
+    ip.define((tutorial / "refund.mkl").read_text(encoding="utf-8"))
+    ip.shell.user_ns["tickets"] = TICKETS[:2]
+    ip.run(f"b = %mkl map refund --over $tickets --key id --script {tutorial / 'refund.script.yaml'} --hitl")
+    form = ip.shell.user_ns["b"].form
+    first = form.rows[0].header.value
+    form.rows[0].approve.click()
+    assert form.rows[0].run.status == "suspended" and form.rows[0].header.value != first  # the next question
+    assert not form.rows[0].approve.disabled and form.rows[0].question_id == form.rows[0].run.question_id
+    clicks = 0
+    while any(not row.approve.disabled for row in form.rows) and clicks < 10:
+        next(row for row in form.rows if not row.approve.disabled).approve.click()
+        clicks += 1
+    assert ip.shell.user_ns["b"].counts == {"done": 2}
+    replies = [_replies(ip.tmp / ".mkl" / "runs.sqlite", f"refund-T{n}") for n in range(2)]
+    assert [len(given) for given in replies] == [2, 2] and len({r["question"] for r in replies[0]}) == 2

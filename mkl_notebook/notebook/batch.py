@@ -22,6 +22,7 @@ from ..app.errors import USER_ERRORS
 from ..app.replies import APPROVE, REJECT, Decision, form_reply
 from ..app.trust import Untrusted
 from ..app.values import host_input
+from ..durable import places
 from ..render.batch_views import batch_bundle
 from ..render.diagram import shorten
 from .session import Run, Session, pandas_for
@@ -47,6 +48,20 @@ class Batch:
             if handle is not None and handle.outcome is not None:
                 row.outcome = handle.outcome
         return [batch.row_summary(row) for row in self.rows]
+
+    def answered_in(self, cell: str | None) -> list[tuple[str, list[Mapping[str, Any]]]]:
+        """The replies ``cell``'s form gave the batch's runs, by run, in row order."""
+        if cell is None:
+            return []
+        answered = []
+        for row in self.rows:
+            handle = self.runs.get(row.run_id)
+            if handle is not None and handle.outcome is not None:
+                records = handle.outcome.latest or handle.outcome.records
+                given = places.form_answers(records, cell, len(records))
+                if given:
+                    answered.append((row.run_id, given))
+        return answered
 
     @property
     def counts(self) -> dict[str, int]:
@@ -92,10 +107,16 @@ class Batch:
 class BatchForm:
     """One form for every question of a batch: a row per question, each reply bound to its question."""
 
-    def __init__(self, runs: list[Run], rows: dict[str, dict[str, Any]], on_moved: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        runs: list[Run],
+        rows: dict[str, dict[str, Any]],
+        on_moved: Callable[[], None],
+        cell: str | None = None,
+    ) -> None:
         self._lock = threading.Lock()
-        self._on_moved = on_moved  # redraw the batch's table
-        self.rows = [_QuestionRow(run, rows.get(run.id, {}), self._moved) for run in runs]
+        self._on_moved = on_moved  # redraw the batch's table (and, once all are answered, this form's place)
+        self.rows = [_QuestionRow(run, rows.get(run.id, {}), self._moved, cell) for run in runs]
         self.approve_all = widgets.Button(description="Approve all shown", button_style="success", icon="check")
         self.approve_all.on_click(lambda _: self._approve_all())
         self.status = widgets.HTML("")
@@ -123,33 +144,46 @@ class BatchForm:
 
 
 class _QuestionRow:
-    """One question of the batch form."""
+    """One row of the batch form: the question its run waits on now. When a reply takes the run to a
+    further question, the row asks that one in its place."""
 
-    def __init__(self, run: Run, data: dict[str, Any], moved: Callable[[], None]) -> None:
+    def __init__(self, run: Run, data: dict[str, Any], moved: Callable[[], None], cell: str | None) -> None:
         self.run = run
-        self.question_id = run.question_id
+        self.cell = cell  # the notebook cell whose form this is: its replies are journaled as this cell's
         self._moved = moved
         self._lock = threading.Lock()
+        self._data = shorten(json.dumps(data, ensure_ascii=False, default=str), ROW_PREVIEW)
+        self.header = widgets.HTML("")
+        self.status = widgets.HTML("")
+        self.buttons = widgets.HBox([])
+        self.widget = widgets.VBox([self.header, self.buttons, self.status])
         self.sent = False
-        pending = run.pending or {}
+        self.question_id: str | None = None
+        self._ask()
+
+    def _ask(self) -> None:
+        """Show the question the run waits on now, with controls of its own (those of an answered question
+        leave the page, so a click can only ever answer the question it was shown with)."""
+        pending = self.run.pending or {}
+        self.question_id = self.run.question_id
         asked = pending.get("question")
         text = asked if asked is not None else pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."
         who = "The model asks (model output)" if asked is not None else "The machine's author asks"
-        shown = shorten(json.dumps(data, ensure_ascii=False, default=str), ROW_PREVIEW)
-        self.header = widgets.HTML(
-            f"<p><code>{html.escape(run.id)}</code> — {who}:</p><blockquote>{html.escape(text)}</blockquote>"
-            f"<p><small>About: <code>{html.escape(shown)}</code></small></p>"
+        self.header.value = (
+            f"<p><code>{html.escape(self.run.id)}</code> — {who}:</p><blockquote>{html.escape(text)}</blockquote>"
+            f"<p><small>About: <code>{html.escape(self._data)}</code></small></p>"
         )
         self.reply = widgets.Text(placeholder="Reply (optional for Approve / Reject)")
         self.approve = widgets.Button(description="Approve", button_style="success")
         self.reject = widgets.Button(description="Reject", button_style="danger")
         self.send = widgets.Button(description="Send reply")
-        self.status = widgets.HTML("")
         self.approve.on_click(lambda _: self.submit(APPROVE))
         self.reject.on_click(lambda _: self.submit(REJECT))
         self.send.on_click(lambda _: self.submit(None))
-        buttons = [self.send] if asked is not None else [self.approve, self.reject, self.send]
-        self.widget = widgets.VBox([self.header, widgets.HBox([self.reply, *buttons]), self.status])
+        self.buttons.children = (
+            [self.reply, self.send] if asked is not None else [self.reply, self.approve, self.reject, self.send]
+        )
+        self.sent = False
 
     def submit(self, decision: Decision | None) -> None:
         with self._lock:
@@ -165,15 +199,19 @@ class _QuestionRow:
             for control in (self.approve, self.reject, self.send, self.reply):
                 control.disabled = True
         try:
-            self.run.submit(value, question=self.question_id, via="form")
+            self.run.submit(value, question=self.question_id, via="form", form_of=self.cell)
         except USER_ERRORS as exc:  # answered another way, or no longer asked: say so here
             self.status.value = f"<strong>Not sent:</strong> {html.escape(str(exc))}"
         except Exception as exc:  # errors in click handlers never reach the cell: show them here
             self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"
         else:
             self.status.value = (
-                f"<em>Sent {html.escape(str(value))!s} — the run is now {html.escape(self.run.status)}.</em>"
+                f"<em>Sent {html.escape(str(value))} — the run is now {html.escape(self.run.status)}.</em>"
             )
+            if self.run.result_object.waits_for_person:
+                self._ask()  # its next question, in the same place
+            else:
+                self.buttons.children = ()  # nothing more to answer on this row
         self._moved()
 
 
@@ -203,8 +241,8 @@ def run_batch(
     same rows again replays them. ``progress(done, total)`` is told, on this thread, as rows finish;
     ``executor`` (``dask``, ``dask://ADDRESS``) makes the rows' calls on a Dask cluster.
 
-    A row's run the store does not hold but the notebook does is taken up from it when trusted. Each
-    run's checkpoint goes to the notebook's metadata, so the file carries the batch to whoever opens it.
+    A row's run the store does not hold but the notebook does is taken up from it when trusted. The runs
+    are kept in the run store (the notebook file does not carry a batch's checkpoints yet).
     """
     machine = session.machine(name)
     rows = batch.plan(batch.read_rows(over), id or name, key)
@@ -243,7 +281,6 @@ def run_batch(
             finished += 1
         if progress is not None:
             progress(finished, len(rows))
-    signer = session.signer()
     handles: dict[str, Run] = {}
     for row in rows:
         if row.outcome is None:
@@ -251,6 +288,5 @@ def run_batch(
         handle = Run(session, row.run_id, name, make_oracle())
         handle.outcome = row.outcome
         session.runs[row.run_id] = handle
-        session.link.put(row.run_id, row.outcome.envelope(signer))
         handles[row.run_id] = handle
     return Batch(id or name, rows, handles)

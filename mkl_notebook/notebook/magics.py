@@ -8,6 +8,7 @@ Python values reach a run through ``$var`` and ``{expr}`` in flags, and
 from __future__ import annotations
 
 import argparse
+import html
 import re
 import shlex
 from collections.abc import Iterator, Sequence
@@ -34,6 +35,8 @@ from ..lang.check import check
 from ..lang.model import TIERS
 from ..providers.secrets import shown_url
 from ..render import views
+from ..render.batch_views import answered_bundle as batch_answered_bundle
+from ..render.batch_views import waiting_bundle as batch_waiting_bundle
 from ..render.diagram import diagram_bundle
 from ..testing import run_all, scenarios_from_file
 from .batch import Batch, BatchForm, run_batch
@@ -437,10 +440,12 @@ class MklMagics(Magics):
         self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
         over = self._object(args.over)
         bars: list[Any] = []  # drawn once the rows are counted
+        shown: list[Any] = []
 
         def progress(done: int, total: int) -> None:
             if not bars:
                 bars.append(_progress_bar(f"{name}: rows", total))
+                shown.append(display(bars[0].container, display_id=True))
             bars[0].update(done - bars[0].n)
 
         try:
@@ -464,16 +469,33 @@ class MklMagics(Magics):
                 executor=self._text(args.executor) if args.executor else None,
             )
         finally:
-            for bar in bars:
+            for bar, handle in zip(bars, shown, strict=True):
                 bar.close()
+                ran = f"{name}: {bar.total} row{'s' if bar.total != 1 else ''} run"  # alike every time: no timings
+                handle.update({"text/plain": ran, "text/html": f"<p><small>{html.escape(ran)}</small></p>"}, raw=True)
         result.progress = bars[0] if bars else None
         table = display(result.bundle(), raw=True, display_id=True)
+        current = self.session.current_cell()
+        cell = current[0] if current else None
         waiting = result.waiting()
         if waiting:
             data = {row.run_id: row.input for row in result.rows}
-            form = BatchForm(waiting, data, lambda: table.update(result.bundle(), raw=True) if table else None)
-            display(form.widget)
+            place: list[Any] = []
+
+            def moved() -> None:
+                if table is not None:
+                    table.update(result.bundle(), raw=True)
+                if place and place[0] is not None and not result.waiting():  # all answered: say what, here
+                    place[0].update(batch_answered_bundle(result.answered_in(cell)), raw=True)
+
+            form = BatchForm(waiting, data, moved, cell)
+            stand_in = batch_waiting_bundle([(run.id, run.result_object) for run in waiting])
+            place.append(display({**form.widget._repr_mimebundle_(), **stand_in}, raw=True, display_id=True))
             result.form = form
+        else:
+            answered = result.answered_in(cell)
+            if answered:  # this cell's form answered them before: it says so again, as it did
+                display(batch_answered_bundle(answered), raw=True)
         result.drawn_in = self.shell.execution_count if self.shell is not None else None
         return result
 
@@ -664,7 +686,7 @@ def _progress_bar(description: str, total: int) -> Any:
     """tqdm's notebook progress bar (a widget), or its text twin where widgets cannot be shown."""
     from tqdm.notebook import tqdm
 
-    return tqdm(total=total, desc=description, unit="row")
+    return tqdm(total=total, desc=description, unit="row", display=False)
 
 
 def _executing_cell(shell: Any) -> tuple[str, str] | None:

@@ -7,12 +7,13 @@ error, tokens and cost, and the question it waits on. Plain semantic HTML, every
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
 from .diagram import shorten
-from .views import NONE, columns, money
+from .views import NONE, answers_sentence, columns, continue_commands, money
 
 HEAD = ("row", "run", "status", "result or error", "tokens", "cost", "waiting on")
 RESULT_PREVIEW = 60
@@ -80,3 +81,35 @@ def batch_table_text(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int
 
 def batch_bundle(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> dict[str, str]:
     return {"text/html": batch_table_html(rows, counts), "text/plain": batch_table_text(rows, counts)}
+
+
+def _waiting_text(run_id: str, result: Any) -> str:
+    lines = [f"{run_id} asks: {result.ask or result.question}"]
+    commands = continue_commands(result, f"mkl resume --id {shlex.quote(run_id)}", result.question_id(run_id))
+    return "\n".join([*lines, *(f"  {command}" for command in commands)])
+
+
+def waiting_bundle(waiting: Sequence[tuple[str, Any]]) -> dict[str, str]:
+    """What stands where a batch's form is, readable without a kernel: each question that waits, with the
+    command that answers it from this kernel's store (``waiting`` is (run id, result) pairs)."""
+    count = len(waiting)
+    head = (
+        f"{count} question{'s' if count != 1 else ''} of this batch wait{'s' if count == 1 else ''} for a person: "
+        "the form is here while the notebook's kernel runs, or answer from a terminal where its run store is:"
+    )
+    texts = [_waiting_text(run_id, result) for run_id, result in waiting]
+    return {
+        "text/plain": "\n".join([head, *texts]),
+        "text/html": f"<p>{escape(head)}</p><pre>{escape(chr(10).join(texts))}</pre>",
+    }
+
+
+def answered_bundle(answered: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dict[str, str]:
+    """Where a batch's form was, once its questions are answered: what each row's run was told, by whom."""
+    lines = [f"{run_id}: {answers_sentence(answers)}" for run_id, answers in answered]
+    return {
+        "text/plain": "\n".join(["Answered in this cell's form:", *lines]),
+        "text/html": "<p>Answered in this cell's form:</p><ul>"
+        + "".join(f"<li>{escape(line)}</li>" for line in lines)
+        + "</ul>",
+    }
