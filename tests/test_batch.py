@@ -7,11 +7,13 @@ widgets (clicked as a person would), pandas DataFrames, and the ``mkl`` command 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pandas as pd
 import pytest
 import yaml
@@ -293,3 +295,79 @@ def test_a_row_whose_run_asks_again_shows_the_next_question_in_its_place(ip: Cel
     assert ip.shell.user_ns["b"].counts == {"done": 2}
     replies = [_replies(ip.tmp / ".mkl" / "runs.sqlite", f"refund-T{n}") for n in range(2)]
     assert [len(given) for given in replies] == [2, 2] and len({r["question"] for r in replies[0]}) == 2
+
+
+def test_a_machine_of_tools_alone_needs_no_model(tmp_path: Path) -> None:
+    (tmp_path / "greeter.mkl").write_text(GREETER, encoding="utf-8")
+    (tmp_path / "tools.py").write_text(
+        "import mkl_notebook\n\n@mkl_notebook.tool(effect='read')\ndef shout(name: str) -> str:\n"
+        "    return name.upper() + '!'\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "rows.jsonl").write_text('{"name": "ada"}\n{"name": "bo"}\n', encoding="utf-8")
+    env_free = {key: value for key, value in os.environ.items() if not key.startswith(("MKL_", "OPENAI_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", "map", "greeter.mkl", "--over", "rows.jsonl", "--tools", "tools.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env_free,
+    )
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (done.returncode, line["counts"]) == (0, {"done": 2}), done.stderr
+    assert [row["result"] for row in line["rows"]] == ["ADA!", "BO!"]
+
+
+def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_file(tmp_path: Path) -> None:
+    """Executed as JupyterLab runs it (without the extension, outputs carry the checkpoints): the file lists
+    every row's run, and `mkl resume NOTEBOOK --run ROW` answers one row's question inside the file."""
+    from lab_client import run_all
+
+    from mkl_notebook.durable import nbfile
+    from mkl_notebook.durable.envelope import BATCH_MIME_TYPE
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
+        nbformat.v4.new_code_cell(f"rows = {TICKETS[:3]!r}"),
+        nbformat.v4.new_code_cell(f"b = %mkl map refund --over $rows --key id --script {REFUND_SCRIPT} --hitl"),
+    ]
+    path = tmp_path / "batch.ipynb"
+    nbformat.write(notebook, path)
+    run_all(path)
+    outputs = nbformat.read(path, as_version=4).cells[3].outputs
+    table = next(output for output in outputs if BATCH_MIME_TYPE in output.get("data", {}))
+    assert [entry["run_id"] for entry in table["data"][BATCH_MIME_TYPE]] == ["refund-T0", "refund-T1", "refund-T2"]
+    runs = {run.run_id: run for run in nbfile.embedded_runs(path)}
+    assert sorted(runs) == ["refund-T0", "refund-T1", "refund-T2"]
+
+    code, listing, _ = _mkl(tmp_path, "runs", "batch.ipynb")
+    assert [(run["run"], run["status"]) for run in listing["runs"]] == [(f"refund-T{n}", "suspended") for n in range(3)]
+    question = next(run["question_id"] for run in listing["runs"] if run["run"] == "refund-T1")
+    store = tmp_path / "elsewhere.sqlite"  # another person's terminal: not the kernel's store
+    code, line, _ = _mkl(
+        tmp_path,
+        "resume",
+        "batch.ipynb",
+        "--run",
+        "refund-T1",
+        "--question",
+        question,
+        "--reply",
+        "approve",
+        "--store",
+        str(store),
+        "--script",
+        str(REFUND_SCRIPT),
+        "--trust-file",
+    )
+    assert (code, line["status"]) == (0, "done")
+    saved = nbformat.read(path, as_version=4)
+    entries = next(o for o in saved.cells[3].outputs if BATCH_MIME_TYPE in o.get("data", {}))["data"][BATCH_MIME_TYPE]
+    assert [entry["status"] for entry in entries] == ["suspended", "done", "suspended"]  # that row's entry alone
+    assert saved.metadata["mkl"]["runs"]["refund-T1"]["status"] == "done"
+    code, listing, _ = _mkl(tmp_path, "runs", "batch.ipynb")
+    assert [run["status"] for run in listing["runs"]] == ["suspended", "done", "suspended"]

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from mkl_notebook.durable import envelope, nbfile
-from mkl_notebook.durable.envelope import MIME_TYPE, REF_MIME_TYPE
+from mkl_notebook.durable.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
 
 from support import store_rows
 
@@ -436,6 +436,8 @@ def _copies(path: Path) -> tuple[list[str], list[str], list[str]]:
                 carried.append(data[MIME_TYPE]["run_id"])
             if REF_MIME_TYPE in data:
                 referred.append(data[REF_MIME_TYPE]["run"])
+            for entry in data.get(BATCH_MIME_TYPE, []):  # a batch's rows: references, or checkpoints
+                (referred.append(entry["run"]) if set(entry) == {"run", "records"} else carried.append(entry["run_id"]))
     return carried, referred, sorted(saved.metadata.get("mkl", {}).get("runs", {}))
 
 

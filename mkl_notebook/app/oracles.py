@@ -82,6 +82,8 @@ def choose(
     still replays what its journal holds and suspends, resumable, at the first new call.
     """
     model: Oracle
+    if machine is not None and not machine.may_call_a_model():
+        needs_model = False  # tools and otherwise-gates only: it runs without a model
     if script is not None:
         model = scripted(script)
     elif model_factory is not None:

@@ -48,6 +48,9 @@ MIME_TYPE = "application/vnd.mkl.run+json"
 # What a cell output carries instead of the checkpoint when the notebook's metadata holds it (one copy, not
 # two): ``{"run": RUN, "records": N}``, the run and how much of its journal the cell shows.
 REF_MIME_TYPE = "application/vnd.mkl.run-ref+json"
+# A batch's output (``%mkl map``): a list with one entry per row's run, each a checkpoint envelope or,
+# where the notebook's metadata holds the runs, a reference to the metadata's copy.
+BATCH_MIME_TYPE = "application/vnd.mkl.batch+json"
 MAX_REFERENCE_BYTES = 4_096
 
 
@@ -185,6 +188,11 @@ def referring(bundle: dict[str, Any]) -> dict[str, Any]:
     """A run output's bundle with its checkpoint replaced by a :func:`reference` to the metadata's copy."""
     shown = {mime: value for mime, value in bundle.items() if mime != MIME_TYPE}
     return {**shown, REF_MIME_TYPE: reference(bundle[MIME_TYPE])}
+
+
+def is_reference(data: Any) -> bool:
+    """Whether a batch entry is a reference (``{"run", "records"}``) rather than a checkpoint."""
+    return isinstance(data, dict) and set(data) == {"run", "records"}
 
 
 def read_reference(data: Any, where: str) -> tuple[str, int]:

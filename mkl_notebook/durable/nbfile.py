@@ -21,7 +21,7 @@ from typing import Any
 
 from ..lang import files
 from . import envelope
-from .envelope import MIME_TYPE, REF_MIME_TYPE, EnvelopeError
+from .envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE, EnvelopeError
 from .records import canonical
 from .seals import Seal
 
@@ -59,6 +59,7 @@ class EmbeddedRun:
     output_index: int | None
     seal: Seal | None = None
     in_metadata: bool = False
+    entry_index: int | None = None  # in a batch's output: which row's entry
 
     @property
     def where(self) -> str:
@@ -94,6 +95,34 @@ def _outputs(notebook: dict[str, Any], mime: str = MIME_TYPE) -> Iterator[tuple[
                 yield cell_index, output_index, output
 
 
+Place = tuple[int, int, int | None]  # cell, output, entry of a batch output (None: a run's own output)
+
+
+def _batch_entries(notebook: dict[str, Any]) -> Iterator[tuple[Place, Any]]:
+    for cell_index, output_index, output in _outputs(notebook, BATCH_MIME_TYPE):
+        entries = output["data"][BATCH_MIME_TYPE]
+        for entry_index, entry in enumerate(entries if isinstance(entries, list) else []):
+            yield (cell_index, output_index, entry_index), entry
+
+
+def _carried(notebook: dict[str, Any]) -> Iterator[tuple[Place, Any]]:
+    """Every checkpoint an output carries: a run's own output's, and each of a batch output's."""
+    for cell_index, output_index, output in _outputs(notebook):
+        yield (cell_index, output_index, None), output["data"][MIME_TYPE]
+    for place, entry in _batch_entries(notebook):
+        if not envelope.is_reference(entry):
+            yield place, entry
+
+
+def _referred(notebook: dict[str, Any]) -> Iterator[tuple[Place, Any]]:
+    """Every reference an output makes to the metadata's copy of a run: a run's own output's, a batch's."""
+    for cell_index, output_index, output in _outputs(notebook, REF_MIME_TYPE):
+        yield (cell_index, output_index, None), output["data"][REF_MIME_TYPE]
+    for place, entry in _batch_entries(notebook):
+        if envelope.is_reference(entry):
+            yield place, entry
+
+
 def _metadata_runs(notebook: dict[str, Any]) -> dict[str, Any]:
     """The run checkpoints in a notebook's metadata (``metadata.mkl.runs``: run id -> envelope)."""
     metadata = notebook.get("metadata")
@@ -126,17 +155,16 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
     notebook = read_json(path)
     found: dict[str, EmbeddedRun] = {}
     damaged: list[DamagedRun] = []
-    for cell_index, output_index, output in _outputs(notebook):
+    for (cell_index, output_index, entry_index), data in _carried(notebook):
         try:
-            header, records, seal = _checked(output["data"][MIME_TYPE], f"{path}, cell {cell_index + 1}")
+            header, records, seal = _checked(data, f"{path}, cell {cell_index + 1}")
         except EnvelopeError as exc:
-            data = output["data"][MIME_TYPE]
             claimed = data.get("run_id") if isinstance(data, dict) else None
             damaged.append(DamagedRun(claimed if isinstance(claimed, str) else None, str(exc), cell_index))
             continue
         run_id = str(header["run_id"])
         if run_id not in found or len(records) >= len(found[run_id].records):
-            found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index, seal)
+            found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index, seal, False, entry_index)
     for run_id, data in sorted(_metadata_runs(notebook).items()):
         where = f"{path}, metadata run '{run_id}'"
         try:
@@ -163,10 +191,10 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             found[run_id] = EmbeddedRun(run_id, header, records, *at, seal, in_metadata=True)
         else:
             found[run_id] = replace(copy, in_metadata=True)
-    for cell_index, output_index, output in _outputs(notebook, REF_MIME_TYPE):
+    for (cell_index, output_index, entry_index), data in _referred(notebook):
         where = f"{path}, cell {cell_index + 1}"
         try:
-            run_id, count = envelope.read_reference(output["data"][REF_MIME_TYPE], where)
+            run_id, count = envelope.read_reference(data, where)
         except EnvelopeError as exc:
             damaged.append(DamagedRun(None, str(exc), cell_index))
             continue
@@ -192,7 +220,7 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
                 )
             )
         elif copy.cell_index is None or (cell_index, output_index) > (copy.cell_index, copy.output_index or 0):
-            found[run_id] = replace(copy, cell_index=cell_index, output_index=output_index)
+            found[run_id] = replace(copy, cell_index=cell_index, output_index=output_index, entry_index=entry_index)
     return list(found.values()), damaged
 
 
@@ -280,10 +308,19 @@ def write_run(
         except (IndexError, KeyError, TypeError):
             raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written") from None
         data = output.get("data")
-        if not isinstance(data, dict) or not (MIME_TYPE in data or REF_MIME_TYPE in data):
+        if run.entry_index is not None:  # a row of a batch: its entry alone changes (the table shows the batch)
+            entries = data.get(BATCH_MIME_TYPE) if isinstance(data, dict) else None
+            if not isinstance(entries, list) or run.entry_index >= len(entries):
+                raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
+            was = entries[run.entry_index]
+            entries[run.entry_index] = (
+                envelope.reference(bundle[MIME_TYPE]) if envelope.is_reference(was) else bundle[MIME_TYPE]
+            )
+        elif not isinstance(data, dict) or not (MIME_TYPE in data or REF_MIME_TYPE in data):
             raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
-        # the output keeps referring to the metadata's one copy, or carries a copy that says what it says
-        output["data"] = _jupyter_data(envelope.referring(bundle) if REF_MIME_TYPE in data else bundle)
+        else:
+            # the output keeps referring to the metadata's one copy, or carries a copy that says what it says
+            output["data"] = _jupyter_data(envelope.referring(bundle) if REF_MIME_TYPE in data else bundle)
     _set_metadata_run(notebook, run.run_id, bundle[MIME_TYPE])  # survives Clear All Outputs and nbstripout
     _set_advancing(notebook, run.run_id, None)  # the file now holds the run as the store does
     if form_place is not None:

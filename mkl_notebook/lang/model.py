@@ -142,6 +142,14 @@ class Machine:
     def has_tool_state(self) -> bool:
         return self._has_tool_state
 
+    def may_call_a_model(self) -> bool:
+        """Whether a run of this machine can need a model: a generative state, a gate a judge decides (any
+        but ``otherwise``), or a call of another machine (which may)."""
+        return any(
+            state.kind in ("generative", "call") or any(not gate.is_otherwise for gate in state.gates)
+            for state in self.states.values()
+        )
+
 
 def reachable(root: Machine, find: Callable[[str], Machine | None]) -> dict[str, Machine]:
     """``root`` and every machine it calls, transitively, that ``find`` knows by name, breadth first."""

@@ -23,6 +23,7 @@ from ..app.replies import APPROVE, REJECT, Decision, form_reply
 from ..app.trust import Untrusted
 from ..app.values import host_input
 from ..durable import places
+from ..durable.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
 from ..render.batch_views import batch_bundle
 from ..render.diagram import shorten
 from .session import Run, Session, pandas_for
@@ -33,7 +34,10 @@ ROW_PREVIEW = 160  # characters of a row's data the form shows beside its questi
 class Batch:
     """The runs of one machine over many rows, in the order the rows were given."""
 
-    def __init__(self, name: str, rows: list[batch.RowRun], runs: dict[str, Run]) -> None:
+    def __init__(
+        self, name: str, rows: list[batch.RowRun], runs: dict[str, Run], session: Session | None = None
+    ) -> None:
+        self.session = session  # whose metadata link carries the rows' checkpoints (None: the table alone)
         self.name = name
         self.rows = rows
         self.runs = runs  # run id -> its handle (rows whose run could not be made have none)
@@ -82,9 +86,22 @@ class Batch:
         """The table as a pandas DataFrame (pandas is optional: ``pip install pandas``)."""
         return pandas_for("Batch.frame()").DataFrame(self.summaries())
 
-    def bundle(self) -> dict[str, str]:
+    def bundle(self) -> dict[str, Any]:
+        """The table, carrying each row's checkpoint as it stands: to the notebook's metadata, with the
+        output referring to it there when the extension keeps the metadata (one copy), else in the output."""
         summaries = self.summaries()
-        return batch_bundle(summaries, batch.counts(self.rows))
+        shown: dict[str, Any] = batch_bundle(summaries, batch.counts(self.rows))
+        if self.session is None:
+            return shown
+        signer, link = self.session.signer(), self.session.link
+        entries = []
+        for row in self.rows:
+            handle = self.runs.get(row.run_id)
+            if handle is None or handle.outcome is None:
+                continue
+            carried = link.carry(row.run_id, {MIME_TYPE: handle.outcome.envelope(signer)}, as_it_stands=True)
+            entries.append(carried.get(REF_MIME_TYPE) or carried[MIME_TYPE])
+        return {**shown, BATCH_MIME_TYPE: entries}
 
     def _ipython_display_(self) -> None:
         """Show the table, unless the magic that returned this batch drew it in this very cell."""
@@ -96,7 +113,7 @@ class Batch:
             return
         display(self.bundle(), raw=True)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return self.bundle()
 
     def __repr__(self) -> str:
@@ -289,4 +306,4 @@ def run_batch(
         handle.outcome = row.outcome
         session.runs[row.run_id] = handle
         handles[row.run_id] = handle
-    return Batch(id or name, rows, handles)
+    return Batch(id or name, rows, handles, session)

@@ -475,6 +475,8 @@ class MklMagics(Magics):
                 handle.update({"text/plain": ran, "text/html": f"<p><small>{html.escape(ran)}</small></p>"}, raw=True)
         result.progress = bars[0] if bars else None
         table = display(result.bundle(), raw=True, display_id=True)
+        if table is not None:  # when the extension answers, the checkpoints leave the output for the metadata
+            self.session.link.when_linked(lambda: table.update(result.bundle(), raw=True))
         current = self.session.current_cell()
         cell = current[0] if current else None
         waiting = result.waiting()
