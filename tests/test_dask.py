@@ -191,6 +191,20 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_the_journal_keeps_one_answe
     assert len(positions) == len(set(positions)) == 6  # and journaled once
 
 
+def test_a_worker_killed_in_the_middle_of_a_batch_loses_no_row(client: Any, tmp_path: Path) -> None:
+    machine = load(FAN.replace("items: [a, b, c, d, e, f]", "items: []"))
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    registry = _registry("work", work_dying_once, tmp_path)
+    rows = batch.plan([{"items": [letter]} for letter in "abcdef"], "rows")
+    done = [row for row in batch.run(machine, rows, store=store, oracle_for=lambda: _oracle(registry, client)) if row]
+    assert (tmp_path / "killed").exists()
+    assert sorted(row.outcome.result.context["done"][0] for row in done if row.outcome) == [
+        f"worked on {x}" for x in "abcdef"
+    ]
+    for row in rows:  # each row's one call journaled once, the killed one included
+        assert len(_answers(store, row.run_id)) == 1
+
+
 def test_a_non_idempotent_tool_on_a_lost_worker_is_in_doubt_and_never_called_twice(client: Any, tmp_path: Path) -> None:
     machine = load(CHARGE)
     store = SQLiteStore(tmp_path / "s.sqlite")
