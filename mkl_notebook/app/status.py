@@ -37,6 +37,17 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
         status["question_id"] = question  # what a reply must name: `mkl resume … --question ID`
     if result.machine:
         status["called_machine"] = result.machine  # the suspension is inside it: `at` is its state
+    if result.asked_again:  # answers that no longer answer: what they were about changed
+        status["asked_again"] = [
+            {
+                "value": again.get("value"),
+                "by": again.get("by"),
+                "via": again.get("via"),
+                "time": again.get("time"),
+                "changed": views.changed(str(again.get("before") or ""), str(again.get("now") or "")),
+            }
+            for again in result.asked_again
+        ]
     if outcome.in_doubt:
         status["in_doubt"] = asdict(outcome.in_doubt)
     return status

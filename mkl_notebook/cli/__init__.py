@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..app.errors import USER_ERRORS
-from . import check_cmd, map_cmd, run_cmd, test_cmd, trust_cmd
+from . import check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
 
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     test_cmd.add_parser(commands)
     run_cmd.add_parsers(commands)
     map_cmd.add_parser(commands)
+    plan_cmd.add_parser(commands)
     trust_cmd.add_parser(commands)
     return parser
 

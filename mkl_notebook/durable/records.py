@@ -108,6 +108,7 @@ class ReplyRecord(_ReplyKeys, total=False):
     via: str  # through what: form, api, notebook, cli, notebook-file, script
     question: str  # the id of the question answered (run, position and the text shown)
     time: float
+    about: str  # what the question was about, as the person was shown it (the output the gate decided on)
 
 
 class _SuspendKeys(TypedDict):
@@ -132,6 +133,7 @@ class PlaceTag(TypedDict, total=False):
 class SuspendRecord(_SuspendKeys, total=False):
     machine: str  # suspended inside this called machine
     place: PlaceTag
+    about: str  # what the awaited reply is about (an escalate gate's state's output, as shown)
 
 
 class _FinishKeys(TypedDict):
@@ -302,9 +304,13 @@ def reply_record(
     by: str | None = None,
     via: str | None = None,
     question: str | None = None,
+    about: str | None = None,
 ) -> ReplyRecord:
-    """A person's answer at ``position``, with who gave it, through what, and to which question."""
+    """A person's answer at ``position``, with who gave it, through what, to which question, and about what
+    (the content they were shown: their answer replays only while it is unchanged)."""
     record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": value}
+    if about is not None:
+        record["about"] = about
     if by:
         record["by"] = by
     if via:
@@ -378,6 +384,8 @@ def ending_record(
         }
         if result.machine:  # suspended inside a called machine: where more steps must go
             record["machine"] = result.machine
+        if result.about is not None:  # what the question is about: part of its identity
+            record["about"] = result.about
     else:
         record = {
             "t": "finish",
@@ -468,6 +476,7 @@ class RunState:
     position: str | None = None  # of the awaited reply, or of the tool call in doubt
     machine: str | None = None  # the called machine a suspension sits in
     tool: str | None = None  # the tool call in doubt
+    about: str | None = None  # what the awaited reply is about, as the person is shown it
 
     @property
     def finished(self) -> bool:
@@ -491,7 +500,7 @@ class RunState:
         """The id of the question run ``run_id`` waits on; None when it waits for no reply."""
         if not self.waits_for_reply or self.position is None:
             return None
-        return question_id(run_id, self.position, self.shown)
+        return question_id(run_id, self.position, self.shown, self.about)
 
 
 def state_of(ending: Mapping[str, Any] | None) -> RunState:
@@ -508,6 +517,7 @@ def state_of(ending: Mapping[str, Any] | None) -> RunState:
             question=ending.get("question"),
             position=ending.get("pos"),
             machine=ending.get("machine"),
+            about=ending.get("about") if isinstance(ending.get("about"), str) else None,
         )
     status = ending.get("status")
     return RunState(

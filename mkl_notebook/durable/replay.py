@@ -54,7 +54,7 @@ class JournalIndex:
 
     start: dict[str, Any]
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    replies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # every reply at a position, in order
     open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
     tools_seen: set[str] = field(default_factory=set)
@@ -118,7 +118,7 @@ class JournalIndex:
         elif kind == "resolve":
             self.resolutions[position] = record
         elif kind == "reply":
-            self.replies[position] = record
+            self.replies.setdefault(position, []).append(record)
         elif kind in ("suspend", "finish"):
             self.last = record
         elif kind == "resume":
@@ -148,6 +148,9 @@ class ReplayOracle(Oracle):
         self._append = append
         self._lock = threading.Lock()
         self.counts = CallCounts()
+        self.asked_again: list[dict[str, Any]] = []  # journaled replies not replayed: what they answered changed
+        self.replayed_positions: list[str] = []  # the calls the journal answered, in the order asked
+        self.replies_kept: list[str] = []  # the positions of the replies the journal gave
         self._digests: dict[tuple[Any, ...], str] = {}  # a loop asks the same request again and again
 
     def _fingerprint(self, request: OracleRequest) -> str:
@@ -228,6 +231,8 @@ class ReplayOracle(Oracle):
 
     def _replay(self, request: OracleRequest, recorded: dict[str, Any]) -> Any:
         self._count(replayed=1)
+        with self._lock:
+            self.replayed_positions.append(request.position)
         self.inner.replayed(request)
         if "error" in recorded:
             raise RecordedFailure(recorded["error"])
@@ -278,13 +283,37 @@ class ReplayOracle(Oracle):
         return answer
 
     def _reply(self, request: ReplyRequest) -> Any:
-        recorded = self.journal.replies.get(request.position)
+        given = self.journal.replies.get(request.position) or []
+        # The latest reply about exactly what the person is shown now (a reply journaled before replies said
+        # what they were about counts as about it); an edit may have brought back what an earlier one answered.
+        recorded = next((r for r in reversed(given) if r.get("about", request.about) == request.about), None)
+        if recorded is None and given:
+            # The person answered about something else (an edit re-made what the gate decided on): ask again.
+            latest = given[-1]
+            with self._lock:
+                self.asked_again.append(
+                    {
+                        "position": request.position,
+                        "value": latest.get("value"),
+                        "by": latest.get("by"),
+                        "via": latest.get("via"),
+                        "time": latest.get("time"),
+                        "before": latest.get("about"),
+                        "now": request.about,
+                    }
+                )
         if recorded is not None:
+            with self._lock:
+                self.replies_kept.append(request.position)
             self.inner.replayed(request)  # a script's `replies:` keep their place too
             return rec.decode_answer("reply", recorded)
         answer = self.inner.ask(request)  # raises AwaitingHuman unless the host has a reply ready
         if answer is None:
             raise AwaitingHuman(request.position)
         reply = answer if isinstance(answer, HumanReply) else HumanReply(answer)
-        self._record(rec.reply_record(request.position, request.reply_to, reply.value, by=reply.by, via=reply.via))
+        self._record(
+            rec.reply_record(
+                request.position, request.reply_to, reply.value, by=reply.by, via=reply.via, about=request.about
+            )
+        )
         return answer

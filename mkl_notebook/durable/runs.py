@@ -22,6 +22,7 @@ from ..lang.model import Machine, reachable
 from . import envelope, places
 from . import records as rec
 from .places import Place
+from .plan import Plan, plan
 from .replay import InDoubt, JournalIndex, ReplayOracle
 from .seals import Signer
 from .stores import RunStore, check_run_id
@@ -226,6 +227,7 @@ def _run_journal(
     except InDoubt as interrupted:
         doubt = interrupted.doubt
         return RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state), doubt
+    result.asked_again = list(oracle.asked_again)
     return result, None
 
 
@@ -397,7 +399,11 @@ def resume(
             pending = state.question_id(run_id)
             if question is not None and question != pending:
                 raise RunStateError(not_pending(run_id, question, state))
-            added.append(rec.reply_record(str(state.position), state.reply_to, reply, by=by, via=via, question=pending))
+            added.append(
+                rec.reply_record(
+                    str(state.position), state.reply_to, reply, by=by, via=via, question=pending, about=state.about
+                )
+            )
         if state.finished:
             reason = f": {state.error}" if state.error else ""
             raise RunStateError(f"run '{run_id}' has already finished ({state.status}{reason}); nothing to resume")
@@ -450,3 +456,14 @@ def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[di
     state = rec.run_state(records)
     store.set_status(run_id, state.status, state.error, state.at)
     return run_id
+
+
+def plan_run(store: RunStore, run_id: str, registry: Mapping[str, Machine] | None = None) -> Plan:
+    """What running ``run_id`` again with ``registry`` (the machines as they are now; default: the copies it
+    pinned) would replay, call anew and ask again; nothing is called or journaled."""
+    records = store.read(run_id)
+
+    def run(index: JournalIndex, oracle: ReplayOracle, machines: Mapping[str, Machine]) -> None:
+        _run_journal(run_id, index, oracle, machines, None)
+
+    return plan(run_id, records, registry or {}, run)

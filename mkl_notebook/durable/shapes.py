@@ -145,6 +145,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "via": _maybe_text,
             "question": _maybe_text,
             "time": _number,
+            "about": _maybe_text,
         },
     ),
     "resume": (
@@ -168,6 +169,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "time": _number,
             "machine": _text,
             "place": _place,
+            "about": _maybe_text,
         },
     ),
     "finish": (

@@ -102,6 +102,7 @@ class ReplyRequest(NamedTuple):
     ask: str | None
     reply_to: str
     question: str | None = None  # a model-initiated question (ask_human), shown as model output
+    about: str | None = None  # what the gate decided on, as the person is shown it: their answer is to it
 
     @property
     def kind(self) -> Literal["reply"]:

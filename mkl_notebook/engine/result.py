@@ -35,13 +35,15 @@ def seconds_of(calls: Sequence[ModelCall]) -> float | None:
     return sum(timed) if timed else None
 
 
-def question_id(run_id: str, position: str, shown: str) -> str:
-    """The identity of a question a run waits on: the run, where it asks, and the text the person is shown.
+def question_id(run_id: str, position: str, shown: str, about: str | None = None) -> str:
+    """The identity of a question a run waits on: the run, where it asks, the text the person is shown, and
+    what the question is about (the output the gate decided on), when it is about one.
 
-    A reply names it, so that it answers exactly that question and no later one.
+    A reply names it, so that it answers exactly that question, about exactly that content, and no other.
     """
-    key = f"{run_id}\x00{position}\x00{shown}".encode("utf-8", "surrogatepass")
-    return "q-" + hashlib.blake2b(key, digest_size=6).hexdigest()
+    key = f"{run_id}\x00{position}\x00{shown}" + (f"\x00{about}" if about is not None else "")
+    key_bytes = key.encode("utf-8", "surrogatepass")
+    return "q-" + hashlib.blake2b(key_bytes, digest_size=6).hexdigest()
 
 
 @dataclass
@@ -68,6 +70,11 @@ class RunResult:
     answers: list[dict[str, Any]] = field(default_factory=list)
     # Every model answer the whole run tree used, in the order they came.
     model_calls: list[ModelCall] = field(default_factory=list)
+    # Of a suspension at an escalate gate: what the gate decided on, as the person is shown it (the output).
+    about: str | None = None
+    # Answers a person gave before that replay no longer answers, because what they answered changed: each
+    # {position, value, by, via, time, before, now} (set by the journal that replays the run).
+    asked_again: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def cost_usd(self) -> float | None:
@@ -83,7 +90,7 @@ class RunResult:
         """The id of the question this run (of id ``run_id``) waits on, None when it waits for no person."""
         if not self.waits_for_person or self.pending is None:
             return None
-        return question_id(run_id, self.pending, self.ask or self.question or "")
+        return question_id(run_id, self.pending, self.ask or self.question or "", self.about)
 
     def trace_with_open_call(self) -> list[dict[str, Any]]:
         """The finished steps, then the call a suspension inside a called machine left open, if any."""

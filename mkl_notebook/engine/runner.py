@@ -239,6 +239,7 @@ class _MachineRun:
         question: str | None = None,
         machine: str | None = None,
         pending_step: dict[str, Any] | None = None,
+        about: str | None = None,
     ) -> RunResult:
         if status == "suspended" and machine is None and self.depth > 0:
             machine = self.machine.name
@@ -260,6 +261,7 @@ class _MachineRun:
             pending_step=pending_step,
             answers=list(self.shared.answers) if self.depth == 0 else [],
             model_calls=list(self.shared.model_calls) if self.depth == 0 else [],
+            about=about,
         )
         if self.depth == 0 and self.observer is not None:
             self.observer("finish", {"result": run_result})
@@ -358,6 +360,7 @@ class _MachineRun:
                     pending=inner.pending,
                     machine=inner.machine,
                     pending_step=_unfinished_call(state, self.machine.tier_of(state), inner),
+                    about=inner.about,
                 )
             except _Asked as asked:
                 self.usage.add(*asked.usage)
@@ -515,7 +518,8 @@ class _MachineRun:
         if target not in self.states:
             return self._halt(f"state-error: unknown state '{target}'", state.id)
         if policy == "escalate" and self._escalate_suspends(gate):
-            return self._await_reply(gate, target, f"{position}/reply@{index}")
+            about = step["output"] if "output" in step else fmt(step.get("branches"))
+            return self._await_reply(gate, target, f"{position}/reply@{index}", about)
         return target
 
     def _escalate_suspends(self, gate: Gate) -> bool:
@@ -524,15 +528,17 @@ class _MachineRun:
         hitl = self.shared.options.hitl
         return hitl == "all" or (hitl == "asking" and gate.ask is not None)
 
-    def _await_reply(self, gate: Gate, handler: str, position: str) -> RunResult | str:
+    def _await_reply(self, gate: Gate, handler: str, position: str, about: str) -> RunResult | str:
         reply_to = gate.reply_to or "human.reply"
         request = ReplyRequest(
-            position=position, machine=self.machine.name, state=handler, ask=gate.ask, reply_to=reply_to
+            position=position, machine=self.machine.name, state=handler, ask=gate.ask, reply_to=reply_to, about=about
         )
         try:
             reply = self.shared.oracle.ask(request)
         except AwaitingHuman:
-            return self._result("suspended", "escalated", at=handler, ask=gate.ask, reply_to=reply_to, pending=position)
+            return self._result(
+                "suspended", "escalated", at=handler, ask=gate.ask, reply_to=reply_to, pending=position, about=about
+            )
         except OracleError as exc:
             return self._halt(exc.error, handler)
         self.shared.answered(position, self.machine.name, handler, gate.ask, reply_to, reply)

@@ -52,8 +52,18 @@ class GateForm:
             label = "<strong>The machine's author asks:</strong>"
             text = pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."
         reply_to = pending.get("reply_to") or "human.reply"
+        about = pending.get("about")
+        shown_about = (
+            f"<p>About this (the output the question is about):</p><blockquote>{html.escape(str(about))}</blockquote>"
+            if about
+            else ""
+        )
+        again = "".join(
+            f"<p><mark>{html.escape(sentence)}</mark></p><pre>{html.escape(chr(10).join(diff))}</pre>"
+            for sentence, diff in pending.get("asked_again") or ()
+        )
         self.header = widgets.HTML(
-            f"<p>{label}</p><blockquote>{html.escape(text)}</blockquote>"
+            f"{again}<p>{label}</p><blockquote>{html.escape(text)}</blockquote>{shown_about}"
             f"<p><small>Run <code>{html.escape(run_id)}</code> continues at "
             f"<code>{html.escape(str(pending.get('at')))}</code>; your reply lands at "
             f"<code>{html.escape(reply_to)}</code>.</small></p>"

@@ -30,6 +30,7 @@ from ..app.runs import HITL_MODES, spent_on
 from ..app.trust import Untrusted
 from ..app.values import host_input, merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
+from ..durable.runs import plan_run
 from ..lang import stdlib
 from ..lang.check import check
 from ..lang.model import TIERS
@@ -38,6 +39,7 @@ from ..render import views
 from ..render.batch_views import answered_bundle as batch_answered_bundle
 from ..render.batch_views import waiting_bundle as batch_waiting_bundle
 from ..render.diagram import diagram_bundle
+from ..render.plan_views import plan_bundle
 from ..testing import run_all, scenarios_from_file
 from .batch import Batch, BatchForm, run_batch
 from .display import RunView, what_happened
@@ -48,6 +50,7 @@ MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base",
 SUBCOMMANDS = (
     "run",
     "map",
+    "plan",
     "resume",
     "runs",
     "trace",
@@ -80,6 +83,7 @@ HELP = """\
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
 %mkl trace RUN | visits RUN
+%mkl plan RUN             what running RUN again would replay, call anew and ask again, with the machines as defined now
 %mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
 %mkl stdlib [NAME]        the standard library's machines (call: std_cot, ...); one's diagram and source
@@ -192,7 +196,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     resume.add_argument("--max-cost")
     resume.add_argument("--resolve")
     resume.add_argument("--trust-file", action="store_true")
-    one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget")}
+    one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget", "plan")}
     for parser in one_run.values():
         parser.add_argument("run_id")
     pending = _Parser(prog="pending", add_help=False)
@@ -520,6 +524,13 @@ class MklMagics(Magics):
             )
         self.present(run, view)
         return run
+
+    def _cmd_plan(self, words: list[str]) -> None:
+        run_id = self._text(self._parse("plan", words).run_id)
+        if not self.session.store.exists(run_id):
+            raise UsageError(f"no run '{run_id}' in {self.session.store.location}")
+        found = plan_run(self.session.store, run_id, dict(self.session.machines) or None)
+        display(plan_bundle(found.as_dict()), raw=True)
 
     def _cmd_forget(self, words: list[str]) -> None:
         run_id = self._text(self._parse("forget", words).run_id)

@@ -39,6 +39,7 @@ from ..lang.model import Machine, reachable
 from ..lang.siblings import load_siblings
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
+from ..render.views import asked_again
 from .metadata_link import MetadataLink
 
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
@@ -514,7 +515,8 @@ class Run:
 
     @property
     def pending(self) -> dict[str, Any] | None:
-        """What the run waits for, or None: reason, at, the authored ask, reply_to, a model question."""
+        """What the run waits for, or None: reason, at, the authored ask, reply_to, a model question, what the
+        question is about (``about``), and answers given before about something that has changed since."""
         result = self.result_object
         if result.status != "suspended":
             return None
@@ -525,6 +527,8 @@ class Run:
             "reply_to": result.reply_to,
             "question": result.question,
             "question_id": result.question_id(self.id),
+            "about": result.about,
+            "asked_again": asked_again(result),
         }
 
     @property

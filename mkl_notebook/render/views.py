@@ -9,6 +9,7 @@ Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import shlex
@@ -518,6 +519,40 @@ def _questions(result: RunResult) -> list[tuple[str, str]]:
     return [(label, text) for label, text in asked if text]
 
 
+DIFF_LINES = 12  # of a changed output, the lines an asked-again question shows
+
+
+def changed(before: str, now: str) -> list[str]:
+    """What changed between two texts, as a short diff: ``-`` lines went, ``+`` lines came."""
+    lines = [
+        line
+        for line in difflib.unified_diff(before.splitlines(), now.splitlines(), lineterm="", n=1)
+        if not line.startswith(("---", "+++", "@@"))
+    ]
+    return lines[:DIFF_LINES] + ([f"… {len(lines) - DIFF_LINES} more changed lines"] if len(lines) > DIFF_LINES else [])
+
+
+def asked_again(result: RunResult) -> list[tuple[str, list[str]]]:
+    """For each answer that no longer answers its question (what it was about changed): a sentence saying
+    who gave which answer when, and the diff of what it was about."""
+    said = []
+    for again in result.asked_again:
+        facts = answered_by(again.get("by"), again.get("time"), again.get("via"))
+        sentence = (
+            f"Asked again: {fmt(again.get('value'))!r}{f' ({facts})' if facts else ''} answered this question "
+            "about an earlier version of what it asks about, which has changed since:"
+        )
+        said.append((sentence, changed(str(again.get("before") or ""), str(again.get("now") or ""))))
+    return said
+
+
+def _asked_again_html(result: RunResult) -> str:
+    return "".join(
+        f"<p><mark>{_e(sentence)}</mark></p><pre>{_e(chr(10).join(diff))}</pre>"
+        for sentence, diff in asked_again(result)
+    )
+
+
 def _questions_html(result: RunResult) -> str:
     return "".join(
         f"<p>{_e(label)}</p><blockquote>{_lines_html(text)}</blockquote>" for label, text in _questions(result)
@@ -541,6 +576,7 @@ def result_summary_html(result: RunResult, calls: Mapping[str, int] | None = Non
     elif status == "suspended":
         waiting = f"waiting for {_e(_waiting_for(result))}{_resumes_html(result)}"
         parts.append(f"<p><strong>Suspended ({_e(result.error)}):</strong> {waiting}.</p>")
+        parts.append(_asked_again_html(result))
         parts.append(_questions_html(result))
         parts += [f"<p>The reply goes to {_code(result.reply_to)}.</p>"] if result.reply_to else []
     else:
@@ -562,6 +598,8 @@ def result_summary_text(result: RunResult, calls: Mapping[str, int] | None = Non
         lines += [diagnosis] if diagnosis else []
     elif status == "suspended":
         lines.append(f"Suspended ({result.error}): waiting for {_waiting_for(result)}{_resumes_text(result)}.")
+        for sentence, diff in asked_again(result):
+            lines += [sentence, *(f"    {line}" for line in diff)]
         lines += _questions_text(result)
         lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
     else:
