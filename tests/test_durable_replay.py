@@ -631,7 +631,7 @@ EDIT_SCRIPT = {
 }  # b's input is fenced
 
 
-def test_editing_one_prompt_reexecutes_only_changed_calls_and_keeps_human_replies() -> None:
+def test_editing_one_prompt_reexecutes_only_changed_calls_and_asks_again_about_a_changed_output() -> None:
     store = MemoryStore()
     oracle = _fresh_oracle(EDIT_SCRIPT)
     first = runs.start(load(EDIT_BASE), oracle, store=store, run_id="ed", options=_opts(hitl="asking"))
@@ -643,17 +643,22 @@ def test_editing_one_prompt_reexecutes_only_changed_calls_and_keeps_human_replie
     assert edited.sha256 != load(EDIT_BASE).sha256
     oracle2 = _fresh_oracle(EDIT_SCRIPT)
     rerun = runs.start(edited, oracle2, store=store, run_id="ed", options=_opts(hitl="asking"))
-    assert rerun.result.status == "done", rerun.result.error  # the earlier reply is kept: no new suspension
-    assert rerun.result.context["human"] == {"reply": "yes"}
-    assert rerun.result.context["a_out"] == "A2" and rerun.result.context["b_out"] == "B2"
-    assert rerun.result.result == "C"
-    # a and b changed their requests; c's request ("gamma step with yes") did not
-    assert oracle2.calls == {"produce": 2, "judge": 0, "hook": 0, "tool": 0, "reply": 0}
-    assert rerun.calls == {"made": 2, "replayed": 1}
+    # b's output, which the person approved, is now B2: the earlier reply does not answer it
+    assert (rerun.result.status, rerun.result.at) == ("suspended", "c")
+    [again] = rerun.result.asked_again
+    assert (again["value"], again["before"], again["now"]) == ("yes", "B1", "B2")
+    assert rerun.result.question_id("ed") != first.result.question_id("ed")
+    # a and b changed their requests; then the run asked for a reply (no one has given one yet)
+    assert oracle2.calls == {"produce": 2, "judge": 0, "hook": 0, "tool": 0, "reply": 1}
+    assert rerun.calls == {"made": 2, "replayed": 0}
     invalidated = [record["pos"] for record in rerun.records if record["t"] == "invalidated"]
     assert invalidated == ["root/0:a#1/produce", "root/1:b#1/produce"]
     rerun_records = [record for record in rerun.records if record["t"] == "rerun"]
     assert len(rerun_records) == 1 and rerun_records[0]["machines"]["edit"]["sha256"] == edited.sha256
+
+    finished = runs.resume("ed", oracle2, store=store, reply="yes", has_reply=True)
+    assert finished.result.result == "C" and finished.result.context["human"] == {"reply": "yes"}
+    assert finished.calls == {"made": 0, "replayed": 3}  # c's request ("gamma step with yes") did not change
 
 
 def test_fresh_starts_the_run_over() -> None:

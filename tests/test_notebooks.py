@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
 
 
-def test_the_six_tutorials_are_there() -> None:
+def test_the_seven_tutorials_are_there() -> None:
     names = [path.stem for path in NOTEBOOKS]
     assert names == [
         "01-quickstart",
@@ -21,6 +21,7 @@ def test_the_six_tutorials_are_there() -> None:
         "04-diagnostics",
         "05-testing-machines",
         "06-real-models",
+        "07-batches",
     ]
 
 

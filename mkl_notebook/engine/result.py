@@ -66,7 +66,7 @@ class RunResult:
     # took so far as its sub_trace (not part of ``trace``, which holds finished steps only).
     pending_step: dict[str, Any] | None = None
     # Every person's answer the run used, in order: after (finished root steps before it), position (of the
-    # question), machine, state, question (the text shown), reply_to, value, by, via, at.
+    # question), machine, state, question (the text shown), reply_to, value, by, via, at, about (what it answered).
     answers: list[dict[str, Any]] = field(default_factory=list)
     # Every model answer the whole run tree used, in the order they came.
     model_calls: list[ModelCall] = field(default_factory=list)

@@ -155,7 +155,14 @@ class _Shared:
         return "spend-exhausted" if sum(call.cost_usd or 0.0 for call in calls) >= limit else None
 
     def answered(
-        self, position: str, machine: str, state: str, question: str | None, reply_to: str | None, reply: Any
+        self,
+        position: str,
+        machine: str,
+        state: str,
+        question: str | None,
+        reply_to: str | None,
+        reply: Any,
+        about: str | None = None,
     ) -> None:
         """Note a person's answer (with who, when and how, when the oracle says) for the run's result."""
         answer = reply if isinstance(reply, HumanReply) else HumanReply(reply)
@@ -171,6 +178,7 @@ class _Shared:
                 "by": answer.by,
                 "via": answer.via,
                 "at": answer.at,
+                "about": about,
             }
         )
 
@@ -541,7 +549,7 @@ class _MachineRun:
             )
         except OracleError as exc:
             return self._halt(exc.error, handler)
-        self.shared.answered(position, self.machine.name, handler, gate.ask, reply_to, reply)
+        self.shared.answered(position, self.machine.name, handler, gate.ask, reply_to, reply, about)
         value = reply.value if isinstance(reply, HumanReply) else reply
         set_path(self.ctx, reply_to, value)
         root = root_key(reply_to)

@@ -644,7 +644,8 @@ class Run:
         """A person's answer to question ``question_id`` of this run (who, when, how), if it was answered."""
         for answer in self.result_object.answers:
             shown = answer.get("question") or ""
-            if question_id is not None and question_id == question_id_of(self.id, answer["position"], shown):
+            asked = question_id_of(self.id, answer["position"], shown, answer.get("about"))
+            if question_id is not None and question_id == asked:
                 return answer
         return None
 
