@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from support import WIDGET_MIME, Cells
+from support import RUN_MIME, WIDGET_MIME, Cells
 
 FLOW = """\
 machine: flow
@@ -106,6 +106,7 @@ def test_editing_what_was_approved_asks_again_with_the_earlier_answer_and_the_ch
     assert (again["value"], again["by"], again["via"]) == ("approve", "ada", "cli") and again["time"] > 0
     assert again["changed"] == ["-draft text", "+new draft text"]
     assert "Asked again: 'approve' (by ada, " in out and "    +new draft text" in out
+    assert "[asked again: this answer was to an earlier version of the output, which an edit changed]" in out
     assert line["calls"] == {"made": 1, "replayed": 1}  # the new draft made; the research replayed
 
     code, stale, _ = _mkl(
@@ -154,6 +155,9 @@ def test_the_form_shows_the_new_content_and_the_earlier_answer(ip: Cells) -> Non
     assert r.status == "suspended" and r.question_id != old_question
     form = next(p for p in ip.out.published if WIDGET_MIME in p.data)
     assert form is not None
+    view = ip.out.last(RUN_MIME)["text/plain"]  # what a reader without a kernel sees too
+    assert "Asked again: 'approve' (by ada, " in view and "    -draft text\n    +new draft text" in view
+    assert "[asked again: this answer was to an earlier version of the output" in view
     header = r.pending
     assert header["about"] == "new draft text"
     [(sentence, diff)] = header["asked_again"]

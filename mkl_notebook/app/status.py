@@ -66,7 +66,7 @@ def describe(outcome: Outcome, resume: str) -> str:
     """
     result = outcome.result
     trace = views.trace_table_text(
-        result.trace_with_open_call(), answers=result.answers, replayed=outcome.replayed_steps
+        result.trace_with_open_call(), answers=views.traced_answers(result), replayed=outcome.replayed_steps
     )
     parts = [trace, views.result_summary_text(result, outcome.calls)]
     commands = views.continue_commands(result, resume, result.question_id(outcome.run_id))

@@ -265,18 +265,34 @@ def _answers_after(answers: Sequence[Mapping[str, Any]], count: int) -> list[Map
     return [answer for answer in answers if answer.get("after") == count]
 
 
+ASKED_AGAIN = "asked again: this answer was to an earlier version of the output, which an edit changed"
+
+
 def _answer_html(answer: Mapping[str, Any]) -> str:
     reply, who, question = _answer_facts(answer)
     asked = f" — asked: <em>{_e(question)}</em>" if question else ""
+    again = f" — <mark>{_e(ASKED_AGAIN)}</mark>" if answer.get("asked_again") else ""
     return (
         f'<tr><td colspan="{len(_TRACE_HEAD)}">↳ <strong>answered</strong> <code>{_e(reply)}</code>'
-        f"{f' {_e(who)}' if who else ''}{asked}</td></tr>"
+        f"{f' {_e(who)}' if who else ''}{asked}{again}</td></tr>"
     )
 
 
 def _answer_text(answer: Mapping[str, Any], indent: str) -> str:
     reply, who, question = _answer_facts(answer)
-    return f"{indent}  ↳ answered {reply}{f' ({who})' if who else ''}{f' — asked: {question}' if question else ''}"
+    again = f" [{ASKED_AGAIN}]" if answer.get("asked_again") else ""
+    return (
+        f"{indent}  ↳ answered {reply}{f' ({who})' if who else ''}{f' — asked: {question}' if question else ''}{again}"
+    )
+
+
+def traced_answers(result: RunResult) -> list[Mapping[str, Any]]:
+    """The answers a trace shows: those the run used, then those asked again after an edit (after the last step)."""
+    earlier = [
+        {**again, "at": again.get("time"), "after": len(result.trace), "asked_again": True}
+        for again in result.asked_again
+    ]
+    return [*result.answers, *earlier]
 
 
 def trace_table_html(
@@ -903,7 +919,7 @@ def run_html(
         head = f"<p><strong>{_e(_waited_here(result))}</strong></p>{_questions_html(result)}{usage}"
     elif result.status in ("suspended", "in_doubt"):
         card = pending_card_html(run_id, name, result, notebook=shown.notebook, question_above=shown.question_above)
-        head = card + usage
+        head = card + _asked_again_html(result) + usage
     else:
         head = result_summary_html(result, calls)
     if shown.later is not None:
@@ -911,7 +927,10 @@ def run_html(
     if shown.note:
         head = f"<p><mark>{_e(shown.note)}</mark></p>{head}"
     trace = trace_table_html(
-        result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers, replayed=shown.replayed
+        result.trace_with_open_call(),
+        caption=f"Trace of {run_id}",
+        answers=traced_answers(result),
+        replayed=shown.replayed,
     )
     visits = (
         ""
@@ -939,7 +958,8 @@ def run_text(
         head = "\n".join([_waited_here(result), *_questions_text(result), _usage_text(result, calls)])
     elif result.status in ("suspended", "in_doubt"):
         card = pending_card_text(run_id, name, result, notebook=shown.notebook, question_above=shown.question_above)
-        head = f"{card}\n{_usage_text(result, calls)}"
+        again = [line for sentence, diff in asked_again(result) for line in (sentence, *(f"    {d}" for d in diff))]
+        head = "\n".join([card, *again, _usage_text(result, calls)])
     else:
         head = result_summary_text(result, calls)
     if shown.later is not None:
@@ -947,7 +967,10 @@ def run_text(
     if shown.note:
         head = f"{shown.note}\n{head}"
     trace = trace_table_text(
-        result.trace_with_open_call(), caption=f"Trace of {run_id}", answers=result.answers, replayed=shown.replayed
+        result.trace_with_open_call(),
+        caption=f"Trace of {run_id}",
+        answers=traced_answers(result),
+        replayed=shown.replayed,
     )
     parts = [head, trace]
     if machine is not None:
