@@ -14,7 +14,7 @@ import json
 import math
 import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any, Protocol
@@ -647,24 +647,15 @@ def _progress_facts(steps: int, usage: Mapping[str, int] | None, elapsed: float 
     return f"{_plural(steps, 'step')} · {_plural(tokens, 'token')}{cost}{time_taken}"
 
 
-def _doing(state: str | None, live: Live) -> str:
+def _doing(state: str | None, live: Live, name: Callable[[str], str] = str) -> str:
+    """What the run does now: starting, in a state, writing its answer, or judging; ``name`` shows the state."""
     if not state:
         return "starting"
     if live.judging:
-        return f"judging {state} …"
+        return f"judging {name(state)} …"
     if live.writing is not None:
-        return f"writing {state} …"
-    return f"state {state}"
-
-
-def _doing_html(state: str | None, live: Live) -> str:
-    if not state:
-        return "starting"
-    if live.judging:
-        return f"judging {_code(state)} …"
-    if live.writing is not None:
-        return f"writing {_code(state)} …"
-    return f"state {_code(state)}"
+        return f"writing {name(state)} …"
+    return f"state {name(state)}"
 
 
 def _tail(text: str) -> str:
@@ -682,7 +673,7 @@ def progress_html(
     tokens, cost and time so far; below it the answer as it arrives, or a line per fan-out branch."""
     live = live or Live()
     parts = [
-        f"<p><em>running</em> — {_doing_html(state, live)} · {_e(_progress_facts(steps, usage, elapsed, live))}</p>"
+        f"<p><em>running</em> — {_doing(state, live, _code)} · {_e(_progress_facts(steps, usage, elapsed, live))}</p>"
     ]
     if live.writing:
         parts.append(f"<blockquote><pre>{_e(_tail(live.writing))}</pre></blockquote>")
