@@ -190,15 +190,7 @@ class Session:
     ) -> Oracle:
         """The oracle of this session's runs: a script, the session's model factory, or the configured model;
         its calls made where ``executor`` (else ``%mkl config executor=``) says."""
-        return oracles.choose(
-            script=script,
-            config=None if script is not None or self.model_factory else self.model_config(model_name),
-            model_factory=self.model_factory,
-            needs_model=needs_model,
-            machine=machine,
-            registry=self.registry,
-            executor=self.executor(executor),
-        )
+        return self.oracle_factory(script, model_name, needs_model=needs_model, machine=machine, executor=executor)()
 
     def executor(self, chosen: str | None = None) -> Callable[[Oracle], Oracle] | None:
         """Where calls are made: here (None), or on the Dask cluster ``chosen`` (else ``%mkl config executor=``)
