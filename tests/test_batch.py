@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -343,6 +344,11 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     assert [entry["run_id"] for entry in table["data"][BATCH_MIME_TYPE]] == ["refund-T0", "refund-T1", "refund-T2"]
     runs = {run.run_id: run for run in nbfile.embedded_runs(path)}
     assert sorted(runs) == ["refund-T0", "refund-T1", "refund-T2"]
+
+    secret = SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").read("refund-T0")[0]["secret"]
+    shutil.rmtree(tmp_path / ".mkl")  # another machine, no store: the kernel takes the rows up from the file
+    run_all(path)
+    assert SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").read("refund-T0")[0]["secret"] == secret
 
     code, listing, _ = _mkl(tmp_path, "runs", "batch.ipynb")
     assert [(run["run"], run["status"]) for run in listing["runs"]] == [(f"refund-T{n}", "suspended") for n in range(3)]

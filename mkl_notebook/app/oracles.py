@@ -76,10 +76,10 @@ def choose(
 ) -> Oracle:
     """The oracle of a run: the host's tools and hooks, over a script, a model, or nothing.
 
-    ``needs_model`` says the run will call a model at once (it starts anew): then a
-    missing model or API key is refused now, in one line. ``executor`` makes the calls elsewhere
-    (see :mod:`.executors`). Otherwise a run with no model
-    still replays what its journal holds and suspends, resumable, at the first new call.
+    ``needs_model`` says the run will call a model at once (it starts anew): then a missing model
+    or API key is refused now, in one line; otherwise a run with no model still replays what its
+    journal holds and suspends, resumable, at the first new call. A machine that can never call a
+    model needs none. ``executor`` makes the calls elsewhere (see :mod:`.executors`).
     """
     model: Oracle
     if machine is not None and not machine.may_call_a_model():

@@ -263,8 +263,9 @@ def run_batch(
     """
     machine = session.machine(name)
     rows = batch.plan(batch.read_rows(over), id or name, key)
+    carried = session.runs_in_notebook() if not fresh else set()  # the file is read once, not once a row
     for row in rows:
-        if not fresh and not session.store.exists(row.run_id):
+        if row.run_id in carried and not session.store.exists(row.run_id):
             try:
                 session.rehydrate(row.run_id)
             except Untrusted:

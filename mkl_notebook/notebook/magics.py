@@ -162,8 +162,8 @@ class _Parser(argparse.ArgumentParser):
         print(self.format_help())
 
 
-def _run_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--id", dest="run_id")
+def _starting_flags(parser: argparse.ArgumentParser) -> None:
+    """What every run a cell starts may be given: host values, hitl, budgets, where its answers come from."""
     parser.add_argument("--set", action="append", default=[])
     parser.add_argument("--input")
     hitl = parser.add_mutually_exclusive_group()
@@ -175,10 +175,15 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-cost")
     parser.add_argument("--script")
     parser.add_argument("--fresh", action="store_true")
-    parser.add_argument("--notebook")
     parser.add_argument("--model")
-    parser.add_argument("--trust-file", action="store_true")
     parser.add_argument("--executor")
+
+
+def _run_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--id", dest="run_id")
+    _starting_flags(parser)
+    parser.add_argument("--notebook")
+    parser.add_argument("--trust-file", action="store_true")
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
@@ -217,19 +222,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     mapped.add_argument("--key")
     mapped.add_argument("--id", dest="batch")
     mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
-    mapped.add_argument("--set", action="append", default=[])
-    mapped.add_argument("--input")
-    hitl = mapped.add_mutually_exclusive_group()
-    hitl.add_argument("--hitl", action="store_true")
-    hitl.add_argument("--no-hitl", action="store_true")
-    mapped.add_argument("--suspend", action="store_true")
-    mapped.add_argument("--max-steps")
-    mapped.add_argument("--max-tokens")
-    mapped.add_argument("--max-cost")
-    mapped.add_argument("--script")
-    mapped.add_argument("--model")
-    mapped.add_argument("--fresh", action="store_true")
-    mapped.add_argument("--executor")
+    _starting_flags(mapped)
     parsers = {"run": run, "map": mapped, "resume": resume, "pending": pending, "check": check_parser, "test": test}
     return {**parsers, "stdlib": library, "load": load_parser, "models": models, **one_run}
 

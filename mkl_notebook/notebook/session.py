@@ -307,6 +307,16 @@ class Session:
         self.runs[run_id] = handle
         return handle
 
+    def runs_in_notebook(self) -> set[str]:
+        """The runs the notebook carries, as the extension handed them over or as its file holds them (read
+        once); none outside a notebook."""
+        held = set(self.link.runs)
+        path = nbfile.notebook_path_from(self.user_ns, None)
+        if path is not None:
+            with contextlib.suppress(nbfile.NotebookFileError):  # an unreadable file carries nothing to take up
+                held |= {run.run_id for run in nbfile.embedded_runs(path)}
+        return held
+
     def rehydrate(self, run_id: str, notebook: str | None = None, trust_file: bool = False) -> bool:
         """Bring run ``run_id`` back from the notebook file when this store does not know it (trusted only,
         unless ``trust_file``); whether it did. :class:`Untrusted` says whose an untrusted one is."""
