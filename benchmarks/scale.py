@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mkl_notebook.app import batch  # noqa: E402
+from mkl_notebook.app.dask_calls import DaskCalls  # noqa: E402
 from mkl_notebook.app.executors import DaskExecutor  # noqa: E402
 from mkl_notebook.durable import runs as durable  # noqa: E402
 from mkl_notebook.durable.stores import SQLiteStore  # noqa: E402
@@ -123,7 +124,8 @@ def batch_once(wrap: Callable[[Oracle], Oracle] | None, folder: Path) -> Measure
         if row
     ]
     wall = time.perf_counter() - started
-    assert len(done) == ROWS and all(row.status == "done" for row in done), batch.counts(done)
+    failed = [row for row in done if row.status != "done"]
+    assert len(done) == ROWS and not failed, (batch.counts(done), batch.row_summary(failed[0]) if failed else None)
     return Measured(wall, TimedStore.busy())
 
 
@@ -188,10 +190,11 @@ def main() -> None:
             n_workers=2, threads_per_worker=64, processes=True, dashboard_address=None, silence_logs=40
         )
     client = distributed.Client(cluster)
+    servers = DaskCalls(client)
     try:
         executors: dict[str, Callable[[Oracle], Oracle] | None] = {
             "threads": None,
-            "Dask LocalCluster (2 process workers)": lambda oracle: DaskExecutor(oracle, client),
+            "Dask LocalCluster (2 process workers)": lambda oracle: DaskExecutor(oracle, servers),
         }
         for workload, calls, concurrency, chained in (
             ("batch", ROWS * 3, ROW_CONCURRENCY, 3),

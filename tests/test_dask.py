@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from mkl_notebook.app import batch, oracles
+from mkl_notebook.app.dask_calls import DaskCalls
 from mkl_notebook.app.executors import DaskExecutor
 from mkl_notebook.durable import runs as durable
 from mkl_notebook.durable.stores import SQLiteStore
@@ -84,6 +86,14 @@ def client() -> Iterator[Any]:
     cluster.close()
 
 
+@pytest.fixture(scope="module")
+def calls(client: Any) -> Iterator[DaskCalls]:
+    """The call servers on the cluster's workers, shared by the runs of a test as by those of a command."""
+    servers = DaskCalls(client)
+    yield servers
+    servers.close()
+
+
 def work(folder: str, item: str) -> str:
     """A host tool that notes which process ran it."""
     with open(os.path.join(folder, f"pid-{item}"), "w", encoding="utf-8") as note:
@@ -127,12 +137,12 @@ def _answers(store: SQLiteStore, run_id: str) -> list[tuple[Any, ...]]:
     )
 
 
-def _oracle(registry: Registry, client: Any | None = None, limit: int | None = None) -> Oracle:
-    executor = (lambda oracle: DaskExecutor(oracle, client, limit)) if client is not None else None
+def _oracle(registry: Registry, calls: DaskCalls | None = None, limit: int | None = None) -> Oracle:
+    executor = (lambda oracle: DaskExecutor(oracle, calls, limit)) if calls is not None else None
     return oracles.choose(script={"llm": {}}, registry=registry, executor=executor)
 
 
-def test_a_fan_out_on_dask_gives_the_results_and_journal_of_threads(client: Any, tmp_path: Path) -> None:
+def test_a_fan_out_on_dask_gives_the_results_and_journal_of_threads(calls: DaskCalls, tmp_path: Path) -> None:
     machine = load(FAN)
     here, there = tmp_path / "threads", tmp_path / "dask"
     here.mkdir(), there.mkdir()
@@ -140,7 +150,7 @@ def test_a_fan_out_on_dask_gives_the_results_and_journal_of_threads(client: Any,
         machine, _oracle(_registry("work", work, here)), store=SQLiteStore(here / "s.sqlite"), run_id="fan"
     )
     on_dask = durable.start(
-        machine, _oracle(_registry("work", work, there), client), store=SQLiteStore(there / "s.sqlite"), run_id="fan"
+        machine, _oracle(_registry("work", work, there), calls), store=SQLiteStore(there / "s.sqlite"), run_id="fan"
     )
     assert on_dask.result.status == on_threads.result.status == "done"
     assert on_dask.result.context["done"] == on_threads.result.context["done"] == [f"worked on {x}" for x in "abcdef"]
@@ -150,11 +160,11 @@ def test_a_fan_out_on_dask_gives_the_results_and_journal_of_threads(client: Any,
     assert {(here / f"pid-{x}").read_text() for x in "abcdef"} == {str(os.getpid())}
 
 
-def test_a_batch_on_dask_gives_the_results_and_journals_of_threads(client: Any, tmp_path: Path) -> None:
+def test_a_batch_on_dask_gives_the_results_and_journals_of_threads(calls: DaskCalls, tmp_path: Path) -> None:
     machine = load(FAN.replace("items: [a, b, c, d, e, f]", "items: []"))
     rows = [{"items": [f"{n}-{k}" for k in range(3)]} for n in range(4)]
     outcomes = {}
-    for name, dask_client in (("threads", None), ("dask", client)):
+    for name, servers in (("threads", None), ("dask", calls)):
         folder = tmp_path / name
         folder.mkdir()
         registry = _registry("work", work, folder)
@@ -162,9 +172,7 @@ def test_a_batch_on_dask_gives_the_results_and_journals_of_threads(client: Any, 
         planned = batch.plan(rows, "b")
         done = [
             row
-            for row in batch.run(
-                machine, planned, store=store, oracle_for=lambda r=registry, c=dask_client: _oracle(r, c)
-            )
+            for row in batch.run(machine, planned, store=store, oracle_for=lambda r=registry, c=servers: _oracle(r, c))
             if row
         ]
         outcomes[name] = (
@@ -176,11 +184,13 @@ def test_a_batch_on_dask_gives_the_results_and_journals_of_threads(client: Any, 
         assert _answers(outcomes["dask"][1], run_id) == _answers(outcomes["threads"][1], run_id)
 
 
-def test_a_worker_killed_mid_batch_loses_nothing_and_the_journal_keeps_one_answer(client: Any, tmp_path: Path) -> None:
+def test_a_worker_killed_mid_batch_loses_nothing_and_the_journal_keeps_one_answer(
+    calls: DaskCalls, tmp_path: Path
+) -> None:
     machine = load(FAN)
     store = SQLiteStore(tmp_path / "s.sqlite")
     outcome = durable.start(
-        machine, _oracle(_registry("work", work_dying_once, tmp_path), client), store=store, run_id="killed"
+        machine, _oracle(_registry("work", work_dying_once, tmp_path), calls), store=store, run_id="killed"
     )
     assert (tmp_path / "killed").exists()  # a worker did die in the middle of item c's call
     assert outcome.result.status == "done"
@@ -191,12 +201,12 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_the_journal_keeps_one_answe
     assert len(positions) == len(set(positions)) == 6  # and journaled once
 
 
-def test_a_worker_killed_in_the_middle_of_a_batch_loses_no_row(client: Any, tmp_path: Path) -> None:
+def test_a_worker_killed_in_the_middle_of_a_batch_loses_no_row(calls: DaskCalls, tmp_path: Path) -> None:
     machine = load(FAN.replace("items: [a, b, c, d, e, f]", "items: []"))
     store = SQLiteStore(tmp_path / "s.sqlite")
     registry = _registry("work", work_dying_once, tmp_path)
     rows = batch.plan([{"items": [letter]} for letter in "abcdef"], "rows")
-    done = [row for row in batch.run(machine, rows, store=store, oracle_for=lambda: _oracle(registry, client)) if row]
+    done = [row for row in batch.run(machine, rows, store=store, oracle_for=lambda: _oracle(registry, calls)) if row]
     assert (tmp_path / "killed").exists()
     assert sorted(row.outcome.result.context["done"][0] for row in done if row.outcome) == [
         f"worked on {x}" for x in "abcdef"
@@ -205,19 +215,45 @@ def test_a_worker_killed_in_the_middle_of_a_batch_loses_no_row(client: Any, tmp_
         assert len(_answers(store, row.run_id)) == 1
 
 
-def test_a_non_idempotent_tool_on_a_lost_worker_is_in_doubt_and_never_called_twice(client: Any, tmp_path: Path) -> None:
+def test_a_non_idempotent_tool_on_a_lost_worker_is_in_doubt_and_never_called_twice(
+    calls: DaskCalls, tmp_path: Path
+) -> None:
     machine = load(CHARGE)
     store = SQLiteStore(tmp_path / "s.sqlite")
     registry = _registry("pay", pay_dying_once, tmp_path)
-    outcome = durable.start(machine, _oracle(registry, client), store=store, run_id="pay", input={"who": "ada"})
+    outcome = durable.start(machine, _oracle(registry, calls), store=store, run_id="pay", input={"who": "ada"})
     assert outcome.result.status == "in_doubt"
     assert outcome.in_doubt is not None and outcome.in_doubt.tool == "pay"
     assert (tmp_path / "payments").read_text().split() == ["ada"]  # paid once, not twice
     settled = durable.resume(
-        "pay", _oracle(registry, client), store=store, resolution=durable.Resolution("completed", "paid ada")
+        "pay", _oracle(registry, calls), store=store, resolution=durable.Resolution("completed", "paid ada")
     )
     assert settled.result.status == "done" and settled.result.context["receipt"] == "paid ada"
     assert (tmp_path / "payments").read_text().split() == ["ada"]
+
+
+def test_a_tool_that_cannot_travel_to_the_workers_fails_alone_with_a_message_saying_so(
+    calls: DaskCalls, tmp_path: Path
+) -> None:
+    machine = load(FAN)
+    registry = _registry("work", work, tmp_path)
+    guard = threading.Lock()
+
+    def guarded(item: str) -> str:  # holds a lock: it cannot be pickled, so it cannot leave this process
+        with guard:
+            return item
+
+    registry.tool(guarded, name="guarded", effect="read")
+    outcome = durable.start(
+        load(FAN.replace("tool: work", "tool: guarded")),
+        _oracle(registry, calls),
+        store=SQLiteStore(tmp_path / "s.sqlite"),
+        run_id="guarded",
+    )
+    assert outcome.result.status == "done"  # each branch failed as its own tool error, none in doubt
+    assert all("cannot be sent to the Dask cluster's workers" in done for done in outcome.result.context["done"])
+    fine = durable.start(machine, _oracle(registry, calls), store=SQLiteStore(tmp_path / "t.sqlite"), run_id="fine")
+    assert fine.result.context["done"] == [f"worked on {x}" for x in "abcdef"]  # the servers still serve
 
 
 class _Recorded(Oracle):
@@ -256,8 +292,8 @@ def _most_at_once(path: Path) -> int:
 
 
 @pytest.mark.parametrize("limit", [2, None])
-def test_the_semaphore_holds_concurrent_model_calls_at_n(client: Any, tmp_path: Path, limit: int | None) -> None:
-    oracle = DaskExecutor(_Recorded(tmp_path), client, limit)
+def test_the_semaphore_holds_concurrent_model_calls_at_n(calls: DaskCalls, tmp_path: Path, limit: int | None) -> None:
+    oracle = DaskExecutor(_Recorded(tmp_path), calls, limit)
     outcome = durable.start(load(SAMPLED), oracle, store=SQLiteStore(tmp_path / "s.sqlite"), run_id="s")
     assert outcome.result.status == "done" and len(outcome.result.context["ideas"]) == 6
     most = _most_at_once(tmp_path / "spans")

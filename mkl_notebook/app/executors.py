@@ -1,12 +1,15 @@
 """Where a run's calls are made: here (the default), or on a Dask distributed cluster.
 
-With Dask, only the calls ship: each live model, tool or hook call becomes one task on the
-cluster, keyed by its journal position; the run loop and its journal stay in this process,
-which remains their single writer. Replayed answers never leave it. A worker lost in the middle
-of a call is rescheduled by Dask, and the journal records the one answer that came back; a
-non-idempotent tool call is never made twice: if its worker is lost, its run stops *in doubt*,
-exactly as when this process stops in the middle of one. ``max_model_calls`` caps the model
-calls in flight across the whole cluster (a ``distributed.Semaphore``), for rate limits.
+With Dask, only the calls ship: each live model, tool or hook call goes to one of the cluster's
+workers; the run loop and its journal stay in this process, which remains their single writer.
+Replayed answers never leave it. Calls go straight to a *call server* on each worker (a Dask
+actor, see ``dask_calls``) rather than through the scheduler as one task each.
+
+A worker lost in the middle of a call loses nothing: an idempotent call is made again as a Dask
+task, which Dask reschedules until a worker answers, and the journal records the one answer that
+came back. A non-idempotent tool call is never made twice: if its worker is lost, its run stops
+*in doubt*, exactly as when this process stops in the middle of one. ``max_model_calls`` caps the
+model calls in flight across the whole cluster (a ``distributed.Semaphore``), for rate limits.
 
 Dask is optional (``pip install mkl-notebook[dask]``) and imported only when chosen.
 """
@@ -31,12 +34,12 @@ from ..engine.oracle import (
     ProduceRequest,
     ToolRequest,
 )
+from .dask_calls import DaskCalls, WorkerLost
 from .errors import UsageProblem
 from .values import parse_budget
 
 DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
 LOCAL = "dask"  # at the command line: a LocalCluster for the command; in a notebook: its current Client
-MODEL_CALLS = "mkl-model-calls"  # the cluster-wide semaphore's name
 
 
 def distributed() -> Any:
@@ -86,33 +89,12 @@ def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], N
     return client, close
 
 
-class CalledTwice(Exception):
-    """A non-idempotent call's task started again after its worker was lost: it must not run twice."""
-
-
-def _once(started: str | None, call: Callable[[], Any]) -> Any:
-    if started is not None:
-        event = distributed().Event(started)
-        if event.is_set():
-            raise CalledTwice(started)
-        event.set()
-    return call()
-
-
-def _remote(call: Callable[[], Any], limit: int | None, started: str | None) -> Any:
-    """What a worker runs: the call, under the cluster's model-call semaphore when it is capped."""
-    if limit is None:
-        return _once(started, call)
-    with distributed().Semaphore(max_leases=limit, name=MODEL_CALLS):
-        return _once(started, call)
-
-
 @dataclass
 class DaskExecutor(Oracle):
     """Makes ``inner``'s calls on a Dask cluster (those it can make elsewhere); the rest here."""
 
     inner: Oracle
-    client: Any
+    calls: DaskCalls
     max_model_calls: int | None = None
 
     def ask(self, request: OracleRequest) -> Any:
@@ -121,21 +103,23 @@ class DaskExecutor(Oracle):
             return self.inner.ask(request)
         model = isinstance(request, (ProduceRequest, JudgeRequest))
         once = isinstance(request, ToolRequest) and not request.idempotent
-        key = f"mkl-{request.kind}-{request.position}-{uuid.uuid4().hex[:8]}"
-        started = f"{key}-started" if once else None
         limit = self.max_model_calls if model else None
-        future = self.client.submit(_remote, call, limit, started, key=key, pure=False)
         try:
-            return future.result()
-        except CalledTwice:
-            assert isinstance(request, ToolRequest)
-            raise InDoubt(request.position, request.name, request.state) from None
-        except distributed().KilledWorker as lost:
+            return self.calls.call(call, limit)
+        except WorkerLost as lost:
             if once:
                 assert isinstance(request, ToolRequest)
                 raise InDoubt(request.position, request.name, request.state) from None
+            return self._again(request, call, limit, lost)
+
+    def _again(self, request: OracleRequest, call: Callable[[], Any], limit: int | None, lost: WorkerLost) -> Any:
+        """An idempotent call whose worker was lost, made again as a task Dask reschedules until it is answered."""
+        key = f"mkl-{request.kind}-{request.position}-{uuid.uuid4().hex[:8]}"
+        try:
+            return self.calls.task(call, limit, key)
+        except distributed().KilledWorker as killed:
             raise OracleError(
-                f"provider-error: the Dask workers making this call were lost ({lost})", suspendable=True
+                f"provider-error: the Dask workers making this call were lost ({lost}; {killed})", suspendable=True
             ) from None
 
     def stream(self, request: OracleRequest, partial: Partial) -> Any:
@@ -172,7 +156,9 @@ def executing(
         yield None
         return
     client, close = client_for(chosen, start_local=start_local)
+    calls = DaskCalls(client)
     try:
-        yield lambda oracle: DaskExecutor(oracle, client, limit)
+        yield lambda oracle: DaskExecutor(oracle, calls, limit)
     finally:
+        calls.close()
         close()

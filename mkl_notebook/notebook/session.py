@@ -79,7 +79,8 @@ class Session:
     keyring_problem: str | None = None
     _forgotten: set[str] = field(default_factory=set)  # runs forgotten here: never taken up from the file again
     taken_up: dict[str, str] = field(default_factory=dict)  # run id -> why it is not trusted, though taken up
-    _clients: dict[str, Any] = field(default_factory=dict)  # Dask clients of schedulers named by address
+    # The call servers of each Dask cluster this session has used, by the --executor that named it.
+    _dask_calls: dict[str, executors.DaskCalls] = field(default_factory=dict)
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -198,14 +199,15 @@ class Session:
         chosen = executors.check_executor(chosen or self.settings.executor)
         if chosen is None:
             return None
+        known = self._dask_calls.get(chosen)
         if chosen == executors.LOCAL:
             client, _ = executors.client_for(chosen, start_local=False)
-        else:
-            if chosen not in self._clients:
-                self._clients[chosen] = executors.client_for(chosen, start_local=False)[0]
-            client = self._clients[chosen]
-        limit = self.settings.max_model_calls
-        return lambda oracle: executors.DaskExecutor(oracle, client, limit)
+            if known is None or known.client is not client:  # the notebook made a new Client since
+                known = self._dask_calls[chosen] = executors.DaskCalls(client)
+        elif known is None:
+            known = self._dask_calls[chosen] = executors.DaskCalls(executors.client_for(chosen, start_local=False)[0])
+        calls, limit = known, self.settings.max_model_calls
+        return lambda oracle: executors.DaskExecutor(oracle, calls, limit)
 
     def oracle_factory(
         self,
