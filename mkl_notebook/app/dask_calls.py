@@ -4,15 +4,16 @@ A Dask task costs several scheduler round trips, and even one actor call costs a
 through Dask's comms (about a millisecond of CPU at each end here): at hundreds of calls a second,
 on a small machine, that is most of the time. So the calls to one worker travel in batches, over
 two actor calls that stay in flight: ``start`` sends the calls that arrived since the last batch
-went, and ``answers`` waits for those the worker has answered since it was last asked. Every call
+went (and brings back the answers ready then), and ``answers`` waits for those the worker has
+answered since it was last asked. Every call
 still answers as soon as it is done (a slow call holds back no other), and a batch is just what
 queued while the previous message was on its way, so no call waits for a batch to fill.
 
 Each call and each answer is pickled on its own (cloudpickle, which Dask uses), so that one that
 cannot be pickled fails alone, as that call's own error. A worker that cannot be reached fails
 every call it holds with ``WorkerLost``; the caller decides what a lost call means (made again, or
-in doubt). The servers are placed on the workers at first
-use, again after a loss, and every ``REFRESH_SECONDS`` (a cluster may grow).
+in doubt). The servers are placed on the workers at first use, again after a loss, and every
+``REFRESH_SECONDS`` (a cluster may grow).
 """
 
 from __future__ import annotations
@@ -134,22 +135,23 @@ class WorkerLost(Exception):
 
 
 class _Server:
-    """This process's end of one call server: a thread that sends the calls queued for it, and one that
-    hands out its answers."""
+    """This process's end of one call server. Its messages are sent from the Dask client's event loop, where
+    awaiting an actor call costs no thread hand-over: one coroutine sends the calls queued (while one batch
+    is on its way, the next queues), another waits for answers while any call is out."""
 
-    def __init__(self, address: str, actor: Any, future: Any, on_lost: Callable[[_Server], None]) -> None:
+    def __init__(self, address: str, actor: Any, future: Any, loop: Any, on_lost: Callable[[_Server], None]) -> None:
         self.address = address
         self.actor = actor
         self.future = future  # holds the actor on its worker for as long as this process keeps it
+        self.loop = loop  # the client's asyncio event loop
         self.on_lost = on_lost
-        self.changed = threading.Condition()
+        self.lock = threading.Lock()
         self.queued: list[tuple[int, bytes, int | None]] = []
         self.waiting: dict[int, Future[tuple[bool, Any]]] = {}
         self.numbers = itertools.count()
+        self.sending = self.receiving = False
+        self.tasks: set[asyncio.Task[None]] = set()
         self.lost: str | None = None
-        self.closed = False
-        for job in (self._send, self._receive):
-            threading.Thread(target=job, name=f"mkl-dask-{job.__name__[1:]}", daemon=True).start()
 
     @property
     def busy(self) -> int:
@@ -157,75 +159,82 @@ class _Server:
         return len(self.waiting)
 
     def call(self, call: Callable[[], Any], limit: int | None) -> Future[tuple[bool, Any]] | None:
-        """Queue ``call``; the future answers ``(made, answer)``, or raises WorkerLost. None if this server was
-        lost already (the call was not sent)."""
+        """Queue ``call`` (from any thread); the future answers ``(made, answer)``, or raises WorkerLost. None if
+        this server was lost already (the call was not sent)."""
         answer: Future[tuple[bool, Any]] = Future()
         try:
             pickled = _dumps(call)
         except Exception as exc:  # a call that cannot be sent fails as its own error
             answer.set_result((False, RuntimeError(f"this call cannot be sent to the Dask cluster's workers: {exc}")))
             return answer
-        with self.changed:
+        with self.lock:
             if self.lost is not None:
                 return None
             number = next(self.numbers)
             self.waiting[number] = answer
             self.queued.append((number, pickled, limit))
-            self.changed.notify_all()
+            send, receive = not self.sending, not self.receiving
+            self.sending = self.receiving = True
+        if send or receive:
+            self.loop.call_soon_threadsafe(self._begin, send, receive)
         return answer
 
     def close(self) -> None:
-        """Let the threads end (the calls still waiting fail)."""
+        """Fail the calls still waiting, and send no more."""
         self._fail("the Dask executor was closed")
 
-    def _send(self) -> None:
+    def _begin(self, send: bool, receive: bool) -> None:
+        for job in [self._send] * send + [self._receive] * receive:
+            task = self.loop.create_task(job())
+            self.tasks.add(task)  # the loop keeps only a weak reference to a task
+            task.add_done_callback(self.tasks.discard)
+
+    async def _send(self) -> None:
         while True:
-            with self.changed:
-                while not self.queued and self.lost is None:
-                    self.changed.wait()
-                if self.lost is not None:
-                    return
+            with self.lock:
                 batch, self.queued = self.queued, []
-            sent, answered = self._sent("start", batch)
-            if not sent:
+                if not batch or self.lost is not None:
+                    self.sending = False
+                    return
+            answered = await self._sent("start", batch)
+            if answered is None:
                 return
             self._hand_out(answered)
 
-    def _receive(self) -> None:
+    async def _receive(self) -> None:
         while True:
-            with self.changed:
-                while not self.waiting and self.lost is None:
-                    self.changed.wait()
-                if self.lost is not None:
+            with self.lock:
+                if not self.waiting or self.lost is not None:
+                    self.receiving = False
                     return
-            sent, answered = self._sent("answers", POLL_SECONDS)
-            if not sent:
+            answered = await self._sent("answers", POLL_SECONDS)
+            if answered is None:
                 return
             self._hand_out(answered)
+
+    async def _sent(self, method: str, argument: Any) -> list[tuple[int, bytes]] | None:
+        """What the actor's ``method`` answered, or None when its worker could not be reached (then every call
+        here fails, WorkerLost). The actor calls carry only bytes and numbers: they fail for no other reason."""
+        try:
+            answered: list[tuple[int, bytes]] = await getattr(self.actor, method)(argument)
+            return answered
+        except Exception as exc:
+            self._fail(str(exc) or type(exc).__name__)
+            return None
 
     def _hand_out(self, answered: list[tuple[int, bytes]]) -> None:
-        with self.changed:
+        with self.lock:
             answers = [(self.waiting.pop(number, None), pickled) for number, pickled in answered]
         for answer, pickled in answers:
             if answer is not None:
                 answer.set_result(_loads(pickled))
 
-    def _sent(self, method: str, argument: Any) -> tuple[bool, Any]:
-        """Whether the actor's ``method`` answered, and what; when its worker could not be reached, every call
-        here fails (WorkerLost). The actor calls carry only bytes and numbers: they fail for no other reason."""
-        try:
-            return True, getattr(self.actor, method)(argument).result()
-        except Exception as exc:
-            self._fail(str(exc) or type(exc).__name__)
-            return False, None
-
     def _fail(self, why: str) -> None:
-        with self.changed:
+        with self.lock:
             if self.lost is not None:
                 return
             self.lost = why
             waiting, self.waiting, self.queued = self.waiting, {}, []
-            self.changed.notify_all()
         for answer in waiting.values():
             answer.set_exception(WorkerLost(why))
         self.on_lost(self)
@@ -312,7 +321,7 @@ class DaskCalls:
             placed = next(iter(self.client.who_has(future).get(future.key, ())), None)  # asks the scheduler only
             with self._changed:
                 if placed is not None and placed not in self._servers and placed not in self._gone:
-                    self._servers[placed] = _Server(placed, actor, future, self._lost)
+                    self._servers[placed] = _Server(placed, actor, future, self.client.loop.asyncio_loop, self._lost)
 
     def _lost(self, server: _Server) -> None:
         with self._changed:
