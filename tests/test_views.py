@@ -28,6 +28,7 @@ from mkl_notebook.lang.loader import load
 from mkl_notebook.lang.model import Machine
 from mkl_notebook.providers.scripted import ScriptedOracle, oracle_from_file
 from mkl_notebook.render import diagram, views
+from mkl_notebook.render.plan_views import plan_lines
 from mkl_notebook.testing import Outcome
 
 from support import REFUND as REFUND_EXAMPLE
@@ -1317,6 +1318,20 @@ def test_a_long_result_shows_its_beginning() -> None:
     page = parsed(views.result_summary_html(result, cap=cap))
     assert "20,000 more characters not shown" in page.text
     assert "x" * 30_000 in views.result_summary_text(result, cap=replace(cap, full=True))
+
+
+def test_a_long_plan_lists_the_first_and_last_calls_it_replays() -> None:
+    root, _ = long_loop(200)
+    store = MemoryStore()
+    runs.start(root, ScriptedOracle({"produce": []}), store=store, run_id="p")
+    found = runs.plan_run(store, "p").as_dict()
+    replays = found["replays"]
+    assert len(replays) == 200
+    lines = plan_lines(found)
+    listed = f"{', '.join(replays[:20])}, … 160 more …, {', '.join(replays[-20:])}"
+    assert lines[1] == f"  replays 200 calls from the journal: {listed}"
+    short = {**found, "replays": replays[:50]}
+    assert plan_lines(short)[1] == f"  replays 50 calls from the journal: {', '.join(replays[:50])}"
 
 
 def test_views_import_no_jupyter() -> None:

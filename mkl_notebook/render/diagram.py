@@ -384,7 +384,8 @@ def machine_text(
     by_source = _by_source(edges)
     taken = _taken(path)
     lines = [f"machine {machine.name}: entry {machine.entry}, budget {machine.budget}"]
-    lines += [f"  missing state {sid}" for sid in missing]
+    listed = set(drawing.states)
+    lines += [f"  missing state {sid}" for sid in missing if sid in listed]
     for sid in drawing.states:
         state = machine.states.get(sid)
         if state is None:
