@@ -28,6 +28,7 @@ from mkl_notebook.lang.loader import load
 from mkl_notebook.lang.model import Machine
 from mkl_notebook.providers.scripted import ScriptedOracle, oracle_from_file
 from mkl_notebook.render import diagram, views
+from mkl_notebook.render.plan_views import plan_lines
 from mkl_notebook.testing import Outcome
 
 from support import REFUND as REFUND_EXAMPLE
@@ -949,8 +950,8 @@ def test_scenario_table() -> None:
 
 # -- diagrams ---------------------------------------------------------------------------------
 
-DECLARATION = re.compile(r'^    state "([^"\n]*)" as (s\d+|failed)$')
-TRANSITION = re.compile(r"^    (\[\*\]|s\d+) --> (\[\*\]|s\d+|failed)(?: : (.+))?$")
+DECLARATION = re.compile(r'^    state "([^"\n]*)" as (s\d+|failed|more)$')
+TRANSITION = re.compile(r"^    (\[\*\]|s\d+|more) --> (\[\*\]|s\d+|failed|more)(?: : (.+))?$")
 CLASS_DEF = re.compile(r"^    classDef (\w+) ([\w#:,. -]+)$")
 CLASS_USE = re.compile(r"^    class ([\w,]+) (\w+)$")
 UNSAFE = set(':;#"{}<>`\n')
@@ -1128,6 +1129,209 @@ def test_path_skips_steps_without_a_target() -> None:
     assert diagram.path_from_trace(result.trace) == []
     _, result = hook_decided()
     assert diagram.path_from_trace(result.trace) == [("a", "END")]
+
+
+# -- long traces and big machines ---------------------------------------------------------------
+
+LONG = 2_000  # steps: far more than a view shows whole
+
+
+def long_loop(steps: int = LONG) -> tuple[Machine, RunResult]:
+    """A run that drafts again and again: step N's output is "draft N"."""
+    text = f"""
+machine: loop
+entry: again
+budget: {steps + 5}
+states:
+  again:
+    structure: s
+    prompt: again
+    output: draft
+    max_visits: {steps}
+    gates:
+      - {{ when: otherwise, then: ok, to: again }}
+"""
+    return run(text, {"produce": [f"draft {number}" for number in range(1, steps + 1)]})
+
+
+def chain(states: int) -> Machine:
+    """A machine of ``states`` states one after another, s0 to s{states - 1}, then END."""
+    lines = [f"machine: chain\nentry: s0\nbudget: {states + 5}\nstates:"]
+    for index in range(states):
+        to = f"s{index + 1}" if index + 1 < states else "END"
+        gate = f"{{when: otherwise, then: ok, to: {to}}}"
+        lines.append(f"  s{index}: {{structure: s, prompt: p{index}, output: o, gates: [{gate}]}}")
+    return load("\n".join(lines) + "\n", strict=False)
+
+
+def _step_numbers(text: str) -> list[int]:
+    """The step numbers of a text trace's rows (its first column)."""
+    return [int(line.split()[0]) for line in text.splitlines()[2:] if line.split() and line.split()[0].isdigit()]
+
+
+def test_a_long_trace_shows_its_first_and_last_steps_and_the_command_that_shows_them_all() -> None:
+    _, result = long_loop()
+    cap = views.notebook_cap("long")
+    plain = views.trace_table_text(result.trace, caption="Trace of long", cap=cap)
+    assert plain.splitlines()[0] == "Trace of long — 2,000 steps"
+    assert _step_numbers(plain) == [*range(1, 21), *range(1981, 2001)]
+    left_out = "… 1,960 steps not shown (steps 21 to 1,980): %mkl trace long --all shows every step"
+    assert plain.splitlines()[22] == left_out  # between step 20 and step 1,981
+    page = parsed(views.trace_table_html(result.trace, caption="Trace of long", cap=cap))
+    assert "Trace of long — 2,000 steps" in page.text and "… 1,960 steps not shown (steps 21 to 1,980)" in page.text
+    assert "%mkl trace long --all" in page.text
+    html = views.trace_table_html(result.trace, cap=cap)
+    assert "<td>draft 20</td>" in html and "<td>draft 1981</td>" in html and "<td>draft 21</td>" not in html
+    whole = replace(cap, full=True)
+    assert _step_numbers(views.trace_table_text(result.trace, cap=whole)) == list(range(1, LONG + 1))
+    assert "not shown" not in views.trace_table_html(result.trace, cap=whole)
+    at_most = views.trace_table_text(result.trace[: views.WHOLE_ROWS])
+    assert _step_numbers(at_most) == list(range(1, views.WHOLE_ROWS + 1)) and "not shown" not in at_most
+
+
+def test_a_long_trace_counts_the_answers_it_leaves_out() -> None:
+    _, result = long_loop()
+    answers = [{"after": 0, "value": "go"}, {"after": 700, "value": "more"}, {"after": LONG, "value": "stop"}]
+    plain = views.trace_table_text(result.trace, answers=answers)
+    assert "↳ answered go" in plain and "↳ answered stop" in plain and "↳ answered more" not in plain
+    assert "… 1,960 steps not shown (steps 21 to 1,980), nor 1 answer given between them" in plain
+    page = parsed(views.trace_table_html(result.trace, answers=answers))
+    assert "go" in page.text and "stop" in page.text and "more" not in page.text
+    assert "nor 1 answer given between them" in page.text
+
+
+def test_a_run_view_caps_its_trace_and_says_the_step_count() -> None:
+    root, result = long_loop()
+    bundle = views.run_bundle("long", root, result)
+    assert len(bundle["text/html"]) + len(bundle["text/plain"]) < 20_000
+    assert "Trace of long — 2,000 steps" in bundle["text/plain"] and "%mkl trace long --all" in bundle["text/plain"]
+    page = parsed(bundle["text/html"])
+    assert "Trace and visits — 2,000 steps" in page.text and "%mkl trace long --all" in page.text
+
+
+def test_wide_fan_outs_show_their_first_and_last_branches_and_sub_runs() -> None:
+    items = [f"item {number}" for number in range(120)]
+    wide = f"""
+machine: wide
+entry: each
+budget: 5
+context: {{ items: {items} }}
+states:
+  each:
+    structure: s
+    prompt: "{{{{item}}}}"
+    over: "{{{{items}}}}"
+    output: lines
+    gates:
+      - {{ when: otherwise, then: ok, to: END }}
+"""
+    _, result = run(wide, {"produce": [f"line {number}" for number in range(120)]})
+    cap = views.notebook_cap("wide")
+    plain = views.trace_table_text(result.trace, cap=cap)
+    assert "[19] line 19" in plain and "[100] line 100" in plain and "[119] line 119" in plain
+    assert "[20] line 20" not in plain and "[99] line 99" not in plain
+    assert "    … 80 branches not shown: %mkl trace wide --all shows them all" in plain
+    html = views.trace_table_html(result.trace, cap=cap)
+    page = parsed(html)
+    assert "120 branches" in page.text and "… 80 branches not shown" in page.text and '<ol start="100">' in html
+    assert "[99] line 99" in views.trace_table_text(result.trace, cap=replace(cap, full=True))
+
+    calls = wide.replace('prompt: "{{item}}"', 'call: leaf\n    input: { what: "{{item}}" }').replace(
+        "    structure: s\n", ""
+    )
+    _, result = run(calls, {"produce": [f"leaf {number}" for number in range(120)]}, registry=(LEAF,))
+    plain = views.trace_table_text(result.trace, cap=cap)
+    assert "↳ sub-run 20 trace" in plain and "↳ sub-run 101 trace" in plain and "↳ sub-run 21 trace" not in plain
+    assert "    … 80 sub-runs not shown: %mkl trace wide --all shows them all" in plain
+    page = parsed(views.trace_table_html(result.trace, cap=cap))
+    assert (
+        "sub-run 120 — 1 step" in page.text and "sub-run 21 —" not in page.text and "80 sub-runs not shown" in page.text
+    )
+
+
+def test_a_big_machine_is_drawn_around_its_entry_and_where_the_run_stopped() -> None:
+    root = chain(5_000)
+    oracle = ScriptedOracle({"produce": []})
+    result = run_machine(root, oracle, options=RunOptions(max_steps=2_500, suspendable=True))
+    assert (result.status, result.error, result.at) == ("suspended", "budget-exhausted", "s2500")
+    path = diagram.path_from_trace(result.trace)
+    kw: dict[str, Any] = {"visits": result.visits, "path": path, "current": "s2500", "current_kind": "pending"}
+    source = diagram.machine_mermaid(root, **kw)
+    _assert_valid(source)
+    assert len(source) < 50_000  # mermaid's maxTextSize
+    nodes = _nodes(source)
+    drawn = {label.split(" ")[0] for node, label in nodes.items() if node != "more"}
+    assert len(drawn) == diagram.DRAWN_STATES
+    assert {"s0", "s2500", "s2501", "s2499"} <= drawn and "s1" not in drawn  # the entry, where it stopped, around it
+    assert nodes["more"] == "… 4,940 more states, not drawn"
+    lines = source.splitlines()
+    assert "    [*] --> s0" in lines and "    s0 --> more : otherwise ✔" in lines  # s1 is left out
+    assert "    s2499 --> s2500 : otherwise ✔" in lines and "    s2500 --> s2501 : otherwise" in lines
+    assert "    s2501 --> more : otherwise" in lines and "    class more more" in lines
+    assert sum(1 for line in lines if TRANSITION.match(line)) <= diagram.DRAWN_EDGES + len(drawn) + 1
+    text = diagram.machine_text(root, **kw)
+    listed = [line for line in text.splitlines()[1:] if " (generative)" in line]
+    assert {line.split()[0] if not line.startswith("  *") else line.split()[1] for line in listed} == drawn
+    assert "  * s2500 (generative) (not visited) · pending  -> s2501 [otherwise]" in text.splitlines()
+    assert text.splitlines()[-1].startswith("  … and 4,940 more states, not shown")
+    unrun = diagram.machine_mermaid(root)  # the definition's diagram: the entry and what follows it
+    assert {label for node, label in _nodes(unrun).items() if node != "more"} == {f"s{i}" for i in range(60)}
+    assert diagram.diagram_bundle(root)["text/plain"].count("\n") == 1 + diagram.DRAWN_STATES
+
+
+def test_a_machine_drawn_whole_up_to_the_limits() -> None:
+    root = chain(diagram.DRAWN_STATES)
+    source = diagram.machine_mermaid(root)
+    _assert_valid(source)
+    assert len(_nodes(source)) == diagram.DRAWN_STATES and "more" not in source
+    assert len(diagram.machine_text(root).splitlines()) == 1 + diagram.DRAWN_STATES
+
+
+def test_a_big_machines_visits_list_the_states_entered_most() -> None:
+    root = chain(5_000)
+    result = run_machine(root, ScriptedOracle({"produce": []}), options=RunOptions(max_steps=2_500))
+    visits = {**result.visits, "s4000": 7}
+    cap = views.notebook_cap("big")
+    plain = views.visits_table_text(root, visits, cap=cap)
+    lines = plain.splitlines()
+    assert lines[0] == "Visits of chain — the 40 states entered most, of 5,000"
+    rows = [line.split()[0] for line in lines[2:-1]]
+    assert rows == [*(f"s{i}" for i in range(39)), "s4000"]  # document order; ties by document order
+    entered = sum(visits.values()) - 7 - 39
+    expected = f"  … 4,960 more states, entered {entered:,} times in all, 2,499 of them never"
+    assert lines[-1] == expected + ": %mkl visits big --all lists every state"
+    page = parsed(views.visits_table_html(root, visits, cap=cap))
+    assert "the 40 states entered most, of 5,000" in page.text and "%mkl visits big --all" in page.text
+    hot = views.visits_table_text(root, visits, {"most_visited_state": "s4999"}, cap=cap)
+    assert "* s4999" in hot and "  s38 " not in hot  # the highlighted state is always listed
+    whole = views.visits_table_text(root, visits, cap=replace(cap, full=True))
+    assert len(whole.splitlines()) == 2 + 5_000
+
+
+def test_a_long_result_shows_its_beginning() -> None:
+    _, result = run(LEAF, {"produce": ["x" * 30_000]})
+    result = replace(result, result="x" * 30_000)
+    cap = views.notebook_cap("r")
+    text = views.result_summary_text(result, cap=cap)
+    assert "x" * views.RESULT_MAX in text and "x" * (views.RESULT_MAX + 1) not in text
+    assert "… 20,000 more characters not shown: mkl_notebook.get_run('r').result holds all of it" in text
+    page = parsed(views.result_summary_html(result, cap=cap))
+    assert "20,000 more characters not shown" in page.text
+    assert "x" * 30_000 in views.result_summary_text(result, cap=replace(cap, full=True))
+
+
+def test_a_long_plan_lists_the_first_and_last_calls_it_replays() -> None:
+    root, _ = long_loop(200)
+    store = MemoryStore()
+    runs.start(root, ScriptedOracle({"produce": []}), store=store, run_id="p")
+    found = runs.plan_run(store, "p").as_dict()
+    replays = found["replays"]
+    assert len(replays) == 200
+    lines = plan_lines(found)
+    listed = f"{', '.join(replays[:20])}, … 160 more …, {', '.join(replays[-20:])}"
+    assert lines[1] == f"  replays 200 calls from the journal: {listed}"
+    short = {**found, "replays": replays[:50]}
+    assert plan_lines(short)[1] == f"  replays 50 calls from the journal: {', '.join(replays[:50])}"
 
 
 def test_views_import_no_jupyter() -> None:

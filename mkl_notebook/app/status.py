@@ -59,16 +59,18 @@ def usage(result: RunResult) -> dict[str, Any]:
     return {**result.usage, **({"cost_usd": round(cost, 8)} if cost is not None else {})}
 
 
-def describe(outcome: Outcome, resume: str) -> str:
+def describe(outcome: Outcome, resume: str, cap: views.Cap | None = None) -> str:
     """A run as text: its trace, how it ended (and what showing it cost), and the commands that continue it.
 
-    ``resume`` is the command that names the run, such as ``mkl resume --id RUN``.
+    ``resume`` is the command that names the run, such as ``mkl resume --id RUN``; ``cap`` says whether a
+    long trace and result are shown whole, and how to see them whole when they are not.
     """
     result = outcome.result
+    cap = cap or views.Cap()
     trace = views.trace_table_text(
-        result.trace_with_open_call(), answers=views.traced_answers(result), replayed=outcome.replayed_steps
+        result.trace_with_open_call(), answers=views.traced_answers(result), replayed=outcome.replayed_steps, cap=cap
     )
-    parts = [trace, views.result_summary_text(result, outcome.calls)]
+    parts = [trace, views.result_summary_text(result, outcome.calls, cap)]
     commands = views.continue_commands(result, resume, result.question_id(outcome.run_id))
     if commands:
         parts.append("To continue:\n" + "\n".join(f"  {command}" for command in commands))

@@ -1,4 +1,4 @@
-"""The ``mkl`` command line: check, test, run (one row or many), resume and list machines' runs; trust keys.
+"""The ``mkl`` command line: check, test, run (one row or many), resume, trace and list machines' runs; trust keys.
 
 Exit codes: 0 done / no errors / all tests pass, 1 halt / check errors / a test
 failed, 2 load or usage error, 3 suspended, 4 in doubt.  Run-like commands end
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..app.errors import USER_ERRORS
-from . import check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trust_cmd
+from . import check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
 
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_parsers(commands)
     map_cmd.add_parser(commands)
     plan_cmd.add_parser(commands)
+    trace_cmd.add_parser(commands)
     trust_cmd.add_parser(commands)
     return parser
 

@@ -31,6 +31,7 @@ from ..providers.host import default_registry
 from ..render import views
 from .common import EXIT_FAILED, STATUS_EXIT, emit_status
 from .live import TerminalStream
+from .trace_cmd import all_flag, cli_cap
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -129,6 +130,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     executor_flags(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
+    all_flag(parser)
 
 
 def _observer(args: argparse.Namespace) -> durable.Observer | None:
@@ -177,7 +179,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, resume: str, written: st
     if args.checkpoint:
         envelope.write_file(args.checkpoint, outcome.envelope(Keyring().signer()))
     if not args.quiet:
-        print(status.describe(outcome, resume))
+        print(status.describe(outcome, resume, cli_cap(outcome.run_id, args.store, args.full)))
     emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
     return STATUS_EXIT[outcome.result.status]
 

@@ -154,12 +154,22 @@ class RunView:
             self._branch_count = int(data.get("count") or 0)
 
     def _branch_lines(self) -> tuple[str, ...]:
-        """One line per fan-out branch while a fan-out runs (the lock is held)."""
-        if not self._branch_count:
+        """One line per fan-out branch while a fan-out runs (the lock is held); of a wide fan-out, a line
+        per branch at work (capped like every list of a view) and one that counts the others."""
+        count = self._branch_count
+        if not count:
             return ()
-        return tuple(
-            f"branch {index + 1}: {self._branches.get(index, 'waiting')}" for index in range(self._branch_count)
-        )
+        if count <= views.WHOLE_ROWS:
+            return tuple(f"branch {index + 1}: {self._branches.get(index, 'waiting')}" for index in range(count))
+        working = sorted(i for i, doing in self._branches.items() if doing not in ("done", "failed") and i < count)
+        first, last = views.cut(len(working))
+        lines = [f"branch {working[i] + 1}: {self._branches[working[i]]}" for i in (*first, *last)]
+        done = sum(1 for doing in self._branches.values() if doing == "done")
+        failed = sum(1 for doing in self._branches.values() if doing == "failed")
+        waiting = count - len(self._branches)
+        at_work = f"{len(working):,} at work" + (f" ({len(working) - len(lines):,} not listed)" if last else "")
+        tally = [at_work, f"{done:,} done", *([f"{failed:,} failed"] if failed else []), f"{waiting:,} waiting"]
+        return (*lines, f"of {count:,} branches: {', '.join(tally)}")
 
     # -- a run the notebook carries but this person does not trust --------------------------
 

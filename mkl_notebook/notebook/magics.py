@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -82,7 +83,8 @@ HELP = """\
                [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
 %mkl runs | pending       list runs / runs waiting for a person (with their forms)
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
-%mkl trace RUN | visits RUN
+%mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
+%mkl visits RUN [--all]   entries per state: the 40 states entered most of a big machine, or with --all every one
 %mkl plan RUN             what running RUN again would replay, call anew and ask again, with the machines as defined now
 %mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
@@ -204,6 +206,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget", "plan")}
     for parser in one_run.values():
         parser.add_argument("run_id")
+    for name in ("trace", "visits"):
+        one_run[name].add_argument("--all", action="store_true", dest="full")
     pending = _Parser(prog="pending", add_help=False)
     pending.add_argument("--all", nargs="?", const=".", metavar="FOLDER")
     check_parser = _Parser(prog="check", add_help=False)
@@ -565,20 +569,27 @@ class MklMagics(Magics):
             view.untrusted(problem, [("Take up the file's run", take_up)])
 
     def _cmd_trace(self, words: list[str]) -> None:
-        run = self.session.get_run(self._text(self._parse("trace", words).run_id))
+        args = self._parse("trace", words)
+        run = self.session.get_run(self._text(args.run_id))
         steps = run.result_object.trace_with_open_call()  # with a call a suspension left open, if any
-        display({"text/html": views.trace_table_html(steps), "text/plain": views.trace_table_text(steps)}, raw=True)
+        cap = replace(views.notebook_cap(run.id), full=args.full)
+        display(
+            {"text/html": views.trace_table_html(steps, cap=cap), "text/plain": views.trace_table_text(steps, cap=cap)},
+            raw=True,
+        )
 
     def _cmd_visits(self, words: list[str]) -> None:
-        run = self.session.get_run(self._text(self._parse("visits", words).run_id))
+        args = self._parse("visits", words)
+        run = self.session.get_run(self._text(args.run_id))
         machine = run.machine
         if machine is None:
             raise UsageError(f"the machine of run '{run.id}' is not defined in this session")
         diagnosis = run.result_object.diagnosis
+        cap = replace(views.notebook_cap(run.id), full=args.full)
         display(
             {
-                "text/html": views.visits_table_html(machine, run.visits, diagnosis),
-                "text/plain": views.visits_table_text(machine, run.visits, diagnosis),
+                "text/html": views.visits_table_html(machine, run.visits, diagnosis, cap=cap),
+                "text/plain": views.visits_table_text(machine, run.visits, diagnosis, cap=cap),
             },
             raw=True,
         )

@@ -7,6 +7,12 @@ State ids become safe node ids (``s0``, ``s1`` …) declared with quoted labels,
 and every label is sanitized, so no state id or gate text can break the source.
 ``stateDiagram-v2`` has no styles for transitions: a transition the run took is
 marked in its label (``✔``, or ``✔×N`` when taken N times).
+
+A machine of more than ``DRAWN_STATES`` states (or ``DRAWN_EDGES`` transitions) is not drawn
+whole: mermaid refuses big sources (500 edges, 50,000 characters by default) and no one reads
+such a picture. Its diagram and text twin show the entry, where the run is, the states it
+entered most (the latest first) and their neighbours, up to those limits; one node stands for
+the rest, with the count of what it leaves out.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from ..lang.model import END, Gate, Machine
 CurrentKind = Literal["running", "pending", "halted"]
 MERMAID_MIME = "text/vnd.mermaid"
 LABEL_MAX = 40
+NODE_LABEL_MAX = 80  # a state's label in the drawing (the text twin names it whole)
+DRAWN_STATES = 60  # a machine with more states is drawn around its entry and the run's states
+DRAWN_EDGES = 150  # ... and so is one with more transitions; at most this many are drawn
 FAILED_NODE = "failed"
 INDENT = "    "
 
@@ -34,7 +43,9 @@ CLASS_STYLES: dict[str, str] = {
     "running": "fill:#0969da,stroke:#033d8b,color:#ffffff,stroke-width:3px",
     "pending": "fill:#bf8700,stroke:#7d4e00,color:#ffffff,stroke-width:3px",
     "halted": "fill:#cf222e,stroke:#82071e,color:#ffffff,stroke-width:3px",
+    "more": "fill:#ffffff,stroke:#8c959f,color:#57606a,stroke-dasharray:2 2",
 }
+MORE_NODE = "more"
 
 # Characters that break mermaid source (``;``/``#`` end a transition label, ``"`` ends a state label,
 # ``{``/``}`` open composite states and ``%%{`` directives), or that labels render as markup.
@@ -58,6 +69,7 @@ _MERMAID_SAFE = str.maketrans(
 Target = tuple[str, ...]  # ("state", id) | ("end",) | ("fail",)
 _END: Target = ("end",)
 _FAIL: Target = ("fail",)
+_MORE: Target = ("more",)  # the node standing for the states a big machine's drawing leaves out
 
 
 @dataclass
@@ -144,11 +156,116 @@ def _taken(path: Sequence[tuple[str, str]] | None) -> Counter[tuple[str, Target]
     return Counter((source, _target(to)) for source, to in path or ())
 
 
+def _by_source(edges: Iterable[_Edge]) -> dict[str, list[_Edge]]:
+    """The edges leaving each state, in document order (grouped once, not searched once per state)."""
+    grouped: dict[str, list[_Edge]] = {}
+    for edge in edges:
+        grouped.setdefault(edge.source, []).append(edge)
+    return grouped
+
+
+@dataclass(frozen=True)
+class _Drawing:
+    """What a diagram shows: the states (in document order) and the transitions; what it leaves out."""
+
+    states: list[str]
+    edges: list[_Edge]
+    taken: Mapping[tuple[str, Target], int]
+    states_left: int = 0
+    edges_left: int = 0
+    into: tuple[str, ...] = ()  # drawn states entered from states left out
+
+    @property
+    def whole(self) -> bool:
+        return not self.states_left and not self.edges_left
+
+
+def _focus(
+    nodes: Sequence[str],
+    entry: str,
+    by_source: Mapping[str, Sequence[_Edge]],
+    visits: Mapping[str, int] | None,
+    path: Sequence[tuple[str, str]] | None,
+    current: str | None,
+) -> list[str]:
+    """The states a big machine's drawing shows, in document order: the entry, the current state and where
+    it leads, the states the run entered most (the latest first among equals), then their neighbours
+    breadth first."""
+    order = {sid: index for index, sid in enumerate(nodes)}
+    latest: dict[str, int] = {}
+    for index, (source, to) in enumerate(path or ()):
+        latest[source] = latest[to] = index
+    entered = sorted(
+        (sid for sid, count in (visits or {}).items() if count and sid in order),
+        key=lambda sid: (-(visits or {})[sid], -latest.get(sid, -1), order[sid]),
+    )
+    following = [edge.target[1] for edge in by_source.get(current or "", ()) if edge.target[0] == "state"]
+    seeds = [sid for sid in (entry, current, *following, *entered) if sid in order]
+    chosen = dict.fromkeys(list(dict.fromkeys(seeds))[:DRAWN_STATES])
+    queue = list(chosen)
+    for sid in queue:
+        if len(chosen) >= DRAWN_STATES:
+            break
+        for edge in by_source.get(sid, ()):
+            if edge.target[0] == "state" and edge.target[1] not in chosen and len(chosen) < DRAWN_STATES:
+                chosen[edge.target[1]] = None
+                queue.append(edge.target[1])
+    return sorted(chosen, key=order.__getitem__)
+
+
+def _drawing(
+    machine: Machine,
+    edges: list[_Edge],
+    missing: Sequence[str],
+    visits: Mapping[str, int] | None,
+    path: Sequence[tuple[str, str]] | None,
+    current: str | None,
+) -> _Drawing:
+    """The whole machine when it is small enough to draw; else the part around its entry and the run."""
+    nodes = [*machine.states, *missing]
+    taken = _taken(path)
+    if len(nodes) <= DRAWN_STATES and len(edges) <= DRAWN_EDGES:
+        return _Drawing(nodes, edges, taken)
+    drawn = _focus(nodes, machine.entry, _by_source(edges), visits, path, current)
+    shown = set(drawn)
+    kept: dict[tuple[str, Target], _Edge] = {}
+    counts: Counter[tuple[str, Target]] = Counter()
+    into: dict[str, None] = {}
+    for edge in edges:
+        inside = edge.target[0] != "state" or edge.target[1] in shown
+        if edge.source not in shown:
+            if edge.target[0] == "state" and inside:
+                into[edge.target[1]] = None
+            continue
+        key = (edge.source, edge.target if inside else _MORE)
+        kept.setdefault(key, _Edge(key[0], key[1])).labels.extend(edge.labels)
+        counts[key] += taken[(edge.source, edge.target)]
+    drawn_edges = list(kept.values())[:DRAWN_EDGES]
+    return _Drawing(
+        drawn,
+        drawn_edges,
+        counts,
+        states_left=len(nodes) - len(drawn),
+        edges_left=len(kept) - len(drawn_edges),
+        into=tuple(sid for sid in drawn if sid in into),
+    )
+
+
+def _left_out(drawing: _Drawing) -> str:
+    """What a big machine's drawing leaves out, as a phrase: "19,940 more states, 3 more transitions"."""
+    parts = []
+    if drawing.states_left:
+        parts.append(f"{drawing.states_left:,} more state{'s' if drawing.states_left != 1 else ''}")
+    if drawing.edges_left:
+        parts.append(f"{drawing.edges_left:,} more transition{'s' if drawing.edges_left != 1 else ''}")
+    return ", ".join(parts)
+
+
 # -- mermaid -----------------------------------------------------------------------------------
 
 
 def _node_label(sid: str, *, count: int | None, missing: bool, kind: str | None) -> str:
-    label = f"{sid} (missing)" if missing else sid
+    label = shorten(f"{sid} (missing)" if missing else sid, NODE_LABEL_MAX)
     if count:
         label += f" ×{count}"
     if kind:
@@ -182,30 +299,50 @@ def machine_mermaid(
     current: str | None = None,
     current_kind: CurrentKind | None = None,
 ) -> str:
-    """The ``stateDiagram-v2`` source of ``machine``; with a run's visits, path and current state marked."""
+    """The ``stateDiagram-v2`` source of ``machine``; with a run's visits, path and current state marked.
+
+    A machine too big to draw whole is drawn around its entry and the run (see the module's docstring).
+    """
     edges = _edges(machine)
     missing = _missing_states(machine, edges)
+    drawing = _drawing(machine, edges, missing, visits, path, current)
     ids = _node_ids(machine, missing)
-    taken = _taken(path)
+    drawn_ids = {sid: ids[sid] for sid in drawing.states}
+    missing_set = set(missing)
     lines = ["stateDiagram-v2"]
-    for sid, node in ids.items():
+    for sid, node in drawn_ids.items():
         count = (visits or {}).get(sid)
         kind = current_kind if sid == current else None
-        lines.append(f'{INDENT}state "{_node_label(sid, count=count, missing=sid in missing, kind=kind)}" as {node}')
-    if any(edge.target == _FAIL for edge in edges):
+        label = _node_label(sid, count=count, missing=sid in missing_set, kind=kind)
+        lines.append(f'{INDENT}state "{label}" as {node}')
+    failing = any(edge.target == _FAIL for edge in drawing.edges)
+    if failing:
         lines.append(f'{INDENT}state "{FAILED_NODE}" as {FAILED_NODE}')
-    lines.append(f"{INDENT}[*] --> {ids[machine.entry]}")
-    for edge in edges:
-        target = "[*]" if edge.target == _END else FAILED_NODE if edge.target == _FAIL else ids[edge.target[1]]
-        label = _mermaid_text(_merged_label(edge, taken[(edge.source, edge.target)]))
-        lines.append(f"{INDENT}{ids[edge.source]} --> {target} : {label}")
-    classes = _node_classes(machine, ids, visits, current, current_kind)
-    if any(edge.target == _FAIL for edge in edges):
+    if not drawing.whole:
+        lines.append(f'{INDENT}state "… {_mermaid_text(_left_out(drawing))}, not drawn" as {MORE_NODE}')
+    if machine.entry in drawn_ids:
+        lines.append(f"{INDENT}[*] --> {ids[machine.entry]}")
+    lines += [f"{INDENT}{MORE_NODE} --> {ids[sid]}" for sid in drawing.into]
+    for edge in drawing.edges:
+        label = _mermaid_text(_merged_label(edge, drawing.taken[(edge.source, edge.target)]))
+        lines.append(f"{INDENT}{ids[edge.source]} --> {_node_of(edge.target, ids)} : {label}")
+    classes = _node_classes(machine, drawn_ids, visits, current, current_kind)
+    if failing:
         classes["failed"].append(FAILED_NODE)
+    if not drawing.whole:
+        classes["more"].append(MORE_NODE)
     used = {name: nodes for name, nodes in classes.items() if nodes}
     lines += [f"{INDENT}classDef {name} {CLASS_STYLES[name]}" for name in used]
     lines += [f"{INDENT}class {','.join(nodes)} {name}" for name, nodes in used.items()]
     return "\n".join(lines) + "\n"
+
+
+def _node_of(target: Target, ids: Mapping[str, str]) -> str:
+    if target == _END:
+        return "[*]"
+    if target == _FAIL:
+        return FAILED_NODE
+    return MORE_NODE if target == _MORE else ids[target[1]]
 
 
 # -- text --------------------------------------------------------------------------------------
@@ -237,19 +374,33 @@ def machine_text(
     current: str | None = None,
     current_kind: CurrentKind | None = None,
 ) -> str:
-    """The text/plain twin: one line per state with its transitions (and visit counts when given)."""
+    """The text/plain twin: one line per state with its transitions (and visit counts when given).
+
+    Of a machine too big to draw whole it lists the states the drawing shows, and says how many it leaves out.
+    """
     edges = _edges(machine)
+    missing = _missing_states(machine, edges)
+    drawing = _drawing(machine, edges, missing, visits, path, current)
+    by_source = _by_source(edges)
     taken = _taken(path)
     lines = [f"machine {machine.name}: entry {machine.entry}, budget {machine.budget}"]
-    lines += [f"  missing state {sid}" for sid in _missing_states(machine, edges)]
-    for sid, state in machine.states.items():
+    listed = set(drawing.states)
+    lines += [f"  missing state {sid}" for sid in missing if sid in listed]
+    for sid in drawing.states:
+        state = machine.states.get(sid)
+        if state is None:
+            continue  # a missing state: listed above
         transitions = [
-            f"-> {_target_text(e.target)} [{_merged_label(e, taken[(sid, e.target)])}]"
-            for e in edges
-            if e.source == sid
+            f"-> {_target_text(e.target)} [{_merged_label(e, taken[(sid, e.target)])}]" for e in by_source.get(sid, ())
         ]
         head = _state_text(sid, state.kind, visits, current, current_kind)
         lines.append(f"  {head}  {' | '.join(transitions) or '(no transitions)'}")
+    if drawing.states_left:
+        left = drawing.states_left
+        lines.append(
+            f"  … and {left:,} more state{'s' if left != 1 else ''}, not shown: a machine of more than "
+            f"{DRAWN_STATES} states or {DRAWN_EDGES} transitions is shown around its entry and the run's states"
+        )
     return "\n".join(lines)
 
 

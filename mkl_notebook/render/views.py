@@ -10,6 +10,7 @@ Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 from __future__ import annotations
 
 import difflib
+import heapq
 import json
 import math
 import shlex
@@ -33,6 +34,14 @@ NONE = "—"
 UNBOUNDED = "–"
 BUDGET_HALTS = ("budget-exhausted", "cost-exhausted", "spend-exhausted")
 LIVE_TAIL = 1500  # characters of an answer being written that the live line shows (its end)
+# A list in a view (a trace's steps, a step's branches or sub-runs, the live line's branches) of at most
+# WHOLE_ROWS entries is shown whole; a longer one shows its first FIRST_ROWS and last LAST_ROWS entries
+# and says how many it leaves out, so that a notebook's saved output stays small whatever the run.
+WHOLE_ROWS = 50
+FIRST_ROWS = 20
+LAST_ROWS = 20
+VISITS_ROWS = 40  # a visits table of more than WHOLE_ROWS states shows the states entered most
+RESULT_MAX = 10_000  # characters of a result a view shows
 _FAILED_POLICIES = (
     "fail",
     "no-gate-matched",
@@ -77,6 +86,47 @@ def _lines_html(text: str) -> str:
 
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in str(text).splitlines() or [""])
+
+
+# -- long lists: the first and last rows ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cap:
+    """How a view caps what grows with a run: ``full`` shows every row; otherwise long lists show their
+    first and last rows, and say how to see the rest: ``trace``, ``visits`` and ``result`` are the ways
+    to see every step, every state's entries and the whole result (``%mkl trace RUN --all`` …)."""
+
+    full: bool = False
+    trace: str = ""
+    visits: str = ""
+    result: str = ""
+
+
+def cut(count: int, full: bool = False) -> tuple[range, range]:
+    """The positions a view shows of a list of ``count`` entries, as (first, last): all of them in
+    ``first`` (``full``, or at most ``WHOLE_ROWS``), else the first ``FIRST_ROWS`` and the last ``LAST_ROWS``."""
+    if full or count <= WHOLE_ROWS:
+        return range(count), range(0)
+    return range(FIRST_ROWS), range(count - LAST_ROWS, count)
+
+
+def _how(command: str, what: str) -> str:
+    return f": {command} {what}" if command else ""
+
+
+def _how_html(command: str, what: str) -> str:
+    return f": {_code(command)} {_e(what)}" if command else ""
+
+
+def notebook_cap(run_id: str) -> Cap:
+    """The cap of a run's view in a notebook, with the magics that show what it leaves out."""
+    quoted = shlex.quote(run_id)
+    return Cap(
+        trace=f"%mkl trace {quoted} --all",
+        visits=f"%mkl visits {quoted} --all",
+        result=f"mkl_notebook.get_run({run_id!r}).result",
+    )
 
 
 # -- trace -------------------------------------------------------------------------------------
@@ -206,14 +256,35 @@ def _flags_html(flags: Iterable[str]) -> str:
     return "".join(f" <small>[{_e(flag)}]</small>" for flag in flags)
 
 
-def _branches_html(branches: Sequence[str]) -> str:
-    items = "".join(f"<li>{_e(branch)}</li>" for branch in branches)
-    return f'<details><summary>{_e(_branch_count(branches))}</summary><ol start="0">{items}</ol></details>'
+def _branches_left_out(first: range, last: range) -> str:
+    return f"… {_plural(last.start - first.stop, 'branch', 'branches')} not shown"
 
 
-def _cells_html(row: _Row) -> list[str]:
+def _branches_html(branches: Sequence[str], cap: Cap) -> str:
+    first, last = cut(len(branches), cap.full)
+    items = "".join(f"<li>{_e(branches[index])}</li>" for index in first)
+    lists = f'<ol start="0">{items}</ol>'
+    if last:
+        left = _branches_left_out(first, last)
+        tail = "".join(f"<li>{_e(branches[index])}</li>" for index in last)
+        more = f"<p><em>{_e(left)}</em>{_how_html(cap.trace, 'shows them all')}</p>"
+        lists += f'{more}<ol start="{last.start}">{tail}</ol>'
+    return f"<details><summary>{_e(_branch_count(branches))}</summary>{lists}</details>"
+
+
+def _branches_text(branches: Sequence[str], cap: Cap, indent: str) -> list[str]:
+    first, last = cut(len(branches), cap.full)
+    lines = [f"{indent}    [{index}] {branches[index]}" for index in first]
+    if last:
+        left = _branches_left_out(first, last)
+        lines.append(f"{indent}    {left}{_how(cap.trace, 'shows them all')}")
+        lines += [f"{indent}    [{index}] {branches[index]}" for index in last]
+    return lines
+
+
+def _cells_html(row: _Row, cap: Cap = Cap()) -> list[str]:
     step, state, gate, via, policy, to, tokens, output = (_e(cell) for cell in row.cells)
-    output_html = _branches_html(row.branches) if row.branches else output
+    output_html = _branches_html(row.branches, cap) if row.branches else output
     return [
         step,
         f"<code>{state}</code>",
@@ -226,14 +297,27 @@ def _cells_html(row: _Row) -> list[str]:
     ]
 
 
-def _nested_html(row: _Row) -> str:
+def _sub_runs_left_out(first: range, last: range) -> str:
+    return f"… {_plural(last.start - first.stop, 'sub-run')} not shown"
+
+
+def _nested_html(row: _Row, cap: Cap) -> str:
     if not row.nested:
         return ""
-    blocks = "".join(
-        f"<details><summary>{_e(label)} — {_e(_plural(len(sub), 'step'))}</summary>"
-        f"{trace_table_html(sub, caption=f'{label} trace')}</details>"
-        for label, sub in row.nested
-    )
+    first, last = cut(len(row.nested), cap.full)
+
+    def block(index: int) -> str:
+        label, sub = row.nested[index]
+        return (
+            f"<details><summary>{_e(label)} — {_e(_plural(len(sub), 'step'))}</summary>"
+            f"{trace_table_html(sub, caption=f'{label} trace', cap=cap)}</details>"
+        )
+
+    blocks = "".join(block(index) for index in first)
+    if last:
+        left = _sub_runs_left_out(first, last)
+        blocks += f"<p><em>{_e(left)}</em>{_how_html(cap.trace, 'shows them all')}</p>"
+        blocks += "".join(block(index) for index in last)
     return f'<tr><td colspan="{len(_TRACE_HEAD)}">{blocks}</td></tr>'
 
 
@@ -261,8 +345,12 @@ def _answer_facts(answer: Mapping[str, Any]) -> tuple[str, str, str]:
     return f"{reply}{target}", who, shorten(str(answer.get("question") or ""), PREVIEW)
 
 
-def _answers_after(answers: Sequence[Mapping[str, Any]], count: int) -> list[Mapping[str, Any]]:
-    return [answer for answer in answers if answer.get("after") == count]
+def _answers_by_step(answers: Sequence[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
+    """The answers after each step (0: before the first), grouped once."""
+    grouped: dict[Any, list[Mapping[str, Any]]] = {}
+    for answer in answers:
+        grouped.setdefault(answer.get("after"), []).append(answer)
+    return grouped
 
 
 ASKED_AGAIN = "asked again: this answer was to an earlier version of the output, which an edit changed"
@@ -295,28 +383,56 @@ def traced_answers(result: RunResult) -> list[Mapping[str, Any]]:
     return [*result.answers, *earlier]
 
 
+def _steps_left_out(trace: Sequence[Step], first: range, last: range, after: Mapping[Any, list[Any]]) -> str:
+    """What a capped trace leaves out between its first and last rows: "… 19,960 steps not shown (steps 21
+    to 19,980)", with the answers given between them."""
+    start, stop = first.stop, last.start
+    numbers = (trace[start].get("step"), trace[stop - 1].get("step"))
+    span = f" (steps {numbers[0]:,} to {numbers[1]:,})" if all(isinstance(n, int) for n in numbers) else ""
+    answered = sum(len(found) for number, found in after.items() if isinstance(number, int) and start < number <= stop)
+    answers = f", nor {_plural(answered, 'answer')} given between them" if answered else ""
+    return f"… {_plural(stop - start, 'step')} not shown{span}{answers}"
+
+
 def trace_table_html(
     trace: Sequence[Step],
     *,
     caption: str = "Trace",
     answers: Sequence[Mapping[str, Any]] = (),
     replayed: int = 0,
+    cap: Cap = Cap(),
 ) -> str:
     """The steps of a run as a table; fan-out branches and nested sub-runs expand in ``<details>``.
 
     ``answers`` (a result's ``answers``) are rows of their own, after the step they followed; the
-    first ``replayed`` steps are marked as answered from the journal.
+    first ``replayed`` steps are marked as answered from the journal. A long trace shows its first and
+    last steps unless ``cap.full`` (see :func:`cut`).
     """
     if not trace:
         return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
     head = "".join(f"<th>{_e(name)}</th>" for name in _trace_head(trace))
-    body = "".join(_answer_html(answer) for answer in _answers_after(answers, 0))
-    for number, step in enumerate(trace, 1):
-        row = _row(step, replayed)
-        body += "<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells_html(row)) + "</tr>" + _nested_html(row)
-        body += "".join(_answer_html(answer) for answer in _answers_after(answers, number))
+    after = _answers_by_step(answers)
+    first, last = cut(len(trace), cap.full)
+
+    def rows(positions: range) -> list[str]:
+        body = []
+        for index in positions:
+            row = _row(trace[index], replayed)
+            body.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells_html(row, cap)) + "</tr>")
+            body.append(_nested_html(row, cap))
+            body += [_answer_html(answer) for answer in after.get(index + 1, ())]
+        return body
+
+    body = [_answer_html(answer) for answer in after.get(0, ())] + rows(first)
+    if last:
+        left = _steps_left_out(trace, first, last, after)
+        body.append(
+            f'<tr><td colspan="{len(_TRACE_HEAD)}"><em>{_e(left)}</em>{_how_html(cap.trace, "shows every step")}'
+            "</td></tr>"
+        )
+        body += rows(last)
     caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>"
-    return f"<table>{caption_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table>{caption_html}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _row_text(row: _Row) -> tuple[str, ...]:
@@ -342,20 +458,40 @@ def trace_table_text(
     indent: str = "",
     answers: Sequence[Mapping[str, Any]] = (),
     replayed: int = 0,
+    cap: Cap = Cap(),
 ) -> str:
     """The text twin of :func:`trace_table_html`: fixed-width columns, sub-runs indented below their step."""
     if not trace:
         return f"{indent}{caption}: no steps recorded."
-    rows = [_row(step, replayed) for step in trace]
+    after = _answers_by_step(answers)
+    first, last = cut(len(trace), cap.full)
+    shown = [*first, *last]
+    rows = [_row(trace[index], replayed) for index in shown]
     lines = columns([_trace_head(trace), *(_row_text(row) for row in rows)])
     out = [f"{indent}{caption} — {_plural(len(trace), 'step')}", indent + lines[0]]
-    out += [_answer_text(answer, indent) for answer in _answers_after(answers, 0)]
-    for number, (row, line) in enumerate(zip(rows, lines[1:], strict=True), 1):
+    out += [_answer_text(answer, indent) for answer in after.get(0, ())]
+    for index, row, line in zip(shown, rows, lines[1:], strict=True):
+        if last and index == last.start:
+            out.append(f"{indent}{_steps_left_out(trace, first, last, after)}{_how(cap.trace, 'shows every step')}")
         out.append(indent + line)
-        out += [f"{indent}    [{index}] {branch}" for index, branch in enumerate(row.branches or ())]
-        out += [trace_table_text(sub, caption=f"↳ {label} trace", indent=indent + "    ") for label, sub in row.nested]
-        out += [_answer_text(answer, indent) for answer in _answers_after(answers, number)]
+        out += _branches_text(row.branches or (), cap, indent)
+        out += _nested_text(row, cap, indent)
+        out += [_answer_text(answer, indent) for answer in after.get(index + 1, ())]
     return "\n".join(out)
+
+
+def _nested_text(row: _Row, cap: Cap, indent: str) -> list[str]:
+    first, last = cut(len(row.nested), cap.full)
+
+    def block(index: int) -> str:
+        label, sub = row.nested[index]
+        return trace_table_text(sub, caption=f"↳ {label} trace", indent=indent + "    ", cap=cap)
+
+    out = [block(index) for index in first]
+    if last:
+        out.append(f"{indent}    {_sub_runs_left_out(first, last)}{_how(cap.trace, 'shows them all')}")
+        out += [block(index) for index in last]
+    return out
 
 
 # -- visits ------------------------------------------------------------------------------------
@@ -381,8 +517,22 @@ def most_visited(
     return state if count >= 2 else None
 
 
-def _visit_rows(machine: Machine, visits: Mapping[str, int], hot: str | None) -> list[_VisitRow]:
+def _listed_states(
+    machine: Machine, visits: Mapping[str, int], hot: str | None, full: bool
+) -> tuple[list[str], list[str]]:
+    """The states a visits table lists (in document order, then states the machine lacks) and those it
+    leaves out: of more than ``WHOLE_ROWS`` states, the ``VISITS_ROWS`` entered most (the highlighted
+    one always, then the first in document order among equals)."""
     states = [*machine.states, *(sid for sid in visits if sid not in machine.states)]
+    if full or len(states) <= WHOLE_ROWS:
+        return states, []
+    order = {sid: index for index, sid in enumerate(states)}
+    most = heapq.nsmallest(VISITS_ROWS, states, key=lambda sid: (sid != hot, -visits.get(sid, 0), order[sid]))
+    chosen = set(most)
+    return [sid for sid in states if sid in chosen], [sid for sid in states if sid not in chosen]
+
+
+def _visit_rows(machine: Machine, visits: Mapping[str, int], hot: str | None, states: Sequence[str]) -> list[_VisitRow]:
     rows = []
     for sid in states:
         state = machine.states.get(sid)
@@ -402,17 +552,36 @@ def _visit_rows(machine: Machine, visits: Mapping[str, int], hot: str | None) ->
     return rows
 
 
+def _states_left_out(left: Sequence[str], visits: Mapping[str, int]) -> str:
+    """What a capped visits table leaves out: "… 19,960 more states, entered 19,960 times in all"."""
+    entries = sum(visits.get(sid, 0) for sid in left)
+    if not entries:
+        return f"… {_plural(len(left), 'more state')}, none of them entered"
+    never = sum(1 for sid in left if not visits.get(sid, 0))
+    unentered = f", {never:,} of them never" if never else ""
+    return f"… {_plural(len(left), 'more state')}, entered {_plural(entries, 'time')} in all{unentered}"
+
+
+def _visits_caption(machine: Machine, listed: Sequence[str], left: Sequence[str]) -> str:
+    if not left:
+        return f"Visits of {machine.name}"
+    return f"Visits of {machine.name} — the {len(listed):,} states entered most, of {len(listed) + len(left):,}"
+
+
 def visits_table_html(
     machine: Machine,
     visits: Mapping[str, int],
     diagnosis: Mapping[str, Any] | None = None,
     *,
     highlight_max: bool = False,
+    cap: Cap = Cap(),
 ) -> str:
-    """Entries per state against ``max_visits``; the most visited state is marked."""
+    """Entries per state against ``max_visits``; the most visited state is marked. Of a big machine it
+    lists the states entered most unless ``cap.full``."""
     hot = most_visited(visits, diagnosis, highlight_max)
-    body = ""
-    for row in _visit_rows(machine, visits, hot):
+    listed, left = _listed_states(machine, visits, hot, cap.full)
+    body = []
+    for row in _visit_rows(machine, visits, hot, listed):
         state, entries, note = _code(row.state), _e(row.entries), _e(row.note)
         if row.hot:
             state, entries, note = (
@@ -420,9 +589,13 @@ def visits_table_html(
                 f"<strong>{entries}</strong>",
                 f"<em>{note}</em>",
             )
-        body += f"<tr><td>{state}</td><td>{entries}</td><td>{note}</td></tr>"
+        body.append(f"<tr><td>{state}</td><td>{entries}</td><td>{note}</td></tr>")
+    if left:
+        more = f"<em>{_e(_states_left_out(left, visits))}</em>{_how_html(cap.visits, 'lists every state')}"
+        body.append(f'<tr><td colspan="3">{more}</td></tr>')
     head = "<tr><th>state</th><th>entries / max_visits</th><th>note</th></tr>"
-    return f"<table><caption>Visits of {_e(machine.name)}</caption><thead>{head}</thead><tbody>{body}</tbody></table>"
+    caption = _e(_visits_caption(machine, listed, left))
+    return f"<table><caption>{caption}</caption><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def visits_table_text(
@@ -431,16 +604,20 @@ def visits_table_text(
     diagnosis: Mapping[str, Any] | None = None,
     *,
     highlight_max: bool = False,
+    cap: Cap = Cap(),
 ) -> str:
     """The text twin of :func:`visits_table_html` (the most visited state starred)."""
-    rows = _visit_rows(machine, visits, most_visited(visits, diagnosis, highlight_max))
+    hot = most_visited(visits, diagnosis, highlight_max)
+    listed, left = _listed_states(machine, visits, hot, cap.full)
+    rows = _visit_rows(machine, visits, hot, listed)
     table = columns(
         [
             ("  state", "entries / max_visits", "note"),
             *((("* " if r.hot else "  ") + r.state, r.entries, r.note) for r in rows),
         ]
     )
-    return "\n".join([f"Visits of {machine.name}", *table])
+    more = [f"  {_states_left_out(left, visits)}{_how(cap.visits, 'lists every state')}"] if left else []
+    return "\n".join([_visits_caption(machine, listed, left), *table, *more])
 
 
 # -- result ------------------------------------------------------------------------------------
@@ -486,11 +663,26 @@ def _value_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
-def _result_html(value: Any) -> str:
+def _result_cut(value: Any, cap: Cap) -> tuple[str, str]:
+    """A result's text as a view shows it (its first ``RESULT_MAX`` characters unless ``cap.full``), and
+    what it leaves out ("" when nothing)."""
     text = _value_text(value)
+    if cap.full or len(text) <= RESULT_MAX:
+        return text, ""
+    return text[:RESULT_MAX], f"… {len(text) - RESULT_MAX:,} more characters not shown"
+
+
+def _result_html(value: Any, cap: Cap) -> str:
+    text, left = _result_cut(value, cap)
     if len(text) <= RESULT_INLINE and "\n" not in text:
         return f"<p>Result: {_code(text)}</p>"
-    return f"<details><summary>Result: {_e(shorten(text, PREVIEW))}</summary><pre>{_e(text)}</pre></details>"
+    more = f"<p><em>{_e(left)}</em>{_how_html(cap.result, 'holds all of it')}</p>" if left else ""
+    return f"<details><summary>Result: {_e(shorten(text, PREVIEW))}</summary><pre>{_e(text)}</pre>{more}</details>"
+
+
+def _result_text(value: Any, cap: Cap) -> list[str]:
+    text, left = _result_cut(value, cap)
+    return ["Result: " + text, *([left + _how(cap.result, "holds all of it")] if left else [])]
 
 
 def _at_text(result: RunResult) -> str:
@@ -579,12 +771,13 @@ def _questions_text(result: RunResult) -> list[str]:
     return [f"{label}\n{_indent(text, '    ')}" for label, text in _questions(result)]
 
 
-def result_summary_html(result: RunResult, calls: Mapping[str, int] | None = None) -> str:
-    """The outcome of a run: its result, halt reason, pending question or doubt; always steps and tokens."""
+def result_summary_html(result: RunResult, calls: Mapping[str, int] | None = None, cap: Cap = Cap()) -> str:
+    """The outcome of a run: its result, halt reason, pending question or doubt; always steps and tokens.
+    A long result shows its beginning unless ``cap.full``."""
     status = result.status
     parts: list[str] = []
     if status == "done":
-        parts += ["<p><strong>Done.</strong></p>", _result_html(result.result)]
+        parts += ["<p><strong>Done.</strong></p>", _result_html(result.result, cap)]
     elif status == "halt":
         parts.append(f"<p><strong>Halted:</strong> {_code(result.error or 'halt')}{_at_html(result)}</p>")
         diagnosis = _diagnosis_text(result)
@@ -602,12 +795,12 @@ def result_summary_html(result: RunResult, calls: Mapping[str, int] | None = Non
     return "".join(parts)
 
 
-def result_summary_text(result: RunResult, calls: Mapping[str, int] | None = None) -> str:
+def result_summary_text(result: RunResult, calls: Mapping[str, int] | None = None, cap: Cap = Cap()) -> str:
     """The text twin of :func:`result_summary_html`."""
     status = result.status
     lines: list[str] = []
     if status == "done":
-        lines += ["Done.", "Result: " + _value_text(result.result)]
+        lines += ["Done.", *_result_text(result.result, cap)]
     elif status == "halt":
         lines.append(f"Halted: {result.error or 'halt'}{_at_text(result)}")
         diagnosis = _diagnosis_text(result)
@@ -902,9 +1095,11 @@ def run_html(
     """The finished (or parked) view of a run: outcome or pending card, then trace and visits (given the
     machine), folded when a person's answer is awaited so that the question leads.
 
-    ``calls`` (made, replayed) says what showing it cost: a replayed run says so.
+    ``calls`` (made, replayed) says what showing it cost: a replayed run says so. Long traces, big
+    machines' visits and long results are capped (:func:`cut`), with the magics that show them whole.
     """
     name = machine.name if machine is not None else UNDEFINED_MACHINE
+    cap = notebook_cap(run_id)
     usage = f"<p><small>{_e(_usage_text(result, calls))}</small></p>"
     if shown.later is not None and result.status == "suspended":
         head = f"<p><strong>{_e(_waited_here(result))}</strong></p>{_questions_html(result)}{usage}"
@@ -912,7 +1107,7 @@ def run_html(
         card = pending_card_html(run_id, name, result, notebook=shown.notebook, question_above=shown.question_above)
         head = card + _asked_again_html(result) + usage
     else:
-        head = result_summary_html(result, calls)
+        head = result_summary_html(result, calls, cap)
     if shown.later is not None:
         head += f"<p><mark>{_e(shown.later.sentence())}</mark></p>"
     if shown.note:
@@ -922,11 +1117,12 @@ def run_html(
         caption=f"Trace of {run_id}",
         answers=traced_answers(result),
         replayed=shown.replayed,
+        cap=cap,
     )
     visits = (
         ""
         if machine is None
-        else visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result))
+        else visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result), cap=cap)
     )
     folded = " open" if not result.waits_for_person else ""
     details = (
@@ -945,6 +1141,7 @@ def run_text(
 ) -> str:
     """The text twin of :func:`run_html`."""
     name = machine.name if machine is not None else UNDEFINED_MACHINE
+    cap = notebook_cap(run_id)
     if shown.later is not None and result.status == "suspended":
         head = "\n".join([_waited_here(result), *_questions_text(result), _usage_text(result, calls)])
     elif result.status in ("suspended", "in_doubt"):
@@ -952,7 +1149,7 @@ def run_text(
         again = [line for sentence, diff in asked_again(result) for line in (sentence, *(f"    {d}" for d in diff))]
         head = "\n".join([card, *again, _usage_text(result, calls)])
     else:
-        head = result_summary_text(result, calls)
+        head = result_summary_text(result, calls, cap)
     if shown.later is not None:
         head += f"\n{shown.later.sentence()}"
     if shown.note:
@@ -962,10 +1159,14 @@ def run_text(
         caption=f"Trace of {run_id}",
         answers=traced_answers(result),
         replayed=shown.replayed,
+        cap=cap,
     )
     parts = [head, trace]
     if machine is not None:
-        parts.append(visits_table_text(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result)))
+        visits = visits_table_text(
+            machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result), cap=cap
+        )
+        parts.append(visits)
     return "\n\n".join(parts)
 
 
