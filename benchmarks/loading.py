@@ -35,19 +35,24 @@ SIZES = (1000, 2000, 5000, 8000)
 START, END = "<!-- loading:start -->", "<!-- loading:end -->"
 
 
-def timed(work: Callable[[], Any], rounds: int) -> dict[str, float]:
-    """Median wall and CPU seconds of ``rounds`` calls of ``work``."""
+def timed(work: Callable[[], Any], rounds: int) -> dict[str, list[float]]:
+    """The wall and CPU seconds of each of ``rounds`` calls of ``work``."""
     walls, cpus = [], []
     for _ in range(rounds):
         wall, cpu = time.perf_counter(), time.process_time()
         work()
         cpus.append(time.process_time() - cpu)
         walls.append(time.perf_counter() - wall)
-    return {"wall": statistics.median(walls), "cpu": statistics.median(cpus)}
+    return {"wall": walls, "cpu": cpus}
+
+
+def medians(runs: list[dict[str, list[float]]]) -> dict[str, float]:
+    """The median of every round of every run, per clock."""
+    return {clock: statistics.median(t for run in runs for t in run[clock]) for clock in ("wall", "cpu")}
 
 
 def measure(machine_file: str, script_file: str, rounds: int) -> None:
-    """In a child process, with the checkout under test first on ``PYTHONPATH``: print its medians as JSON."""
+    """In a child process, with the checkout under test first on ``PYTHONPATH``: print its times as JSON."""
     import mkl_notebook
     from mkl_notebook.lang.check import check
     from mkl_notebook.lang.loader import load
@@ -100,7 +105,8 @@ def table(results: dict[tuple[str, int], dict[str, Any]], parse: dict[int, dict[
         "",
         f"`linear(n)` machines as YAML text; *load* is `load(text)`, *load + check* what defining a machine in a "
         "cell costs before its diagram (`load`, then `check` of its source). Each checkout in its own process "
-        f"per size, cyclic GC on; medians of {args.rounds} rounds."
+        f"per size, cyclic GC on; medians of {args.rounds * args.processes} rounds ({args.processes} processes of "
+        f"{args.rounds}, the checkouts in turn)."
         + (f" *before* is the code at `{args.before_name}`, *after* this checkout." if args.before else ""),
         "",
     ]
@@ -151,7 +157,8 @@ def table(results: dict[tuple[str, int], dict[str, Any]], parse: dict[int, dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="an older checkout to measure alongside this one")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds in each child process")
+    parser.add_argument("--processes", type=int, default=3, help="child processes per checkout and size, in turn")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     parser.add_argument("--measure", nargs=2, metavar=("MACHINE", "SCRIPT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -167,14 +174,21 @@ def main() -> None:
             trees = {"after": ROOT}
             if args.before:
                 trees = {"before": args.before, **trees}
-            for name, tree in trees.items():
-                results[(name, n)] = in_checkout(tree, machine, script, args.rounds)
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+            for _ in range(args.processes):  # the checkouts in turn, so that a busy spell of the machine hits both
+                for name, tree in trees.items():
+                    runs[name].append(in_checkout(tree, machine, script, args.rounds))
+            for name in trees:
+                results[(name, n)] = {
+                    part: medians([run[part] for run in runs[name]]) for part in ("load", "define", "script")
+                }
                 results[(name, n)]["size"] = machine.stat().st_size
                 print(name, n, results[(name, n)], file=sys.stderr)
             text = script.read_text(encoding="utf-8")
+            rounds = args.rounds * args.processes
             parse[n] = {
-                "pure": timed(lambda text=text: yaml.safe_load(text), args.rounds),
-                "c": timed(lambda text=text: yaml.load(text, Loader=yaml.CSafeLoader), args.rounds),
+                "pure": medians([timed(lambda text=text: yaml.safe_load(text), rounds)]),
+                "c": medians([timed(lambda text=text: yaml.load(text, Loader=yaml.CSafeLoader), rounds)]),
             }
     section = table(results, parse, args)
     print(section)

@@ -55,7 +55,7 @@ class LocatedMap(dict):
     __slots__ = ("duplicate_keys", "key_positions", "position")
     position: Position
     key_positions: dict[Any, Position]
-    duplicate_keys: list[tuple[Any, Position]]  # an empty tuple until a key repeats
+    duplicate_keys: list[tuple[Any, Position]]
 
     @property
     def where(self) -> Where:
@@ -86,7 +86,7 @@ def _new_map(position: Position) -> LocatedMap:
     result = LocatedMap()
     result.position = position
     result.key_positions = {}
-    result.duplicate_keys = ()  # type: ignore[assignment]  # no list is made for the usual map without repeats
+    result.duplicate_keys = []
     return result
 
 
@@ -95,12 +95,6 @@ def _new_list(position: Position) -> LocatedList:
     result.position = position
     result.item_positions = []
     return result
-
-
-def _add_duplicate(mapping: LocatedMap, key: Any, position: Position) -> None:
-    if not mapping.duplicate_keys:
-        mapping.duplicate_keys = []
-    mapping.duplicate_keys.append((key, position))
 
 
 class YamlSyntaxError(ValueError):
@@ -184,7 +178,7 @@ class _NodeBuilder:
             if isinstance(key, (dict, list)):
                 raise _error("a mapping key must be a plain value", key_node.start_mark)
             if key in result.key_positions:
-                _add_duplicate(result, key, _position(key_node.start_mark))
+                result.duplicate_keys.append((key, _position(key_node.start_mark)))
             result[key] = self.build(value_node, depth + 1)
             result.key_positions[key] = _position(key_node.start_mark)
         return result
@@ -307,14 +301,12 @@ class _EventBuilder:
             if container is None:
                 root = value
             elif in_map and key is _NO_KEY:
-                if position is None:
-                    position = _position(event.start_mark)
-                elif isinstance(value, (dict, list)):
+                if position is not None:  # a mapping or a list as a key
                     raise YamlSyntaxError("a mapping key must be a plain value", Where(*position))
-                key, key_position = value, position
+                key, key_position = value, _position(event.start_mark)
             elif in_map:
                 if key in positions:
-                    _add_duplicate(container, key, key_position)
+                    container.duplicate_keys.append((key, key_position))
                 container[key] = value
                 positions[key] = key_position
                 key = _NO_KEY
