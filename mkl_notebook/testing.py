@@ -22,6 +22,7 @@ from .engine.runner import run_machine
 from .lang import files
 from .lang.findings import MachineError
 from .lang.loader import load_file, machine_from_mapping
+from .lang.located import parse_plain
 from .lang.model import Machine
 from .lang.siblings import sibling_registry
 from .providers.scripted import ScriptError, oracle_from_script
@@ -82,7 +83,7 @@ def _read_yaml(path: Path) -> Any:
     except UnicodeDecodeError:
         raise ScenarioFileError(f"{path}: is not UTF-8 text") from None
     try:
-        return yaml.safe_load(text)
+        return parse_plain(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""

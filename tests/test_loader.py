@@ -7,10 +7,12 @@ import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mkl_notebook.lang.findings import MachineError
 from mkl_notebook.lang.loader import analyse, load, load_file
 from mkl_notebook.lang.model import Machine
+from mkl_notebook.providers.scripted import ScriptError, read_script
 
 VALID = """\
 machine: triage
@@ -379,3 +381,170 @@ def test_an_on_error_pattern_python_frowns_on_loads_silently() -> None:
         warnings.simplefilter("error")
         machine, findings = analyse(text)
     assert machine is not None and [f.code for f in findings] == ["extension-key"]
+
+
+# -- large machines, YAML's own readings, anchors -----------------------------------
+
+
+def _linear(n: int) -> str:
+    """A machine of ``n`` states in block style, as a person (or yaml.safe_dump) writes it."""
+    states = {
+        f"s{i}": {
+            "structure": "one line",
+            "prompt": f"step {i}",
+            "output": f"o{i}",
+            "gates": [{"when": "otherwise", "then": "ok", "to": f"s{i + 1}" if i + 1 < n else "END"}],
+        }
+        for i in range(n)
+    }
+    return yaml.safe_dump({"machine": "long", "entry": "s0", "budget": n + 5, "states": states}, sort_keys=False)
+
+
+def position_of(text: str, needle: str, after: str = "") -> tuple[int, int]:
+    """The 1-based line and column where ``needle`` first starts (after the first ``after``)."""
+    offset = text.index(needle, text.index(after) if after else 0)
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def test_errors_in_a_large_machine_name_their_line_and_column() -> None:
+    text = _linear(3000)
+    text = edit(text, "    output: o2990\n", "    output: [o2990]\n")
+    text = edit(text, "    output: o2995\n", "    output: o2995\n    colour: red\n")
+    text = edit(
+        text,
+        "    - when: otherwise\n      then: ok\n      to: END\n",
+        "    - {when: otherwise, then: ok, to: END, to: s0}\n",
+    )
+    findings = load_error(text).findings
+    assert [(f.code, f.state, f.key, f.line, f.column) for f in findings] == [
+        ("wrong-type", "s2990", "output", *position_of(text, "output: [o2990]")),
+        ("unknown-key", "s2995", "colour", *position_of(text, "colour: red")),
+        ("duplicate-key", "s2999", "to", *position_of(text, "to: s0")),
+    ]
+    machine = load(_linear(3000))
+    assert machine.states["s2999"].line == position_of(_linear(3000), "s2999:")[0] + 1  # its body starts below
+    assert machine.states["s2999"].gates[0].line == position_of(_linear(3000), "- when", after="s2999:")[0]
+
+
+YAML_1_1_CONTEXT = """\
+machine: values
+entry: a
+budget: 3
+context:
+  booleans: [yes, no, on, off, Yes, NO, true, False, y, n]
+  numbers: [0x1F, 0o17, 017, 1_000, -12, +3, 1.5e3, 6.8523015e+5, .inf, -.inf, 190:20:30, 0b101]
+  nothing: [~, null, Null, ""]
+  dates: [2020-01-02, 2020-01-02 10:11:12, 2001-12-14t21:59:43.10-05:00]
+  quoted: ["yes", '0x1F', "~", '2020-01-02', "null"]
+  tagged: [!!str 12, !!int "12", !!float "1", !!binary aGVsbG8=, !!bool "yes"]
+  text: [otherwise, ok, "{{x}}", "it's", 'say "hi"', multi word text, "=", a:b]
+states:
+  a:
+    structure: one line
+    prompt: p
+    output: o
+    gates:
+      - {when: otherwise, then: ok, to: END}
+"""
+
+
+def test_yaml_1_1_values_read_as_pyyaml_reads_them() -> None:
+    context = dict(load(YAML_1_1_CONTEXT).context)
+    assert context == yaml.safe_load(YAML_1_1_CONTEXT)["context"]
+    assert [type(v) for v in context["booleans"]] == [bool] * 8 + [str] * 2  # y and n stay text
+    assert context["numbers"][:3] == [31, "0o17", 15] and context["quoted"] == [
+        "yes",
+        "0x1F",
+        "~",
+        "2020-01-02",
+        "null",
+    ]
+
+
+TOO_DEEP = "[" * 201 + "]" * 201
+
+
+LATER_SYNTAX_ERROR = ("    output: found\n", "    output: [found\n")
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [],  # loads
+        [("    output: reply\n", "    output: reply\n    colour: red\n")],
+        [("    output: reply\n", "    output: reply\n    output: again\n")],
+        [("    output: found\n", "    output: found\n    <<: {tier: fast}\n")],
+        [("budget: 10", "budget: 2020-13-45")],
+        [("budget: 10", "budget: !!int abc")],
+        [("budget: 10", f"budget: {TOO_DEEP}")],
+        [("    output: found\n", f"    output: found\n    extra: {{{TOO_DEEP}: 1}}\n")],
+        [("    output: found\n", "    output: found\n    ? {a: 1}\n    : 2\n")],
+        [("budget: 10", "budget: 2020-13-45"), LATER_SYNTAX_ERROR],
+        [("budget: 10", f"budget: {TOO_DEEP}"), LATER_SYNTAX_ERROR],
+        [("    output: found\n", "    output: found\n---\nmachine: second\n")],
+    ],
+)
+def test_an_anchor_changes_nothing_a_document_loads_to_or_is_refused_for(edits: list[tuple[str, str]]) -> None:
+    # A document with an anchor is built from PyYAML's node graph, one without straight from the parser's
+    # events: either way the same values, the same errors, at the same line and column.  The anchor comes
+    # first, before whatever each case puts wrong.
+    text = VALID
+    for old, new in edits:
+        text = edit(text, old, new)
+    anchored = edit(text, "machine: triage", "machine: &name triage")
+    outcomes = []
+    for document in (text, anchored):
+        machine, findings = analyse(document)
+        states = dict(machine.states) if machine else None
+        outcomes.append((states, [(f.code, f.message, f.line, f.column, f.state, f.key) for f in findings]))
+    assert outcomes[0] == outcomes[1]
+    assert bool(outcomes[0][0] and not outcomes[0][1]) == (not edits)
+
+
+def test_a_bad_value_early_yields_to_a_syntax_error_further_on() -> None:
+    text = edit(edit(VALID, "machine: triage", "machine: 2020-13-45"), *LATER_SYNTAX_ERROR)
+    error = load_error(text)
+    assert "does not parse" in str(error) and "2020-13-45" not in str(error)
+    assert error.findings[0].line is not None and error.findings[0].line >= line_of(text, "[found")
+
+
+def test_a_document_of_too_many_values_is_refused_without_aliases() -> None:
+    error = load_error("machine: m\nwords: [" + "a, " * 500_001 + "]\n")
+    assert_names(error, 2, "expands to more than 500000 values")
+
+
+def test_a_merge_key_is_refused_where_it_stands() -> None:
+    text = edit(VALID, "    output: found\n", "    output: found\n    <<: {tier: fast}\n")
+    error = load_error(text)
+    assert "merge keys" in str(error)
+    assert (error.findings[0].line, error.findings[0].column) == position_of(text, "<<")
+
+
+# -- script files -------------------------------------------------------------------
+
+SCRIPT_1_1 = """\
+llm:
+  produce: [yes, "yes", 0x1F, 017, 1_000, .inf, ~, 2020-01-02, on, 'off', !!str 12, multi word]
+  judge: [0]
+tools:
+  lookup: [{found: yes, count: 0o17, when: 2020-01-02 10:11:12}, "null", null]
+hooks:
+  ready: [yes, no, on, off]
+"""
+
+
+def test_a_script_reads_yaml_1_1_values_as_safe_load_does(tmp_path: Path) -> None:
+    path = tmp_path / "script.yaml"
+    path.write_text(SCRIPT_1_1, encoding="utf-8")
+    assert read_script(path) == yaml.safe_load(SCRIPT_1_1)
+    assert read_script(path)["hooks"]["ready"] == [True, False, True, False]
+
+
+def test_a_script_that_does_not_parse_is_one_line_naming_its_position(tmp_path: Path) -> None:
+    path = tmp_path / "script.yaml"
+    path.write_text("llm:\n  produce: [a, b\n  judge: [0]\nhooks: {x: [yes]}\n: : :\n", encoding="utf-8")
+    with pytest.raises(ScriptError) as caught:
+        read_script(path)
+    message = str(caught.value)
+    assert "\n" not in message and "the YAML does not parse" in message and ", column " in message, message
+    assert message.startswith(f"{path}: line ")

@@ -12,7 +12,7 @@ from functools import cached_property
 
 from . import builtin_hooks, stdlib
 from .findings import Finding, Severity
-from .loader import analyse
+from .loader import analyse_located
 from .located import LocatedMap, YamlSyntaxError, parse_located
 from .model import END, Gate, Machine, State
 
@@ -26,9 +26,9 @@ def check(text: str, callable_machines: Collection[str] | None = None) -> list[F
     if not isinstance(text, str):
         return [Finding("error", "not-text", f"a machine document must be YAML text, not {type(text).__name__}")]
     try:
-        machine, findings = analyse(text)
+        doc, machine, findings = analyse_located(text)
         if machine is not None:
-            findings = findings + check_machine(machine, callable_machines)
+            findings = findings + _graph_findings(machine, callable_machines, _Lines(machine.source, doc))
     except Exception as exc:  # a bug of ours must not become the user's traceback
         return [
             Finding(
@@ -42,18 +42,23 @@ def check(text: str, callable_machines: Collection[str] | None = None) -> list[F
 
 def check_machine(machine: Machine, callable_machines: Collection[str] | None = None) -> list[Finding]:
     """The graph findings of an already-built machine, sorted by line (``callable_machines``: see :func:`check`)."""
-    lines = _Lines(machine.source)
+    return _graph_findings(machine, callable_machines, _Lines(machine.source))
+
+
+def _graph_findings(machine: Machine, callable_machines: Collection[str] | None, lines: _Lines) -> list[Finding]:
     findings: list[Finding] = []
     if callable_machines is not None:
         findings += _call_findings(machine, callable_machines, lines)
     if machine.entry in machine.states:
         findings += _path_findings(machine, lines)
     findings += _result_findings(machine, lines)
+    tools = {declaration.name for declaration in machine.tools}
+    hooks = {declaration.name for declaration in machine.hooks}
     for state in machine.states.values():
         findings += _catch_all_findings(state)
         findings += _max_visits_findings(state, lines)
         findings += _unshown_ask_findings(state)
-        findings += _declaration_findings(machine, state, lines)
+        findings += _declaration_findings(state, tools, hooks, lines)
     return _sorted(findings)
 
 
@@ -62,10 +67,13 @@ def _sorted(findings: list[Finding]) -> list[Finding]:
 
 
 class _Lines:
-    """Where keys sit in the source, for findings the model alone cannot place."""
+    """Where keys sit in the source, for findings the model alone cannot place: the document already parsed,
+    else the source parsed the first time a key is asked for."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, doc: LocatedMap | None = None) -> None:
         self._source = source
+        if doc is not None:
+            self._doc = doc
 
     @cached_property
     def _doc(self) -> LocatedMap | None:
@@ -77,7 +85,7 @@ class _Lines:
 
     def top(self, key: str) -> tuple[int | None, int | None]:
         doc = self._doc
-        if doc is None or key not in doc.key_where:
+        if doc is None or key not in doc.key_positions:
             return None, None
         where = doc.at(key)
         return where.line, where.column
@@ -85,7 +93,7 @@ class _Lines:
     def state_key(self, state: State, key: str) -> tuple[int | None, int | None]:
         states = self._doc.get("states") if self._doc is not None else None
         body = states.get(state.id) if isinstance(states, LocatedMap) else None
-        if isinstance(body, LocatedMap) and key in body.key_where:
+        if isinstance(body, LocatedMap) and key in body.key_positions:
             where = body.at(key)
             return where.line, where.column
         return state.line or None, None
@@ -325,9 +333,8 @@ def is_builtin_hook(name: str) -> bool:
     return builtin_hooks.is_builtin(name)
 
 
-def _declaration_findings(machine: Machine, state: State, lines: _Lines) -> list[Finding]:
+def _declaration_findings(state: State, tools: set[str], hooks: set[str], lines: _Lines) -> list[Finding]:
     findings = []
-    tools = {declaration.name for declaration in machine.tools}
     if state.kind == "tool" and state.tool is not None and state.tool not in tools:
         findings.append(
             _finding(
@@ -340,7 +347,6 @@ def _declaration_findings(machine: Machine, state: State, lines: _Lines) -> list
                 "tool",
             )
         )
-    hooks = {declaration.name for declaration in machine.hooks}
     for index, gate in enumerate(state.gates, start=1):
         if gate.hook is not None and gate.hook not in hooks and not is_builtin_hook(gate.hook):
             findings.append(

@@ -292,12 +292,12 @@ class _MachineBuilder:
         return machine
 
     def _duplicates(self, mapping: LocatedMap, state: str | None) -> None:
-        for key, where in mapping.duplicate_keys:
+        for key, position in mapping.duplicate_keys:
             owner = f"{_state_label(state)}: " if state else ""
             self.out.error(
                 "duplicate-key",
                 f"{owner}key '{key}' appears twice; the second would silently win",
-                where,
+                Where(*position),
                 state,
                 str(key),
             )
@@ -690,13 +690,15 @@ class _MachineBuilder:
     # -- cross references ----------------------------------------------------------
 
     def _gate_targets(self, machine: Machine) -> None:
+        names = ""  # the list of state ids every bad reference shows, joined once
         for state in machine.states.values():
             for index, gate in enumerate(state.gates):
                 if gate.to is not None and gate.to != END and gate.to not in machine.states:
+                    names = names or ", ".join(machine.states)
                     self.out.error(
                         "bad-reference",
                         f"{_state_label(state.id)}, gate {index + 1}: 'to: {gate.to}' "
-                        f"names no state; use one of {', '.join(machine.states)} or END",
+                        f"names no state; use one of {names} or END",
                         Where(gate.line, 1),
                         state.id,
                         "to",
@@ -770,13 +772,19 @@ def analyse(text: str) -> tuple[Machine | None, list[Finding]]:
 
     Returns ``(None, findings)`` when the text is not a YAML mapping at all.
     """
+    _, machine, findings = analyse_located(text)
+    return machine, findings
+
+
+def analyse_located(text: str) -> tuple[LocatedMap | None, Machine | None, list[Finding]]:
+    """:func:`analyse`, with the parsed document too (where each key sits), for findings placed by key."""
     try:
         doc = _parse(text)
     except MachineError as exc:
-        return None, list(exc.findings)
+        return None, None, list(exc.findings)
     builder = _MachineBuilder(doc, text)
     machine = builder.build()
-    return machine, builder.out.findings
+    return doc, machine, builder.out.findings
 
 
 def load(text: str, *, strict: bool = True, source_name: str | None = None) -> Machine:

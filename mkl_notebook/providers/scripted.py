@@ -35,6 +35,7 @@ from ..engine.oracle import (
     ToolRequest,
 )
 from ..lang import files
+from ..lang.located import parse_plain
 
 SCRIPTED_MODEL = "scripted"
 SCRIPT_KEYS = frozenset({"llm", "tools", "hooks", "replies"})
@@ -333,9 +334,12 @@ def read_script(path: str | Path, *, where: str | None = None) -> dict[str, Any]
     except UnicodeDecodeError:
         raise ScriptError(f"{where}: is not UTF-8 text") from None
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ScriptError(f"{where}: the YAML does not parse ({exc})") from None
+        data = parse_plain(text) or {}
+    except yaml.YAMLError as exc:  # said in one line: where, and what (libyaml's own words are several lines)
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise ScriptError(f"{where}: {at}the YAML does not parse ({problem})") from None
     except RecursionError:
         raise ScriptError(f"{where}: nests too deeply to be read") from None
     if not isinstance(data, Mapping):
