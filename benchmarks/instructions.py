@@ -24,7 +24,12 @@ import sys
 sys.path.insert(0, {here!r})
 import run
 work = next(w for w in run.workloads(False) if w.name == {name!r})
-action = run.reference_runner(work) if {engine!r} == "reference" else run.ours_runner(work, {engine!r})
+if {engine!r} == "reference":
+    action = run.reference_runner(work)
+elif {engine!r} == "floor":
+    action = run.floor_runner(work)
+else:
+    action = run.ours_runner(work, {engine!r})
 for _ in range({runs}):
     action()
 """
@@ -59,8 +64,9 @@ def main() -> None:
     parser.add_argument(
         "--engine",
         default="memory",
-        choices=["memory", "none", "sqlite"],
-        help="mkl_notebook's journal for the comparison (default: in-memory)",
+        choices=["memory", "none", "sqlite", "floor"],
+        help="mkl_notebook's journal for the comparison (default: in-memory; floor: no journal, a bare INSERT "
+        "per answer, see run.py)",
     )
     parser.add_argument("--output", help="also write the table, with a heading, to this file")
     args = parser.parse_args()

@@ -560,3 +560,140 @@ def test_a_kill_after_a_retried_call_was_recorded_goes_on_without_asking_again(t
     assert resumed.returncode == 0, resumed.stderr
     assert _status(resumed)["result"] == "receipt-42"
     assert _ledger(tmp_path) == ["charge 42", "charge 42"]  # no third charge
+
+
+# -- answers committed together: a fan-out's concurrent branches ------------------------------------
+
+BRANCHES = 40
+FANOUT_TOOLS_PY = r"""
+import os
+import signal
+import threading
+import time
+
+from mkl_notebook.durable import replay
+from mkl_notebook.providers import scripted
+
+USED = os.environ["USED_LOG"]
+_lock = threading.Lock()
+_used = 0
+
+# Every model call takes 20 ms, so the branches' answers come back together and wait on each other's commits.
+_ask = scripted.ScriptedOracle.ask
+
+
+def _slow_ask(self, request):
+    if request.kind == "produce":
+        time.sleep(0.02)
+    return _ask(self, request)
+
+
+scripted.ScriptedOracle.ask = _slow_ask
+
+
+def _using(method):
+    # What the replay oracle returns is what the engine goes on with: note its position (durably, in a
+    # file of its own), then die at the chosen answer.
+    def wrapped(self, request, *args):
+        global _used
+        answer = method(self, request, *args)
+        with _lock:
+            _used += 1
+            with open(USED, "a", encoding="utf-8") as handle:
+                handle.write(request.position + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            if os.environ.get("KILL_USED") == str(_used):
+                os.kill(os.getpid(), signal.SIGKILL)
+        return answer
+
+    return wrapped
+
+
+replay.ReplayOracle.ask = _using(replay.ReplayOracle.ask)
+replay.ReplayOracle.stream = _using(replay.ReplayOracle.stream)
+"""
+
+
+def _fanout_machine() -> tuple[str, dict[str, Any]]:
+    """One state over 40 items, run 32 at a time, then one that combines their summaries."""
+    items = ", ".join(f'"it{i:02d}x"' for i in range(BRANCHES))
+    source = f"""
+machine: fan
+entry: map
+budget: 60
+result: all
+context: {{ items: [{items}] }}
+states:
+  map:
+    structure: a summary
+    prompt: "summarise {{{{item}}}}"
+    over: "{{{{items}}}}"
+    output: parts
+    gates:
+      - {{ when: otherwise, then: ok, to: reduce }}
+  reduce:
+    structure: one summary
+    prompt: "combine {{{{parts}}}}"
+    output: all
+    gates:
+      - {{ when: otherwise, then: ok, to: END }}
+"""
+    produce = {f"it{i:02d}x": f"summary {i:02d}" for i in range(BRANCHES)}
+    produce["combine"] = "all summarised"
+    return source, {"llm": {"produce": produce, "stream": 0.001}}
+
+
+RUN_FAN = ("run", "fan.mkl", "--id", "fan", "--script", "fan.script.json", "--tools", "fan_tools.py", "--quiet")
+
+
+def _fan_folder(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    source, script = _fanout_machine()
+    (folder / "fan.mkl").write_text(source, encoding="utf-8")
+    (folder / "fan.script.json").write_text(json.dumps(script), encoding="utf-8")
+    (folder / "fan_tools.py").write_text(FANOUT_TOOLS_PY, encoding="utf-8")
+    return folder
+
+
+def test_every_answer_a_fan_out_used_is_in_the_journal_after_a_kill(tmp_path: Path) -> None:
+    """Kill the process as the engine takes its Nth answer, while other branches' answers are being committed.
+
+    Appends that arrive together share one commit, but none returns before its commit: so every answer
+    the engine went on with is in the journal after the kill, each position once; the run resumed from
+    it asks only for the rest and ends as an uninterrupted run does.
+    """
+    answers = BRANCHES + 1
+    baseline = _fan_folder(tmp_path / "baseline")
+    whole = _mkl(baseline, *RUN_FAN, env={"USED_LOG": str(baseline / "used.txt")})
+    assert whole.returncode == 0, whole.stderr
+    expected = _status(whole)
+    assert expected["calls"] == {"made": answers, "replayed": 0}
+
+    def scenario(n: int) -> tuple[int, dict[str, Any]]:
+        folder = _fan_folder(tmp_path / f"used-{n}")
+        log = str(folder / "used.txt")
+        crashed = _mkl(folder, *RUN_FAN, env={"USED_LOG": log, "KILL_USED": str(n)})
+        journal = SQLiteStore(folder / ".mkl" / "runs.sqlite").read("fan")
+        used = (folder / "used.txt").read_text(encoding="utf-8").split()
+        recovered = _mkl(folder, *RUN_FAN, env={"USED_LOG": log})
+        records = SQLiteStore(folder / ".mkl" / "runs.sqlite").read("fan")
+        return n, {"crashed": crashed, "journal": journal, "used": used, "recovered": recovered, "records": records}
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(scenario, [1, 2, 8, 17, 25, 33, 39, 40]))
+    for n, outcome in outcomes:
+        assert outcome["crashed"].returncode == -signal.SIGKILL, (n, outcome["crashed"].stderr)
+        journaled = [r["pos"] for r in outcome["journal"] if r["t"] == "answer"]
+        assert len(journaled) == len(set(journaled)), n
+        assert len(outcome["used"]) == n
+        missing = set(outcome["used"]) - set(journaled)
+        assert not missing, f"kill at {n}: the engine used answers that are not in the journal: {sorted(missing)}"
+        recovered = outcome["recovered"]
+        assert recovered.returncode == 0, (n, recovered.stderr)
+        status = _status(recovered)
+        assert (status["status"], status["result"]) == ("done", expected["result"]), n
+        assert status["calls"]["replayed"] == len(journaled), n
+        assert status["calls"]["made"] + status["calls"]["replayed"] == answers, n
+        positions = [r["pos"] for r in outcome["records"] if r["t"] == "answer"]
+        assert len(positions) == len(set(positions)) == answers, n

@@ -79,6 +79,7 @@ def resume(
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
     place: Place | None = None,
+    known: Mapping[str, Machine] | None = None,
 ) -> Outcome:
     """Continue a run: answer its question, give it more budget, or settle a tool call in doubt.
 
@@ -88,7 +89,9 @@ def resume(
     the run waits on exactly that one; it is journaled with who gave it (``by``, default
     :func:`who`) and through what (``via``). Budgets (and ``max_cost``, in dollars) are flag text or
     numbers; ``resolve`` is ``--resolve`` text. A notebook cell (``place``) that already asked for exactly this is shown
-    the run as it left it, and nothing is checked or recorded again.
+    the run as it left it, and nothing is checked or recorded again. ``known`` machines, already loaded (the
+    files as :func:`edited_machines` found them), stand in for the pinned copies of the same hash, so that no
+    machine is parsed twice.
     """
     asked = {
         "reply": reply,
@@ -100,7 +103,9 @@ def resume(
         "resolve": resolve if isinstance(resolve, str) or resolve is None else [resolve.action, resolve.value],
     }
     request = places.request_digest("resume", asked)
-    shown = durable.replay_cell(store, run_id, place, request, known=registry, observer=observer)
+    shown = durable.replay_cell(
+        store, run_id, place, request, known={**(known or {}), **(registry or {})}, observer=observer
+    )
     if shown is not None:
         return shown
     steps = parse_budget("max_steps", "--max-steps", max_steps)
@@ -130,6 +135,7 @@ def resume(
         registry=registry,
         observer=observer,
         place=places.tag(place, request),
+        known=known,
     )
 
 
@@ -348,8 +354,10 @@ def _catch_up(notebook: Path, embedded: nbfile.EmbeddedRun, store: RunStore, sig
 def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:
     """Write ``outcome``'s checkpoint and view over the run's output, and its state where its forms were."""
     run_id = outcome.run_id
-    pinned = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id)
-    machine = pinned.get(str(embedded.header.get("machine")))
+    root = str(embedded.header.get("machine"))
+    machine = outcome.machines.get(root)  # the machine the run just ran; a journal's pinned copy otherwise
+    if machine is None:
+        machine = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id).get(root)
     name = notebook.name
 
     def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:

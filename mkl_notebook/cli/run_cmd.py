@@ -282,6 +282,7 @@ def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, via: str 
             resolve=args.resolve,
             registry=current if changed else None,
             observer=_observer(args),
+            known=current,
         )
 
 

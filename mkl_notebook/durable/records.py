@@ -187,9 +187,13 @@ class RerunRecord(_RerunKeys, total=False):
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
 
 
+# One encoder for every record: ``json.dumps`` with these arguments would build a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def canonical(record: Any) -> str:
     """One stable JSON text per record: what digests and storage use."""
-    return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _CANONICAL.encode(record)
 
 
 # -- builders -------------------------------------------------------------------------------

@@ -167,9 +167,11 @@ class ReplayOracle(Oracle):
 
         The index is not told: it holds what the journal said when this advance began (every
         position is asked once per advance, so what this advance records is never looked up in it).
+        Concurrent branches append without holding this oracle's lock, so a store can commit the
+        answers that arrive together in one transaction.
         """
+        self._append(record)
         with self._lock:
-            self._append(record)
             self.counts.recorded += 1
             if made:
                 self._made(1, record.get("pos"))

@@ -54,6 +54,7 @@ class Outcome:
     # When this shows the run as a notebook cell left it and the run went on since: the whole journal.
     latest: list[dict[str, Any]] | None = None
     replayed_steps: int = 0  # how many leading steps of the trace took their answers from the journal
+    machines: dict[str, Machine] = field(default_factory=dict)  # the machines the run ran with, by name
 
     @property
     def status(self) -> str:
@@ -137,16 +138,21 @@ def advance(
     observer: Observer | None = None,
     before: Callable[[JournalIndex], list[Any]] | None = None,
     place: rec.PlaceTag | None = None,
+    known: Mapping[str, Machine] | None = None,
 ) -> Outcome:
     """Run ``run_id`` from the top against its journal, asking ``oracle`` only for what is missing.
 
     ``before`` may return records (a reply, new budgets, a resolution) to append
     first, once the run's lease is held and its journal read. ``registry`` holds
     machines that replace the pinned ones of the same name (the edited machines a
-    ``before`` recorded a re-run of).
+    ``before`` recorded a re-run of). ``known`` holds machines already loaded (the files as
+    they are now): a pinned machine with the same hash is taken from there instead of
+    being parsed again from its pinned source.
     """
     with store.lease(run_id):
-        return _advance_leased(store, run_id, oracle, registry=registry, observer=observer, before=before, place=place)
+        return _advance_leased(
+            store, run_id, oracle, registry=registry, observer=observer, before=before, place=place, known=known
+        )
 
 
 def replay(
@@ -170,23 +176,29 @@ def _advance_leased(
     observer: Observer | None,
     before: Callable[[JournalIndex], list[Any]] | None,
     place: rec.PlaceTag | None = None,
+    known: Mapping[str, Machine] | None = None,
+    records: list[dict[str, Any]] | None = None,
 ) -> Outcome:
-    """:func:`advance` for a caller that already holds the run's lease."""
-    records = store.read(run_id)
+    """:func:`advance` for a caller that already holds the run's lease (and may hand over the journal it
+    just wrote, ``records``, so that it is not read back)."""
+    if records is None:
+        records = store.read(run_id)
     index = JournalIndex.build(records)
     added = before(index) if before else []
     for record in added:
         store.append(run_id, record)
         index.add(record)
     replay_oracle = ReplayOracle(oracle, index, functools.partial(store.append, run_id))
-    result, doubt = _run_journal(run_id, index, replay_oracle, registry, observer)
+    machines = _journal_machines(run_id, index, registry, known)
+    result, doubt = _run_journal(run_id, index, replay_oracle, machines, observer)
     calls = {"made": replay_oracle.counts.made, "replayed": replay_oracle.counts.replayed}
     closing = rec.ending_record(result, calls, doubt, place)
     if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
         store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
         store.set_status(run_id, result.status, result.error, result.at)
-        records = store.read(run_id)
-    return Outcome(run_id, result, calls, doubt, records, replayed_steps=_replayed_steps(result, replay_oracle))
+        records = records + store.read(run_id, since=len(records))  # what this advance added, as it reads back
+    replayed = _replayed_steps(result, replay_oracle)
+    return Outcome(run_id, result, calls, doubt, records, replayed_steps=replayed, machines=machines)
 
 
 def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:
@@ -199,17 +211,24 @@ def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:
     return max((step["step"] for step in result.trace if isinstance(step.get("step"), int)), default=0)
 
 
+def _journal_machines(
+    run_id: str, index: JournalIndex, registry: Mapping[str, Machine] | None, known: Mapping[str, Machine] | None
+) -> dict[str, Machine]:
+    """The machines a run of the journal uses: ``registry``'s, and the pinned ones it does not replace."""
+    given = dict(registry or {})
+    pinned = {name: pin for name, pin in index.machines.items() if name not in given}
+    return {**machines_from_pins(pinned, run_id, known=known), **given}
+
+
 def _run_journal(
     run_id: str,
     index: JournalIndex,
     oracle: ReplayOracle,
-    registry: Mapping[str, Machine] | None,
+    machines: Mapping[str, Machine],
     observer: Observer | None,
 ) -> tuple[RunResult, rec.Doubt | None]:
-    """Run the journal's machine from the top with ``oracle``: its result, and the tool call left in doubt."""
-    given = dict(registry or {})
-    pinned = {name: pin for name, pin in index.machines.items() if name not in given}
-    machines = {**machines_from_pins(pinned, run_id), **given}
+    """Run the journal's machine from the top with ``oracle`` and ``machines`` (see :func:`_journal_machines`):
+    its result, and the tool call left in doubt."""
     root_name = index.setup.get("root") or ""
     if root_name not in machines:
         raise RunStateError(f"run '{run_id}': its machine '{root_name}' is not pinned")
@@ -279,7 +298,7 @@ def show_prefix(
         return None
     calls = {"made": 0, "replayed": replay_oracle.counts.replayed}
     latest = records if cut < len(records) else None
-    return Outcome(run_id, result, calls, doubt, shown, latest, _replayed_steps(result, replay_oracle))
+    return Outcome(run_id, result, calls, doubt, shown, latest, _replayed_steps(result, replay_oracle), pinned)
 
 
 def replay_cell(
@@ -339,10 +358,11 @@ def start(
             return shown
     with store.lease(run_id):  # creating a run, or replacing one with fresh=True, also needs the lease
         before = None
+        records = None
         if fresh or not store.exists(run_id):
             secret = options.secret or os.urandom(16)
             start_record = rec.start_record(run_id, setup, secret=secret, package=__version__, origin=origin or {})
-            store.create(run_id, dict(start_record))
+            records = [store.create(run_id, dict(start_record))]
         else:
             before = functools.partial(_rerun_records, run_id, setup)
         return _advance_leased(
@@ -353,6 +373,7 @@ def start(
             observer=observer,
             before=before,
             place=places.tag(place, request),
+            records=records,
         )
 
 
@@ -385,11 +406,13 @@ def resume(
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
     place: rec.PlaceTag | None = None,
+    known: Mapping[str, Machine] | None = None,
 ) -> Outcome:
     """Continue a suspended (or in-doubt) run: inject a reply, raise budgets, or settle an in-doubt tool.
 
     A reply that names its ``question`` (see :meth:`RunState.question_id`) is taken only while the
     run still waits on exactly that question; ``by`` and ``via`` say who answered and through what.
+    ``known`` machines (already loaded) stand in for pinned ones of the same hash, as in :func:`advance`.
     Every check is made against the journal under the run's lease, before anything is
     recorded: a request that does not fit the run's state records nothing.
     """
@@ -447,7 +470,9 @@ def resume(
             )
         return added
 
-    return advance(store, run_id, oracle, registry=registry, observer=observer, before=prepare, place=place)
+    return advance(
+        store, run_id, oracle, registry=registry, observer=observer, before=prepare, place=place, known=known
+    )
 
 
 def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
@@ -468,6 +493,6 @@ def plan_run(store: RunStore, run_id: str, registry: Mapping[str, Machine] | Non
     records = store.read(run_id)
 
     def run(index: JournalIndex, oracle: ReplayOracle, machines: Mapping[str, Machine]) -> None:
-        _run_journal(run_id, index, oracle, machines, None)
+        _run_journal(run_id, index, oracle, _journal_machines(run_id, index, machines, None), None)
 
     return plan(run_id, records, registry or {}, run)

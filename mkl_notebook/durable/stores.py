@@ -1,7 +1,7 @@
 """Where journals live: a small store protocol, an SQLite store and an in-memory store.
 
 Every append is committed before the answer it carries is used, so a process
-that dies loses at most the call in flight.  One writer per run: a lease held
+that dies loses at most the calls in flight.  One writer per run: a lease held
 through an OS file lock (released by the kernel if the holder dies).
 """
 
@@ -63,9 +63,9 @@ class RunSummary:
 class RunStore(Protocol):
     location: str  # where the journals live, as a message names it
 
-    def create(self, run_id: str, start: Mapping[str, Any]) -> None: ...
+    def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]: ...
     def append(self, run_id: str, record: Mapping[str, Any]) -> None: ...
-    def read(self, run_id: str) -> list[dict[str, Any]]: ...
+    def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]: ...
     def exists(self, run_id: str) -> bool: ...
     def delete(self, run_id: str) -> None: ...
     def runs(self) -> list[RunSummary]: ...
@@ -94,19 +94,24 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._leased: set[str] = set()
 
-    def create(self, run_id: str, start: Mapping[str, Any]) -> None:
+    def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
+        """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
+        normal = _json_normal_start(start)
         with self._lock:
-            self._records[run_id] = [_json_normal_start(start)]
+            self._records[run_id] = [normal]
             self._status[run_id] = RunSummary(run_id, start.get("root", ""), "running", None, None, time.time())
+        return normal
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
-        self._records[run_id].append(dict(record))  # one atomic list append: the callers already serialise per run
+        with self._lock:
+            self._records[run_id].append(dict(record))
 
-    def read(self, run_id: str) -> list[dict[str, Any]]:
+    def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
         with self._lock:
             if run_id not in self._records:
                 raise UnknownRun(run_id, self.location)
-            return list(self._records[run_id])
+            return self._records[run_id][since:]
 
     def exists(self, run_id: str) -> bool:
         return run_id in self._records
@@ -139,6 +144,7 @@ class MemoryStore:
 
 
 _SCHEMA = """
+BEGIN;
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, machine TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
     status TEXT NOT NULL, error TEXT, at TEXT
@@ -149,7 +155,21 @@ CREATE TABLE IF NOT EXISTS records (
 -- Earlier versions cached finished outcomes here, keyed by the package version: a re-run after an
 -- engine fix could be served the old result. A finished run now always replays from its journal.
 DROP TABLE IF EXISTS outcomes;
+COMMIT;
 """
+_DECODER = json.JSONDecoder()
+
+
+def _decoded(body: str) -> Any:
+    """A record's JSON text read back: as ``json.loads`` reads it, without its per-call scanning for blanks
+    around the text (a journal holds thousands of records, and they are written without any)."""
+    try:
+        record, end = _DECODER.raw_decode(body)
+        if end == len(body):
+            return record
+    except ValueError:
+        pass
+    return json.loads(body)  # blanks around the text, or damage: json.loads reads it or says what is wrong
 
 
 @contextlib.contextmanager
@@ -172,11 +192,25 @@ def file_lease(lock_path: Path, what: str) -> Iterator[None]:
         os.close(fd)
 
 
+@dataclass(slots=True)
+class _Pending:
+    """One append waiting for its commit: ``done`` once its group's transaction ended (``error`` if it failed)."""
+
+    run_id: str
+    body: str
+    done: bool = False
+    error: StoreError | None = None
+
+
 class SQLiteStore:
     """The default store: ``.mkl/runs.sqlite`` in WAL mode, one committed row per record.
 
     ``durability="process"`` (default) survives a killed process; ``"power"``
     also fsyncs every append, to survive losing the machine.
+
+    Appends from concurrent threads (the branches of a fan-out, the rows of a batch) are committed
+    together: records that arrive while a commit is under way wait, and the next commit takes them
+    all in one transaction. No append returns before the transaction holding its record committed.
     """
 
     def __init__(self, path: str | Path = DEFAULT_STORE, *, durability: str = "process") -> None:
@@ -194,7 +228,9 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: cannot be opened ({exc.strerror or exc})") from None
         with contextlib.suppress(OSError):
             os.chmod(self.path, 0o600)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the connection, and whoever commits the appends waiting
+        self._waiting_lock = threading.Lock()
+        self._waiting: list[_Pending] = []
         self._next_seq: dict[str, int] = {}
 
     def close(self) -> None:
@@ -207,8 +243,10 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
 
-    def create(self, run_id: str, start: Mapping[str, Any]) -> None:
+    def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
+        """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
         now = time.time()
+        body = canonical(start)
         with self._lock:
             self._execute("BEGIN IMMEDIATE")
             try:
@@ -217,31 +255,76 @@ class SQLiteStore:
                     "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
                     (run_id, start.get("root", ""), now, now),
                 )
-                self._execute("INSERT INTO records VALUES (?, 0, ?)", (run_id, canonical(start)))
+                self._execute("INSERT INTO records VALUES (?, 0, ?)", (run_id, body))
                 self._execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._next_seq[run_id] = 1
+        normal: dict[str, Any] = json.loads(body)
+        return normal
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
-        body = canonical(record)
+        """Commit ``record`` as the next of run ``run_id``'s journal; it is durable when this returns."""
+        pending = _Pending(run_id, canonical(record))
+        with self._waiting_lock:
+            self._waiting.append(pending)
         with self._lock:
-            seq = self._next_seq.get(run_id)
-            if seq is None:
-                row = self._execute("SELECT COALESCE(MAX(seq), -1) FROM records WHERE run_id = ?", (run_id,)).fetchone()
-                seq = row[0] + 1
-            self._execute("INSERT INTO records VALUES (?, ?, ?)", (run_id, seq, body))
-            self._next_seq[run_id] = seq + 1
+            if not pending.done:  # no commit took it while this thread waited for the connection: commit it now
+                with self._waiting_lock:
+                    group, self._waiting = self._waiting, []
+                self._commit(group)
+        if pending.error is not None:
+            raise pending.error
 
-    def read(self, run_id: str) -> list[dict[str, Any]]:
+    def _commit(self, group: list[_Pending]) -> None:
+        """Write ``group`` in one transaction (one statement when it is one record); the lock is held."""
+        try:
+            seqs: dict[str, int] = {}
+            rows = []
+            for pending in group:
+                seq = seqs.get(pending.run_id, self._next_seq.get(pending.run_id))
+                if seq is None:
+                    found = self._db.execute(
+                        "SELECT COALESCE(MAX(seq), -1) FROM records WHERE run_id = ?", (pending.run_id,)
+                    ).fetchone()
+                    seq = found[0] + 1
+                rows.append((pending.run_id, seq, pending.body))
+                seqs[pending.run_id] = seq + 1
+            if len(rows) == 1:
+                self._db.execute("INSERT INTO records VALUES (?, ?, ?)", rows[0])
+            else:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany("INSERT INTO records VALUES (?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            self._next_seq.update(seqs)
+        except BaseException as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            for pending in group:  # what was written is not known for sure: the next append asks the file
+                self._next_seq.pop(pending.run_id, None)
+            reason = exc if isinstance(exc, sqlite3.DatabaseError) else "the commit was interrupted"
+            failed = StoreError(f"{self.path}: {reason}")
+            for pending in group:
+                pending.error = failed
+            if not isinstance(exc, sqlite3.DatabaseError):
+                raise
+        finally:
+            for pending in group:
+                pending.done = True
+
+    def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
         with self._lock:
-            rows = self._execute("SELECT body FROM records WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
-            self._next_seq[run_id] = len(rows)
-        if not rows:
+            rows = self._execute(
+                "SELECT body FROM records WHERE run_id = ? AND seq >= ? ORDER BY seq", (run_id, since)
+            ).fetchall()
+            if not since:
+                self._next_seq[run_id] = len(rows)
+        if not rows and not since:
             raise UnknownRun(run_id, self.location)
         try:
-            return [json.loads(body) for (body,) in rows]
+            return [_decoded(body) for (body,) in rows]
         except ValueError as exc:
             raise StoreError(f"{self.path}: run '{run_id}' has a damaged record ({exc})") from None
 
