@@ -33,6 +33,16 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 MODEL_ENV = tuple(ENVIRONMENT)  # the variables that would point a run at a real model
 
 
+def chain_source(states: int) -> str:
+    """The text of a machine of ``states`` generative states one after another, s0 to s{states - 1}, then END."""
+    lines = [f'machine: chain\nmklang: "0.4"\nentry: s0\nbudget: {states + 5}\nstates:']
+    for index in range(states):
+        to = f"s{index + 1}" if index + 1 < states else "END"
+        gate = f"{{when: otherwise, then: ok, to: {to}}}"
+        lines.append(f"  s{index}: {{structure: s, prompt: p{index}, output: o, gates: [{gate}]}}")
+    return "\n".join(lines) + "\n"
+
+
 def env_without_models() -> dict[str, str]:
     """This process's environment minus every model setting: a subprocess that must stay offline."""
     return {key: value for key, value in os.environ.items() if key not in MODEL_ENV}

@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 
 from mkl_notebook.render import diagram, views
 
-from support import RUN_MIME, Cells, env_without_models, mkl_cli
+from support import RUN_MIME, Cells, chain_source, env_without_models, mkl_cli
 
 STEPS = 20_000
 SAVED_MAX = 300_000  # bytes of a run cell's outputs in the saved file
@@ -124,17 +124,8 @@ def test_the_command_line_caps_its_trace_and_prints_it_whole_when_asked(tmp_path
     assert code == 2 and "no run 'ghost'" in err
 
 
-def _chain(states: int) -> str:
-    lines = [f'machine: chain\nmklang: "0.4"\nentry: s0\nbudget: {states + 5}\nstates:']
-    for index in range(states):
-        to = f"s{index + 1}" if index + 1 < states else "END"
-        gate = f"{{when: otherwise, then: ok, to: {to}}}"
-        lines.append(f"  s{index}: {{structure: s, prompt: p{index}, output: o, gates: [{gate}]}}")
-    return "\n".join(lines) + "\n"
-
-
 def test_a_big_machines_view_diagram_and_visits_stay_bounded_and_visits_all_lists_every_state(ip: Cells) -> None:
-    ip.define(_chain(5_000))
+    ip.define(chain_source(5_000))
     definition = ip.out.last(diagram.MERMAID_MIME)
     assert (
         len(definition[diagram.MERMAID_MIME]) < 50_000

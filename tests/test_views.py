@@ -32,7 +32,7 @@ from mkl_notebook.render.plan_views import plan_lines
 from mkl_notebook.testing import Outcome
 
 from support import REFUND as REFUND_EXAMPLE
-from support import REFUND_SCRIPT
+from support import REFUND_SCRIPT, chain_source
 
 HOSTILE = "<script>alert(1)</script>"
 RUN_MIME = "application/vnd.mkl.run+json"
@@ -1156,12 +1156,7 @@ states:
 
 def chain(states: int) -> Machine:
     """A machine of ``states`` states one after another, s0 to s{states - 1}, then END."""
-    lines = [f"machine: chain\nentry: s0\nbudget: {states + 5}\nstates:"]
-    for index in range(states):
-        to = f"s{index + 1}" if index + 1 < states else "END"
-        gate = f"{{when: otherwise, then: ok, to: {to}}}"
-        lines.append(f"  s{index}: {{structure: s, prompt: p{index}, output: o, gates: [{gate}]}}")
-    return load("\n".join(lines) + "\n", strict=False)
+    return load(chain_source(states), strict=False)
 
 
 def _step_numbers(text: str) -> list[int]:

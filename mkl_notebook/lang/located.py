@@ -110,6 +110,14 @@ def _position(mark: Any) -> Position:
     return (mark.line + 1, mark.column + 1)
 
 
+def _within_bounds(built: int, depth: int, mark: Any) -> None:
+    """Refuse a document past the value count or the depth any machine needs (at the value that went past)."""
+    if built > _MAX_NODES:
+        raise _error(f"the document expands to more than {_MAX_NODES} values", mark)
+    if depth > _MAX_DEPTH:
+        raise _error(f"the document nests deeper than {_MAX_DEPTH} levels", mark)
+
+
 def _error(problem: str, mark: Any) -> YamlSyntaxError:
     return YamlSyntaxError(problem, Where(*_position(mark)))
 
@@ -259,10 +267,7 @@ class _EventBuilder:
                 if tag == _MERGE and in_map and key is _NO_KEY:
                     raise _error("merge keys ('<<') are not supported", event.start_mark)
                 built += 1
-                if built > _MAX_NODES:
-                    raise _error(f"the document expands to more than {_MAX_NODES} values", event.start_mark)
-                if depth > _MAX_DEPTH:
-                    raise _error(f"the document nests deeper than {_MAX_DEPTH} levels", event.start_mark)
+                _within_bounds(built, depth, event.start_mark)
                 text += len(value)
                 if text > _MAX_TEXT:
                     raise _error(f"the document expands to more than {_MAX_TEXT:,} characters", event.start_mark)
@@ -275,10 +280,7 @@ class _EventBuilder:
                 if event.tag == _MERGE and in_map and key is _NO_KEY:
                     raise _error("merge keys ('<<') are not supported", event.start_mark)
                 built += 1
-                if built > _MAX_NODES:
-                    raise _error(f"the document expands to more than {_MAX_NODES} values", event.start_mark)
-                if depth > _MAX_DEPTH:
-                    raise _error(f"the document nests deeper than {_MAX_DEPTH} levels", event.start_mark)
+                _within_bounds(built, depth, event.start_mark)
                 depth += 1
                 parents.append((container, in_map, key, key_position))
                 in_map = kind is MappingStartEvent
