@@ -152,6 +152,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS records (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq)
 );
+-- The machines runs pin, each once by the SHA-256 of its text: a start record names them by hash alone.
+CREATE TABLE IF NOT EXISTS sources (sha256 TEXT PRIMARY KEY, source TEXT NOT NULL);
 -- Earlier versions cached finished outcomes here, keyed by the package version: a re-run after an
 -- engine fix could be served the old result. A finished run now always replays from its journal.
 DROP TABLE IF EXISTS outcomes;
@@ -170,6 +172,24 @@ def _decoded(body: str) -> Any:
     except ValueError:
         pass
     return json.loads(body)  # blanks around the text, or damage: json.loads reads it or says what is wrong
+
+
+def _shared_pins(start: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """``start`` as the records table keeps it, and the ``(sha256, source)`` of the machines it names by hash
+    alone: those whose pin gives the true hash of its source (any other pin stays whole in the record)."""
+    pins = start.get("machines")
+    if not isinstance(pins, Mapping):
+        return dict(start), []
+    kept: dict[str, Any] = {}
+    shared: list[tuple[str, str]] = []
+    for name, pin in pins.items():
+        source = pin.get("source") if isinstance(pin, Mapping) else None
+        if isinstance(source, str) and pin.get("sha256") == hashlib.sha256(source.encode("utf-8")).hexdigest():
+            kept[name] = {key: value for key, value in pin.items() if key != "source"}
+            shared.append((pin["sha256"], source))
+        else:
+            kept[name] = pin
+    return {**start, "machines": kept}, shared
 
 
 @contextlib.contextmanager
@@ -197,6 +217,7 @@ class _Pending:
     """One append waiting for its commit: ``done`` once its group's transaction ended (``error`` if it failed)."""
 
     run_id: str
+    record: dict[str, Any]
     body: str
     done: bool = False
     error: StoreError | None = None
@@ -211,6 +232,10 @@ class SQLiteStore:
     Appends from concurrent threads (the branches of a fan-out, the rows of a batch) are committed
     together: records that arrive while a commit is under way wait, and the next commit takes them
     all in one transaction. No append returns before the transaction holding its record committed.
+
+    While this store holds a run's lease it is the run's only writer, so it keeps every record it
+    commits for the run: reading back what an advance added comes from there, not the file. (The
+    records are JSON values already, as :mod:`.records` builds them: kept, they read as the file would.)
     """
 
     def __init__(self, path: str | Path = DEFAULT_STORE, *, durability: str = "process") -> None:
@@ -232,6 +257,8 @@ class SQLiteStore:
         self._waiting_lock = threading.Lock()
         self._waiting: list[_Pending] = []
         self._next_seq: dict[str, int] = {}
+        # Per run leased here: the seq of the first record kept, and the records committed from it on, in order.
+        self._written: dict[str, tuple[int, list[dict[str, Any]]]] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -246,27 +273,29 @@ class SQLiteStore:
     def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
         """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
         now = time.time()
-        body = canonical(start)
+        normal = _json_normal_start(start)
+        stored, shared = _shared_pins(normal)
         with self._lock:
             self._execute("BEGIN IMMEDIATE")
             try:
+                self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?)", shared)
                 self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
                 self._execute(
                     "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
                     (run_id, start.get("root", ""), now, now),
                 )
-                self._execute("INSERT INTO records VALUES (?, 0, ?)", (run_id, body))
+                self._execute("INSERT INTO records VALUES (?, 0, ?)", (run_id, canonical(stored)))
                 self._execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._next_seq[run_id] = 1
-        normal: dict[str, Any] = json.loads(body)
+            self._keep(run_id, 0, [normal])
         return normal
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
         """Commit ``record`` as the next of run ``run_id``'s journal; it is durable when this returns."""
-        pending = _Pending(run_id, canonical(record))
+        pending = _Pending(run_id, dict(record), canonical(record))
         with self._waiting_lock:
             self._waiting.append(pending)
         with self._lock:
@@ -282,6 +311,7 @@ class SQLiteStore:
         try:
             seqs: dict[str, int] = {}
             rows = []
+            kept = []
             for pending in group:
                 seq = seqs.get(pending.run_id, self._next_seq.get(pending.run_id))
                 if seq is None:
@@ -290,6 +320,7 @@ class SQLiteStore:
                     ).fetchone()
                     seq = found[0] + 1
                 rows.append((pending.run_id, seq, pending.body))
+                kept.append((pending.run_id, seq, pending.record))
                 seqs[pending.run_id] = seq + 1
             if len(rows) == 1:
                 self._db.execute("INSERT INTO records VALUES (?, ?, ?)", rows[0])
@@ -298,11 +329,15 @@ class SQLiteStore:
                 self._db.executemany("INSERT INTO records VALUES (?, ?, ?)", rows)
                 self._db.execute("COMMIT")
             self._next_seq.update(seqs)
+            for run_id, seq, record in kept:
+                self._keep(run_id, seq, [record])
         except BaseException as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             for pending in group:  # what was written is not known for sure: the next append asks the file
                 self._next_seq.pop(pending.run_id, None)
+                if pending.run_id in self._written:
+                    self._written[pending.run_id] = (0, [])  # nor is it kept: reads go to the file
             reason = exc if isinstance(exc, sqlite3.DatabaseError) else "the commit was interrupted"
             failed = StoreError(f"{self.path}: {reason}")
             for pending in group:
@@ -313,20 +348,51 @@ class SQLiteStore:
             for pending in group:
                 pending.done = True
 
+    def _keep(self, run_id: str, seq: int, records: list[dict[str, Any]]) -> None:
+        """Remember run ``run_id``'s records from ``seq`` on, when the run is leased here (the lock is held).
+        A record that does not follow those kept starts the kept ones anew."""
+        kept = self._written.get(run_id)
+        if kept is None:
+            return
+        first, known = kept
+        if known and seq == first + len(known):
+            known.extend(records)
+        else:
+            self._written[run_id] = (seq, list(records))
+
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
         """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
         with self._lock:
+            first, known = self._written.get(run_id, (0, []))
+            if known and first <= since <= first + len(known):
+                return known[since - first :]  # this store wrote them, under the run's lease
             rows = self._execute(
                 "SELECT body FROM records WHERE run_id = ? AND seq >= ? ORDER BY seq", (run_id, since)
             ).fetchall()
+            if not rows and not since:
+                raise UnknownRun(run_id, self.location)
+            try:
+                records = [_decoded(body) for (body,) in rows]
+            except ValueError as exc:
+                raise StoreError(f"{self.path}: run '{run_id}' has a damaged record ({exc})") from None
+            if records and not since:
+                self._fill_pins(run_id, records[0])
             if not since:
-                self._next_seq[run_id] = len(rows)
-        if not rows and not since:
-            raise UnknownRun(run_id, self.location)
-        try:
-            return [_decoded(body) for (body,) in rows]
-        except ValueError as exc:
-            raise StoreError(f"{self.path}: run '{run_id}' has a damaged record ({exc})") from None
+                self._next_seq[run_id] = len(records)
+                self._keep(run_id, 0, records)
+        return records
+
+    def _fill_pins(self, run_id: str, start: dict[str, Any]) -> None:
+        """Give the start record back the sources of the machines it names by hash (the lock is held)."""
+        pins = start.get("machines")
+        if not isinstance(pins, dict):
+            return
+        for name, pin in pins.items():
+            if isinstance(pin, dict) and "source" not in pin and isinstance(pin.get("sha256"), str):
+                found = self._execute("SELECT source FROM sources WHERE sha256 = ?", (pin["sha256"],)).fetchone()
+                if found is None:
+                    raise StoreError(f"{self.path}: run '{run_id}' pins machine '{name}', which the store lacks")
+                pin["source"] = found[0]
 
     def exists(self, run_id: str) -> bool:
         with self._lock:
@@ -337,6 +403,8 @@ class SQLiteStore:
             self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
             self._execute("DELETE FROM runs WHERE id = ?", (run_id,))
             self._next_seq.pop(run_id, None)
+            if run_id in self._written:
+                self._written[run_id] = (0, [])
 
     def runs(self) -> list[RunSummary]:
         with self._lock:
@@ -350,6 +418,16 @@ class SQLiteStore:
                 (status, error, at, time.time(), run_id),
             )
 
-    def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def lease(self, run_id: str) -> Iterator[None]:
+        """Run ``run_id`` advanced by this store alone, across processes, until the block ends."""
         digest = hashlib.sha256(f"{self.path.resolve()}\0{run_id}".encode()).hexdigest()[:24]
-        return file_lease(self.path.parent / "locks" / f"{digest}.lock", f"run '{run_id}'")
+        with file_lease(self.path.parent / "locks" / f"{digest}.lock", f"run '{run_id}'"):
+            with self._lock:
+                self._written[run_id] = (0, [])
+            try:
+                yield
+            finally:
+                with self._lock:  # once the lease is let go another process may write the run
+                    self._written.pop(run_id, None)
+                    self._next_seq.pop(run_id, None)

@@ -1,0 +1,162 @@
+"""The SQLite journal's records as a run hands them back are the records its file holds.
+
+While a store holds a run's lease it keeps what it commits and reads that back instead of the
+file; these tests pin down that nothing a caller sees differs from what a fresh reader of the
+file would see, down to the JSON types, and that a store reads the file again once the lease
+is let go (another process may have written the run meanwhile).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mkl_notebook.durable import records as rec
+from mkl_notebook.durable import runs
+from mkl_notebook.durable.stores import SQLiteStore, StoreError
+from mkl_notebook.engine.options import RunOptions
+from mkl_notebook.lang.loader import load
+from mkl_notebook.providers.host import HostOracle, Registry
+from mkl_notebook.providers.scripted import ScriptedOracle
+
+LOOKUP = """
+machine: lookup_then_write
+entry: a
+budget: 5
+states:
+  a:
+    tool: lookup
+    input: { q: "x" }
+    output: found
+    gates:
+      - { when: otherwise, then: ok, to: b }
+  b:
+    structure: s
+    prompt: "use {{found}}"
+    output: used
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+ODD = {"pair": (1, 2), "by id": {3: "int key"}, "when": datetime.date(2026, 12, 2), "nested": [("a", None)]}
+
+
+def same_json(left: Any, right: Any) -> bool:
+    """Equal, and of the same JSON types all the way down (a tuple is not a list, an int key not a str)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(same_json(left[key], right[key]) for key in left)
+    if isinstance(left, list):
+        return len(left) == len(right) and all(same_json(a, b) for a, b in zip(left, right, strict=True))
+    return bool(left == right)
+
+
+def test_the_records_a_run_hands_back_are_the_files_down_to_their_types(tmp_path: Path) -> None:
+    registry = Registry()
+
+    @registry.tool(effect="read")
+    def lookup(q: str) -> dict[Any, Any]:
+        return dict(ODD)  # a tuple, an int key and a date: none of them JSON as they are
+
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteStore(path)
+    outcome = runs.start(
+        load(LOOKUP),
+        HostOracle(ScriptedOracle({"produce": ["used it"]}), registry),
+        store=store,
+        run_id="odd",
+        options=RunOptions(suspendable=True),
+    )
+    assert outcome.result.status == "done"
+    from_file = SQLiteStore(path).read("odd")
+    assert len(from_file) == len(outcome.records) == 4
+    assert same_json(outcome.records, from_file)
+    assert outcome.records[1]["answer"]["value"] == {
+        "pair": [1, 2],
+        "by id": {"3": "int key"},
+        "when": "2026-12-02",
+        "nested": [["a", None]],
+    }
+
+
+def test_every_builder_gives_a_record_equal_to_its_json_reading() -> None:
+    built = [
+        rec.host_answer_record("s1/1", "fp", "tool", ODD, name="lookup", effect="read"),
+        rec.host_answer_record("s1/1", "fp", "tool", ("done",), name="lookup", resolved=True),
+        rec.reply_record("s2/1", "q", ("yes", 1), by="ana", via="cli", question="qid"),
+        rec.resolve_record("s3/1", "completed", {1: (2, 3)}),
+        rec.rerun_record({"root": "m", "input": {"rows": ("a", "b")}, "context": {7: 8}}),
+    ]
+    for record in built:
+        assert same_json(record, rec.json_value(record)), record
+
+
+def test_a_store_reads_the_file_again_once_it_lets_the_lease_go(tmp_path: Path) -> None:
+    """Two stores on one file, as a notebook session and a `mkl resume` in a terminal: each advance under its
+    own lease sees what the other wrote, and numbers its records after them."""
+    path = tmp_path / "runs.sqlite"
+    notebook, terminal = SQLiteStore(path), SQLiteStore(path)
+    with notebook.lease("r"):
+        notebook.create("r", {"t": "start", "root": "m"})
+        notebook.append("r", {"t": "answer", "pos": "a/1"})
+        assert [record["t"] for record in notebook.read("r", since=1)] == ["answer"]
+    with terminal.lease("r"):
+        assert len(terminal.read("r")) == 2
+        terminal.append("r", {"t": "reply", "pos": "b/1"})
+    with notebook.lease("r"):
+        assert [record["pos"] for record in notebook.read("r", since=1)] == ["a/1", "b/1"]
+        notebook.append("r", {"t": "finish", "pos": "c/1"})  # the next number after the terminal's record
+        assert [record["t"] for record in notebook.read("r", since=2)] == ["reply", "finish"]
+    assert [record["t"] for record in terminal.read("r")] == ["start", "answer", "reply", "finish"]
+
+
+def _pins(source: str, sha256: str | None = None) -> dict[str, Any]:
+    return {"m": {"sha256": sha256 or hashlib.sha256(source.encode()).hexdigest(), "source": source}}
+
+
+def test_a_machine_pinned_by_many_runs_is_kept_once_and_read_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteStore(path)
+    source = "machine: m\nentry: a\n" + "# a long machine\n" * 2000
+    for run_id in ("one", "two", "three"):
+        with store.lease(run_id):
+            store.create(run_id, {"t": "start", "root": "m", "machines": _pins(source)})
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM sources").fetchone() == (1,)
+        (body,) = db.execute("SELECT body FROM records WHERE run_id = 'two'").fetchone()
+    assert len(body) < 300  # the record names the machine by its hash
+    for reader in (store, SQLiteStore(path)):
+        assert reader.read("three")[0]["machines"] == _pins(source)
+
+
+def test_a_pin_whose_hash_is_not_its_sources_stays_in_its_record_and_never_stands_for_that_hash(
+    tmp_path: Path,
+) -> None:
+    """A start record from someone else's notebook may claim any hash: it cannot put its text under the hash
+    of a machine another run pins."""
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteStore(path)
+    honest = "machine: m\nentry: a\n"
+    claimed = _pins(honest)["m"]["sha256"]
+    with store.lease("forged"):
+        store.create("forged", {"t": "start", "root": "m", "machines": _pins("machine: evil\n", claimed)})
+    with store.lease("honest"):
+        store.create("honest", {"t": "start", "root": "m", "machines": _pins(honest)})
+    fresh = SQLiteStore(path)
+    assert fresh.read("honest")[0]["machines"]["m"]["source"] == honest
+    assert fresh.read("forged")[0]["machines"]["m"]["source"] == "machine: evil\n"
+
+
+def test_a_store_that_lost_a_pinned_source_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    SQLiteStore(path).create("r", {"t": "start", "root": "m", "machines": _pins("machine: m\n")})
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM sources")
+    with pytest.raises(StoreError, match=r"run 'r' pins machine 'm', which the store lacks"):
+        SQLiteStore(path).read("r")
