@@ -88,7 +88,7 @@ def client() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def calls(client: Any) -> Iterator[DaskCalls]:
-    """The call servers on the cluster's workers, shared by the runs of a test as by those of a command."""
+    """The streams to the cluster's workers, shared by the runs of a test as by those of a command."""
     servers = DaskCalls(client)
     yield servers
     servers.close()

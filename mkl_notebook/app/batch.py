@@ -12,11 +12,12 @@ import hashlib
 import io
 import json
 import math
+import queue
 import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,14 +229,18 @@ def run(
         return row
 
     pool = ThreadPoolExecutor(max_workers=min(concurrency, max(1, len(rows))), thread_name_prefix="mkl-row")
-    pending: set[Future[RowRun]] = {pool.submit(one, row) for row in rows}
+    finished: queue.SimpleQueue[Future[RowRun]] = queue.SimpleQueue()  # each row as it ends: waiting costs no scan
     try:
-        while pending:
-            done, pending = wait(pending, timeout=tick, return_when=FIRST_COMPLETED)
-            if not done:
-                yield None
-            for future in done:
-                yield future.result()
+        for row in rows:
+            pool.submit(one, row).add_done_callback(finished.put)
+        for _ in rows:
+            while True:
+                try:
+                    future = finished.get(timeout=tick)
+                    break
+                except queue.Empty:
+                    yield None
+            yield future.result()
     finally:
         stopping.set()
         pool.shutdown(wait=True, cancel_futures=True)

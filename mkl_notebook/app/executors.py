@@ -2,8 +2,8 @@
 
 With Dask, only the calls ship: each live model, tool or hook call goes to one of the cluster's
 workers; the run loop and its journal stay in this process, which remains their single writer.
-Replayed answers never leave it. Calls go straight to a *call server* on each worker (a Dask
-actor, see ``dask_calls``) rather than through the scheduler as one task each.
+Replayed answers never leave it. Calls go straight to each worker, over a stream this process
+keeps open to it (see ``dask_calls``), rather than through the scheduler as one task each.
 
 A worker lost in the middle of a call loses nothing: an idempotent call is made again as a Dask
 task, which Dask reschedules until a worker answers, and the journal records the one answer that

@@ -79,7 +79,7 @@ class Session:
     keyring_problem: str | None = None
     _forgotten: set[str] = field(default_factory=set)  # runs forgotten here: never taken up from the file again
     taken_up: dict[str, str] = field(default_factory=dict)  # run id -> why it is not trusted, though taken up
-    # The call servers of each Dask cluster this session has used, by the --executor that named it.
+    # The streams to the workers of each Dask cluster this session has used, by the --executor that named it.
     _dask_calls: dict[str, executors.DaskCalls] = field(default_factory=dict)
 
     # -- where requests come from: notebook cells ------------------------------------------
