@@ -234,9 +234,11 @@ def main() -> None:
     lines += [
         "",
         "*Dask alone* is the same number of bare Dask tasks (a 100 ms sleep each) submitted from as many "
-        "threads: what the scheduler, in this process, costs per task on this machine before mkl_notebook "
-        "adds anything. On 2 shared cores it alone is beyond 1.3× of the ideal; the rows above it show what "
-        "the runs and their journal add on top.",
+        "threads: what one scheduler task per call would cost on this machine before mkl_notebook adds "
+        "anything. mkl_notebook sends no task per call: this process keeps one comm open to each worker "
+        "(Dask's own, through a handler a worker plugin adds), and calls and answers stream over it both ways "
+        "(`mkl_notebook/app/dask_calls.py`, `dask_worker.py`). What is left over threads is this process's "
+        "share of those messages (the scheduler, both workers and this process share the machine's cores).",
     ]
     table = "\n".join(lines)
     print(table)

@@ -16,9 +16,7 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
 - ``rerun``: the run was started again with a changed setup.
 
 Every record a journal gets is built here. The keys are those the journals already on
-disk use, so old stores and notebooks read and replay unchanged. Every record is a JSON value
-already (values from outside, such as a tool's observation or a person's reply, are passed
-through JSON here), so a record kept in memory reads exactly as the same record read from disk.
+disk use, so old stores and notebooks read and replay unchanged.
 """
 
 from __future__ import annotations
@@ -198,13 +196,6 @@ def canonical(record: Any) -> str:
     return _CANONICAL.encode(record)
 
 
-def json_value(value: Any) -> Any:
-    """``value`` as it reads back from a journal: tuples become lists, keys strings, other objects their text."""
-    if value is None or type(value) in (str, bool, int, float):  # exact types: a subclass reads back as its base
-        return value
-    return json.loads(canonical(value))
-
-
 # -- builders -------------------------------------------------------------------------------
 
 
@@ -222,7 +213,7 @@ def start_record(run_id: str, setup: Setup, *, secret: bytes, package: str, orig
 
 def rerun_record(changes: Mapping[str, Any]) -> RerunRecord:
     """The parts of the setup that changed (all of it, or only the pinned machines)."""
-    changed = {key: json_value(changes[key]) for key in SETUP_KEYS if key in changes}
+    changed = {key: changes[key] for key in SETUP_KEYS if key in changes}
     return cast(RerunRecord, {"t": "rerun", **changed, "time": time.time()})
 
 
@@ -280,7 +271,7 @@ def host_answer_record(
         "pos": position,
         "fp": fingerprint,
         "kind": kind,
-        "answer": {"value": json_value(value)},
+        "answer": {"value": value},
         "name": name,
     }
     if effect is not None:
@@ -321,7 +312,7 @@ def reply_record(
 ) -> ReplyRecord:
     """A person's answer at ``position``, with who gave it, through what, to which question, and about what
     (the content they were shown: their answer replays only while it is unchanged)."""
-    record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": json_value(value)}
+    record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": value}
     if about is not None:
         record["about"] = about
     if by:
@@ -354,7 +345,7 @@ def resume_record(
 
 
 def resolve_record(position: str | None, action: ResolveAction, value: Any) -> ResolveRecord:
-    return {"t": "resolve", "pos": position, "action": action, "value": json_value(value), "time": time.time()}
+    return {"t": "resolve", "pos": position, "action": action, "value": value, "time": time.time()}
 
 
 @dataclass(frozen=True)

@@ -74,12 +74,16 @@ class RunStore(Protocol):
 
 
 def _json_normal_start(start: Mapping[str, Any]) -> dict[str, Any]:
-    """The start record as it would read back from disk; the pinned sources, plain strings, are not re-encoded."""
+    """The start record as it would read back from disk, keys in the same order; the pinned sources, plain
+    strings, are not re-encoded."""
     pins = start.get("machines")
     normal = json.loads(canonical({key: value for key, value in start.items() if key != "machines"}))
-    if pins is not None:
-        normal["machines"] = {str(name): {str(k): str(v) for k, v in pin.items()} for name, pin in pins.items()}
-    return normal
+    if pins is None:
+        return normal
+    normal["machines"] = {
+        str(name): dict(sorted((str(k), str(v)) for k, v in pins[name].items())) for name in sorted(pins, key=str)
+    }
+    return dict(sorted(normal.items()))
 
 
 class MemoryStore:
@@ -217,8 +221,8 @@ class _Pending:
     """One append waiting for its commit: ``done`` once its group's transaction ended (``error`` if it failed)."""
 
     run_id: str
-    record: dict[str, Any]
     body: str
+    record: dict[str, Any] | None = None  # the body read back, when the run is leased here (see SQLiteStore)
     done: bool = False
     error: StoreError | None = None
 
@@ -234,8 +238,8 @@ class SQLiteStore:
     all in one transaction. No append returns before the transaction holding its record committed.
 
     While this store holds a run's lease it is the run's only writer, so it keeps every record it
-    commits for the run: reading back what an advance added comes from there, not the file. (The
-    records are JSON values already, as :mod:`.records` builds them: kept, they read as the file would.)
+    commits for the run, as its text reads back (key order and all, as the file would give it):
+    reading back what an advance added comes from there, not the file.
     """
 
     def __init__(self, path: str | Path = DEFAULT_STORE, *, durability: str = "process") -> None:
@@ -295,7 +299,9 @@ class SQLiteStore:
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
         """Commit ``record`` as the next of run ``run_id``'s journal; it is durable when this returns."""
-        pending = _Pending(run_id, dict(record), canonical(record))
+        pending = _Pending(run_id, canonical(record))
+        if run_id in self._written:  # read back now, outside the lock: what reading the file would give
+            pending.record = _decoded(pending.body)
         with self._waiting_lock:
             self._waiting.append(pending)
         with self._lock:
@@ -311,7 +317,7 @@ class SQLiteStore:
         try:
             seqs: dict[str, int] = {}
             rows = []
-            kept = []
+            kept: list[tuple[str, int, dict[str, Any] | None]] = []
             for pending in group:
                 seq = seqs.get(pending.run_id, self._next_seq.get(pending.run_id))
                 if seq is None:
@@ -330,7 +336,10 @@ class SQLiteStore:
                 self._db.execute("COMMIT")
             self._next_seq.update(seqs)
             for run_id, seq, record in kept:
-                self._keep(run_id, seq, [record])
+                if record is not None:
+                    self._keep(run_id, seq, [record])
+                elif run_id in self._written:  # leased as it was appended: from here on, reads ask the file
+                    self._written[run_id] = (0, [])
         except BaseException as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
