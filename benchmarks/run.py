@@ -464,23 +464,13 @@ class ReferenceResume:
     file's hash, load the machine and continue from the checkpoint's frames (it keeps no journal to replay)."""
 
     def __init__(self, steps: int) -> None:
-        from mklang import checkpoint, engine, scripttest
+        from mklang import checkpoint
 
         self.folder = Path(tempfile.mkdtemp(prefix="mklang-resume-"))
         document = linear(steps)
         self.machine = write_machine(self.folder, document)
         self.steps = steps
-        shorter = {**copy.deepcopy(document), "budget": steps - 1}
-        machine, registry = scripttest.build_registry({"machine": shorter})
-        result = engine.run(
-            machine,
-            dict(machine.context),
-            registry,
-            scripttest.ScriptedLLM({"produce": []}),
-            scripttest.TIERS,
-            suspendable=True,
-        )
-        assert result.status == "suspended", result.status
+        machine, result = reference_suspended(document, steps)
         self.checkpoint = self.folder / "m.checkpoint.json"
         self.checkpoint.write_bytes(
             checkpoint.encode_checkpoint(
@@ -696,13 +686,12 @@ def envelope_sizes(n: int) -> tuple[int, int | None]:
     return ours, reference_envelope_size(document, n)
 
 
-def reference_envelope_size(document: dict[str, Any], n: int) -> int | None:
-    """The reference's checkpoint of the same suspended run, re-serialised compactly."""
-    try:
-        from mklang import checkpoint, engine, scripttest
-    except ImportError:
-        return None
-    shorter = {**copy.deepcopy(document), "budget": n - 1}
+def reference_suspended(document: dict[str, Any], steps: int) -> tuple[Any, Any]:
+    """The reference's run of ``document`` suspended one step before its end (its budget one short): the
+    machine it built and the result."""
+    from mklang import engine, scripttest
+
+    shorter = {**copy.deepcopy(document), "budget": steps - 1}
     machine, registry = scripttest.build_registry({"machine": shorter})
     result = engine.run(
         machine,
@@ -713,6 +702,16 @@ def reference_envelope_size(document: dict[str, Any], n: int) -> int | None:
         suspendable=True,
     )
     assert result.status == "suspended", result.status
+    return machine, result
+
+
+def reference_envelope_size(document: dict[str, Any], n: int) -> int | None:
+    """The reference's checkpoint of the same suspended run, re-serialised compactly."""
+    try:
+        from mklang import checkpoint
+    except ImportError:
+        return None
+    machine, result = reference_suspended(document, n)
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "m.mkl"
         source.write_text(yaml.safe_dump(document))

@@ -27,6 +27,25 @@ REFUND_SCRIPT = EXAMPLES / "refund.script.yaml"
 REFUND_TESTS = EXAMPLES / "refund.test.yaml"
 REFUND_RESULT = "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
 REFUND_ASK = "The draft promises a refund. Approve sending it?"
+# A tool's observation, then a model call that uses it.
+LOOKUP = """
+machine: lookup_then_write
+entry: a
+budget: 5
+states:
+  a:
+    tool: lookup
+    input: { q: "x" }
+    output: found
+    gates:
+      - { when: otherwise, then: ok, to: b }
+  b:
+    structure: s
+    prompt: "use {{found}}"
+    output: used
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
 
 RUN_MIME = "application/vnd.mkl.run+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

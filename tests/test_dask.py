@@ -256,6 +256,34 @@ def test_a_tool_that_cannot_travel_to_the_workers_fails_alone_with_a_message_say
     assert fine.result.context["done"] == [f"worked on {x}" for x in "abcdef"]  # the servers still serve
 
 
+def _unreadable_here() -> Any:
+    raise ImportError("no module named 'only_on_workers'")
+
+
+class _OnlyOnWorkers:
+    """A value a worker can send, which this process cannot read back (as if its class lived only there)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_unreadable_here, ())
+
+
+def work_answering_unreadably(folder: str, item: str) -> Any:
+    return _OnlyOnWorkers() if item == "c" else f"worked on {item}"
+
+
+def test_an_answer_this_process_cannot_read_fails_that_call_alone(calls: DaskCalls, tmp_path: Path) -> None:
+    outcome = durable.start(
+        load(FAN),
+        _oracle(_registry("work", work_answering_unreadably, tmp_path), calls),
+        store=SQLiteStore(tmp_path / "s.sqlite"),
+        run_id="unreadable",
+    )
+    assert outcome.result.status == "done"  # the other branches were answered, none waits forever
+    done = outcome.result.context["done"]
+    assert "the answer from the Dask worker cannot be read here" in done[2] and "only_on_workers" in done[2]
+    assert [text for index, text in enumerate(done) if index != 2] == [f"worked on {x}" for x in "abdef"]
+
+
 class _Recorded(Oracle):
     """Produce calls that take 0.3 s on a worker and note when they ran there."""
 

@@ -174,13 +174,19 @@ def _ledger(cwd: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
-def _setup(folder: Path) -> Path:
+def _write_case(folder: Path, name: str, made: tuple[str, dict[str, Any]], tools: tuple[str, str]) -> Path:
+    """``folder`` with the machine ``name``.mkl and its script (``made``: source and script), and a tools file
+    (``tools``: its name and text)."""
     folder.mkdir(parents=True, exist_ok=True)
-    source, script = _long_machine()
-    (folder / "long.mkl").write_text(source, encoding="utf-8")
-    (folder / "long.script.json").write_text(json.dumps(script), encoding="utf-8")
-    (folder / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
+    source, script = made
+    (folder / f"{name}.mkl").write_text(source, encoding="utf-8")
+    (folder / f"{name}.script.json").write_text(json.dumps(script), encoding="utf-8")
+    (folder / tools[0]).write_text(tools[1], encoding="utf-8")
     return folder
+
+
+def _setup(folder: Path) -> Path:
+    return _write_case(folder, "long", _long_machine(), ("tools.py", TOOLS_PY))
 
 
 RUN_LONG = ("run", "long.mkl", "--id", "crash", "--script", "long.script.json", "--tools", "tools.py", "--quiet")
@@ -648,12 +654,7 @@ RUN_FAN = ("run", "fan.mkl", "--id", "fan", "--script", "fan.script.json", "--to
 
 
 def _fan_folder(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    source, script = _fanout_machine()
-    (folder / "fan.mkl").write_text(source, encoding="utf-8")
-    (folder / "fan.script.json").write_text(json.dumps(script), encoding="utf-8")
-    (folder / "fan_tools.py").write_text(FANOUT_TOOLS_PY, encoding="utf-8")
-    return folder
+    return _write_case(folder, "fan", _fanout_machine(), ("fan_tools.py", FANOUT_TOOLS_PY))
 
 
 def test_every_answer_a_fan_out_used_is_in_the_journal_after_a_kill(tmp_path: Path) -> None:

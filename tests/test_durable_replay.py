@@ -36,6 +36,8 @@ from mkl_notebook.providers.host import HostOracle, Registry
 from mkl_notebook.providers.scripted import ScriptedOracle, oracle_from_script
 from mkl_notebook.testing import load_cases, run_options
 
+from support import LOOKUP
+
 HERE = Path(__file__).resolve().parent
 CASES = sorted((HERE / "conformance" / "cases").glob("*.yaml"))
 SECRET = b"durable-test-key"
@@ -975,25 +977,6 @@ def test_escalation_inside_a_nested_call_answered_by_resume_equals_uninterrupted
 
 
 # -- replaying where the tools are not registered -------------------------------------------------
-
-LOOKUP = """
-machine: lookup_then_write
-entry: a
-budget: 5
-states:
-  a:
-    tool: lookup
-    input: { q: "x" }
-    output: found
-    gates:
-      - { when: otherwise, then: ok, to: b }
-  b:
-    structure: s
-    prompt: "use {{found}}"
-    output: used
-    gates:
-      - { when: otherwise, then: ok, to: END }
-"""
 
 
 def test_a_finished_run_replays_without_its_tools_registered() -> None:

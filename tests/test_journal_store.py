@@ -24,24 +24,7 @@ from mkl_notebook.lang.loader import load
 from mkl_notebook.providers.host import HostOracle, Registry
 from mkl_notebook.providers.scripted import ScriptedOracle
 
-LOOKUP = """
-machine: lookup_then_write
-entry: a
-budget: 5
-states:
-  a:
-    tool: lookup
-    input: { q: "x" }
-    output: found
-    gates:
-      - { when: otherwise, then: ok, to: b }
-  b:
-    structure: s
-    prompt: "use {{found}}"
-    output: used
-    gates:
-      - { when: otherwise, then: ok, to: END }
-"""
+from support import LOOKUP
 
 ODD = {"pair": (1, 2), "by id": {3: "int key"}, "when": datetime.date(2026, 12, 2), "nested": [("a", None)]}
 

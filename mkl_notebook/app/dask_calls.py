@@ -117,8 +117,8 @@ class _Stream:
         return answer
 
     def close(self) -> None:
-        """Fail the calls still waiting, send no more, and close the comm."""
-        self._fail("the Dask executor was closed")
+        """Fail the calls still waiting, send no more, and close the comm (the worker is not lost for that)."""
+        self._fail("the Dask executor was closed", lost=False)
 
     def _run(self, job: Any) -> None:
         task = self.loop.create_task(job)
@@ -149,9 +149,9 @@ class _Stream:
                 answers = [(self.waiting.pop(number, None), pickled) for number, pickled in answered]
             for answer, pickled in answers:
                 if answer is not None:
-                    answer.set_result(_loads(pickled))
+                    _settle(answer, pickled)
 
-    def _fail(self, why: str) -> None:
+    def _fail(self, why: str, *, lost: bool = True) -> None:
         with self.lock:
             if self.lost is not None:
                 return
@@ -161,7 +161,16 @@ class _Stream:
             answer.set_exception(WorkerLost(why))
         with contextlib.suppress(RuntimeError):  # the client's loop is closed already: so is the comm
             self.loop.call_soon_threadsafe(self.comm.abort)
-        self.on_lost(self)
+        if lost:
+            self.on_lost(self)
+
+
+def _settle(answer: Future[tuple[bool, Any]], pickled: bytes) -> None:
+    """Give ``answer`` what the worker sent back; one that cannot be read here fails that call alone."""
+    try:
+        answer.set_result(_loads(pickled))
+    except Exception as exc:  # a class this process cannot import, say
+        answer.set_result((False, RuntimeError(f"the answer from the Dask worker cannot be read here: {exc}")))
 
 
 class DaskCalls:

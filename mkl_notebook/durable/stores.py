@@ -282,7 +282,8 @@ class SQLiteStore:
         with self._lock:
             self._execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?)", shared)
+                for source in shared:
+                    self._execute("INSERT OR IGNORE INTO sources VALUES (?, ?)", source)
                 self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
                 self._execute(
                     "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
@@ -338,15 +339,14 @@ class SQLiteStore:
             for run_id, seq, record in kept:
                 if record is not None:
                     self._keep(run_id, seq, [record])
-                elif run_id in self._written:  # leased as it was appended: from here on, reads ask the file
-                    self._written[run_id] = (0, [])
+                else:  # leased only after it was appended: from here on, reads ask the file
+                    self._forget(run_id)
         except BaseException as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             for pending in group:  # what was written is not known for sure: the next append asks the file
                 self._next_seq.pop(pending.run_id, None)
-                if pending.run_id in self._written:
-                    self._written[pending.run_id] = (0, [])  # nor is it kept: reads go to the file
+                self._forget(pending.run_id)  # nor what it holds: reads go to the file
             reason = exc if isinstance(exc, sqlite3.DatabaseError) else "the commit was interrupted"
             failed = StoreError(f"{self.path}: {reason}")
             for pending in group:
@@ -368,6 +368,11 @@ class SQLiteStore:
             known.extend(records)
         else:
             self._written[run_id] = (seq, list(records))
+
+    def _forget(self, run_id: str) -> None:
+        """Keep none of run ``run_id``'s records so far, when it is leased here (the lock is held)."""
+        if run_id in self._written:
+            self._written[run_id] = (0, [])
 
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
         """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
@@ -412,8 +417,7 @@ class SQLiteStore:
             self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
             self._execute("DELETE FROM runs WHERE id = ?", (run_id,))
             self._next_seq.pop(run_id, None)
-            if run_id in self._written:
-                self._written[run_id] = (0, [])
+            self._forget(run_id)
 
     def runs(self) -> list[RunSummary]:
         with self._lock:
