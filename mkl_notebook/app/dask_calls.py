@@ -41,11 +41,13 @@ def _worker_side() -> Any:
 
 
 def _dumps(value: Any) -> bytes:
-    return bytes(importlib.import_module("cloudpickle").dumps(value))  # Dask's own pickler, installed with it
+    """``value`` pickled as Dask pickles a task: by the standard pickler, by cloudpickle only when that is needed
+    (a lambda, a function defined in the notebook)."""
+    return bytes(_distributed().protocol.pickle.dumps(value))
 
 
 def _loads(data: bytes) -> Any:
-    return importlib.import_module("cloudpickle").loads(data)
+    return _distributed().protocol.pickle.loads(data)
 
 
 # -- here --------------------------------------------------------------------------------------

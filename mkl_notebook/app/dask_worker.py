@@ -18,9 +18,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import cloudpickle  # type: ignore[import-untyped]
 import distributed
 from distributed.comm import CommClosedError
+from distributed.protocol import pickle as dask_pickle
 
 HANDLER = "mkl_calls"
 MODEL_CALLS = "mkl-model-calls"  # the cluster-wide semaphore's name
@@ -37,17 +37,17 @@ def capped_call(call: Callable[[], Any], capped: Any) -> Any:
 
 def _pickled(made: bool, value: Any) -> bytes:
     try:
-        return bytes(cloudpickle.dumps((made, value)))
+        return bytes(dask_pickle.dumps((made, value)))
     except Exception as exc:  # an answer that cannot travel back fails as that call's error
         failure = RuntimeError(f"the answer could not be sent back from the worker: {exc}")
-        return bytes(cloudpickle.dumps((False, failure)))
+        return bytes(dask_pickle.dumps((False, failure)))
 
 
 def outcome(pickled: bytes, capped: Any) -> bytes:
     """The call's answer, or the exception it raised, pickled: so that the call's own failure travels back as
     its answer, and a stream that fails always means the worker could not be reached."""
     try:
-        return _pickled(True, capped_call(cloudpickle.loads(pickled), capped))
+        return _pickled(True, capped_call(dask_pickle.loads(pickled), capped))
     except Exception as exc:
         return _pickled(False, exc)
 

@@ -21,8 +21,9 @@ from ..app.values import merge, parse_assignments, parse_input
 from ..app.waiting import waiting_questions
 from ..durable import envelope, nbfile
 from ..durable import runs as durable
+from ..durable.leases import file_lease
 from ..durable.runs import Outcome
-from ..durable.stores import DEFAULT_STORE, SQLiteStore, file_lease
+from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..engine.oracle import Oracle
 from ..lang.loader import load_file
 from ..lang.model import Machine

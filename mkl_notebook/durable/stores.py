@@ -20,18 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .errors import RunBusy, StoreError
+from .leases import RunLeases
 from .records import canonical
 
 DEFAULT_STORE = Path(".mkl") / "runs.sqlite"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$")
-
-
-class StoreError(Exception):
-    """A store that cannot be used (corrupt file, unwritable folder); one clear sentence."""
-
-
-class RunBusy(StoreError):
-    """Another process or thread is already advancing this run."""
 
 
 class UnknownRun(StoreError):
@@ -196,26 +190,6 @@ def _shared_pins(start: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[s
     return {**start, "machines": kept}, shared
 
 
-@contextlib.contextmanager
-def file_lease(lock_path: Path, what: str) -> Iterator[None]:
-    """An exclusive, non-blocking OS lock; the kernel drops it if the holder dies."""
-    import fcntl
-
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunBusy(f"{what} is already being advanced by another process; wait for it or stop it") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
 @dataclass(slots=True)
 class _Pending:
     """One append waiting for its commit: ``done`` once its group's transaction ended (``error`` if it failed)."""
@@ -257,6 +231,9 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: cannot be opened ({exc.strerror or exc})") from None
         with contextlib.suppress(OSError):
             os.chmod(self.path, 0o600)
+        # One lease file for the store's runs, named for the store (several may share a folder).
+        digest = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:24]
+        self._leases = RunLeases(self.path.parent / "locks" / f"{digest}.leases")
         self._lock = threading.Lock()  # the connection, and whoever commits the appends waiting
         self._waiting_lock = threading.Lock()
         self._waiting: list[_Pending] = []
@@ -434,8 +411,7 @@ class SQLiteStore:
     @contextlib.contextmanager
     def lease(self, run_id: str) -> Iterator[None]:
         """Run ``run_id`` advanced by this store alone, across processes, until the block ends."""
-        digest = hashlib.sha256(f"{self.path.resolve()}\0{run_id}".encode()).hexdigest()[:24]
-        with file_lease(self.path.parent / "locks" / f"{digest}.lock", f"run '{run_id}'"):
+        with self._leases.hold(run_id):
             with self._lock:
                 self._written[run_id] = (0, [])
             try:
