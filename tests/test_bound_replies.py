@@ -6,6 +6,7 @@ reply meant for the first question must never be taken as the answer to the seco
 
 from __future__ import annotations
 
+import argparse
 import json
 import sqlite3
 import subprocess
@@ -62,8 +63,25 @@ def waiting(tmp_path: Path) -> tuple[Path, str]:
     assert code == 3, out
     assert (status["ask"], status["at"]) == (FIRST, "confirm")
     assert status["question_id"].startswith("q-")
-    assert f"mkl resume --id r --question {status['question_id']} --set refund_approval=…" in out
+    # The command to continue is the one to type: it names the script the run was given.
+    assert f"mkl resume --id r --script {SCRIPT} --question {status['question_id']} --set refund_approval=…" in out
     return tmp_path, status["question_id"]
+
+
+def test_the_command_to_continue_names_the_answers_the_run_drew_on_but_never_a_credential() -> None:
+    from mkl_notebook.cli.run_cmd import _resume_by_id
+
+    def command(**given: str | None) -> str:
+        flags = {"store": None, "script": None, "tools": None, "model": None, "api_base": None, **given}
+        return _resume_by_id(argparse.Namespace(**flags), "r 1")
+
+    assert command() == "mkl resume --id 'r 1'"
+    stored = command(store="my runs.sqlite", tools="t.py")
+    assert stored == "mkl resume --id 'r 1' --store 'my runs.sqlite' --tools t.py"
+    local = command(model="openai/m", api_base="http://127.0.0.1:8000/v1")
+    assert local == "mkl resume --id 'r 1' --model openai/m --api-base http://127.0.0.1:8000/v1"
+    for secret in ("http://me:s3cret@127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1?api_key=s3cret"):
+        assert command(model="openai/m", api_base=secret) == "mkl resume --id 'r 1' --model openai/m"
 
 
 def test_a_reply_names_its_question_and_the_same_command_again_is_refused(waiting: tuple[Path, str]) -> None:

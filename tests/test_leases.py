@@ -72,9 +72,8 @@ def test_another_process_is_refused_a_held_run_and_gets_it_once_the_holder_dies(
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == "holding\n"
-        with pytest.raises(RunBusy, match="run 'held' is already being advanced"):
-            with store.lease("held"):
-                pass
+        with pytest.raises(RunBusy, match="run 'held' is already being advanced"), store.lease("held"):
+            pass
         with store.lease("other"):  # the other process holds one run, not the store
             pass
     finally:
@@ -97,7 +96,6 @@ def test_many_runs_leave_one_lease_file(tmp_path: Path) -> None:
 def test_a_lease_folder_that_cannot_be_made_is_one_clear_error(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.sqlite")
     (tmp_path / "locks").write_text("a file where the folder should be")
-    with pytest.raises(StoreError, match="locks.*cannot be opened to take a lease") as caught:
-        with store.lease("r"):
-            pass
+    with pytest.raises(StoreError, match=r"locks.*cannot be opened to take a lease") as caught, store.lease("r"):
+        pass
     assert not isinstance(caught.value, RunBusy)

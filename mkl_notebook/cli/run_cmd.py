@@ -7,10 +7,12 @@ application layer's; this module parses flags, calls it and prints.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..app import oracles, status
 from ..app import runs as app_runs
@@ -186,8 +188,14 @@ def _finish(args: argparse.Namespace, outcome: Outcome, resume: str, written: st
 
 
 def _resume_by_id(args: argparse.Namespace, run_id: str) -> str:
-    store = f" --store {args.store}" if args.store else ""
-    return f"mkl resume --id {run_id}{store}"
+    """The command that continues the run as this one was run: its store, and the answers it drew on (a script,
+    tools, a model; a server address only when it carries no credentials or query, which are never printed)."""
+    given = [("--store", args.store), ("--script", args.script), ("--tools", args.tools), ("--model", args.model)]
+    api_base = args.api_base
+    if api_base and "@" not in urlsplit(api_base).netloc and not urlsplit(api_base).query:
+        given.append(("--api-base", api_base))
+    flags = "".join(f" {flag} {shlex.quote(value)}" for flag, value in given if value)
+    return f"mkl resume --id {shlex.quote(run_id)}{flags}"
 
 
 def _checkpoint_folder(args: argparse.Namespace) -> None:

@@ -2,7 +2,7 @@
 
 Every append is committed before the answer it carries is used, so a process
 that dies loses at most the calls in flight.  One writer per run: a lease held
-through an OS file lock (released by the kernel if the holder dies).
+through an OS lock, released by the kernel if the holder dies (``leases``).
 """
 
 from __future__ import annotations
