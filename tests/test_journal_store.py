@@ -133,3 +133,30 @@ def test_a_store_that_lost_a_pinned_source_says_so(tmp_path: Path) -> None:
         db.execute("DELETE FROM sources")
     with pytest.raises(StoreError, match=r"run 'r' pins machine 'm', which the store lacks"):
         SQLiteStore(path).read("r")
+
+
+@pytest.mark.parametrize(
+    ("value", "ends", "kept"),
+    [
+        ({1: "one", "b": 2, None: [{2.5: True}]}, "done", {"1": "one", "b": 2, "null": [{"2.5": True}]}),
+        ({1: "one", "1": "also one"}, "a mapping has two keys that are both '1' in JSON", None),
+    ],
+)
+def test_a_tool_value_with_keys_of_several_kinds_is_journaled_with_json_text_keys(
+    tmp_path: Path, value: dict[Any, Any], ends: str, kept: dict[str, Any] | None
+) -> None:
+    registry = Registry()
+
+    @registry.tool(effect="read")
+    def lookup(q: str) -> dict[Any, Any]:
+        return value  # JSON keys are text: sorting 1 beside "b" as they are fails
+
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    outcome = runs.start(
+        load(LOOKUP), HostOracle(ScriptedOracle({"produce": ["used it"]}), registry), store=store, run_id="keys"
+    )
+    if kept is None:  # two keys that are one in JSON: said plainly, nothing guessed
+        assert outcome.result.status == "halt" and ends in str(outcome.result.error)
+        return
+    assert outcome.result.status == ends
+    assert SQLiteStore(tmp_path / "runs.sqlite").read("keys")[1]["answer"]["value"] == kept

@@ -193,7 +193,31 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",
 
 def canonical(record: Any) -> str:
     """One stable JSON text per record: what digests and storage use."""
-    return _CANONICAL.encode(record)
+    try:
+        return _CANONICAL.encode(record)
+    except TypeError:  # a mapping whose keys are of several kinds (1 and "b") cannot be sorted as they are
+        return _CANONICAL.encode(_text_keys(record))
+
+
+def _text_keys(value: Any) -> Any:
+    """``value`` with the keys of every mapping in it as the text JSON makes of them (1 as "1", None as "null"),
+    so that they sort; keys that JSON would make the same text, or cannot make text of, are said plainly."""
+    if isinstance(value, Mapping):
+        keyed: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str):
+                text = key
+            elif key is None or isinstance(key, (bool, int, float)):
+                text = _CANONICAL.encode(key)
+            else:
+                raise TypeError(f"a mapping key must be text or a number, not {type(key).__name__} ({key!r:.60})")
+            if text in keyed:
+                raise TypeError(f"a mapping has two keys that are both {text!r} in JSON")
+            keyed[text] = _text_keys(item)
+        return keyed
+    if isinstance(value, (list, tuple)):
+        return [_text_keys(item) for item in value]
+    return value
 
 
 # -- builders -------------------------------------------------------------------------------
