@@ -374,8 +374,12 @@ def quiet_cli(argv: list[str]) -> int:
     """``mkl ARGV`` in this process, its output swallowed: the exit code."""
     from mkl_notebook.cli import main
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        return main(argv)
+    errors = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+        code = main(argv)
+    if code not in (0, 3):  # 3: suspended
+        print(f"mkl {' '.join(argv)}: exit {code}: {errors.getvalue().strip()}", file=sys.stderr)
+    return code
 
 
 def write_machine(folder: Path, document: dict[str, Any], name: str = "m.mkl") -> Path:
@@ -417,12 +421,15 @@ class ResumeBench:
         self.template = self.folder / "template.sqlite"
         self.store = self.folder / "work" / "runs.sqlite"
         self.steps = steps
-        # Made by its own process: when it exits, the store's file holds everything (no WAL left beside it).
+        # Made by its own process: when it exits, the store's file holds everything (no WAL left beside it). It
+        # runs in the temporary folder: ``-m`` puts the working folder first on the path, and from a checkout's
+        # root that would import the checkout there instead of the one PYTHONPATH names (``--before``).
         completed = subprocess.run(
             [sys.executable, "-m", "mkl_notebook.cli", *self._run("r", self.template), "--suspend"],
             capture_output=True,
             text=True,
             check=False,
+            cwd=self.folder,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         )
         assert completed.returncode == 3, completed.stderr  # 3: suspended
