@@ -135,28 +135,25 @@ def test_a_store_that_lost_a_pinned_source_says_so(tmp_path: Path) -> None:
         SQLiteStore(path).read("r")
 
 
-@pytest.mark.parametrize(
-    ("value", "ends", "kept"),
-    [
-        ({1: "one", "b": 2, None: [{2.5: True}]}, "done", {"1": "one", "b": 2, "null": [{"2.5": True}]}),
-        ({1: "one", "1": "also one"}, "a mapping has two keys that are both '1' in JSON", None),
-    ],
-)
-def test_a_tool_value_with_keys_of_several_kinds_is_journaled_with_json_text_keys(
-    tmp_path: Path, value: dict[Any, Any], ends: str, kept: dict[str, Any] | None
-) -> None:
+def _run_with_lookup(tmp_path: Path, value: dict[Any, Any]) -> runs.Outcome:
     registry = Registry()
 
     @registry.tool(effect="read")
     def lookup(q: str) -> dict[Any, Any]:
         return value  # JSON keys are text: sorting 1 beside "b" as they are fails
 
-    store = SQLiteStore(tmp_path / "runs.sqlite")
-    outcome = runs.start(
-        load(LOOKUP), HostOracle(ScriptedOracle({"produce": ["used it"]}), registry), store=store, run_id="keys"
-    )
-    if kept is None:  # two keys that are one in JSON: said plainly, nothing guessed
-        assert outcome.result.status == "halt" and ends in str(outcome.result.error)
-        return
-    assert outcome.result.status == ends
-    assert SQLiteStore(tmp_path / "runs.sqlite").read("keys")[1]["answer"]["value"] == kept
+    oracle = HostOracle(ScriptedOracle({"produce": ["used it"]}), registry)
+    return runs.start(load(LOOKUP), oracle, store=SQLiteStore(tmp_path / "runs.sqlite"), run_id="keys")
+
+
+def test_a_tool_value_with_keys_of_several_kinds_is_journaled_with_json_text_keys(tmp_path: Path) -> None:
+    outcome = _run_with_lookup(tmp_path, {1: "one", "b": 2, None: [{2.5: True}]})
+    assert outcome.result.status == "done"
+    kept = SQLiteStore(tmp_path / "runs.sqlite").read("keys")[1]["answer"]["value"]
+    assert kept == {"1": "one", "b": 2, "null": [{"2.5": True}]}
+
+
+def test_a_tool_value_with_two_keys_that_are_one_in_json_stops_the_run_saying_so(tmp_path: Path) -> None:
+    outcome = _run_with_lookup(tmp_path, {1: "one", "1": "also one"})  # nothing guessed: which would win?
+    assert outcome.result.status == "halt"
+    assert "a mapping has two keys that are both '1' in JSON" in str(outcome.result.error)

@@ -191,9 +191,10 @@ def _resume_by_id(args: argparse.Namespace, run_id: str) -> str:
     """The command that continues the run as this one was run: its store, and the answers it drew on (a script,
     tools, a model; a server address only when it carries no credentials or query, which are never printed)."""
     given = [("--store", args.store), ("--script", args.script), ("--tools", args.tools), ("--model", args.model)]
-    api_base = args.api_base
-    if api_base and "@" not in urlsplit(api_base).netloc and not urlsplit(api_base).query:
-        given.append(("--api-base", api_base))
+    if args.api_base:
+        address = urlsplit(args.api_base)
+        if "@" not in address.netloc and not address.query:
+            given.append(("--api-base", args.api_base))
     flags = "".join(f" {flag} {shlex.quote(value)}" for flag, value in given if value)
     return f"mkl resume --id {shlex.quote(run_id)}{flags}"
 

@@ -48,15 +48,21 @@ def _open(lock_path: Path) -> int:
         raise StoreError(f"{lock_path}: cannot be opened to take a lease ({exc.strerror or exc})") from None
 
 
+def _busy(what: str) -> RunBusy:
+    return RunBusy(f"{what} is already being advanced by another process; wait for it or stop it")
+
+
 @contextlib.contextmanager
 def file_lease(lock_path: Path, what: str) -> Iterator[None]:
     """``lock_path`` held exclusively (``flock``) until the block ends; RunBusy naming ``what`` if it is held."""
+    if fcntl is None:
+        raise StoreError(f"{lock_path}: leases need a POSIX system's file locks, which this one lacks")
     fd = _open(lock_path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunBusy(f"{what} is already being advanced by another process; wait for it or stop it") from None
+            raise _busy(what) from None
         yield  # closing the file lets the lock go
     finally:
         os.close(fd)
@@ -88,7 +94,7 @@ class RunLeases:
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise StoreError(f"{self.lock_path}: cannot lock it ({exc.strerror or exc})") from None
-                raise RunBusy(f"{what} is already being advanced by another process; wait for it or stop it") from None
+                raise _busy(what) from None
             yield  # closing the file lets the lock go
         finally:
             os.close(fd)
