@@ -32,7 +32,7 @@ from mkl_notebook.app import batch  # noqa: E402
 from mkl_notebook.app.dask_calls import DaskCalls  # noqa: E402
 from mkl_notebook.app.executors import DaskExecutor  # noqa: E402
 from mkl_notebook.durable import runs as durable  # noqa: E402
-from mkl_notebook.durable.stores import SQLiteStore  # noqa: E402
+from mkl_notebook.durable.stores import RunStatus, SQLiteStore  # noqa: E402
 from mkl_notebook.engine.options import RunOptions  # noqa: E402
 from mkl_notebook.engine.oracle import Oracle  # noqa: E402
 from mkl_notebook.lang.loader import load  # noqa: E402
@@ -88,6 +88,11 @@ class TimedStore(SQLiteStore):
     def append(self, run_id: str, record: Any) -> None:
         started = time.perf_counter()
         super().append(run_id, record)
+        TimedStore.spans.append((started, time.perf_counter()))
+
+    def append_ending(self, run_id: str, record: Any, status: RunStatus) -> None:
+        started = time.perf_counter()
+        super().append_ending(run_id, record, status)
         TimedStore.spans.append((started, time.perf_counter()))
 
     @classmethod

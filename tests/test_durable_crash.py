@@ -2,7 +2,8 @@
 
 A ``--tools`` file (written by these tests) registers Python tools that leave a line in
 an external ledger file for every real effect, and monkeypatches
-``SQLiteStore.append`` so that the process SIGKILLs itself at a chosen journal append:
+``SQLiteStore.append`` (and ``append_ending``, an advance's last) so that the process SIGKILLs itself
+at a chosen journal append:
 
 - ``KILL_AT=N``: right after the Nth append is committed;
 - ``KILL_BEFORE=N``: at the Nth append, before anything of it is written;
@@ -81,26 +82,29 @@ def summarize(**parts):
     return "|".join(f"{key}:{parts[key]}" for key in sorted(parts))
 
 
-_original_append = stores.SQLiteStore.append
 _appends = 0
 
 
-def _killing_append(self, run_id, record):
-    global _appends
-    _appends += 1
-    log = os.environ.get("APPEND_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"n": _appends, "t": record.get("t"), "kind": record.get("kind"),
-                                     "pos": record.get("pos"), "name": record.get("name")}) + "\n")
-    if os.environ.get("KILL_BEFORE") == str(_appends):
-        os.kill(os.getpid(), signal.SIGKILL)
-    _original_append(self, run_id, record)
-    if os.environ.get("KILL_AT") == str(_appends):
-        os.kill(os.getpid(), signal.SIGKILL)
+# ``commit`` is an append, or the append that ends an advance with the run's status.
+def _killing(commit):
+    def killing(self, run_id, record, *status):
+        global _appends
+        _appends += 1
+        log = os.environ.get("APPEND_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"n": _appends, "t": record.get("t"), "kind": record.get("kind"),
+                                         "pos": record.get("pos"), "name": record.get("name")}) + "\n")
+        if os.environ.get("KILL_BEFORE") == str(_appends):
+            os.kill(os.getpid(), signal.SIGKILL)
+        commit(self, run_id, record, *status)
+        if os.environ.get("KILL_AT") == str(_appends):
+            os.kill(os.getpid(), signal.SIGKILL)
+    return killing
 
 
-stores.SQLiteStore.append = _killing_append
+stores.SQLiteStore.append = _killing(stores.SQLiteStore.append)
+stores.SQLiteStore.append_ending = _killing(stores.SQLiteStore.append_ending)
 """
 
 RECORD_EVERY = 5

@@ -157,3 +157,25 @@ def test_a_tool_value_with_two_keys_that_are_one_in_json_stops_the_run_saying_so
     outcome = _run_with_lookup(tmp_path, {1: "one", "1": "also one"})  # nothing guessed: which would win?
     assert outcome.result.status == "halt"
     assert "a mapping has two keys that are both '1' in JSON" in str(outcome.result.error)
+
+
+def test_a_runs_ending_and_its_status_are_committed_together_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteStore(path)
+    with sqlite3.connect(path) as db:  # the status can no longer be written: the ending must not be either
+        db.execute("CREATE TRIGGER no_status BEFORE UPDATE ON runs BEGIN SELECT RAISE(ABORT, 'status refused'); END")
+    machine = load(LOOKUP)
+    registry = Registry()
+    registry.tool(lambda q: {"found": q}, name="lookup", effect="read")
+    oracle = HostOracle(ScriptedOracle({"produce": ["used it"]}), registry)
+    with pytest.raises(StoreError, match="status refused"):
+        runs.start(machine, oracle, store=store, run_id="ending")
+    fresh = SQLiteStore(path)
+    kinds = [record["t"] for record in fresh.read("ending")]
+    assert kinds == ["start", "answer", "answer"]  # every answer kept, no finish record
+    assert [(run.run_id, run.status) for run in fresh.runs()] == [("ending", "running")]
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TRIGGER no_status")
+    outcome = runs.start(machine, oracle, store=SQLiteStore(path), run_id="ending")  # goes on from its answers
+    assert outcome.status == "done" and outcome.calls["made"] == 0
+    assert [(run.run_id, run.status) for run in SQLiteStore(path).runs()] == [("ending", "done")]

@@ -25,7 +25,7 @@ from .places import Place
 from .plan import Plan, plan
 from .replay import InDoubt, JournalIndex, ReplayOracle
 from .seals import Signer
-from .stores import RunStore, check_run_id
+from .stores import RunStatus, RunStore, check_run_id
 
 Observer = Callable[[str, dict[str, Any]], None]
 
@@ -194,8 +194,8 @@ def _advance_leased(
     calls = {"made": replay_oracle.counts.made, "replayed": replay_oracle.counts.replayed}
     closing = rec.ending_record(result, calls, doubt, place)
     if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
-        store.append(run_id, closing)  # a pure replay that ends as before leaves the journal untouched
-        store.set_status(run_id, result.status, result.error, result.at)
+        # A pure replay that ends as before leaves the journal untouched.
+        store.append_ending(run_id, closing, RunStatus(result.status, result.error, result.at))
         records = records + store.read(run_id, since=len(records))  # what this advance added, as it reads back
     replayed = _replayed_steps(result, replay_oracle)
     return Outcome(run_id, result, calls, doubt, records, replayed_steps=replayed, machines=machines)

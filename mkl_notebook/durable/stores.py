@@ -45,6 +45,15 @@ def check_run_id(run_id: str) -> str:
 
 
 @dataclass(frozen=True)
+class RunStatus:
+    """What the runs list says of a run: its status, its error and where it stopped."""
+
+    status: str
+    error: str | None = None
+    at: str | None = None
+
+
+@dataclass(frozen=True)
 class RunSummary:
     run_id: str
     machine: str
@@ -59,6 +68,7 @@ class RunStore(Protocol):
 
     def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]: ...
     def append(self, run_id: str, record: Mapping[str, Any]) -> None: ...
+    def append_ending(self, run_id: str, record: Mapping[str, Any], status: RunStatus) -> None: ...
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]: ...
     def exists(self, run_id: str) -> bool: ...
     def delete(self, run_id: str) -> None: ...
@@ -103,6 +113,11 @@ class MemoryStore:
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
         with self._lock:
             self._records[run_id].append(dict(record))
+
+    def append_ending(self, run_id: str, record: Mapping[str, Any], status: RunStatus) -> None:
+        """Append the record that ends an advance and set the run's status, together."""
+        self.append(run_id, record)
+        self.set_status(run_id, status.status, status.error, status.at)
 
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
         """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
@@ -197,6 +212,7 @@ class _Pending:
     run_id: str
     body: str
     record: dict[str, Any] | None = None  # the body read back, when the run is leased here (see SQLiteStore)
+    status: RunStatus | None = None  # the run's status, set in the same transaction (an advance's ending)
     done: bool = False
     error: StoreError | None = None
 
@@ -277,7 +293,15 @@ class SQLiteStore:
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
         """Commit ``record`` as the next of run ``run_id``'s journal; it is durable when this returns."""
-        pending = _Pending(run_id, canonical(record))
+        self._append(_Pending(run_id, canonical(record)))
+
+    def append_ending(self, run_id: str, record: Mapping[str, Any], status: RunStatus) -> None:
+        """Commit the record that ends an advance and the run's new status in one transaction: the runs list
+        never says a run stopped where its journal does not, and the advance pays one commit, not two."""
+        self._append(_Pending(run_id, canonical(record), status=status))
+
+    def _append(self, pending: _Pending) -> None:
+        run_id = pending.run_id
         if run_id in self._written:  # read back now, outside the lock: what reading the file would give
             pending.record = _decoded(pending.body)
         with self._waiting_lock:
@@ -306,11 +330,17 @@ class SQLiteStore:
                 rows.append((pending.run_id, seq, pending.body))
                 kept.append((pending.run_id, seq, pending.record))
                 seqs[pending.run_id] = seq + 1
-            if len(rows) == 1:
+            statuses = [pending for pending in group if pending.status is not None]
+            if len(rows) == 1 and not statuses:
                 self._db.execute("INSERT INTO records VALUES (?, ?, ?)", rows[0])
             else:
+                now = time.time()
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany("INSERT INTO records VALUES (?, ?, ?)", rows)
+                self._db.executemany(
+                    "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
+                    [(p.status.status, p.status.error, p.status.at, now, p.run_id) for p in statuses if p.status],
+                )
                 self._db.execute("COMMIT")
             self._next_seq.update(seqs)
             for run_id, seq, record in kept:
