@@ -14,6 +14,7 @@ several runs; the machine is shared, so read the ratios.
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
 import re
 import statistics
@@ -27,6 +28,8 @@ from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from run import machine_description  # noqa: E402  (benchmarks/run.py, beside this file)
 
 from mkl_notebook.app import batch  # noqa: E402
 from mkl_notebook.app.dask_calls import DaskCalls  # noqa: E402
@@ -225,7 +228,9 @@ def main() -> None:
         f"A scripted oracle whose every call takes {LATENCY * 1000:.0f} ms. *batch*: {ROWS} rows × 3 generative "
         f"states, {ROW_CONCURRENCY} rows at a time ({ROWS * 3} calls); *fan-out*: one state over {ITEMS:,} items, "
         f"{BRANCHES} branches at a time. Ideal = latency × ceil(calls / concurrency). Median of {args.rounds} runs "
-        "each; the journal is SQLite (WAL), and its share is the time during which an append was in progress.",
+        "each; the journal is SQLite (WAL), and its share is the time during which an append was in progress. "
+        f"Measured {datetime.date.today():%Y-%m-%d} on {machine_description()}; the machine is shared, and "
+        "*Dask alone* shows how busy it was.",
         "",
         "| workload | executor | wall | ideal | wall / ideal | journal share |",
         "|---|---|---|---|---|---|",
