@@ -173,6 +173,7 @@ DROP TABLE IF EXISTS outcomes;
 COMMIT;
 """
 _DECODER = json.JSONDecoder()
+_SET_STATUS = "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?"
 
 
 def _decoded(body: str) -> Any:
@@ -330,17 +331,14 @@ class SQLiteStore:
                 rows.append((pending.run_id, seq, pending.body))
                 kept.append((pending.run_id, seq, pending.record))
                 seqs[pending.run_id] = seq + 1
-            statuses = [pending for pending in group if pending.status is not None]
+            now = time.time()
+            statuses = [(p.status.status, p.status.error, p.status.at, now, p.run_id) for p in group if p.status]
             if len(rows) == 1 and not statuses:
                 self._db.execute("INSERT INTO records VALUES (?, ?, ?)", rows[0])
             else:
-                now = time.time()
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany("INSERT INTO records VALUES (?, ?, ?)", rows)
-                self._db.executemany(
-                    "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
-                    [(p.status.status, p.status.error, p.status.at, now, p.run_id) for p in statuses if p.status],
-                )
+                self._db.executemany(_SET_STATUS, statuses)
                 self._db.execute("COMMIT")
             self._next_seq.update(seqs)
             for run_id, seq, record in kept:
@@ -433,10 +431,7 @@ class SQLiteStore:
 
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None:
         with self._lock:
-            self._execute(
-                "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?",
-                (status, error, at, time.time(), run_id),
-            )
+            self._execute(_SET_STATUS, (status, error, at, time.time(), run_id))
 
     @contextlib.contextmanager
     def lease(self, run_id: str) -> Iterator[None]:
