@@ -733,9 +733,9 @@ def test_budget_suspension_highlights_the_maximum_without_a_diagnosis() -> None:
     assert result.status == "suspended" and result.error == "budget-exhausted" and result.diagnosis is None
     markup = views.run_bundle("run-1", root, result)["text/html"]
     assert "<mark><strong><code>draft</code></strong></mark>" in markup
-    assert views.most_visited({"a": 1, "b": 1}, None, highlight_max=True) is None  # no state entered twice
-    assert views.most_visited({"a": 2, "b": 2}, None, highlight_max=True) == "a"  # first maximum in entry order
-    assert views.most_visited({"a": 2, "b": 3}, None) is None
+    assert views.highlighted_state({"a": 1, "b": 1}, None, highlight_max=True) is None  # no state entered twice
+    assert views.highlighted_state({"a": 2, "b": 2}, None, highlight_max=True) == "a"  # first maximum in entry order
+    assert views.highlighted_state({"a": 2, "b": 3}, None) is None
 
 
 # -- summaries, progress and the pending card -------------------------------------------------

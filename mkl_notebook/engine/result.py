@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -33,6 +33,14 @@ def seconds_of(calls: Sequence[ModelCall]) -> float | None:
     """How long the timed ``calls`` took, one after another; None when none was timed."""
     timed = [call.seconds for call in calls if call.seconds is not None]
     return sum(timed) if timed else None
+
+
+def most_visited(visits: Mapping[str, int]) -> tuple[str, int] | None:
+    """The state entered most (the first of equals, in entry order) with its count, when that is twice or more."""
+    if not visits:
+        return None
+    state, count = max(visits.items(), key=lambda item: item[1])
+    return (state, count) if count >= 2 else None
 
 
 def question_id(run_id: str, position: str, shown: str, about: str | None = None) -> str:

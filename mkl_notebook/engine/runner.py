@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..lang import stdlib
-from ..lang.interpolate import PLACEHOLDER, fmt, lookup, render, root_key, set_path
+from ..lang.interpolate import PLACEHOLDER, WHOLE_PLACEHOLDER, fmt, lookup, render, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .failure import StateFailure as _Fail
 from .gates import GateScan, select_gate
@@ -37,11 +37,8 @@ from .oracle import (
     ToolRequest,
     Usage,
 )
-from .result import ModelCall, RunResult, Status, cost_of, seconds_of
+from .result import ModelCall, RunResult, Status, cost_of, most_visited, seconds_of
 from .taint import Fences, initial_taint, reaches_tool_state, tool_class
-
-_WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")
-
 
 ROOT_PREFIX = "root"
 FAN_OUT_TICK = 0.1  # seconds between "waiting" events while fan-out branches run
@@ -285,10 +282,8 @@ class _MachineRun:
         return self._halt(failure.error, state_id)
 
     def _diagnosis(self) -> dict[str, Any] | None:
-        if not self.visits:
-            return None
-        state, count = max(self.visits.items(), key=lambda item: item[1])
-        return {"most_visited_state": state, "visits": count} if count >= 2 else None
+        busiest = most_visited(self.visits)
+        return None if busiest is None else {"most_visited_state": busiest[0], "visits": busiest[1]}
 
     def _exhausted(self, reason: str, state_id: str) -> RunResult:
         if self.suspendable:
@@ -750,7 +745,7 @@ class _MachineRun:
         resolved: dict[str, Any] = {}
         for key, value in state.input.items():
             if isinstance(value, str):
-                whole = _WHOLE_PLACEHOLDER.match(value)
+                whole = WHOLE_PLACEHOLDER.match(value)
                 if whole:
                     raw = lookup(ctx, whole.group(1))
                     resolved[key] = "" if raw is None else copy.deepcopy(raw)

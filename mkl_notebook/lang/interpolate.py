@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
+WHOLE_PLACEHOLDER = re.compile(r"^\s*\{\{\s*([\w.]+)\s*\}\}\s*$")  # a value that is one placeholder only
 VALUE_CAP = 20_000
 TRUNCATION_MARK = "…[truncated]"
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import files
 from .findings import Finding, MachineError
+from .interpolate import PLACEHOLDER
 from .located import LocatedList, LocatedMap, Where, YamlSyntaxError, parse_located, plain
 from .model import (
     END,
@@ -69,7 +70,6 @@ REQUIRED = {
     "tool": ("tool", "output", "gates"),
 }
 _DOTTED_PATH = re.compile(r"^[\w]+(\.[\w]+)*$")
-_PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
 
 
 class _Collector:
@@ -446,7 +446,7 @@ class _MachineBuilder:
             self.out.error(
                 "sample-and-over", f"{label}: use 'sample' or 'over', not both", body.at("over"), sid, "over"
             )
-        if over is not None and not _PLACEHOLDER.search(over):
+        if over is not None and not PLACEHOLDER.search(over):
             self.out.error(
                 "bad-value",
                 f"{label}: 'over' must name a list as \"{{{{path}}}}\", got '{over}'",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Protocol
 
-from ..engine.result import RunResult, seconds_of
+from ..engine.result import RunResult, most_visited, seconds_of
 from ..lang.interpolate import fmt
 from ..lang.model import Machine
 from .diagram import shorten
@@ -505,16 +505,14 @@ class _VisitRow:
     hot: bool
 
 
-def most_visited(
+def highlighted_state(
     visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None, highlight_max: bool = False
 ) -> str | None:
     """The state to highlight: the diagnosis's, else (``highlight_max``) the first state entered most, twice or more."""
     if diagnosis and diagnosis.get("most_visited_state"):
         return str(diagnosis["most_visited_state"])
-    if not highlight_max or not visits:
-        return None
-    state, count = max(visits.items(), key=lambda item: item[1])
-    return state if count >= 2 else None
+    busiest = most_visited(visits) if highlight_max else None
+    return None if busiest is None else busiest[0]
 
 
 def _listed_states(
@@ -578,7 +576,7 @@ def visits_table_html(
 ) -> str:
     """Entries per state against ``max_visits``; the most visited state is marked. Of a big machine it
     lists the states entered most unless ``cap.full``."""
-    hot = most_visited(visits, diagnosis, highlight_max)
+    hot = highlighted_state(visits, diagnosis, highlight_max)
     listed, left = _listed_states(machine, visits, hot, cap.full)
     body = []
     for row in _visit_rows(machine, visits, hot, listed):
@@ -607,7 +605,7 @@ def visits_table_text(
     cap: Cap = Cap(),
 ) -> str:
     """The text twin of :func:`visits_table_html` (the most visited state starred)."""
-    hot = most_visited(visits, diagnosis, highlight_max)
+    hot = highlighted_state(visits, diagnosis, highlight_max)
     listed, left = _listed_states(machine, visits, hot, cap.full)
     rows = _visit_rows(machine, visits, hot, listed)
     table = columns(
