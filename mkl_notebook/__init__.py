@@ -15,7 +15,7 @@ from .providers.host import hook, tool
 if TYPE_CHECKING:
     from .lang.model import Machine
     from .notebook.batch import Batch
-    from .notebook.session import Run
+    from .notebook.session import NotebookRun as Run
 
 __all__ = [
     "__version__",
@@ -46,14 +46,14 @@ def load(path: str | os.PathLike[str]) -> Machine:
 
 
 def run(name: str, **options: Any) -> Run:
-    """Run (or replay) machine ``name``; see :meth:`mkl_notebook.notebook.session.Session.run` for options."""
+    """Run (or replay) machine ``name``; see :meth:`mkl_notebook.notebook.session.Workspace.start` for options."""
     from .notebook.session import current_session
 
-    return current_session().run(name, **options)
+    return current_session().start(name, **options)
 
 
 def map(name: str, over: Any, **options: Any) -> Batch:
-    """Run machine ``name`` once per row of ``over``; see :func:`mkl_notebook.notebook.batch.run_batch`."""
+    """Run machine ``name`` once per row of ``over``; see :meth:`mkl_notebook.app.workspace.Workspace.map`."""
     from .notebook.batch import run_batch
     from .notebook.session import current_session
 

@@ -153,12 +153,12 @@ def test_the_model_asks_twice_and_each_resume_makes_only_the_next_call(store_kin
     assert oracle.rounds == {"produce": 1}
     assert first.calls == {"made": 1, "replayed": 0}
 
-    second = runs.resume("trip-1", oracle, store=store, reply=R1, has_reply=True)
+    second = runs.resume_journal(store, "trip-1", oracle, reply=R1, has_reply=True)
     _suspended_asking(second.result, Q2)
     assert oracle.rounds == {"produce": 1, "produce~r1": 1}  # round 0 replayed from the journal
     assert second.calls == {"made": 1, "replayed": 1}
 
-    third = runs.resume("trip-1", oracle, store=store, reply=R2, has_reply=True)
+    third = runs.resume_journal(store, "trip-1", oracle, reply=R2, has_reply=True)
     assert third.status == "done", third.result
     assert third.result.result == FINAL
     assert oracle.rounds == {"produce": 1, "produce~r1": 1, "produce~r2": 1}
@@ -228,9 +228,9 @@ def test_the_run_option_lets_a_machine_without_the_key_ask_and_survives_resume()
     oracle = RoundOracle()
     first = runs.start(load(PLAIN_TRIP), oracle, store=store, run_id="opt", options=RunOptions(ask_human=True))
     _suspended_asking(first.result, Q1)
-    second = runs.resume("opt", oracle, store=store, reply=R1, has_reply=True)
+    second = runs.resume_journal(store, "opt", oracle, reply=R1, has_reply=True)
     _suspended_asking(second.result, Q2)
-    third = runs.resume("opt", oracle, store=store, reply=R2, has_reply=True)
+    third = runs.resume_journal(store, "opt", oracle, reply=R2, has_reply=True)
     assert (third.status, third.result.result) == ("done", FINAL)
     assert oracle.rounds == {"produce": 1, "produce~r1": 1, "produce~r2": 1}
 
@@ -245,8 +245,8 @@ def test_a_nested_call_that_asks_suspends_the_whole_run() -> None:
     oracle = RoundOracle()
     first = runs.start(parent, oracle, store=store, run_id="nested", registry={"child": child})
     assert (first.status, first.result.error, first.result.question) == ("suspended", "asked", Q1)
-    runs.resume("nested", oracle, store=store, reply=R1, has_reply=True)
-    done = runs.resume("nested", oracle, store=store, reply=R2, has_reply=True)
+    runs.resume_journal(store, "nested", oracle, reply=R1, has_reply=True)
+    done = runs.resume_journal(store, "nested", oracle, reply=R2, has_reply=True)
     assert (done.status, done.result.result) == ("done", FINAL)
     assert oracle.rounds == {"produce": 1, "produce~r1": 1, "produce~r2": 1}
 
@@ -263,7 +263,7 @@ def test_a_model_that_keeps_asking_halts_at_the_ask_limit() -> None:
     outcome = runs.start(load(TRIP), oracle, store=store, run_id="limit")
     for answered in range(3):
         _suspended_asking(outcome.result, f"question {answered + 1}?")
-        outcome = runs.resume("limit", oracle, store=store, reply=f"reply {answered + 1}", has_reply=True)
+        outcome = runs.resume_journal(store, "limit", oracle, reply=f"reply {answered + 1}", has_reply=True)
     result = outcome.result
     assert (result.status, result.error, result.at) == ("halt", "state-error: ask-limit", "plan")
     assert result.question is None
@@ -274,7 +274,7 @@ def test_a_model_that_keeps_asking_halts_at_the_ask_limit() -> None:
     assert result.usage == {"input_tokens": 40, "output_tokens": 20}  # the refused round still cost tokens
     assert oracle.judged == 0
     with pytest.raises(runs.RunStateError):
-        runs.resume("limit", oracle, store=store, reply="one more", has_reply=True)
+        runs.resume_journal(store, "limit", oracle, reply="one more", has_reply=True)
 
 
 def test_the_ask_limit_option_and_a_fresh_allowance_per_visit() -> None:
@@ -518,4 +518,4 @@ def test_the_notebook_form_shows_the_model_question_and_sends_replies(
     assert view.current_form is None  # no third form: nothing more to answer
     assert all(control.disabled for control in second.controls)
     assert _produce_answers(tmp_path) == {f"{PLAN}/produce": 1, f"{PLAN}/produce~r1": 1, f"{PLAN}/produce~r2": 1}
-    assert run.result_object.trace[0]["decision_tainted"] is True
+    assert run.run_result.trace[0]["decision_tainted"] is True

@@ -6,7 +6,6 @@ reply meant for the first question must never be taken as the answer to the seco
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 import subprocess
@@ -69,11 +68,10 @@ def waiting(tmp_path: Path) -> tuple[Path, str]:
 
 
 def test_the_command_to_continue_names_the_answers_the_run_drew_on_but_never_a_credential() -> None:
-    from mkl_notebook.cli.run_cmd import _resume_by_id
+    from mkl_notebook.render.commands import resume_command
 
     def command(**given: str | None) -> str:
-        flags = {"store": None, "script": None, "tools": None, "model": None, "api_base": None, **given}
-        return _resume_by_id(argparse.Namespace(**flags), "r 1")
+        return resume_command("r 1", **given)
 
     assert command() == "mkl resume --id 'r 1'"
     stored = command(store="my runs.sqlite", tools="t.py")
@@ -236,12 +234,12 @@ def test_the_api_answers_the_question_its_handle_showed_and_no_later_one(
         run.submit("approve", question=shown)  # it showed the first question: it may not answer the second
     run.submit("send", by="dave")  # without a question: the one this handle shows now
     assert run.status == "done"
-    answers = run.result_object.answers
+    answers = run.run_result.answers
     assert [(a["value"], a["by"], a["via"], a["question"]) for a in answers] == [
         ("approve", "carol", "api", FIRST),
         ("send", "dave", "api", SECOND),
     ]
-    html = views.run_bundle("api", run.machine, run.result_object)["text/html"]
+    html = views.run_bundle("api", run.machine, run.run_result)["text/html"]
     assert "<strong>answered</strong> <code>approve → refund_approval</code> by carol" in html
 
 
@@ -252,10 +250,10 @@ def test_a_reply_bound_to_another_question_records_nothing_even_under_the_lease(
     outcome = runs.start(machine, oracle_from_file(SCRIPT), store=store, run_id="d", options=RunOptions(hitl="all"))
     first = outcome.result.question_id("d")
     assert first is not None
-    runs.resume("d", oracle_from_file(SCRIPT), store=store, reply="approve", has_reply=True, question=first)
+    runs.resume_journal(store, "d", oracle_from_file(SCRIPT), reply="approve", has_reply=True, question=first)
     before = store.read("d")
     with pytest.raises(runs.RunStateError, match="is not pending"):
-        runs.resume("d", oracle_from_file(SCRIPT), store=store, reply="approve", has_reply=True, question=first)
+        runs.resume_journal(store, "d", oracle_from_file(SCRIPT), reply="approve", has_reply=True, question=first)
     assert store.read("d") == before
     assert run_state(before).shown == SECOND
 

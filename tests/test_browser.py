@@ -260,7 +260,7 @@ def _two_forms_notebook(root: Path) -> None:
         ),
         nbformat.v4.new_code_cell("%mkl pending"),
         nbformat.v4.new_code_cell(
-            'import mkl_notebook\n\nprint("answers so far:", len(mkl_notebook.get_run("two").result_object.answers))'
+            'import mkl_notebook\n\nprint("answers so far:", len(mkl_notebook.get_run("two").run_result.answers))'
         ),
     )
 

@@ -225,8 +225,8 @@ def test_a_non_idempotent_tool_on_a_lost_worker_is_in_doubt_and_never_called_twi
     assert outcome.result.status == "in_doubt"
     assert outcome.in_doubt is not None and outcome.in_doubt.tool == "pay"
     assert (tmp_path / "payments").read_text().split() == ["ada"]  # paid once, not twice
-    settled = durable.resume(
-        "pay", _oracle(registry, calls), store=store, resolution=durable.Resolution("completed", "paid ada")
+    settled = durable.resume_journal(
+        store, "pay", _oracle(registry, calls), resolution=durable.Resolution("completed", "paid ada")
     )
     assert settled.result.status == "done" and settled.result.context["receipt"] == "paid ada"
     assert (tmp_path / "payments").read_text().split() == ["ada"]

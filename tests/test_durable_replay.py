@@ -121,10 +121,10 @@ def _stepped(
         if result.error == "budget-exhausted" and budget < ceiling:
             suspensions.append((result.error, result.at))
             budget += 1
-            outcome = runs.resume(run_id, oracle, store=store, max_steps=budget)
+            outcome = runs.resume_journal(store, run_id, oracle, max_steps=budget)
         elif result.error == "escalated" and pending:
             suspensions.append((result.error, result.at))
-            outcome = runs.resume(run_id, oracle, store=store, reply=pending.pop(0), has_reply=True, max_steps=budget)
+            outcome = runs.resume_journal(store, run_id, oracle, reply=pending.pop(0), has_reply=True, max_steps=budget)
         else:
             break  # the uninterrupted run ends suspended here too
         advances += 1
@@ -578,7 +578,7 @@ def test_resume_with_the_same_budget_suspends_again_in_the_same_place_without_ca
     assert (first.result.status, first.result.error, first.result.at) == ("suspended", "budget-exhausted", "draft")
     counts = dict(oracle.calls)
     for budget in (3, None):
-        again = runs.resume("same", oracle, store=store, max_steps=budget)
+        again = runs.resume_journal(store, "same", oracle, max_steps=budget)
         assert (again.result.status, again.result.error, again.result.at) == ("suspended", "budget-exhausted", "draft")
         assert again.calls["made"] == 0
         assert again.result.trace == first.result.trace
@@ -638,7 +638,7 @@ def test_editing_one_prompt_reexecutes_only_changed_calls_and_asks_again_about_a
     oracle = _fresh_oracle(EDIT_SCRIPT)
     first = runs.start(load(EDIT_BASE), oracle, store=store, run_id="ed", options=_opts(hitl="asking"))
     assert (first.result.status, first.result.error, first.result.at) == ("suspended", "escalated", "c")
-    done = runs.resume("ed", oracle, store=store, reply="yes", has_reply=True)
+    done = runs.resume_journal(store, "ed", oracle, reply="yes", has_reply=True)
     assert done.result.status == "done" and done.result.context["b_out"] == "B1"
 
     edited = load(EDIT_BASE.replace('prompt: "alpha step"', 'prompt: "alpha step v2"'))
@@ -658,7 +658,7 @@ def test_editing_one_prompt_reexecutes_only_changed_calls_and_asks_again_about_a
     rerun_records = [record for record in rerun.records if record["t"] == "rerun"]
     assert len(rerun_records) == 1 and rerun_records[0]["machines"]["edit"]["sha256"] == edited.sha256
 
-    finished = runs.resume("ed", oracle2, store=store, reply="yes", has_reply=True)
+    finished = runs.resume_journal(store, "ed", oracle2, reply="yes", has_reply=True)
     assert finished.result.result == "C" and finished.result.context["human"] == {"reply": "yes"}
     assert finished.calls == {"made": 0, "replayed": 3}  # c's request ("gamma step with yes") did not change
 
@@ -683,9 +683,9 @@ def test_loop_ceiling_after_two_resumes_fires_at_the_same_step() -> None:
     oracle = _fresh_oracle(CEILING_SCRIPT)
     outcome = runs.start(machine, oracle, store=store, run_id="ceil", options=_opts(max_steps=3))
     assert outcome.result.status == "suspended" and outcome.result.visits == {"check": 2, "wait": 1}
-    outcome = runs.resume("ceil", oracle, store=store, max_steps=6)
+    outcome = runs.resume_journal(store, "ceil", oracle, max_steps=6)
     assert outcome.result.status == "suspended" and outcome.result.visits == {"check": 3, "wait": 3}
-    outcome = runs.resume("ceil", oracle, store=store, max_steps=40)
+    outcome = runs.resume_journal(store, "ceil", oracle, max_steps=40)
     result = outcome.result
     assert (result.status, result.error, result.at) == ("halt", "loop-ceiling", "check")
     assert result.trace[-1]["step"] == expected.trace[-1]["step"] == 8
@@ -700,8 +700,8 @@ def test_repair_budget_is_exact_across_resumes() -> None:
     store = MemoryStore()
     oracle = _fresh_oracle(REPAIR_SCRIPT)
     runs.start(machine, oracle, store=store, run_id="rep", options=_opts(max_steps=4))
-    runs.resume("rep", oracle, store=store, max_steps=6)
-    result = runs.resume("rep", oracle, store=store, max_steps=30).result
+    runs.resume_journal(store, "rep", oracle, max_steps=6)
+    result = runs.resume_journal(store, "rep", oracle, max_steps=30).result
     policies = [(step["state"], step["policy"], step["gate"]) for step in result.trace]
     assert policies == [(step["state"], step["policy"], step["gate"]) for step in expected.trace]
     # the "too short" repair gate fired three times in all (its budget), the next verdict moved on
@@ -758,7 +758,7 @@ def test_more_steps_at_resume_go_to_the_called_machine_that_ran_out() -> None:
     oracle = _fresh_oracle(script)
     first = runs.start(parent, oracle, store=store, run_id="nested", registry=registry, options=_opts()).result
     assert (first.status, first.error, first.at, first.machine) == ("suspended", "budget-exhausted", "c", "child")
-    resumed = runs.resume("nested", oracle, store=store, max_steps=3, registry=registry)
+    resumed = runs.resume_journal(store, "nested", oracle, max_steps=3, registry=registry)
     result = resumed.result
     assert (result.status, result.result, result.machine) == ("done", "z1", None)
     assert resumed.calls == {"made": 1, "replayed": 3}
@@ -776,7 +776,7 @@ def test_a_root_out_of_steps_still_gets_them_at_resume() -> None:
         parent, oracle, store=store, run_id="root-out", registry={"child": child}, options=_opts(max_steps=1)
     ).result
     assert (first.status, first.at, first.machine) == ("suspended", "delegate", None)
-    result = runs.resume("root-out", oracle, store=store, max_steps=2, registry={"child": child}).result
+    result = runs.resume_journal(store, "root-out", oracle, max_steps=2, registry={"child": child}).result
     assert (result.status, result.result) == ("done", "z1")
 
 
@@ -1122,13 +1122,13 @@ def test_resuming_where_no_model_is_configured_keeps_the_run_and_the_reply() -> 
     )
     assert first.status == "suspended" and first.result.ask
 
-    approver = runs.resume("r", NoModelOracle("no model is configured"), store=store, reply="yes", has_reply=True)
+    approver = runs.resume_journal(store, "r", NoModelOracle("no model is configured"), reply="yes", has_reply=True)
     assert approver.status == "suspended"
     assert "no model is configured" in (approver.result.error or "")
     assert approver.calls["made"] == 0  # nothing was asked of anyone
     assert (approver.result.at, approver.result.usage) == ("send", first.result.usage)  # tokens so far
 
-    finished = runs.resume("r", oracle_from_script(script), store=store)  # later, where a model exists
+    finished = runs.resume_journal(store, "r", oracle_from_script(script))  # later, where a model exists
     assert finished.status == "done", finished.result.error
     assert finished.result.result == REFUND_RESULT
     assert [r["value"] for r in store.read("r") if r.get("t") == "reply"] == ["yes"]  # asked once, kept

@@ -456,7 +456,7 @@ def test_outage_suspends_a_suspendable_run_and_resume_finishes_it(stub: StubServ
 
     stub.reset()  # the provider is healthy again
     stub.route(user="Second", replies=[Reply("dos", prompt_tokens=13, completion_tokens=3)])
-    resumed = runs.resume("outage", oracle_for(stub, tmp_path), store=store)
+    resumed = runs.resume_journal(store, "outage", oracle_for(stub, tmp_path))
 
     assert (resumed.status, resumed.result.result) == ("done", "dos")
     (asked,) = stub.chat  # completed calls were not asked again

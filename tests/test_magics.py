@@ -294,7 +294,7 @@ def test_editing_a_prompt_reexecutes_only_the_changed_call_and_keeps_the_reply(i
     assert edited.status == "done", (edited.status, edited.error)  # the earlier reply still answers the gate
     assert edited.calls["made"] == 1  # only the edited `send` prompt is produced again
     assert edited.calls["replayed"] >= 3  # order_lookup, draft, the judge
-    assert edited.result_object.context["approval"] == {"answer": "approve"}
+    assert edited.run_result.context["approval"] == {"answer": "approve"}
     assert _reply_records(Path(".mkl/runs.sqlite")) == 1
 
 
@@ -313,7 +313,7 @@ def test_python_values_reach_the_run_through_var_expr_and_input(ip: Cells) -> No
     )
     run = mkl_notebook.get_run("case-2")
     assert run.status == "done"
-    context = run.result_object.context
+    context = run.run_result.context
     assert context["ticket"] == "Parcel A-1001 arrived broken"
     assert context["meta"] == {"n": 3, "tags": ["a", "b"]}  # the dict itself, not its text
     assert context["note"] == "len-28-case"
@@ -327,13 +327,13 @@ def test_expr_with_spaces_in_a_flag_is_one_value(ip: Cells) -> None:
         f"%mkl run refund --id case-{{n + 1}} --set ticket={{'A-' + str(n * 500)}} --no-hitl --script {REFUND_SCRIPT}"
     )
     run = mkl_notebook.get_run("case-3")
-    assert run.result_object.context["ticket"] == "A-1000"
+    assert run.run_result.context["ticket"] == "A-1000"
 
 
 def test_input_accepts_a_json_object(ip: Cells) -> None:
     ip.define(REFUND)
     ip.run(f"""%mkl run refund --input '{{"ticket": "json ticket"}}' --no-hitl --script {REFUND_SCRIPT}""")
-    assert mkl_notebook.get_run("refund").result_object.context["ticket"] == "json ticket"
+    assert mkl_notebook.get_run("refund").run_result.context["ticket"] == "json ticket"
 
 
 # -- every subcommand ----------------------------------------------------------------------------
@@ -485,7 +485,7 @@ def test_resume_with_set_answers_the_gate(ip: Cells) -> None:
     ip.run(f"%mkl resume refund --question {question} --set approval.answer=approve")
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.result) == ("done", REFUND_RESULT)
-    assert run.result_object.context["approval"] == {"answer": "approve"}
+    assert run.run_result.context["approval"] == {"answer": "approve"}
     header, _ = verify(ip.out.last(RUN_MIME)[RUN_MIME])
     assert header["status"] == "done"
     error = ip.fails(f"%mkl resume refund --question {question} --set approval.answer=again")
@@ -776,7 +776,7 @@ def test_a_run_is_a_value_and_a_cell_ending_with_one_shows_its_view_once(ip: Cel
     ip.define(REFUND)
     ip.out.clear()
     ran = cell(f"%mkl run refund --id valued --script {REFUND_SCRIPT} --no-hitl")
-    assert type(ran.result).__name__ == "Run" and ran.result.id == "valued"  # the cell's value
+    assert isinstance(ran.result, mkl_notebook.notebook.session.Run) and ran.result.id == "valued"  # the cell's value
     views = [p for p in ip.out.published if RUN_MIME in p.data and not p.update]
     assert len(views) == 1  # drawn live once; the value at the end of the cell adds no second view
 

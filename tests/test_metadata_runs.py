@@ -186,7 +186,7 @@ def test_pending_in_a_new_kernel_shows_the_form_of_a_run_only_the_stripped_files
 
     run = mkl_notebook.get_run("r")
     assert (run.status, run.error) == ("suspended", run.error) and "no model is configured" in str(run.error)
-    assert [(answer["value"], answer["via"]) for answer in run.result_object.answers] == [
+    assert [(answer["value"], answer["via"]) for answer in run.run_result.answers] == [
         ("approve", "notebook-file"),
         ("approve", "form"),
     ]

@@ -146,7 +146,7 @@ def test_run_all_in_a_fresh_kernel_replays_from_the_notebook_and_the_api_finishe
         nbformat.v4.new_code_cell(
             "run.submit('approve')\n"
             "print(json.dumps({'status': run.status, 'result': run.result, 'calls': run.calls,\n"
-            "                  'answer': run.result_object.context.get('approval')}))"
+            "                  'answer': run.run_result.context.get('approval')}))"
         ),
     ]
     _execute(nb, folder)

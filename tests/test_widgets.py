@@ -189,7 +189,7 @@ def test_approve_resumes_and_finishes_the_run_in_the_same_output(nb: Notebook) -
     form.approve.click()
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.result) == ("done", REFUND_RESULT)
-    assert run.result_object.context["approval"] == {"answer": "approve"}
+    assert run.run_result.context["approval"] == {"answer": "approve"}
     latest = nb.out.latest(display_id)
     header, _ = verify(latest[RUN_MIME])
     assert header["status"] == "done"
@@ -346,8 +346,8 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     second.send.click()
     run = mkl_notebook.get_run("twogates")
     assert (run.status, run.result) == ("done", "F")
-    assert run.result_object.context["first"] == {"answer": "approve"}
-    assert run.result_object.context["second"] == {"answer": "ok"}
+    assert run.run_result.context["first"] == {"answer": "approve"}
+    assert run.run_result.context["second"] == {"answer": "ok"}
     assert [reply["value"] for reply in nb.replies()] == ["approve", "ok"]
     header, _ = verify(nb.out.latest(view.handle.display_id)[RUN_MIME])
     assert header["status"] == "done"

@@ -30,12 +30,23 @@ from ..engine.oracle import Oracle
 from ..lang import files
 from ..lang.model import Machine
 from .errors import USER_ERRORS, UsageProblem
+from .handle import Run
 from .status import usage
 
 MAX_ROWS = 100_000
 DEFAULT_CONCURRENCY = 8
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 RUN_ID_MAX = 80  # what a store takes
+
+
+@dataclass
+class Ran:
+    """A batch that ran: its name, its rows in the order given (each with its run's outcome, or why it could
+    not run), and a handle on each run that was made."""
+
+    name: str
+    rows: list[RowRun]
+    runs: dict[str, Run]
 
 
 @dataclass

@@ -16,6 +16,10 @@ class UsageProblem(ValueError):
     """A mistake in how a command was called or what it was given; the message says what and where."""
 
 
+class Superseded(UsageProblem):
+    """A reply came too late: its question was answered (or dropped) by another path; the message says how."""
+
+
 # Every error whose message is meant for the person who made the mistake.
 USER_ERRORS: tuple[type[Exception], ...] = (
     UsageProblem,

@@ -34,6 +34,16 @@ def who(name: str | None = None) -> str:
         return "unknown"
 
 
+def read_reply(
+    state: RunState, run_id: str, question: str | None, *, reply: Any, set_values: Mapping[str, Any] | None
+) -> tuple[Any, str]:
+    """The reply a request gives (``--reply``, ``--set``, a form's or the API's value) and the question it names
+    (a reply that names none is refused with the one it should name). Whether the run waits on exactly that
+    question is checked where the reply is journaled, under the run's lease."""
+    value = reply_from_flags(state, run_id, reply=reply, set_values=set_values)
+    return value, require_question(state, run_id, question)
+
+
 def require_question(state: RunState, run_id: str, question: str | None) -> str:
     """The question a reply names; a reply that names none is refused with the one it should name."""
     if question:

@@ -23,10 +23,12 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..durable import seals
 from ..durable.records import RunState
-from ..durable.seals import Seal, Signer, fingerprint
+from ..durable.seals import KEY_PREFIX, Seal, Signer, fingerprint
 from ..lang import files
 from .errors import UsageProblem
 from .replies import who
+
+__all__ = ["KEY_PREFIX", "Keyring", "Provenance", "Signer", "Untrusted", "fingerprint", "keyring_folder"]
 
 KEY_FILE = "signing-key.pem"
 TRUSTED_FILE = "trusted-keys.json"

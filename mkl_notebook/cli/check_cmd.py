@@ -6,9 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..lang import files
-from ..lang.check import check
-from ..lang.siblings import sibling_names
+from ..app.errors import UsageProblem
+from ..app.workspace import Workspace
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_status
 
 
@@ -21,13 +20,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        text = files.read_text(path, files.MACHINE_LIMIT)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
-        print(f"mkl: error: {path}: {reason}", file=sys.stderr)
+        findings = Workspace.check_file(path)
+    except UsageProblem as exc:
+        print(f"mkl: error: {exc}", file=sys.stderr)
         emit_status({"status": "unreadable", "file": str(path)})
         return EXIT_USAGE
-    findings = check(text, sibling_names(path))
     for finding in findings:
         print(f"{path}:{finding.line or 0}: {finding.severity}: {finding.message}")
     errors = sum(1 for finding in findings if finding.severity == "error")

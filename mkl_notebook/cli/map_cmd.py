@@ -6,16 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..app import batch, oracles
-from ..app import runs as app_runs
-from ..app.executors import executing
+from ..app import batch
+from ..app.settings import DEFAULT_STORE
 from ..app.values import merge, parse_assignments, parse_input
-from ..durable.stores import DEFAULT_STORE, SQLiteStore
-from ..lang.loader import load_file
-from ..lang.siblings import sibling_registry
-from ..providers.host import default_registry
 from ..render.batch_views import batch_table_text
-from .common import EXIT_FAILED, STATUS_EXIT, emit_status
+from .common import EXIT_FAILED, STATUS_EXIT, emit_status, workspace
 from .run_cmd import executor_flags
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
@@ -49,54 +44,40 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def map_command(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    machine = load_file(path)
-    rows = batch.plan(batch.read_rows(args.over), args.batch or machine.name, args.key)
-    shared = merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set))
-    options = app_runs.run_options(
-        max_steps=args.max_steps,
-        max_tokens=args.max_tokens,
-        max_cost=args.max_cost,
-        suspend=args.suspend,
-        hitl="all" if args.hitl else "none",
-    )
-    store = SQLiteStore(args.store or DEFAULT_STORE)
-    if args.tools:
-        oracles.load_tools_file(args.tools)
-    config = None if args.script else oracles.model_config({"model": args.model, "api_base": args.api_base})
-    finished = []
-    with executing(args.executor, args.max_model_calls, start_local=True) as executor:
-        make_oracle = oracles.factory(
+    watched = sys.stderr.isatty() and not args.quiet  # progress where a person watches; never in a pipe
+
+    shown = [0]
+
+    def progress(done: int, total: int) -> None:
+        if watched and done != shown[0]:
+            shown[0] = done
+            print(f"\r{done}/{total} rows", end="", file=sys.stderr, flush=True)
+
+    with workspace(args) as ws:
+        machine = ws.load(Path(args.file))
+        if args.tools:
+            ws.load_tools(args.tools)
+        ran = ws.map(
+            machine.name,
+            args.over,
+            id=args.batch,
+            key=args.key,
+            input=merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set)),
+            suspend=args.suspend,
+            max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
+            max_cost=args.max_cost,
             script=args.script,
-            config=config,
-            needs_model=args.fresh or any(not store.exists(row.run_id) for row in rows),
-            machine=machine,
-            registry=default_registry,
-            executor=executor,
-        )
-        for row in batch.run(
-            machine,
-            rows,
-            store=store,
-            oracle_for=make_oracle,
-            registry=sibling_registry(path, machine),
-            options=options,
-            input=shared,
             concurrency=args.concurrency,
             fresh=args.fresh,
-            origin={"path": str(path.resolve())},
-        ):
-            if row is not None:
-                finished.append(row)
-                if sys.stderr.isatty() and not args.quiet:  # progress where a person watches; never in a pipe
-                    print(f"\r{len(finished)}/{len(rows)} rows", end="", file=sys.stderr, flush=True)
-    if sys.stderr.isatty() and not args.quiet:
+            progress=progress,
+        )
+    if watched:
         print(file=sys.stderr)
-    finished.sort(key=lambda row: row.index)
-    summaries = [batch.row_summary(row) for row in finished]
-    counts = batch.counts(finished)
+    summaries = [batch.row_summary(row) for row in ran.rows]
+    counts = batch.counts(ran.rows)
     if not args.quiet:
         print(batch_table_text(summaries, counts))
-    status = batch.overall(finished)
+    status = batch.overall(ran.rows)
     emit_status({"status": status, "counts": counts, "rows": summaries})
     return BATCH_EXIT[status]

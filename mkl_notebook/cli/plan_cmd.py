@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..durable import runs as durable
-from ..durable.stores import DEFAULT_STORE, SQLiteStore
-from ..lang.loader import load_file
-from ..lang.siblings import sibling_registry
+from ..app.settings import DEFAULT_STORE
 from ..render.plan_views import plan_lines
-from .common import emit_status
+from .common import emit_status, workspace
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -22,9 +19,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def plan_command(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    machine = load_file(path)
-    found = durable.plan_run(SQLiteStore(args.store or DEFAULT_STORE), args.run_id, sibling_registry(path, machine))
+    with workspace(args) as ws:
+        ws.load(Path(args.file))
+        found = ws.plan(args.run_id)
     print("\n".join(plan_lines(found.as_dict())))
     emit_status(found.as_dict())
     return 0

@@ -7,34 +7,22 @@ application layer's; this module parses flags, calls it and prints.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from ..app import oracles, status
-from ..app import runs as app_runs
+from ..app import status
+from ..app.checkpoints import check_checkpoint_folder, write_checkpoint
 from ..app.errors import UsageProblem
-from ..app.executors import executing
-from ..app.trust import Keyring
+from ..app.listing import notebook_runs, store_runs, waiting_questions
+from ..app.settings import DEFAULT_STORE
+from ..app.terms import Observer, Outcome
 from ..app.values import merge, parse_assignments, parse_input
-from ..app.waiting import waiting_questions
-from ..durable import envelope, nbfile
-from ..durable import runs as durable
-from ..durable.leases import file_lease
-from ..durable.runs import Outcome
-from ..durable.stores import DEFAULT_STORE, SQLiteStore
-from ..engine.oracle import Oracle
-from ..lang.loader import load_file
-from ..lang.model import Machine
-from ..lang.siblings import sibling_registry
-from ..providers.host import default_registry
+from ..app.workspace import Workspace
 from ..render import views
-from .common import EXIT_FAILED, STATUS_EXIT, emit_status
+from ..render.commands import resume_command
+from .common import EXIT_FAILED, STATUS_EXIT, all_flag, cli_cap, emit_status, workspace
 from .live import TerminalStream
-from .trace_cmd import all_flag, cli_cap
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -95,7 +83,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="take up the file's run even though its checkpoint is not sealed by you or a key you trust",
     )
     _common(resume)
-    resume.set_defaults(handler=resume_command)
+    resume.set_defaults(handler=resume_command_line)
 
     listing = commands.add_parser("runs", help="list the runs in a store or a notebook")
     listing.add_argument(
@@ -136,15 +124,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
     all_flag(parser)
 
 
-def _observer(args: argparse.Namespace) -> durable.Observer | None:
+def _observer(args: argparse.Namespace) -> Observer | None:
     """Streamed answers go to the terminal when stdout is one (never into a pipe or the status line)."""
     if args.quiet or not sys.stdout.isatty():
         return None
     return TerminalStream(sys.stdout).observer
-
-
-def _store(args: argparse.Namespace) -> SQLiteStore:
-    return SQLiteStore(args.store or DEFAULT_STORE)
 
 
 def executor_flags(parser: argparse.ArgumentParser) -> None:
@@ -157,161 +141,87 @@ def executor_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-model-calls", metavar="N", help="model calls in flight at once across the cluster")
 
 
-def _oracle(
-    args: argparse.Namespace,
-    *,
-    needs_model: bool = False,
-    machine: Machine | None = None,
-    executor: Callable[[Oracle], Oracle] | None = None,
-) -> Oracle:
-    if args.tools:
-        oracles.load_tools_file(args.tools)
-    config = None if args.script else oracles.model_config({"model": args.model, "api_base": args.api_base})
-    return oracles.choose(
-        script=args.script,
-        config=config,
-        needs_model=needs_model,
-        machine=machine,
-        registry=default_registry,
-        executor=executor,
-    )
-
-
-def _finish(args: argparse.Namespace, outcome: Outcome, resume: str, written: str | None = None) -> int:
+def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: str, written: str | None = None) -> int:
     """Print the outcome and its status line; ``written`` names a file the caller already updated."""
     if args.checkpoint:
-        envelope.write_file(args.checkpoint, outcome.envelope(Keyring().signer()))
+        write_checkpoint(args.checkpoint, outcome, ws.keyring.signer())
     if not args.quiet:
         print(status.describe(outcome, resume, cli_cap(outcome.run_id, args.store, args.full)))
     emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
     return STATUS_EXIT[outcome.result.status]
 
 
-def _resume_by_id(args: argparse.Namespace, run_id: str) -> str:
-    """The command that continues the run as this one was run: its store, and the answers it drew on (a script,
-    tools, a model; a server address only when it carries no credentials or query, which are never printed)."""
-    given = [("--store", args.store), ("--script", args.script), ("--tools", args.tools), ("--model", args.model)]
-    if args.api_base:
-        address = urlsplit(args.api_base)
-        if "@" not in address.netloc and not address.query:
-            given.append(("--api-base", args.api_base))
-    flags = "".join(f" {flag} {shlex.quote(value)}" for flag, value in given if value)
-    return f"mkl resume --id {shlex.quote(run_id)}{flags}"
-
-
-def _checkpoint_folder(args: argparse.Namespace) -> None:
-    """Refuse a ``--checkpoint`` path that cannot be written before anything runs or is journaled."""
-    if args.checkpoint:
-        folder = Path(args.checkpoint).parent
-        if not folder.is_dir():
-            raise UsageProblem(f"--checkpoint {args.checkpoint}: the folder {folder} does not exist")
+def _continue_with(args: argparse.Namespace, run_id: str, **where: str) -> str:
+    """The command that continues the run as this one was run: where it is (its store, a checkpoint or a
+    notebook file), and the answers it drew on (a script, tools, a model, a server without credentials)."""
+    return resume_command(
+        run_id,
+        store=None if where else args.store,
+        script=args.script,
+        tools=args.tools,
+        model=args.model,
+        api_base=args.api_base,
+        **where,
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
-    _checkpoint_folder(args)
-    path = Path(args.file)
-    machine = load_file(path)
-    host_values = merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set))
-    options = app_runs.run_options(
-        max_steps=args.max_steps,
-        max_tokens=args.max_tokens,
-        max_cost=args.max_cost,
-        suspend=args.suspend,
-        hitl="all" if args.hitl else "none",
-        on_untrusted_flow=args.on_untrusted_flow,
-        ask_human=args.ask_human,
-    )
-    store = _store(args)
-    with executing(args.executor, args.max_model_calls, start_local=True) as executor:
-        oracle = _oracle(
-            args, needs_model=oracles.starts_anew(store, args.run_id, args.fresh), machine=machine, executor=executor
-        )
-        outcome = durable.start(
-            machine,
-            oracle,
-            store=store,
-            run_id=args.run_id,
-            registry=sibling_registry(path, machine),
-            input=host_values,
-            options=options,
-            fresh=args.fresh,
-            origin={"path": str(path.resolve())},
-            observer=_observer(args),
-        )
-    return _finish(args, outcome, _resume_by_id(args, outcome.run_id))
-
-
-def resume_command(args: argparse.Namespace) -> int:
-    _checkpoint_folder(args)
-    if bool(args.target) == bool(args.run_id):
-        raise UsageProblem("name the run to resume: a checkpoint file, a notebook with --run ID, or --id RUN")
-    if args.target and args.target.endswith(".ipynb"):
-        return _resume_notebook(args)
-    if args.notebook_run:
-        raise UsageProblem("--run names a run inside a notebook; give the notebook file too")
-    store = _store(args)
-    if not args.target:
-        return _finish(args, _resume(args, store, args.run_id), _resume_by_id(args, args.run_id))
-    lock = store.path.parent / "locks" / (Path(args.target).resolve().name + ".checkpoint.lock")
-    keyring = Keyring()
-    with file_lease(lock, f"checkpoint {args.target}"):
-        header, records, seal = envelope.read_file(args.target)
-        run_id = app_runs.import_checkpoint(
-            store, header, records, args.target, seal=seal, keyring=keyring, trust_file=args.trust_file
-        ).run_id
-        outcome = _resume(args, store, run_id)
-        envelope.write_file(args.target, outcome.envelope(keyring.signer()))
-    return _finish(args, outcome, f"mkl resume {args.target}", written=args.target)
-
-
-def _resume(args: argparse.Namespace, store: SQLiteStore, run_id: str, via: str = "cli") -> Outcome:
-    changed, current, unloadable = app_runs.edited_machines(store.read(run_id))
-    if changed and not args.force:
-        names = ", ".join(repr(name) for name in changed)
-        if unloadable:
-            raise UsageProblem(
-                f"{unloadable[0]}; so machine {names} of run '{run_id}' cannot be read as it is now: fix the "
-                "file, or pass --force to resume with the copies the run pinned"
-            )
-        raise UsageProblem(
-            f"machine {names} changed since run '{run_id}' started; pass --force to resume with the edited machine"
-        )
-    with executing(args.executor, args.max_model_calls, start_local=True) as executor:
-        return app_runs.resume(
-            store,
-            run_id,
-            _oracle(args, executor=executor),
-            reply=args.reply,
-            set_values=parse_assignments(args.set),
-            question=args.question,
-            by=args.by,
-            via=via,
+    check_checkpoint_folder(args.checkpoint)
+    with workspace(args) as ws:
+        machine = ws.load(Path(args.file))
+        if args.tools:
+            ws.load_tools(args.tools)
+        run = ws.start(
+            machine.name,
+            id=args.run_id,
+            input=merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set)),
+            suspend=args.suspend,
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,
             max_cost=args.max_cost,
-            resolve=args.resolve,
-            registry=current if changed else None,
+            script=args.script,
+            fresh=args.fresh,
             observer=_observer(args),
-            known=current,
+            on_untrusted_flow=args.on_untrusted_flow,
+            ask_human=args.ask_human,
         )
+        assert run.outcome is not None
+        return _finish(args, ws, run.outcome, _continue_with(args, run.id))
 
 
-def _resume_notebook(args: argparse.Namespace) -> int:
-    """Resume a run carried by a notebook nobody has open, and write its new checkpoint back into it."""
-    notebook = Path(args.target)
-    if not args.notebook_run:
-        runs_here = ", ".join(run.run_id for run in nbfile.embedded_runs(notebook)) or "none"
-        raise UsageProblem(f"name the run to resume with --run ID (runs in {notebook}: {runs_here})")
-    store = _store(args)
-    outcome = app_runs.resume_in_notebook(
-        notebook,
-        args.notebook_run,
-        store,
-        lambda run_id: _resume(args, store, run_id, via="notebook-file"),
-        keyring=Keyring(),
-        trust_file=args.trust_file,
-    )
-    return _finish(args, outcome, f"mkl resume {notebook} --run {outcome.run_id}", written=str(notebook))
+def resume_command_line(args: argparse.Namespace) -> int:
+    check_checkpoint_folder(args.checkpoint)
+    if bool(args.target) == bool(args.run_id):
+        raise UsageProblem("name the run to resume: a checkpoint file, a notebook with --run ID, or --id RUN")
+    if args.notebook_run and not (args.target or "").endswith(".ipynb"):
+        raise UsageProblem("--run names a run inside a notebook; give the notebook file too")
+    with workspace(args) as ws:
+        if args.tools:
+            ws.load_tools(args.tools)
+        asked: dict[str, Any] = {
+            "reply": args.reply,
+            "set_values": parse_assignments(args.set),
+            "question": args.question,
+            "by": args.by,
+            "via": "cli",
+            "max_steps": args.max_steps,
+            "max_tokens": args.max_tokens,
+            "max_cost": args.max_cost,
+            "resolve": args.resolve,
+            "observer": _observer(args),
+            "force": args.force,
+            "script": args.script,
+        }
+        if not args.target:
+            outcome = ws.resume(args.run_id, **asked)
+            return _finish(args, ws, outcome, _continue_with(args, args.run_id))
+        if args.target.endswith(".ipynb"):
+            notebook = Path(args.target)
+            outcome = ws.resume_notebook(notebook, args.notebook_run, trust_file=args.trust_file, **asked)
+            resume = _continue_with(args, outcome.run_id, notebook=str(notebook))
+            return _finish(args, ws, outcome, resume, written=str(notebook))
+        outcome = ws.resume_checkpoint(args.target, trust_file=args.trust_file, **asked)
+        return _finish(args, ws, outcome, _continue_with(args, outcome.run_id, checkpoint=args.target), args.target)
 
 
 def runs_command(args: argparse.Namespace) -> int:
@@ -319,19 +229,11 @@ def runs_command(args: argparse.Namespace) -> int:
         return _notebook_runs(Path(args.store))
     if Path(args.store).is_dir():
         return _waiting_under(Path(args.store))
-    path = Path(args.store)
-    if not path.is_file():
-        raise UsageProblem(f"{path}: no such run store")
-    store = SQLiteStore(path)
-    store_flag = "" if path == DEFAULT_STORE else f" --store {path}"
-    listing = [
-        app_runs.summary(summary.run_id, store.read(summary.run_id), f"mkl resume --id {summary.run_id}{store_flag}")
-        for summary in store.runs()
-    ]
+    listing = store_runs(Path(args.store))
     for listed in listing:
         _print_listed(listed)
     if not listing:
-        print(f"{path}: no runs")
+        print(f"{args.store}: no runs")
     emit_status({"runs": listing})
     return 0
 
@@ -367,38 +269,23 @@ def _waiting_under(folder: Path) -> int:
 
 
 def _notebook_runs(path: Path) -> int:
-    keyring = Keyring()
-    for run in nbfile.embedded_runs(path):  # a write-back a stopped resume never made, from a store here
-        done = app_runs.finish_write_back(path, run.run_id, keyring)
-        if done is not None:
-            print(f"{run.run_id}: wrote back what the store {done} holds (a resume there stopped before it could)")
-    embedded, damaged = nbfile.scan(path)
+    found = notebook_runs(path)
+    for run_id, store in found.written_back:
+        print(f"{run_id}: wrote back what the store {store} holds (a resume there stopped before it could)")
     listing = []
-    for run in embedded:
-        resume = f"mkl resume {path} --run {run.run_id}"
-        listed = app_runs.summary(run.run_id, run.records, resume, keyring.judge(run.seal))
-        _print_listed(listed, f" ({run.where})")
-        marked = nbfile.advancing(path, run.run_id)
-        if marked is not None:
-            listed["advancing_in"] = marked["store"]
+    for listed in found.runs:
+        where = listed.pop("where")
+        _print_listed(listed, f" ({where})")
+        if "advancing_in" in listed:
+            store = listed["advancing_in"]
             print(
-                f"    left mid-advance in the store {marked['store']}: what it did there is not in this file yet; "
-                f"resume it with --store {marked['store']}"
+                f"    left mid-advance in the store {store}: what it did there is not in this file yet; "
+                f"resume it with --store {store}"
             )
-        cell = None if run.cell_index is None else run.cell_index + 1
-        listing.append({**listed, "cell": cell, "in_metadata": run.in_metadata})
-    for bad in damaged:
-        print(f"{bad.run_id or '?'}  damaged checkpoint in {bad.where}: not used ({bad.reason})")
-    if not embedded and not damaged:
+        listing.append(listed)
+    for bad in found.damaged:
+        print(f"{bad['run'] or '?'}  damaged checkpoint in {bad.pop('where')}: not used ({bad['error']})")
+    if not found.runs and not found.damaged:
         print(f"{path}: no run checkpoints")
-    listing += [
-        {
-            "run": bad.run_id,
-            "status": "damaged",
-            "error": bad.reason,
-            "cell": None if bad.cell_index is None else bad.cell_index + 1,
-        }
-        for bad in damaged
-    ]
-    emit_status({"runs": listing})
-    return EXIT_FAILED if damaged else 0
+    emit_status({"runs": listing + found.damaged})
+    return EXIT_FAILED if found.damaged else 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..app.errors import UsageProblem
-from ..testing import load_cases, load_scenarios, run_all, summary
+from ..app.scenarios import scenarios_summary
+from ..app.workspace import Workspace
 from .common import EXIT_FAILED, EXIT_OK
 
 
@@ -18,18 +18,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.case and (args.machine or args.script):
-        raise UsageProblem("give either --case FILE... or MACHINE --script FILE, not both")
-    if args.case:
-        scenarios = load_cases(args.case)
-    elif args.machine and args.script:
-        scenarios = load_scenarios(args.machine, args.script)
-    else:
-        raise UsageProblem(
-            "give conformance cases (--case FILE...) or a machine and its scenarios (MACHINE --script FILE)"
-        )
-    outcomes = run_all(scenarios)
+    outcomes = Workspace.test_files(args.machine, args.script, args.case)
     for outcome in outcomes:
         print(outcome.line())
-    print(summary(outcomes))
+    print(scenarios_summary(outcomes))
     return EXIT_OK if all(outcome.passed for outcome in outcomes) else EXIT_FAILED

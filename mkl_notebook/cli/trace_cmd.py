@@ -7,14 +7,11 @@ prints every step (and the whole result).
 from __future__ import annotations
 
 import argparse
-import shlex
 
 from ..app import status
-from ..app.errors import UsageProblem
-from ..durable import runs as durable
-from ..durable.stores import DEFAULT_STORE, SQLiteStore
+from ..app.settings import DEFAULT_STORE
 from ..render import views
-from .common import emit_status
+from .common import all_flag, cli_cap, emit_status, workspace
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -22,37 +19,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     traced.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
     traced.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
     all_flag(traced)
-    traced.set_defaults(handler=trace_command)
+    traced.set_defaults(handler=trace_command_line)
 
 
-def all_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--all",
-        dest="full",
-        action="store_true",
-        help=f"print every step of a long trace and the whole result (else the first {views.FIRST_ROWS} and "
-        f"last {views.LAST_ROWS} of more than {views.WHOLE_ROWS} steps)",
-    )
-
-
-def cli_cap(run_id: str, store: str | None, full: bool) -> views.Cap:
-    """How the command line caps a run's trace and result, and says how to see them whole."""
-    store_flag = f" --store {shlex.quote(store)}" if store else ""
-    return views.Cap(
-        full=full,
-        trace=f"mkl trace --id {shlex.quote(run_id)}{store_flag} --all",
-        result="the status line below",
-    )
-
-
-def trace_command(args: argparse.Namespace) -> int:
-    store = SQLiteStore(args.store or DEFAULT_STORE)
-    if not store.exists(args.run_id):
-        raise UsageProblem(f"no run '{args.run_id}' in {store.location}")
-    records = store.read(args.run_id)
-    outcome = durable.show_prefix(args.run_id, records, len(records))
-    if outcome is None:
-        raise UsageProblem(f"run '{args.run_id}': its journal does not hold every answer its trace needs")
+def trace_command_line(args: argparse.Namespace) -> int:
+    with workspace(args) as ws:
+        outcome = ws.read(args.run_id)  # nothing is called or recorded
     result = outcome.result
     cap = cli_cap(args.run_id, args.store, args.full)
     print(views.trace_table_text(result.trace_with_open_call(), answers=views.traced_answers(result), cap=cap))

@@ -6,10 +6,9 @@ import argparse
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..app.checkpoints import seals_in
 from ..app.errors import UsageProblem
-from ..app.trust import Keyring
-from ..durable import envelope, nbfile
-from ..durable.seals import KEY_PREFIX, Seal, fingerprint
+from ..app.trust import KEY_PREFIX, Keyring, fingerprint
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -33,7 +32,7 @@ def trust_command(args: argparse.Namespace) -> int:
     if args.what.startswith(KEY_PREFIX):
         seals = [(args.what, args.name or "")]
     else:
-        seals = [(seal.key, args.name or seal.by) for seal in _seals_in(Path(args.what))]
+        seals = [(seal.key, args.name or seal.by) for seal in seals_in(Path(args.what))]
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for key, name in seals:
         if args.remove:
@@ -56,27 +55,3 @@ def _show(keyring: Keyring) -> None:
         print("you trust no other key yet")
     for key, entry in sorted(trusted.items(), key=lambda item: str(item[1].get("name"))):
         print(f"trusted: {fingerprint(key)}  {entry.get('name')}  {key}  (added {entry.get('added')})")
-
-
-def _seals_in(path: Path) -> list[Seal]:
-    """The seals of the runs a notebook or checkpoint file carries; a run without a holding seal is refused."""
-    if path.suffix == ".ipynb":
-        runs, damaged = nbfile.scan(path)
-        found = [(run.run_id, run.seal) for run in runs]
-        if damaged:
-            raise UsageProblem(f"{damaged[0].reason}; nothing was trusted")
-    else:
-        checkpoint = envelope.read_file(path)
-        found = [(str(checkpoint.header["run_id"]), checkpoint.seal)]
-    if not found:
-        raise UsageProblem(f"{path}: carries no run checkpoint")
-    seals: dict[str, Seal] = {}
-    for run_id, seal in found:
-        if seal is None:
-            raise UsageProblem(f"{path}: run '{run_id}' is unsigned, so no key says who made it; nothing was trusted")
-        if not seal.holds:
-            raise UsageProblem(
-                f"{path}: run '{run_id}' was changed after it was sealed (key {seal.fingerprint}); nothing was trusted"
-            )
-        seals.setdefault(seal.key, seal)
-    return list(seals.values())

@@ -31,6 +31,8 @@ from ..engine.oracle import (
 from . import records as rec
 from .fingerprint import digest, fingerprinted
 
+JOURNAL_ENDS = "interrupted: its journal ends before this call; resume the run to go on"
+
 
 class RecordedFailure(Exception):
     """A host tool or hook raised; the failure is journaled and raised again on replay."""
@@ -55,6 +57,7 @@ class JournalIndex:
     start: dict[str, Any]
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
     replies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # every reply at a position, in order
+    reply_records: list[dict[str, Any]] = field(default_factory=list)  # every reply, in journal order
     open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
     tools_seen: set[str] = field(default_factory=set)
@@ -62,6 +65,7 @@ class JournalIndex:
     hooks_seen: set[str] = field(default_factory=set)
     retried: set[str] = field(default_factory=set)  # in-doubt calls a retry started again
     last: dict[str, Any] | None = None  # the latest suspend or finish record
+    settled: bool = False  # the journal's last record ends an advance: nothing was cut off in the middle
     overrides: dict[str, Any] = field(default_factory=dict)  # budgets given at resume
     setup: dict[str, Any] = field(default_factory=dict)  # root, machines, input, context, options now in force
 
@@ -99,6 +103,7 @@ class JournalIndex:
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("t")
+        self.settled = kind in ("suspend", "finish")
         position = str(record.get("pos"))
         if kind == "answer":
             self.answers[position] = record
@@ -119,6 +124,7 @@ class JournalIndex:
             self.resolutions[position] = record
         elif kind == "reply":
             self.replies.setdefault(position, []).append(record)
+            self.reply_records.append(record)
         elif kind in ("suspend", "finish"):
             self.last = record
         elif kind == "resume":
@@ -142,8 +148,16 @@ class CallCounts:
 class ReplayOracle(Oracle):
     """Replays recorded answers whose request fingerprint matches; records every new one before using it."""
 
-    def __init__(self, inner: Oracle, journal: JournalIndex, append: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        inner: Oracle,
+        journal: JournalIndex,
+        append: Callable[[dict[str, Any]], None],
+        *,
+        read_only: bool = False,
+    ) -> None:
         self.inner = inner
+        self.read_only = read_only  # only read the journal: a call it does not answer stops the run there
         self.journal = journal
         self._append = append
         self._lock = threading.Lock()
@@ -196,7 +210,8 @@ class ReplayOracle(Oracle):
         return self.inner.has_hook(name) or name in self.journal.hooks_seen
 
     def has_tool(self, name: str) -> bool:
-        return self.inner.has_tool(name) or name in self.journal.tools_seen
+        # Read only, a tool the journal has no answer of is reached, and the run stops there: the journal ends.
+        return self.read_only or self.inner.has_tool(name) or name in self.journal.tools_seen
 
     def tool_effect(self, name: str) -> Effect | None:
         recorded = self.journal.tool_effects.get(name)  # the class the tool had when it ran, as journaled
@@ -214,9 +229,11 @@ class ReplayOracle(Oracle):
             return self._reply(request)
         print_ = self._fingerprint(request)
         recorded = self.journal.answers.get(request.position)
+        if recorded is not None and recorded.get("fp") == print_:
+            return self._replay(request, recorded)
+        if self.read_only:
+            raise CannotAnswer(JOURNAL_ENDS, request.state)  # nothing is called or recorded: the run shows as it is
         if recorded is not None:
-            if recorded.get("fp") == print_:
-                return self._replay(request, recorded)
             self._record(rec.invalidated_record(request.position, recorded.get("fp"), print_))
             self._count(invalidated=1)
         if isinstance(request, (ToolRequest, HookRequest)):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._version import __version__
 from ..engine.options import RunOptions
@@ -23,7 +24,7 @@ from . import envelope, places
 from . import records as rec
 from .places import Place
 from .plan import Plan, plan
-from .replay import InDoubt, JournalIndex, ReplayOracle
+from .replay import JOURNAL_ENDS, InDoubt, JournalIndex, ReplayOracle
 from .seals import Signer
 from .stores import RunStatus, RunStore, check_run_id
 
@@ -129,6 +130,16 @@ def machines_from_pins(
     return machines
 
 
+class Preparation(NamedTuple):
+    """What an advance records before it runs (a reply, new budgets, a resolution, changed machines), the
+    machines that replace the pinned ones of the same name for it (None: those given to :func:`advance`),
+    and machines already loaded that stand in for pinned copies of the same hash."""
+
+    records: list[Any]
+    registry: Mapping[str, Machine] | None = None
+    known: Mapping[str, Machine] | None = None  # more machines already loaded (files read under the lease)
+
+
 def advance(
     store: RunStore,
     run_id: str,
@@ -136,18 +147,17 @@ def advance(
     *,
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
-    before: Callable[[JournalIndex], list[Any]] | None = None,
+    before: Callable[[JournalIndex], Preparation] | None = None,
     place: rec.PlaceTag | None = None,
     known: Mapping[str, Machine] | None = None,
 ) -> Outcome:
     """Run ``run_id`` from the top against its journal, asking ``oracle`` only for what is missing.
 
-    ``before`` may return records (a reply, new budgets, a resolution) to append
-    first, once the run's lease is held and its journal read. ``registry`` holds
-    machines that replace the pinned ones of the same name (the edited machines a
-    ``before`` recorded a re-run of). ``known`` holds machines already loaded (the files as
-    they are now): a pinned machine with the same hash is taken from there instead of
-    being parsed again from its pinned source.
+    ``before`` is given the journal, read once the run's lease is held, and says what to record first and
+    which machines to run with (see :class:`Preparation`). ``registry`` holds machines that replace the
+    pinned ones of the same name (the edited machines a ``before`` recorded a re-run of). ``known`` holds
+    machines already loaded (the files as they are now, those defined in a notebook): a pinned machine with
+    the same hash is taken from there instead of being parsed again from its pinned source.
     """
     with store.lease(run_id):
         return _advance_leased(
@@ -174,7 +184,7 @@ def _advance_leased(
     *,
     registry: Mapping[str, Machine] | None,
     observer: Observer | None,
-    before: Callable[[JournalIndex], list[Any]] | None,
+    before: Callable[[JournalIndex], Preparation] | None,
     place: rec.PlaceTag | None = None,
     known: Mapping[str, Machine] | None = None,
     records: list[dict[str, Any]] | None = None,
@@ -184,7 +194,12 @@ def _advance_leased(
     if records is None:
         records = store.read(run_id)
     index = JournalIndex.build(records)
-    added = before(index) if before else []
+    prepared = before(index) if before else Preparation([])
+    added = prepared.records
+    if prepared.registry is not None:
+        registry = prepared.registry
+    if prepared.known:
+        known = {**(known or {}), **prepared.known}
     for record in added:
         store.append(run_id, record)
         index.add(record)
@@ -301,6 +316,26 @@ def show_prefix(
     return Outcome(run_id, result, calls, doubt, shown, latest, _replayed_steps(result, replay_oracle), pinned)
 
 
+def read_run(run_id: str, records: list[dict[str, Any]], *, known: Mapping[str, Machine] | None = None) -> Outcome:
+    """The run as its journal shows it, asking and recording nothing (a trace, a listing, a late answer's check).
+
+    A run whose journal was cut off in the middle of an advance (a crash, an interrupt) shows its steps so far,
+    suspended where the journal ends ("interrupted"); one whose last advance ended at a call the journal does not
+    hold (a provider outage, no model configured) shows how that advance ended.
+    """
+    index = JournalIndex.build(records)
+    pinned = machines_from_pins(index.machines, run_id, known=known)
+    replay_oracle = ReplayOracle(_PrefixOnly(), index, _refuse_append, read_only=True)
+    result, doubt = _run_journal(run_id, index, replay_oracle, pinned, None)
+    ended = index.state
+    status = ended.status
+    if result.status == "suspended" and result.error == JOURNAL_ENDS and index.settled and status != "running":
+        # The advance ended there, and its ending record says how.
+        result = dataclasses.replace(result, status=status, error=ended.error, at=ended.at)
+    calls = {"made": 0, "replayed": replay_oracle.counts.replayed}
+    return Outcome(run_id, result, calls, doubt, records, None, _replayed_steps(result, replay_oracle), pinned)
+
+
 def replay_cell(
     store: RunStore,
     run_id: str,
@@ -377,7 +412,7 @@ def start(
         )
 
 
-def _rerun_records(run_id: str, setup: rec.Setup, index: JournalIndex) -> list[rec.RerunRecord]:
+def _rerun_records(run_id: str, setup: rec.Setup, index: JournalIndex) -> Preparation:
     """What a re-run of an existing run records: nothing, or the changed machines, host values and options."""
     if index.setup.get("root") != setup["root"]:
         raise RunStateError(
@@ -385,15 +420,14 @@ def _rerun_records(run_id: str, setup: rec.Setup, index: JournalIndex) -> list[r
             f"'{setup['root']}'; pick another id or start it fresh"
         )
     if all(index.setup.get(key) == value for key, value in setup.items()):
-        return []
-    return [rec.rerun_record(setup)]
+        return Preparation([])
+    return Preparation([rec.rerun_record(setup)])
 
 
-def resume(
+def resume_records(
     run_id: str,
-    oracle: Oracle,
+    index: JournalIndex,
     *,
-    store: RunStore,
     reply: Any = None,
     has_reply: bool = False,
     question: str | None = None,
@@ -404,74 +438,91 @@ def resume(
     max_cost: float | None = None,
     resolution: Resolution | None = None,
     registry: Mapping[str, Machine] | None = None,
+) -> list[Any]:
+    """What continuing a suspended (or in-doubt) run records before it runs again: a reply, the machines that
+    changed, new budgets, or a person's settlement of a tool call in doubt.
+
+    Made under the run's lease from its journal (``index``), so that a request that does not fit the run's
+    state records nothing. A ``reply`` (``has_reply``) is journaled at the position the run waits on, bound
+    to the ``question`` it answers, with who gave it (``by``) and through what (``via``): it is refused, and
+    nothing recorded, unless the run waits on exactly that question now.
+    """
+    state = index.state
+    added: list[Any] = []
+    if has_reply:
+        if not state.waits_for_reply:
+            raise RunStateError(not_waiting(run_id, state))
+        pending = state.question_id(run_id)
+        if question is not None and question != pending:
+            raise RunStateError(not_pending(run_id, question, state))
+        question = pending
+        added.append(
+            rec.reply_record(
+                str(state.position), state.reply_to, reply, by=by, via=via, question=question, about=state.about
+            )
+        )
+    if state.finished:
+        reason = f": {state.error}" if state.error else ""
+        raise RunStateError(f"run '{run_id}' has already finished ({state.status}{reason}); nothing to resume")
+    if resolution is not None:
+        if state.status == "in_doubt" and not index.doubt_open:
+            raise RunStateError(
+                f"run '{run_id}': the in-doubt call of tool '{state.tool}' at state '{state.at}' is settled "
+                "already; resume it without --resolve"
+            )
+        if state.status != "in_doubt":
+            raise RunStateError(f"run '{run_id}' has no in-doubt tool call to resolve")
+        added.append(rec.resolve_record(state.position, resolution.action, resolution.value))
+    elif index.doubt_open:
+        again = " (the retry chosen for it was started and stopped too)" if state.position in index.retried else ""
+        raise RunStateError(
+            f"run '{run_id}' is in doubt: tool '{state.tool}' at state '{state.at}' may or may not have "
+            f"run{again}; resume with --resolve completed=VALUE, --resolve retry or --resolve abort"
+        )
+    if registry is not None:
+        root = index.setup.get("root") or ""
+        if root in registry:
+            # Machines ``registry`` lacks (a file that no longer loads) keep the copies the run pinned.
+            kept = {name: pin for name, pin in index.machines.items() if name not in registry}
+            pins = {**kept, **pin_machines(registry[root], registry)}
+            if pins != index.machines:
+                added.append(rec.rerun_record({"machines": pins}))
+    if max_steps is not None or max_tokens is not None or max_cost is not None:
+        # More steps go to the machine that ran out: the root, or a called machine out of its own budget.
+        ran_out = state.machine if state.error == "budget-exhausted" else None
+        added.append(
+            rec.resume_record(
+                max_steps=max_steps if not ran_out else None,
+                cost_budget=max_tokens,
+                max_cost=max_cost,
+                budgets={ran_out: max_steps} if ran_out and max_steps is not None else None,
+            )
+        )
+    return added
+
+
+def resume_journal(
+    store: RunStore,
+    run_id: str,
+    oracle: Oracle,
+    *,
+    registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
     place: rec.PlaceTag | None = None,
     known: Mapping[str, Machine] | None = None,
+    **asked: Any,
 ) -> Outcome:
-    """Continue a suspended (or in-doubt) run: inject a reply, raise budgets, or settle an in-doubt tool.
-
-    A reply that names its ``question`` (see :meth:`RunState.question_id`) is taken only while the
-    run still waits on exactly that question; ``by`` and ``via`` say who answered and through what.
-    ``known`` machines (already loaded) stand in for pinned ones of the same hash, as in :func:`advance`.
-    Every check is made against the journal under the run's lease, before anything is
-    recorded: a request that does not fit the run's state records nothing.
-    """
-
-    def prepare(index: JournalIndex) -> list[Any]:
-        state = index.state
-        added: list[Any] = []
-        if has_reply:
-            if not state.waits_for_reply:
-                raise RunStateError(not_waiting(run_id, state))
-            pending = state.question_id(run_id)
-            if question is not None and question != pending:
-                raise RunStateError(not_pending(run_id, question, state))
-            added.append(
-                rec.reply_record(
-                    str(state.position), state.reply_to, reply, by=by, via=via, question=pending, about=state.about
-                )
-            )
-        if state.finished:
-            reason = f": {state.error}" if state.error else ""
-            raise RunStateError(f"run '{run_id}' has already finished ({state.status}{reason}); nothing to resume")
-        if resolution is not None:
-            if state.status == "in_doubt" and not index.doubt_open:
-                raise RunStateError(
-                    f"run '{run_id}': the in-doubt call of tool '{state.tool}' at state '{state.at}' is settled "
-                    "already; resume it without --resolve"
-                )
-            if state.status != "in_doubt":
-                raise RunStateError(f"run '{run_id}' has no in-doubt tool call to resolve")
-            added.append(rec.resolve_record(state.position, resolution.action, resolution.value))
-        elif index.doubt_open:
-            again = " (the retry chosen for it was started and stopped too)" if state.position in index.retried else ""
-            raise RunStateError(
-                f"run '{run_id}' is in doubt: tool '{state.tool}' at state '{state.at}' may or may not have "
-                f"run{again}; resume with --resolve completed=VALUE, --resolve retry or --resolve abort"
-            )
-        if registry is not None:
-            root = index.setup.get("root") or ""
-            if root in registry:
-                # Machines ``registry`` lacks (a file that no longer loads) keep the copies the run pinned.
-                kept = {name: pin for name, pin in index.machines.items() if name not in registry}
-                pins = {**kept, **pin_machines(registry[root], registry)}
-                if pins != index.machines:
-                    added.append(rec.rerun_record({"machines": pins}))
-        if max_steps is not None or max_tokens is not None or max_cost is not None:
-            # More steps go to the machine that ran out: the root, or a called machine out of its own budget.
-            ran_out = state.machine if state.error == "budget-exhausted" else None
-            added.append(
-                rec.resume_record(
-                    max_steps=max_steps if not ran_out else None,
-                    cost_budget=max_tokens,
-                    max_cost=max_cost,
-                    budgets={ran_out: max_steps} if ran_out and max_steps is not None else None,
-                )
-            )
-        return added
-
+    """Continue a suspended (or in-doubt) run: record what :func:`resume_records` says for ``asked`` (a reply,
+    budgets, a resolution) under the run's lease, then run it on from the top against its journal."""
     return advance(
-        store, run_id, oracle, registry=registry, observer=observer, before=prepare, place=place, known=known
+        store,
+        run_id,
+        oracle,
+        registry=registry,
+        observer=observer,
+        before=lambda index: Preparation(resume_records(run_id, index, registry=registry, **asked)),
+        place=place,
+        known=known,
     )
 
 

@@ -22,20 +22,15 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from ..app.status import answers_to, form_place, run_output
+from ..app.handle import what_happened
+from ..app.status import answered_place, form_answers, form_place, run_output
+from ..app.terms import Machine, Outcome, Signer
 from ..app.trust import Untrusted
-from ..durable import places
-from ..durable.nbfile import FORM_MIME
-from ..durable.records import run_state
-from ..durable.runs import Outcome
-from ..durable.seals import Signer
-from ..lang.interpolate import fmt
-from ..lang.model import Machine
 from ..render import views
 from ..render.diagram import diagram_bundle, path_from_trace
-from ..render.views import Live, answered_by, progress_bundle
+from ..render.views import Live, progress_bundle
 from .metadata_link import MetadataLink
-from .session import Run
+from .session import NotebookRun, NotebookSession
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
 BRANCH_TAIL = 60  # characters of a branch's answer-in-progress its line shows
@@ -176,7 +171,7 @@ class RunView:
     def untrusted(self, problem: Untrusted, choices: list[tuple[str, Callable[[], None]]]) -> None:
         """Show whose the file's run is and how the file shows it, with buttons that take it up (or run
         it afresh); nothing of it runs until one is clicked. The outputs the run will fill are kept."""
-        from .form import TakeUpChoice
+        from .forms import TakeUpChoice
 
         found = problem.found
         ask = found.shown if found is not None and found.waits_for_reply else None
@@ -198,13 +193,13 @@ class RunView:
 
     # -- final state ------------------------------------------------------------------
 
-    def show(self, run: Run, on_reply: Any = None) -> None:
+    def show(self, run: NotebookRun, on_reply: Any = None) -> None:
         """Draw the run as its handle shows it, with its form when it waits for a person."""
         machine = run.machine or self.machine
         self.machine = machine
-        result = run.result_object
+        result = run.run_result
         outcome = run.outcome
-        assert outcome is not None  # reading result_object made sure of it
+        assert outcome is not None  # reading run_result made sure of it
         self.shown = outcome
         asking = result.waits_for_person and outcome.latest is None and on_reply is not None
         top = self._top_bundle(run, outcome, on_reply if asking else None)
@@ -226,7 +221,9 @@ class RunView:
                 self.diagram.update(diagram, raw=True)
         if not self._following:
             self._following = True
-            run.session.follow(run.id, self._went_on)
+            session = run.workspace
+            if isinstance(session, NotebookSession):
+                session.follow(run.id, self._went_on)
 
     def _draw_view(self, run_id: str, outcome: Outcome, *, question_above: bool) -> None:
         bundle = run_output(
@@ -253,7 +250,7 @@ class RunView:
         if self.shown is not None:
             self._draw_view(self.run_id, self.shown, question_above=self._question_above)
 
-    def _top_bundle(self, run: Run, outcome: Outcome, on_reply: Any) -> dict[str, Any]:
+    def _top_bundle(self, run: NotebookRun, outcome: Outcome, on_reply: Any) -> dict[str, Any]:
         """The question's place: the form (when ``on_reply`` is given), or what this cell's forms answered."""
         self.current_form = None
         if on_reply is not None:
@@ -263,21 +260,17 @@ class RunView:
         self._asked = None
         if outcome.latest is not None and outcome.result.waits_for_person:
             return self._settled(run.id, outcome.latest, outcome.result.question_id(run.id))
-        answered = places.form_answers(outcome.records, self.cell, len(outcome.records)) if self.cell else []
+        answered = form_answers(outcome.records, self.cell) if self.cell else []
         if answered:
             return self._settled(run.id, outcome.records, None)
         return {"text/plain": ""}
 
     def _settled(self, run_id: str, records: list[dict[str, Any]], asked: str | None) -> dict[str, Any]:
-        """The question's place once no question waits there: the answers this cell's forms gave, the
-        answer to the question it showed (``asked``), or where the run went instead."""
-        here = list(places.form_answers(records, self.cell, len(records))) if self.cell else []
-        answered = [answer for answer in answers_to(records, asked) if answer not in here]
-        note = "" if here or answered else f"No question waits here any more: the run is {run_state(records)}."
-        return {**views.answered_bundle([*here, *answered], note), FORM_MIME: {"run": run_id, "question_id": None}}
+        """The question's place once no question waits there (see :func:`answered_place`)."""
+        return answered_place(run_id, records, self.cell, asked)
 
-    def _form(self, run: Run, on_reply: Any) -> Any:
-        from .form import GateForm
+    def _form(self, run: NotebookRun, on_reply: Any) -> Any:
+        from .forms import QuestionForm
 
         def reply(value: Any, question: str | None) -> None:
             self._replying = True
@@ -286,12 +279,12 @@ class RunView:
             finally:
                 self._replying = False
 
-        pending = {**(run.pending or {}), "taken_up": run.session.taken_up.get(run.id)}
-        form = GateForm(run.id, pending, reply)
+        pending = {**(run.pending or {}), "taken_up": run.workspace.taken_up.get(run.id)}
+        form = QuestionForm(run.id, pending, reply)
         self.current_form = form
         return form
 
-    def _went_on(self, run: Run) -> bool:
+    def _went_on(self, run: NotebookRun) -> bool:
         """The run moved by another path (a cell, another form, a terminal): say so here, settle the form."""
         if self._replying or self.shown is None or run.outcome is None:
             return False
@@ -309,15 +302,3 @@ class RunView:
             form.settle(what_happened(run, asked))
             self.current_form, self._asked = None, None
         return run.status in ("done", "halt")
-
-
-def what_happened(run: Run, question_id: str | None) -> str:
-    """What became of a question the run no longer waits on: who answered it, or where the run went."""
-    answer = run.answer_to(question_id)
-    if answer is not None:
-        facts = answered_by(answer.get("by"), answer.get("at"), answer.get("via"))
-        return f"Answered {fmt(answer.get('value'))!r}{f' ({facts})' if facts else ''}."
-    pending = run.pending
-    if pending is not None and pending.get("question_id"):
-        return f"No longer asked: the run now waits on {pending.get('ask') or pending.get('question')!r}."
-    return f"No longer asked: the run is {run.status}{f' ({run.error})' if run.error else ''}."

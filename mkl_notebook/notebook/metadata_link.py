@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..durable.envelope import MIME_TYPE, referring
+from ..app.checkpoints import CHECKPOINT_MIME, referring
 
 TARGET = "mkl.metadata"
 PROTOCOL = 1
@@ -88,7 +88,7 @@ class MetadataLink:
         answered, the output refers to the metadata's copy instead of carrying a second one.
         """
         if as_it_stands:
-            self.put(run_id, bundle[MIME_TYPE])
+            self.put(run_id, bundle[CHECKPOINT_MIME])
         return referring(bundle) if self.linked else bundle
 
     def when_linked(self, redraw: Callable[[], None]) -> None:

@@ -1,0 +1,281 @@
+"""Runs that travel in files: taking a checkpoint up into a store, resuming a run a notebook or checkpoint
+file carries and writing it back, finishing a write-back a stopped resume left, and the seals in a file.
+
+Every file here is someone else's until its seal says otherwise: it is verified before anything is read,
+taken up only when trusted (or by an explicit choice), and a notebook is written only under its lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..durable import envelope, nbfile
+from ..durable import runs as durable
+from ..durable.leases import file_lease
+from ..durable.records import canonical, run_state
+from ..durable.replay import JournalIndex
+from ..durable.runs import Outcome
+from ..durable.seals import Seal, Signer
+from ..durable.stores import RunStore, SQLiteStore, StoreError
+from .errors import UsageProblem
+from .status import answers_to, form_place, run_output
+from .trust import Keyring, Provenance, Untrusted
+
+NotebookFileError = nbfile.NotebookFileError
+CHECKPOINT_MIME = envelope.MIME_TYPE  # a run output's checkpoint
+REFERENCE_MIME = envelope.REF_MIME_TYPE  # a run output's reference to the metadata's copy instead
+BATCH_MIME = envelope.BATCH_MIME_TYPE  # a batch output's checkpoints (or references), one per row
+FORM_MIME = nbfile.FORM_MIME  # what stands in a form's place: {run, question_id}
+
+
+class Copy(NamedTuple):
+    """A verified copy of a run from a file (a notebook's metadata or output, a checkpoint file): its header and
+    journal, its seal (None: unsigned), and where it came from, as a person would name it."""
+
+    header: dict[str, Any]
+    records: list[dict[str, Any]]
+    seal: Seal | None
+    source: str
+
+    @property
+    def run_id(self) -> str:
+        return str(self.header["run_id"])
+
+
+class Imported(NamedTuple):
+    """The run a checkpoint brought into a store, and whose the checkpoint is (None: nothing was taken)."""
+
+    run_id: str
+    provenance: Provenance | None
+
+
+def checked_copy(data: Any, where: str, source: str) -> Copy:
+    """A checkpoint handed over unverified (the notebook's metadata, through the extension), checked like a
+    file's before anything of it is used."""
+    header, records, seal = envelope.check(data, where)
+    return Copy(header, records, seal, source)
+
+
+def notebook_copy(notebook: Path, run_id: str) -> Copy | None:
+    """The newest verified copy of ``run_id`` a notebook file carries (metadata or outputs), None when it has none
+    or cannot be read."""
+    try:
+        found = nbfile.find_run(notebook, run_id)
+    except nbfile.NotebookFileError:
+        return None
+    return Copy(found.header, found.records, found.seal, notebook.name)
+
+
+def notebook_run_ids(notebook: Path, *, waiting_only: bool = False) -> list[str]:
+    """The runs a notebook file carries (those that wait, with ``waiting_only``); none when it cannot be read."""
+    try:
+        carried = nbfile.embedded_runs(notebook)
+    except nbfile.NotebookFileError:
+        return []
+    return [run.run_id for run in carried if not waiting_only or run.header.get("status") == "suspended"]
+
+
+def take_up(store: RunStore, copy: Copy, *, keyring: Keyring, trust_file: bool = False) -> Imported:
+    """Bring a verified copy of a run into ``store``, unless the store already holds it as far or further.
+
+    What the store does not hold yet is taken from the copy only when it is trusted (sealed by this person's
+    key or one they trust) or ``trust_file`` says they chose to take it up anyway; otherwise
+    :class:`Untrusted` says whose it is. A store whose copy of the run went another way is refused, naming both.
+    """
+    run_id = copy.run_id
+    if store.exists(run_id):
+        held = [canonical(record) for record in store.read(run_id)]
+        given = [canonical(record) for record in copy.records]
+        if held[: len(given)] == given:
+            return Imported(run_id, None)  # the copy adds nothing to what this store holds
+        if given[: len(held)] != held:
+            raise UsageProblem(
+                f"run '{run_id}' in {store.location} has a different history than {copy.source}; pass --store PATH "
+                "to resume it in another store"
+            )
+    provenance = keyring.judge(copy.seal)
+    if not provenance.trusted and not trust_file:
+        raise Untrusted(run_id, copy.source, provenance, run_state(copy.records))
+    return Imported(durable.import_envelope(store, copy.header, copy.records), provenance)
+
+
+def resume_checkpoint_file(
+    path: str, store: SQLiteStore, advance: Callable[[str], Outcome], *, keyring: Keyring, trust_file: bool = False
+) -> Outcome:
+    """Resume the run a checkpoint file carries (``advance(run_id)`` once it is in ``store``) and write its new
+    checkpoint over the file, sealed by this person. Concurrent resumes of one file take turns (a lock beside the
+    store), so the later one reads what the earlier one wrote."""
+    lock = store.path.parent / "locks" / (Path(path).resolve().name + ".checkpoint.lock")
+    with file_lease(lock, f"checkpoint {path}"):
+        header, records, seal = envelope.read_file(path)
+        run_id = take_up(store, Copy(header, records, seal, path), keyring=keyring, trust_file=trust_file).run_id
+        outcome = advance(run_id)
+        envelope.write_file(path, outcome.envelope(keyring.signer()))
+    return outcome
+
+
+def write_checkpoint(path: str, outcome: Outcome, signer: Signer | None) -> None:
+    """Write ``outcome``'s checkpoint to ``path`` (owner-only), sealed by ``signer``."""
+    envelope.write_file(path, outcome.envelope(signer))
+
+
+def check_checkpoint_folder(path: str | None) -> None:
+    """Refuse a ``--checkpoint`` path that cannot be written, before anything runs or is journaled."""
+    if path:
+        folder = Path(path).parent
+        if not folder.is_dir():
+            raise UsageProblem(f"--checkpoint {path}: the folder {folder} does not exist")
+
+
+def resume_in_notebook(
+    notebook: Path,
+    run_id: str,
+    store: RunStore,
+    advance: Callable[[str], Outcome],
+    *,
+    keyring: Keyring,
+    trust_file: bool = False,
+) -> Outcome:
+    """Resume a run a notebook file carries and write its new checkpoint and view back into that file.
+
+    The file's checkpoint is taken up only when it is trusted or ``trust_file`` says to take it up anyway
+    (see :func:`take_up`); what is written back is sealed with this person's key.
+
+    ``advance(run_id)`` resumes the run once it is in ``store``. The notebook's own lock is held from
+    reading the file to replacing it, so concurrent resumes of one file (from any store) take turns:
+    the later one reads what the earlier one wrote. Before advancing, the file says in which store; a
+    writer stopped before its write-back leaves that mark, so the file is never taken up from another
+    store (that would run its effects again), and the next resume from the same store first writes
+    back what the store holds.
+    """
+    where = store_place(store)
+    with nbfile.locked(notebook):
+        embedded = nbfile.find_run(notebook, run_id)
+        marked = nbfile.advancing(notebook, run_id)
+        if marked is not None and marked["store"] not in (where, store.location):
+            raise UsageProblem(
+                f"{notebook}: run '{run_id}' was being advanced in the store {marked['store']} when that stopped, "
+                "and what it did there is not in this file; resume it with that store (--store), so that "
+                "nothing it did runs twice"
+            )
+        copy = Copy(embedded.header, embedded.records, embedded.seal, str(notebook))
+        take_up(store, copy, keyring=keyring, trust_file=trust_file)
+        signer = keyring.signer()
+        if _catch_up(notebook, embedded, store, signer, marked is not None):
+            embedded = nbfile.find_run(notebook, run_id)
+        nbfile.mark_advancing(notebook, run_id, where)
+        try:
+            outcome = advance(run_id)
+        except BaseException:
+            if len(store.read(run_id)) == len(embedded.records):
+                nbfile.clear_advancing(notebook, run_id)  # refused: nothing happened, the file still holds it all
+            raise
+        _write_back(notebook, embedded, outcome, signer)
+    return outcome
+
+
+def notebook_run_names(notebook: Path) -> str:
+    """The ids of the runs a notebook carries, for a message ("none" when it carries none)."""
+    return ", ".join(run.run_id for run in nbfile.embedded_runs(notebook)) or "none"
+
+
+def store_place(store: RunStore) -> str:
+    """Where a store is, as a notebook's mid-advance mark names it: a store file's absolute path."""
+    path = getattr(store, "path", None)
+    return str(Path(path).resolve()) if isinstance(path, Path) else store.location
+
+
+def finish_write_back(notebook: Path, run_id: str, keyring: Keyring) -> str | None:
+    """Complete the write-back of a run the file says was left mid-advance, when the store it names is on
+    this machine: the file then holds the run as that store does. The store's place, or None (nothing done)."""
+    marked = nbfile.advancing(notebook, run_id)
+    if marked is None or not Path(marked["store"]).is_absolute() or not Path(marked["store"]).is_file():
+        return None
+    try:
+        store = SQLiteStore(Path(marked["store"]))
+        with nbfile.locked(notebook):
+            if nbfile.advancing(notebook, run_id) != marked or not store.exists(run_id):
+                return None
+            _catch_up(notebook, nbfile.find_run(notebook, run_id), store, keyring.signer(), True)
+    except StoreError:
+        return None  # not a store (any more): the listing says where the run was left instead
+    return marked["store"]
+
+
+def _catch_up(notebook: Path, embedded: nbfile.EmbeddedRun, store: RunStore, signer: Signer, marked: bool) -> bool:
+    """A write-back never came (the file is ``marked`` mid-advance, or the store holds more than it): put
+    the store's state of the run in the file. Whether it wrote."""
+    held = store.read(embedded.run_id)
+    if not marked and len(held) <= len(embedded.records):
+        return False
+    shown = durable.show_prefix(embedded.run_id, held, len(held))
+    if shown is None:
+        return False
+    _write_back(notebook, embedded, shown, signer)
+    return True
+
+
+def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:
+    """Write ``outcome``'s checkpoint and view over the run's output, and its state where its forms were."""
+    run_id = outcome.run_id
+    root = str(embedded.header.get("machine"))
+    machine = outcome.machines.get(root)  # the machine the run just ran; a journal's pinned copy otherwise
+    if machine is None:
+        machine = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id).get(root)
+    name = notebook.name
+
+    def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
+        if not marker.get("question_id"):
+            return None  # it already says what became of its question
+        answered = answers_to(outcome.records, marker.get("question_id"))
+        return form_place(run_id, outcome, notebook=name, answers=answered)
+
+    forms_shown = nbfile.has_form(notebook, run_id)
+    view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown, signer=signer)
+    nbfile.write_run(notebook, embedded, view, form_place_now)
+
+
+def seals_in(path: Path) -> list[Seal]:
+    """The seals of the runs a notebook or checkpoint file carries; a run without a holding seal is refused."""
+    if path.suffix == ".ipynb":
+        runs, damaged = nbfile.scan(path)
+        found = [(run.run_id, run.seal) for run in runs]
+        if damaged:
+            raise UsageProblem(f"{damaged[0].reason}; nothing was trusted")
+    else:
+        checkpoint = envelope.read_file(path)
+        found = [(str(checkpoint.header["run_id"]), checkpoint.seal)]
+    if not found:
+        raise UsageProblem(f"{path}: carries no run checkpoint")
+    seals: dict[str, Seal] = {}
+    for run_id, seal in found:
+        if seal is None:
+            raise UsageProblem(f"{path}: run '{run_id}' is unsigned, so no key says who made it; nothing was trusted")
+        if not seal.holds:
+            raise UsageProblem(
+                f"{path}: run '{run_id}' was changed after it was sealed (key {seal.fingerprint}); nothing was trusted"
+            )
+        seals.setdefault(seal.key, seal)
+    return list(seals.values())
+
+
+def notebook_path(user_ns: dict[str, Any], explicit: str | None = None) -> Path | None:
+    """The notebook file a kernel runs, as Jupyter (or ``explicit``) names it; None when nothing says."""
+    return nbfile.notebook_path_from(user_ns, explicit)
+
+
+def cell_order(notebook: Path | None) -> list[str]:
+    """The ids of a saved notebook's cells, in order (none when the file is unknown or unreadable)."""
+    if notebook is None:
+        return []
+    try:
+        return nbfile.cell_ids(notebook)
+    except nbfile.NotebookFileError:
+        return []
+
+
+def referring(bundle: dict[str, Any]) -> dict[str, Any]:
+    """A run output bundle that refers to the notebook metadata's copy of its checkpoint instead of carrying it."""
+    return envelope.referring(bundle)

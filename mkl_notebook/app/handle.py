@@ -1,0 +1,259 @@
+"""A handle on one durable run: read where it stands, answer its question, give it more budget.
+
+A handle belongs to a :class:`~mkl_notebook.app.workspace.Workspace`, which does the work; the handle keeps
+the outcome it last showed (the run as it stands, or as a notebook cell left it) and the oracle that answers
+its calls. It imports no Jupyter: a notebook's handle adds its display on top.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from ..durable.runs import Observer, Outcome, Resolution
+from ..engine.oracle import Oracle
+from ..engine.result import RunResult
+from ..engine.result import question_id as question_id_of
+from ..lang.interpolate import fmt
+from ..lang.model import Machine
+from ..render.views import answered_by, asked_again
+from .errors import UsageProblem
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
+
+
+class PendingQuestion(TypedDict):
+    """What a run waits for: why, where, the author's ``ask`` (or the model's ``question``), where the reply
+    lands, the question's id, what it is about, and answers given before about something that changed since."""
+
+    reason: str | None
+    at: str | None
+    ask: str | None
+    reply_to: str | None
+    question: str | None
+    question_id: str | None
+    about: str | None
+    asked_again: list[tuple[str, list[str]]]
+
+
+class Run:
+    """A handle on one durable run of a workspace."""
+
+    def __init__(self, workspace: Workspace, run_id: str, machine_name: str, oracle: Oracle) -> None:
+        self.workspace = workspace
+        self.id = run_id
+        self.machine_name = machine_name
+        self.oracle = oracle
+        self.outcome: Outcome | None = None
+        self.set_aside: str | None = None  # why the notebook's saved copy of this run was not taken up
+        self.drawn_in: int | None = None  # the cell execution whose magic drew this run's view live
+        self._lock = threading.Lock()
+
+    # -- reading -------------------------------------------------------------------
+
+    @property
+    def run_result(self) -> RunResult:
+        """Everything the run's engine result holds: status, trace, context, usage, answers, …"""
+        if self.outcome is None:
+            self.refresh()
+        assert self.outcome is not None
+        return self.outcome.result
+
+    @property
+    def status(self) -> str:
+        return self.run_result.status
+
+    @property
+    def result(self) -> Any:
+        """The run's result value (None until it is done)."""
+        return self.run_result.result
+
+    @property
+    def error(self) -> str | None:
+        return self.run_result.error
+
+    @property
+    def at(self) -> str | None:
+        return self.run_result.at
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The run's context as it stands (a copy)."""
+        return copy.deepcopy(dict(self.run_result.context))
+
+    @property
+    def trace(self) -> list[dict[str, Any]]:
+        """The steps of the run, each a plain dict (state, gate, policy, to, tokens, output, …)."""
+        return copy.deepcopy(list(self.run_result.trace))
+
+    def trace_frame(self) -> Any:
+        """The trace as a pandas DataFrame, one row per step (pandas is optional: ``pip install pandas``)."""
+        return pandas_for("Run.trace_frame()").DataFrame(self.trace)
+
+    @property
+    def visits(self) -> dict[str, int]:
+        return dict(self.run_result.visits)
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return dict(self.outcome.calls) if self.outcome else {"made": 0, "replayed": 0}
+
+    @property
+    def pending(self) -> PendingQuestion | None:
+        """What the run waits for, or None when it waits for nothing."""
+        result = self.run_result
+        if result.status != "suspended":
+            return None
+        return {
+            "reason": result.error,
+            "at": result.at,
+            "ask": result.ask,
+            "reply_to": result.reply_to,
+            "question": result.question,
+            "question_id": result.question_id(self.id),
+            "about": result.about,
+            "asked_again": asked_again(result),
+        }
+
+    @property
+    def machine(self) -> Machine | None:
+        return self.workspace.machines.get(self.machine_name)
+
+    def envelope(self) -> dict[str, Any]:
+        """The run's checkpoint as it shows now, sealed by this person's key when it can be read."""
+        if self.outcome is None:
+            self.refresh()
+        assert self.outcome is not None
+        return self.outcome.envelope(self.workspace.signer())
+
+    @property
+    def question_id(self) -> str | None:
+        """The id of the question this handle last saw the run wait on (None when it waits for no one)."""
+        return self.run_result.question_id(self.id)
+
+    def answer_to(self, question_id: str | None) -> dict[str, Any] | None:
+        """A person's answer to question ``question_id`` of this run (who, when, how), if it was answered."""
+        for answer in self.run_result.answers:
+            shown = answer.get("question") or ""
+            asked = question_id_of(self.id, answer["position"], shown, answer.get("about"))
+            if question_id is not None and question_id == asked:
+                return answer
+        return None
+
+    # -- moving ----------------------------------------------------------------------
+
+    def refresh(self) -> Run:
+        """Replay the run from its journal, making the calls it has not made yet (none for a finished run)."""
+        return self.advanced(lambda: self.workspace.replay_outcome(self.id, self.oracle))
+
+    def reload(self) -> Run:
+        """Read the run as its journal stands now, calling and recording nothing."""
+        return self.advanced(lambda: self.workspace.read(self.id))
+
+    def showing(self, outcome: Outcome) -> Run:
+        """This handle, showing ``outcome`` (the run as a cell left it)."""
+        return self.advanced(lambda: outcome)
+
+    def submit(
+        self,
+        reply: Any,
+        *,
+        question: str | None = None,
+        by: str | None = None,
+        via: str = "api",
+        observer: Observer | None = None,
+        form_of: str | None = None,
+    ) -> Run:
+        """Journal the person's reply, and let the run go on in the machines it was started with.
+
+        The reply answers ``question`` (by default the one this handle last showed); if the run has
+        moved on since, it is refused and nothing is recorded (see :meth:`Workspace.answer` for a form's late
+        reply). ``by`` names who answers; ``form_of`` is the notebook cell whose form gave the reply.
+        """
+        return self.workspace.submit(
+            self, reply, question=question or self.question_id, by=by, via=via, observer=observer, form_of=form_of
+        )
+
+    def resume(
+        self,
+        *,
+        reply: Any = None,
+        set_values: Mapping[str, Any] | None = None,
+        question: str | None = None,
+        by: str | None = None,
+        via: str = "notebook",
+        max_steps: int | str | None = None,
+        max_tokens: int | str | None = None,
+        max_cost: float | str | None = None,
+        resolve: str | Resolution | None = None,
+        observer: Observer | None = None,
+    ) -> Run:
+        """Continue a suspended run (with a reply, new budgets, or neither) or settle an in-doubt tool call.
+
+        Machines redefined in the workspace since the run started take over (the edit-and-rerun path).
+        """
+        outcome = self.workspace.continue_run(
+            self.id,
+            self.oracle,
+            reply=reply,
+            set_values=set_values,
+            question=question,
+            by=by,
+            via=via,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            resolve=resolve,
+            observer=observer,
+            place=self.workspace.place(self.id),
+        )
+        return self.advanced(lambda: outcome, request=True)
+
+    def advanced(self, step: Callable[[], Outcome], *, request: bool = False) -> Run:
+        """Take the outcome of ``step``; a ``request`` of the executing cell moves that cell's place on."""
+        with self._lock:
+            self.outcome = step()
+        if not self.machine_name:
+            self.machine_name = str(self.outcome.header().get("machine") or "")
+        if request:
+            self.workspace.reached(self.id, self.outcome)
+        if self.outcome.latest is None:
+            self.workspace.moved(self)  # shown as it stands: every form and view of it catches up
+        return self
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        if self.outcome is None:
+            self.refresh()
+        return self.workspace.output_bundle(self)
+
+    def __repr__(self) -> str:
+        if self.outcome is None:
+            return f"<Run {self.id}>"
+        result = self.outcome.result
+        where = f" at {result.at}" if result.at else ""
+        error = f" ({result.error})" if result.error else ""
+        return f"<Run {self.id} of {self.machine_name}: {result.status}{error}{where}>"
+
+
+def pandas_for(what: str) -> Any:
+    """pandas, which ``what`` needs; it is optional, never a dependency of the package."""
+    try:
+        return importlib.import_module("pandas")
+    except ImportError:
+        raise UsageProblem(f"{what} needs pandas, which is not installed: pip install pandas") from None
+
+
+def what_happened(run: Run, question_id: str | None) -> str:
+    """What became of a question the run no longer waits on: who answered it, or where the run went."""
+    answer = run.answer_to(question_id)
+    if answer is not None:
+        facts = answered_by(answer.get("by"), answer.get("at"), answer.get("via"))
+        return f"Answered {fmt(answer.get('value'))!r}{f' ({facts})' if facts else ''}."
+    pending = run.pending
+    if pending is not None and pending.get("question_id"):
+        return f"No longer asked: the run now waits on {pending.get('ask') or pending.get('question')!r}."
+    return f"No longer asked: the run is {run.status}{f' ({run.error})' if run.error else ''}."

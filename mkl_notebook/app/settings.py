@@ -1,0 +1,124 @@
+"""A workspace's settings: where runs are kept, when they wait for people, who answers, where calls are made,
+and which models answer; each value checked once, here, whether it came from a flag or ``%mkl config``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..durable.stores import DEFAULT_STORE
+from ..lang.model import TIERS
+from ..providers.config import ModelConfig
+from ..providers.secrets import shown_url
+from .errors import UsageProblem
+from .executors import check_executor
+from .oracles import model_config
+from .replies import who
+
+HITL_MODES = ("none", "asking", "all")
+MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
+RUN_SETTINGS = ("store", "hitl", "user", "max_workers", "executor", "max_model_calls")
+NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
+
+
+def check_hitl(value: str) -> str:
+    """``hitl``: which escalate gates suspend for a person (none, those with an ``ask:``, all)."""
+    if value not in HITL_MODES:
+        raise UsageProblem(f"hitl must be one of {', '.join(HITL_MODES)}, not {value!r}")
+    return value
+
+
+def whole_number(name: str, value: Any) -> int | None:
+    """A setting that counts something: a whole number of at least 1 (text or a number), or None."""
+    if value is None:
+        return None
+    number = value
+    if isinstance(value, str):
+        number = int(value) if value.strip().isdigit() else None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise UsageProblem(f"{name} is a whole number of at least 1, not {value!r}")
+    return number
+
+
+@dataclass
+class Settings:
+    """What every run of a workspace shares unless a run says otherwise."""
+
+    store: Path = DEFAULT_STORE
+    hitl: str = "asking"  # notebooks suspend at escalate gates that carry an `ask:`; the command line: "none"
+    user: str | None = None  # who answers from here (default: $JUPYTERHUB_USER, else the OS user)
+    max_workers: int | None = None  # fan-out branches at once
+    executor: str | None = None  # None (threads here), "dask", or "dask://ADDRESS"
+    max_model_calls: int | None = None  # model calls in flight at once across a Dask cluster
+    models: dict[str, Any] = field(default_factory=dict)  # tier models and their server, over files and environment
+    models_source: str = NOTEBOOK_SETTINGS  # where ``models`` were given, as %mkl models says
+
+    @classmethod
+    def from_flags(
+        cls,
+        *,
+        store: str | None = None,
+        hitl: bool = False,
+        model: str | None = None,
+        api_base: str | None = None,
+        executor: str | None = None,
+        max_model_calls: Any = None,
+    ) -> Settings:
+        """The settings of one ``mkl`` command: escalate gates suspend only with ``--hitl`` (the language's
+        default), models from ``--model`` and ``--api-base``, calls capped only on a Dask cluster."""
+        chosen = check_executor(executor)
+        limit = whole_number("--max-model-calls", max_model_calls)
+        if chosen is None and limit is not None:
+            raise UsageProblem("--max-model-calls caps calls across a Dask cluster: give --executor dask too")
+        given = {key: value for key, value in (("model", model), ("api_base", api_base)) if value is not None}
+        return cls(
+            store=Path(store) if store else DEFAULT_STORE,
+            hitl="all" if hitl else "none",
+            executor=chosen,
+            max_model_calls=limit,
+            models=given,
+            models_source="flags",
+        )
+
+    def change(self, key: str, value: str) -> None:
+        """Set one setting from its text (``%mkl config key=value``); a bad value is refused and nothing changes."""
+        if key == "store":
+            self.store = Path(value)
+        elif key == "hitl":
+            self.hitl = check_hitl(value)
+        elif key == "user":
+            self.user = value or None
+        elif key == "executor":
+            self.executor = check_executor(value)
+        elif key == "max_model_calls":
+            self.max_model_calls = whole_number("max_model_calls", value)
+        elif key == "max_workers":
+            self.max_workers = whole_number("max_workers", value)
+        elif key in MODEL_SETTINGS:
+            candidate = {**self.models, key: value}
+            model_config(candidate)  # a bad value is refused before it is kept
+            self.models = candidate
+        else:
+            raise UsageProblem(f"unknown setting '{key}' (settings: {', '.join((*RUN_SETTINGS, *MODEL_SETTINGS))})")
+
+    def model_config(self, model: str | None = None) -> ModelConfig:
+        """Tier models from pyproject/mkl.toml, the environment, these settings, and a run's ``--model``."""
+        if model:
+            return model_config({**self.models, "model": model}, "--model")
+        return model_config(self.models, self.models_source)
+
+    def lines(self) -> list[str]:
+        """The settings as ``%mkl config`` shows them (a server address without its credentials)."""
+        config = self.model_config()
+        tiers = ", ".join(f"{tier}={config.model_for(tier) or '—'}" for tier in TIERS)
+        capped = f" (at most {self.max_model_calls} model calls at once)" if self.max_model_calls else ""
+        return [
+            f"store = {self.store}",
+            f"hitl = {self.hitl}",
+            f"user = {self.user or who()}",
+            f"max_workers = {self.max_workers or 'default'}",
+            f"executor = {self.executor or 'threads'}{capped}",
+            f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
+            f"api_base={shown_url(config.api_base) or '—'}",
+        ]

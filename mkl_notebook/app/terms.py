@@ -1,0 +1,13 @@
+"""The types the front ends name, from the layers that define them: a front end imports only ``app`` and
+``render``, and these are the words it needs to speak of machines, runs and outcomes."""
+
+from __future__ import annotations
+
+from ..durable.places import Place
+from ..durable.runs import Observer, Outcome, Resolution
+from ..durable.seals import Signer
+from ..engine.result import RunResult
+from ..lang.findings import Finding
+from ..lang.model import TIERS, Machine
+
+__all__ = ["TIERS", "Finding", "Machine", "Observer", "Outcome", "Place", "Resolution", "RunResult", "Signer"]

@@ -1,0 +1,841 @@
+"""The workspace: every use case the ``mkl`` command and the ``%mkl`` magics share, each in one place.
+
+A workspace holds the machines defined or loaded, the run store, the settings (models, hitl, who answers,
+where calls are made) and this person's keys. Its methods are what a person does with runs: define or load
+machines, start a run, continue it, answer its question, read it without running it (a trace), plan a re-run,
+list what waits, forget a run, run a machine over many rows. Front ends parse what they are given, call one of
+these, and render what comes back.
+
+A notebook's session is a workspace that also knows cells: the hooks :meth:`place`, :meth:`reached`,
+:meth:`moved`, :meth:`copy_of`, :meth:`carried_runs`, :meth:`carried_waiting`, :meth:`show_found`,
+:meth:`output_bundle` and :meth:`new_handle` are where it adds them; here they do nothing a command needs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from ..durable import places
+from ..durable import runs as durable
+from ..durable.places import Place
+from ..durable.plan import Plan
+from ..durable.replay import JournalIndex
+from ..durable.runs import Observer, Outcome, Preparation, Resolution
+from ..durable.seals import Signer
+from ..durable.stores import RunStore, SQLiteStore, UnknownRun
+from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
+from ..engine.oracle import Oracle
+from ..lang import files, stdlib
+from ..lang.check import check
+from ..lang.findings import Finding, MachineError
+from ..lang.loader import load, load_file
+from ..lang.model import Machine, reachable
+from ..lang.siblings import load_siblings, sibling_names
+from ..providers.config import ModelConfig
+from ..providers.host import Registry, default_registry
+from ..render.commands import resume_command
+from . import batch, checkpoints, executors, oracles
+from .checkpoints import Copy
+from .errors import USER_ERRORS, Superseded, UsageProblem
+from .handle import Run, what_happened
+from .listing import run_summary, store_flag
+from .replies import parse_resolve, read_reply, who
+from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
+from .settings import Settings, check_hitl
+from .status import run_output
+from .trust import Keyring, Untrusted
+from .values import host_input, parse_budget, parse_cost
+
+ON_UNTRUSTED_FLOW = ("report", "halt")
+
+
+def run_options(
+    *,
+    max_steps: Any = None,
+    max_tokens: Any = None,
+    max_cost: Any = None,
+    suspend: bool = False,
+    hitl: str = "none",
+    on_untrusted_flow: str = "report",
+    ask_human: bool = False,
+    max_workers: int | None = None,
+) -> RunOptions:
+    """The options of a new run from what a front end was given; budgets as flag text or numbers."""
+    if on_untrusted_flow not in ON_UNTRUSTED_FLOW:
+        raise UsageProblem(f"--on-untrusted-flow must be 'report' or 'halt', not {on_untrusted_flow!r}")
+    return RunOptions(
+        cost_budget=parse_budget("max_tokens", "--max-tokens", max_tokens),
+        max_cost=parse_cost(max_cost),
+        max_steps=parse_budget("max_steps", "--max-steps", max_steps),
+        suspendable=suspend,
+        hitl=cast(Hitl, check_hitl(hitl)),
+        on_untrusted_flow="halt" if on_untrusted_flow == "halt" else "report",
+        ask_human=ask_human,
+        max_workers=max_workers or DEFAULT_MAX_WORKERS,
+    )
+
+
+def _changed_files(run_id: str, index: JournalIndex, force: bool) -> tuple[dict[str, Machine], bool]:
+    """A run started from a file: its machines as the files are now, and whether any changed since the run
+    pinned them (refused unless ``force``: the person asked to resume with the edited machines)."""
+    origin = (index.start.get("origin") or {}).get("path")
+    if not origin or not Path(origin).is_file():
+        return {}, False
+    root = str(index.setup.get("root") or "")
+    try:
+        current_root = load_file(origin, strict=False)
+    except MachineError as exc:
+        current: dict[str, Machine] = {}
+        unloadable, changed = [str(exc)], [root]
+    else:
+        current, unloadable = load_siblings(Path(origin), current_root)
+        changed = [
+            name
+            for name, pin in index.machines.items()
+            if (name in current and current[name].sha256 != pin["sha256"]) or (name not in current and unloadable)
+        ]
+    if changed and not force:
+        names = ", ".join(repr(name) for name in changed)
+        if unloadable:
+            raise UsageProblem(
+                f"{unloadable[0]}; so machine {names} of run '{run_id}' cannot be read as it is now: fix the "
+                "file, or pass --force to resume with the copies the run pinned"
+            )
+        raise UsageProblem(
+            f"machine {names} changed since run '{run_id}' started; pass --force to resume with the edited machine"
+        )
+    return current, bool(changed)
+
+
+class Workspace:
+    """Machines, a run store, settings and keys: every use case of a run, for both front ends.
+
+    ``follow_files`` is the command line's way with machines: a run remembers the file it was started from,
+    and continuing it reads that file again (an edited file is refused unless forced). Without it (a
+    notebook), the machines defined in the workspace take over when a run is continued. ``start_local``
+    starts a Dask LocalCluster for ``executor=dask`` (the command line); otherwise ``dask`` is the process's
+    current Dask client (a notebook's).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        registry: Registry | None = None,
+        keyring: Keyring | None = None,
+        model_factory: Callable[[], Oracle] | None = None,
+        follow_files: bool = False,
+        start_local: bool = False,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.machines: dict[str, Machine] = {}
+        self.registry = registry or default_registry
+        self.keyring = keyring or Keyring()
+        self.model_factory = model_factory  # tests and embedders may supply their own model oracle
+        self.follow_files = follow_files
+        self.start_local = start_local
+        self.runs: dict[str, Run] = {}
+        self.taken_up: dict[str, str] = {}  # run id -> why it is not trusted, though taken up
+        self.keyring_problem: str | None = None
+        self._store: RunStore | None = None
+        self._lock = threading.Lock()
+        self._forgotten: set[str] = set()  # runs forgotten here: never taken up from a file again
+        self._files: dict[str, Path] = {}  # machine name -> the file it was loaded from
+        # The streams to the workers of each Dask cluster used, by the executor that named it, and how to let
+        # the ones this workspace started go.
+        self._dask_calls: dict[str, executors.DaskCalls] = {}
+        self._closers: list[Callable[[], None]] = []
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of what the workspace started: the streams to Dask workers, a LocalCluster."""
+        for calls in self._dask_calls.values():
+            calls.close()
+        self._dask_calls.clear()
+        for close in reversed(self._closers):
+            close()
+        self._closers.clear()
+
+    # -- machines --------------------------------------------------------------------
+
+    def define(self, source: str) -> Machine:
+        """Define (or redefine) the machine written in ``source``."""
+        machine = load(source)
+        self.machines[machine.name] = machine
+        return machine
+
+    def load(self, path: str | os.PathLike[str]) -> Machine:
+        """Define the machine of a ``.mkl`` file, and the machines beside it that it calls and this workspace
+        has not defined (as ``mkl run FILE`` finds them)."""
+        path = Path(path)
+        machine = load_file(path)
+        siblings, _broken = load_siblings(path, machine)  # a broken sibling is reported if called
+        for name, found in reachable(machine, lambda name: self.machines.get(name) or siblings.get(name)).items():
+            self.machines.setdefault(name, found)
+        self.machines[machine.name] = machine
+        self._files[machine.name] = path.resolve()
+        return machine
+
+    def machine(self, name: str) -> Machine:
+        """The machine defined by that name, else the standard library's (taken in, as if defined, so that its
+        runs show and replay like any other)."""
+        if name in self.machines:
+            return self.machines[name]
+        if name in stdlib.NAMES:
+            self.machines[name] = stdlib.machine(name)
+            return self.machines[name]
+        known = ", ".join(sorted(self.machines)) or "none yet"
+        raise UsageProblem(
+            f"no machine named '{name}' is defined (defined: {known}; the standard library: %mkl stdlib); "
+            "define it in a %%mkl cell first"
+        )
+
+    def library(self) -> tuple[dict[str, Machine], list[str]]:
+        """The standard library's machines, and the names of those a machine defined here shadows."""
+        machines = stdlib.machines()
+        shadowed = [n for n, m in machines.items() if n in self.machines and self.machines[n].sha256 != m.sha256]
+        return machines, shadowed
+
+    @staticmethod
+    def library_machine(name: str) -> Machine:
+        """One machine of the standard library."""
+        if name not in stdlib.NAMES:
+            raise UsageProblem(f"%mkl stdlib: no library machine '{name}'; the library has {', '.join(stdlib.NAMES)}")
+        return stdlib.machine(name)
+
+    def check(self, name: str) -> list[Finding]:
+        """Static findings of a defined machine, its calls judged against the machines defined here."""
+        return check(self.machine(name).source, callable_machines=self.machines)
+
+    def definition_findings(self, machine: Machine, *, calls_known: bool = False) -> list[Finding]:
+        """What a definition warns of; with ``calls_known`` (its file's siblings are loaded) also a call to a
+        machine that neither the workspace, the folder nor the standard library has."""
+        known = self.machines if calls_known else None
+        return [f for f in check(machine.source, known) if f.severity == "warning" or f.code == "unknown-call"]
+
+    @staticmethod
+    def check_file(path: Path) -> list[Finding]:
+        """Static findings of a machine file, its calls judged against the files beside it."""
+        try:
+            text = files.read_text(path, files.MACHINE_LIMIT)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
+            raise UsageProblem(f"{path}: {reason}") from None
+        return check(text, sibling_names(path))
+
+    def test(self, name: str, script: Path) -> list[ScenarioResult]:
+        """Scripted scenarios (docs/language.md §8) against a defined machine."""
+        return run_all(scenarios_from_file(self.machine(name), script, dict(self.machines)))
+
+    @staticmethod
+    def test_files(machine: str | None, script: str | None, cases: list[str] | None) -> list[ScenarioResult]:
+        """Conformance ``cases``, or a machine file's scripted scenarios."""
+        if cases and (machine or script):
+            raise UsageProblem("give either --case FILE... or MACHINE --script FILE, not both")
+        if cases:
+            return run_all(load_cases(cases))
+        if machine and script:
+            return run_all(load_scenarios(machine, script))
+        raise UsageProblem(
+            "give conformance cases (--case FILE...) or a machine and its scenarios (MACHINE --script FILE)"
+        )
+
+    # -- the store -------------------------------------------------------------------
+
+    @property
+    def store(self) -> RunStore:
+        """The run store, opened on first use."""
+        with self._lock:
+            if self._store is None:
+                self._store = SQLiteStore(self.settings.store)
+            return self._store
+
+    def use_store(self, store: RunStore) -> None:
+        with self._lock:
+            self._store = store
+
+    def reset_store(self) -> None:
+        """Open ``settings.store`` afresh on next use (after the setting changed)."""
+        with self._lock:
+            self._store = None
+
+    def store_flag(self) -> str | None:
+        """The ``--store`` a command continuing this workspace's runs names (None: the default store)."""
+        return store_flag(self.settings.store)
+
+    # -- who answers, and where calls are made ----------------------------------------
+
+    def signer(self) -> Signer | None:
+        """What seals this workspace's checkpoints: this person's key (None when it cannot be made or read,
+        and the checkpoints then go unsigned; :attr:`keyring_problem` says why)."""
+        try:
+            return self.keyring.signer(self.settings.user)
+        except (OSError, UsageProblem) as exc:
+            self.keyring_problem = str(exc)
+            return None
+
+    @staticmethod
+    def load_tools(path: str | Path) -> None:
+        """Run a Python file whose ``@mkl_notebook.tool`` / ``@mkl_notebook.hook`` functions register themselves."""
+        oracles.load_tools_file(path)
+
+    def model_config(self, model: str | None = None) -> ModelConfig:
+        """Tier models from pyproject/mkl.toml, the environment, the settings and a run's ``--model``."""
+        return self.settings.model_config(model)
+
+    def executor(self, chosen: str | None = None) -> Callable[[Oracle], Oracle] | None:
+        """Where calls are made: here (None), or on the Dask cluster ``chosen`` (else the setting) names: a
+        scheduler's address, the current client, or with ``start_local`` a LocalCluster started once."""
+        chosen = executors.check_executor(chosen or self.settings.executor)
+        if chosen is None:
+            return None
+        known = self._dask_calls.get(chosen)
+        if chosen == executors.LOCAL and not self.start_local:
+            client, _ = executors.client_for(chosen, start_local=False)
+            if known is None or known.client is not client:  # the notebook made a new Client since
+                known = self._dask_calls[chosen] = executors.DaskCalls(client)
+        elif known is None:
+            client, close = executors.client_for(chosen, start_local=self.start_local)
+            self._closers.append(close)
+            known = self._dask_calls[chosen] = executors.DaskCalls(client)
+        calls, limit = known, self.settings.max_model_calls
+        return lambda oracle: executors.DaskExecutor(oracle, calls, limit)
+
+    def oracle_factory(
+        self,
+        script: Any = None,
+        model: str | None = None,
+        *,
+        needs_model: bool = False,
+        machine: Machine | None = None,
+        executor: str | None = None,
+    ) -> Callable[[], Oracle]:
+        """A maker of one oracle per run (a script read once, a model checked once), its calls made where
+        ``executor`` (else the setting) says."""
+        return oracles.factory(
+            script=script,
+            config=None if script is not None or self.model_factory else self.model_config(model),
+            model_factory=self.model_factory,
+            needs_model=needs_model,
+            machine=machine,
+            registry=self.registry,
+            executor=self.executor(executor),
+        )
+
+    def oracle(
+        self,
+        script: Any = None,
+        model: str | None = None,
+        *,
+        needs_model: bool = False,
+        machine: Machine | None = None,
+        executor: str | None = None,
+    ) -> Oracle:
+        """The oracle of one run: a script, the model factory, or the configured model."""
+        return self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)()
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def start(
+        self,
+        name: str,
+        *,
+        id: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        hitl: str | None = None,
+        suspend: bool = False,
+        max_steps: int | str | None = None,
+        max_tokens: int | str | None = None,
+        max_cost: float | str | None = None,
+        script: Any = None,
+        fresh: bool = False,
+        notebook: str | None = None,
+        model: str | None = None,
+        observer: Observer | None = None,
+        trust_file: bool = False,
+        executor: str | None = None,
+        on_untrusted_flow: str = "report",
+        ask_human: bool = False,
+    ) -> Run:
+        """Run (or replay) machine ``name`` as run ``id`` (None: a new id).
+
+        A run the store does not know is taken up from a copy in reach (a notebook file) when the copy is
+        trusted, or ``trust_file`` says to take it up anyway. An untrusted one is never taken up without that:
+        a scripted run is then made anew (``Run.set_aside`` says so), and otherwise :class:`Untrusted` is
+        raised and nothing runs.
+        """
+        machine = self.machine(name)
+        run_id = id or durable.new_run_id()
+        host_values = host_input(input or {}, "input")
+        options = run_options(
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            suspend=suspend,
+            hitl=hitl or self.settings.hitl,
+            on_untrusted_flow=on_untrusted_flow,
+            ask_human=ask_human,
+            max_workers=self.settings.max_workers,
+        )
+        set_aside = None
+        if not fresh:
+            try:
+                self.take_up(run_id, notebook, trust_file)
+            except Untrusted as problem:
+                if script is None:
+                    raise  # running it afresh would call a model and replace what its author saw: ask first
+                # Scripted, a new run costs nothing and is only what this cell says: make it, and say so.
+                set_aside = (
+                    f"Not the run saved in {problem.source}: that one is {problem.provenance.mark}, so it was "
+                    "not taken up, and this is a new run of this cell's own script."
+                )
+        needs_model = oracles.starts_anew(self.store, run_id, fresh)
+        handle = self.new_handle(
+            run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine, executor=executor)
+        )
+        handle.set_aside = set_aside
+        origin = self._files.get(machine.name) if self.follow_files else None
+        handle.outcome = durable.start(
+            machine,
+            handle.oracle,
+            store=self.store,
+            run_id=run_id,
+            registry=dict(self.machines),
+            input=host_values,
+            options=options,
+            fresh=fresh,
+            observer=observer,
+            origin={"path": str(origin)} if origin is not None else None,
+            place=None if fresh else self.place(run_id),
+        )
+        self.reached(run_id, handle.outcome)
+        self.runs[run_id] = handle
+        return handle
+
+    def get_run(self, run_id: str, notebook: str | None = None, script: Any = None, *, trust_file: bool = False) -> Run:
+        """A run by id, as it stands (or as the cells above left it, in a notebook); nothing runs. ``script``
+        (scripted answers) serves the calls it still has to make; ``trust_file`` takes it up from a notebook
+        file even when its checkpoint is not trusted."""
+        if run_id in self.runs:
+            handle = self.runs[run_id]
+            if script is not None:
+                handle.oracle = self.oracle(script)
+            return handle
+        self.take_up(run_id, notebook, trust_file)
+        if not self.store.exists(run_id):
+            raise UnknownRun(run_id, self.store.location)  # nor here, nor in a file in reach
+        handle = self.new_handle(run_id, "", self.oracle(script))
+        if not self.show_found(handle):
+            handle.reload()
+        self.runs[run_id] = handle
+        return handle
+
+    def read(self, run_id: str, *, trust_file: bool = False) -> Outcome:
+        """Run ``run_id`` as its journal stands, calling and recording nothing: what a trace, the visits table
+        and a late answer's check show. A run cut off mid-advance shows its steps so far."""
+        self.take_up(run_id, None, trust_file)
+        if not self.store.exists(run_id):
+            raise UnknownRun(run_id, self.store.location)
+        return durable.read_run(run_id, self.store.read(run_id), known=self.machines)
+
+    def replay_outcome(self, run_id: str, oracle: Oracle, observer: Observer | None = None) -> Outcome:
+        """Run ``run_id`` again from its journal, asking ``oracle`` only for what it does not hold."""
+        return durable.replay(run_id, oracle, store=self.store, observer=observer)
+
+    def continue_run(
+        self,
+        run_id: str,
+        oracle: Oracle,
+        *,
+        reply: Any = None,
+        set_values: Mapping[str, Any] | None = None,
+        question: str | None = None,
+        by: str | None = None,
+        via: str = "api",
+        max_steps: Any = None,
+        max_tokens: Any = None,
+        max_cost: Any = None,
+        resolve: str | Resolution | None = None,
+        observer: Observer | None = None,
+        place: Place | None = None,
+        pinned: bool = False,
+        force: bool = False,
+        known: Mapping[str, Machine] | None = None,
+    ) -> Outcome:
+        """Continue a run: answer its question, give it more budget, or settle a tool call in doubt.
+
+        Everything given is checked against the journal, read once under the run's lease, before anything is
+        journaled, so a mistake records nothing. ``reply`` is ``--reply TEXT`` or a form's or the API's value;
+        ``set_values`` is ``--set PATH=VALUE`` parsed. A reply must name the ``question`` it answers, and is
+        taken only while the run waits on exactly that one; it is journaled with who gave it (``by``, default
+        the setting, then :func:`who`) and through what (``via``). Budgets are flag text or numbers;
+        ``resolve`` is ``--resolve`` text. The run goes on in the machines it pinned (``pinned``), the
+        machines defined here, or (``follow_files``) its files as they are now (changed ones refused unless
+        ``force``). A notebook cell (``place``) that already asked for exactly this is shown the run as it left
+        it, and nothing is checked or recorded again.
+        """
+        asked = {
+            "reply": reply,
+            "set": dict(set_values or {}),
+            "question": question,
+            "max_steps": max_steps,
+            "max_tokens": max_tokens,
+            **({"max_cost": max_cost} if max_cost is not None else {}),
+            "resolve": resolve if isinstance(resolve, str) or resolve is None else [resolve.action, resolve.value],
+        }
+        request = places.request_digest("resume", asked)
+        known = {**self.machines, **(known or {})}
+        defined = None if pinned or self.follow_files else dict(self.machines) or None
+        shown = durable.replay_cell(
+            self.store, run_id, place, request, known={**known, **(defined or {})}, observer=observer
+        )
+        if shown is not None:
+            return shown
+        steps = parse_budget("max_steps", "--max-steps", max_steps)
+        tokens = parse_budget("max_tokens", "--max-tokens", max_tokens)
+        cost = parse_cost(max_cost)
+        resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
+        given = reply is not None or bool(set_values)
+
+        def prepare(index: JournalIndex) -> Preparation:
+            registry, current = defined, None
+            if self.follow_files and not pinned:
+                current, changed = _changed_files(run_id, index, force)
+                registry = current if changed else None
+            value, named = None, None
+            if given:
+                value, named = read_reply(index.state, run_id, question, reply=reply, set_values=set_values)
+            records = durable.resume_records(
+                run_id,
+                index,
+                reply=value,
+                has_reply=given,
+                question=named,
+                by=who(by or self.settings.user) if given else None,
+                via=via if given else None,
+                max_steps=steps,
+                max_tokens=tokens,
+                max_cost=cost,
+                resolution=resolution,
+                registry=registry,
+            )
+            return Preparation(records, registry, current)
+
+        return durable.advance(
+            self.store,
+            run_id,
+            oracle,
+            observer=observer,
+            before=prepare,
+            place=places.tag(place, request),
+            known=known,
+        )
+
+    def submit(
+        self,
+        handle: Run,
+        reply: Any,
+        *,
+        question: str | None,
+        by: str | None = None,
+        via: str = "api",
+        observer: Observer | None = None,
+        form_of: str | None = None,
+    ) -> Run:
+        """Journal a person's reply to ``handle``'s run and let it go on in the machines it was started with;
+        ``form_of`` is the notebook cell whose form gave the reply."""
+        place = Place(form_of, form=True) if form_of else self.place(handle.id)
+        known = handle.outcome.machines if handle.outcome is not None else {}
+        return handle.advanced(
+            lambda: self.continue_run(
+                handle.id,
+                handle.oracle,
+                reply=reply,
+                question=question,
+                by=by,
+                via=via,
+                observer=observer,
+                place=place,
+                pinned=True,
+                known=known,
+            ),
+            request=form_of is None,
+        )
+
+    def answer(
+        self,
+        handle: Run,
+        reply: Any,
+        question: str | None,
+        *,
+        via: str = "form",
+        observer: Observer | None = None,
+        form_of: str | None = None,
+    ) -> Run:
+        """A reply from a form that showed ``question``: journaled as :meth:`submit` does. When it came too
+        late (another path answered the question, or the run moved past it), every view of the run catches
+        up and :class:`Superseded` says what became of the question; any other refusal is raised as it is."""
+        try:
+            return handle.submit(reply, question=question, via=via, observer=observer, form_of=form_of)
+        except USER_ERRORS:
+            handle.reload()  # the run as it stands now: every form and view of it catches up
+            if handle.question_id == question:
+                raise  # still the question asked: the refusal was about something else, and says so
+            raise Superseded(what_happened(handle, question)) from None
+
+    def resume(
+        self,
+        run_id: str,
+        *,
+        script: Any = None,
+        model: str | None = None,
+        executor: str | None = None,
+        **asked: Any,
+    ) -> Outcome:
+        """Continue run ``run_id`` of the store (see :meth:`continue_run` for what ``asked`` may say)."""
+        oracle = self.oracle(script, model, executor=executor)
+        return self.continue_run(run_id, oracle, **asked)
+
+    def resume_checkpoint(self, path: str, *, trust_file: bool = False, **asked: Any) -> Outcome:
+        """Continue the run a checkpoint file carries, and write its new checkpoint over the file."""
+        store = self._sqlite_store()
+        return checkpoints.resume_checkpoint_file(
+            path, store, lambda run_id: self.resume(run_id, **asked), keyring=self.keyring, trust_file=trust_file
+        )
+
+    def resume_notebook(self, notebook: Path, run_id: str | None, *, trust_file: bool = False, **asked: Any) -> Outcome:
+        """Continue a run a notebook nobody has open carries, and write its new checkpoint back into it."""
+        if not run_id:
+            raise UsageProblem(
+                f"name the run to resume with --run ID (runs in {notebook}: {checkpoints.notebook_run_names(notebook)})"
+            )
+        return checkpoints.resume_in_notebook(
+            notebook,
+            run_id,
+            self.store,
+            lambda found: self.resume(found, **{**asked, "via": "notebook-file"}),
+            keyring=self.keyring,
+            trust_file=trust_file,
+        )
+
+    def _sqlite_store(self) -> SQLiteStore:
+        store = self.store
+        if not isinstance(store, SQLiteStore):
+            raise UsageProblem("a checkpoint file is resumed in a run store file (--store PATH)")
+        return store
+
+    def plan(self, run_id: str) -> Plan:
+        """What running ``run_id`` again with the machines as defined now would replay, call anew and ask again;
+        nothing is called or journaled."""
+        if not self.store.exists(run_id):
+            raise UsageProblem(f"no run '{run_id}' in {self.store.location}")
+        return durable.plan_run(self.store, run_id, dict(self.machines) or None)
+
+    def waiting(self) -> tuple[list[Run], list[Untrusted]]:
+        """The runs that wait for a person now, as their journals stand (this store's, and those the copies in
+        reach carry that the store lacks, when trusted), and the waiting copies not taken up because no key
+        this person trusts sealed them (each says whose it is)."""
+        untrusted: list[Untrusted] = []
+        for run_id in dict.fromkeys(self.carried_waiting()):
+            if self.store.exists(run_id):
+                continue
+            try:
+                self.take_up(run_id, None)
+            except Untrusted as problem:
+                untrusted.append(problem)
+        found = []
+        for summary in self.store.runs():
+            if summary.status != "suspended":
+                continue
+            handle = self.runs.get(summary.run_id)
+            if handle is None:
+                handle = self.get_run(summary.run_id)
+            elif handle.outcome is None or handle.outcome.latest is not None:
+                handle.reload()
+            found.append(handle)
+        return found, untrusted
+
+    def forget(self, run_id: str) -> None:
+        """Delete run ``run_id`` from the store; it is not taken up from a copy in reach again."""
+        if not self.store.exists(run_id) and run_id not in self.runs and not self.holds_copy(run_id):
+            raise UnknownRun(run_id, self.store.location)
+        if self.store.exists(run_id):
+            with self.store.lease(run_id):
+                self.store.delete(run_id)
+        self.runs.pop(run_id, None)
+        self.taken_up.pop(run_id, None)
+        self._forgotten.add(run_id)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every run of the store, as a listing says it (status, question, answers, what it spent)."""
+        flag = self.store_flag()
+        return [
+            run_summary(run.run_id, self.store.read(run.run_id), resume_command(run.run_id, store=flag))
+            for run in self.store.runs()
+        ]
+
+    def map(
+        self,
+        name: str,
+        over: Any,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        hitl: str | None = None,
+        suspend: bool = False,
+        max_steps: int | str | None = None,
+        max_tokens: int | str | None = None,
+        max_cost: float | str | None = None,
+        script: Any = None,
+        model: str | None = None,
+        concurrency: int = batch.DEFAULT_CONCURRENCY,
+        fresh: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        executor: str | None = None,
+    ) -> batch.Ran:
+        """Run machine ``name`` once per row of ``over`` (a list of dicts, a DataFrame, or a .jsonl, .json or
+        .csv path): a durable run per row, ``concurrency`` at a time; the batch's id (``id``, default the
+        machine's name) and the row's ``key`` column, or the row's content, name each run, so running the
+        same rows again replays them. ``progress(done, total)`` is told, on this thread, as rows finish.
+
+        A row's run the store does not hold but a copy in reach does is taken up from it when trusted.
+        """
+        machine = self.machine(name)
+        rows = batch.plan(batch.read_rows(over), id or name, key)
+        carried = self.carried_runs() if not fresh else set()
+        for row in rows:
+            if row.run_id in carried and not self.store.exists(row.run_id):
+                try:
+                    self.take_up(row.run_id, None)
+                except Untrusted:
+                    if script is None:
+                        raise  # running it afresh would call a model instead of the file's run: ask first
+        options = run_options(
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            suspend=suspend,
+            hitl=hitl or self.settings.hitl,
+            max_workers=self.settings.max_workers,
+        )
+        needs_model = fresh or any(not self.store.exists(row.run_id) for row in rows)
+        make_oracle = self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)
+        origin = self._files.get(machine.name) if self.follow_files else None
+        finished = 0
+        if progress is not None:
+            progress(0, len(rows))
+        for stopped in batch.run(
+            machine,
+            rows,
+            store=self.store,
+            oracle_for=make_oracle,
+            registry=dict(self.machines),
+            options=options,
+            input=host_input(input or {}, "input"),
+            concurrency=concurrency,
+            fresh=fresh,
+            origin={"path": str(origin)} if origin is not None else None,
+        ):
+            if stopped is not None:
+                finished += 1
+            if progress is not None:
+                progress(finished, len(rows))
+        handles: dict[str, Run] = {}
+        for row in rows:
+            if row.outcome is None:
+                continue
+            handle = self.new_handle(row.run_id, name, make_oracle())
+            handle.outcome = row.outcome
+            self.runs[row.run_id] = handle
+            handles[row.run_id] = handle
+        return batch.Ran(id or name, rows, handles)
+
+    # -- copies of runs in reach ------------------------------------------------------------
+
+    def take_up(self, run_id: str, notebook: str | None = None, trust_file: bool = False) -> bool:
+        """Bring run ``run_id`` into the store from a copy in reach (``notebook``'s file, or what the workspace
+        knows of) when the store does not hold it; whether it did. Only a trusted copy, unless ``trust_file``;
+        :class:`Untrusted` says whose an untrusted one is. One taken up by choice stays marked as such."""
+        if self.store.exists(run_id) or run_id in self._forgotten:
+            return False
+        copy = self.copy_of(run_id, notebook)
+        if copy is None:
+            return False
+        imported = checkpoints.take_up(self.store, copy, keyring=self.keyring, trust_file=trust_file)
+        provenance = imported.provenance
+        if provenance is not None and not provenance.trusted:
+            self.taken_up[run_id] = f"taken up from {copy.source} by your choice; it is {provenance.mark}"
+        return True
+
+    def copy_of(self, run_id: str, notebook: str | None) -> Copy | None:
+        """The copy of ``run_id`` in reach: here, the one ``notebook``'s file carries."""
+        return checkpoints.notebook_copy(Path(notebook), run_id) if notebook else None
+
+    def holds_copy(self, run_id: str) -> bool:
+        """Whether a copy in reach holds ``run_id`` (besides the store)."""
+        return False
+
+    def carried_runs(self) -> set[str]:
+        """The runs the copies in reach carry (a notebook's)."""
+        return set()
+
+    def carried_waiting(self) -> list[str]:
+        """The runs the copies in reach carry that wait for a person."""
+        return []
+
+    # -- notebook cells --------------------------------------------------------------------------
+
+    def as_cells_left(self, run_id: str, cells: list[str]) -> Outcome | None:
+        """Run ``run_id`` as the cells above ``cells`` (the executing cell and those below it) left it, when its
+        journal holds requests from them; None when it does not (the run is then shown as it stands)."""
+        records = self.store.read(run_id)
+        cut = places.entry(records, cells)
+        if cut is None or cut >= len(records):
+            return None
+        return durable.show_prefix(run_id, records, cut, known=self.machines)
+
+    def answered_in(self, cell: str) -> list[Outcome]:
+        """Each run whose question a form of ``cell`` answered, as that form left it (what the cells below see)."""
+        shown = []
+        for summary in self.store.runs():
+            records = self.store.read(summary.run_id)
+            cut = places.form_cut(records, cell)
+            outcome = None if cut is None else durable.show_prefix(summary.run_id, records, cut, known=self.machines)
+            if outcome is not None:
+                shown.append(outcome)
+        return shown
+
+    # -- what a notebook adds ------------------------------------------------------------------
+
+    def place(self, run_id: str) -> Place | None:
+        """The notebook cell a request made now comes from (None: not a cell)."""
+        return None
+
+    def reached(self, run_id: str, outcome: Outcome) -> None:
+        """The executing cell has shown run ``run_id`` up to where ``outcome`` stands."""
+
+    def moved(self, handle: Run) -> None:
+        """A run changed (by any path): what shows it may catch up."""
+
+    def show_found(self, handle: Run) -> bool:
+        """Show a run found by id as the cells above left it; False to show it as it stands."""
+        return False
+
+    def output_bundle(self, handle: Run) -> dict[str, Any]:
+        """A run's display output: its view as HTML and text, carrying its checkpoint."""
+        assert handle.outcome is not None
+        return run_output(handle.id, handle.machine, handle.outcome, signer=self.signer())
+
+    def new_handle(self, run_id: str, machine_name: str, oracle: Oracle) -> Run:
+        """A handle on run ``run_id`` of this workspace."""
+        return Run(self, run_id, machine_name, oracle)

@@ -1,0 +1,227 @@
+"""The form a person answers a run's question in (ipywidgets): one :class:`QuestionForm` for a single run's
+question and for each row of a batch's, and the choice an untrusted run from a file waits on.
+
+A form shows the machine author's ``ask`` as literal text (a model's own question is labelled as model output),
+what the question is about, Approve / Reject buttons and a reply box. The first submission disables the form
+at once, so a double click is one reply; an empty reply where text is required is refused in the form and
+journals nothing. A reply names the question the form shows, so it can only ever answer that one: one that
+comes too late says what became of the question instead.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..app.errors import USER_ERRORS, Superseded
+from ..app.replies import APPROVE, REJECT, Decision, form_reply
+
+Pending = Mapping[str, Any]
+OnReply = Callable[[Any, "str | None"], None]
+
+
+class QuestionForm:
+    """One question a run waits on; ``on_reply(value, question_id)`` is called at most once per question.
+
+    ``compact`` lays it out as a row of a batch's form: the run's id and the row's ``data`` beside the
+    question, the reply box beside the buttons. With ``next_question`` (what the run asks now, or None) a
+    row asks the run's next question in its place once this one is answered.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        pending: Pending,
+        on_reply: OnReply,
+        *,
+        compact: bool = False,
+        data: str | None = None,
+        run: Any = None,
+        next_question: Callable[[], Pending | None] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.run = run  # the run handle a batch row answers (None for a single run's form)
+        self._on_reply = on_reply
+        self._compact = compact
+        self._data = data
+        self._next_question = next_question
+        self._lock = threading.Lock()
+        self.status = widgets.HTML("")
+        self.header = widgets.HTML(self._ready(pending))
+        self.buttons = widgets.HBox(self._row_children())
+        self.widget = widgets.VBox(self._children())
+
+    def ask(self, pending: Pending) -> None:
+        """Show ``pending`` in this form's place, with controls of its own (those of an answered question leave
+        the page, so a click can only ever answer the question it was shown with)."""
+        self.header.value = self._ready(pending)
+        self.buttons.children = self._row_children()
+        self.widget.children = self._children()
+
+    def _ready(self, pending: Pending) -> str:
+        """Make the controls for ``pending`` (none is sent yet); its header's HTML."""
+        self.pending = pending
+        self.submitted: Any = None
+        self.sent = False
+        self.settled = False  # answered or moved past, by this form or by any other path
+        placeholder = "Reply (optional for Approve / Reject)"
+        if self._compact:
+            self.reply: widgets.Textarea | widgets.Text = widgets.Text(placeholder=placeholder)
+        else:
+            self.reply = widgets.Textarea(placeholder=placeholder, layout=widgets.Layout(width="100%"))
+        self.approve = widgets.Button(description="Approve", button_style="success", icon="check")
+        self.reject = widgets.Button(description="Reject", button_style="danger", icon="times")
+        self.send = widgets.Button(description="Send reply", icon="paper-plane")
+        self.approve.on_click(lambda _: self.submit(APPROVE))
+        self.reject.on_click(lambda _: self.submit(REJECT))
+        self.send.on_click(lambda _: self.submit(None))
+        return self._header_html(pending)
+
+    def _row_children(self) -> list[widgets.Widget]:
+        """The buttons (a model's question takes a typed reply only), after the reply box in a compact row."""
+        model_asks = self.pending.get("question") is not None
+        buttons: list[widgets.Widget] = [self.send] if model_asks else [self.approve, self.reject, self.send]
+        return [self.reply, *buttons] if self._compact else buttons
+
+    def _children(self) -> list[widgets.Widget]:
+        if self._compact:
+            return [self.header, self.buttons, self.status]
+        return [self.header, self.reply, self.buttons, self.status]
+
+    def _header_html(self, pending: Pending) -> str:
+        model_asks = pending.get("question")
+        text = (
+            model_asks
+            if model_asks is not None
+            else pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."
+        )
+        if self._compact:
+            who = "The model asks (model output)" if model_asks is not None else "The machine's author asks"
+            data = f"<p><small>About: <code>{html.escape(self._data)}</code></small></p>" if self._data else ""
+            asked = f"<blockquote>{html.escape(text)}</blockquote>"
+            return f"<p><code>{html.escape(self.run_id)}</code> — {who}:</p>{asked}{data}"
+        if model_asks is not None:
+            label = "<strong>The model asks</strong> (model output, not the machine's author):"
+        elif pending.get("taken_up"):  # someone else's run, taken up by choice: the text is the file's word
+            label = (
+                f"<strong>Not trusted:</strong> {html.escape(str(pending['taken_up']))}.</p>"
+                "<p><strong>The file says its machine's author asks:</strong>"
+            )
+        else:
+            label = "<strong>The machine's author asks:</strong>"
+        reply_to = pending.get("reply_to") or "human.reply"
+        about = pending.get("about")
+        shown_about = (
+            f"<p>About this (the output the question is about):</p><blockquote>{html.escape(str(about))}</blockquote>"
+            if about
+            else ""
+        )
+        return (
+            f"{asked_again_html(pending.get('asked_again') or ())}<p>{label}</p>"
+            f"<blockquote>{html.escape(text)}</blockquote>{shown_about}"
+            f"<p><small>Run <code>{html.escape(self.run_id)}</code> continues at "
+            f"<code>{html.escape(str(pending.get('at')))}</code>; your reply lands at "
+            f"<code>{html.escape(reply_to)}</code>.</small></p>"
+        )
+
+    @property
+    def controls(self) -> list[widgets.Widget]:
+        return [self.approve, self.reject, self.send, self.reply]
+
+    @property
+    def question_id(self) -> str | None:
+        return self.pending.get("question_id")
+
+    def submit(self, decision: Decision | None) -> None:
+        """Send the decision (None: the typed reply) as this form's one answer to its question."""
+        with self._lock:
+            if self.sent:
+                return
+            if self.pending.get("question") is not None:
+                decision = None  # a model's question takes a typed answer
+            value = form_reply(decision, self.reply.value)
+            if value is None:
+                self.status.value = "<em>Type a reply first (or use Approve / Reject).</em>"
+                return
+            self.sent = True
+            for control in self.controls:
+                control.disabled = True
+        self.submitted = value
+        self.status.value = f"<em>Sent: {html.escape(str(value))} — resuming…</em>"
+        try:
+            self._on_reply(value, self.question_id)
+        except Superseded as superseded:  # another path answered this question first: say what happened
+            self.settle(str(superseded))
+            self._ask_next()
+        except USER_ERRORS as exc:  # refused, and nothing was journaled: say why here
+            self.status.value = f"<strong>Not sent:</strong> {html.escape(str(exc))}"
+        except Exception as exc:  # errors in click handlers never reach the cell: show them here
+            self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"
+        else:
+            self.settled = True
+            self.status.value = f"<em>Sent: {html.escape(str(value))}.</em>"
+            self._ask_next()
+
+    def _ask_next(self) -> None:
+        """A batch's row: ask the question its run waits on now in this one's place, or leave no controls."""
+        if self._next_question is None:
+            return
+        pending = self._next_question()
+        if pending is not None and pending.get("question_id") != self.question_id:
+            self.ask(pending)
+        else:
+            self.buttons.children = ()  # nothing more to answer on this row
+
+    def settle(self, what_happened: str) -> None:
+        """This form's question is answered, or no longer asked: disable it for good and say what happened."""
+        with self._lock:
+            self.sent = True
+            self.settled = True
+            for control in self.controls:
+                control.disabled = True
+        self.status.value = f"<em>{html.escape(what_happened)}</em>"
+
+
+def asked_again_html(asked: Any) -> str:  # FIXME: render's one asked-again HTML once it is split out
+    return "".join(
+        f"<p><mark>{html.escape(sentence)}</mark></p><pre>{html.escape(chr(10).join(diff))}</pre>"
+        for sentence, diff in asked
+    )
+
+
+GateForm = QuestionForm  # the single run's form had this name before there was one form; kept for one release
+
+
+class TakeUpChoice:
+    """The choice a notebook's untrusted run waits on: take the file's run up anyway, or (for a run
+    cell) run it here afresh. Each button is ``(label, action)``; the first click disables them all."""
+
+    def __init__(self, banner: dict[str, str], choices: list[tuple[str, Callable[[], None]]]) -> None:
+        self._lock = threading.Lock()
+        self.chosen: str | None = None
+        self.header = widgets.HTML(banner["text/html"])
+        self.buttons = [
+            widgets.Button(description=label, button_style="warning", layout=widgets.Layout(width="auto"))
+            for label, _ in choices
+        ]
+        self.status = widgets.HTML("")
+        for button, (label, action) in zip(self.buttons, choices, strict=True):
+            button.on_click(lambda _, label=label, action=action: self._choose(label, action))
+        self.widget = widgets.VBox([self.header, widgets.HBox(self.buttons), self.status])
+
+    def _choose(self, label: str, action: Callable[[], None]) -> None:
+        with self._lock:
+            if self.chosen is not None:
+                return
+            self.chosen = label
+            for button in self.buttons:
+                button.disabled = True
+        self.status.value = f"<em>{html.escape(label)}…</em>"
+        try:
+            action()
+        except Exception as exc:  # errors in click handlers never reach the cell: show them here
+            self.status.value = f"<strong>Could not go on:</strong> {html.escape(str(exc))}"

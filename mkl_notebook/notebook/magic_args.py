@@ -1,0 +1,251 @@
+"""What a ``%mkl`` line says: its words, each subcommand's flags, and the Python values ``$var`` and ``{expr}`` name.
+
+User mistakes raise IPython's own ``UsageError`` (one line, no traceback). Python values reach a run through
+``$var`` (the object itself) and ``{expr}`` (evaluated in the notebook's namespace, as IPython does), in flags
+and in ``--input``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+
+from ..app.batch import DEFAULT_CONCURRENCY
+from ..app.errors import UsageProblem
+from ..app.values import host_input, merge, parse_assignments, parse_input
+
+SUBCOMMANDS = (
+    "run",
+    "map",
+    "plan",
+    "resume",
+    "runs",
+    "trace",
+    "visits",
+    "pending",
+    "forget",
+    "check",
+    "test",
+    "stdlib",
+    "load",
+    "models",
+    "config",
+    "help",
+)
+_WHOLE_VAR = re.compile(r"^\$([A-Za-z_]\w*)$")
+_INLINE = re.compile(r"\$([A-Za-z_]\w*)|\{([^{}]+)\}")
+
+HELP = """\
+%%mkl                     define (or redefine) the machine named by `machine:` in the cell
+%%mkl run [flags]         define it and run it
+%mkl run NAME [flags]     run a defined machine; flags:
+    --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
+    --max-steps N  --max-tokens N  --max-cost USD  --script FILE  --model MODEL  --fresh  --notebook PATH
+    --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
+    --executor dask|dask://ADDRESS (make the calls on this kernel's Dask client, or a scheduler's)
+%mkl map NAME --over $rows|ROWS.jsonl|.csv  one run per row (a list of dicts, a DataFrame or a file);
+    --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
+%mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
+               [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
+%mkl runs | pending       list runs / runs waiting for a person (with their forms)
+%mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
+%mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
+%mkl visits RUN [--all]   entries per state: the 40 states entered most of a big machine, or with --all every one
+%mkl plan RUN             what running RUN again would replay, call anew and ask again, with the machines as defined now
+%mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
+%mkl check NAME           static findings with line numbers
+%mkl stdlib [NAME]        the standard library's machines (call: std_cot, ...); one's diagram and source
+%mkl load FILE.mkl        define the machine of a file (and the machines beside it that it calls)
+%mkl models               the model each tier maps to, and where that was set
+%mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
+%mkl config [key=value]   show or change settings: store, hitl, user, max_workers, and models:
+                          model, fast, balanced, reasoning, judge, api_base, timeout, retries
+                          (also %config MklMagics.model = "openai/gpt-4o-mini")
+"""
+
+
+def split_words(line: str) -> list[str]:
+    """Shell-style words, keeping each unquoted ``{python expression}`` whole and untouched."""
+    pieces: list[str] = []
+    expressions: list[str] = []
+    quote = ""
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "{":
+            depth, end = 0, index
+            while end < len(line):
+                depth += {"{": 1, "}": -1}.get(line[end], 0)
+                if depth == 0:
+                    break
+                end += 1
+            if depth == 0:
+                pieces.append(f"\x00{len(expressions)}\x00")
+                expressions.append(line[index : end + 1])
+                index = end + 1
+                continue
+        pieces.append(char)
+        index += 1
+    words = shlex.split("".join(pieces))
+    return [re.sub(r"\x00(\d+)\x00", lambda m: expressions[int(m.group(1))], word) for word in words]
+
+
+class HelpShown(Exception):
+    """A subcommand's help was printed: nothing else happens."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"%mkl {self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            raise UsageError(message.strip())
+        raise HelpShown
+
+    def print_help(self, file: Any = None) -> None:
+        print(self.format_help())
+
+
+def _starting_flags(parser: argparse.ArgumentParser) -> None:
+    """What every run a cell starts may be given: host values, hitl, budgets, where its answers come from."""
+    parser.add_argument("--set", action="append", default=[])
+    parser.add_argument("--input")
+    hitl = parser.add_mutually_exclusive_group()
+    hitl.add_argument("--hitl", action="store_true")
+    hitl.add_argument("--no-hitl", action="store_true")
+    parser.add_argument("--suspend", action="store_true")
+    parser.add_argument("--max-steps")
+    parser.add_argument("--max-tokens")
+    parser.add_argument("--max-cost")
+    parser.add_argument("--script")
+    parser.add_argument("--fresh", action="store_true")
+    parser.add_argument("--model")
+    parser.add_argument("--executor")
+
+
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """The flags of each subcommand that takes any."""
+    run = _Parser(prog="run", add_help=False)
+    run.add_argument("name", nargs="?")
+    run.add_argument("--id", dest="run_id")
+    _starting_flags(run)
+    run.add_argument("--notebook")
+    run.add_argument("--trust-file", action="store_true")
+    resume = _Parser(prog="resume", add_help=False)
+    resume.add_argument("run_id")
+    resume.add_argument("--set", action="append", default=[])
+    resume.add_argument("--reply")
+    resume.add_argument("--question")
+    resume.add_argument("--as", dest="by")
+    resume.add_argument("--max-steps")
+    resume.add_argument("--max-tokens")
+    resume.add_argument("--max-cost")
+    resume.add_argument("--resolve")
+    resume.add_argument("--trust-file", action="store_true")
+    one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget", "plan")}
+    for parser in one_run.values():
+        parser.add_argument("run_id")
+    for name in ("trace", "visits"):
+        one_run[name].add_argument("--all", action="store_true", dest="full")
+    pending = _Parser(prog="pending", add_help=False)
+    pending.add_argument("--all", nargs="?", const=".", metavar="FOLDER")
+    check_parser = _Parser(prog="check", add_help=False)
+    check_parser.add_argument("name")
+    library = _Parser(prog="stdlib", add_help=False)
+    library.add_argument("name", nargs="?")
+    load_parser = _Parser(prog="load", add_help=False)
+    load_parser.add_argument("path")
+    models = _Parser(prog="models", add_help=False)
+    test = _Parser(prog="test", add_help=False)
+    test.add_argument("name")
+    test.add_argument("--script", required=True)
+    mapped = _Parser(prog="map", add_help=False)
+    mapped.add_argument("name")
+    mapped.add_argument("--over", required=True)
+    mapped.add_argument("--key")
+    mapped.add_argument("--id", dest="batch")
+    mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    _starting_flags(mapped)
+    named = {"run": run, "map": mapped, "resume": resume, "pending": pending, "check": check_parser, "test": test}
+    return {**named, "stdlib": library, "load": load_parser, "models": models, **one_run}
+
+
+class Values:
+    """The values a ``%mkl`` line names, from the notebook's namespace."""
+
+    def __init__(self, namespace: Callable[[], dict[str, Any]]) -> None:
+        self._namespace = namespace
+
+    def object(self, token: str) -> Any:
+        """``$name`` is the object itself; ``{expr}`` evaluates; anything else is text."""
+        whole = _WHOLE_VAR.match(token)
+        if whole:
+            name = whole.group(1)
+            if name not in self._namespace():
+                raise UsageError(f"there is no Python variable named '{name}'")
+            return self._namespace()[name]
+        return self.text(token)
+
+    def text(self, token: str) -> str:
+        """``token`` with each ``$name`` and ``{expr}`` in it replaced by its value's text."""
+        namespace = self._namespace()
+
+        def value(match: re.Match[str]) -> str:
+            name, expr = match.group(1), match.group(2)
+            if name is not None:
+                if name not in namespace:
+                    raise UsageError(f"there is no Python variable named '{name}'")
+                return str(namespace[name])
+            try:
+                return str(eval(expr, namespace))  # the notebook's own expression, like IPython's {expr}
+            except Exception as exc:
+                raise UsageError(f"{{{expr}}} could not be evaluated: {type(exc).__name__}: {exc}") from None
+
+        return _INLINE.sub(value, token)
+
+    def maybe_text(self, token: str | None) -> str | None:
+        """:meth:`text`, or None when the flag was not given."""
+        return None if token is None else self.text(token)
+
+    def input(self, token: str | None) -> dict[str, Any]:
+        """``--input $dict``, ``--input {python expression}``, or JSON text (or ``@file.json``)."""
+        if token is None:
+            return {}
+        if _WHOLE_VAR.match(token):
+            return host_input(self.object(token))
+        if token.startswith("{") and token.endswith("}"):
+            try:
+                return parse_input(token)
+            except UsageProblem:
+                pass  # not JSON: the notebook's own Python expression
+            try:
+                value = eval(token[1:-1], self._namespace())
+            except Exception as exc:
+                raise UsageError(f"--input {token} could not be evaluated: {type(exc).__name__}: {exc}") from None
+            return host_input(value)
+        return parse_input(token)
+
+    def assignments(self, items: Sequence[str]) -> dict[str, Any]:
+        """``--set key=value`` pairs, each value ``$var``'s object or text with ``{expr}`` evaluated."""
+        return parse_assignments(
+            items, convert=lambda raw: self.object(raw) if _WHOLE_VAR.match(raw) else self.text(raw)
+        )
+
+    def host_values(self, input_token: str | None, assignments: Sequence[str]) -> dict[str, Any]:
+        """A run's host values: ``--input`` with each ``--set`` laid over it."""
+        return merge(self.input(input_token), self.assignments(assignments))
+
+
+def hitl_flag(args: argparse.Namespace) -> str | None:
+    """``--hitl`` / ``--no-hitl``: all escalate gates suspend, none do, or (None) the setting decides."""
+    return "all" if args.hitl else "none" if args.no_hitl else None

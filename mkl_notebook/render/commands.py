@@ -1,0 +1,64 @@
+"""The one spelling of every ``mkl`` command a view, a listing or a status line prints for a person to paste.
+
+Every file name, run id and value is quoted for a POSIX shell, so a store in ``my dir/`` pastes as one word. A
+server address is printed only when it carries no credentials and no query (where keys travel); a run's
+answers then come from the model the person configures instead.
+"""
+
+from __future__ import annotations
+
+import shlex
+from urllib.parse import urlsplit
+
+PROGRAM = "mkl"
+
+
+def _flag(name: str, value: str | None) -> str:
+    return f" {name} {shlex.quote(value)}" if value else ""
+
+
+def shown_api_base(address: str | None) -> str | None:
+    """A server address as a command may print it: None when it carries credentials or a query."""
+    if not address:
+        return None
+    parts = urlsplit(address)
+    return None if "@" in parts.netloc or parts.query else address
+
+
+def resume_command(
+    run_id: str,
+    *,
+    notebook: str | None = None,
+    checkpoint: str | None = None,
+    store: str | None = None,
+    script: str | None = None,
+    tools: str | None = None,
+    model: str | None = None,
+    api_base: str | None = None,
+) -> str:
+    """``mkl resume`` for run ``run_id``: in a notebook file (``--run``), a checkpoint file, or a store (``--id``,
+    with ``--store`` when it is not the default one), naming the answers it drew on (a script, tools, a model)."""
+    if notebook is not None:
+        where = f" {shlex.quote(notebook)} --run {shlex.quote(run_id)}"
+    elif checkpoint is not None:
+        where = f" {shlex.quote(checkpoint)}"
+    else:
+        where = f" --id {shlex.quote(run_id)}{_flag('--store', store)}"
+    answers = _flag("--script", script) + _flag("--tools", tools) + _flag("--model", model)
+    return f"{PROGRAM} resume{where}{answers}{_flag('--api-base', shown_api_base(api_base))}"
+
+
+def trace_command(run_id: str, store: str | None = None) -> str:
+    """``mkl trace`` printing every step of run ``run_id``."""
+    return f"{PROGRAM} trace --id {shlex.quote(run_id)}{_flag('--store', store)} --all"
+
+
+def trust_command(source: str) -> str:
+    """``mkl trust`` for the keys that sealed a file's runs."""
+    return f"{PROGRAM} trust {shlex.quote(source)}"
+
+
+def reply_command(base: str, question: str, reply_to: str | None) -> str:
+    """``base`` (a resume command) answering ``question``: at the path the run waits on, or as a plain reply."""
+    target = f"--set {reply_to}=…" if reply_to else "--reply …"
+    return f"{base} --question {question} {target}"
