@@ -10,10 +10,8 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..lang import stdlib
@@ -26,19 +24,17 @@ from .oracle import (
     AwaitingHuman,
     CannotAnswer,
     HumanReply,
-    JudgeAnswer,
-    JudgeRequest,
     Oracle,
     OracleError,
-    ProduceAnswer,
-    ProduceRequest,
     ReplyRequest,
     RunInterrupted,
     ToolRequest,
     Usage,
 )
-from .result import ModelCall, RunResult, Status, cost_of, most_visited, seconds_of
-from .taint import Fences, initial_taint, reaches_tool_state, tool_class
+from .produce import produce
+from .result import RunResult, Status, cost_of, most_visited, seconds_of
+from .step import _Asked, _Executed, _Shared, _Suspended, _Taint
+from .taint import initial_taint, reaches_tool_state, tool_class
 
 ROOT_PREFIX = "root"
 FAN_OUT_TICK = 0.1  # seconds between "waiting" events while fan-out branches run
@@ -49,141 +45,6 @@ def root_step(position: str) -> int | None:
     """The step of the root run (1-based) that a request position belongs to, nested calls included."""
     found = _ROOT_STEP.match(position)
     return int(found.group(1)) + 1 if found else None
-
-
-class _Asked(Exception):
-    """The model asked the person something; the run suspends until they answer."""
-
-    def __init__(self, question: str, position: str, usage: tuple[int, int]) -> None:
-        super().__init__(question)
-        self.question = question
-        self.position = position
-        self.usage = usage
-
-
-class _Suspended(Exception):
-    """A nested call suspended; the whole run surfaces the innermost suspension."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__(result.error)
-        self.result = result
-
-
-@dataclass(slots=True)
-class _Executed:
-    """What executing a state (or one fan-out branch) produced."""
-
-    value: Any
-    reasoning: str | None = None
-    usage: tuple[int, int] = (0, 0)
-    sub_trace: list[Any] | None = None  # a call's trace; for a fan-out, one trace per branch that ran a sub-run
-    external: bool = False
-    truncated: bool = False
-    route: str | None = None  # an on_error matcher sends the run here, bypassing the gates
-    reasonings: list[str | None] | None = None  # a fan-out of a ``reason: true`` state: one per branch
-
-
-@dataclass
-class _Shared:
-    """What every (sub-)run of one run tree shares."""
-
-    oracle: Oracle
-    registry: Mapping[str, Machine]
-    options: RunOptions
-    secret: bytes
-    fences: Fences = field(init=False)
-    root_trace: list[dict[str, Any]] = field(default_factory=list)  # the root run's finished steps
-    answers: list[dict[str, Any]] = field(default_factory=list)  # every person's answer, in order
-    model_calls: list[ModelCall] = field(default_factory=list)  # every model answer used, as it came
-    _calls_lock: threading.Lock = field(default_factory=threading.Lock)  # branches note their calls at once
-
-    def __post_init__(self) -> None:
-        self.fences = Fences(self.secret)
-
-    def ask_model(self, request: ProduceRequest | JudgeRequest) -> Any:
-        """A produce or judge answer, streamed to the observer as it arrives when there is one; noted."""
-        observer = self.options.observer
-        if observer is None:
-            answer = self.oracle.ask(request)
-        else:
-
-            def partial(text: str) -> None:
-                observer(
-                    "partial",
-                    {
-                        "kind": request.kind,
-                        "machine": request.machine,
-                        "state": request.state,
-                        "position": request.position,
-                        "text": text,
-                    },
-                )
-
-            answer = self.oracle.stream(request, partial)
-        if isinstance(answer, (ProduceAnswer, JudgeAnswer)):
-            call = ModelCall(
-                request.position,
-                request.kind,
-                answer.model,
-                answer.input_tokens,
-                answer.output_tokens,
-                answer.cost_usd,
-                answer.seconds,
-            )
-            with self._calls_lock:
-                self.model_calls.append(call)
-        return answer
-
-    def spent(self) -> float | None:
-        """What the run tree's model calls cost so far, None while unknown (see :func:`cost_of`)."""
-        with self._calls_lock:
-            return cost_of(self.model_calls)
-
-    def over_spend(self) -> str | None:
-        """Why the run may not make another model call under ``max_cost``, or None while it may."""
-        limit = self.options.max_cost
-        if limit is None:
-            return None
-        with self._calls_lock:
-            calls = list(self.model_calls)
-        unpriced = next((call.model or "(unnamed)" for call in calls if call.cost_usd is None), None)
-        if unpriced is not None:
-            return f"spend-unknown: the price of model '{unpriced}' is not known, so a cost limit cannot be kept"
-        return "spend-exhausted" if sum(call.cost_usd or 0.0 for call in calls) >= limit else None
-
-    def answered(
-        self,
-        position: str,
-        machine: str,
-        state: str,
-        question: str | None,
-        reply_to: str | None,
-        reply: Any,
-        about: str | None = None,
-    ) -> None:
-        """Note a person's answer (with who, when and how, when the oracle says) for the run's result."""
-        answer = reply if isinstance(reply, HumanReply) else HumanReply(reply)
-        self.answers.append(
-            {
-                "after": len(self.root_trace),
-                "position": position,
-                "machine": machine,
-                "state": state,
-                "question": question,
-                "reply_to": reply_to,
-                "value": answer.value,
-                "by": answer.by,
-                "via": answer.via,
-                "at": answer.at,
-                "about": about,
-            }
-        )
-
-
-@dataclass
-class _Taint:
-    tainted: set[str] = field(default_factory=set)
-    external: set[str] = field(default_factory=set)
 
 
 class _MachineRun:
@@ -396,7 +257,7 @@ class _MachineRun:
             else:
                 self.steps += 1
                 if state.kind == "generative":
-                    executed = self._produce(state, self.ctx, self.taint, feedback, position)
+                    executed = produce(self.shared, self.machine, state, self.ctx, self.taint, feedback, position)
                 else:
                     executed = self._execute(state, self.ctx, self.taint, position)
                 step["output"] = fmt(executed.value)
@@ -580,111 +441,10 @@ class _MachineRun:
         in_branch: bool = False,
         cost_limit: int | None = None,
     ) -> _Executed:
-        """A tool or call state (generative states go through :meth:`_produce`)."""
+        """A tool or call state (generative states go through :func:`.produce.produce`)."""
         if state.kind == "tool":
             return self._tool(state, ctx, taint, position)
         return self._call(state, ctx, taint, position, in_branch, cost_limit)
-
-    def _produce(
-        self,
-        state: State,
-        ctx: dict[str, Any],
-        taint: _Taint,
-        feedback: str,
-        position: str,
-        sampled: bool = False,
-        extra_external: bool = False,
-        in_branch: bool = False,
-    ) -> _Executed:
-        call_position = position + "/produce"
-        prompt = render(
-            state.template, ctx, taint.tainted, nonce=lambda texts: self.shared.fences.nonce(call_position, texts)
-        )
-        asking = state.ask_human or self.shared.options.ask_human  # the option lets every generative state ask
-        request = ProduceRequest(
-            position=call_position,
-            machine=self.machine.name,
-            state=state.id,
-            tier=self.machine.tier_of(state),
-            structure=state.contract,
-            execution=state.execution,
-            user=prompt.text + feedback,
-            fenced=prompt.fenced,
-            reason=state.reason,
-            temperature=0.8 if sampled else 0.4,
-            ask_human=asking,
-        )
-        answer = self._ask_produce(request)
-        if asking:
-            answer, usage, rounds = self._converse(state, request, answer, position, in_branch)
-        else:
-            usage, rounds = (answer.input_tokens, answer.output_tokens), 0
-        value: Any = answer.text
-        if state.parse is not None:
-            value = _parse_output(state.parse, value, usage)
-        external = extra_external or rounds > 0 or not taint.external.isdisjoint(prompt.read_keys)
-        return _Executed(
-            value,
-            reasoning=answer.reasoning if state.reason else None,
-            usage=usage,
-            external=external,
-            truncated=answer.truncated,
-        )
-
-    def _ask_produce(self, request: ProduceRequest) -> ProduceAnswer:
-        try:
-            answer = self.shared.ask_model(request)
-        except (_Fail, _Suspended, RunInterrupted):
-            raise
-        except OracleError as exc:
-            raise _Fail(exc.error, suspendable=exc.suspendable) from None
-        except Exception as exc:  # a host callable raised: its message is the halt reason
-            raise _Fail(f"state-error: {exc}") from None
-        if not isinstance(answer, ProduceAnswer):
-            raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
-        return answer
-
-    def _converse(
-        self, state: State, request: ProduceRequest, answer: ProduceAnswer, position: str, in_branch: bool
-    ) -> tuple[ProduceAnswer, tuple[int, int], int]:
-        """An ask_human state: while the model asks (``ASK: …``), get the person's reply and ask again.
-
-        Returns the final answer, the tokens of every round, and how many rounds a person answered.
-        """
-        spent_in, spent_out = answer.input_tokens, answer.output_tokens
-        rounds = 0
-        while True:
-            question = _question(answer.text)
-            if question is None:
-                return answer, (spent_in, spent_out), rounds
-            usage = (spent_in, spent_out)
-            if in_branch:
-                raise _Fail(f"state-error: ask: {question}", usage=usage)  # branches never suspend
-            if rounds >= self.shared.options.ask_limit:
-                raise _Fail("state-error: ask-limit", policy="state-error", usage=usage)
-            reply = self._person_answers(state, question, f"{position}/ask@r{rounds}", usage)
-            rounds += 1
-            request = request._replace(
-                position=f"{position}/produce~r{rounds}",
-                conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)),
-            )
-            answer = self._ask_produce(request)
-            spent_in += answer.input_tokens
-            spent_out += answer.output_tokens
-
-    def _person_answers(self, state: State, question: str, position: str, usage: tuple[int, int]) -> str:
-        """The person's reply to a model's question; suspends the run when none is recorded yet."""
-        request = ReplyRequest(
-            position=position, machine=self.machine.name, state=state.id, ask=None, reply_to="", question=question
-        )
-        try:
-            reply = self.shared.oracle.ask(request)
-        except AwaitingHuman:
-            raise _Asked(question, position, usage) from None
-        except OracleError as exc:
-            raise _Fail(exc.error) from None
-        self.shared.answered(position, self.machine.name, state.id, question, None, reply)
-        return fmt(reply.value if isinstance(reply, HumanReply) else reply)
 
     def _tool(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str) -> _Executed:
         name = state.tool or ""
@@ -848,7 +608,9 @@ class _MachineRun:
             branch_position = f"{position}/branch:{index}"
             try:
                 if state.kind == "generative":
-                    done = self._produce(
+                    done = produce(
+                        self.shared,
+                        self.machine,
                         state,
                         branch_ctx,
                         branch_taint,
@@ -906,14 +668,6 @@ class _MachineRun:
         )
 
 
-def _question(text: str) -> str | None:
-    """The model's question when its reply's first line is ``ASK: …`` (ask_human states only)."""
-    first = text.lstrip().split("\n", 1)[0]
-    if first[:4].upper() != "ASK:":
-        return None
-    return first[4:].strip() or "(the model asked without saying what)"
-
-
 def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
     if usage[0] or usage[1]:
         cost = step.get("cost") or {"input_tokens": 0, "output_tokens": 0}
@@ -931,33 +685,6 @@ def _observation_text(observation: Any) -> str:
     if isinstance(observation, (dict, list, bool, int, float)):
         return json.dumps(observation, ensure_ascii=False, default=str)
     return str(observation)
-
-
-def _strip_fence(text: str) -> str:
-    text = text.strip()
-    if text.startswith("```"):
-        text = text[3:]
-        if text.endswith("```"):
-            text = text[:-3]
-        if "\n" in text:
-            text = text.split("\n", 1)[1]
-    return text.strip()
-
-
-def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
-    try:
-        value = json.loads(_strip_fence(text))
-    except ValueError as exc:
-        raise _Fail(
-            f"state-error: parse-{mode}: output is not valid JSON ({exc})", policy="state-error", usage=usage
-        ) from None
-    if mode == "list" and not isinstance(value, list):
-        raise _Fail(
-            f"state-error: parse-list: output is JSON but not an array (got {type(value).__name__})",
-            policy="state-error",
-            usage=usage,
-        )
-    return value
 
 
 def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
