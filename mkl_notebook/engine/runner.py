@@ -8,14 +8,13 @@ the answers of one :class:`Oracle`.  Every request carries a stable position
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 from ..lang import stdlib
-from ..lang.interpolate import PLACEHOLDER, WHOLE_PLACEHOLDER, fmt, lookup, render, root_key, set_path
+from ..lang.interpolate import PLACEHOLDER, fmt, lookup, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .failure import StateFailure as _Fail
 from .gates import GateScan, select_gate
@@ -27,14 +26,13 @@ from .oracle import (
     Oracle,
     OracleError,
     ReplyRequest,
-    RunInterrupted,
-    ToolRequest,
     Usage,
 )
 from .produce import produce
 from .result import RunResult, Status, cost_of, most_visited, seconds_of
 from .step import _Asked, _Executed, _Shared, _Suspended, _Taint
 from .taint import initial_taint, reaches_tool_state, tool_class
+from .tools import call_tool, resolve_input
 
 ROOT_PREFIX = "root"
 FAN_OUT_TICK = 0.1  # seconds between "waiting" events while fan-out branches run
@@ -443,77 +441,8 @@ class _MachineRun:
     ) -> _Executed:
         """A tool or call state (generative states go through :func:`.produce.produce`)."""
         if state.kind == "tool":
-            return self._tool(state, ctx, taint, position)
+            return call_tool(self.shared, self.machine.name, state, ctx, position)
         return self._call(state, ctx, taint, position, in_branch, cost_limit)
-
-    def _tool(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str) -> _Executed:
-        name = state.tool or ""
-        oracle = self.shared.oracle
-        if not oracle.has_tool(name):
-            raise _Fail(f"state-error: tool: unknown tool '{name}' (register it with the run's tools)")
-        input_json = json.dumps(self._resolve_input(state, ctx), ensure_ascii=False, default=str)
-        effect = tool_class(name, self.shared.options.tool_effects, oracle.tool_effect(name))
-        retries_used: dict[int, int] = {}
-        attempt, delay = 0, 0.0
-        while True:
-            request = ToolRequest(
-                position=f"{position}/tool" + (f"~{attempt}" if attempt else ""),
-                machine=self.machine.name,
-                state=state.id,
-                name=name,
-                input_json=input_json,
-                effect=effect,
-                idempotent=state.idempotent,
-                attempt=attempt,
-                delay=delay,
-            )
-            try:
-                return _Executed(_observation_text(oracle.ask(request)), external=True)
-            except (_Fail, _Suspended, RunInterrupted):
-                raise
-            except OracleError as exc:
-                error, halt = exc.detail, exc.error
-            except Exception as exc:  # the host tool raised: on_error decides, else its message halts the run
-                error = str(exc) or type(exc).__name__
-                halt = f"state-error: {error}"
-            handled = self._on_error(state, error, retries_used)
-            if handled is None:
-                raise _Fail(halt)
-            if isinstance(handled, _Executed):
-                return handled
-            attempt += 1
-            delay = handled
-
-    def _on_error(self, state: State, error: str, retries_used: dict[int, int]) -> _Executed | float | None:
-        """The first matching ``on_error`` matcher: a retry delay, a routed or fallback result, or None."""
-        for index, matcher in enumerate(state.on_error):
-            if not re.search(matcher.match, error):
-                continue
-            if matcher.retry:
-                used = retries_used.get(index, 0)
-                if used >= matcher.retry:
-                    continue  # retries spent: later matchers may still route or fall back
-                retries_used[index] = used + 1
-                return self.shared.options.retry_backoff * (2**used)
-            if matcher.route is not None:
-                return _Executed(f"[tool-error: {error}]", external=True, route=matcher.route)
-            if matcher.has_fallback:
-                return _Executed(_observation_text(matcher.fallback), external=True)
-        return None
-
-    def _resolve_input(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
-        resolved: dict[str, Any] = {}
-        for key, value in state.input.items():
-            if isinstance(value, str):
-                whole = WHOLE_PLACEHOLDER.match(value)
-                if whole:
-                    raw = lookup(ctx, whole.group(1))
-                    resolved[key] = "" if raw is None else copy.deepcopy(raw)
-                else:
-                    resolved[key] = render(value, ctx).text
-            else:
-                resolved[key] = copy.deepcopy(value)
-        return resolved
 
     def _call(
         self, state: State, ctx: dict[str, Any], taint: _Taint, position: str, in_branch: bool, cost_limit: int | None
@@ -523,7 +452,7 @@ class _MachineRun:
         callee = registry.get(name)
         if callee is None:
             raise _Fail(f"state-error: call: unknown machine '{name}'")
-        inputs = self._resolve_input(state, ctx)
+        inputs = resolve_input(state, ctx)
         child_ctx = copy.deepcopy(dict(callee.context))
         child_ctx.update(inputs)
         tainted_inputs: set[str] = set()
@@ -675,16 +604,6 @@ def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
             "input_tokens": cost["input_tokens"] + usage[0],
             "output_tokens": cost["output_tokens"] + usage[1],
         }
-
-
-def _observation_text(observation: Any) -> str:
-    if isinstance(observation, str):
-        return observation
-    if observation is None:
-        return ""
-    if isinstance(observation, (dict, list, bool, int, float)):
-        return json.dumps(observation, ensure_ascii=False, default=str)
-    return str(observation)
 
 
 def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
