@@ -16,6 +16,7 @@ from typing import Any
 from ..lang import stdlib
 from ..lang.interpolate import PLACEHOLDER, fmt, lookup, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
+from .calls import call_outcome, callee_context
 from .failure import StateFailure as _Fail
 from .gates import GateScan, select_gate
 from .options import MAX_CALL_DEPTH, RunOptions
@@ -32,7 +33,7 @@ from .produce import produce
 from .result import RunResult, Status, cost_of, most_visited, seconds_of
 from .step import _Asked, _Executed, _Shared, _Suspended, _Taint
 from .taint import initial_taint, reaches_tool_state, tool_class
-from .tools import call_tool, resolve_input
+from .tools import call_tool
 
 ROOT_PREFIX = "root"
 FAN_OUT_TICK = 0.1  # seconds between "waiting" events while fan-out branches run
@@ -447,24 +448,13 @@ class _MachineRun:
     def _call(
         self, state: State, ctx: dict[str, Any], taint: _Taint, position: str, in_branch: bool, cost_limit: int | None
     ) -> _Executed:
+        """A call state: the called machine runs as a child of this run (see :mod:`.calls`)."""
         name = state.call or ""
         registry = self.shared.registry
         callee = registry.get(name)
         if callee is None:
             raise _Fail(f"state-error: call: unknown machine '{name}'")
-        inputs = resolve_input(state, ctx)
-        child_ctx = copy.deepcopy(dict(callee.context))
-        child_ctx.update(inputs)
-        tainted_inputs: set[str] = set()
-        reads_external = False
-        for key, value in state.input.items():
-            if isinstance(value, str):
-                roots = {root_key(m.group(1)) for m in PLACEHOLDER.finditer(value)}
-                if roots & taint.tainted:
-                    tainted_inputs.add(key)
-                if roots & taint.external:
-                    reads_external = True
-        child_tainted = tainted_inputs  # literals in the caller's document are the author's, so trusted
+        child_ctx, child_tainted, reads_external = callee_context(state, ctx, taint, callee)
         if cost_limit is None and self.cost_limit is not None:
             cost_limit = max(0, self.cost_limit - self.usage.total)
         child = _MachineRun(
@@ -481,19 +471,7 @@ class _MachineRun:
             can_ask=self.can_ask and not in_branch,
         )
         result = child._result("halt", "call-depth-exceeded") if child.depth > MAX_CALL_DEPTH else child.run()
-        usage = (result.usage["input_tokens"], result.usage["output_tokens"])
-        if result.status == "suspended":
-            raise _Suspended(result)
-        if result.status != "done":
-            raise _Fail(
-                f"call-failed: {result.error}",
-                policy="call-failed",
-                usage=usage,
-                sub_trace=result.trace,
-                branch_text=result.error or "",
-            )
-        external = reads_external or reaches_tool_state(name, registry)
-        return _Executed(result.result, usage=usage, sub_trace=result.trace, external=external)
+        return call_outcome(result, name, reads_external, registry)
 
     # -- fan-out -----------------------------------------------------------------
 
