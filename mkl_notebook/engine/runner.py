@@ -10,33 +10,25 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 from ..lang import stdlib
-from ..lang.interpolate import PLACEHOLDER, fmt, lookup, root_key, set_path
+from ..lang.interpolate import fmt, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
 from .calls import call_outcome, callee_context
 from .failure import StateFailure as _Fail
+from .fanout import FAN_OUT_TICK as FAN_OUT_TICK  # re-exported: the runner's public name, as ever
+from .fanout import fan_out
 from .gates import GateScan, select_gate
 from .options import MAX_CALL_DEPTH, RunOptions
-from .oracle import (
-    AwaitingHuman,
-    CannotAnswer,
-    HumanReply,
-    Oracle,
-    OracleError,
-    ReplyRequest,
-    Usage,
-)
+from .oracle import AwaitingHuman, CannotAnswer, HumanReply, Oracle, OracleError, ReplyRequest, Usage
 from .produce import produce
 from .result import RunResult, Status, cost_of, most_visited, seconds_of
 from .step import _Asked, _Executed, _Shared, _Suspended, _Taint
-from .taint import initial_taint, reaches_tool_state, tool_class
+from .taint import initial_taint, tool_class
 from .tools import call_tool
 
 ROOT_PREFIX = "root"
-FAN_OUT_TICK = 0.1  # seconds between "waiting" events while fan-out branches run
 _ROOT_STEP = re.compile(rf"^{ROOT_PREFIX}/(\d+):")
 
 
@@ -47,6 +39,8 @@ def root_step(position: str) -> int | None:
 
 
 class _MachineRun:
+    """One run of one machine, the root or a call's: :meth:`run` visits states until done, halt or suspension."""
+
     def __init__(
         self,
         shared: _Shared,
@@ -246,7 +240,8 @@ class _MachineRun:
                 return refused
         try:
             if state.is_fanout:
-                executed = self._fan_out(state, position)
+                cost_left = None if self.cost_limit is None else self.cost_limit - self.usage.total
+                executed = fan_out(self.shared, state, self.ctx, self.taint, position, cost_left, self._branch)
                 self.steps += max(1, len(executed.value))
                 step["branches"] = [fmt(v) for v in executed.value]
                 if state.reason:
@@ -445,6 +440,31 @@ class _MachineRun:
             return call_tool(self.shared, self.machine.name, state, ctx, position)
         return self._call(state, ctx, taint, position, in_branch, cost_limit)
 
+    def _branch(
+        self,
+        state: State,
+        ctx: dict[str, Any],
+        taint: _Taint,
+        position: str,
+        item_external: bool,
+        share: int | None,
+    ) -> _Executed:
+        """One branch of the fan-out ``state`` (see :func:`.fanout.fan_out`); a branch never asks a person."""
+        if state.kind == "generative":
+            return produce(
+                self.shared,
+                self.machine,
+                state,
+                ctx,
+                taint,
+                "",
+                position,
+                sampled=state.sample is not None,
+                extra_external=item_external,
+                in_branch=True,
+            )
+        return self._execute(state, ctx, taint, position, True, share)
+
     def _call(
         self, state: State, ctx: dict[str, Any], taint: _Taint, position: str, in_branch: bool, cost_limit: int | None
     ) -> _Executed:
@@ -472,107 +492,6 @@ class _MachineRun:
         )
         result = child._result("halt", "call-depth-exceeded") if child.depth > MAX_CALL_DEPTH else child.run()
         return call_outcome(result, name, reads_external, registry)
-
-    # -- fan-out -----------------------------------------------------------------
-
-    def _fan_out(self, state: State, position: str) -> _Executed:
-        ctx, taint = self.ctx, self.taint
-        item_tainted = item_external = False
-        if state.over is not None:
-            match = PLACEHOLDER.search(state.over)
-            if match is None:
-                raise _Fail(f"state-error: over: invalid expression {state.over!r} (expected {{{{path}}}})")
-            path = match.group(1)
-            items = lookup(ctx, path)
-            if items is None:
-                raise _Fail(f"state-error: over: path '{path}' not found in context")
-            if not isinstance(items, list):
-                raise _Fail(f"state-error: over: path '{path}' is not a list (got {type(items).__name__})")
-            item_tainted = root_key(path) in taint.tainted
-            item_external = root_key(path) in taint.external
-            branches = [(index, item) for index, item in enumerate(items)]
-        else:
-            branches = [(index, None) for index in range(state.sample or 0)]
-        count = len(branches)
-        if count == 0:
-            return _Executed([], external=item_external or state.kind == "tool")
-        branch_taint = _Taint(set(taint.tainted), set(taint.external))
-        branch_taint.tainted.discard("index")
-        branch_taint.external.discard("index")
-        for flag, target in ((item_tainted, branch_taint.tainted), (item_external, branch_taint.external)):
-            if state.over is not None:
-                (target.add if flag else target.discard)("item")
-        share = None
-        if state.kind == "call" and self.cost_limit is not None:
-            share = max(1, (self.cost_limit - self.usage.total) // count)
-
-        def run_branch(branch: tuple[int, Any]) -> _Executed:
-            index, item = branch
-            branch_ctx = dict(ctx)
-            branch_ctx["index"] = index
-            if state.over is not None:
-                branch_ctx["item"] = item
-            branch_position = f"{position}/branch:{index}"
-            try:
-                if state.kind == "generative":
-                    done = produce(
-                        self.shared,
-                        self.machine,
-                        state,
-                        branch_ctx,
-                        branch_taint,
-                        "",
-                        branch_position,
-                        sampled=state.sample is not None,
-                        extra_external=item_external,
-                        in_branch=True,
-                    )
-                else:
-                    done = self._execute(state, branch_ctx, branch_taint, branch_position, True, share)
-            except _Fail as failure:
-                return _Executed(
-                    f"[branch-error: {failure.branch_text}]", usage=failure.usage, sub_trace=failure.sub_trace
-                )
-            if done.route is not None:  # a branch cannot leave the fan-out: the routed error is its marker
-                marker = f"[branch-error: {str(done.value)[len('[tool-error: ') : -1]}]"
-                return _Executed(marker, usage=done.usage, external=True)
-            return done
-
-        observer = self.observer
-
-        def branch_done(branch: tuple[int, Any]) -> _Executed:
-            done = run_branch(branch)
-            if observer is not None:
-                failed = isinstance(done.value, str) and done.value.startswith("[branch-error:")
-                observer("branch", {"state": state.id, "index": branch[0], "count": count, "failed": failed})
-            return done
-
-        workers = max(1, min(self.shared.options.max_workers, count))
-        if workers == 1 or not self.shared.oracle.waits:
-            outcomes = [branch_done(branch) for branch in branches]
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkl-branch") as pool:
-                futures = [pool.submit(branch_done, branch) for branch in branches]
-                pending = set(futures)
-                while pending and observer is not None:  # the view redraws from this, the run's own thread
-                    _, pending = wait(pending, timeout=FAN_OUT_TICK, return_when=FIRST_COMPLETED)
-                    observer("waiting", {"state": state.id, "count": count, "finished": count - len(pending)})
-                outcomes = [future.result() for future in futures]
-        external = (
-            item_external
-            or state.kind == "tool"
-            or any(outcome.external for outcome in outcomes)
-            or (state.kind == "call" and reaches_tool_state(state.call or "", self.shared.registry))
-        )
-        return _Executed(
-            [outcome.value for outcome in outcomes],
-            usage=(sum(o.usage[0] for o in outcomes), sum(o.usage[1] for o in outcomes)),
-            # Like the reference: the sub-run traces that exist (a branch that never started a sub-run has none).
-            sub_trace=[o.sub_trace for o in outcomes if o.sub_trace is not None] or None,
-            external=external,
-            truncated=any(outcome.truncated for outcome in outcomes),
-            reasonings=[outcome.reasoning for outcome in outcomes] if state.reason else None,
-        )
 
 
 def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
