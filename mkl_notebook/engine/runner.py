@@ -24,7 +24,7 @@ from .options import MAX_CALL_DEPTH, RunOptions
 from .oracle import AwaitingHuman, CannotAnswer, HumanReply, Oracle, OracleError, ReplyRequest, Usage
 from .produce import produce
 from .result import RunResult, Status, cost_of, most_visited, seconds_of
-from .step import _Asked, _Executed, _Shared, _Suspended, _Taint
+from .step import _add_cost, _Asked, _Executed, _Shared, _Suspended, _Taint, _unfinished_call
 from .taint import initial_taint, tool_class
 from .tools import call_tool
 
@@ -492,26 +492,6 @@ class _MachineRun:
         )
         result = child._result("halt", "call-depth-exceeded") if child.depth > MAX_CALL_DEPTH else child.run()
         return call_outcome(result, name, reads_external, registry)
-
-
-def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
-    if usage[0] or usage[1]:
-        cost = step.get("cost") or {"input_tokens": 0, "output_tokens": 0}
-        step["cost"] = {
-            "input_tokens": cost["input_tokens"] + usage[0],
-            "output_tokens": cost["output_tokens"] + usage[1],
-        }
-
-
-def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
-    """The call step a suspension inside a called machine leaves open: what that machine did so far."""
-    return {
-        "step": None,
-        "state": state.id,
-        "tier": tier,
-        "sub_trace": inner.trace_with_open_call(),
-        "suspended_in": state.call,
-    }
 
 
 def run_machine(

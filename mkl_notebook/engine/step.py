@@ -4,7 +4,7 @@
 the model calls made); :class:`_Taint` is one run's taint bookkeeping (docs/language.md §6);
 :class:`_Executed` is what executing a state, or one fan-out branch, produced.  :class:`_Asked` and
 :class:`_Suspended` are the signals that end a step early: a model asked a person something, or a
-called machine suspended.
+called machine suspended.  :func:`_add_cost` and :func:`_unfinished_call` fill in trace steps.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..lang.model import Machine
+from ..lang.model import Machine, State
 from .options import RunOptions
 from .oracle import HumanReply, JudgeAnswer, JudgeRequest, Oracle, ProduceAnswer, ProduceRequest
 from .result import ModelCall, RunResult, cost_of
@@ -156,3 +156,24 @@ class _Taint:
 
     tainted: set[str] = field(default_factory=set)
     external: set[str] = field(default_factory=set)
+
+
+def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
+    """Add ``usage`` to the tokens a trace step records (it has a ``cost`` only once that is not zero)."""
+    if usage[0] or usage[1]:
+        cost = step.get("cost") or {"input_tokens": 0, "output_tokens": 0}
+        step["cost"] = {
+            "input_tokens": cost["input_tokens"] + usage[0],
+            "output_tokens": cost["output_tokens"] + usage[1],
+        }
+
+
+def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
+    """The call step a suspension inside a called machine leaves open: what that machine did so far."""
+    return {
+        "step": None,
+        "state": state.id,
+        "tier": tier,
+        "sub_trace": inner.trace_with_open_call(),
+        "suspended_in": state.call,
+    }
