@@ -23,7 +23,7 @@ from .gates import GateScan, select_gate
 from .options import MAX_CALL_DEPTH, RunOptions
 from .oracle import AwaitingHuman, CannotAnswer, HumanReply, Oracle, OracleError, ReplyRequest, Usage
 from .produce import produce
-from .result import RunResult, Status, cost_of, most_visited, seconds_of
+from .result import RunResult, Status, TraceStep, cost_of, most_visited, seconds_of
 from .step import _add_cost, _Asked, _Executed, _Shared, _Suspended, _Taint, _unfinished_call
 from .taint import initial_taint, tool_class
 from .tools import call_tool
@@ -73,7 +73,7 @@ class _MachineRun:
         self.repair_left: dict[tuple[str, int], int] = {}
         self.feedback = ""
         self.usage = Usage()
-        self.trace: list[dict[str, Any]] = []
+        self.trace: list[TraceStep] = []
         self.last_value: Any = None
         self.states = dict(machine.states)  # a plain dict: the model's read-only mapping is slower to index
         self.gates = GateScan(
@@ -97,7 +97,7 @@ class _MachineRun:
         pending: str | None = None,
         question: str | None = None,
         machine: str | None = None,
-        pending_step: dict[str, Any] | None = None,
+        pending_step: TraceStep | None = None,
         about: str | None = None,
     ) -> RunResult:
         if status == "suspended" and machine is None and self.depth > 0:
@@ -144,7 +144,7 @@ class _MachineRun:
             return self._result("suspended", reason, at=state_id)
         return self._result("halt", reason, diagnosis=self._diagnosis())
 
-    def _record(self, step: dict[str, Any]) -> None:
+    def _record(self, step: TraceStep) -> None:
         calls = self.shared.model_calls[self._calls_before :]  # this state's, nested calls and branches included
         if calls:
             cost = cost_of(calls)
@@ -230,7 +230,7 @@ class _MachineRun:
 
     def _visit(self, state: State, position: str) -> RunResult | str:
         """Execute one state and take its transition: the next state id, or the run's end."""
-        step: dict[str, Any] = {"step": None, "state": state.id, "tier": self.machine.tier_of(state)}
+        step: TraceStep = {"step": None, "state": state.id, "tier": self.machine.tier_of(state)}
         feedback = self.feedback
         if feedback:
             self.feedback = ""
@@ -266,7 +266,7 @@ class _MachineRun:
             step["step"] = self.steps
             if failure.sub_trace is not None:
                 step["sub_trace"] = failure.sub_trace
-            step.update(gate=None, policy=failure.policy, to=None)
+            step.update({"gate": None, "policy": failure.policy, "to": None})
             _add_cost(step, failure.usage)
             self._record(step)
             return self._halt(failure.error, state.id)
@@ -282,8 +282,8 @@ class _MachineRun:
             return self._error_route(state, step, executed.route)
         return self._route(state, step, executed, position)
 
-    def _error_route(self, state: State, step: dict[str, Any], target: str) -> RunResult | str:
-        step.update(gate="on_error", gate_via="on_error", policy="route", to=target)
+    def _error_route(self, state: State, step: TraceStep, target: str) -> RunResult | str:
+        step.update({"gate": "on_error", "gate_via": "on_error", "policy": "route", "to": target})
         self._record(step)
         if target == END:
             return self._result(
@@ -313,7 +313,7 @@ class _MachineRun:
 
     # -- gates and transitions ---------------------------------------------------
 
-    def _route(self, state: State, step: dict[str, Any], executed: _Executed, position: str) -> RunResult | str:
+    def _route(self, state: State, step: TraceStep, executed: _Executed, position: str) -> RunResult | str:
         first = state.gates[0] if state.gates else None
         if first is not None and first.is_otherwise and first.policy != "repair":
             step["gate_via"] = "otherwise"  # a leading catch-all fires at once: nothing to scan, judge or call
@@ -338,7 +338,7 @@ class _MachineRun:
         if outcome.gate is None:  # a halt step carries only what §7's table names
             if outcome.failure == "judge-unparseable":
                 step["judge_fallback"] = True
-            step.update(gate=None, policy=outcome.failure, to=None)
+            step.update({"gate": None, "policy": outcome.failure, "to": None})
             self._record(step)
             return self._halt(outcome.failure or "no-gate-matched", state.id)
         step.update(outcome.annotations)
@@ -352,7 +352,7 @@ class _MachineRun:
     def _external_in_scope(self) -> bool:
         return not self.taint.external.isdisjoint(self.ctx)
 
-    def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate, position: str) -> RunResult | str:
+    def _transition(self, state: State, step: TraceStep, index: int, gate: Gate, position: str) -> RunResult | str:
         policy = gate.policy
         target = gate.to
         step["gate"] = gate.when
@@ -410,7 +410,7 @@ class _MachineRun:
 
     # -- executing a state -------------------------------------------------------
 
-    def _flow_guard(self, state: State, step: dict[str, Any]) -> RunResult | None:
+    def _flow_guard(self, state: State, step: TraceStep) -> RunResult | None:
         if not self.flow_tainted:
             return None
         options = self.shared.options
@@ -419,7 +419,13 @@ class _MachineRun:
             return None
         if options.on_untrusted_flow == "halt":
             step.update(
-                step=self.steps, gate=None, policy="untrusted-control-flow", to=None, untrusted_control_flow=True
+                {
+                    "step": self.steps,
+                    "gate": None,
+                    "policy": "untrusted-control-flow",
+                    "to": None,
+                    "untrusted_control_flow": True,
+                }
             )
             self._record(step)
             return self._halt("untrusted-control-flow", state.id)

@@ -17,7 +17,7 @@ from typing import Any
 from ..lang.model import Machine, State
 from .options import RunOptions
 from .oracle import HumanReply, JudgeAnswer, JudgeRequest, Oracle, ProduceAnswer, ProduceRequest
-from .result import ModelCall, RunResult, cost_of
+from .result import ModelCall, RunResult, TraceStep, cost_of
 from .taint import Fences
 
 
@@ -62,7 +62,7 @@ class _Shared:
     options: RunOptions
     secret: bytes
     fences: Fences = field(init=False)
-    root_trace: list[dict[str, Any]] = field(default_factory=list)  # the root run's finished steps
+    root_trace: list[TraceStep] = field(default_factory=list)  # the root run's finished steps
     answers: list[dict[str, Any]] = field(default_factory=list)  # every person's answer, in order
     model_calls: list[ModelCall] = field(default_factory=list)  # every model answer used, as it came
     _calls_lock: threading.Lock = field(default_factory=threading.Lock)  # branches note their calls at once
@@ -158,7 +158,7 @@ class _Taint:
     external: set[str] = field(default_factory=set)
 
 
-def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
+def _add_cost(step: TraceStep, usage: tuple[int, int]) -> None:
     """Add ``usage`` to the tokens a trace step records (it has a ``cost`` only once that is not zero)."""
     if usage[0] or usage[1]:
         cost = step.get("cost") or {"input_tokens": 0, "output_tokens": 0}
@@ -168,7 +168,7 @@ def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
         }
 
 
-def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
+def _unfinished_call(state: State, tier: str, inner: RunResult) -> TraceStep:
     """The call step a suspension inside a called machine leaves open: what that machine did so far."""
     return {
         "step": None,

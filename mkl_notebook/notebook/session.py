@@ -31,7 +31,7 @@ from ..durable.runs import Observer
 from ..durable.seals import Seal, Signer
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore, UnknownRun
 from ..engine.oracle import Oracle
-from ..engine.result import RunResult
+from ..engine.result import RunResult, TraceStep
 from ..engine.result import question_id as question_id_of
 from ..lang import stdlib
 from ..lang.loader import load, load_file
@@ -501,7 +501,7 @@ class Run:
         return copy.deepcopy(dict(self.result_object.context))
 
     @property
-    def trace(self) -> list[dict[str, Any]]:
+    def trace(self) -> list[TraceStep]:
         """The steps of the run, each a plain dict (state, gate, policy, to, tokens, output, …)."""
         return copy.deepcopy(list(self.result_object.trace))
 
