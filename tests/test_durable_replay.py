@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.fingerprint import fingerprint
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
-from mkl_notebook.engine import runner as runner_module
+from mkl_notebook.engine import tools as tools_module
 from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.engine.oracle import HookRequest, JudgeRequest, ProduceRequest, ToolRequest
 from mkl_notebook.engine.result import RunResult
@@ -1153,7 +1153,7 @@ def test_a_rerun_after_an_engine_change_computes_the_result_the_current_engine_g
     oracle = ScriptedOracle(tools={"kb": ['{"hit": 1}']})
     first = runs.start(machine, oracle, store=store, run_id="r", input={"q": "x"})
     assert first.result.result == '{"hit": 1}'
-    monkeypatch.setattr(runner_module, "_observation_text", lambda observation: f"<{observation}>")
+    monkeypatch.setattr(tools_module, "_observation_text", lambda observation: f"<{observation}>")
     again = runs.start(
         machine,
         ScriptedOracle(tools={"kb": []}),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..durable.runs import Observer, Outcome, Resolution
 from ..engine.oracle import Oracle
-from ..engine.result import RunResult
+from ..engine.result import RunResult, TraceStep
 from ..engine.result import question_id as question_id_of
 from ..lang.interpolate import fmt
 from ..lang.model import Machine
@@ -86,7 +86,7 @@ class Run:
         return copy.deepcopy(dict(self.run_result.context))
 
     @property
-    def trace(self) -> list[dict[str, Any]]:
+    def trace(self) -> list[TraceStep]:
         """The steps of the run, each a plain dict (state, gate, policy, to, tokens, output, …)."""
         return copy.deepcopy(list(self.run_result.trace))
 

@@ -223,7 +223,7 @@ def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:
         return step - 1 if step else 0
     if not oracle.counts.replayed:
         return 0  # nothing was recorded to replay: the steps asked no one
-    return max((step["step"] for step in result.trace if isinstance(step.get("step"), int)), default=0)
+    return max((number for step in result.trace if isinstance(number := step.get("step"), int)), default=0)
 
 
 def _journal_machines(

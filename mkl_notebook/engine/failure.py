@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from .result import TraceStep
 
 
 class StateFailure(Exception):
@@ -19,7 +19,7 @@ class StateFailure(Exception):
         *,
         policy: str | None = None,
         usage: tuple[int, int] = (0, 0),
-        sub_trace: list[dict[str, Any]] | None = None,
+        sub_trace: list[TraceStep] | None = None,
         branch_text: str | None = None,
         suspendable: bool = False,
     ) -> None:

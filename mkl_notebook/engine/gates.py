@@ -10,6 +10,7 @@ from ..lang import builtin_hooks
 from ..lang.model import Gate, State
 from .failure import StateFailure
 from .oracle import HookRequest, JudgeAnswer, JudgeRequest, Oracle, OracleError, RunInterrupted, context_json
+from .result import TraceStep
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class GateOutcome(NamedTuple):
     position: int  # of the gate in the state's full gate list; -1 when none fired
     gate: Gate | None
     failure: str | None  # "no-gate-matched" or "judge-unparseable" when no gate fired
-    annotations: dict[str, Any]  # trace keys: gate_via, hook, judge_model, judge_none, judge_fallback, …
+    annotations: TraceStep  # the trace keys the scan noted: gate_via, hook, judge_model, judge_none, …
     usage: tuple[int, int]
     judged_by_llm: bool
     via_hook: bool
@@ -106,7 +107,7 @@ def select_gate(
 
     ``position`` is the state's visit: hook and judge calls sit below it.
     """
-    notes: dict[str, Any] = {}
+    notes: TraceStep = {}
     spent_in = spent_out = judge_none = 0
     judged = False
     cursor = 0
@@ -165,7 +166,7 @@ def _outcome(
     index: int,
     gate: Gate | None,
     failure: str | None,
-    notes: dict[str, Any],
+    notes: TraceStep,
     usage: tuple[int, int],
     judged: bool,
     judge_none: int,

@@ -5,9 +5,44 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 Status = Literal["done", "halt", "suspended", "in_doubt"]
+
+
+class TraceStep(TypedDict, total=False):
+    """One step of a run's trace (docs/language.md §7, *Trace steps*): every key the runner may set.
+
+    At runtime a step is a plain dict; which keys it holds depends on the state and on how it ended,
+    and they come in the order the runner sets them.
+    """
+
+    step: int | None  # the run's step count after the state's charge (None in a call step left open)
+    state: str
+    tier: str  # the state's model tier
+    untrusted_control_flow: bool  # an effect tool ran (or was refused) after an externally steered decision
+    branches: list[str]  # a fan-out: every branch's output as text, in branch order (instead of ``output``)
+    reasonings: list[str | None]  # a fan-out of a ``reason: true`` state: every branch's reasoning
+    output: str  # the value the state deposited, as text
+    reasoning: str  # a ``reason: true`` state's reasoning
+    # A call's steps (each a TraceStep); of a fan-out, one such list per branch that ran a sub-run.
+    sub_trace: list[Any]
+    suspended_in: str | None  # a call step left open by a suspension inside it: the called machine
+    cost: dict[str, int]  # the state's tokens (input_tokens, output_tokens), when not zero
+    truncated: bool  # the model stopped at its length limit
+    gate: str | None  # the ``when`` of the gate that fired ("on_error" for an on_error route); None when none
+    gate_via: str  # how the gate was chosen: hook, llm, otherwise or on_error
+    hook: str  # the hook that fired the gate
+    judge_model: str  # the model that judged
+    judge_parse: str  # how the judge's reply was read when it was not clean JSON: bare or last-number
+    judge_fallback: bool  # the judge's reply was unreadable: the otherwise gate, if any, fired
+    judge_raw: str  # why the judge's reply was unreadable (first 200 characters)
+    judge_none: int  # how many batches the judge answered *none*
+    decision_tainted: bool  # a model judged while external values were in scope (docs/language.md §6)
+    policy: str | None  # the fired gate's policy (route for an on_error route), or why the run halted here
+    to: str | None  # the next state or END; None when the run halts here
+    cost_usd: float  # what the state's model calls cost, nested calls and branches included, when known
+    seconds: float  # how long the state's timed model calls took
 
 
 class ModelCall(NamedTuple):
@@ -61,7 +96,7 @@ class RunResult:
     result: Any = None
     at: str | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[TraceStep] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)
     diagnosis: dict[str, Any] | None = None
     ask: str | None = None
@@ -72,7 +107,7 @@ class RunResult:
     machine: str | None = None  # of a suspension inside a called machine: that machine (``at`` is its state)
     # Of a suspension inside a called machine: the call step left open, with the steps the called machine
     # took so far as its sub_trace (not part of ``trace``, which holds finished steps only).
-    pending_step: dict[str, Any] | None = None
+    pending_step: TraceStep | None = None
     # Every person's answer the run used, in order: after (finished root steps before it), position (of the
     # question), machine, state, question (the text shown), reply_to, value, by, via, at, about (what it answered).
     answers: list[dict[str, Any]] = field(default_factory=list)
@@ -100,7 +135,7 @@ class RunResult:
             return None
         return question_id(run_id, self.pending, self.ask or self.question or "", self.about)
 
-    def trace_with_open_call(self) -> list[dict[str, Any]]:
+    def trace_with_open_call(self) -> list[TraceStep]:
         """The finished steps, then the call a suspension inside a called machine left open, if any."""
         return [*self.trace, *([self.pending_step] if self.pending_step else [])]
 

@@ -8,40 +8,27 @@ the answers of one :class:`Oracle`.  Every request carries a stable position
 from __future__ import annotations
 
 import copy
-import json
 import re
-import threading
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..lang import stdlib
-from ..lang.interpolate import PLACEHOLDER, WHOLE_PLACEHOLDER, fmt, lookup, render, root_key, set_path
+from ..lang.interpolate import fmt, root_key, set_path
 from ..lang.model import END, Gate, Machine, State
+from .calls import call_outcome, callee_context
 from .failure import StateFailure as _Fail
+from .fanout import FAN_OUT_TICK as FAN_OUT_TICK  # re-exported: the runner's public name, as ever
+from .fanout import fan_out
 from .gates import GateScan, select_gate
 from .options import MAX_CALL_DEPTH, RunOptions
-from .oracle import (
-    AwaitingHuman,
-    CannotAnswer,
-    HumanReply,
-    JudgeAnswer,
-    JudgeRequest,
-    Oracle,
-    OracleError,
-    ProduceAnswer,
-    ProduceRequest,
-    ReplyRequest,
-    RunInterrupted,
-    ToolRequest,
-    Usage,
-)
-from .result import ModelCall, RunResult, Status, cost_of, most_visited, seconds_of
-from .taint import Fences, initial_taint, reaches_tool_state, tool_class
+from .oracle import AwaitingHuman, CannotAnswer, HumanReply, Oracle, OracleError, ReplyRequest, Usage
+from .produce import produce
+from .result import RunResult, Status, TraceStep, cost_of, most_visited, seconds_of
+from .step import _add_cost, _Asked, _Executed, _Shared, _Suspended, _Taint, _unfinished_call
+from .taint import initial_taint, tool_class
+from .tools import call_tool
 
 ROOT_PREFIX = "root"
-FAN_OUT_TICK = 0.1  # seconds between "waiting" events while fan-out branches run
 _ROOT_STEP = re.compile(rf"^{ROOT_PREFIX}/(\d+):")
 
 
@@ -51,142 +38,9 @@ def root_step(position: str) -> int | None:
     return int(found.group(1)) + 1 if found else None
 
 
-class _Asked(Exception):
-    """The model asked the person something; the run suspends until they answer."""
-
-    def __init__(self, question: str, position: str, usage: tuple[int, int]) -> None:
-        super().__init__(question)
-        self.question = question
-        self.position = position
-        self.usage = usage
-
-
-class _Suspended(Exception):
-    """A nested call suspended; the whole run surfaces the innermost suspension."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__(result.error)
-        self.result = result
-
-
-@dataclass(slots=True)
-class _Executed:
-    """What executing a state (or one fan-out branch) produced."""
-
-    value: Any
-    reasoning: str | None = None
-    usage: tuple[int, int] = (0, 0)
-    sub_trace: list[Any] | None = None  # a call's trace; for a fan-out, one trace per branch that ran a sub-run
-    external: bool = False
-    truncated: bool = False
-    route: str | None = None  # an on_error matcher sends the run here, bypassing the gates
-    reasonings: list[str | None] | None = None  # a fan-out of a ``reason: true`` state: one per branch
-
-
-@dataclass
-class _Shared:
-    """What every (sub-)run of one run tree shares."""
-
-    oracle: Oracle
-    registry: Mapping[str, Machine]
-    options: RunOptions
-    secret: bytes
-    fences: Fences = field(init=False)
-    root_trace: list[dict[str, Any]] = field(default_factory=list)  # the root run's finished steps
-    answers: list[dict[str, Any]] = field(default_factory=list)  # every person's answer, in order
-    model_calls: list[ModelCall] = field(default_factory=list)  # every model answer used, as it came
-    _calls_lock: threading.Lock = field(default_factory=threading.Lock)  # branches note their calls at once
-
-    def __post_init__(self) -> None:
-        self.fences = Fences(self.secret)
-
-    def ask_model(self, request: ProduceRequest | JudgeRequest) -> Any:
-        """A produce or judge answer, streamed to the observer as it arrives when there is one; noted."""
-        observer = self.options.observer
-        if observer is None:
-            answer = self.oracle.ask(request)
-        else:
-
-            def partial(text: str) -> None:
-                observer(
-                    "partial",
-                    {
-                        "kind": request.kind,
-                        "machine": request.machine,
-                        "state": request.state,
-                        "position": request.position,
-                        "text": text,
-                    },
-                )
-
-            answer = self.oracle.stream(request, partial)
-        if isinstance(answer, (ProduceAnswer, JudgeAnswer)):
-            call = ModelCall(
-                request.position,
-                request.kind,
-                answer.model,
-                answer.input_tokens,
-                answer.output_tokens,
-                answer.cost_usd,
-                answer.seconds,
-            )
-            with self._calls_lock:
-                self.model_calls.append(call)
-        return answer
-
-    def spent(self) -> float | None:
-        """What the run tree's model calls cost so far, None while unknown (see :func:`cost_of`)."""
-        with self._calls_lock:
-            return cost_of(self.model_calls)
-
-    def over_spend(self) -> str | None:
-        """Why the run may not make another model call under ``max_cost``, or None while it may."""
-        limit = self.options.max_cost
-        if limit is None:
-            return None
-        with self._calls_lock:
-            calls = list(self.model_calls)
-        unpriced = next((call.model or "(unnamed)" for call in calls if call.cost_usd is None), None)
-        if unpriced is not None:
-            return f"spend-unknown: the price of model '{unpriced}' is not known, so a cost limit cannot be kept"
-        return "spend-exhausted" if sum(call.cost_usd or 0.0 for call in calls) >= limit else None
-
-    def answered(
-        self,
-        position: str,
-        machine: str,
-        state: str,
-        question: str | None,
-        reply_to: str | None,
-        reply: Any,
-        about: str | None = None,
-    ) -> None:
-        """Note a person's answer (with who, when and how, when the oracle says) for the run's result."""
-        answer = reply if isinstance(reply, HumanReply) else HumanReply(reply)
-        self.answers.append(
-            {
-                "after": len(self.root_trace),
-                "position": position,
-                "machine": machine,
-                "state": state,
-                "question": question,
-                "reply_to": reply_to,
-                "value": answer.value,
-                "by": answer.by,
-                "via": answer.via,
-                "at": answer.at,
-                "about": about,
-            }
-        )
-
-
-@dataclass
-class _Taint:
-    tainted: set[str] = field(default_factory=set)
-    external: set[str] = field(default_factory=set)
-
-
 class _MachineRun:
+    """One run of one machine, the root or a call's: :meth:`run` visits states until done, halt or suspension."""
+
     def __init__(
         self,
         shared: _Shared,
@@ -219,7 +73,7 @@ class _MachineRun:
         self.repair_left: dict[tuple[str, int], int] = {}
         self.feedback = ""
         self.usage = Usage()
-        self.trace: list[dict[str, Any]] = []
+        self.trace: list[TraceStep] = []
         self.last_value: Any = None
         self.states = dict(machine.states)  # a plain dict: the model's read-only mapping is slower to index
         self.gates = GateScan(
@@ -243,7 +97,7 @@ class _MachineRun:
         pending: str | None = None,
         question: str | None = None,
         machine: str | None = None,
-        pending_step: dict[str, Any] | None = None,
+        pending_step: TraceStep | None = None,
         about: str | None = None,
     ) -> RunResult:
         if status == "suspended" and machine is None and self.depth > 0:
@@ -290,7 +144,7 @@ class _MachineRun:
             return self._result("suspended", reason, at=state_id)
         return self._result("halt", reason, diagnosis=self._diagnosis())
 
-    def _record(self, step: dict[str, Any]) -> None:
+    def _record(self, step: TraceStep) -> None:
         calls = self.shared.model_calls[self._calls_before :]  # this state's, nested calls and branches included
         if calls:
             cost = cost_of(calls)
@@ -376,7 +230,7 @@ class _MachineRun:
 
     def _visit(self, state: State, position: str) -> RunResult | str:
         """Execute one state and take its transition: the next state id, or the run's end."""
-        step: dict[str, Any] = {"step": None, "state": state.id, "tier": self.machine.tier_of(state)}
+        step: TraceStep = {"step": None, "state": state.id, "tier": self.machine.tier_of(state)}
         feedback = self.feedback
         if feedback:
             self.feedback = ""
@@ -386,7 +240,8 @@ class _MachineRun:
                 return refused
         try:
             if state.is_fanout:
-                executed = self._fan_out(state, position)
+                cost_left = None if self.cost_limit is None else self.cost_limit - self.usage.total
+                executed = fan_out(self.shared, state, self.ctx, self.taint, position, cost_left, self._branch)
                 self.steps += max(1, len(executed.value))
                 step["branches"] = [fmt(v) for v in executed.value]
                 if state.reason:
@@ -396,7 +251,7 @@ class _MachineRun:
             else:
                 self.steps += 1
                 if state.kind == "generative":
-                    executed = self._produce(state, self.ctx, self.taint, feedback, position)
+                    executed = produce(self.shared, self.machine, state, self.ctx, self.taint, feedback, position)
                 else:
                     executed = self._execute(state, self.ctx, self.taint, position)
                 step["output"] = fmt(executed.value)
@@ -411,7 +266,7 @@ class _MachineRun:
             step["step"] = self.steps
             if failure.sub_trace is not None:
                 step["sub_trace"] = failure.sub_trace
-            step.update(gate=None, policy=failure.policy, to=None)
+            step.update({"gate": None, "policy": failure.policy, "to": None})
             _add_cost(step, failure.usage)
             self._record(step)
             return self._halt(failure.error, state.id)
@@ -427,8 +282,8 @@ class _MachineRun:
             return self._error_route(state, step, executed.route)
         return self._route(state, step, executed, position)
 
-    def _error_route(self, state: State, step: dict[str, Any], target: str) -> RunResult | str:
-        step.update(gate="on_error", gate_via="on_error", policy="route", to=target)
+    def _error_route(self, state: State, step: TraceStep, target: str) -> RunResult | str:
+        step.update({"gate": "on_error", "gate_via": "on_error", "policy": "route", "to": target})
         self._record(step)
         if target == END:
             return self._result(
@@ -458,7 +313,7 @@ class _MachineRun:
 
     # -- gates and transitions ---------------------------------------------------
 
-    def _route(self, state: State, step: dict[str, Any], executed: _Executed, position: str) -> RunResult | str:
+    def _route(self, state: State, step: TraceStep, executed: _Executed, position: str) -> RunResult | str:
         first = state.gates[0] if state.gates else None
         if first is not None and first.is_otherwise and first.policy != "repair":
             step["gate_via"] = "otherwise"  # a leading catch-all fires at once: nothing to scan, judge or call
@@ -483,7 +338,7 @@ class _MachineRun:
         if outcome.gate is None:  # a halt step carries only what §7's table names
             if outcome.failure == "judge-unparseable":
                 step["judge_fallback"] = True
-            step.update(gate=None, policy=outcome.failure, to=None)
+            step.update({"gate": None, "policy": outcome.failure, "to": None})
             self._record(step)
             return self._halt(outcome.failure or "no-gate-matched", state.id)
         step.update(outcome.annotations)
@@ -497,7 +352,7 @@ class _MachineRun:
     def _external_in_scope(self) -> bool:
         return not self.taint.external.isdisjoint(self.ctx)
 
-    def _transition(self, state: State, step: dict[str, Any], index: int, gate: Gate, position: str) -> RunResult | str:
+    def _transition(self, state: State, step: TraceStep, index: int, gate: Gate, position: str) -> RunResult | str:
         policy = gate.policy
         target = gate.to
         step["gate"] = gate.when
@@ -555,7 +410,7 @@ class _MachineRun:
 
     # -- executing a state -------------------------------------------------------
 
-    def _flow_guard(self, state: State, step: dict[str, Any]) -> RunResult | None:
+    def _flow_guard(self, state: State, step: TraceStep) -> RunResult | None:
         if not self.flow_tainted:
             return None
         options = self.shared.options
@@ -564,7 +419,13 @@ class _MachineRun:
             return None
         if options.on_untrusted_flow == "halt":
             step.update(
-                step=self.steps, gate=None, policy="untrusted-control-flow", to=None, untrusted_control_flow=True
+                {
+                    "step": self.steps,
+                    "gate": None,
+                    "policy": "untrusted-control-flow",
+                    "to": None,
+                    "untrusted_control_flow": True,
+                }
             )
             self._record(step)
             return self._halt("untrusted-control-flow", state.id)
@@ -580,202 +441,46 @@ class _MachineRun:
         in_branch: bool = False,
         cost_limit: int | None = None,
     ) -> _Executed:
-        """A tool or call state (generative states go through :meth:`_produce`)."""
+        """A tool or call state (generative states go through :func:`.produce.produce`)."""
         if state.kind == "tool":
-            return self._tool(state, ctx, taint, position)
+            return call_tool(self.shared, self.machine.name, state, ctx, position)
         return self._call(state, ctx, taint, position, in_branch, cost_limit)
 
-    def _produce(
+    def _branch(
         self,
         state: State,
         ctx: dict[str, Any],
         taint: _Taint,
-        feedback: str,
         position: str,
-        sampled: bool = False,
-        extra_external: bool = False,
-        in_branch: bool = False,
+        item_external: bool,
+        share: int | None,
     ) -> _Executed:
-        call_position = position + "/produce"
-        prompt = render(
-            state.template, ctx, taint.tainted, nonce=lambda texts: self.shared.fences.nonce(call_position, texts)
-        )
-        asking = state.ask_human or self.shared.options.ask_human  # the option lets every generative state ask
-        request = ProduceRequest(
-            position=call_position,
-            machine=self.machine.name,
-            state=state.id,
-            tier=self.machine.tier_of(state),
-            structure=state.contract,
-            execution=state.execution,
-            user=prompt.text + feedback,
-            fenced=prompt.fenced,
-            reason=state.reason,
-            temperature=0.8 if sampled else 0.4,
-            ask_human=asking,
-        )
-        answer = self._ask_produce(request)
-        if asking:
-            answer, usage, rounds = self._converse(state, request, answer, position, in_branch)
-        else:
-            usage, rounds = (answer.input_tokens, answer.output_tokens), 0
-        value: Any = answer.text
-        if state.parse is not None:
-            value = _parse_output(state.parse, value, usage)
-        external = extra_external or rounds > 0 or not taint.external.isdisjoint(prompt.read_keys)
-        return _Executed(
-            value,
-            reasoning=answer.reasoning if state.reason else None,
-            usage=usage,
-            external=external,
-            truncated=answer.truncated,
-        )
-
-    def _ask_produce(self, request: ProduceRequest) -> ProduceAnswer:
-        try:
-            answer = self.shared.ask_model(request)
-        except (_Fail, _Suspended, RunInterrupted):
-            raise
-        except OracleError as exc:
-            raise _Fail(exc.error, suspendable=exc.suspendable) from None
-        except Exception as exc:  # a host callable raised: its message is the halt reason
-            raise _Fail(f"state-error: {exc}") from None
-        if not isinstance(answer, ProduceAnswer):
-            raise _Fail(f"state-error: the oracle answered a produce call with {type(answer).__name__}")
-        return answer
-
-    def _converse(
-        self, state: State, request: ProduceRequest, answer: ProduceAnswer, position: str, in_branch: bool
-    ) -> tuple[ProduceAnswer, tuple[int, int], int]:
-        """An ask_human state: while the model asks (``ASK: …``), get the person's reply and ask again.
-
-        Returns the final answer, the tokens of every round, and how many rounds a person answered.
-        """
-        spent_in, spent_out = answer.input_tokens, answer.output_tokens
-        rounds = 0
-        while True:
-            question = _question(answer.text)
-            if question is None:
-                return answer, (spent_in, spent_out), rounds
-            usage = (spent_in, spent_out)
-            if in_branch:
-                raise _Fail(f"state-error: ask: {question}", usage=usage)  # branches never suspend
-            if rounds >= self.shared.options.ask_limit:
-                raise _Fail("state-error: ask-limit", policy="state-error", usage=usage)
-            reply = self._person_answers(state, question, f"{position}/ask@r{rounds}", usage)
-            rounds += 1
-            request = request._replace(
-                position=f"{position}/produce~r{rounds}",
-                conversation=(*request.conversation, ("assistant", answer.text), ("user", reply)),
+        """One branch of the fan-out ``state`` (see :func:`.fanout.fan_out`); a branch never asks a person."""
+        if state.kind == "generative":
+            return produce(
+                self.shared,
+                self.machine,
+                state,
+                ctx,
+                taint,
+                "",
+                position,
+                sampled=state.sample is not None,
+                extra_external=item_external,
+                in_branch=True,
             )
-            answer = self._ask_produce(request)
-            spent_in += answer.input_tokens
-            spent_out += answer.output_tokens
-
-    def _person_answers(self, state: State, question: str, position: str, usage: tuple[int, int]) -> str:
-        """The person's reply to a model's question; suspends the run when none is recorded yet."""
-        request = ReplyRequest(
-            position=position, machine=self.machine.name, state=state.id, ask=None, reply_to="", question=question
-        )
-        try:
-            reply = self.shared.oracle.ask(request)
-        except AwaitingHuman:
-            raise _Asked(question, position, usage) from None
-        except OracleError as exc:
-            raise _Fail(exc.error) from None
-        self.shared.answered(position, self.machine.name, state.id, question, None, reply)
-        return fmt(reply.value if isinstance(reply, HumanReply) else reply)
-
-    def _tool(self, state: State, ctx: dict[str, Any], taint: _Taint, position: str) -> _Executed:
-        name = state.tool or ""
-        oracle = self.shared.oracle
-        if not oracle.has_tool(name):
-            raise _Fail(f"state-error: tool: unknown tool '{name}' (register it with the run's tools)")
-        input_json = json.dumps(self._resolve_input(state, ctx), ensure_ascii=False, default=str)
-        effect = tool_class(name, self.shared.options.tool_effects, oracle.tool_effect(name))
-        retries_used: dict[int, int] = {}
-        attempt, delay = 0, 0.0
-        while True:
-            request = ToolRequest(
-                position=f"{position}/tool" + (f"~{attempt}" if attempt else ""),
-                machine=self.machine.name,
-                state=state.id,
-                name=name,
-                input_json=input_json,
-                effect=effect,
-                idempotent=state.idempotent,
-                attempt=attempt,
-                delay=delay,
-            )
-            try:
-                return _Executed(_observation_text(oracle.ask(request)), external=True)
-            except (_Fail, _Suspended, RunInterrupted):
-                raise
-            except OracleError as exc:
-                error, halt = exc.detail, exc.error
-            except Exception as exc:  # the host tool raised: on_error decides, else its message halts the run
-                error = str(exc) or type(exc).__name__
-                halt = f"state-error: {error}"
-            handled = self._on_error(state, error, retries_used)
-            if handled is None:
-                raise _Fail(halt)
-            if isinstance(handled, _Executed):
-                return handled
-            attempt += 1
-            delay = handled
-
-    def _on_error(self, state: State, error: str, retries_used: dict[int, int]) -> _Executed | float | None:
-        """The first matching ``on_error`` matcher: a retry delay, a routed or fallback result, or None."""
-        for index, matcher in enumerate(state.on_error):
-            if not re.search(matcher.match, error):
-                continue
-            if matcher.retry:
-                used = retries_used.get(index, 0)
-                if used >= matcher.retry:
-                    continue  # retries spent: later matchers may still route or fall back
-                retries_used[index] = used + 1
-                return self.shared.options.retry_backoff * (2**used)
-            if matcher.route is not None:
-                return _Executed(f"[tool-error: {error}]", external=True, route=matcher.route)
-            if matcher.has_fallback:
-                return _Executed(_observation_text(matcher.fallback), external=True)
-        return None
-
-    def _resolve_input(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
-        resolved: dict[str, Any] = {}
-        for key, value in state.input.items():
-            if isinstance(value, str):
-                whole = WHOLE_PLACEHOLDER.match(value)
-                if whole:
-                    raw = lookup(ctx, whole.group(1))
-                    resolved[key] = "" if raw is None else copy.deepcopy(raw)
-                else:
-                    resolved[key] = render(value, ctx).text
-            else:
-                resolved[key] = copy.deepcopy(value)
-        return resolved
+        return self._execute(state, ctx, taint, position, True, share)
 
     def _call(
         self, state: State, ctx: dict[str, Any], taint: _Taint, position: str, in_branch: bool, cost_limit: int | None
     ) -> _Executed:
+        """A call state: the called machine runs as a child of this run (see :mod:`.calls`)."""
         name = state.call or ""
         registry = self.shared.registry
         callee = registry.get(name)
         if callee is None:
             raise _Fail(f"state-error: call: unknown machine '{name}'")
-        inputs = self._resolve_input(state, ctx)
-        child_ctx = copy.deepcopy(dict(callee.context))
-        child_ctx.update(inputs)
-        tainted_inputs: set[str] = set()
-        reads_external = False
-        for key, value in state.input.items():
-            if isinstance(value, str):
-                roots = {root_key(m.group(1)) for m in PLACEHOLDER.finditer(value)}
-                if roots & taint.tainted:
-                    tainted_inputs.add(key)
-                if roots & taint.external:
-                    reads_external = True
-        child_tainted = tainted_inputs  # literals in the caller's document are the author's, so trusted
+        child_ctx, child_tainted, reads_external = callee_context(state, ctx, taint, callee)
         if cost_limit is None and self.cost_limit is not None:
             cost_limit = max(0, self.cost_limit - self.usage.total)
         child = _MachineRun(
@@ -792,183 +497,7 @@ class _MachineRun:
             can_ask=self.can_ask and not in_branch,
         )
         result = child._result("halt", "call-depth-exceeded") if child.depth > MAX_CALL_DEPTH else child.run()
-        usage = (result.usage["input_tokens"], result.usage["output_tokens"])
-        if result.status == "suspended":
-            raise _Suspended(result)
-        if result.status != "done":
-            raise _Fail(
-                f"call-failed: {result.error}",
-                policy="call-failed",
-                usage=usage,
-                sub_trace=result.trace,
-                branch_text=result.error or "",
-            )
-        external = reads_external or reaches_tool_state(name, registry)
-        return _Executed(result.result, usage=usage, sub_trace=result.trace, external=external)
-
-    # -- fan-out -----------------------------------------------------------------
-
-    def _fan_out(self, state: State, position: str) -> _Executed:
-        ctx, taint = self.ctx, self.taint
-        item_tainted = item_external = False
-        if state.over is not None:
-            match = PLACEHOLDER.search(state.over)
-            if match is None:
-                raise _Fail(f"state-error: over: invalid expression {state.over!r} (expected {{{{path}}}})")
-            path = match.group(1)
-            items = lookup(ctx, path)
-            if items is None:
-                raise _Fail(f"state-error: over: path '{path}' not found in context")
-            if not isinstance(items, list):
-                raise _Fail(f"state-error: over: path '{path}' is not a list (got {type(items).__name__})")
-            item_tainted = root_key(path) in taint.tainted
-            item_external = root_key(path) in taint.external
-            branches = [(index, item) for index, item in enumerate(items)]
-        else:
-            branches = [(index, None) for index in range(state.sample or 0)]
-        count = len(branches)
-        if count == 0:
-            return _Executed([], external=item_external or state.kind == "tool")
-        branch_taint = _Taint(set(taint.tainted), set(taint.external))
-        branch_taint.tainted.discard("index")
-        branch_taint.external.discard("index")
-        for flag, target in ((item_tainted, branch_taint.tainted), (item_external, branch_taint.external)):
-            if state.over is not None:
-                (target.add if flag else target.discard)("item")
-        share = None
-        if state.kind == "call" and self.cost_limit is not None:
-            share = max(1, (self.cost_limit - self.usage.total) // count)
-
-        def run_branch(branch: tuple[int, Any]) -> _Executed:
-            index, item = branch
-            branch_ctx = dict(ctx)
-            branch_ctx["index"] = index
-            if state.over is not None:
-                branch_ctx["item"] = item
-            branch_position = f"{position}/branch:{index}"
-            try:
-                if state.kind == "generative":
-                    done = self._produce(
-                        state,
-                        branch_ctx,
-                        branch_taint,
-                        "",
-                        branch_position,
-                        sampled=state.sample is not None,
-                        extra_external=item_external,
-                        in_branch=True,
-                    )
-                else:
-                    done = self._execute(state, branch_ctx, branch_taint, branch_position, True, share)
-            except _Fail as failure:
-                return _Executed(
-                    f"[branch-error: {failure.branch_text}]", usage=failure.usage, sub_trace=failure.sub_trace
-                )
-            if done.route is not None:  # a branch cannot leave the fan-out: the routed error is its marker
-                marker = f"[branch-error: {str(done.value)[len('[tool-error: ') : -1]}]"
-                return _Executed(marker, usage=done.usage, external=True)
-            return done
-
-        observer = self.observer
-
-        def branch_done(branch: tuple[int, Any]) -> _Executed:
-            done = run_branch(branch)
-            if observer is not None:
-                failed = isinstance(done.value, str) and done.value.startswith("[branch-error:")
-                observer("branch", {"state": state.id, "index": branch[0], "count": count, "failed": failed})
-            return done
-
-        workers = max(1, min(self.shared.options.max_workers, count))
-        if workers == 1 or not self.shared.oracle.waits:
-            outcomes = [branch_done(branch) for branch in branches]
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkl-branch") as pool:
-                futures = [pool.submit(branch_done, branch) for branch in branches]
-                pending = set(futures)
-                while pending and observer is not None:  # the view redraws from this, the run's own thread
-                    _, pending = wait(pending, timeout=FAN_OUT_TICK, return_when=FIRST_COMPLETED)
-                    observer("waiting", {"state": state.id, "count": count, "finished": count - len(pending)})
-                outcomes = [future.result() for future in futures]
-        external = (
-            item_external
-            or state.kind == "tool"
-            or any(outcome.external for outcome in outcomes)
-            or (state.kind == "call" and reaches_tool_state(state.call or "", self.shared.registry))
-        )
-        return _Executed(
-            [outcome.value for outcome in outcomes],
-            usage=(sum(o.usage[0] for o in outcomes), sum(o.usage[1] for o in outcomes)),
-            # Like the reference: the sub-run traces that exist (a branch that never started a sub-run has none).
-            sub_trace=[o.sub_trace for o in outcomes if o.sub_trace is not None] or None,
-            external=external,
-            truncated=any(outcome.truncated for outcome in outcomes),
-            reasonings=[outcome.reasoning for outcome in outcomes] if state.reason else None,
-        )
-
-
-def _question(text: str) -> str | None:
-    """The model's question when its reply's first line is ``ASK: …`` (ask_human states only)."""
-    first = text.lstrip().split("\n", 1)[0]
-    if first[:4].upper() != "ASK:":
-        return None
-    return first[4:].strip() or "(the model asked without saying what)"
-
-
-def _add_cost(step: dict[str, Any], usage: tuple[int, int]) -> None:
-    if usage[0] or usage[1]:
-        cost = step.get("cost") or {"input_tokens": 0, "output_tokens": 0}
-        step["cost"] = {
-            "input_tokens": cost["input_tokens"] + usage[0],
-            "output_tokens": cost["output_tokens"] + usage[1],
-        }
-
-
-def _observation_text(observation: Any) -> str:
-    if isinstance(observation, str):
-        return observation
-    if observation is None:
-        return ""
-    if isinstance(observation, (dict, list, bool, int, float)):
-        return json.dumps(observation, ensure_ascii=False, default=str)
-    return str(observation)
-
-
-def _strip_fence(text: str) -> str:
-    text = text.strip()
-    if text.startswith("```"):
-        text = text[3:]
-        if text.endswith("```"):
-            text = text[:-3]
-        if "\n" in text:
-            text = text.split("\n", 1)[1]
-    return text.strip()
-
-
-def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
-    try:
-        value = json.loads(_strip_fence(text))
-    except ValueError as exc:
-        raise _Fail(
-            f"state-error: parse-{mode}: output is not valid JSON ({exc})", policy="state-error", usage=usage
-        ) from None
-    if mode == "list" and not isinstance(value, list):
-        raise _Fail(
-            f"state-error: parse-list: output is JSON but not an array (got {type(value).__name__})",
-            policy="state-error",
-            usage=usage,
-        )
-    return value
-
-
-def _unfinished_call(state: State, tier: str, inner: RunResult) -> dict[str, Any]:
-    """The call step a suspension inside a called machine leaves open: what that machine did so far."""
-    return {
-        "step": None,
-        "state": state.id,
-        "tier": tier,
-        "sub_trace": inner.trace_with_open_call(),
-        "suspended_in": state.call,
-    }
+        return call_outcome(result, name, reads_external, registry)
 
 
 def run_machine(
