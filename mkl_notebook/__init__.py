@@ -73,9 +73,9 @@ def get_run(run_id: str, notebook: str | None = None, script: Any = None, *, tru
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from .notebook.magics import load
+    from .notebook.magics import load_magics
 
-    load(ipython)
+    load_magics(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

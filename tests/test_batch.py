@@ -91,18 +91,18 @@ def test_bad_sources_say_what_rows_must_be(tmp_path: Path) -> None:
 
 
 def test_run_ids_come_from_a_key_or_from_the_content_and_repeat_alike() -> None:
-    keyed = batch.plan([{"id": "A 1"}, {"id": 2}], "b", "id")
+    keyed = batch.plan_rows([{"id": "A 1"}, {"id": 2}], "b", "id")
     assert [row.run_id for row in keyed] == ["b-A_1", "b-2"]
     with pytest.raises(UsageProblem, match="rows 1 and 2 both make run id 'b-x'"):
-        batch.plan([{"id": "x"}, {"id": "x"}], "b", "id")
+        batch.plan_rows([{"id": "x"}, {"id": "x"}], "b", "id")
     with pytest.raises(UsageProblem, match="row 2 has no 'id'"):
-        batch.plan([{"id": "x"}, {"name": "y"}], "b", "id")
+        batch.plan_rows([{"id": "x"}, {"name": "y"}], "b", "id")
     rows = [{"a": 1}, {"a": 2}, {"a": 1}]
-    first, second = batch.plan(rows, "b"), batch.plan(rows, "b")
+    first, second = batch.plan_rows(rows, "b"), batch.plan_rows(rows, "b")
     assert [r.run_id for r in first] == [r.run_id for r in second]  # running the rows again: the same runs
     assert first[2].run_id == first[0].run_id + ".2" and len({r.run_id for r in first}) == 3
     with pytest.raises(UsageProblem, match="batch id 'no spaces'"):
-        batch.plan(rows, "no spaces")
+        batch.plan_rows(rows, "no spaces")
 
 
 # -- running a batch -------------------------------------------------------------------------------------
@@ -127,14 +127,14 @@ def test_an_interrupted_batch_goes_on_where_it_stopped(tmp_path: Path) -> None:
     def oracle() -> Any:
         return oracles.choose(script={"llm": {}})
 
-    rows = batch.plan([{"name": name} for name in names], "greet")
+    rows = batch.plan_rows([{"name": name} for name in names], "greet")
     with pytest.raises(KeyboardInterrupt):
         list(batch.run(machine, rows, store=store, oracle_for=oracle, concurrency=1))
     assert calls[:3] == ["Ada", "Bo", "Cy"] and "Ed" not in calls  # the batch stopped: Ed never started
     ran_before = set(calls) - {"Cy"}
     interrupt.clear()
     calls.clear()
-    again = batch.plan([{"name": name} for name in names], "greet")
+    again = batch.plan_rows([{"name": name} for name in names], "greet")
     finished = sorted(
         (row for row in batch.run(machine, again, store=store, oracle_for=oracle) if row), key=lambda r: r.index
     )
@@ -147,7 +147,7 @@ def test_an_interrupted_batch_goes_on_where_it_stopped(tmp_path: Path) -> None:
 def test_a_row_that_cannot_run_says_why_and_the_others_go_on(tmp_path: Path) -> None:
     machine = load(GREETER)
     store = SQLiteStore(tmp_path / "runs.sqlite")
-    rows = batch.plan([{"name": "Ada"}, {"name": "Bo"}], "g")
+    rows = batch.plan_rows([{"name": "Ada"}, {"name": "Bo"}], "g")
     oracle = lambda: oracle_from_script({"tools": {"shout": ["HI"]}})  # noqa: E731
     with store.lease(rows[1].run_id):  # another process holds row 2's run
         finished = [row for row in batch.run(machine, rows, store=store, oracle_for=oracle) if row]

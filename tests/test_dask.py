@@ -169,10 +169,12 @@ def test_a_batch_on_dask_gives_the_results_and_journals_of_threads(calls: DaskCa
         folder.mkdir()
         registry = _registry("work", work, folder)
         store = SQLiteStore(folder / "s.sqlite")
-        planned = batch.plan(rows, "b")
+        planned = batch.plan_rows(rows, "b")
         done = [
             row
-            for row in batch.run(machine, planned, store=store, oracle_for=lambda r=registry, c=servers: _oracle(r, c))
+            for row in batch.run_rows(
+                machine, planned, store=store, oracle_for=lambda r=registry, c=servers: _oracle(r, c)
+            )
             if row
         ]
         outcomes[name] = (
@@ -205,8 +207,10 @@ def test_a_worker_killed_in_the_middle_of_a_batch_loses_no_row(calls: DaskCalls,
     machine = load(FAN.replace("items: [a, b, c, d, e, f]", "items: []"))
     store = SQLiteStore(tmp_path / "s.sqlite")
     registry = _registry("work", work_dying_once, tmp_path)
-    rows = batch.plan([{"items": [letter]} for letter in "abcdef"], "rows")
-    done = [row for row in batch.run(machine, rows, store=store, oracle_for=lambda: _oracle(registry, calls)) if row]
+    rows = batch.plan_rows([{"items": [letter]} for letter in "abcdef"], "rows")
+    done = [
+        row for row in batch.run_rows(machine, rows, store=store, oracle_for=lambda: _oracle(registry, calls)) if row
+    ]
     assert (tmp_path / "killed").exists()
     assert sorted(row.outcome.result.context["done"][0] for row in done if row.outcome) == [
         f"worked on {x}" for x in "abcdef"

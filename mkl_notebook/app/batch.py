@@ -148,7 +148,7 @@ def _id_part(value: Any, room: int) -> str:
     return _ID_UNSAFE.sub("_", text).strip("_")[:room] or "_"
 
 
-def plan(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = None) -> list[RowRun]:
+def plan_rows(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = None) -> list[RowRun]:
     """A run id for each row: ``BATCH-KEYVALUE`` with a ``key`` column (unique per row), else
     ``BATCH-`` and a digest of the row's content (a repeated row gets ``-2``, ``-3`` …, in order)."""
     try:
@@ -188,7 +188,7 @@ def plan(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = None) 
 # -- running ------------------------------------------------------------------------------------------------
 
 
-def run(
+def run_rows(
     machine: Machine,
     rows: Sequence[RowRun],
     *,

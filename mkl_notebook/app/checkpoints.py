@@ -28,6 +28,7 @@ CHECKPOINT_MIME = envelope.MIME_TYPE  # a run output's checkpoint
 REFERENCE_MIME = envelope.REF_MIME_TYPE  # a run output's reference to the metadata's copy instead
 BATCH_MIME = envelope.BATCH_MIME_TYPE  # a batch output's checkpoints (or references), one per row
 FORM_MIME = nbfile.FORM_MIME  # what stands in a form's place: {run, question_id}
+referring = envelope.referring  # a run output that refers to the metadata's copy of its checkpoint instead
 
 
 class Copy(NamedTuple):
@@ -274,8 +275,3 @@ def cell_order(notebook: Path | None) -> list[str]:
         return nbfile.cell_ids(notebook)
     except nbfile.NotebookFileError:
         return []
-
-
-def referring(bundle: dict[str, Any]) -> dict[str, Any]:
-    """A run output bundle that refers to the notebook metadata's copy of its checkpoint instead of carrying it."""
-    return envelope.referring(bundle)

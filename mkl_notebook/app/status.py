@@ -140,7 +140,7 @@ def form_place(
     return {**views.answered_bundle(answers, note), FORM_MIME: marker}
 
 
-def form_answers(records: Sequence[Mapping[str, Any]], cell: str) -> list[Mapping[str, Any]]:
+def cell_answers(records: Sequence[Mapping[str, Any]], cell: str) -> list[Mapping[str, Any]]:
     """The replies the forms of notebook cell ``cell`` gave, in a journal."""
     return list(places.form_answers(records, cell, len(records)))
 
@@ -148,7 +148,7 @@ def form_answers(records: Sequence[Mapping[str, Any]], cell: str) -> list[Mappin
 def answered_place(run_id: str, records: list[dict[str, Any]], cell: str | None, asked: str | None) -> dict[str, Any]:
     """What stands where a run's form was once no question waits there: the answers ``cell``'s forms gave, the
     answer to the question it showed (``asked``), or where the run went instead."""
-    here = form_answers(records, cell) if cell else []
+    here = cell_answers(records, cell) if cell else []
     answered = [answer for answer in answers_to(records, asked) if answer not in here]
     note = "" if here or answered else f"No question waits here any more: the run is {run_state(records)}."
     return {**views.answered_bundle([*here, *answered], note), FORM_MIME: {"run": run_id, "question_id": None}}

@@ -23,12 +23,12 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..durable import seals
 from ..durable.records import RunState
-from ..durable.seals import KEY_PREFIX, Seal, Signer, fingerprint
+from ..durable.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
 from ..lang import files
 from .errors import UsageProblem
 from .replies import who
 
-__all__ = ["KEY_PREFIX", "Keyring", "Provenance", "Signer", "Untrusted", "fingerprint", "keyring_folder"]
+__all__ = ["KEY_PREFIX", "Keyring", "Provenance", "Signer", "Untrusted", "key_fingerprint", "keyring_folder"]
 
 KEY_FILE = "signing-key.pem"
 TRUSTED_FILE = "trusted-keys.json"
@@ -162,7 +162,7 @@ class Untrusted(UsageProblem):
     def __init__(self, run_id: str, source: str, provenance: Provenance, found: RunState | None = None) -> None:
         hint = ""
         if provenance.trusted is False and provenance.key and "unknown key" in provenance.mark:
-            hint = f"if {fingerprint(provenance.key)} is the key of someone you trust, `mkl trust {source}`; or "
+            hint = f"if {key_fingerprint(provenance.key)} is the key of someone you trust, `mkl trust {source}`; or "
         super().__init__(
             f"{source}: run '{run_id}' is {provenance.mark}, so it is not taken up; {hint}pass --trust-file "
             "to take up this file's run anyway"

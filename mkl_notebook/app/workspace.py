@@ -711,7 +711,7 @@ class Workspace:
         A row's run the store does not hold but a copy in reach does is taken up from it when trusted.
         """
         machine = self.machine(name)
-        rows = batch.plan(batch.read_rows(over), id or name, key)
+        rows = batch.plan_rows(batch.read_rows(over), id or name, key)
         carried = self.carried_runs() if not fresh else set()
         for row in rows:
             if row.run_id in carried and not self.store.exists(row.run_id):
@@ -734,7 +734,7 @@ class Workspace:
         finished = 0
         if progress is not None:
             progress(0, len(rows))
-        for stopped in batch.run(
+        for stopped in batch.run_rows(
             machine,
             rows,
             store=self.store,

@@ -27,13 +27,13 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mkl", description="Check, test and run mkl machines (mklang 0.4).")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    check_cmd.add_parser(commands)
-    test_cmd.add_parser(commands)
-    run_cmd.add_parsers(commands)
-    map_cmd.add_parser(commands)
-    plan_cmd.add_parser(commands)
-    trace_cmd.add_parser(commands)
-    trust_cmd.add_parser(commands)
+    check_cmd.add_check_parser(commands)
+    test_cmd.add_test_parser(commands)
+    run_cmd.add_run_parsers(commands)
+    map_cmd.add_map_parser(commands)
+    plan_cmd.add_plan_parser(commands)
+    trace_cmd.add_trace_parser(commands)
+    trust_cmd.add_trust_parser(commands)
     return parser
 
 

@@ -11,13 +11,13 @@ from ..app.workspace import Workspace
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_status
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_check_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("check", help="report static findings for a machine file")
     parser.add_argument("file", help="a .mkl machine file")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=check_main)
 
 
-def run(args: argparse.Namespace) -> int:
+def check_main(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
         findings = Workspace.check_file(path)

@@ -16,7 +16,7 @@ from .run_cmd import executor_flags
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_map_parser(commands: argparse._SubParsersAction) -> None:
     mapped = commands.add_parser("map", help="run a machine once per row of a JSONL, JSON or CSV file")
     mapped.add_argument("file", help="a .mkl machine file")
     mapped.add_argument("--over", required=True, metavar="ROWS", help="the rows: a .jsonl, .json or .csv file")
@@ -40,10 +40,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     mapped.add_argument("--fresh", action="store_true", help="start every row's run over")
     executor_flags(mapped)
     mapped.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
-    mapped.set_defaults(handler=map_command)
+    mapped.set_defaults(handler=map_main)
 
 
-def map_command(args: argparse.Namespace) -> int:
+def map_main(args: argparse.Namespace) -> int:
     watched = sys.stderr.isatty() and not args.quiet  # progress where a person watches; never in a pipe
 
     shown = [0]

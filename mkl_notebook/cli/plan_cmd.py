@@ -10,15 +10,15 @@ from ..render.plan_views import plan_lines
 from .common import emit_status, workspace
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_plan_parser(commands: argparse._SubParsersAction) -> None:
     planned = commands.add_parser("plan", help="what re-running a run with the machine as it is now would do")
     planned.add_argument("file", help="the .mkl machine file, as it is now")
     planned.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
     planned.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
-    planned.set_defaults(handler=plan_command)
+    planned.set_defaults(handler=plan_main)
 
 
-def plan_command(args: argparse.Namespace) -> int:
+def plan_main(args: argparse.Namespace) -> int:
     with workspace(args) as ws:
         ws.load(Path(args.file))
         found = ws.plan(args.run_id)

@@ -25,7 +25,7 @@ from .common import EXIT_FAILED, STATUS_EXIT, all_flag, cli_cap, emit_status, wo
 from .live import TerminalStream
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
+def add_run_parsers(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a machine (durably: re-running an id replays it)")
     run.add_argument("file", help="a .mkl machine file")
     run.add_argument(
@@ -51,7 +51,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--ask-human", action="store_true", help="let every generative state ask the person a question (extension)"
     )
-    run.set_defaults(handler=run_command)
+    run.set_defaults(handler=run_main)
 
     resume = commands.add_parser("resume", help="continue a suspended or in-doubt run")
     resume.add_argument(
@@ -83,7 +83,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="take up the file's run even though its checkpoint is not sealed by you or a key you trust",
     )
     _common(resume)
-    resume.set_defaults(handler=resume_command_line)
+    resume.set_defaults(handler=resume_main)
 
     listing = commands.add_parser("runs", help="list the runs in a store or a notebook")
     listing.add_argument(
@@ -93,7 +93,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="a run store (default .mkl/runs.sqlite), a notebook (.ipynb), or a folder: every question waiting "
         "in the notebooks and stores under it",
     )
-    listing.set_defaults(handler=runs_command)
+    listing.set_defaults(handler=runs_main)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -165,7 +165,7 @@ def _continue_with(args: argparse.Namespace, run_id: str, **where: str) -> str:
     )
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_main(args: argparse.Namespace) -> int:
     check_checkpoint_folder(args.checkpoint)
     with workspace(args) as ws:
         machine = ws.load(Path(args.file))
@@ -189,7 +189,7 @@ def run_command(args: argparse.Namespace) -> int:
         return _finish(args, ws, run.outcome, _continue_with(args, run.id))
 
 
-def resume_command_line(args: argparse.Namespace) -> int:
+def resume_main(args: argparse.Namespace) -> int:
     check_checkpoint_folder(args.checkpoint)
     if bool(args.target) == bool(args.run_id):
         raise UsageProblem("name the run to resume: a checkpoint file, a notebook with --run ID, or --id RUN")
@@ -224,7 +224,7 @@ def resume_command_line(args: argparse.Namespace) -> int:
         return _finish(args, ws, outcome, _continue_with(args, outcome.run_id, checkpoint=args.target), args.target)
 
 
-def runs_command(args: argparse.Namespace) -> int:
+def runs_main(args: argparse.Namespace) -> int:
     if args.store.endswith(".ipynb"):
         return _notebook_runs(Path(args.store))
     if Path(args.store).is_dir():

@@ -9,15 +9,15 @@ from ..app.workspace import Workspace
 from .common import EXIT_FAILED, EXIT_OK
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_test_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("test", help="run scripted scenarios or conformance cases")
     parser.add_argument("machine", nargs="?", help="a .mkl machine file (with --script)")
     parser.add_argument("--script", help="a scenario file (scenarios: [...]) to run against MACHINE")
     parser.add_argument("--case", nargs="+", metavar="FILE", help="conformance case files")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=test_main)
 
 
-def run(args: argparse.Namespace) -> int:
+def test_main(args: argparse.Namespace) -> int:
     outcomes = Workspace.test_files(args.machine, args.script, args.case)
     for outcome in outcomes:
         print(outcome.line())

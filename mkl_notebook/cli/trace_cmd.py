@@ -14,15 +14,15 @@ from ..render import views
 from .common import all_flag, cli_cap, emit_status, workspace
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_trace_parser(commands: argparse._SubParsersAction) -> None:
     traced = commands.add_parser("trace", help="print a run's trace from its journal (nothing runs)")
     traced.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
     traced.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
     all_flag(traced)
-    traced.set_defaults(handler=trace_command_line)
+    traced.set_defaults(handler=trace_main)
 
 
-def trace_command_line(args: argparse.Namespace) -> int:
+def trace_main(args: argparse.Namespace) -> int:
     with workspace(args) as ws:
         outcome = ws.read(args.run_id)  # nothing is called or recorded
     result = outcome.result

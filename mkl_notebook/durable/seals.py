@@ -39,7 +39,7 @@ class Seal:
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.key)
+        return key_fingerprint(self.key)
 
 
 def key_text(public: Ed25519PublicKey) -> str:
@@ -61,7 +61,7 @@ def public_key(text: str) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
-def fingerprint(key: str) -> str:
+def key_fingerprint(key: str) -> str:
     """A key's short name for people to compare: 16 hex digits of its hash, in groups of four."""
     digits = hashlib.sha256(key.encode("ascii", "replace")).hexdigest()[:16]
     return " ".join(digits[i : i + 4] for i in range(0, 16, 4))

@@ -19,7 +19,7 @@ from ..app import batch
 from ..app.checkpoints import BATCH_MIME, CHECKPOINT_MIME, REFERENCE_MIME
 from ..app.handle import Run, pandas_for
 from ..app.replies import APPROVE
-from ..app.status import form_answers
+from ..app.status import cell_answers
 from ..render.batch_views import batch_bundle
 from ..render.diagram import shorten
 from .forms import QuestionForm
@@ -59,7 +59,7 @@ class Batch:
             handle = self.runs.get(row.run_id)
             if handle is not None and handle.outcome is not None:
                 records = handle.outcome.latest or handle.outcome.records
-                given = form_answers(records, cell)
+                given = cell_answers(records, cell)
                 if given:
                     answered.append((row.run_id, given))
         return answered

@@ -23,7 +23,7 @@ from typing import Any
 from IPython.display import DisplayHandle, display
 
 from ..app.handle import what_happened
-from ..app.status import answered_place, form_answers, form_place, run_output
+from ..app.status import answered_place, cell_answers, form_place, run_output
 from ..app.terms import Machine, Outcome, Signer
 from ..app.trust import Untrusted
 from ..render import views
@@ -260,7 +260,7 @@ class RunView:
         self._asked = None
         if outcome.latest is not None and outcome.result.waits_for_person:
             return self._settled(run.id, outcome.latest, outcome.result.question_id(run.id))
-        answered = form_answers(outcome.records, self.cell) if self.cell else []
+        answered = cell_answers(outcome.records, self.cell) if self.cell else []
         if answered:
             return self._settled(run.id, outcome.records, None)
         return {"text/plain": ""}

@@ -24,8 +24,7 @@ from ..app.listing import waiting_questions
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted
 from ..render import views
-from ..render.batch_views import answered_bundle as batch_answered_bundle
-from ..render.batch_views import waiting_bundle as batch_waiting_bundle
+from ..render.batch_views import batch_answered_bundle, batch_waiting_bundle
 from ..render.diagram import diagram_bundle
 from ..render.plan_views import plan_bundle
 from .batch import Batch, BatchForm, run_batch
@@ -445,7 +444,7 @@ def _executing_cell(shell: Any) -> tuple[str, str] | None:
     return cell, str(header.get("msg_id") or "")
 
 
-def load(shell: Any) -> MklMagics:
+def load_magics(shell: Any) -> MklMagics:
     """Register the magics with ``shell`` over this process's session, and open the link to the notebook's
     metadata (when the mkl-notebook JupyterLab extension is there)."""
     session = current_session()

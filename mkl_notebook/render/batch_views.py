@@ -89,7 +89,7 @@ def _waiting_text(run_id: str, result: Any) -> str:
     return "\n".join([*lines, *(f"  {command}" for command in commands)])
 
 
-def waiting_bundle(waiting: Sequence[tuple[str, Any]]) -> dict[str, str]:
+def batch_waiting_bundle(waiting: Sequence[tuple[str, Any]]) -> dict[str, str]:
     """What stands where a batch's form is, readable without a kernel: each question that waits, with the
     command that answers it from this kernel's store (``waiting`` is (run id, result) pairs)."""
     count = len(waiting)
@@ -104,7 +104,7 @@ def waiting_bundle(waiting: Sequence[tuple[str, Any]]) -> dict[str, str]:
     }
 
 
-def answered_bundle(answered: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dict[str, str]:
+def batch_answered_bundle(answered: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dict[str, str]:
     """Where a batch's form was, once its questions are answered: what each row's run was told, by whom."""
     lines = [f"{run_id}: {answers_sentence(answers)}" for run_id, answers in answered]
     return {
