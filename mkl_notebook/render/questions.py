@@ -7,6 +7,7 @@ alike; each phrase has an HTML and a text form.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
 from ..engine.result import RunResult
 from ..lang.interpolate import fmt
@@ -82,11 +83,15 @@ def asked_again(result: RunResult) -> list[tuple[str, list[str]]]:
     return said
 
 
-def _asked_again_html(result: RunResult) -> str:
-    return "".join(
-        f"<p><mark>{_e(sentence)}</mark></p><pre>{_e(chr(10).join(diff))}</pre>"
-        for sentence, diff in asked_again(result)
-    )
+def asked_again_html(asked: Sequence[tuple[str, list[str]]]) -> str:
+    """Earlier answers asked again (what :func:`asked_again` returns) as HTML: for each, its sentence
+    marked, then the diff of what it was about. The run's views and the approval form show it alike."""
+    return "".join(f"<p><mark>{_e(sentence)}</mark></p><pre>{_e(chr(10).join(diff))}</pre>" for sentence, diff in asked)
+
+
+def _asked_again_lines(asked: Sequence[tuple[str, list[str]]]) -> list[str]:
+    """The text twin of :func:`asked_again_html`, a line each: every sentence, then its diff indented."""
+    return [line for sentence, diff in asked for line in (sentence, *(f"    {d}" for d in diff))]
 
 
 def _questions_html(result: RunResult) -> str:

@@ -14,12 +14,13 @@ from ..lang.model import Machine
 from .cards import pending_card_html, pending_card_text
 from .common import _e, _plural, answers_sentence, notebook_cap, status_phrase
 from .questions import (
-    _asked_again_html,
+    _asked_again_lines,
     _questions_html,
     _questions_text,
     _resumes_text,
     _waiting_for,
     asked_again,
+    asked_again_html,
 )
 from .summary import _steps, _usage_text, result_summary_html, result_summary_text
 from .trace import trace_table_html, trace_table_text, traced_answers
@@ -87,7 +88,7 @@ def run_html(
         head = f"<p><strong>{_e(_waited_here(result))}</strong></p>{_questions_html(result)}{usage}"
     elif result.status in ("suspended", "in_doubt"):
         card = pending_card_html(run_id, name, result, notebook=shown.notebook, question_above=shown.question_above)
-        head = card + _asked_again_html(result) + usage
+        head = card + asked_again_html(asked_again(result)) + usage
     else:
         head = result_summary_html(result, calls, cap)
     if shown.later is not None:
@@ -128,8 +129,7 @@ def run_text(
         head = "\n".join([_waited_here(result), *_questions_text(result), _usage_text(result, calls)])
     elif result.status in ("suspended", "in_doubt"):
         card = pending_card_text(run_id, name, result, notebook=shown.notebook, question_above=shown.question_above)
-        again = [line for sentence, diff in asked_again(result) for line in (sentence, *(f"    {d}" for d in diff))]
-        head = "\n".join([card, *again, _usage_text(result, calls)])
+        head = "\n".join([card, *_asked_again_lines(asked_again(result)), _usage_text(result, calls)])
     else:
         head = result_summary_text(result, calls, cap)
     if shown.later is not None:

@@ -14,7 +14,7 @@ from .common import DEFAULT_CAP, PREVIEW, Cap, Step, _code, _e, _how, _how_html,
 from .diagram import shorten
 from .questions import (
     _IN_DOUBT,
-    _asked_again_html,
+    _asked_again_lines,
     _at_html,
     _at_text,
     _questions_html,
@@ -23,6 +23,7 @@ from .questions import (
     _resumes_text,
     _waiting_for,
     asked_again,
+    asked_again_html,
 )
 
 RESULT_INLINE = 120
@@ -113,7 +114,7 @@ def result_summary_html(result: RunResult, calls: Mapping[str, int] | None = Non
     elif status == "suspended":
         waiting = f"waiting for {_e(_waiting_for(result))}{_resumes_html(result)}"
         parts.append(f"<p><strong>Suspended ({_e(result.error)}):</strong> {waiting}.</p>")
-        parts.append(_asked_again_html(result))
+        parts.append(asked_again_html(asked_again(result)))
         parts.append(_questions_html(result))
         parts += [f"<p>The reply goes to {_code(result.reply_to)}.</p>"] if result.reply_to else []
     else:
@@ -135,8 +136,7 @@ def result_summary_text(result: RunResult, calls: Mapping[str, int] | None = Non
         lines += [diagnosis] if diagnosis else []
     elif status == "suspended":
         lines.append(f"Suspended ({result.error}): waiting for {_waiting_for(result)}{_resumes_text(result)}.")
-        for sentence, diff in asked_again(result):
-            lines += [sentence, *(f"    {line}" for line in diff)]
+        lines += _asked_again_lines(asked_again(result))
         lines += _questions_text(result)
         lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
     else:
