@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from .cards import continue_commands
+from .common import NONE, answers_sentence, columns, money
 from .diagram import shorten
-from .views import NONE, answers_sentence, columns, continue_commands, money
 
 HEAD = ("row", "run", "status", "result or error", "tokens", "cost", "waiting on")
 RESULT_PREVIEW = 60

@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from ..lang.interpolate import fmt
-from .views import cut
+from .common import cut
 
 
 def _count(items: list[Any], word: str) -> str:
@@ -15,7 +15,7 @@ def _count(items: list[Any], word: str) -> str:
 
 
 def _listed(items: list[Any]) -> str:
-    """Positions, comma-separated; of a long list the first and last (see :func:`views.cut`)."""
+    """Positions, comma-separated; of a long list the first and last (see :func:`.common.cut`)."""
     first, last = cut(len(items))
     if not last:
         return ", ".join(map(str, items))

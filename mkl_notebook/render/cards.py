@@ -1,0 +1,148 @@
+"""What stands in a notebook where a run waits, HTML and text, readable without a kernel: the pending
+card (what is pending and the commands that continue it), a waiting question's place in a cell, the
+banner of a run the notebook's copy of which is not trusted, and a form's place once it is answered.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..engine.result import RunResult
+from .common import _code, _e, answers_sentence
+from .questions import _IN_DOUBT, _at_text, _questions_html, _questions_text, _resumes_text, _waiting_for
+
+# -- the pending card (a notebook opened without a kernel) ------------------------------------
+
+
+def continue_commands(result: RunResult, base: str, question: str | None = None) -> list[str]:
+    """The commands that continue a waiting or in-doubt run, after ``base`` (``mkl resume … RUN``).
+
+    A reply names the ``question`` it answers (the run's :meth:`RunResult.question_id`).
+    """
+    if result.status == "in_doubt":
+        return [f"{base} --resolve completed=VALUE", f"{base} --resolve retry", f"{base} --resolve abort"]
+    if result.status != "suspended":
+        return []
+    if result.error == "budget-exhausted":
+        whose = f"the called machine '{result.machine}'" if result.machine else "the run"
+        return [f"{base} --max-steps N  (N is the new step budget of {whose})"]
+    if result.error == "cost-exhausted":
+        return [f"{base} --max-tokens N"]
+    if result.error == "spend-exhausted":
+        return [f"{base} --max-cost USD  (a new limit for the whole run, in US dollars)"]
+    if question:
+        base = f"{base} --question {question}"
+    if result.error == "asked" or not result.reply_to:  # a model's question takes a plain reply
+        return [f"{base} --reply …"]
+    return [f"{base} --set {result.reply_to}=…"]
+
+
+UNKNOWN_NOTEBOOK = "NOTEBOOK.ipynb"  # in commands, when the kernel was not told which file it runs
+
+
+def _notebook_commands(run_id: str, result: RunResult, notebook: str | None = None) -> list[str]:
+    name = shlex.quote(notebook) if notebook else UNKNOWN_NOTEBOOK
+    return continue_commands(result, f"mkl resume {name} --run {shlex.quote(run_id)}", result.question_id(run_id))
+
+
+def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
+    """(title, what is pending, detail) of the card, as plain text."""
+    if result.status == "in_doubt":
+        return "In doubt", f"run {run_id} of {machine_name}{_at_text(result)}: {_IN_DOUBT}.", result.error
+    waiting = f"is waiting for {_waiting_for(result)}{_resumes_text(result)}."
+    return f"Pending ({result.error})", f"run {run_id} of {machine_name} {waiting}", None
+
+
+_QUESTION_ABOVE = "The question and its form are above."
+
+
+def pending_card_html(
+    run_id: str, machine_name: str, result: RunResult, *, notebook: str | None = None, question_above: bool = False
+) -> str:
+    """A static card for a suspended or in-doubt run in a notebook opened without a kernel.
+
+    It says what is pending (the ask, the reply's destination, the state) and how to continue
+    (``notebook`` is the file's name for the commands). With ``question_above`` the question is
+    left to the form shown above it, so that it is printed once.
+    """
+    title, what, detail = _pending_lines(run_id, machine_name, result)
+    if question_above and result.waits_for_person:
+        return f"<section><p><strong>{_e(title)}:</strong> {_e(what)} {_e(_QUESTION_ABOVE)}</p></section>"
+    commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result, notebook))
+    reply = f"<p>The reply goes to {_code(result.reply_to)}.</p>" if result.reply_to else ""
+    return (
+        f"<section><p><strong>{_e(title)}:</strong> {_e(what)}</p>"
+        f"{f'<p>{_code(detail)}</p>' if detail else ''}{_questions_html(result)}{reply}"
+        "<p>To continue, open this notebook with a kernel and run <code>%mkl pending</code>, "
+        f"or from a terminal:</p><ul>{commands}</ul></section>"
+    )
+
+
+def pending_card_text(
+    run_id: str, machine_name: str, result: RunResult, *, notebook: str | None = None, question_above: bool = False
+) -> str:
+    """The text twin of :func:`pending_card_html`."""
+    title, what, detail = _pending_lines(run_id, machine_name, result)
+    if question_above and result.waits_for_person:
+        return f"{title}: {what} {_QUESTION_ABOVE}"
+    lines = [f"{title}: {what}", *([detail] if detail else []), *_questions_text(result)]
+    lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
+    lines.append("To continue, open this notebook with a kernel and run %mkl pending, or from a terminal:")
+    lines += [f"  {command}" for command in _notebook_commands(run_id, result, notebook)]
+    return "\n".join(lines)
+
+
+# -- a question in a cell: the form's place, with or without a kernel ------------------------
+
+
+def waiting_html(run_id: str, result: RunResult, notebook: str | None = None) -> str:
+    """What stands in a form's place when no kernel draws it: the question, and the command that answers it."""
+    commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result, notebook))
+    reply = f" The reply goes to {_code(result.reply_to)}." if result.reply_to else ""
+    return (
+        f"<section>{_questions_html(result)}<p>Run {_code(run_id)} waits for this reply at "
+        f"{_code(result.at)}.{reply} Answer it in this notebook with its kernel (the form appears here), "
+        f"or from a terminal:</p><ul>{commands}</ul></section>"
+    )
+
+
+def waiting_text(run_id: str, result: RunResult, notebook: str | None = None) -> str:
+    """The text twin of :func:`waiting_html`."""
+    lines = [*_questions_text(result), f"Run {run_id} waits for this reply at {result.at}."]
+    lines += [f"The reply goes to {result.reply_to}."] if result.reply_to else []
+    lines.append("Answer it in this notebook with its kernel (the form appears here), or from a terminal:")
+    lines += [f"  {command}" for command in _notebook_commands(run_id, result, notebook)]
+    return "\n".join(lines)
+
+
+def untrusted_bundle(run_id: str, source: str, mark: str, found: str, ask: str | None) -> dict[str, str]:
+    """What stands where a run would show when the notebook's copy of it is not trusted: whose it is, how
+    the file shows it (its question behind that mark), and how to take it up."""
+    commands = [f"%mkl run … --trust-file  (or %mkl resume {run_id} --trust-file)", f"mkl trust {source}"]
+    asked = f" The file says it asks: “{ask}”." if ask else ""
+    text = "\n".join(
+        [
+            f"NOT TRUSTED: run {run_id} in {source} is {mark}.",
+            "What it shows may not be what its machine's author wrote, and nothing of it runs here until you "
+            f"choose to take it up. As the file shows it, the run is {found}.{asked}",
+            "Take it up once with the button, or:",
+            *(f"  {command}" for command in commands),
+        ]
+    )
+    listed = "".join(f"<li>{_code(command)}</li>" for command in commands)
+    asked_html = f" The file says it asks: “{_e(ask)}”." if ask else ""
+    page = (
+        f"<section><p><strong>Not trusted:</strong> run {_code(run_id)} in {_code(source)} is "
+        f"<em>{_e(mark)}</em>.</p><p>What it shows may not be what its machine's author wrote, and nothing "
+        f"of it runs here until you choose to take it up. As the file shows it, the run is {_e(found)}."
+        f"{asked_html}</p><p>Take it up once with the button, or:</p><ul>{listed}</ul></section>"
+    )
+    return {"text/plain": text, "text/html": page}
+
+
+def answered_bundle(answers: Sequence[Mapping[str, Any]], note: str = "") -> dict[str, str]:
+    """A form's place once its question is answered or no longer asked: what happened, in a sentence."""
+    text = " ".join(part for part in (answers_sentence(answers), note) if part)
+    return {"text/plain": text, "text/html": f"<p><em>{_e(text)}</em></p>" if text else ""}

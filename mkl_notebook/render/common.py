@@ -1,0 +1,146 @@
+"""What every view of a run shares: escaping, the caps on long lists, and the small phrases many views say.
+
+Shared notebooks are untrusted, so the views' HTML uses only semantic tags (tables, ``<details>``,
+``<mark>``, ``<strong>``, ``<code>``): no ``<style>``, no ``<script>``, no ``style=`` attributes, and
+every dynamic string is escaped (:func:`_e`). Each ``*_html`` view has a ``*_text`` twin that states the
+same facts. The underscored helpers here are the render package's own, shared by its view modules.
+Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from ..lang.interpolate import fmt
+
+Step = Mapping[str, Any]
+PREVIEW = 80
+NONE = "—"
+# A list in a view (a trace's steps, a step's branches or sub-runs, the live line's branches) of at most
+# WHOLE_ROWS entries is shown whole; a longer one shows its first FIRST_ROWS and last LAST_ROWS entries
+# and says how many it leaves out, so that a notebook's saved output stays small whatever the run.
+WHOLE_ROWS = 50
+FIRST_ROWS = 20
+LAST_ROWS = 20
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _code(value: Any) -> str:
+    return f"<code>{_e(value)}</code>"
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else plural or word + 's'}"
+
+
+def _lines_html(text: str) -> str:
+    """Literal text with its line breaks kept."""
+    return "<br>".join(_e(line) for line in str(text).splitlines() or [""])
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in str(text).splitlines() or [""])
+
+
+def columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Fixed-width columns (the last one unpadded)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in rows
+    ]
+
+
+def money(usd: float) -> str:
+    """US dollars as a person reads them: cents when they count, two significant digits below a cent."""
+    if usd <= 0:
+        return "$0"
+    if usd >= 0.01:
+        return f"${usd:,.2f}"
+    return f"${usd:.{1 - math.floor(math.log10(usd))}f}"
+
+
+# -- long lists: the first and last rows ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cap:
+    """How a view caps what grows with a run: ``full`` shows every row; otherwise long lists show their
+    first and last rows, and say how to see the rest: ``trace``, ``visits`` and ``result`` are the ways
+    to see every step, every state's entries and the whole result (``%mkl trace RUN --all`` …)."""
+
+    full: bool = False
+    trace: str = ""
+    visits: str = ""
+    result: str = ""
+
+
+DEFAULT_CAP = Cap()  # what a view caps unless told: long lists, naming no command that shows them whole
+
+
+def cut(count: int, full: bool = False) -> tuple[range, range]:
+    """The positions a view shows of a list of ``count`` entries, as (first, last): all of them in
+    ``first`` (``full``, or at most ``WHOLE_ROWS``), else the first ``FIRST_ROWS`` and the last ``LAST_ROWS``."""
+    if full or count <= WHOLE_ROWS:
+        return range(count), range(0)
+    return range(FIRST_ROWS), range(count - LAST_ROWS, count)
+
+
+def _how(command: str, what: str) -> str:
+    return f": {command} {what}" if command else ""
+
+
+def _how_html(command: str, what: str) -> str:
+    return f": {_code(command)} {_e(what)}" if command else ""
+
+
+def notebook_cap(run_id: str) -> Cap:
+    """The cap of a run's view in a notebook, with the magics that show what it leaves out."""
+    quoted = shlex.quote(run_id)
+    return Cap(
+        trace=f"%mkl trace {quoted} --all",
+        visits=f"%mkl visits {quoted} --all",
+        result=f"mkl_notebook.get_run({run_id!r}).result",
+    )
+
+
+# -- who answered, and where a run stands -------------------------------------------------------
+
+
+def answer_time(at: Any) -> str:
+    """When an answer was given, in UTC to the second ("" when the journal does not say)."""
+    if not isinstance(at, (int, float)):
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def answered_by(by: Any, at: Any, via: Any) -> str:
+    """Who answered, when and through what, as far as the journal says: "by alice, 2026-… UTC, via cli"."""
+    parts = (f"by {by}" if by else "", answer_time(at), f"via {via}" if via else "")
+    return ", ".join(part for part in parts if part)
+
+
+def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
+    """The answers a cell's form gave, one sentence: "Answered 'approve' (by alice, …, via form)."."""
+    said = []
+    for answer in answers:
+        facts = answered_by(answer.get("by"), answer.get("at", answer.get("time")), answer.get("via"))
+        said.append(f"{fmt(answer.get('value'))!r}" + (f" ({facts})" if facts else ""))
+    return f"Answered {', then '.join(said)}." if said else ""
+
+
+def status_phrase(status: str, error: str | None, at: str | None) -> str:
+    """Where a run stands, to end a sentence: "done", "waiting (escalated) at confirm", "halted (…) at s"."""
+    now = {"done": "done", "halt": "halted", "suspended": "waiting", "in_doubt": "in doubt"}.get(status, status)
+    detail = f" ({error})" if error and status != "done" else ""
+    where = f" at {at}" if at and status != "done" else ""
+    return f"{now}{detail}{where}"

@@ -1,0 +1,142 @@
+"""How often a run entered each state of its machine, against each state's ``max_visits``, HTML and text.
+
+Both twins are drawn from one row model (:class:`_VisitRow`). The state to look at (the diagnosis's, or
+the one entered most when a budget ran out) is marked; a big machine's table lists the states entered most.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.result import most_visited
+from ..lang.model import Machine
+from .common import DEFAULT_CAP, WHOLE_ROWS, Cap, _code, _e, _how, _how_html, _plural, columns
+
+UNBOUNDED = "–"
+VISITS_ROWS = 40  # a visits table of more than WHOLE_ROWS states shows the states entered most
+
+
+@dataclass(frozen=True)
+class _VisitRow:
+    """One state of a visits table, as the strings both twins show; ``hot``: the state highlighted."""
+
+    state: str
+    entries: str
+    note: str
+    hot: bool
+
+
+def highlighted_state(
+    visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None, highlight_max: bool = False
+) -> str | None:
+    """The state to highlight: the diagnosis's, else (``highlight_max``) the first state entered most, twice or more."""
+    if diagnosis and diagnosis.get("most_visited_state"):
+        return str(diagnosis["most_visited_state"])
+    busiest = most_visited(visits) if highlight_max else None
+    return None if busiest is None else busiest[0]
+
+
+def _listed_states(
+    machine: Machine, visits: Mapping[str, int], hot: str | None, full: bool
+) -> tuple[list[str], list[str]]:
+    """The states a visits table lists (in document order, then states the machine lacks) and those it
+    leaves out: of more than ``WHOLE_ROWS`` states, the ``VISITS_ROWS`` entered most (the highlighted
+    one always, then the first in document order among equals)."""
+    states = [*machine.states, *(sid for sid in visits if sid not in machine.states)]
+    if full or len(states) <= WHOLE_ROWS:
+        return states, []
+    order = {sid: index for index, sid in enumerate(states)}
+    most = heapq.nsmallest(VISITS_ROWS, states, key=lambda sid: (sid != hot, -visits.get(sid, 0), order[sid]))
+    chosen = set(most)
+    return [sid for sid in states if sid in chosen], [sid for sid in states if sid not in chosen]
+
+
+def _visit_rows(machine: Machine, visits: Mapping[str, int], hot: str | None, states: Sequence[str]) -> list[_VisitRow]:
+    rows = []
+    for sid in states:
+        state = machine.states.get(sid)
+        ceiling = state.max_visits if state is not None else None
+        entries = visits.get(sid, 0)
+        notes = [
+            note
+            for note, on in (
+                ("most visited", sid == hot),
+                ("ceiling reached", ceiling is not None and entries >= ceiling),
+            )
+            if on
+        ]
+        rows.append(
+            _VisitRow(sid, f"{entries} / {UNBOUNDED if ceiling is None else ceiling}", ", ".join(notes), sid == hot)
+        )
+    return rows
+
+
+def _states_left_out(left: Sequence[str], visits: Mapping[str, int]) -> str:
+    """What a capped visits table leaves out: "… 19,960 more states, entered 19,960 times in all"."""
+    entries = sum(visits.get(sid, 0) for sid in left)
+    if not entries:
+        return f"… {_plural(len(left), 'more state')}, none of them entered"
+    never = sum(1 for sid in left if not visits.get(sid, 0))
+    unentered = f", {never:,} of them never" if never else ""
+    return f"… {_plural(len(left), 'more state')}, entered {_plural(entries, 'time')} in all{unentered}"
+
+
+def _visits_caption(machine: Machine, listed: Sequence[str], left: Sequence[str]) -> str:
+    if not left:
+        return f"Visits of {machine.name}"
+    return f"Visits of {machine.name} — the {len(listed):,} states entered most, of {len(listed) + len(left):,}"
+
+
+def visits_table_html(
+    machine: Machine,
+    visits: Mapping[str, int],
+    diagnosis: Mapping[str, Any] | None = None,
+    *,
+    highlight_max: bool = False,
+    cap: Cap = DEFAULT_CAP,
+) -> str:
+    """Entries per state against ``max_visits``; the most visited state is marked. Of a big machine it
+    lists the states entered most unless ``cap.full``."""
+    hot = highlighted_state(visits, diagnosis, highlight_max)
+    listed, left = _listed_states(machine, visits, hot, cap.full)
+    body = []
+    for row in _visit_rows(machine, visits, hot, listed):
+        state, entries, note = _code(row.state), _e(row.entries), _e(row.note)
+        if row.hot:
+            state, entries, note = (
+                f"<mark><strong>{state}</strong></mark>",
+                f"<strong>{entries}</strong>",
+                f"<em>{note}</em>",
+            )
+        body.append(f"<tr><td>{state}</td><td>{entries}</td><td>{note}</td></tr>")
+    if left:
+        more = f"<em>{_e(_states_left_out(left, visits))}</em>{_how_html(cap.visits, 'lists every state')}"
+        body.append(f'<tr><td colspan="3">{more}</td></tr>')
+    head = "<tr><th>state</th><th>entries / max_visits</th><th>note</th></tr>"
+    caption = _e(_visits_caption(machine, listed, left))
+    return f"<table><caption>{caption}</caption><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def visits_table_text(
+    machine: Machine,
+    visits: Mapping[str, int],
+    diagnosis: Mapping[str, Any] | None = None,
+    *,
+    highlight_max: bool = False,
+    cap: Cap = DEFAULT_CAP,
+) -> str:
+    """The text twin of :func:`visits_table_html` (the most visited state starred)."""
+    hot = highlighted_state(visits, diagnosis, highlight_max)
+    listed, left = _listed_states(machine, visits, hot, cap.full)
+    rows = _visit_rows(machine, visits, hot, listed)
+    table = columns(
+        [
+            ("  state", "entries / max_visits", "note"),
+            *((("* " if r.hot else "  ") + r.state, r.entries, r.note) for r in rows),
+        ]
+    )
+    more = [f"  {_states_left_out(left, visits)}{_how(cap.visits, 'lists every state')}"] if left else []
+    return "\n".join([_visits_caption(machine, listed, left), *table, *more])
