@@ -676,7 +676,8 @@ def replay_time(repeat: int, n: int) -> tuple[float, int]:
 
 
 def envelope_sizes(n: int) -> tuple[int, int | None]:
-    from mkl_notebook.durable import envelope, runs
+    from mkl_notebook.checkpoints import envelope
+    from mkl_notebook.durable import runs
     from mkl_notebook.durable.stores import MemoryStore
     from mkl_notebook.engine.options import RunOptions
     from mkl_notebook.lang.loader import machine_from_mapping
@@ -689,7 +690,7 @@ def envelope_sizes(n: int) -> tuple[int, int | None]:
         machine, oracle_from_script({"llm": {"produce": []}}), store=MemoryStore(), run_id="e", options=options
     )
     assert outcome.result.status == "suspended"
-    ours = len(envelope.dumps(outcome.envelope()).encode("utf-8"))
+    ours = len(envelope.dumps(envelope.checkpoint_of(outcome)).encode("utf-8"))
     return ours, reference_envelope_size(document, n)
 
 

@@ -32,12 +32,12 @@ sys.path.insert(0, str(ROOT))
 from run import machine_description  # noqa: E402  (benchmarks/run.py, beside this file)
 
 from mkl_notebook.app import batch  # noqa: E402
-from mkl_notebook.app.dask_calls import DaskCalls  # noqa: E402
-from mkl_notebook.app.executors import DaskExecutor  # noqa: E402
 from mkl_notebook.durable import runs as durable  # noqa: E402
 from mkl_notebook.durable.stores import RunStatus, SQLiteStore  # noqa: E402
 from mkl_notebook.engine.options import RunOptions  # noqa: E402
 from mkl_notebook.engine.oracle import Oracle  # noqa: E402
+from mkl_notebook.executors.dask import DaskExecutor  # noqa: E402
+from mkl_notebook.executors.dask_calls import DaskCalls  # noqa: E402
 from mkl_notebook.lang.loader import load  # noqa: E402
 from mkl_notebook.providers.scripted import oracle_from_script  # noqa: E402
 

@@ -129,14 +129,14 @@ def test_an_interrupted_batch_goes_on_where_it_stopped(tmp_path: Path) -> None:
 
     rows = batch.plan_rows([{"name": name} for name in names], "greet")
     with pytest.raises(KeyboardInterrupt):
-        list(batch.run(machine, rows, store=store, oracle_for=oracle, concurrency=1))
+        list(batch.run_rows(machine, rows, store=store, oracle_for=oracle, concurrency=1))
     assert calls[:3] == ["Ada", "Bo", "Cy"] and "Ed" not in calls  # the batch stopped: Ed never started
     ran_before = set(calls) - {"Cy"}
     interrupt.clear()
     calls.clear()
     again = batch.plan_rows([{"name": name} for name in names], "greet")
     finished = sorted(
-        (row for row in batch.run(machine, again, store=store, oracle_for=oracle) if row), key=lambda r: r.index
+        (row for row in batch.run_rows(machine, again, store=store, oracle_for=oracle) if row), key=lambda r: r.index
     )
     assert [row.outcome.result.result for row in finished if row.outcome] == ["ADA!", "BO!", "CY!", "DI!", "ED!"]
     assert sorted(calls) == sorted(set(names) - ran_before)  # nothing that had finished was called again
@@ -150,7 +150,7 @@ def test_a_row_that_cannot_run_says_why_and_the_others_go_on(tmp_path: Path) -> 
     rows = batch.plan_rows([{"name": "Ada"}, {"name": "Bo"}], "g")
     oracle = lambda: oracle_from_script({"tools": {"shout": ["HI"]}})  # noqa: E731
     with store.lease(rows[1].run_id):  # another process holds row 2's run
-        finished = [row for row in batch.run(machine, rows, store=store, oracle_for=oracle) if row]
+        finished = [row for row in batch.run_rows(machine, rows, store=store, oracle_for=oracle) if row]
     by_row = {row.index: row for row in finished}
     assert by_row[0].status == "done"
     assert by_row[1].status == "error" and "being advanced by another process" in (by_row[1].error or "")
@@ -325,8 +325,8 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     every row's run, and `mkl resume NOTEBOOK --run ROW` answers one row's question inside the file."""
     from lab_client import run_all
 
-    from mkl_notebook.durable import nbfile
-    from mkl_notebook.durable.envelope import BATCH_MIME_TYPE
+    from mkl_notebook.checkpoints import notebook_file as nbfile
+    from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE
 
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import mkl_notebook
-from mkl_notebook.durable import envelope, runs
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.durable import runs
 from mkl_notebook.durable.records import run_state
 from mkl_notebook.durable.stores import MemoryStore
 from mkl_notebook.engine.options import RunOptions

@@ -26,8 +26,9 @@ import nbformat
 import pytest
 import yaml
 
-from mkl_notebook.durable import envelope, nbfile
-from mkl_notebook.durable.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
 
 from support import store_rows
 
@@ -636,7 +637,7 @@ def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks
         _save(page)
         held = _saved_runs(path)
         assert list(held) == ["kept"], "the extension wrote the run into the notebook's metadata"
-        assert envelope.check(held["kept"]).header["status"] == "suspended"
+        assert envelope.verify_checkpoint(held["kept"]).header["status"] == "suspended"
         assert _copies(path) == ([], ["kept"], ["kept"])  # one copy: the output refers to the metadata's
 
         page.click(".lm-MenuBar-itemLabel:text-is('Edit')")
@@ -665,7 +666,7 @@ def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks
         expect(pending).to_contain_text("Sent to the customer.", timeout=60_000)
         _save(page)
         page.screenshot(path=str(ARTIFACTS / "metadata-2-finished.png"), full_page=True)
-    finished = envelope.check(_saved_runs(path)["kept"])
+    finished = envelope.verify_checkpoint(_saved_runs(path)["kept"])
     assert finished.header["status"] == "done"
     assert [r["value"] for r in finished.records if r["t"] == "reply"] == ["approve", "approve"]
     answered = [str(r["pos"]) for r in finished.records if r["t"] == "answer"]

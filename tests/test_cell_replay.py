@@ -19,8 +19,8 @@ import nbformat
 import pytest
 from lab_client import LabClient, run_all
 
-from mkl_notebook.durable.envelope import verify
-from mkl_notebook.durable.nbfile import FORM_MIME, embedded_runs
+from mkl_notebook.checkpoints.envelope import verify
+from mkl_notebook.checkpoints.notebook_file import FORM_MIME, embedded_runs
 from mkl_notebook.durable.records import canonical
 
 from support import REFUND, REFUND_RESULT, REFUND_SCRIPT, RUN_MIME, WIDGET_MIME, store_rows

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from mkl_notebook.app import batch, oracles
-from mkl_notebook.app.dask_calls import DaskCalls
-from mkl_notebook.app.executors import DaskExecutor
 from mkl_notebook.durable import runs as durable
 from mkl_notebook.durable.stores import SQLiteStore
 from mkl_notebook.engine.oracle import Oracle, OracleRequest, ProduceAnswer, ProduceRequest
+from mkl_notebook.executors.dask import DaskExecutor
+from mkl_notebook.executors.dask_calls import DaskCalls
 from mkl_notebook.lang.loader import load
 from mkl_notebook.providers.host import Registry
 

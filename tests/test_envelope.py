@@ -23,8 +23,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mkl_notebook.durable import envelope, runs
-from mkl_notebook.durable.envelope import EnvelopeError
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints.envelope import EnvelopeError
+from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import MemoryStore
 from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.lang.loader import load
@@ -72,10 +73,12 @@ def _finished_run(note: str = "note", rounds: int = 10) -> runs.Outcome:
 
 
 PLAIN_RUN = _finished_run()
-PLAIN = envelope.build(PLAIN_RUN.header(), PLAIN_RUN.records, compress=False)  # byte flips in plain JSON
+PLAIN = envelope.build(
+    envelope.outcome_header(PLAIN_RUN), PLAIN_RUN.records, compress=False
+)  # byte flips in plain JSON
 PLAIN_BYTES = envelope.dumps(PLAIN).encode("utf-8")
 BIG_RUN = _finished_run(note="x" * 3000)
-BIG = BIG_RUN.envelope()
+BIG = envelope.checkpoint_of(BIG_RUN)
 BIG_BYTES = envelope.dumps(BIG).encode("utf-8")
 ORIGINAL = {"plain": envelope.loads(PLAIN_BYTES), "big": envelope.loads(BIG_BYTES)}
 DATA = {"plain": PLAIN_BYTES, "big": BIG_BYTES}
@@ -103,7 +106,7 @@ def test_write_then_read_round_trips_owner_only(tmp_path: Path) -> None:
     assert header["run_id"] == "env-run" and header["status"] == "done"
     assert header["machines"][0]["name"] == "grower"
     assert header["machines"][0]["sha256"] == load(LOOP).sha256
-    assert header == PLAIN_RUN.header() | {"format": "mkl-run/1", "package": header["package"]}
+    assert header == envelope.outcome_header(PLAIN_RUN) | {"format": "mkl-run/1", "package": header["package"]}
 
 
 def test_write_over_an_existing_file_replaces_it_atomically(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from mkl_notebook import cli
 from mkl_notebook.app.trust import Keyring
-from mkl_notebook.durable import envelope
+from mkl_notebook.checkpoints import envelope
 
 from support import REFUND, REFUND_SCRIPT, store_rows
 

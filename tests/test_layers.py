@@ -1,6 +1,7 @@
 """The package's shape, read from its source: layers depend downward only, and the hot path stays plain.
 
-Layers, lowest first: lang < engine < durable, providers, render < app < testing < notebook, cli.
+Layers, lowest first: lang < engine < durable, providers, render, executors < checkpoints < app < testing <
+notebook, cli.
 A module may import its own package and any lower layer; never a peer, never a higher one.
 These tests parse every module with ``ast`` (imports inside functions count too).
 """
@@ -16,16 +17,19 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "mkl_notebook"
 LAYERS = {
     "_version": 0,
-    "lang": 0,
-    "stdlib": 0,  # package data: the standard library's machine files (read by lang.stdlib)
-    "engine": 1,
-    "durable": 2,
-    "providers": 2,
-    "render": 2,
-    "app": 3,
-    "testing": 4,
-    "notebook": 5,
-    "cli": 5,
+    "errors": 0,  # the one base of every error the package raises
+    "lang": 1,
+    "stdlib": 1,  # package data: the standard library's machine files (read by lang.stdlib)
+    "engine": 2,
+    "durable": 3,
+    "providers": 3,
+    "render": 3,
+    "executors": 3,
+    "checkpoints": 4,
+    "app": 5,
+    "testing": 6,
+    "notebook": 7,
+    "cli": 7,
 }
 JUPYTER = ("IPython", "ipywidgets", "ipykernel", "traitlets", "jupyter_client", "nbformat", "nbclient")
 
@@ -76,6 +80,76 @@ def upward(module: str, imports: Iterator[tuple[str, int]]) -> list[str]:
         if other is not None and other != own and LAYERS[other] >= LAYERS[own]:
             found.append(f"{module}:{line}: {own} imports {target} ({other})")
     return found
+
+
+# The front ends parse input and render output: every use case is the application layer's.
+FRONT_ENDS = ("cli", "notebook")
+FRONT_END_MAY_IMPORT = ("app", "render")
+FRONT_END_EXCEPTIONS: dict[str, str] = {}  # "module -> imported module": why the front end may reach past app
+# Modules that only re-export names under their old paths (kept for one release), and the package's root: a
+# facade whose short public names (``mkl_notebook.run``, ``load``, ``map``) name the workspace's use cases.
+FACADES = ("mkl_notebook", "mkl_notebook.testing", "mkl_notebook.notebook.form", "mkl_notebook.render.views")
+MAX_LINES = 900
+
+
+def front_end_reaches(module: str, imports: Iterator[tuple[str, int]]) -> list[str]:
+    """The imports of a front-end ``module`` that reach past the application and render layers."""
+    own = layer_of(module)
+    if own not in FRONT_ENDS:
+        return []
+    found = []
+    for target, line in imports:
+        other = layer_of(target)
+        if other is None or other == own or other in FRONT_END_MAY_IMPORT:
+            continue
+        if f"{module} -> {target}" not in FRONT_END_EXCEPTIONS:
+            found.append(f"{module}:{line}: {own} imports {target} ({other}); ask the application layer instead")
+    return found
+
+
+def test_front_ends_import_only_the_application_and_render_layers() -> None:
+    found = [line for module, path in modules() for line in front_end_reaches(module, imports_of(module, path))]
+    assert not found, "\n".join(found)
+
+
+def test_the_front_end_rule_sees_a_reach_past_the_application_layer() -> None:
+    source = (
+        "from ..app.workspace import Workspace\n"
+        "from ..render import views\n"
+        "from . import common\n"
+        "from ..durable.stores import SQLiteStore\n"
+        "def later():\n"
+        "    from ..lang.loader import load\n"
+    )
+    found = front_end_reaches("mkl_notebook.cli.probe", imported("mkl_notebook.cli.probe", source))
+    assert found == [
+        "mkl_notebook.cli.probe:4: cli imports mkl_notebook.durable.stores (durable); "
+        "ask the application layer instead",
+        "mkl_notebook.cli.probe:6: cli imports mkl_notebook.lang.loader (lang); ask the application layer instead",
+    ]
+
+
+def defined_names(module: str, source: str) -> Iterator[str]:
+    """The public functions and classes ``module`` defines at its top level."""
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            yield node.name
+
+
+def test_no_public_name_is_defined_twice() -> None:
+    where: dict[str, list[str]] = {}
+    for module, path in modules():
+        if module in FACADES:
+            continue
+        for name in defined_names(module, path.read_text(encoding="utf-8")):
+            where.setdefault(name, []).append(module)
+    twice = {name: modules for name, modules in where.items() if len(modules) > 1}
+    assert not twice, twice
+
+
+def test_no_module_is_over_the_size_a_reader_holds() -> None:
+    sizes = {module: len(path.read_text(encoding="utf-8").splitlines()) for module, path in modules()}
+    assert not {module: size for module, size in sizes.items() if size > MAX_LINES}
 
 
 def test_every_module_belongs_to_a_known_layer() -> None:
@@ -130,25 +204,78 @@ def _calls(tree: ast.AST) -> Iterator[ast.Call]:
     return (node for node in ast.walk(tree) if isinstance(node, ast.Call))
 
 
+MEMO_DECORATORS = ("functools.lru_cache", "functools.cache")
+
+
+def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """The dotted name an expression names (``memo``, ``ft.cache``, ``memo(maxsize=4)``), its first part
+    resolved through the module's imports; None when it names nothing."""
+    if isinstance(node, ast.Call):
+        return _qualified(node.func, aliases)
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([aliases.get(node.id, node.id), *parts])
+
+
+def plain_problems(name: str, source: str, imports: Iterator[tuple[str, int]]) -> list[str]:
+    """What keeps a module from being plain: private CPython APIs, manual lock juggling, memo decorators
+    (under any name an import gives them)."""
+    tree = ast.parse(source)
+    problems = []
+    for target, line in imports:
+        private = any(part.startswith("_") for part in target.split(".")) and target != "__future__"
+        if target.startswith("json.encoder") or (private and not target.startswith("mkl_notebook.")):
+            problems.append(f"{name}:{line}: imports {target} (a private API)")
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update({alias.asname or alias.name: alias.name for alias in node.names})
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            aliases.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
+    for call in _calls(tree):
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ("acquire", "release"):
+            problems.append(f"{name}:{call.lineno}: .{call.func.attr}() (use `with lock:`)")
+    for node in ast.walk(tree):
+        for decorator in getattr(node, "decorator_list", []):
+            if _qualified(decorator, aliases) in MEMO_DECORATORS:
+                shown = ast.unparse(decorator)
+                problems.append(f"{name}:{decorator.lineno}: @{shown} (per-run state lives in the run)")
+    return problems
+
+
 def test_the_code_stays_plain() -> None:
     """No private CPython APIs, no manual lock juggling, no memo decorators."""
-    problems = []
-    for module, path in modules():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for target, line in imports_of(module, path):
-            private = any(part.startswith("_") for part in target.split(".")) and target != "__future__"
-            if target.startswith("json.encoder") or (private and not target.startswith("mkl_notebook.")):
-                problems.append(f"{path.name}:{line}: imports {target} (a private API)")
-        for call in _calls(tree):
-            if isinstance(call.func, ast.Attribute) and call.func.attr in ("acquire", "release"):
-                problems.append(f"{path.name}:{call.lineno}: .{call.func.attr}() (use `with lock:`)")
-        for node in ast.walk(tree):
-            decorators = getattr(node, "decorator_list", [])
-            for decorator in decorators:
-                name = ast.unparse(decorator)
-                if "lru_cache" in name or name in ("cache", "functools.cache"):
-                    problems.append(f"{path.name}:{decorator.lineno}: @{name} (per-run state lives in the run)")
+    problems = [
+        problem
+        for module, path in modules()
+        for problem in plain_problems(path.name, path.read_text(encoding="utf-8"), imports_of(module, path))
+    ]
     assert not problems, "\n".join(problems)
+
+
+def test_the_plain_rule_sees_a_memo_decorator_under_another_name() -> None:
+    source = (
+        "import functools as ft\n"
+        "from functools import lru_cache as memo\n"
+        "from json.encoder import encode_basestring\n"
+        "@memo(maxsize=4)\n"
+        "def a(): pass\n"
+        "@ft.cache\n"
+        "def b(): pass\n"
+        "@cache\n"
+        "def c(lock): lock.acquire()\n"
+    )
+    found = plain_problems("probe.py", source, imported("mkl_notebook.durable.probe", source))
+    assert found == [
+        "probe.py:3: imports json.encoder (a private API)",
+        "probe.py:9: .acquire() (use `with lock:`)",
+        "probe.py:4: @memo(maxsize=4) (per-run state lives in the run)",
+        "probe.py:6: @ft.cache (per-run state lives in the run)",
+    ]
 
 
 def test_journal_records_are_built_in_one_module() -> None:

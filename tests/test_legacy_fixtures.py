@@ -17,7 +17,9 @@ from typing import Any
 import nbformat
 import pytest
 
-from mkl_notebook.durable import envelope, nbfile, runs
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
 from mkl_notebook.engine.oracle import AwaitingHuman, Oracle, OracleRequest, ReplyRequest
 

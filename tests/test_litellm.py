@@ -22,6 +22,7 @@ import pytest
 from IPython.utils.capture import capture_output
 from openai_stub import Reply, StubServer, running_stub
 
+from mkl_notebook.checkpoints.envelope import checkpoint_of
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import SQLiteStore
 from mkl_notebook.engine.options import RunOptions
@@ -666,7 +667,7 @@ def test_api_key_never_reaches_store_envelope_or_trace(
 
     texts = {"mkl_notebook log": caplog.text, "captured stdout/stderr": "".join(capfd.readouterr())}
     for name, outcome in (("done", done), ("refused", refused), ("down", down)):
-        texts[f"{name} envelope"] = json.dumps(outcome.envelope())
+        texts[f"{name} envelope"] = json.dumps(checkpoint_of(outcome))
         texts[f"{name} result"] = json.dumps(outcome.result.as_dict(), default=str)
         texts[f"{name} records"] = json.dumps(store.read(outcome.run_id), default=str)
     for where, text in texts.items():

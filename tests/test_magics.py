@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import mkl_notebook
-from mkl_notebook.durable.envelope import verify
+from mkl_notebook.checkpoints.envelope import verify
 from mkl_notebook.notebook import session as session_module
 
 from support import (

@@ -19,7 +19,8 @@ import nbformat
 import pytest
 from lab_client import run_all
 
-from mkl_notebook.durable import envelope, nbfile
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints import notebook_file as nbfile
 
 from support import ROOT, env_without_models, mkl_cli
 
@@ -100,7 +101,7 @@ def test_a_stripped_notebook_still_lists_its_runs_and_finishes_them(waiting: Pat
     assert done["status"] == "done" and done["calls"]["replayed"] >= 3  # nothing made twice
     after = nbformat.read(path, as_version=4)
     nbformat.validate(after)
-    header, records, seal = envelope.check(after.metadata["mkl"]["runs"]["r"])
+    header, records, seal = envelope.verify_checkpoint(after.metadata["mkl"]["runs"]["r"])
     assert header["status"] == "done" and seal is not None and seal.holds
     assert [r["value"] for r in records if r["t"] == "reply"] == ["approve", "approve"]
     assert [cell.source for cell in after.cells] == [cell.source for cell in stripped.cells]
@@ -256,9 +257,9 @@ def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_chec
         assert SECOND in texts  # the waiting run, from the metadata alone
         sent = [m["content"]["data"] for m in shown if m["msg_type"] == "comm_msg"]
         assert [(data["op"], data["run"]) for data in sent] == [("put", "r")]
-        header, records, seal = envelope.check(sent[0]["envelope"])
+        header, records, seal = envelope.verify_checkpoint(sent[0]["envelope"])
         assert header["status"] == "suspended" and seal is not None and seal.holds
-        assert records == envelope.check(runs["r"]).records  # taken up as it was: nothing re-run
+        assert records == envelope.verify_checkpoint(runs["r"]).records  # taken up as it was: nothing re-run
     finally:
         kernel.close()
 
@@ -338,7 +339,7 @@ def test_a_notebook_whose_outputs_refer_to_its_metadata_lists_and_finishes_its_r
     _approve(path.parent, path.name, listed["question_id"], "--set", "refund_approval=approve")
     after = nbformat.read(path, as_version=4)
     nbformat.validate(after)
-    header, records, _seal = envelope.check(after.metadata["mkl"]["runs"]["r"])
+    header, records, _seal = envelope.verify_checkpoint(after.metadata["mkl"]["runs"]["r"])
     assert header["ask"] == SECOND
     # the output still refers (to the whole journal now) and says what the metadata says: no second copy
     assert _carried_and_referred(path) == (0, [{"run": "r", "records": len(records)}])
@@ -404,7 +405,7 @@ def test_with_the_extension_a_run_output_refers_to_the_metadata_and_an_unchanged
         [view] = _run_views(first)
         assert envelope.MIME_TYPE not in view  # one copy ...
         [put] = [m["content"]["data"] for m in first if m["msg_type"] == "comm_msg"]
-        checkpoint = envelope.check(put["envelope"])  # ... in the metadata
+        checkpoint = envelope.verify_checkpoint(put["envelope"])  # ... in the metadata
         assert view[envelope.REF_MIME_TYPE] == {"run": "mine", "records": len(checkpoint.records)}
         assert checkpoint.header["status"] == "done"
 

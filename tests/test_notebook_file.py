@@ -21,8 +21,8 @@ import pytest
 from lab_client import run_all
 from nbclient import NotebookClient
 
-from mkl_notebook.durable.envelope import verify
-from mkl_notebook.durable.nbfile import FORM_MIME
+from mkl_notebook.checkpoints.envelope import verify
+from mkl_notebook.checkpoints.notebook_file import FORM_MIME
 
 from support import REFUND, REFUND_ASK, REFUND_RESULT, REFUND_SCRIPT, RUN_MIME, WIDGET_MIME, env_without_models
 

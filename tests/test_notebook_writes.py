@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from lab_client import run_all
 
-from mkl_notebook.durable import nbfile
+from mkl_notebook.checkpoints import notebook_file as nbfile
 
 from support import REFUND, REFUND_SCRIPT, RUN_MIME, env_without_models
 

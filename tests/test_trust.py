@@ -27,8 +27,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
 from mkl_notebook.app.trust import Keyring, Untrusted
-from mkl_notebook.durable import envelope
-from mkl_notebook.durable.seals import Signer
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints.seals import Signer
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm, TakeUpChoice
 
@@ -57,7 +57,7 @@ def people(tmp_path: Path) -> tuple[Path, Path, Path]:
 def _forge(path: Path, ask: str, *, seal: dict[str, str] | str | None = "keep") -> None:
     """Edit the question in a checkpoint and recompute its digest, as anyone can; keep, drop or replace its seal."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    header, records, _ = envelope.check(data)
+    header, records, _ = envelope.verify_checkpoint(data)
     header = dict(header, ask=ask)
     records = copy.deepcopy(records)
     for record in records:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from mkl_notebook.app.status import run_output
+from mkl_notebook.checkpoints.envelope import checkpoint_of, verify
 from mkl_notebook.durable import runs
-from mkl_notebook.durable.envelope import verify
 from mkl_notebook.durable.stores import MemoryStore
 from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.engine.result import RunResult
@@ -535,7 +535,7 @@ def test_a_runs_display_output_carries_its_checkpoint_beside_its_views() -> None
     )
     bundle = run_output("r1", machine, outcome)
     assert set(bundle) == {"text/html", "text/plain", RUN_MIME}
-    assert bundle[RUN_MIME] == outcome.envelope()
+    assert bundle[RUN_MIME] == checkpoint_of(outcome)
     assert verify(bundle[RUN_MIME])[0]["run_id"] == "r1"
     assert "· 3 answers journaled" in bundle["text/plain"]
     assert "[replayed]" not in bundle["text/plain"]

@@ -23,7 +23,7 @@ import yaml
 from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
-from mkl_notebook.durable.envelope import verify
+from mkl_notebook.checkpoints.envelope import verify
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm
 from mkl_notebook.notebook.session import Run

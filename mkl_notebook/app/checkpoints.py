@@ -11,13 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..durable import envelope, nbfile
+from ..checkpoints import envelope
+from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.seals import Seal, Signer
 from ..durable import runs as durable
 from ..durable.leases import file_lease
 from ..durable.records import canonical, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
-from ..durable.seals import Seal, Signer
 from ..durable.stores import RunStore, SQLiteStore, StoreError
 from .errors import UsageProblem
 from .status import answers_to, form_place, run_output
@@ -55,7 +56,7 @@ class Imported(NamedTuple):
 def checked_copy(data: Any, where: str, source: str) -> Copy:
     """A checkpoint handed over unverified (the notebook's metadata, through the extension), checked like a
     file's before anything of it is used."""
-    header, records, seal = envelope.check(data, where)
+    header, records, seal = envelope.verify_checkpoint(data, where)
     return Copy(header, records, seal, source)
 
 
@@ -113,13 +114,13 @@ def resume_checkpoint_file(
         header, records, seal = envelope.read_file(path)
         run_id = take_up(store, Copy(header, records, seal, path), keyring=keyring, trust_file=trust_file).run_id
         outcome = advance(run_id)
-        envelope.write_file(path, outcome.envelope(keyring.signer()))
+        envelope.write_file(path, envelope.checkpoint_of(outcome, keyring.signer()))
     return outcome
 
 
 def write_checkpoint(path: str, outcome: Outcome, signer: Signer | None) -> None:
     """Write ``outcome``'s checkpoint to ``path`` (owner-only), sealed by ``signer``."""
-    envelope.write_file(path, outcome.envelope(signer))
+    envelope.write_file(path, envelope.checkpoint_of(outcome, signer))
 
 
 def check_checkpoint_folder(path: str | None) -> None:
@@ -260,11 +261,6 @@ def seals_in(path: Path) -> list[Seal]:
             )
         seals.setdefault(seal.key, seal)
     return list(seals.values())
-
-
-def notebook_path(user_ns: dict[str, Any], explicit: str | None = None) -> Path | None:
-    """The notebook file a kernel runs, as Jupyter (or ``explicit``) names it; None when nothing says."""
-    return nbfile.notebook_path_from(user_ns, explicit)
 
 
 def cell_order(notebook: Path | None) -> list[str]:

@@ -1,18 +1,17 @@
-"""Which failures are the user's to fix: both front ends show them as one line, never a traceback."""
+"""Which failures are the user's to fix: both front ends show them as one line, never a traceback.
+
+Every error the package raises is a :class:`MklError`; those that are a person's mistake (a machine, a flag,
+a file, a reply) are a :class:`UserError`, and these are what a front end catches and shows.
+"""
 
 from __future__ import annotations
 
-from ..durable.envelope import EnvelopeError
-from ..durable.nbfile import NotebookFileError
-from ..durable.runs import RunStateError
-from ..durable.seals import SealError
-from ..durable.stores import StoreError
-from ..lang.findings import MachineError
-from ..providers.config import ConfigError
-from ..providers.scripted import ScriptError
+from ..errors import MklError, UserError
+
+__all__ = ["USER_ERRORS", "MklError", "Superseded", "UsageProblem", "UserError"]
 
 
-class UsageProblem(ValueError):
+class UsageProblem(UserError, ValueError):
     """A mistake in how a command was called or what it was given; the message says what and where."""
 
 
@@ -20,15 +19,4 @@ class Superseded(UsageProblem):
     """A reply came too late: its question was answered (or dropped) by another path; the message says how."""
 
 
-# Every error whose message is meant for the person who made the mistake.
-USER_ERRORS: tuple[type[Exception], ...] = (
-    UsageProblem,
-    MachineError,
-    ScriptError,
-    ConfigError,
-    EnvelopeError,
-    NotebookFileError,
-    StoreError,
-    RunStateError,
-    SealError,
-)
+USER_ERRORS: tuple[type[Exception], ...] = (UserError,)  # what a front end shows as one line

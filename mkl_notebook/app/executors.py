@@ -1,53 +1,12 @@
-"""Where a run's calls are made: here (the default), or on a Dask distributed cluster.
-
-With Dask, only the calls ship: each live model, tool or hook call goes to one of the cluster's
-workers; the run loop and its journal stay in this process, which remains their single writer.
-Replayed answers never leave it. Calls go straight to each worker, over a stream this process
-keeps open to it (see ``dask_calls``), rather than through the scheduler as one task each.
-
-A worker lost in the middle of a call loses nothing: an idempotent call is made again as a Dask
-task, which Dask reschedules until a worker answers, and the journal records the one answer that
-came back. A non-idempotent tool call is never made twice: if its worker is lost, its run stops
-*in doubt*, exactly as when this process stops in the middle of one. ``max_model_calls`` caps the
-model calls in flight across the whole cluster (a ``distributed.Semaphore``), for rate limits.
-
-Dask is optional (``pip install mkl-notebook[dask]``) and imported only when chosen.
-"""
+"""Which executor a run's calls are made on: here (threads, the default), a Dask cluster's current client or
+a LocalCluster (``dask``), or a scheduler's address (``dask://ADDRESS``); see :mod:`mkl_notebook.executors`."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
-
-from ..durable.replay import InDoubt
-from ..engine.oracle import (
-    Effect,
-    JudgeRequest,
-    Oracle,
-    OracleError,
-    OracleRequest,
-    Partial,
-    ProduceRequest,
-    ToolRequest,
-)
-from .dask_calls import DaskCalls, WorkerLost
+from ..executors.dask import LOCAL, DaskCalls, DaskExecutor, client_for
 from .errors import UsageProblem
-from .values import parse_budget
 
-DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
-LOCAL = "dask"  # at the command line: a LocalCluster for the command; in a notebook: its current Client
-
-
-def distributed() -> Any:
-    """The ``distributed`` package, or a usage problem saying how to install it."""
-    try:
-        return importlib.import_module("distributed")
-    except ImportError:
-        raise UsageProblem(DASK_HINT) from None
+__all__ = ["LOCAL", "DaskCalls", "DaskExecutor", "check_executor", "client_for"]
 
 
 def check_executor(value: str | None) -> str | None:
@@ -57,108 +16,3 @@ def check_executor(value: str | None) -> str | None:
     if value == LOCAL or value.startswith("dask://") or "://" in value:
         return value
     raise UsageProblem(f"--executor must be threads, dask or dask://ADDRESS, not {value!r}")
-
-
-def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], None]]:
-    """A Dask client for ``executor`` and how to let it go. ``dask`` is the current client of this process
-    (a notebook's ``Client()``), or with ``start_local`` a LocalCluster of process workers started now."""
-    dask = distributed()
-    if executor != LOCAL:
-        address = executor.removeprefix("dask://")
-        address = address if "://" in address else f"tcp://{address}"
-        try:
-            client = dask.Client(address, timeout="10s")
-        except OSError as exc:
-            raise UsageProblem(f"--executor {executor}: no Dask scheduler answers there ({exc})") from None
-        return client, client.close
-    if not start_local:
-        try:
-            return dask.get_client(), lambda: None
-        except ValueError:
-            raise UsageProblem(
-                "executor=dask uses this notebook's Dask client, and there is none: run "
-                "`from distributed import Client; client = Client()` first, or give executor=dask://ADDRESS"
-            ) from None
-    cluster = dask.LocalCluster(processes=True, dashboard_address=None)
-    client = dask.Client(cluster)
-
-    def close() -> None:
-        client.close()
-        cluster.close()
-
-    return client, close
-
-
-@dataclass
-class DaskExecutor(Oracle):
-    """Makes ``inner``'s calls on a Dask cluster (those it can make elsewhere); the rest here."""
-
-    inner: Oracle
-    calls: DaskCalls
-    max_model_calls: int | None = None
-
-    def ask(self, request: OracleRequest) -> Any:
-        call = self.inner.remote_call(request)
-        if call is None:
-            return self.inner.ask(request)
-        model = isinstance(request, (ProduceRequest, JudgeRequest))
-        once = isinstance(request, ToolRequest) and not request.idempotent
-        limit = self.max_model_calls if model else None
-        try:
-            return self.calls.call(call, limit)
-        except WorkerLost as lost:
-            if once:
-                assert isinstance(request, ToolRequest)
-                raise InDoubt(request.position, request.name, request.state) from None
-            return self._again(request, call, limit, lost)
-
-    def _again(self, request: OracleRequest, call: Callable[[], Any], limit: int | None, lost: WorkerLost) -> Any:
-        """An idempotent call whose worker was lost, made again as a task Dask reschedules until it is answered."""
-        key = f"mkl-{request.kind}-{request.position}-{uuid.uuid4().hex[:8]}"
-        try:
-            return self.calls.task(call, limit, key)
-        except distributed().KilledWorker as killed:
-            raise OracleError(
-                f"provider-error: the Dask workers making this call were lost ({lost}; {killed})", suspendable=True
-            ) from None
-
-    def stream(self, request: OracleRequest, partial: Partial) -> Any:
-        return self.ask(request)  # a call made on a worker answers whole
-
-    def replayed(self, request: OracleRequest) -> None:
-        self.inner.replayed(request)
-
-    @property
-    def waits(self) -> bool:
-        return True  # every call waits on the cluster: fan-out branches overlap their waits
-
-    def has_hook(self, name: str) -> bool:
-        return self.inner.has_hook(name)
-
-    def has_tool(self, name: str) -> bool:
-        return self.inner.has_tool(name)
-
-    def tool_effect(self, name: str) -> Effect | None:
-        return self.inner.tool_effect(name)
-
-
-@contextlib.contextmanager
-def executing(
-    executor: str | None, max_model_calls: Any = None, *, start_local: bool
-) -> Iterator[Callable[[Oracle], Oracle] | None]:
-    """How calls are made for as long as the block lasts: None for here, or a wrapper that ships them to
-    the Dask cluster ``executor`` names (a LocalCluster started for the block, with ``start_local``)."""
-    chosen = check_executor(executor)
-    limit = parse_budget("max_model_calls", "--max-model-calls", max_model_calls)
-    if chosen is None:
-        if limit is not None:
-            raise UsageProblem("--max-model-calls caps calls across a Dask cluster: give --executor dask too")
-        yield None
-        return
-    client, close = client_for(chosen, start_local=start_local)
-    calls = DaskCalls(client)
-    try:
-        yield lambda oracle: DaskExecutor(oracle, calls, limit)
-    finally:
-        calls.close()
-        close()

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ..checkpoints.envelope import checkpoint_of
 from ..durable.runs import Observer, Outcome, Resolution
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult, TraceStep
@@ -128,7 +129,7 @@ class Run:
         if self.outcome is None:
             self.refresh()
         assert self.outcome is not None
-        return self.outcome.envelope(self.workspace.signer())
+        return checkpoint_of(self.outcome, self.workspace.signer())
 
     @property
     def question_id(self) -> str | None:
@@ -218,7 +219,7 @@ class Run:
         with self._lock:
             self.outcome = step()
         if not self.machine_name:
-            self.machine_name = str(self.outcome.header().get("machine") or "")
+            self.machine_name = self.outcome.root
         if request:
             self.workspace.reached(self.id, self.outcome)
         if self.outcome.latest is None:

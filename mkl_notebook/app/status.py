@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ..checkpoints.envelope import MIME_TYPE, checkpoint_of
+from ..checkpoints.notebook_file import FORM_MIME
+from ..checkpoints.seals import Signer
 from ..durable import places
-from ..durable.envelope import MIME_TYPE
-from ..durable.nbfile import FORM_MIME
 from ..durable.records import run_state
 from ..durable.runs import Outcome
-from ..durable.seals import Signer
 from ..engine.result import RunResult
 from ..lang.model import Machine
 from ..render import views
@@ -111,7 +111,7 @@ def run_output(
     journaled = {"journaled": sum(outcome.calls.values())}  # alike each time the cell runs: no "[replayed]"
     return {
         **views.run_bundle(run_id, machine, outcome.result, journaled, shown),
-        MIME_TYPE: outcome.envelope(signer),
+        MIME_TYPE: checkpoint_of(outcome, signer),
     }
 
 

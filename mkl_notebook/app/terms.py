@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from ..checkpoints.seals import Signer
 from ..durable.places import Place
 from ..durable.runs import Observer, Outcome, Resolution
-from ..durable.seals import Signer
+from ..engine.oracle import Oracle
 from ..engine.result import RunResult
 from ..lang.findings import Finding
 from ..lang.model import TIERS, Machine
 
-__all__ = ["TIERS", "Finding", "Machine", "Observer", "Outcome", "Place", "Resolution", "RunResult", "Signer"]
+__all__ = ["TIERS", "Finding", "Machine", "Observer", "Oracle", "Outcome", "Place", "Resolution", "RunResult", "Signer"]

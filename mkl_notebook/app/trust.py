@@ -21,9 +21,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
-from ..durable import seals
+from ..checkpoints import seals
+from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
 from ..durable.records import RunState
-from ..durable.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
 from ..lang import files
 from .errors import UsageProblem
 from .replies import who
@@ -133,7 +133,7 @@ class Keyring:
         return True
 
     def _write_trusted(self, keys: dict[str, dict[str, Any]]) -> None:
-        from ..durable.envelope import write_private
+        from ..checkpoints.envelope import write_private
 
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_private(self.folder / TRUSTED_FILE, json.dumps({"keys": keys}, indent=1, sort_keys=True) + "\n")

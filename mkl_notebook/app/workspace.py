@@ -19,13 +19,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from ..checkpoints.seals import Signer
 from ..durable import places
 from ..durable import runs as durable
 from ..durable.places import Place
 from ..durable.plan import Plan
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Preparation, Resolution
-from ..durable.seals import Signer
 from ..durable.stores import RunStore, SQLiteStore, UnknownRun
 from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle

@@ -1,7 +1,11 @@
 """What a store says when it cannot do what it was asked: one clear sentence each."""
 
+from __future__ import annotations
 
-class StoreError(Exception):
+from ..errors import UserError
+
+
+class StoreError(UserError):
     """A store that cannot be used (corrupt file, unwritable folder); one clear sentence."""
 
 

@@ -557,6 +557,11 @@ def state_of(ending: Mapping[str, Any] | None) -> RunState:
     )
 
 
+def root_of(records: Sequence[Mapping[str, Any]]) -> str:
+    """The name of the machine of the run a journal holds (its start record says; a re-run keeps it)."""
+    return str(records[0].get("root") or "") if records else ""
+
+
 def run_state(records: list[dict[str, Any]]) -> RunState:
     """Where the run a journal holds stands: its latest ``suspend`` or ``finish`` record says."""
     ending = next((r for r in reversed(records) if r.get("t") in ("suspend", "finish")), None)

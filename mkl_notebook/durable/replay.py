@@ -22,32 +22,22 @@ from ..engine.oracle import (
     Oracle,
     OracleError,
     OracleRequest,
+    OutcomeUnknown,
     Partial,
     ProduceRequest,
     ReplyRequest,
     RunInterrupted,
     ToolRequest,
 )
+from ..errors import MklError
 from . import records as rec
 from .fingerprint import digest, fingerprinted
 
 JOURNAL_ENDS = "interrupted: its journal ends before this call; resume the run to go on"
 
 
-class RecordedFailure(Exception):
+class RecordedFailure(MklError):
     """A host tool or hook raised; the failure is journaled and raised again on replay."""
-
-
-class InDoubt(RunInterrupted):
-    """A non-idempotent tool call was started but never recorded as finished.
-
-    The run must not guess: a person says whether it completed, should be
-    retried, or the run should stop.
-    """
-
-    def __init__(self, position: str, tool: str, state: str) -> None:
-        super().__init__(f"tool '{tool}' at state '{state}' was started and may or may not have run")
-        self.doubt = rec.Doubt(position, tool, state)
 
 
 @dataclass
@@ -264,7 +254,7 @@ class ReplayOracle(Oracle):
             resolution = self.journal.resolutions.get(position) or {}
             action = resolution.get("action")
             if action is None:
-                raise InDoubt(position, request.name, request.state)
+                raise OutcomeUnknown(position, request.name, request.state)
             if action == "completed":
                 value = resolution.get("value")
                 self._record(rec.host_answer_record(position, print_, "tool", value, name=request.name, resolved=True))

@@ -13,25 +13,25 @@ from typing import Any, NamedTuple
 
 from .._version import __version__
 from ..engine.options import RunOptions
-from ..engine.oracle import Oracle, OracleRequest, ReplyRequest, RunInterrupted
+from ..engine.oracle import Oracle, OracleRequest, OutcomeUnknown, ReplyRequest, RunInterrupted
 from ..engine.result import RunResult
 from ..engine.runner import root_step, run_machine
+from ..errors import UserError
 from ..lang import stdlib
 from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine, reachable
-from . import envelope, places
+from . import places
 from . import records as rec
 from .places import Place
 from .plan import Plan, plan
-from .replay import JOURNAL_ENDS, InDoubt, JournalIndex, ReplayOracle
-from .seals import Signer
+from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
 
 Observer = Callable[[str, dict[str, Any]], None]
 
 
-class RunStateError(ValueError):
+class RunStateError(UserError, ValueError):
     """A request that does not fit the run's state (resume a finished run, reply to no question, …)."""
 
 
@@ -61,26 +61,10 @@ class Outcome:
     def status(self) -> str:
         return self.result.status
 
-    def header(self) -> dict[str, Any]:
-        index = JournalIndex.build(self.records)
-        result = self.result
-        return {
-            "run_id": self.run_id,
-            "machine": index.setup.get("root"),
-            "status": result.status,
-            "error": result.error,
-            "at": result.at,
-            "ask": result.ask,
-            "reply_to": result.reply_to,
-            "question": result.question,
-            "options": index.options,
-            # The sources travel once, in the journal's start/rerun record; the header names and hashes them.
-            "machines": [{"name": name, "sha256": pin["sha256"]} for name, pin in index.machines.items()],
-        }
-
-    def envelope(self, signer: Signer | None = None) -> dict[str, Any]:
-        """The run's checkpoint, sealed by ``signer`` when one is given."""
-        return envelope.build(self.header(), self.records, signer=signer)
+    @property
+    def root(self) -> str:
+        """The name of the run's machine."""
+        return rec.root_of(self.records)
 
 
 def not_waiting(run_id: str, state: rec.RunState) -> str:
@@ -258,8 +242,8 @@ def _run_journal(
             input=copy.deepcopy(index.setup.get("input") or {}),
             options=options,
         )
-    except InDoubt as interrupted:
-        doubt = interrupted.doubt
+    except OutcomeUnknown as interrupted:  # a tool call started and never recorded as finished
+        doubt = rec.Doubt(interrupted.position, interrupted.tool, interrupted.state)
         return RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state), doubt
     result.asked_again = list(oracle.asked_again)
     last = index.last or {}

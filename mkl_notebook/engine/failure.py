@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..errors import MklError
 from .result import TraceStep
 
 
-class StateFailure(Exception):
+class StateFailure(MklError):
     """A state could not complete; the run halts with ``error``.
 
     With ``policy`` set, a trace step is recorded first (parse refusals, failed

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from ..errors import MklError
+
 Effect = Literal["read", "effect"]
 
 
@@ -154,7 +156,7 @@ class HumanReply(NamedTuple):
     at: float | None = None  # seconds since the epoch
 
 
-class OracleError(Exception):
+class OracleError(MklError):
     """The oracle could not answer; the run halts with ``error`` (no step is recorded).
 
     ``error`` is the whole halt reason, e.g. ``state-error: no scripted produce …``
@@ -172,12 +174,23 @@ class OracleError(Exception):
         return self.error.removeprefix("state-error: ")
 
 
-class RunInterrupted(Exception):
+class RunInterrupted(MklError):
     """Stops the whole run at once; the engine never turns it into a halt or a branch marker.
 
     (:class:`CannotAnswer` is the one the engine catches: the run suspends where it stands.
     A journal raises its own kinds, such as a tool call left in doubt.)
     """
+
+
+class OutcomeUnknown(RunInterrupted):
+    """A call with effects was started and whether it ran cannot be known (its process or worker was lost):
+    the run must not guess. A journal records it as *in doubt*, for a person to settle."""
+
+    def __init__(self, position: str, tool: str, state: str) -> None:
+        super().__init__(f"tool '{tool}' at state '{state}' was started and may or may not have run")
+        self.position = position
+        self.tool = tool
+        self.state = state
 
 
 class AwaitingHuman(RunInterrupted):

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import MklError
 from ..lang.model import Machine, State
 from .options import RunOptions
 from .oracle import HumanReply, JudgeAnswer, JudgeRequest, Oracle, ProduceAnswer, ProduceRequest
@@ -21,7 +22,7 @@ from .result import ModelCall, RunResult, TraceStep, cost_of
 from .taint import Fences
 
 
-class _Asked(Exception):
+class _Asked(MklError):
     """The model asked the person something; the run suspends until they answer."""
 
     def __init__(self, question: str, position: str, usage: tuple[int, int]) -> None:
@@ -31,7 +32,7 @@ class _Asked(Exception):
         self.usage = usage
 
 
-class _Suspended(Exception):
+class _Suspended(MklError):
     """A nested call suspended; the whole run surfaces the innermost suspension."""
 
     def __init__(self, result: RunResult) -> None:

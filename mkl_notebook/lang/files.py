@@ -12,12 +12,14 @@ import os
 import stat
 from pathlib import Path
 
+from ..errors import MklError
+
 MACHINE_LIMIT = 4 * 1024 * 1024  # a .mkl file
 SCRIPT_LIMIT = 64 * 1024 * 1024  # a scripted-answers or scenario file, an --input file, a tools file
 NOTEBOOK_LIMIT = 512 * 1024 * 1024  # an .ipynb or a checkpoint file
 
 
-class UnfitFile(OSError):
+class UnfitFile(MklError, OSError):
     """A file that is not a regular file, or larger than its kind may be; ``strerror`` says which."""
 
     def __init__(self, message: str) -> None:

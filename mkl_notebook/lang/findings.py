@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import UserError
+
 Severity = Literal["error", "warning"]
 
 
@@ -29,7 +31,7 @@ class Finding:
         return f"{prefix}{self.severity}: {self.message}"
 
 
-class MachineError(ValueError):
+class MachineError(UserError, ValueError):
     """A machine document that cannot be loaded.
 
     ``str()`` is one sentence naming where and what; ``findings`` holds every

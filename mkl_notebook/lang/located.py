@@ -27,6 +27,8 @@ from yaml.events import (
     StreamEndEvent,
 )
 
+from ..errors import MklError
+
 try:  # libyaml is ~10x faster at parsing; fall back to pure Python.
     _Loader: type[yaml.CSafeLoader] | type[yaml.SafeLoader] = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on the PyYAML build
@@ -97,7 +99,7 @@ def _new_list(position: Position) -> LocatedList:
     return result
 
 
-class YamlSyntaxError(ValueError):
+class YamlSyntaxError(MklError, ValueError):
     """The text is not YAML; carries the position PyYAML reported."""
 
     def __init__(self, problem: str, where: Where | None) -> None:
@@ -192,7 +194,7 @@ class _NodeBuilder:
         return result
 
 
-class _NeedsNodes(Exception):
+class _NeedsNodes(MklError):
     """The document holds what only the node graph builds faithfully: an anchor, an alias, a second document."""
 
 

@@ -90,13 +90,13 @@ class Batch:
         shown: dict[str, Any] = batch_bundle(summaries, batch.counts(self.rows))
         if self.session is None:
             return shown
-        signer, link = self.session.signer(), self.session.link
+        link = self.session.link
         entries = []
         for row in self.rows:
             handle = self.runs.get(row.run_id)
             if handle is None or handle.outcome is None:
                 continue
-            carried = link.carry(row.run_id, {CHECKPOINT_MIME: handle.outcome.envelope(signer)}, as_it_stands=True)
+            carried = link.carry(row.run_id, {CHECKPOINT_MIME: handle.envelope()}, as_it_stands=True)
             entries.append(carried.get(REFERENCE_MIME) or carried[CHECKPOINT_MIME])
         return {**shown, BATCH_MIME: entries}
 

@@ -19,6 +19,7 @@ import ipywidgets as widgets
 
 from ..app.errors import USER_ERRORS, Superseded
 from ..app.replies import APPROVE, REJECT, Decision, form_reply
+from ..render.questions import asked_again_html
 
 Pending = Mapping[str, Any]
 OnReply = Callable[[Any, "str | None"], None]
@@ -184,13 +185,6 @@ class QuestionForm:
             for control in self.controls:
                 control.disabled = True
         self.status.value = f"<em>{html.escape(what_happened)}</em>"
-
-
-def asked_again_html(asked: Any) -> str:  # FIXME: render's one asked-again HTML once it is split out
-    return "".join(
-        f"<p><mark>{html.escape(sentence)}</mark></p><pre>{html.escape(chr(10).join(diff))}</pre>"
-        for sentence, diff in asked
-    )
 
 
 GateForm = QuestionForm  # the single run's form had this name before there was one form; kept for one release

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from IPython.core.error import UsageError
 
 from ..app.batch import DEFAULT_CONCURRENCY
-from ..app.errors import UsageProblem
+from ..app.errors import MklError, UsageProblem
 from ..app.values import host_input, merge, parse_assignments, parse_input
 
 SUBCOMMANDS = (
@@ -99,7 +99,7 @@ def split_words(line: str) -> list[str]:
     return [re.sub(r"\x00(\d+)\x00", lambda m: expressions[int(m.group(1))], word) for word in words]
 
 
-class HelpShown(Exception):
+class HelpShown(MklError):
     """A subcommand's help was printed: nothing else happens."""
 
 

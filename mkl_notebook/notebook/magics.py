@@ -301,7 +301,7 @@ class MklMagics(Magics):
         args = self._parse("visits", words)
         outcome = self.session.read(self.values.text(args.run_id))  # nothing is called or recorded
         result = outcome.result
-        machine = outcome.machines.get(str(outcome.header().get("machine")))
+        machine = outcome.machines.get(outcome.root)
         if machine is None:
             raise UsageError(f"the machine of run '{outcome.run_id}' cannot be read from its journal")
         cap = replace(views.notebook_cap(outcome.run_id), full=args.full)

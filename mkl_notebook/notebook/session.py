@@ -9,17 +9,18 @@ widgets or litellm, so it is as usable from a plain script as from a notebook.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..app.checkpoints import Copy, cell_order, checked_copy, notebook_copy, notebook_path, notebook_run_ids
+from ..app.checkpoints import Copy, cell_order, checked_copy, notebook_copy, notebook_run_ids
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
+from ..app.terms import Oracle
 from ..app.workspace import Outcome, Place, Workspace
-from ..engine.oracle import Oracle
 from .metadata_link import MetadataLink
 
 __all__ = [
@@ -87,8 +88,19 @@ class NotebookSession(Workspace):
             self._reached[run_id] = len(outcome.records)
 
     def notebook_path(self, explicit: str | None = None) -> Path | None:
-        """The notebook file this kernel runs, when Jupyter (or ``explicit``) says."""
-        return notebook_path(self.user_ns, explicit)
+        """The notebook file this kernel runs, as Jupyter or VS Code tells it (or ``explicit``), if it tells."""
+        candidates = [
+            explicit,
+            self.user_ns.get("__session__"),
+            self.user_ns.get("__vsc_ipynb_file__"),
+            os.environ.get("JPY_SESSION_NAME"),
+        ]
+        for candidate in candidates:
+            if isinstance(candidate, str) and candidate.endswith(".ipynb"):
+                path = Path(candidate).expanduser()
+                if path.is_file():
+                    return path
+        return None
 
     def _cells_from_here(self) -> list[str]:
         """The executing cell and every cell below it in the saved notebook (just it, when the file is unknown)."""

@@ -21,13 +21,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from ..errors import UserError
 from ..lang.model import TIERS
 
 CONFIG_FILES = ("mkl.toml", "pyproject.toml")
 SIMPLE_KEYS = ("judge", "api_base", "timeout", "retries", "backoff")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration file or value that cannot be used; names the file and the key."""
 
 

@@ -34,6 +34,7 @@ from ..engine.oracle import (
     ReplyRequest,
     ToolRequest,
 )
+from ..errors import UserError
 from ..lang import files
 from ..lang.located import parse_plain
 
@@ -41,7 +42,7 @@ SCRIPTED_MODEL = "scripted"
 SCRIPT_KEYS = frozenset({"llm", "tools", "hooks", "replies"})
 
 
-class ScriptError(ValueError):
+class ScriptError(UserError, ValueError):
     """A script file or mapping that does not have the shape of docs/language.md §8."""
 
 

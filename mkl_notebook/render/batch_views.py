@@ -7,12 +7,11 @@ error, tokens and cost, and the question it waits on. Plain semantic HTML, every
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from .cards import continue_commands
+from .commands import continue_commands, resume_command
 from .common import NONE, answers_sentence, columns, money
 from .diagram import shorten
 
@@ -86,7 +85,7 @@ def batch_bundle(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -
 
 def _waiting_text(run_id: str, result: Any) -> str:
     lines = [f"{run_id} asks: {result.ask or result.question}"]
-    commands = continue_commands(result, f"mkl resume --id {shlex.quote(run_id)}", result.question_id(run_id))
+    commands = continue_commands(result, resume_command(run_id), result.question_id(run_id))
     return "\n".join([*lines, *(f"  {command}" for command in commands)])
 
 

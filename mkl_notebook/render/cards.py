@@ -5,46 +5,20 @@ banner of a run the notebook's copy of which is not trusted, and a form's place 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..engine.result import RunResult
+from .commands import UNKNOWN_NOTEBOOK, continue_commands, resume_command, trust_command
 from .common import _code, _e, answers_sentence
 from .questions import _IN_DOUBT, _at_text, _questions_html, _questions_text, _resumes_text, _waiting_for
 
 # -- the pending card (a notebook opened without a kernel) ------------------------------------
 
 
-def continue_commands(result: RunResult, base: str, question: str | None = None) -> list[str]:
-    """The commands that continue a waiting or in-doubt run, after ``base`` (``mkl resume … RUN``).
-
-    A reply names the ``question`` it answers (the run's :meth:`RunResult.question_id`).
-    """
-    if result.status == "in_doubt":
-        return [f"{base} --resolve completed=VALUE", f"{base} --resolve retry", f"{base} --resolve abort"]
-    if result.status != "suspended":
-        return []
-    if result.error == "budget-exhausted":
-        whose = f"the called machine '{result.machine}'" if result.machine else "the run"
-        return [f"{base} --max-steps N  (N is the new step budget of {whose})"]
-    if result.error == "cost-exhausted":
-        return [f"{base} --max-tokens N"]
-    if result.error == "spend-exhausted":
-        return [f"{base} --max-cost USD  (a new limit for the whole run, in US dollars)"]
-    if question:
-        base = f"{base} --question {question}"
-    if result.error == "asked" or not result.reply_to:  # a model's question takes a plain reply
-        return [f"{base} --reply …"]
-    return [f"{base} --set {result.reply_to}=…"]
-
-
-UNKNOWN_NOTEBOOK = "NOTEBOOK.ipynb"  # in commands, when the kernel was not told which file it runs
-
-
 def _notebook_commands(run_id: str, result: RunResult, notebook: str | None = None) -> list[str]:
-    name = shlex.quote(notebook) if notebook else UNKNOWN_NOTEBOOK
-    return continue_commands(result, f"mkl resume {name} --run {shlex.quote(run_id)}", result.question_id(run_id))
+    base = resume_command(run_id, notebook=notebook or UNKNOWN_NOTEBOOK)
+    return continue_commands(result, base, result.question_id(run_id))
 
 
 def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
@@ -120,7 +94,7 @@ def waiting_text(run_id: str, result: RunResult, notebook: str | None = None) ->
 def untrusted_bundle(run_id: str, source: str, mark: str, found: str, ask: str | None) -> dict[str, str]:
     """What stands where a run would show when the notebook's copy of it is not trusted: whose it is, how
     the file shows it (its question behind that mark), and how to take it up."""
-    commands = [f"%mkl run … --trust-file  (or %mkl resume {run_id} --trust-file)", f"mkl trust {source}"]
+    commands = [f"%mkl run … --trust-file  (or %mkl resume {run_id} --trust-file)", trust_command(source)]
     asked = f" The file says it asks: “{ask}”." if ask else ""
     text = "\n".join(
         [

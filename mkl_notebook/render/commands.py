@@ -10,7 +10,10 @@ from __future__ import annotations
 import shlex
 from urllib.parse import urlsplit
 
+from ..engine.result import RunResult
+
 PROGRAM = "mkl"
+UNKNOWN_NOTEBOOK = "NOTEBOOK.ipynb"  # in commands, when the kernel was not told which file it runs
 
 
 def _flag(name: str, value: str | None) -> str:
@@ -62,3 +65,25 @@ def reply_command(base: str, question: str, reply_to: str | None) -> str:
     """``base`` (a resume command) answering ``question``: at the path the run waits on, or as a plain reply."""
     target = f"--set {reply_to}=…" if reply_to else "--reply …"
     return f"{base} --question {question} {target}"
+
+
+def continue_commands(result: RunResult, base: str, question: str | None = None) -> list[str]:
+    """The commands that continue a waiting or in-doubt run, after ``base`` (a :func:`resume_command`).
+
+    A reply names the ``question`` it answers (the run's :meth:`RunResult.question_id`).
+    """
+    if result.status == "in_doubt":
+        return [f"{base} --resolve completed=VALUE", f"{base} --resolve retry", f"{base} --resolve abort"]
+    if result.status != "suspended":
+        return []
+    if result.error == "budget-exhausted":
+        whose = f"the called machine '{result.machine}'" if result.machine else "the run"
+        return [f"{base} --max-steps N  (N is the new step budget of {whose})"]
+    if result.error == "cost-exhausted":
+        return [f"{base} --max-tokens N"]
+    if result.error == "spend-exhausted":
+        return [f"{base} --max-cost USD  (a new limit for the whole run, in US dollars)"]
+    reply_to = None if result.error == "asked" else result.reply_to  # a model's question takes a plain reply
+    if question:
+        return [reply_command(base, question, reply_to)]
+    return [f"{base} --set {reply_to}=…" if reply_to else f"{base} --reply …"]

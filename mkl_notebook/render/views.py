@@ -16,8 +16,8 @@ Import from the modules that own them now:
 - :mod:`.live`: the live line — ``Live``, ``progress_html``, ``progress_text``, ``progress_bundle``,
   ``LIVE_TAIL``.
 - :mod:`.cards`: what stands where a run waits — ``pending_card_html``, ``pending_card_text``,
-  ``waiting_html``, ``waiting_text``, ``untrusted_bundle``, ``answered_bundle``, ``continue_commands``,
-  ``UNKNOWN_NOTEBOOK``.
+  ``waiting_html``, ``waiting_text``, ``untrusted_bundle``, ``answered_bundle``.
+- :mod:`.commands`: every ``mkl`` command a person is shown — ``continue_commands``, ``UNKNOWN_NOTEBOOK``.
 - :mod:`.listings`: runs, waiting questions, scenarios and the standard library — ``RunRow``,
   ``spent_cell``, ``runs_table_html``, ``runs_table_text``, ``runs_bundle``, ``asked_as_listed``,
   ``questions_table_html``, ``questions_table_text``, ``questions_bundle``, ``ScenarioOutcome``,
@@ -29,15 +29,14 @@ Import from the modules that own them now:
 from __future__ import annotations
 
 from .cards import (
-    UNKNOWN_NOTEBOOK,
     answered_bundle,
-    continue_commands,
     pending_card_html,
     pending_card_text,
     untrusted_bundle,
     waiting_html,
     waiting_text,
 )
+from .commands import UNKNOWN_NOTEBOOK, continue_commands
 from .common import (
     FIRST_ROWS,
     LAST_ROWS,

@@ -18,13 +18,15 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from ..errors import UserError
+
 KEY_PREFIX = "ed25519:"
 SEAL_KEYS = ("key", "by", "signature")
 MAX_NAME = 200  # characters of the name a seal signs as
 _CONTEXT = b"mkl-notebook checkpoint seal 1\n"
 
 
-class SealError(ValueError):
+class SealError(UserError, ValueError):
     """A seal field of the wrong shape; the message names it."""
 
 

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from ..errors import MklError
+
 REFRESH_SECONDS = 30.0  # how often the streams are matched to the cluster's workers
 WAIT_SECONDS = 0.5  # how often a cluster without workers is asked again
 OPEN_SECONDS = 10.0  # the longest a worker may take to answer a new stream
@@ -53,7 +55,7 @@ def _loads(data: bytes) -> Any:
 # -- here --------------------------------------------------------------------------------------
 
 
-class WorkerLost(Exception):
+class WorkerLost(MklError):
     """The worker making a call was lost (or could not be reached) before it answered."""
 
 

@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._version import __version__
+from ..durable.records import FORMAT, canonical
+from ..durable.replay import JournalIndex
+from ..durable.runs import Outcome
+from ..errors import UserError
 from ..lang import files
 from . import seals, shapes
-from .records import FORMAT, canonical
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
 MAX_JOURNAL_BYTES = 512 * 1024 * 1024
@@ -54,7 +57,7 @@ BATCH_MIME_TYPE = "application/vnd.mkl.batch+json"
 MAX_REFERENCE_BYTES = 4_096
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(UserError, ValueError):
     """An envelope that cannot be trusted or read; the message says what and where."""
 
 
@@ -104,6 +107,30 @@ def build(
     return built
 
 
+def outcome_header(outcome: Outcome) -> dict[str, Any]:
+    """The header of a run's checkpoint: where it stands (from ``outcome``), its options and pinned machines."""
+    index = JournalIndex.build(outcome.records)
+    result = outcome.result
+    return {
+        "run_id": outcome.run_id,
+        "machine": index.setup.get("root"),
+        "status": result.status,
+        "error": result.error,
+        "at": result.at,
+        "ask": result.ask,
+        "reply_to": result.reply_to,
+        "question": result.question,
+        "options": index.options,
+        # The sources travel once, in the journal's start/rerun record; the header names and hashes them.
+        "machines": [{"name": name, "sha256": pin["sha256"]} for name, pin in index.machines.items()],
+    }
+
+
+def checkpoint_of(outcome: Outcome, signer: seals.Signer | None = None) -> dict[str, Any]:
+    """The checkpoint of the run ``outcome`` shows, sealed by ``signer`` when one is given."""
+    return build(outcome_header(outcome), outcome.records, signer=signer)
+
+
 def _records(journal: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(journal, dict):
         raise EnvelopeError(f"{where}: the checkpoint has no journal")
@@ -139,11 +166,11 @@ def _records(journal: Any, where: str) -> list[dict[str, Any]]:
 
 def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Check an envelope's format and digest; return its header and records."""
-    checked = check(envelope, where)
+    checked = verify_checkpoint(envelope, where)
     return checked.header, checked.records
 
 
-def check(envelope: Any, where: str = "checkpoint") -> Checkpoint:
+def verify_checkpoint(envelope: Any, where: str = "checkpoint") -> Checkpoint:
     """Check an envelope's format, digest and the shape of every field; read its seal."""
     if not isinstance(envelope, dict):
         raise EnvelopeError(f"{where}: is not an mkl run checkpoint (expected a JSON object)")
@@ -222,7 +249,7 @@ def loads(data: bytes | str, where: str = "checkpoint") -> Checkpoint:
         raise EnvelopeError(f"{where}: is not valid JSON ({exc})") from None
     except RecursionError:
         raise EnvelopeError(f"{where}: nests too deeply to be a checkpoint") from None
-    return check(envelope, where)
+    return verify_checkpoint(envelope, where)
 
 
 def dumps(envelope: dict[str, Any]) -> str:

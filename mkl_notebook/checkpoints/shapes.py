@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
+from ..durable.records import JOURNALED_OPTIONS
 from ..engine.options import RunOptions
-from .records import JOURNALED_OPTIONS
 
 Check = Callable[[Any], bool]
 _HEX = re.compile(r"^(?:[0-9a-f]{2})*$")

@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..durable.records import canonical
+from ..errors import UserError
 from ..lang import files
 from . import envelope
 from .envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE, EnvelopeError
-from .records import canonical
 from .seals import Seal
 
 TEMP_SUFFIX = ".mkl-tmp"
@@ -30,7 +31,7 @@ LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same no
 FORM_MIME = "application/vnd.mkl.form+json"  # marks the output that stands in a question's form: {run, question_id}
 
 
-class NotebookFileError(ValueError):
+class NotebookFileError(UserError, ValueError):
     """A notebook file that cannot be read or holds no such run."""
 
 
@@ -137,7 +138,7 @@ def _checked(data: Any, where: str) -> envelope.Checkpoint:
             data = json.loads(data)
         except (ValueError, RecursionError):
             data = None
-    return envelope.check(data, where)
+    return envelope.verify_checkpoint(data, where)
 
 
 def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> bool:
@@ -459,19 +460,3 @@ def locked(path: str | Path, wait: float = LOCK_WAIT) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-
-
-def notebook_path_from(user_ns: dict[str, Any], explicit: str | None = None) -> Path | None:
-    """The notebook this kernel runs, as Jupyter or VS Code tells it, if it tells."""
-    candidates = [
-        explicit,
-        user_ns.get("__session__"),
-        user_ns.get("__vsc_ipynb_file__"),
-        os.environ.get("JPY_SESSION_NAME"),
-    ]
-    for candidate in candidates:
-        if isinstance(candidate, str) and candidate.endswith(".ipynb"):
-            path = Path(candidate).expanduser()
-            if path.is_file():
-                return path
-    return None

@@ -1,0 +1,137 @@
+"""Where a run's calls are made: here (the default), or on a Dask distributed cluster.
+
+With Dask, only the calls ship: each live model, tool or hook call goes to one of the cluster's
+workers; the run loop and its journal stay in this process, which remains their single writer.
+Replayed answers never leave it. Calls go straight to each worker, over a stream this process
+keeps open to it (see :mod:`.dask_calls`), rather than through the scheduler as one task each.
+
+A worker lost in the middle of a call loses nothing: an idempotent call is made again as a Dask
+task, which Dask reschedules until a worker answers, and the journal records the one answer that
+came back. A non-idempotent tool call is never made twice: if its worker is lost, its run stops
+*in doubt*, exactly as when this process stops in the middle of one. ``max_model_calls`` caps the
+model calls in flight across the whole cluster (a ``distributed.Semaphore``), for rate limits.
+
+Dask is optional (``pip install mkl-notebook[dask]``) and imported only when chosen.
+"""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.oracle import (
+    Effect,
+    JudgeRequest,
+    Oracle,
+    OracleError,
+    OracleRequest,
+    OutcomeUnknown,
+    Partial,
+    ProduceRequest,
+    ToolRequest,
+)
+from ..errors import UserError
+from .dask_calls import DaskCalls, WorkerLost
+
+DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
+
+
+class ExecutorError(UserError):
+    """A Dask cluster that cannot be used as asked (not installed, no scheduler there, no client)."""
+
+
+LOCAL = "dask"  # at the command line: a LocalCluster for the command; in a notebook: its current Client
+
+
+def distributed() -> Any:
+    """The ``distributed`` package, or a usage problem saying how to install it."""
+    try:
+        return importlib.import_module("distributed")
+    except ImportError:
+        raise ExecutorError(DASK_HINT) from None
+
+
+def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], None]]:
+    """A Dask client for ``executor`` and how to let it go. ``dask`` is the current client of this process
+    (a notebook's ``Client()``), or with ``start_local`` a LocalCluster of process workers started now."""
+    dask = distributed()
+    if executor != LOCAL:
+        address = executor.removeprefix("dask://")
+        address = address if "://" in address else f"tcp://{address}"
+        try:
+            client = dask.Client(address, timeout="10s")
+        except OSError as exc:
+            raise ExecutorError(f"--executor {executor}: no Dask scheduler answers there ({exc})") from None
+        return client, client.close
+    if not start_local:
+        try:
+            return dask.get_client(), lambda: None
+        except ValueError:
+            raise ExecutorError(
+                "executor=dask uses this notebook's Dask client, and there is none: run "
+                "`from distributed import Client; client = Client()` first, or give executor=dask://ADDRESS"
+            ) from None
+    cluster = dask.LocalCluster(processes=True, dashboard_address=None)
+    client = dask.Client(cluster)
+
+    def close() -> None:
+        client.close()
+        cluster.close()
+
+    return client, close
+
+
+@dataclass
+class DaskExecutor(Oracle):
+    """Makes ``inner``'s calls on a Dask cluster (those it can make elsewhere); the rest here."""
+
+    inner: Oracle
+    calls: DaskCalls
+    max_model_calls: int | None = None
+
+    def ask(self, request: OracleRequest) -> Any:
+        call = self.inner.remote_call(request)
+        if call is None:
+            return self.inner.ask(request)
+        model = isinstance(request, (ProduceRequest, JudgeRequest))
+        once = isinstance(request, ToolRequest) and not request.idempotent
+        limit = self.max_model_calls if model else None
+        try:
+            return self.calls.call(call, limit)
+        except WorkerLost as lost:
+            if once:
+                assert isinstance(request, ToolRequest)
+                raise OutcomeUnknown(request.position, request.name, request.state) from None
+            return self._again(request, call, limit, lost)
+
+    def _again(self, request: OracleRequest, call: Callable[[], Any], limit: int | None, lost: WorkerLost) -> Any:
+        """An idempotent call whose worker was lost, made again as a task Dask reschedules until it is answered."""
+        key = f"mkl-{request.kind}-{request.position}-{uuid.uuid4().hex[:8]}"
+        try:
+            return self.calls.task(call, limit, key)
+        except distributed().KilledWorker as killed:
+            raise OracleError(
+                f"provider-error: the Dask workers making this call were lost ({lost}; {killed})", suspendable=True
+            ) from None
+
+    def stream(self, request: OracleRequest, partial: Partial) -> Any:
+        return self.ask(request)  # a call made on a worker answers whole
+
+    def replayed(self, request: OracleRequest) -> None:
+        self.inner.replayed(request)
+
+    @property
+    def waits(self) -> bool:
+        return True  # every call waits on the cluster: fan-out branches overlap their waits
+
+    def has_hook(self, name: str) -> bool:
+        return self.inner.has_hook(name)
+
+    def has_tool(self, name: str) -> bool:
+        return self.inner.has_tool(name)
+
+    def tool_effect(self, name: str) -> Effect | None:
+        return self.inner.tool_effect(name)
