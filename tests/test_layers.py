@@ -9,6 +9,7 @@ These tests parse every module with ``ast`` (imports inside functions count too)
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -290,3 +291,21 @@ def test_journal_records_are_built_in_one_module() -> None:
             ):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert not found, found
+
+
+def test_every_error_the_package_raises_has_one_base() -> None:
+    """Front ends catch :class:`UserError` (a person's mistake) and every error is an :class:`MklError`."""
+    from mkl_notebook.errors import MklError
+
+    orphans = []
+    for module, _ in modules():
+        if module.endswith(".__main__"):
+            continue  # running it is what importing it does
+        loaded = importlib.import_module(module)
+        orphans += [
+            f"{module}.{name}"
+            for name, value in vars(loaded).items()
+            if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module
+            if not issubclass(value, MklError)
+        ]
+    assert not orphans, orphans

@@ -199,7 +199,7 @@ def test_approve_resumes_and_finishes_the_run_in_the_same_output(nb: Notebook) -
     assert all(control.disabled for control in form.controls)
 
 
-def test_a_double_click_journals_one_reply(nb: Notebook) -> None:
+def test_a_double_click_journals_one_reply_and_the_form_says_only_what_it_sent(nb: Notebook) -> None:
     _start_refund(nb)
     form = nb.form()
     form.approve.click()
@@ -207,6 +207,9 @@ def test_a_double_click_journals_one_reply(nb: Notebook) -> None:
     form.reject.click()
     assert len(nb.replies()) == 1
     assert mkl_notebook.get_run("refund").status == "done"
+    # The later clicks never reached the run: had they, it would refuse them and the form would say what became
+    # of its question instead of what it sent.
+    assert form.status.value == "<em>Sent: approve.</em>"
 
 
 def _watch_submits(monkeypatch: pytest.MonkeyPatch, during_first: Any) -> list[Any]:

@@ -10,7 +10,7 @@ from ..checkpoints.envelope import MIME_TYPE, checkpoint_of
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer
 from ..durable import places
-from ..durable.records import run_state
+from ..durable.records import replies, run_state
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
 from ..lang.model import Machine
@@ -85,9 +85,7 @@ def later(outcome: Outcome) -> views.Later | None:
     now = run_state(outcome.latest)
     since = outcome.latest[len(outcome.records) :]
     answers = tuple(
-        {"value": r.get("value"), "by": r.get("by"), "at": r.get("time"), "via": r.get("via")}
-        for r in since
-        if r.get("t") == "reply"
+        {"value": r.get("value"), "by": r.get("by"), "at": r.get("time"), "via": r.get("via")} for r in replies(since)
     )
     return views.Later(now.status, now.error, now.at, answers)
 
@@ -156,4 +154,4 @@ def answered_place(run_id: str, records: list[dict[str, Any]], cell: str | None,
 
 def answers_to(records: Sequence[Mapping[str, Any]], question_id: Any) -> list[Mapping[str, Any]]:
     """The replies a journal holds to question ``question_id``."""
-    return [r for r in records if r.get("t") == "reply" and question_id and r.get("question") == question_id]
+    return [r for r in replies(records) if question_id and r.get("question") == question_id]

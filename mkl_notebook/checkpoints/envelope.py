@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._version import __version__
-from ..durable.records import FORMAT, canonical
+from ..durable.records import FORMAT, canonical, kind_of
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..errors import UserError
@@ -159,7 +159,7 @@ def _records(journal: Any, where: str) -> list[dict[str, Any]]:
         raise EnvelopeError(
             f"{where}: the checkpoint's journal is truncated ({len(records)} of {journal.get('count')} records)"
         )
-    if not records or records[0].get("t") != "start":
+    if not records or kind_of(records[0]) != "start":
         raise EnvelopeError(f"{where}: the checkpoint's journal does not begin with a start record")
     return records
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ..durable.records import JOURNALED_OPTIONS
+from ..durable.records import JOURNALED_OPTIONS, kind_of
 from ..engine.options import RunOptions
 
 Check = Callable[[Any], bool]
@@ -201,9 +201,9 @@ def _answer_problem(record: Mapping[str, Any]) -> str | None:
 
 def record_problem(record: Mapping[str, Any]) -> str | None:
     """What is wrong with one record's shape ("field 'pos'"), or None when it has the shape of its kind."""
-    kind = record.get("t")
-    if not isinstance(kind, str) or kind not in _SHAPES:
-        return f"an unknown kind {kind!r}"
+    kind = kind_of(record)
+    if kind not in _SHAPES:
+        return f"an unknown kind {record.get('t')!r}"
     required, checks = _SHAPES[kind]
     missing = sorted(required - set(record))
     if missing:
@@ -226,7 +226,7 @@ def journal_problem(records: Sequence[Mapping[str, Any]]) -> str | None:
         problem = record_problem(record)
         if problem is not None:
             return f"record {number} ({record.get('t')!r}) has {problem}"
-        if number > 1 and record.get("t") == "start":
+        if number > 1 and kind_of(record) == "start":
             return f"record {number} is a second start record"
     return None
 

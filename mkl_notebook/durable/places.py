@@ -59,7 +59,7 @@ def segments(records: Sequence[Mapping[str, Any]]) -> list[Segment]:
     found: list[Segment] = []
     start = 0
     for position, record in enumerate(records):
-        if record.get("t") in ("suspend", "finish"):
+        if rec.is_ending(record):
             tagged = record.get("place")
             place: Mapping[str, Any] = tagged if isinstance(tagged, dict) else {}
             cell = place.get("cell") if isinstance(place.get("cell"), str) else None
@@ -116,7 +116,7 @@ def form_answers(records: Sequence[Mapping[str, Any]], cell: str, upto: int) -> 
     answers: list[Mapping[str, Any]] = []
     for segment in segments(records[:upto]):
         if segment.cell == cell and segment.request is None:
-            answers += [r for r in records[segment.start : segment.end] if r.get("t") == "reply"]
+            answers += rec.replies(records[segment.start : segment.end])
     return answers
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Literal, TypedDict, cast
@@ -184,6 +184,19 @@ class RerunRecord(_RerunKeys, total=False):
     options: dict[str, Any]
 
 
+Record = (
+    StartRecord
+    | AnswerRecord
+    | IntentRecord
+    | InvalidatedRecord
+    | ReplyRecord
+    | SuspendRecord
+    | FinishRecord
+    | ResumeRecord
+    | ResolveRecord
+    | RerunRecord
+)
+ENDINGS = ("suspend", "finish")  # the kinds that end an advance
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
 
 
@@ -557,6 +570,22 @@ def state_of(ending: Mapping[str, Any] | None) -> RunState:
     )
 
 
+def kind_of(record: Mapping[str, Any]) -> str | None:
+    """A record's kind (``start``, ``answer``, ``reply``, ``suspend``, …); None when it names none."""
+    kind = record.get("t")
+    return kind if isinstance(kind, str) else None
+
+
+def is_ending(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` ends an advance of the run (a ``suspend`` or ``finish``)."""
+    return kind_of(record) in ENDINGS
+
+
+def replies(records: Iterable[Mapping[str, Any]]) -> list[ReplyRecord]:
+    """The person's answers among ``records``, in order."""
+    return [cast(ReplyRecord, record) for record in records if kind_of(record) == "reply"]
+
+
 def root_of(records: Sequence[Mapping[str, Any]]) -> str:
     """The name of the machine of the run a journal holds (its start record says; a re-run keeps it)."""
     return str(records[0].get("root") or "") if records else ""
@@ -564,7 +593,7 @@ def root_of(records: Sequence[Mapping[str, Any]]) -> str:
 
 def run_state(records: list[dict[str, Any]]) -> RunState:
     """Where the run a journal holds stands: its latest ``suspend`` or ``finish`` record says."""
-    ending = next((r for r in reversed(records) if r.get("t") in ("suspend", "finish")), None)
+    ending = next((r for r in reversed(records) if is_ending(r)), None)
     return state_of(ending)
 
 

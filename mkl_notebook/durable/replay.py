@@ -84,7 +84,7 @@ class JournalIndex:
 
     @classmethod
     def build(cls, records: list[dict[str, Any]]) -> JournalIndex:
-        if not records or records[0].get("t") != "start":
+        if not records or rec.kind_of(records[0]) != "start":
             raise ValueError("the journal does not begin with a start record")
         index = cls(start=records[0], setup={key: records[0].get(key) for key in rec.SETUP_KEYS})
         for record in records[1:]:
@@ -92,7 +92,7 @@ class JournalIndex:
         return index
 
     def add(self, record: dict[str, Any]) -> None:
-        kind = record.get("t")
+        kind = rec.kind_of(record)
         self.settled = kind in ("suspend", "finish")
         position = str(record.get("pos"))
         if kind == "answer":

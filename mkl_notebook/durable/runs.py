@@ -247,7 +247,7 @@ def _run_journal(
         return RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state), doubt
     result.asked_again = list(oracle.asked_again)
     last = index.last or {}
-    legacy = last.get("t") == "suspend" and last.get("pos") == result.pending and "about" not in last
+    legacy = rec.kind_of(last) == "suspend" and last.get("pos") == result.pending and "about" not in last
     if legacy:  # asked before replies were bound to what they answer: the question stays as it was
         result.about = None
     return result, None

@@ -52,7 +52,8 @@ HELP = """\
     --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
 %mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
                [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
-%mkl runs | pending       list runs / runs waiting for a person (with their forms)
+%mkl runs                 the runs of this kernel's store: status, where, what each spent
+%mkl pending              the runs waiting for a person, each with its form
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
 %mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
 %mkl visits RUN [--all]   entries per state: the 40 states entered most of a big machine, or with --all every one
@@ -63,9 +64,10 @@ HELP = """\
 %mkl load FILE.mkl        define the machine of a file (and the machines beside it that it calls)
 %mkl models               the model each tier maps to, and where that was set
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
-%mkl config [key=value]   show or change settings: store, hitl, user, max_workers, and models:
-                          model, fast, balanced, reasoning, judge, api_base, timeout, retries
+%mkl config [key=value]   show or change settings: store, hitl, user, max_workers, executor, max_model_calls,
+                          and models: model, fast, balanced, reasoning, judge, api_base, timeout, retries
                           (also %config MklMagics.model = "openai/gpt-4o-mini")
+%mkl help                 this list
 """
 
 

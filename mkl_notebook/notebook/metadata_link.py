@@ -22,14 +22,51 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from ..app.checkpoints import CHECKPOINT_MIME, referring
+
+
+class Hello(TypedDict):
+    """The extension's first message: the runs the notebook's metadata holds (unverified checkpoints)."""
+
+    op: Literal["hello"]
+    runs: dict[str, Any]
+
+
+class Put(TypedDict):
+    """The kernel's: write ``envelope`` as run ``run``'s checkpoint into the notebook's metadata."""
+
+    op: Literal["put"]
+    run: str
+    envelope: dict[str, Any]
+
+
+class Delete(TypedDict):
+    """The kernel's: the run is gone (started afresh, forgotten); its entry leaves the metadata."""
+
+    op: Literal["delete"]
+    run: str
+
 
 TARGET = "mkl.metadata"
 PROTOCOL = 1
 MAX_RUNS = 1000  # runs taken from one hello; a notebook with more is not one a person reads
 MAX_REDRAWS = 256  # outputs kept to redraw until the extension answers (Run All of a long notebook)
+
+
+def read_hello(data: Any) -> Hello | None:
+    """The extension's hello, as far as it has the shape of one (at most ``MAX_RUNS`` runs, each an object under
+    its id); None when ``data`` is not a hello. What it carries is checked like any file's before it is used."""
+    if not isinstance(data, dict) or data.get("op") != "hello":
+        return None
+    runs = data.get("runs")
+    held = {
+        run_id: envelope
+        for run_id, envelope in (list(runs.items())[:MAX_RUNS] if isinstance(runs, dict) else [])
+        if isinstance(run_id, str) and isinstance(envelope, dict)
+    }
+    return Hello(op="hello", runs=held)
 
 
 class MetadataLink:
@@ -62,20 +99,13 @@ class MetadataLink:
             self._redraws.clear()
 
     def _received(self, message: dict[str, Any]) -> None:
-        data = (message.get("content") or {}).get("data")
-        if not isinstance(data, dict) or data.get("op") != "hello":
+        hello = read_hello((message.get("content") or {}).get("data"))
+        if hello is None:
             return
-        runs = data.get("runs")
         with self._lock:
             self.linked = True
-            if isinstance(runs, dict):
-                held = {
-                    run_id: envelope
-                    for run_id, envelope in list(runs.items())[:MAX_RUNS]
-                    if isinstance(run_id, str) and isinstance(envelope, dict)
-                }
-                # what this kernel put or deleted since it opened the comm is newer than the hello
-                self.runs = {**{k: v for k, v in held.items() if k not in self._touched}, **self.runs}
+            # what this kernel put or deleted since it opened the comm is newer than the hello
+            self.runs = {**{k: v for k, v in hello["runs"].items() if k not in self._touched}, **self.runs}
             redraws = list(self._redraws)
             self._redraws.clear()
         for redraw in redraws:
@@ -104,7 +134,7 @@ class MetadataLink:
             self.runs[run_id] = envelope
             self._touched.add(run_id)
         if comm is not None:
-            comm.send({"op": "put", "run": run_id, "envelope": envelope})
+            comm.send(Put(op="put", run=run_id, envelope=envelope))
 
     def delete(self, run_id: str) -> None:
         """The run is gone (started afresh, forgotten): its entry leaves the notebook's metadata."""
@@ -113,7 +143,7 @@ class MetadataLink:
             self.runs.pop(run_id, None)
             self._touched.add(run_id)
         if comm is not None:
-            comm.send({"op": "delete", "run": run_id})
+            comm.send(Delete(op="delete", run=run_id))
 
     def held(self, run_id: str) -> dict[str, Any] | None:
         """The checkpoint of ``run_id`` the notebook's metadata held, as the extension handed it over."""
