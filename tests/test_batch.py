@@ -6,6 +6,7 @@ widgets (clicked as a person would), pandas DataFrames, and the ``mkl`` command 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from mkl_notebook.durable.stores import SQLiteStore
 from mkl_notebook.lang.loader import load
 from mkl_notebook.providers.scripted import oracle_from_script
 
-from support import REFUND, REFUND_ASK, REFUND_SCRIPT, WIDGET_MIME, Cells
+from support import REFUND, REFUND_ASK, REFUND_SCRIPT, WIDGET_MIME, Cells, mkl_cli
 
 GREETER = """\
 machine: greeter
@@ -277,6 +278,32 @@ def test_the_batch_forms_place_says_what_was_answered_and_a_rerun_of_the_cell_sa
     again = [p.data["text/plain"] for p in ip.out.published if p.data.get("text/plain", "").startswith("Answered in")]
     assert again == [said]  # the same words, in the same place, from the journal
     assert all(row.outcome.calls["made"] == 0 for row in ip.shell.user_ns["b"].rows if row.outcome)
+
+
+def test_a_row_answered_by_another_process_says_so_on_its_next_click_and_records_nothing(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.shell.user_ns["tickets"] = TICKETS[:2]
+    ip.run(f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl")
+    row = ip.shell.user_ns["b"].form.rows[0]
+    answered = mkl_cli(
+        ip.tmp,
+        "resume",
+        "--id",
+        row.run.id,
+        "--question",
+        str(row.question_id),
+        "--reply",
+        "reject",
+        "--as",
+        "bob",
+        "--script",
+        str(REFUND_SCRIPT),
+    )
+    assert answered[0] == 0, answered
+    row.approve.click()  # too late: bob answered it from a terminal
+    assert "Answered 'reject' (by bob" in html.unescape(row.status.value)
+    assert [reply["value"] for reply in _replies(ip.tmp / ".mkl" / "runs.sqlite", row.run.id)] == ["reject"]
+    assert row.run.status == "done" and not row.buttons.children  # nothing more to answer on this row
 
 
 def test_a_row_whose_run_asks_again_shows_the_next_question_in_its_place(ip: Cells) -> None:
