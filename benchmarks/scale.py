@@ -247,7 +247,7 @@ def main() -> None:
         "threads: what one scheduler task per call would cost on this machine before mkl_notebook adds "
         "anything. mkl_notebook sends no task per call: this process keeps one comm open to each worker "
         "(Dask's own, through a handler a worker plugin adds), and calls and answers stream over it both ways "
-        "(`mkl_notebook/app/dask_calls.py`, `dask_worker.py`). What is left over threads is this process's "
+        "(`mkl_notebook/executors/dask_calls.py`, `dask_worker.py`). What is left over threads is this process's "
         "share of those messages (the scheduler, both workers and this process share the machine's cores).",
     ]
     table = "\n".join(lines)

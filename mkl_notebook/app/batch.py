@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..durable import runs as durable
+from ..durable.errors import StoreError
 from ..durable.runs import Outcome
-from ..durable.stores import RunStore, StoreError, check_run_id
+from ..durable.stores import RunStore, check_run_id
 from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang import files

@@ -15,11 +15,12 @@ from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.seals import Seal, Signer
 from ..durable import runs as durable
+from ..durable.errors import StoreError
 from ..durable.leases import file_lease
 from ..durable.records import canonical, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
-from ..durable.stores import RunStore, SQLiteStore, StoreError
+from ..durable.stores import RunStore, SQLiteStore
 from .errors import UsageProblem
 from .status import answers_to, form_place, run_output
 from .trust import Keyring, Provenance, Untrusted
@@ -203,7 +204,7 @@ def finish_write_back(notebook: Path, run_id: str, keyring: Keyring) -> str | No
             _catch_up(notebook, nbfile.find_run(notebook, run_id), store, keyring.signer(), True)
     except StoreError:
         return None  # not a store (any more): the listing says where the run was left instead
-    return marked["store"]
+    return str(marked["store"])
 
 
 def _catch_up(notebook: Path, embedded: nbfile.EmbeddedRun, store: RunStore, signer: Signer, marked: bool) -> bool:

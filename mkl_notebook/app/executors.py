@@ -3,7 +3,8 @@ a LocalCluster (``dask``), or a scheduler's address (``dask://ADDRESS``); see :m
 
 from __future__ import annotations
 
-from ..executors.dask import LOCAL, DaskCalls, DaskExecutor, client_for
+from ..executors.dask import LOCAL, DaskExecutor, client_for
+from ..executors.dask_calls import DaskCalls
 from .errors import UsageProblem
 
 __all__ = ["LOCAL", "DaskCalls", "DaskExecutor", "check_executor", "client_for"]

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..checkpoints import notebook_file as nbfile
+from ..durable.errors import StoreError
 from ..durable.records import spent
 from ..durable.replay import JournalIndex
-from ..durable.stores import DEFAULT_STORE, SQLiteStore, StoreError
+from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..render.commands import reply_command, resume_command
 from .checkpoints import finish_write_back
 from .errors import UsageProblem

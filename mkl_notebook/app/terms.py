@@ -6,9 +6,22 @@ from __future__ import annotations
 from ..checkpoints.seals import Signer
 from ..durable.places import Place
 from ..durable.runs import Observer, Outcome, Resolution
+from ..durable.stores import DEFAULT_STORE
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
 from ..lang.findings import Finding
 from ..lang.model import TIERS, Machine
 
-__all__ = ["TIERS", "Finding", "Machine", "Observer", "Oracle", "Outcome", "Place", "Resolution", "RunResult", "Signer"]
+__all__ = [
+    "DEFAULT_STORE",
+    "TIERS",
+    "Finding",
+    "Machine",
+    "Observer",
+    "Oracle",
+    "Outcome",
+    "Place",
+    "Resolution",
+    "RunResult",
+    "Signer",
+]

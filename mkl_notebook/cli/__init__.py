@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code: int = args.handler(args)
+        return code
     except USER_ERRORS as exc:
         print(f"mkl: error: {exc}", file=sys.stderr)
         emit_status({"status": "error", "error": str(exc)})

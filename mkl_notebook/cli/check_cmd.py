@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ..app.errors import UsageProblem
 from ..app.workspace import Workspace
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_status
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status
 
 
-def add_check_parser(commands: argparse._SubParsersAction) -> None:
+def add_check_parser(commands: Commands) -> None:
     parser = commands.add_parser("check", help="report static findings for a machine file")
     parser.add_argument("file", help="a .mkl machine file")
     parser.set_defaults(handler=check_main)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..app.settings import Settings
 from ..app.workspace import Workspace
 from ..render import views
 from ..render.commands import trace_command
+
+if TYPE_CHECKING:  # generic only in the type stubs
+    Commands = argparse._SubParsersAction[Any]  # where each subcommand adds its parser
+else:
+    Commands = argparse._SubParsersAction
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SUSPENDED, EXIT_IN_DOUBT = 0, 1, 2, 3, 4
 STATUS_EXIT = {"done": EXIT_OK, "halt": EXIT_FAILED, "suspended": EXIT_SUSPENDED, "in_doubt": EXIT_IN_DOUBT}

@@ -7,16 +7,16 @@ import sys
 from pathlib import Path
 
 from ..app import batch
-from ..app.settings import DEFAULT_STORE
+from ..app.terms import DEFAULT_STORE
 from ..app.values import merge, parse_assignments, parse_input
 from ..render.batch_views import batch_table_text
-from .common import EXIT_FAILED, STATUS_EXIT, emit_status, workspace
+from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, workspace
 from .run_cmd import executor_flags
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
 
 
-def add_map_parser(commands: argparse._SubParsersAction) -> None:
+def add_map_parser(commands: Commands) -> None:
     mapped = commands.add_parser("map", help="run a machine once per row of a JSONL, JSON or CSV file")
     mapped.add_argument("file", help="a .mkl machine file")
     mapped.add_argument("--over", required=True, metavar="ROWS", help="the rows: a .jsonl, .json or .csv file")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..app.settings import DEFAULT_STORE
+from ..app.terms import DEFAULT_STORE
 from ..render.plan_views import plan_lines
-from .common import emit_status, workspace
+from .common import Commands, emit_status, workspace
 
 
-def add_plan_parser(commands: argparse._SubParsersAction) -> None:
+def add_plan_parser(commands: Commands) -> None:
     planned = commands.add_parser("plan", help="what re-running a run with the machine as it is now would do")
     planned.add_argument("file", help="the .mkl machine file, as it is now")
     planned.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")

@@ -15,17 +15,16 @@ from ..app import status
 from ..app.checkpoints import check_checkpoint_folder, write_checkpoint
 from ..app.errors import UsageProblem
 from ..app.listing import notebook_runs, store_runs, waiting_questions
-from ..app.settings import DEFAULT_STORE
-from ..app.terms import Observer, Outcome
+from ..app.terms import DEFAULT_STORE, Observer, Outcome
 from ..app.values import merge, parse_assignments, parse_input
 from ..app.workspace import Workspace
 from ..render import views
 from ..render.commands import resume_command
-from .common import EXIT_FAILED, STATUS_EXIT, all_flag, cli_cap, emit_status, workspace
+from .common import EXIT_FAILED, STATUS_EXIT, Commands, all_flag, cli_cap, emit_status, workspace
 from .live import TerminalStream
 
 
-def add_run_parsers(commands: argparse._SubParsersAction) -> None:
+def add_run_parsers(commands: Commands) -> None:
     run = commands.add_parser("run", help="run a machine (durably: re-running an id replays it)")
     run.add_argument("file", help="a .mkl machine file")
     run.add_argument(

@@ -6,10 +6,10 @@ import argparse
 
 from ..app.scenarios import scenarios_summary
 from ..app.workspace import Workspace
-from .common import EXIT_FAILED, EXIT_OK
+from .common import EXIT_FAILED, EXIT_OK, Commands
 
 
-def add_test_parser(commands: argparse._SubParsersAction) -> None:
+def add_test_parser(commands: Commands) -> None:
     parser = commands.add_parser("test", help="run scripted scenarios or conformance cases")
     parser.add_argument("machine", nargs="?", help="a .mkl machine file (with --script)")
     parser.add_argument("--script", help="a scenario file (scenarios: [...]) to run against MACHINE")

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 
 from ..app import status
-from ..app.settings import DEFAULT_STORE
+from ..app.terms import DEFAULT_STORE
 from ..render import views
-from .common import all_flag, cli_cap, emit_status, workspace
+from .common import Commands, all_flag, cli_cap, emit_status, workspace
 
 
-def add_trace_parser(commands: argparse._SubParsersAction) -> None:
+def add_trace_parser(commands: Commands) -> None:
     traced = commands.add_parser("trace", help="print a run's trace from its journal (nothing runs)")
     traced.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
     traced.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")

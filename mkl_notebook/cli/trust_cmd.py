@@ -9,9 +9,10 @@ from pathlib import Path
 from ..app.checkpoints import seals_in
 from ..app.errors import UsageProblem
 from ..app.trust import KEY_PREFIX, Keyring, key_fingerprint
+from .common import Commands
 
 
-def add_trust_parser(commands: argparse._SubParsersAction) -> None:
+def add_trust_parser(commands: Commands) -> None:
     trust = commands.add_parser(
         "trust",
         help="show your key, or trust someone's key (ed25519:…) or the keys that sealed a notebook's runs",

@@ -81,7 +81,7 @@ def _json_normal_start(start: Mapping[str, Any]) -> dict[str, Any]:
     """The start record as it would read back from disk, keys in the same order; the pinned sources, plain
     strings, are not re-encoded."""
     pins = start.get("machines")
-    normal = json.loads(canonical({key: value for key, value in start.items() if key != "machines"}))
+    normal: dict[str, Any] = json.loads(canonical({key: value for key, value in start.items() if key != "machines"}))
     if pins is None:
         return normal
     normal["machines"] = {

@@ -92,7 +92,8 @@ class ToolRequest(NamedTuple):
 
     @property
     def input(self) -> dict[str, Any]:
-        return json.loads(self.input_json)
+        decoded: dict[str, Any] = json.loads(self.input_json)
+        return decoded
 
 
 class ReplyRequest(NamedTuple):

@@ -69,7 +69,7 @@ def _on_error(shared: _Shared, state: State, error: str, retries_used: dict[int,
             if used >= matcher.retry:
                 continue  # retries spent: later matchers may still route or fall back
             retries_used[index] = used + 1
-            return shared.options.retry_backoff * (2**used)
+            return float(shared.options.retry_backoff * (2**used))
         if matcher.route is not None:
             return _Executed(f"[tool-error: {error}]", external=True, route=matcher.route)
         if matcher.has_fallback:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import distributed
-from distributed.comm import CommClosedError
+from distributed.comm.core import CommClosedError
 from distributed.protocol import pickle as dask_pickle
 
 HANDLER = "mkl_calls"

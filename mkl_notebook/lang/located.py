@@ -51,7 +51,7 @@ class Where:
         return f"line {self.line}, column {self.column}"
 
 
-class LocatedMap(dict):
+class LocatedMap(dict[str, Any]):
     """A dict that knows where it starts and where each of its keys sits."""
 
     __slots__ = ("duplicate_keys", "key_positions", "position")
@@ -67,7 +67,7 @@ class LocatedMap(dict):
         return Where(*self.key_positions.get(key, self.position))
 
 
-class LocatedList(list):
+class LocatedList(list[Any]):
     """A list that knows where it and each of its items start."""
 
     __slots__ = ("item_positions", "position")

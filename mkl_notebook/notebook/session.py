@@ -19,8 +19,8 @@ from ..app.checkpoints import Copy, cell_order, checked_copy, notebook_copy, not
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
-from ..app.terms import Oracle
-from ..app.workspace import Outcome, Place, Workspace
+from ..app.terms import Oracle, Outcome, Place
+from ..app.workspace import Workspace
 from .metadata_link import MetadataLink
 
 __all__ = [
