@@ -16,6 +16,7 @@ import yaml
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+import mkl_notebook
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.session import Run
 from mkl_notebook.providers.config import ENVIRONMENT
@@ -60,6 +61,21 @@ def chain_source(states: int) -> str:
         gate = f"{{when: otherwise, then: ok, to: {to}}}"
         lines.append(f"  s{index}: {{structure: s, prompt: p{index}, output: o, gates: [{gate}]}}")
     return "\n".join(lines) + "\n"
+
+
+def fetch_page_interrupted_once() -> list[str]:
+    """Register the read tool ``fetch_page``, which a person interrupts during its first call (as Interrupt
+    in a notebook does) and which answers "the page" after; its calls, in order."""
+    calls: list[str] = []
+
+    @mkl_notebook.tool(effect="read")
+    def fetch_page() -> str:
+        calls.append("fetch")
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return "the page"
+
+    return calls
 
 
 def env_without_models() -> dict[str, str]:

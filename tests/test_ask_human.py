@@ -165,7 +165,7 @@ def test_the_model_asks_twice_and_each_resume_makes_only_the_next_call(store_kin
     assert oracle.judged == 1
 
     # a finished run replays without asking anybody anything again
-    again = runs.replay("trip-1", oracle, store=store)
+    again = runs.replay(store, "trip-1", oracle)
     assert again.status == "done" and again.result.result == FINAL
     assert oracle.rounds == {"produce": 1, "produce~r1": 1, "produce~r2": 1}
 

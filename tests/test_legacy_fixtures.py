@@ -102,7 +102,7 @@ def test_the_fixtures_hold_every_kind_of_record(legacy: Path) -> None:
 @pytest.mark.parametrize("run_id", sorted(EXPECTED))
 def test_a_run_in_an_old_store_replays_with_no_calls_and_the_same_result(legacy: Path, run_id: str) -> None:
     store = SQLiteStore(legacy / "runs.sqlite")
-    outcome = runs.replay(run_id, NoCalls(), store=store)
+    outcome = runs.replay(store, run_id, NoCalls())
     expected = EXPECTED[run_id]
     got = as_json({name: getattr(outcome.result, name) for name in RESULT_FIELDS})
     assert got == {name: expected[name] for name in RESULT_FIELDS}
@@ -116,7 +116,7 @@ def test_an_old_checkpoint_verifies_imports_and_resumes(legacy: Path) -> None:
     assert header["status"] == "suspended" and header["ask"] == "The draft promises a refund. Approve sending it?"
     store = MemoryStore()
     runs.import_envelope(store, header, records)
-    waiting = runs.replay("refund-waiting", NoCalls(), store=store)
+    waiting = runs.replay(store, "refund-waiting", NoCalls())
     assert (waiting.result.status, waiting.result.at, waiting.calls["made"]) == ("suspended", "send", 0)
     question = waiting.result.question_id("refund-waiting")  # an old journal's question has an id too
     answer = (str(legacy / "waiting.checkpoint.json"), "--question", question, "--reply", "approve")

@@ -34,6 +34,7 @@ from support import (
     WIDGET_MIME,
     Cells,
     env_without_models,
+    fetch_page_interrupted_once,
 )
 
 MERMAID = "text/vnd.mermaid"
@@ -723,15 +724,7 @@ def _live_lines(ip: Cells) -> dict[str, str]:
 def test_an_interrupt_ends_in_one_line_naming_the_state_and_the_live_line_does_not_stay(
     ip: Cells, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[str] = []
-
-    @mkl_notebook.tool(effect="read")
-    def fetch_page() -> str:
-        calls.append("fetch")
-        if len(calls) == 1:
-            raise KeyboardInterrupt  # the person pressed Interrupt while the tool worked
-        return "the page"
-
+    fetch_page_interrupted_once()  # the person presses Interrupt while the tool works
     ip.define(INTERRUPTIBLE)
     error = ip.fails(f"%mkl run slow --script {ip.script('none.yaml', {'llm': {'produce': []}})}")
     assert str(error) == (

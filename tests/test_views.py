@@ -539,7 +539,7 @@ def test_a_runs_display_output_carries_its_checkpoint_beside_its_views() -> None
     assert verify(bundle[RUN_MIME])[0]["run_id"] == "r1"
     assert "· 3 answers journaled" in bundle["text/plain"]
     assert "[replayed]" not in bundle["text/plain"]
-    replayed = runs.replay("r1", oracle_from_file(REFUND_SCRIPT), store=store)
+    replayed = runs.replay(store, "r1", oracle_from_file(REFUND_SCRIPT))
     assert replayed.calls == {"made": 0, "replayed": 3}
     again = run_output("r1", machine, replayed)
     assert again == bundle  # a saved notebook does not change when the unchanged cell runs again

@@ -15,7 +15,7 @@ from mkl_notebook import cli
 from mkl_notebook.durable import runs as durable_runs
 from mkl_notebook.durable.stores import SQLiteStore
 
-from support import REFUND, REFUND_SCRIPT, Cells, mkl_cli, record_presented, store_rows
+from support import REFUND, REFUND_SCRIPT, Cells, fetch_page_interrupted_once, mkl_cli, record_presented, store_rows
 
 INTERRUPTIBLE = """
 machine: slow
@@ -39,15 +39,7 @@ states:
 def _interrupted(ip: Cells) -> tuple[Path, list[str]]:
     """Run ``slow`` until its tool is interrupted: the journal holds the draft's answer and no ending. The
     tool's calls are counted (after the interrupt it would answer), so that a read that runs the run shows."""
-    calls: list[str] = []
-
-    @mkl_notebook.tool(effect="read")
-    def fetch_page() -> str:
-        calls.append("fetch")
-        if len(calls) == 1:
-            raise KeyboardInterrupt  # the person pressed Interrupt while the tool worked
-        return "the page"
-
+    calls = fetch_page_interrupted_once()
     ip.define(INTERRUPTIBLE)
     script = ip.script("slow.yaml", {"llm": {"produce": ["A line."]}})
     ip.fails(f"%mkl run slow --script {script}")

@@ -449,7 +449,7 @@ class Workspace:
 
     def replay_outcome(self, run_id: str, oracle: Oracle, observer: Observer | None = None) -> Outcome:
         """Run ``run_id`` again from its journal, asking ``oracle`` only for what it does not hold."""
-        return durable.replay(run_id, oracle, store=self.store, observer=observer)
+        return durable.replay(self.store, run_id, oracle, observer=observer)
 
     def continue_run(
         self,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.settings import Settings
+from ..app.terms import Machine
+from ..app.values import merge, parse_assignments, parse_input
 from ..app.workspace import Workspace
 from ..render import views
 from ..render.commands import trace_command
@@ -55,3 +58,16 @@ def all_flag(parser: argparse.ArgumentParser) -> None:
 def cli_cap(run_id: str, store: str | None, full: bool) -> views.Cap:
     """How the command line caps a run's trace and result, and says how to see them whole."""
     return views.Cap(full=full, trace=trace_command(run_id, store), result="the status line below")
+
+
+def machine_of(ws: Workspace, args: argparse.Namespace) -> Machine:
+    """The machine file a command runs (and the files beside it it calls), with its tools file's functions."""
+    machine = ws.load(Path(args.file))
+    if args.tools:
+        ws.load_tools(args.tools)
+    return machine
+
+
+def host_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The values a run (or every row) is given: ``--input`` JSON, with each ``--set`` laid over it."""
+    return merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set))

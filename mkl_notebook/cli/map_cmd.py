@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ..app import batch
 from ..app.terms import DEFAULT_STORE
-from ..app.values import merge, parse_assignments, parse_input
 from ..render.batch_views import batch_table_text
-from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, workspace
+from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, host_values, machine_of, workspace
 from .run_cmd import executor_flags
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
@@ -54,15 +52,13 @@ def map_main(args: argparse.Namespace) -> int:
             print(f"\r{done}/{total} rows", end="", file=sys.stderr, flush=True)
 
     with workspace(args) as ws:
-        machine = ws.load(Path(args.file))
-        if args.tools:
-            ws.load_tools(args.tools)
+        machine = machine_of(ws, args)
         ran = ws.map(
             machine.name,
             args.over,
             id=args.batch,
             key=args.key,
-            input=merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set)),
+            input=host_values(args),
             suspend=args.suspend,
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,

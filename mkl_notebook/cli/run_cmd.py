@@ -16,11 +16,21 @@ from ..app.checkpoints import check_checkpoint_folder, write_checkpoint
 from ..app.errors import UsageProblem
 from ..app.listing import notebook_runs, store_runs, waiting_questions
 from ..app.terms import DEFAULT_STORE, Observer, Outcome
-from ..app.values import merge, parse_assignments, parse_input
+from ..app.values import parse_assignments
 from ..app.workspace import Workspace
 from ..render import views
 from ..render.commands import resume_command
-from .common import EXIT_FAILED, STATUS_EXIT, Commands, all_flag, cli_cap, emit_status, workspace
+from .common import (
+    EXIT_FAILED,
+    STATUS_EXIT,
+    Commands,
+    all_flag,
+    cli_cap,
+    emit_status,
+    host_values,
+    machine_of,
+    workspace,
+)
 from .live import TerminalStream
 
 
@@ -167,13 +177,11 @@ def _continue_with(args: argparse.Namespace, run_id: str, **where: str) -> str:
 def run_main(args: argparse.Namespace) -> int:
     check_checkpoint_folder(args.checkpoint)
     with workspace(args) as ws:
-        machine = ws.load(Path(args.file))
-        if args.tools:
-            ws.load_tools(args.tools)
+        machine = machine_of(ws, args)
         run = ws.start(
             machine.name,
             id=args.run_id,
-            input=merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set)),
+            input=host_values(args),
             suspend=args.suspend,
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,

@@ -150,10 +150,10 @@ def advance(
 
 
 def replay(
+    store: RunStore,
     run_id: str,
     oracle: Oracle,
     *,
-    store: RunStore,
     registry: Mapping[str, Machine] | None = None,
     observer: Observer | None = None,
 ) -> Outcome:
