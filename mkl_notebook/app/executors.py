@@ -1,13 +1,23 @@
-"""Which executor a run's calls are made on: here (threads, the default), a Dask cluster's current client or
-a LocalCluster (``dask``), or a scheduler's address (``dask://ADDRESS``); see :mod:`mkl_notebook.executors`."""
+"""Where a run's calls are made: here (threads, the default), on a Dask cluster's current client or a
+LocalCluster (``dask``), or on a scheduler's address (``dask://ADDRESS``); see :mod:`mkl_notebook.executors`.
+
+The Dask side (and asyncio, which it needs) is imported only once a Dask executor is chosen: a command that
+makes its calls here does not pay for it.
+"""
 
 from __future__ import annotations
 
-from ..executors.dask import LOCAL, DaskExecutor, client_for
-from ..executors.dask_calls import DaskCalls
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..engine.oracle import Oracle
+from ..executors import LOCAL
 from .errors import UsageProblem
 
-__all__ = ["LOCAL", "DaskCalls", "DaskExecutor", "check_executor", "client_for"]
+if TYPE_CHECKING:
+    from ..executors.dask_calls import DaskCalls
+
+__all__ = ["LOCAL", "DaskStreams", "check_executor"]
 
 
 def check_executor(value: str | None) -> str | None:
@@ -17,3 +27,38 @@ def check_executor(value: str | None) -> str | None:
     if value == LOCAL or value.startswith("dask://") or "://" in value:
         return value
     raise UsageProblem(f"--executor must be threads, dask or dask://ADDRESS, not {value!r}")
+
+
+class DaskStreams:
+    """The streams to the workers of each Dask cluster a workspace used, by the executor that named it; with
+    ``start_local``, ``dask`` is a LocalCluster started once (else the process's current client)."""
+
+    def __init__(self, start_local: bool) -> None:
+        self.start_local = start_local
+        self._calls: dict[str, DaskCalls] = {}
+        self._closers: list[Callable[[], None]] = []
+
+    def wrapper(self, chosen: str, max_model_calls: int | None) -> Callable[[Oracle], Oracle]:
+        """What makes a run's calls on the cluster ``chosen`` names (``max_model_calls`` at once, at most)."""
+        from ..executors import dask  # Dask loads here, once chosen
+
+        known = self._calls.get(chosen)
+        if chosen == LOCAL and not self.start_local:
+            client, _ = dask.client_for(chosen, start_local=False)
+            if known is None or known.client is not client:  # the notebook made a new Client since
+                known = self._calls[chosen] = dask.DaskCalls(client)
+        elif known is None:
+            client, close = dask.client_for(chosen, start_local=self.start_local)
+            self._closers.append(close)
+            known = self._calls[chosen] = dask.DaskCalls(client)
+        calls = known
+        return lambda oracle: dask.DaskExecutor(oracle, calls, max_model_calls)
+
+    def close(self) -> None:
+        """Close the streams, then what was started for them (a LocalCluster)."""
+        for calls in self._calls.values():
+            calls.close()
+        self._calls.clear()
+        for close in reversed(self._closers):
+            close()
+        self._closers.clear()

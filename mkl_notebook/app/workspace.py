@@ -145,10 +145,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._forgotten: set[str] = set()  # runs forgotten here: never taken up from a file again
         self._files: dict[str, Path] = {}  # machine name -> the file it was loaded from
-        # The streams to the workers of each Dask cluster used, by the executor that named it, and how to let
-        # the ones this workspace started go.
-        self._dask_calls: dict[str, executors.DaskCalls] = {}
-        self._closers: list[Callable[[], None]] = []
+        self._dask = executors.DaskStreams(start_local)  # the Dask clusters used, and what was started for them
 
     def __enter__(self) -> Workspace:
         return self
@@ -158,12 +155,7 @@ class Workspace:
 
     def close(self) -> None:
         """Let go of what the workspace started: the streams to Dask workers, a LocalCluster."""
-        for calls in self._dask_calls.values():
-            calls.close()
-        self._dask_calls.clear()
-        for close in reversed(self._closers):
-            close()
-        self._closers.clear()
+        self._dask.close()
 
     # -- machines --------------------------------------------------------------------
 
@@ -296,19 +288,7 @@ class Workspace:
         """Where calls are made: here (None), or on the Dask cluster ``chosen`` (else the setting) names: a
         scheduler's address, the current client, or with ``start_local`` a LocalCluster started once."""
         chosen = executors.check_executor(chosen or self.settings.executor)
-        if chosen is None:
-            return None
-        known = self._dask_calls.get(chosen)
-        if chosen == executors.LOCAL and not self.start_local:
-            client, _ = executors.client_for(chosen, start_local=False)
-            if known is None or known.client is not client:  # the notebook made a new Client since
-                known = self._dask_calls[chosen] = executors.DaskCalls(client)
-        elif known is None:
-            client, close = executors.client_for(chosen, start_local=self.start_local)
-            self._closers.append(close)
-            known = self._dask_calls[chosen] = executors.DaskCalls(client)
-        calls, limit = known, self.settings.max_model_calls
-        return lambda oracle: executors.DaskExecutor(oracle, calls, limit)
+        return None if chosen is None else self._dask.wrapper(chosen, self.settings.max_model_calls)
 
     def oracle_factory(
         self,
@@ -728,7 +708,7 @@ class Workspace:
             hitl=hitl or self.settings.hitl,
             max_workers=self.settings.max_workers,
         )
-        needs_model = fresh or any(not self.store.exists(row.run_id) for row in rows)
+        needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in rows)
         make_oracle = self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)
         origin = self._files.get(machine.name) if self.follow_files else None
         finished = 0

@@ -34,6 +34,7 @@ from ..engine.oracle import (
     ToolRequest,
 )
 from ..errors import UserError
+from . import LOCAL
 from .dask_calls import DaskCalls, WorkerLost
 
 DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
@@ -41,9 +42,6 @@ DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip ins
 
 class ExecutorError(UserError):
     """A Dask cluster that cannot be used as asked (not installed, no scheduler there, no client)."""
-
-
-LOCAL = "dask"  # at the command line: a LocalCluster for the command; in a notebook: its current Client
 
 
 def distributed() -> Any:
