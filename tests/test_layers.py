@@ -90,6 +90,14 @@ FRONT_END_EXCEPTIONS: dict[str, str] = {}  # "module -> imported module": why th
 # Modules that only re-export names under their old paths (kept for one release), and the package's root: a
 # facade whose short public names (``mkl_notebook.run``, ``load``, ``map``) name the workspace's use cases.
 FACADES = ("mkl_notebook", "mkl_notebook.testing", "mkl_notebook.notebook.form", "mkl_notebook.render.views")
+# Old paths of modules that moved up or aside: each names the moved module itself, for one release.
+MOVED = {
+    "mkl_notebook.durable.envelope": "checkpoint files left the journal core (issue 32)",
+    "mkl_notebook.durable.nbfile": "checkpoint files left the journal core (issue 32)",
+    "mkl_notebook.durable.seals": "checkpoint files left the journal core (issue 32)",
+    "mkl_notebook.durable.shapes": "checkpoint files left the journal core (issue 32)",
+    "mkl_notebook.app.dask_calls": "the Dask transport left the application layer (issue 32)",
+}
 MAX_LINES = 900
 
 
@@ -159,7 +167,9 @@ def test_every_module_belongs_to_a_known_layer() -> None:
 
 
 def test_layers_depend_downward_only() -> None:
-    violations = [line for module, path in modules() for line in upward(module, imports_of(module, path))]
+    violations = [
+        line for module, path in modules() if module not in MOVED for line in upward(module, imports_of(module, path))
+    ]
     assert not violations, "\n".join(violations)
 
 
