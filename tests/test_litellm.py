@@ -404,6 +404,20 @@ def test_rate_limit_then_success_is_retried(stub: StubServer, tmp_path: Path) ->
     assert result.usage == {"input_tokens": 10, "output_tokens": 5}  # the failed attempt costs nothing
 
 
+FAN_OUT_SAY = """
+machine: fan
+entry: say
+budget: 3
+states:
+  say:
+    over: "{{words}}"
+    structure: one word
+    prompt: "Say {{item}}."
+    output: said
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
 TWO_STEPS = """
 mklang: "0.4"
 machine: outage
@@ -439,6 +453,52 @@ def test_persistent_server_errors_halt_with_a_short_provider_error(stub: StubSer
     assert len(result.error) <= 350
     assert [s["state"] for s in result.trace] == ["first"]  # a provider error records no step
     assert len([r for r in stub.chat if "Second" in r.user]) == 3  # 1 try + 2 retries
+
+
+def test_a_failed_call_is_history_a_re_run_replays_it_with_no_call_and_retry_makes_it_again(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    """A halted run re-run by id pays for nothing and ends as it ended; making the call again is a choice."""
+    stub.route(user="CONDITIONS:", replies=[Reply('{"choice": 1}')])
+    stub.route(user="First.", replies=[Reply("uno")])
+    stub.route(user="Second", replies=[Reply(status=500, error_message="upstream exploded")])
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+
+    halted = runs.start(machine(TWO_STEPS), oracle_for(stub, tmp_path, retries=0), store=store, run_id="h")
+    assert (halted.status, halted.result.at) == ("halt", "second") and "upstream exploded" in str(halted.result.error)
+    stub.reset()  # the provider would answer now: a replay must not ask it
+    stub.route(user="Second", replies=[Reply("dos")])
+
+    again = runs.start(machine(TWO_STEPS), oracle_for(stub, tmp_path), store=store, run_id="h")
+    assert stub.chat == []  # nothing was asked, nothing was paid for
+    assert again.calls == {"made": 0, "replayed": 3}
+    assert (again.result.status, again.result.error, again.result.at) == (
+        halted.result.status,
+        halted.result.error,
+        halted.result.at,
+    )
+    assert again.result.trace == halted.result.trace
+
+    retried = runs.start(machine(TWO_STEPS), oracle_for(stub, tmp_path), store=store, run_id="h", retry=True)
+    assert (retried.status, retried.result.result) == ("done", "dos")
+    assert retried.calls == {"made": 1, "replayed": 2}
+    assert len(stub.chat) == 1
+
+
+def test_a_branch_that_failed_replays_as_the_same_marker_with_no_call(stub: StubServer, tmp_path: Path) -> None:
+    stub.route(user="bad", replies=[Reply(status=500, error_message="no")])
+    stub.route(user="Say", replies=[Reply("ok")])
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    words = {"words": ["good", "bad"]}
+    first = runs.start(
+        machine(FAN_OUT_SAY), oracle_for(stub, tmp_path, retries=0), store=store, run_id="f", input=words
+    )
+    assert first.status == "done" and any("branch-error" in str(item) for item in first.result.result)
+    stub.reset()
+    stub.route(user="Say", replies=[Reply("ok")])
+    again = runs.start(machine(FAN_OUT_SAY), oracle_for(stub, tmp_path), store=store, run_id="f", input=words)
+    assert stub.chat == [] and again.calls["made"] == 0
+    assert again.result.result == first.result.result
 
 
 def test_outage_suspends_a_suspendable_run_and_resume_finishes_it(stub: StubServer, tmp_path: Path) -> None:
@@ -832,6 +892,30 @@ def test_cli_never_writes_the_api_key(stub: StubServer, tmp_path: Path) -> None:
     assert FAKE_KEY not in completed.stderr
     assert FAKE_KEY not in (tmp_path / "down.json").read_text(encoding="utf-8")
     assert FAKE_KEY.encode() not in store_bytes(tmp_path / ".mkl" / "runs.sqlite")
+
+
+def test_cli_re_run_of_a_halted_run_pays_for_nothing_until_retry_is_asked_for(stub: StubServer, tmp_path: Path) -> None:
+    stub.route(user="\noutage\n", replies=[Reply(status=500, error_message="down")])
+    (tmp_path / "m.mkl").write_text(CLI_MACHINE, encoding="utf-8")
+    (tmp_path / "mkl.toml").write_text("retries = 0\nbackoff = 0.01\n", encoding="utf-8")
+    given = ("run", "m.mkl", "--model", MODEL, "--api-base", stub.url, "--set", "name=outage", "--id", "o")
+
+    def mkl(*args: str) -> tuple[int, dict[str, Any]]:
+        done = subprocess.run(
+            mkl_command(*args), cwd=tmp_path, env=clean_env(OPENAI_API_KEY=FAKE_KEY), capture_output=True, text=True
+        )
+        return done.returncode, status_line(done.stdout)
+
+    code, first = mkl(*given)
+    assert (code, first["status"]) == (1, "halt") and "down" in first["error"]
+    stub.reset()
+    stub.route(user="\noutage\n", replies=[Reply("Hello, outage!")])
+    stub.route(user="CONDITIONS:", replies=[Reply('{"choice": 1}')])
+    code, again = mkl(*given)
+    assert (code, again["error"], again["calls"]) == (1, first["error"], {"made": 0, "replayed": 1})
+    assert stub.chat == []
+    code, retried = mkl(*given, "--retry")
+    assert (code, retried["result"], retried["calls"]["made"]) == (0, "Hello, outage!", 2)
 
 
 def test_cli_without_a_model_explains_in_one_line(tmp_path: Path) -> None:

@@ -345,8 +345,10 @@ class Workspace:
         executor: str | None = None,
         on_untrusted_flow: str = "report",
         ask_human: bool = False,
+        retry: bool = False,
     ) -> Run:
-        """Run (or replay) machine ``name`` as run ``id`` (None: a new id).
+        """Run (or replay) machine ``name`` as run ``id`` (None: a new id); ``retry`` makes the calls that
+        failed before (a provider's error, replayed as it was otherwise) again.
 
         A run the store does not know is taken up from a copy in reach (a notebook file) when the copy is
         trusted, or ``trust_file`` says to take it up anyway. An untrusted one is never taken up without that:
@@ -396,6 +398,7 @@ class Workspace:
             observer=observer,
             origin={"path": str(origin)} if origin is not None else None,
             place=None if fresh else self.place(run_id),
+            retry=retry,
         )
         self.reached(run_id, handle.outcome)
         self.runs[run_id] = handle

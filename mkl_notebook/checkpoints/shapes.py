@@ -40,6 +40,15 @@ def _mapping(value: Any) -> bool:
     return isinstance(value, dict)
 
 
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _retry(value: Any) -> bool:
+    """Which failed calls a resume makes again: ``true`` (all of them) or a list of positions."""
+    return value is True or (isinstance(value, list) and all(_text(item) for item in value))
+
+
 def _anything(value: Any) -> bool:
     return True
 
@@ -128,6 +137,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "cost_usd": _amount,
             "seconds": _amount,
             "error": _text,
+            "suspendable": _flag,
             "effect": _maybe_text,
             "resolved": _anything,
             "time": _number,
@@ -150,7 +160,14 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
     ),
     "resume": (
         frozenset(),
-        {"time": _number, "max_steps": _whole, "cost_budget": _whole, "max_cost": _amount, "budgets": _counts},
+        {
+            "time": _number,
+            "max_steps": _whole,
+            "cost_budget": _whole,
+            "max_cost": _amount,
+            "budgets": _counts,
+            "retry": _retry,
+        },
     ),
     "resolve": (
         frozenset({"action"}),
@@ -170,6 +187,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "machine": _text,
             "place": _place,
             "about": _maybe_text,
+            "failed": _text,
         },
     ),
     "finish": (
@@ -183,6 +201,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "pos": _text,
             "tool": _text,
             "place": _place,
+            "failed": _text,
         },
     ),
 }

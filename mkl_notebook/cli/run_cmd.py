@@ -58,6 +58,11 @@ def add_run_parsers(commands: Commands) -> None:
     )
     run.add_argument("--fresh", action="store_true", help="start the run id over, forgetting its journal")
     run.add_argument(
+        "--retry",
+        action="store_true",
+        help="make the calls that failed (a provider's error) again; without it a re-run replays them as they failed",
+    )
+    run.add_argument(
         "--ask-human", action="store_true", help="let every generative state ask the person a question (extension)"
     )
     run.set_defaults(handler=run_main)
@@ -191,6 +196,7 @@ def run_main(args: argparse.Namespace) -> int:
             observer=_observer(args),
             on_untrusted_flow=args.on_untrusted_flow,
             ask_human=args.ask_human,
+            retry=args.retry,
         )
         assert run.outcome is not None
         return _finish(args, ws, run.outcome, _continue_with(args, run.id))

@@ -78,7 +78,8 @@ class AnswerRecord(_AnswerKeys, total=False):
     seconds: float  # how long a live model call took, when it was timed
     name: str  # the tool or hook
     effect: str  # the tool's class when it ran
-    error: str  # what the host tool or hook raised (replayed as that failure)
+    error: str  # what the host tool or hook raised, or how a model call failed (replayed as that failure)
+    suspendable: bool  # a failed model call a suspendable run suspends on (a provider outage)
     resolved: bool  # the answer a person gave for an in-doubt call
 
 
@@ -131,6 +132,7 @@ class PlaceTag(TypedDict, total=False):
 
 
 class SuspendRecord(_SuspendKeys, total=False):
+    failed: str  # the position of the failed call the advance stopped on (a resume makes it again)
     machine: str  # suspended inside this called machine
     place: PlaceTag
     about: str  # what the awaited reply is about (an escalate gate's state's output, as shown)
@@ -146,6 +148,7 @@ class _FinishKeys(TypedDict):
 
 
 class FinishRecord(_FinishKeys, total=False):
+    failed: str  # the position of the failed call the run halted on
     pos: str  # of the tool call in doubt
     tool: str
     place: PlaceTag
@@ -161,6 +164,7 @@ class ResumeRecord(_ResumeKeys, total=False):
     cost_budget: int
     max_cost: float  # a new limit in US dollars
     budgets: dict[str, int]  # a called machine's new budget, by name
+    retry: list[str] | bool  # failed calls to make again: these positions, or (True) every one
 
 
 class ResolveRecord(TypedDict):
@@ -329,6 +333,14 @@ def failed_answer_record(
     return record
 
 
+def failed_call_record(position: str, fingerprint: str, kind: str, error: str, *, suspendable: bool) -> AnswerRecord:
+    """A model call that was made and failed (a provider's error): replayed as that failure, with no call."""
+    record: AnswerRecord = {"t": "answer", "pos": position, "fp": fingerprint, "kind": kind, "error": error}
+    if suspendable:
+        record["suspendable"] = True
+    return record
+
+
 def intent_record(position: str, fingerprint: str, name: str) -> IntentRecord:
     return {"t": "intent", "pos": position, "fp": fingerprint, "name": name}
 
@@ -368,7 +380,9 @@ def resume_record(
     cost_budget: int | None = None,
     max_cost: float | None = None,
     budgets: Mapping[str, int] | None = None,
+    retry: Sequence[str] | bool = False,
 ) -> ResumeRecord:
+    """What a resume (or a re-run) changes before the run goes on: budgets, and the failed calls to make again."""
     record: ResumeRecord = {"t": "resume", "time": time.time()}
     if max_steps is not None:
         record["max_steps"] = max_steps
@@ -378,6 +392,8 @@ def resume_record(
         record["max_cost"] = max_cost
     if budgets:
         record["budgets"] = dict(budgets)
+    if retry:
+        record["retry"] = True if retry is True else list(retry)
     return record
 
 
@@ -395,10 +411,14 @@ class Doubt:
 
 
 def ending_record(
-    result: RunResult, calls: Mapping[str, int], doubt: Doubt | None = None, place: PlaceTag | None = None
+    result: RunResult,
+    calls: Mapping[str, int],
+    doubt: Doubt | None = None,
+    place: PlaceTag | None = None,
+    failed: str | None = None,
 ) -> SuspendRecord | FinishRecord:
     """How this advance of the run ended: a suspension, a finish, or a finish in doubt; ``place`` is the
-    notebook cell it was asked for from."""
+    notebook cell it was asked for from, ``failed`` the position of the failed call it stopped on."""
     record: SuspendRecord | FinishRecord
     if doubt is not None:
         record = {
@@ -436,6 +456,8 @@ def ending_record(
             "calls": dict(calls),
             "time": time.time(),
         }
+    if failed is not None and doubt is None:
+        record["failed"] = failed
     if place is not None:
         record["place"] = place
     return record
@@ -518,6 +540,7 @@ class RunState:
     machine: str | None = None  # the called machine a suspension sits in
     tool: str | None = None  # the tool call in doubt
     about: str | None = None  # what the awaited reply is about, as the person is shown it
+    failed: str | None = None  # the position of the failed call the last advance stopped on
 
     @property
     def finished(self) -> bool:
@@ -559,6 +582,7 @@ def state_of(ending: Mapping[str, Any] | None) -> RunState:
             position=ending.get("pos"),
             machine=ending.get("machine"),
             about=ending.get("about") if isinstance(ending.get("about"), str) else None,
+            failed=ending.get("failed") if isinstance(ending.get("failed"), str) else None,
         )
     status = ending.get("status")
     return RunState(
@@ -567,6 +591,7 @@ def state_of(ending: Mapping[str, Any] | None) -> RunState:
         at=ending.get("at"),
         position=ending.get("pos"),
         tool=ending.get("tool"),
+        failed=ending.get("failed") if isinstance(ending.get("failed"), str) else None,
     )
 
 

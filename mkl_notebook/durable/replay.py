@@ -33,6 +33,7 @@ from ..errors import MklError
 from . import records as rec
 from .fingerprint import digest, fingerprinted
 
+MODEL_KINDS = ("produce", "judge")  # the calls a model answers
 JOURNAL_ENDS = "interrupted: its journal ends before this call; resume the run to go on"
 
 
@@ -58,6 +59,18 @@ class JournalIndex:
     settled: bool = False  # the journal's last record ends an advance: nothing was cut off in the middle
     overrides: dict[str, Any] = field(default_factory=dict)  # budgets given at resume
     setup: dict[str, Any] = field(default_factory=dict)  # root, machines, input, context, options now in force
+
+    def _retry(self, which: Any) -> None:
+        """Forget the failed model calls a resume makes again: those at the positions given, or all of them."""
+        for position, answer in list(self.answers.items()):
+            failed = "error" in answer and answer.get("kind") in MODEL_KINDS
+            if failed and (which is True or (isinstance(which, list) and position in which)):
+                del self.answers[position]
+
+    @property
+    def failed_calls(self) -> list[str]:
+        """The positions of the model calls whose answer the journal holds as a failure."""
+        return [pos for pos, answer in self.answers.items() if "error" in answer and answer.get("kind") in MODEL_KINDS]
 
     @property
     def machines(self) -> dict[str, Any]:
@@ -118,6 +131,7 @@ class JournalIndex:
         elif kind in ("suspend", "finish"):
             self.last = record
         elif kind == "resume":
+            self._retry(record.get("retry"))
             self.overrides.update({k: v for k, v in record.items() if k in ("max_steps", "cost_budget", "max_cost")})
             if isinstance(record.get("budgets"), dict):  # a called machine's budget, raised at resume
                 self.overrides["budgets"] = {**self.overrides.get("budgets", {}), **record["budgets"]}
@@ -155,6 +169,7 @@ class ReplayOracle(Oracle):
         self.asked_again: list[dict[str, Any]] = []  # journaled replies not replayed: what they answered changed
         self.replayed_positions: list[str] = []  # the calls the journal answered, in the order asked
         self.replies_kept: list[str] = []  # the positions of the replies the journal gave
+        self.failures: list[tuple[str, str]] = []  # model calls that failed (made or replayed): position, error
         self._digests: dict[tuple[Any, ...], str] = {}  # a loop asks the same request again and again
 
     def _fingerprint(self, request: OracleRequest) -> str:
@@ -232,9 +247,19 @@ class ReplayOracle(Oracle):
             answer = self.inner.ask(request) if partial is None else self.inner.stream(request, partial)
         except CannotAnswer:
             raise  # no call was made
+        except OracleError as failure:
+            if not failure.called:
+                self._count(made=1, position=request.position)
+                raise  # no call could be made (no model for the tier, no scripted answer): a resume asks again
+            record = rec.failed_call_record(
+                request.position, print_, request.kind, failure.error, suspendable=failure.suspendable
+            )
+            self._record(record, made=True)  # a provider's failure is the run's history: replayed as it was
+            self._failed(request.position, failure.error)
+            raise
         except BaseException:
             self._count(made=1, position=request.position)
-            raise  # provider outages and script misses are not journaled: a resume asks again
+            raise  # the call in flight is lost (an interrupt): a resume makes it again
         self._record(rec.model_answer_record(request.position, print_, answer), made=True)
         return answer
 
@@ -244,8 +269,20 @@ class ReplayOracle(Oracle):
             self.replayed_positions.append(request.position)
         self.inner.replayed(request)
         if "error" in recorded:
+            if isinstance(request, (ProduceRequest, JudgeRequest)):  # a model call that failed, as it failed
+                self._failed(request.position, recorded["error"])
+                raise OracleError(recorded["error"], suspendable=bool(recorded.get("suspendable")), called=True)
             raise RecordedFailure(recorded["error"])
         return rec.decode_answer(request.kind, recorded)
+
+    def _failed(self, position: str, error: str) -> None:
+        with self._lock:
+            self.failures.append((position, error))
+
+    def stopped_on(self, error: str | None) -> str | None:
+        """The position of the failed model call whose error ended the run (the last with that error)."""
+        with self._lock:
+            return next((position for position, said in reversed(self.failures) if said == error), None)
 
     def _guard_effect(self, request: ToolRequest, print_: str) -> Any:
         """Journal the intent of a non-idempotent call; an unfinished earlier intent is in doubt."""

@@ -191,7 +191,8 @@ def _advance_leased(
     machines = _journal_machines(run_id, index, registry, known)
     result, doubt = _run_journal(run_id, index, replay_oracle, machines, observer)
     calls = {"made": replay_oracle.counts.made, "replayed": replay_oracle.counts.replayed}
-    closing = rec.ending_record(result, calls, doubt, place)
+    failed = replay_oracle.stopped_on(result.error) if result.status in ("suspended", "halt") else None
+    closing = rec.ending_record(result, calls, doubt, place, failed)
     if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
         # A pure replay that ends as before leaves the journal untouched.
         store.append_ending(run_id, closing, RunStatus(result.status, result.error, result.at))
@@ -353,12 +354,14 @@ def start(
     observer: Observer | None = None,
     origin: Mapping[str, Any] | None = None,
     place: Place | None = None,
+    retry: bool = False,
 ) -> Outcome:
     """Start a run, or re-run an existing one of that id from its journal (replaying what is unchanged).
 
     A re-run with an edited machine, other host values or other options records
-    the change; calls whose exact request is unchanged still replay. A notebook cell
-    (``place``) that already started the run exactly so is shown the run as it left it.
+    the change; calls whose exact request is unchanged still replay, and so do calls that failed (a
+    provider's error), unless ``retry`` says to make them again. A notebook cell (``place``) that already
+    started the run exactly so is shown the run as it left it.
     """
     run_id = check_run_id(run_id or new_run_id())
     options = options or RunOptions()
@@ -370,7 +373,7 @@ def start(
         "context": copy.deepcopy(dict(context or {})),
         "options": rec.options_record(options),
     }
-    request = places.request_digest("start", dict(setup))
+    request = places.request_digest("start", {**setup, **({"retry": True} if retry else {})})
     if not fresh:
         shown = replay_cell(store, run_id, place, request, known=full_registry, observer=observer)
         if shown is not None:
@@ -383,7 +386,7 @@ def start(
             start_record = rec.start_record(run_id, setup, secret=secret, package=__version__, origin=origin or {})
             records = [store.create(run_id, dict(start_record))]
         else:
-            before = functools.partial(_rerun_records, run_id, setup)
+            before = functools.partial(_rerun_records, run_id, setup, retry)
         return _advance_leased(
             store,
             run_id,
@@ -396,16 +399,17 @@ def start(
         )
 
 
-def _rerun_records(run_id: str, setup: rec.Setup, index: JournalIndex) -> Preparation:
-    """What a re-run of an existing run records: nothing, or the changed machines, host values and options."""
+def _rerun_records(run_id: str, setup: rec.Setup, retry: bool, index: JournalIndex) -> Preparation:
+    """What a re-run of an existing run records: the changed machines, host values and options, and (``retry``)
+    that the calls that failed are made again."""
     if index.setup.get("root") != setup["root"]:
         raise RunStateError(
             f"run '{run_id}' belongs to machine '{index.setup.get('root')}', not "
             f"'{setup['root']}'; pick another id or start it fresh"
         )
-    if all(index.setup.get(key) == value for key, value in setup.items()):
-        return Preparation([])
-    return Preparation([rec.rerun_record(setup)])
+    changed = [] if all(index.setup.get(key) == value for key, value in setup.items()) else [rec.rerun_record(setup)]
+    again = [rec.resume_record(retry=True)] if retry and index.failed_calls else []
+    return Preparation([*changed, *again])
 
 
 def resume_records(
@@ -471,7 +475,9 @@ def resume_records(
             pins = {**kept, **pin_machines(registry[root], registry)}
             if pins != index.machines:
                 added.append(rec.rerun_record({"machines": pins}))
-    if max_steps is not None or max_tokens is not None or max_cost is not None:
+    # A run that stopped on a failed call makes that call again: resuming it is the person's choice to retry.
+    retry = [state.failed] if state.status == "suspended" and state.failed else []
+    if max_steps is not None or max_tokens is not None or max_cost is not None or retry:
         # More steps go to the machine that ran out: the root, or a called machine out of its own budget.
         ran_out = state.machine if state.error == "budget-exhausted" else None
         added.append(
@@ -480,6 +486,7 @@ def resume_records(
                 cost_budget=max_tokens,
                 max_cost=max_cost,
                 budgets={ran_out: max_steps} if ran_out and max_steps is not None else None,
+                retry=retry,
             )
         )
     return added

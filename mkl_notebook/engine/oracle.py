@@ -165,10 +165,13 @@ class OracleError(MklError):
     ``detail`` (the reason without a leading ``state-error: ``).
     """
 
-    def __init__(self, error: str, *, suspendable: bool = False) -> None:
+    def __init__(self, error: str, *, suspendable: bool = False, called: bool = False) -> None:
         super().__init__(error)
         self.error = error
         self.suspendable = suspendable  # provider outages may suspend a suspendable run instead
+        # A call was made and it failed (a provider's error): part of the run's history, replayed as it was.
+        # A call that could not be made at all (no model for a tier, a script without that answer) is not.
+        self.called = called
 
     @property
     def detail(self) -> str:

@@ -112,7 +112,9 @@ class DaskExecutor(Oracle):
             return self.calls.task(call, limit, key)
         except distributed().KilledWorker as killed:
             raise OracleError(
-                f"provider-error: the Dask workers making this call were lost ({lost}; {killed})", suspendable=True
+                f"provider-error: the Dask workers making this call were lost ({lost}; {killed})",
+                suspendable=True,
+                called=True,
             ) from None
 
     def stream(self, request: OracleRequest, partial: Partial) -> Any:

@@ -47,6 +47,7 @@ HELP = """\
     --id RUN  --set key=value  --input $dict  --hitl | --no-hitl  --suspend
     --max-steps N  --max-tokens N  --max-cost USD  --script FILE  --model MODEL  --fresh  --notebook PATH
     --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
+    --retry (make the calls that failed again; a re-run otherwise replays a provider's failure as it was)
     --executor dask|dask://ADDRESS (make the calls on this kernel's Dask client, or a scheduler's)
 %mkl map NAME --over $rows|ROWS.jsonl|.csv  one run per row (a list of dicts, a DataFrame or a file);
     --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
@@ -143,6 +144,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     _starting_flags(run)
     run.add_argument("--notebook")
     run.add_argument("--trust-file", action="store_true")
+    run.add_argument("--retry", action="store_true")
     resume = _Parser(prog="resume", add_help=False)
     resume.add_argument("run_id")
     resume.add_argument("--set", action="append", default=[])

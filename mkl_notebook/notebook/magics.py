@@ -158,6 +158,7 @@ class MklMagics(Magics):
             "observer": view.observer,
             "trust_file": args.trust_file,
             "executor": text(args.executor),
+            "retry": args.retry,
         }
 
         def again(**choice: Any) -> None:  # a button of the untrusted run's banner: run with that choice

@@ -164,12 +164,14 @@ class LiteLLMOracle(Oracle):
                 if isinstance(exc, getattr(litellm, "AuthenticationError", ())):
                     raise OracleError(
                         f"provider-error: {model} refused the credentials ({_short(exc, self._secrets)}); set the "
-                        "provider's API key variable (e.g. OPENAI_API_KEY)"
+                        "provider's API key variable (e.g. OPENAI_API_KEY)",
+                        called=True,
                     ) from None
                 if attempt >= self.config.retries or not self._retryable(litellm, exc):
                     raise OracleError(
                         f"provider-error: {model}: {_short(exc, self._secrets)}",
                         suspendable=self._retryable(litellm, exc),
+                        called=True,
                     ) from None
                 delay = self.config.backoff * (2**attempt)
                 time.sleep(delay + random.uniform(0, delay / 2))

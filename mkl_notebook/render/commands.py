@@ -83,6 +83,8 @@ def continue_commands(result: RunResult, base: str, question: str | None = None)
         return [f"{base} --max-tokens N"]
     if result.error == "spend-exhausted":
         return [f"{base} --max-cost USD  (a new limit for the whole run, in US dollars)"]
+    if not result.waits_for_person:  # a provider outage, no model where it was resumed: go on as it is
+        return [base]
     reply_to = None if result.error == "asked" else result.reply_to  # a model's question takes a plain reply
     if question:
         return [reply_command(base, question, reply_to)]
