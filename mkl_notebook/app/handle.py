@@ -197,22 +197,25 @@ class Run:
 
         Machines redefined in the workspace since the run started take over (the edit-and-rerun path).
         """
-        outcome = self.workspace.continue_run(
-            self.id,
-            self.oracle,
-            reply=reply,
-            set_values=set_values,
-            question=question,
-            by=by,
-            via=via,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            resolve=resolve,
-            observer=observer,
-            place=self.workspace.place(self.id),
+        place = self.workspace.place(self.id)
+        return self.advanced(
+            lambda: self.workspace.continue_run(
+                self.id,
+                self.oracle,
+                reply=reply,
+                set_values=set_values,
+                question=question,
+                by=by,
+                via=via,
+                max_steps=max_steps,
+                max_tokens=max_tokens,
+                max_cost=max_cost,
+                resolve=resolve,
+                observer=observer,
+                place=place,
+            ),
+            request=True,
         )
-        return self.advanced(lambda: outcome, request=True)
 
     def advanced(self, step: Callable[[], Outcome], *, request: bool = False) -> Run:
         """Take the outcome of ``step``; a ``request`` of the executing cell moves that cell's place on."""

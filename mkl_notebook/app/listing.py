@@ -100,17 +100,21 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     left mid-advance (with the store that holds what it did)."""
     keyring = keyring or Keyring()
     written = []
-    for run in nbfile.embedded_runs(path):  # a write-back a stopped resume never made, from a store here
-        done = finish_write_back(path, run.run_id, keyring)
+    marks = nbfile.advancing_marks(path)
+    embedded, damaged = nbfile.scan(path)
+    for run in embedded:  # a write-back a stopped resume never made, from a store here
+        done = finish_write_back(path, run.run_id, keyring) if run.run_id in marks else None
         if done is not None:
             written.append((run.run_id, done))
-    embedded, damaged = nbfile.scan(path)
+    if written:  # the file holds those runs as their stores do now
+        marks = nbfile.advancing_marks(path)
+        embedded, damaged = nbfile.scan(path)
     listing = []
     for run in embedded:
         listed = run_summary(
             run.run_id, run.records, resume_command(run.run_id, notebook=str(path)), keyring.judge(run.seal)
         )
-        marked = nbfile.advancing(path, run.run_id)
+        marked = marks.get(run.run_id)
         if marked is not None:
             listed["advancing_in"] = marked["store"]
         cell = None if run.cell_index is None else run.cell_index + 1

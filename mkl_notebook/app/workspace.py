@@ -251,10 +251,6 @@ class Workspace:
                 self._store = SQLiteStore(self.settings.store)
             return self._store
 
-    def use_store(self, store: RunStore) -> None:
-        with self._lock:
-            self._store = store
-
     def reset_store(self) -> None:
         """Open ``settings.store`` afresh on next use (after the setting changed)."""
         with self._lock:
@@ -620,7 +616,7 @@ class Workspace:
         """What running ``run_id`` again with the machines as defined now would replay, call anew and ask again;
         nothing is called or journaled."""
         if not self.store.exists(run_id):
-            raise UsageProblem(f"no run '{run_id}' in {self.store.location}")
+            raise UnknownRun(run_id, self.store.location)
         return durable.plan_run(self.store, run_id, dict(self.machines) or None)
 
     def waiting(self) -> tuple[list[Run], list[Untrusted]]:

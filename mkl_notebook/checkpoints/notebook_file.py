@@ -380,13 +380,21 @@ def _set_advancing(notebook: dict[str, Any], run_id: str, where: dict[str, Any] 
 def advancing(path: str | Path, run_id: str) -> dict[str, Any] | None:
     """Where run ``run_id`` of the notebook was being advanced when the file was last written, if it was:
     ``{"store": LOCATION, "since": TIME}`` — a write-back that never came (the writer was stopped)."""
+    return advancing_marks(path).get(run_id)
+
+
+def advancing_marks(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Every run the notebook says was being advanced when it was last written, by id (one read of the file)."""
     metadata = read_json(path).get("metadata")
     mkl = metadata.get("mkl") if isinstance(metadata, dict) else None
     found = mkl.get(ADVANCING_KEY) if isinstance(mkl, dict) else None
-    where = found.get(run_id) if isinstance(found, dict) else None
-    if isinstance(where, dict) and isinstance(where.get("store"), str):
-        return where
-    return None
+    if not isinstance(found, dict):
+        return {}
+    return {
+        run_id: where
+        for run_id, where in found.items()
+        if isinstance(run_id, str) and isinstance(where, dict) and isinstance(where.get("store"), str)
+    }
 
 
 def mark_advancing(path: str | Path, run_id: str, store: str) -> None:

@@ -65,11 +65,6 @@ class NotebookSession(Workspace):
         self._followers: dict[str, list[Callable[[NotebookRun], bool]]] = {}
         self._followers_lock = threading.Lock()
 
-    @property
-    def model_overrides(self) -> dict[str, Any]:
-        """The tier models this notebook set (``%mkl config``, ``%config MklMagics``)."""
-        return self.settings.models
-
     # -- where requests come from: notebook cells ------------------------------------------
 
     def place(self, run_id: str) -> Place | None:
