@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from ..checkpoints import notebook_file as nbfile
 from ..durable.errors import StoreError
-from ..durable.records import spent
+from ..durable.records import replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..render.commands import reply_command, resume_command
@@ -69,7 +69,7 @@ def run_summary(
             "via": answer.get("via"),
             "time": answer.get("time"),
         }
-        for answer in index.reply_records
+        for answer in replies(records)
     ]
     if provenance is not None:
         listed.update(trusted=provenance.trusted, made_by=provenance.mark, key=provenance.key)

@@ -48,7 +48,6 @@ class JournalIndex:
     start: dict[str, Any]
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
     replies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # every reply at a position, in order
-    reply_records: list[dict[str, Any]] = field(default_factory=list)  # every reply, in journal order
     open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     resolutions: dict[str, dict[str, Any]] = field(default_factory=dict)
     tools_seen: set[str] = field(default_factory=set)
@@ -62,9 +61,8 @@ class JournalIndex:
 
     def _retry(self, which: Any) -> None:
         """Forget the failed model calls a resume makes again: those at the positions given, or all of them."""
-        for position, answer in list(self.answers.items()):
-            failed = "error" in answer and answer.get("kind") in MODEL_KINDS
-            if failed and (which is True or (isinstance(which, list) and position in which)):
+        for position in self.failed_calls:
+            if which is True or (isinstance(which, list) and position in which):
                 del self.answers[position]
 
     @property
@@ -106,7 +104,7 @@ class JournalIndex:
 
     def add(self, record: dict[str, Any]) -> None:
         kind = rec.kind_of(record)
-        self.settled = kind in ("suspend", "finish")
+        self.settled = rec.is_ending(record)
         position = str(record.get("pos"))
         if kind == "answer":
             self.answers[position] = record
@@ -127,7 +125,6 @@ class JournalIndex:
             self.resolutions[position] = record
         elif kind == "reply":
             self.replies.setdefault(position, []).append(record)
-            self.reply_records.append(record)
         elif kind in ("suspend", "finish"):
             self.last = record
         elif kind == "resume":
