@@ -11,6 +11,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
+import mkl_notebook.notebook.session
 from mkl_notebook import cli
 from mkl_notebook.durable import runs as durable_runs
 from mkl_notebook.durable.stores import SQLiteStore
@@ -100,11 +101,18 @@ def test_a_reply_from_the_command_line_reads_the_journal_once(tmp_path: Path, mo
 def test_a_click_parses_no_machine_it_already_has(
     shell: InteractiveShell, load_mkl: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """As a kernel that shows a waiting run its cells did not define (``%mkl pending`` after a restart): the
+    machine the run pinned is read once to show it, and the click that answers it reads it no more."""
     views = record_presented(load_mkl(lambda *args, **kwargs: None), monkeypatch)
     for cell in ("%%mkl\n" + REFUND, f"%mkl run refund --script {REFUND_SCRIPT}"):
         assert shell.run_cell(cell).success
+    session = mkl_notebook.notebook.session.current_session()
+    session.machines.clear()  # a new kernel: the defining cell has not run
+    session.runs.clear()
+    assert shell.run_cell("%mkl pending").success
     run = mkl_notebook.get_run("refund")
-    assert run.pending is not None
+    assert run.pending is not None and run.machine is None
+    question = run.question_id
     parsed: list[str] = []
     load = durable_runs.load
 
@@ -114,7 +122,7 @@ def test_a_click_parses_no_machine_it_already_has(
 
     monkeypatch.setattr(durable_runs, "load", counting_load)
     views[-1].current_form.approve.click()
-    assert run.status == "done"
+    assert run.answer_to(question) is not None  # answered (the run then waits for a model this kernel lacks)
     assert parsed == []
 
 
