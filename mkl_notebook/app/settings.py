@@ -15,6 +15,7 @@ from .errors import UsageProblem
 from .executors import check_executor
 from .oracles import model_config
 from .replies import who
+from .values import parse_budget
 
 HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
@@ -27,18 +28,6 @@ def check_hitl(value: str) -> str:
     if value not in HITL_MODES:
         raise UsageProblem(f"hitl must be one of {', '.join(HITL_MODES)}, not {value!r}")
     return value
-
-
-def whole_number(name: str, value: Any) -> int | None:
-    """A setting that counts something: a whole number of at least 1 (text or a number), or None."""
-    if value is None:
-        return None
-    number = value
-    if isinstance(value, str):
-        number = int(value) if value.strip().isdigit() else None
-    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise UsageProblem(f"{name} is a whole number of at least 1, not {value!r}")
-    return number
 
 
 @dataclass
@@ -68,7 +57,7 @@ class Settings:
         """The settings of one ``mkl`` command: escalate gates suspend only with ``--hitl`` (the language's
         default), models from ``--model`` and ``--api-base``, calls capped only on a Dask cluster."""
         chosen = check_executor(executor)
-        limit = whole_number("--max-model-calls", max_model_calls)
+        limit = parse_budget("max_model_calls", "--max-model-calls", max_model_calls)
         if chosen is None and limit is not None:
             raise UsageProblem("--max-model-calls caps calls across a Dask cluster: give --executor dask too")
         given = {key: value for key, value in (("model", model), ("api_base", api_base)) if value is not None}
@@ -92,9 +81,9 @@ class Settings:
         elif key == "executor":
             self.executor = check_executor(value)
         elif key == "max_model_calls":
-            self.max_model_calls = whole_number("max_model_calls", value)
+            self.max_model_calls = parse_budget("max_model_calls", None, value)
         elif key == "max_workers":
-            self.max_workers = whole_number("max_workers", value)
+            self.max_workers = parse_budget("max_workers", None, value)
         elif key in MODEL_SETTINGS:
             candidate = {**self.models, key: value}
             model_config(candidate)  # a bad value is refused before it is kept

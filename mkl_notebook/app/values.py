@@ -63,8 +63,9 @@ def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def parse_budget(name: str, flag: str, value: Any) -> int | None:
-    """A step or token budget from a flag's text or an API argument: a whole number of at least 1, or None."""
+def parse_budget(name: str, flag: str | None, value: Any) -> int | None:
+    """A count (a step or token budget, a setting's number) from a flag's text or an API argument: a whole number
+    of at least 1, or None. ``flag`` is the flag that gave it, when one did."""
     if value is None:
         return None
     number = value
@@ -74,7 +75,8 @@ def parse_budget(name: str, flag: str, value: Any) -> int | None:
         except ValueError:
             number = None
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise UsageProblem(f"{name} ({flag}) must be a whole number of at least 1, not {value!r}")
+        given = f"{name} ({flag})" if flag else name
+        raise UsageProblem(f"{given} must be a whole number of at least 1, not {value!r}")
     return number
 
 
