@@ -155,6 +155,7 @@ def test_an_edited_request_is_carried_out_and_fresh_brings_the_form_back(tmp_pat
     assert header["status"] == "done"
 
 
+KEPT = re.compile(r"\(run '(budget|ceiling|patient)' as the notebook held it, kept\)")
 SET_ASIDE = re.compile(r"Not the run saved in 04-diagnostics\.ipynb: that one is made by an unknown key [^\n]*\n")
 
 
@@ -175,8 +176,16 @@ def test_someone_elses_clone_of_the_diagnostics_tutorial_makes_its_runs_anew_and
     texts = _texts(ran)
     noted = [text for text in texts if SET_ASIDE.match(text)]
     assert len(noted) == 3  # one per run the file held: 'ceiling', 'budget' and 'patient'
-    assert [SET_ASIDE.sub("", text) for text in texts] == _texts(saved)  # and otherwise what was saved
+    own = sorted(set(re.findall(r"This is a new run of this cell's own, '([^']+)'", "".join(noted))))
+    assert [name.split(":")[0] for name in own] == ["budget", "ceiling", "patient"]  # new ids, not the file's
+    kept = [text for text in texts if KEPT.fullmatch(text)]
+    assert len(kept) == 3  # each carries the file's run along, unchanged
+    renamed = [SET_ASIDE.sub("", text) for text in texts if not KEPT.fullmatch(text)]
+    for name in own:
+        renamed = [text.replace(name, name.split(":")[0]) for text in renamed]
+    assert renamed == _texts(saved)  # and otherwise what was saved
     assert _answers(path.parent)  # made anew (from the cells' own scripts)
+    assert {run.run_id for run in embedded_runs(path)} >= {"budget", "ceiling", "patient"}  # the file's stay
 
 
 def test_a_clone_of_the_diagnostics_tutorial_runs_all_as_saved_once_its_key_is_trusted(tmp_path: Path) -> None:

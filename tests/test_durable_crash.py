@@ -213,7 +213,7 @@ def test_the_long_machine_is_long(baseline: dict[str, Any]) -> None:
     assert baseline["ledger"] == RECORD_KEYS
     steps = [a for a in appends if a["t"] == "answer"]
     assert len(RECORD_KEYS) == 6 and len(steps) >= 38
-    assert appends[-1]["t"] == "finish"
+    assert [a["t"] for a in appends[-2:]] == ["finish", "sign"]  # the run's end, then its author's signature
     assert status["calls"] == {"made": len(steps), "replayed": 0}
     assert status["result"].startswith("k00:answer 00|") and "k04:s04=answer 03" in status["result"]
 
@@ -253,7 +253,8 @@ def test_kill_at_any_append_then_recover_gives_the_same_run(baseline: dict[str, 
     assert len(points) >= 30
 
     def scenario(n: int) -> tuple[int, dict[str, Any]]:
-        recover = RESUME_LONG if n % 2 and n < len(appends) else RUN_LONG
+        finished = any(a["t"] == "finish" for a in appends[:n])  # killed after the finish, before the signature
+        recover = RESUME_LONG if n % 2 and not finished else RUN_LONG
         return n, _crash_and_recover(tmp_path / f"at-{n}", {"KILL_AT": str(n)}, recover)
 
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -534,7 +535,7 @@ def test_starting_a_run_fresh_while_another_process_advances_it_is_refused(tmp_p
     assert "already being advanced" in fresh_err and "Traceback" not in fresh_err
     after = SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").read("S")
     assert after[: len(before)] == before  # the refused --fresh did not wipe the journal under the resumer
-    assert after[-1]["t"] == "finish" and after[-1]["status"] == "done"
+    assert after[-2]["t"] == "finish" and after[-2]["status"] == "done" and after[-1]["t"] == "sign"
     seqs = [
         seq
         for (seq,) in sqlite3.connect(tmp_path / ".mkl" / "runs.sqlite").execute(

@@ -129,7 +129,7 @@ def test_an_old_checkpoint_verifies_imports_and_resumes(legacy: Path) -> None:
     status = json.loads(completed.stdout.splitlines()[-1])
     assert (status["result"], status["calls"]) == (REFUND_RESULT, {"made": 1, "replayed": 3})
     header, records, _ = envelope.read_file(legacy / "waiting.checkpoint.json")  # rewritten by today's code
-    assert header["status"] == "done" and [r["t"] for r in records][-2:] == ["answer", "finish"]
+    assert header["status"] == "done" and [r["t"] for r in records][-3:] == ["answer", "finish", "sign"]
 
 
 def test_an_old_notebook_lists_its_runs_and_resumes_headless(legacy: Path) -> None:

@@ -1,7 +1,7 @@
 """A notebook's runs live in its metadata too (``metadata.mkl.runs``), so Clear All Outputs, nbstripout and
 ``nbconvert --clear-output`` no longer take them away once a headless resume has written them there.
 
-The copy in metadata is untrusted input like any checkpoint: verified, typed, judged by its seal; a
+The copy in metadata is untrusted input like any checkpoint: verified, typed, judged by its signatures; a
 damaged or contradicting copy is refused in one line, never passed over.
 """
 
@@ -21,6 +21,7 @@ from lab_client import run_all
 
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.seals import signatures
 
 from support import ROOT, env_without_models, mkl_cli
 
@@ -102,7 +103,8 @@ def test_a_stripped_notebook_still_lists_its_runs_and_finishes_them(waiting: Pat
     after = nbformat.read(path, as_version=4)
     nbformat.validate(after)
     header, records, seal = envelope.verify_checkpoint(after.metadata["mkl"]["runs"]["r"])
-    assert header["status"] == "done" and seal is not None and seal.holds
+    assert header["status"] == "done" and seal is None  # each stretch of the history carries its signature
+    assert all(stretch.seal is not None and stretch.seal.holds for stretch in signatures(records))
     assert [r["value"] for r in records if r["t"] == "reply"] == ["approve", "approve"]
     assert [cell.source for cell in after.cells] == [cell.source for cell in stripped.cells]
 
@@ -258,7 +260,8 @@ def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_chec
         sent = [m["content"]["data"] for m in shown if m["msg_type"] == "comm_msg"]
         assert [(data["op"], data["run"]) for data in sent] == [("put", "r")]
         header, records, seal = envelope.verify_checkpoint(sent[0]["envelope"])
-        assert header["status"] == "suspended" and seal is not None and seal.holds
+        assert header["status"] == "suspended" and seal is None and records[-1]["t"] == "sign"
+        assert [stretch.seal is not None and stretch.seal.holds for stretch in signatures(records)] == [True, True]
         assert records == envelope.verify_checkpoint(runs["r"]).records  # taken up as it was: nothing re-run
     finally:
         kernel.close()

@@ -28,7 +28,7 @@ from IPython.core.interactiveshell import InteractiveShell
 import mkl_notebook
 from mkl_notebook.app.trust import Keyring, Untrusted
 from mkl_notebook.checkpoints import envelope
-from mkl_notebook.checkpoints.seals import Signer
+from mkl_notebook.checkpoints.seals import Signer, signatures
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm, TakeUpChoice
 
@@ -54,8 +54,9 @@ def people(tmp_path: Path) -> tuple[Path, Path, Path]:
     return folder, alice, bob
 
 
-def _forge(path: Path, ask: str, *, seal: dict[str, str] | str | None = "keep") -> None:
-    """Edit the question in a checkpoint and recompute its digest, as anyone can; keep, drop or replace its seal."""
+def _forge(path: Path, ask: str, *, signer: Signer | str | None = "keep") -> None:
+    """Edit the question in a checkpoint and recompute its digest, as anyone can; keep its signatures (which
+    no longer hold), drop them, or sign the forged history with ``signer``'s key."""
     data = json.loads(path.read_text(encoding="utf-8"))
     header, records, _ = envelope.verify_checkpoint(data)
     header = dict(header, ask=ask)
@@ -63,14 +64,19 @@ def _forge(path: Path, ask: str, *, seal: dict[str, str] | str | None = "keep") 
     for record in records:
         if record.get("ask") == REFUND_ASK:
             record["ask"] = ask
+    if signer != "keep":
+        records = [record for record in records if record["t"] != "sign"]
+        if isinstance(signer, Signer):
+            records.append(json.loads(json.dumps(signer.endorse(records))))
     forged = envelope.build(header, records)
     assert forged["digest"] != data["digest"]
-    if seal == "keep":
-        forged["seal"] = data["seal"]
-    elif isinstance(seal, dict):
-        forged["seal"] = seal
     path.write_text(json.dumps(forged), encoding="utf-8")
     assert envelope.read_file(path).header["ask"] == ask  # intact: the chain holds
+
+
+def _signers(records: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """Who signed each stretch of a history, and whether the signature holds."""
+    return [(s.seal.by, s.seal.holds) if s.seal else ("nobody", False) for s in signatures(records)]
 
 
 def _notebook_with(folder: Path, checkpoint: Path, name: str = "shared.ipynb") -> Path:
@@ -112,7 +118,7 @@ def test_alices_checkpoint_is_hers_to_her_and_an_unknown_key_to_bob(people: tupl
     assert f"not trusted: {listed['made_by']}; taken up only with --trust-file" in out
 
 
-def test_bob_cannot_take_up_alices_run_until_he_chooses_to_then_his_seal_replaces_hers(
+def test_bob_cannot_take_up_alices_run_until_he_chooses_to_then_his_answer_is_signed_as_his(
     people: tuple[Path, Path, Path],
 ) -> None:
     folder, alice, bob = people
@@ -122,15 +128,22 @@ def test_bob_cannot_take_up_alices_run_until_he_chooses_to_then_his_seal_replace
     code, status, _, err = mkl(folder, bob, *answer, "--store", "bob.sqlite")
     assert code == 2 and err.count("\n") == 1
     assert "run 'r' is made by an unknown key" in err and "(signed as 'alice')" in err
-    assert "`mkl trust cp.json`" in err and "--trust-file" in err
+    assert "`mkl trust ed25519:" in err and " --name alice`" in err and "--trust-file" in err
     assert store_rows(folder / "bob.sqlite") == [] and (folder / "cp.json").read_bytes() == before
 
     code, status, _, err = mkl(folder, bob, *answer, "--store", "bob.sqlite", "--trust-file")
     assert (code, status["status"]) == (0, "done"), err
-    resealed = envelope.read_file(folder / "cp.json").seal
-    assert resealed is not None and resealed.holds and resealed.by == "bob"
-    assert Keyring(bob / "mkl").judge(resealed).mark == "made by you"
-    assert not Keyring(alice / "mkl").judge(resealed).trusted  # and now Alice must choose to trust Bob
+    checkpoint = envelope.read_file(folder / "cp.json")
+    assert checkpoint.seal is None  # no seal over the whole file: each stretch of the history is signed
+    assert _signers(checkpoint.records) == [("alice", True), ("bob", True)]
+    reply = next(n for n, r in enumerate(checkpoint.records) if r["t"] == "reply")
+    [bobs] = [s for s in signatures(checkpoint.records) if s.seal and s.seal.by == "bob"]
+    assert bobs.start <= reply < bobs.end  # the answer is in Bob's stretch, under his key
+    alices = next(n for n, r in enumerate(checkpoint.records) if r["t"] == "sign")
+    # For Alice, what Bob added is his: not trusted until she chooses to trust his key.
+    verdict = Keyring(alice / "mkl").judge_history(checkpoint.records, None, alices + 1)
+    assert not verdict.trusted and "made by an unknown key" in verdict.mark and "'bob'" in verdict.mark
+    assert Keyring(alice / "mkl").judge_history(checkpoint.records[: alices + 1]).mark == "made by you"
 
 
 def test_a_forged_question_with_a_recomputed_digest_is_marked_and_never_resumed_without_the_choice(
@@ -145,7 +158,7 @@ def test_a_forged_question_with_a_recomputed_digest_is_marked_and_never_resumed_
     code, listing, out, _ = mkl(folder, bob, "runs", notebook.name)
     listed = listing["runs"][0]
     assert listed["ask"] == FORGED_ASK and listed["trusted"] is False
-    assert listed["made_by"].startswith("changed after it was sealed (its seal, by key ")
+    assert listed["made_by"].startswith("changed after it was signed (the signature by key ")
     assert f"asks: [NOT TRUSTED] {FORGED_ASK}" in out  # never the forged text without the mark
     code, _found, out, _ = mkl(folder, bob, "runs", ".")
     assert f"[NOT TRUSTED: {listed['made_by']}] asks {FORGED_ASK!r}" in out
@@ -156,7 +169,7 @@ def test_a_forged_question_with_a_recomputed_digest_is_marked_and_never_resumed_
         code, status, _, err = mkl(
             folder, bob, "resume", *target, "--question", question, "--reply", "approve", "--script", str(REFUND_SCRIPT)
         )
-        assert code == 2 and err.count("\n") == 1 and "changed after it was sealed" in err, err
+        assert code == 2 and err.count("\n") == 1 and "changed after it was signed" in err, err
         assert (folder / target[0]).read_bytes() == before and store_rows(folder / ".mkl" / "runs.sqlite") == []
 
     code, status, _, err = mkl(
@@ -167,17 +180,13 @@ def test_a_forged_question_with_a_recomputed_digest_is_marked_and_never_resumed_
 
 
 @pytest.mark.parametrize("how", ["unsigned", "mallory"])
-def test_a_stripped_or_replaced_seal_is_not_alices(people: tuple[Path, Path, Path], how: str) -> None:
+def test_a_stripped_or_replaced_signature_is_not_alices(people: tuple[Path, Path, Path], how: str) -> None:
     folder, _alice, bob = people
     assert mkl(folder, bob, "trust", "cp.json", "--name", "Alice")[0] == 0
     mallory = Signer(Ed25519PrivateKey.generate(), "alice")  # Mallory's own key, claiming to be alice
-    forged = json.loads((folder / "cp.json").read_text(encoding="utf-8"))
-    _forge(folder / "cp.json", FORGED_ASK, seal=None)
-    if how == "mallory":
-        data = json.loads((folder / "cp.json").read_text(encoding="utf-8"))
-        data["seal"] = mallory.seal(data["digest"])
-        (folder / "cp.json").write_text(json.dumps(data), encoding="utf-8")
-    assert forged["seal"]["key"] != mallory.key
+    original = envelope.read_file(folder / "cp.json").records
+    _forge(folder / "cp.json", FORGED_ASK, signer=mallory if how == "mallory" else None)
+    assert all(r.get("key") != mallory.key for r in original)
     code, listing, _out, _ = mkl(folder, bob, "runs", _notebook_with(folder, folder / "cp.json").name)
     made_by = listing["runs"][0]["made_by"]
     if how == "unsigned":
@@ -251,20 +260,47 @@ SEAL_MUTATIONS: list[tuple[str, Any]] = [
 ]
 
 
+def _legacy_sealed(path: Path, person: Path) -> None:
+    """The checkpoint as a release before journaled signatures wrote it: no ``sign`` records, one seal over the
+    whole envelope, made with ``person``'s key."""
+    header, records, _ = envelope.read_file(path)
+    unsigned = [record for record in records if record["t"] != "sign"]
+    signer = Keyring(person / "mkl").signer()
+    path.write_text(json.dumps(envelope.build(header, unsigned, signer=signer)), encoding="utf-8")
+    assert envelope.read_file(path).seal is not None
+
+
+@pytest.mark.parametrize("where", ["sign record", "envelope seal"])
 @pytest.mark.parametrize(("label", "seal"), SEAL_MUTATIONS, ids=[label for label, _ in SEAL_MUTATIONS])
-def test_a_misshapen_seal_is_one_line_and_leaves_the_store_untouched(
-    people: tuple[Path, Path, Path], label: str, seal: Any
+def test_a_misshapen_signature_is_one_line_and_leaves_the_store_untouched(
+    people: tuple[Path, Path, Path], label: str, seal: Any, where: str
 ) -> None:
     folder, alice, _bob = people
-    data = json.loads((folder / "cp.json").read_text(encoding="utf-8"))
-    real = data["seal"]
-    if isinstance(seal, dict):
-        seal = {name: (real[name] if value in ("K", "S") else value) for name, value in seal.items()}
-    data["seal"] = seal
+    if where == "envelope seal":
+        _legacy_sealed(folder / "cp.json", alice)
+        data = json.loads((folder / "cp.json").read_text(encoding="utf-8"))
+        real = data["seal"]
+        if isinstance(seal, dict):
+            seal = {name: (real[name] if value in ("K", "S") else value) for name, value in seal.items()}
+        data["seal"] = seal
+    else:  # the same damage to the sign record that ends Alice's history, its digest recomputed as anyone can
+        header, records, _ = envelope.read_file(folder / "cp.json")
+        real = records[-1]
+        assert real["t"] == "sign"
+        if isinstance(seal, dict):
+            named = {"key": "key", "by": "by", "signature": "sig"}
+            fields = {
+                named.get(name, name): (real[named[name]] if value in ("K", "S") else value)
+                for name, value in seal.items()
+            }
+            records[-1] = {"t": "sign", **fields, "time": real["time"]}
+        else:
+            records[-1] = {"t": "sign", "key": seal}
+        data = envelope.build(header, records)
     (folder / "cp.json").write_text(json.dumps(data), encoding="utf-8")
     code, _, _, err = mkl(folder, alice, "resume", "cp.json", "--reply", "approve", "--store", "s.sqlite")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (label, err)
-    assert "the checkpoint's seal is misshapen" in err or "signature" in err, (label, err)
+    assert "misshapen" in err or "signature" in err, (label, err)
     assert store_rows(folder / "s.sqlite") == []
 
 
@@ -307,10 +343,12 @@ def test_a_run_cell_shows_whose_the_files_run_is_and_takes_it_up_only_on_a_click
     assert isinstance(choice, TakeUpChoice)
     assert "Not trusted:" in choice.header.value and "made by an unknown key" in choice.header.value
     assert html.escape(REFUND_ASK) in choice.header.value and "(signed as &#x27;alice&#x27;)" in choice.header.value
-    assert [button.description for button in choice.buttons] == ["Take up the file's run", "Run it here afresh"]
+    labels = [button.description for button in choice.buttons]
+    assert labels[1:] == ["Take up the file's run", "Run it here as a new run"]
+    assert labels[0].startswith("Trust alice's key ") and labels[0].endswith(" and take it up")
     assert not session.store.exists("r") and view.current_form is None  # nothing of it runs before the click
 
-    choice.buttons[0].click()
+    choice.buttons[1].click()
     assert all(button.disabled for button in choice.buttons)
     assert session.store.exists("r")
     form = view.current_form

@@ -202,6 +202,7 @@ def run_rows(
     fresh: bool = False,
     origin: Mapping[str, Any] | None = None,
     tick: float = 0.2,
+    endorse: durable.Endorse | None = None,
 ) -> Iterator[RowRun | None]:
     """Run every row, ``concurrency`` at a time; yield each row as its run stops, on the caller's thread.
 
@@ -232,6 +233,7 @@ def run_rows(
                 options=options,
                 fresh=fresh,
                 origin=origin,
+                endorse=endorse,
             )
         except USER_ERRORS as exc:
             row.error = str(exc)

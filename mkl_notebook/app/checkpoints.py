@@ -7,20 +7,23 @@ taken up only when trusted (or by an explicit choice), and a notebook is written
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
-from ..checkpoints.seals import Seal, Signer
+from ..checkpoints.seals import Seal, Signer, key_fingerprint, signatures
 from ..durable import runs as durable
 from ..durable.errors import StoreError
 from ..durable.leases import file_lease
-from ..durable.records import canonical, run_state
+from ..durable.records import canonical, chain_digest, replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
+from ..lang.interpolate import fmt
+from ..render.commands import resume_command
 from .errors import UsageProblem
 from .status import answers_to, form_place, run_output
 from .trust import Keyring, Provenance, Untrusted
@@ -31,6 +34,7 @@ REFERENCE_MIME = envelope.REF_MIME_TYPE  # a run output's reference to the metad
 BATCH_MIME = envelope.BATCH_MIME_TYPE  # a batch output's checkpoints (or references), one per row
 FORM_MIME = nbfile.FORM_MIME  # what stands in a form's place: {run, question_id}
 referring = envelope.referring  # a run output that refers to the metadata's copy of its checkpoint instead
+checkpoint_of = envelope.checkpoint_of  # a run's checkpoint
 
 
 class Copy(NamedTuple):
@@ -41,6 +45,7 @@ class Copy(NamedTuple):
     records: list[dict[str, Any]]
     seal: Seal | None
     source: str
+    raw: Any = None  # the checkpoint as the file holds it, when it is to be carried on unchanged
 
     @property
     def run_id(self) -> str:
@@ -48,17 +53,22 @@ class Copy(NamedTuple):
 
 
 class Imported(NamedTuple):
-    """The run a checkpoint brought into a store, and whose the checkpoint is (None: nothing was taken)."""
+    """What reconciling a copy of a run with the store did: the run, whose the records taken from the copy are
+    (None: nothing was taken), and when the copy parted from the store's history, the id it is kept under
+    (``branch``; None: not kept, it is not trusted) and the record where they part."""
 
     run_id: str
     provenance: Provenance | None
+    branch: str | None = None
+    parted_at: int | None = None
+    untrusted: Untrusted | None = None  # a parted copy not kept: whose it is
 
 
 def checked_copy(data: Any, where: str, source: str) -> Copy:
     """A checkpoint handed over unverified (the notebook's metadata, through the extension), checked like a
     file's before anything of it is used."""
     header, records, seal = envelope.verify_checkpoint(data, where)
-    return Copy(header, records, seal, source)
+    return Copy(header, records, seal, source, data)
 
 
 def notebook_copy(notebook: Path, run_id: str) -> Copy | None:
@@ -68,7 +78,7 @@ def notebook_copy(notebook: Path, run_id: str) -> Copy | None:
         found = nbfile.find_run(notebook, run_id)
     except nbfile.NotebookFileError:
         return None
-    return Copy(found.header, found.records, found.seal, notebook.name)
+    return Copy(found.header, found.records, found.seal, notebook.name, found.raw)
 
 
 def notebook_run_ids(notebook: Path, *, waiting_only: bool = False) -> list[str]:
@@ -81,27 +91,110 @@ def notebook_run_ids(notebook: Path, *, waiting_only: bool = False) -> list[str]
 
 
 def take_up(store: RunStore, copy: Copy, *, keyring: Keyring, trust_file: bool = False) -> Imported:
-    """Bring a verified copy of a run into ``store``, unless the store already holds it as far or further.
+    """Reconcile a verified copy of a run with what ``store`` holds of it: one history, wherever its copies are.
 
-    What the store does not hold yet is taken from the copy only when it is trusted (sealed by this person's
-    key or one they trust) or ``trust_file`` says they chose to take it up anyway; otherwise
-    :class:`Untrusted` says whose it is. A store whose copy of the run went another way is refused, naming both.
+    - The store holds none of it, or holds a prefix of it (the copy goes on past it): what the store lacks is
+      taken from the copy when every stretch of it is signed by this person or a key they trust, or
+      ``trust_file`` says they chose to take it up anyway; otherwise :class:`Untrusted` says whose it is and
+      what it adds, and nothing is taken.
+    - The store holds it all, or more: nothing to do.
+    - The copy and the store's history part (each goes on differently from where they last agree): both are
+      kept. The store's stays under its id, the copy's is taken up under :func:`branch_id` (when trusted), and
+      :class:`Imported` says where they part.
     """
+    try:
+        return _reconciled(store, copy, keyring, trust_file)
+    except Untrusted as problem:
+        problem.checkpoint = copy.raw  # so that what shows the refusal can keep the file's run as it was
+        raise
+
+
+def _reconciled(store: RunStore, copy: Copy, keyring: Keyring, trust_file: bool) -> Imported:
     run_id = copy.run_id
-    if store.exists(run_id):
-        held = [canonical(record) for record in store.read(run_id)]
-        given = [canonical(record) for record in copy.records]
-        if held[: len(given)] == given:
-            return Imported(run_id, None)  # the copy adds nothing to what this store holds
-        if given[: len(held)] != held:
-            raise UsageProblem(
-                f"run '{run_id}' in {store.location} has a different history than {copy.source}; pass --store PATH "
-                "to resume it in another store"
-            )
-    provenance = keyring.judge(copy.seal)
+    if not store.exists(run_id):
+        provenance = keyring.judge_history(copy.records, copy.seal)
+        if not provenance.trusted and not trust_file:
+            raise Untrusted(run_id, copy.source, provenance, run_state(copy.records))
+        return Imported(durable.import_envelope(store, copy.header, copy.records), provenance)
+    held = store.read(run_id)
+    shared = common_prefix(held, copy.records)
+    if shared == len(copy.records):
+        return Imported(run_id, None)  # the copy adds nothing to what this store holds
+    provenance = keyring.judge_history(copy.records, copy.seal, shared)
+    if shared == len(held):
+        if not provenance.trusted and not trust_file:
+            added = added_answers(copy.records[shared:])
+            raise Untrusted(run_id, copy.source, provenance, run_state(copy.records), added)
+        durable.extend_run(store, run_id, shared, copy.records)
+        return Imported(run_id, provenance)
+    branch = branch_id(run_id, copy.records, shared)
     if not provenance.trusted and not trust_file:
-        raise Untrusted(run_id, copy.source, provenance, run_state(copy.records))
-    return Imported(durable.import_envelope(store, copy.header, copy.records), provenance)
+        added = added_answers(copy.records[shared:])
+        problem = Untrusted(branch, copy.source, provenance, run_state(copy.records), added)
+        return Imported(run_id, None, None, shared, problem)
+    kept = _reconciled(store, copy._replace(header={**copy.header, "run_id": branch}), keyring, True)
+    return Imported(run_id, kept.provenance, branch, shared)
+
+
+def parted_note(run_id: str, copy: Copy, imported: Imported) -> str:
+    """What became of a copy whose history parts from the store's (see :func:`take_up`), in a sentence or two."""
+    at = imported.parted_at or 0
+    added = added_answers(copy.records[at:])
+    said = f"{copy.source} holds another history of run '{run_id}', which parts from this one after record {at}"
+    if imported.branch is not None:
+        return f"{said} ({added}). Both are kept: that one as run '{imported.branch}'."
+    assert imported.untrusted is not None
+    return f"{said}. {imported.untrusted}"
+
+
+def _pick_one(run_id: str, imported: Imported, store: RunStore) -> str:
+    """How to go on with one of two histories that parted (nothing is resumed until the person picks)."""
+    if imported.branch is None:
+        return f"Nothing was resumed; this store's run '{run_id}' is unchanged."
+    place = store_place(store)
+    return (
+        f"Nothing was resumed: go on with either, `{resume_command(run_id, store=place)} …` (this store's) "
+        f"or `{resume_command(imported.branch, store=place)} …` (the file's)."
+    )
+
+
+def common_prefix(held: list[dict[str, Any]], given: list[dict[str, Any]]) -> int:
+    """How many leading records two copies of a history share."""
+    shared = 0
+    for mine, theirs in zip(held, given, strict=False):
+        if mine != theirs and canonical(mine) != canonical(theirs):
+            break
+        shared += 1
+    return shared
+
+
+def branch_id(run_id: str, records: list[dict[str, Any]], shared: int) -> str:
+    """The id a copy that parts from the store's history at record ``shared`` is kept under: the run's id, who
+    signed what the copy goes on with, and a digest of it (the same copy gets the same id on every machine)."""
+    stretches = [s for s in signatures(records) if s.end >= shared and s.seal is not None]
+    by = stretches[0].seal.by if stretches and stretches[0].seal is not None else "unsigned"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", by).strip("-.")[:16] or "someone"
+    digest = chain_digest(records[: shared + 1]).hex()[:6]
+    suffix = f":{name}-{digest}"
+    return run_id[: 80 - len(suffix)] + suffix
+
+
+def own_run_id(run_id: str, signer: Signer | None) -> str:
+    """The id of this person's own run of a cell whose file holds a run ``run_id`` they cannot use: the same on
+    every execution, so that Restart & Run All replays it."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", signer.by if signer else "here").strip("-.")[:16] or "here"
+    tail = key_fingerprint(signer.key)[:4] if signer else "0000"
+    suffix = f":{name}-{tail}"
+    return run_id[: 80 - len(suffix)] + suffix
+
+
+def added_answers(records: list[dict[str, Any]]) -> str:
+    """What a copy's records past the held history say a person answered, in a phrase for a message."""
+    said = [
+        f"{fmt(reply.get('value'))!r}" + (f" by {str(reply.get('by'))[:40]!r}" if reply.get("by") else "")
+        for reply in replies(records)
+    ]
+    return ("answered " + ", then ".join(said)) if said else f"{len(records)} more records, no answer of a person"
 
 
 def resume_checkpoint_file(
@@ -163,8 +256,10 @@ def resume_in_notebook(
                 "and what it did there is not in this file; resume it with that store (--store), so that "
                 "nothing it did runs twice"
             )
-        copy = Copy(embedded.header, embedded.records, embedded.seal, str(notebook))
-        take_up(store, copy, keyring=keyring, trust_file=trust_file)
+        copy = Copy(embedded.header, embedded.records, embedded.seal, str(notebook), embedded.raw)
+        imported = take_up(store, copy, keyring=keyring, trust_file=trust_file)
+        if imported.parted_at is not None:
+            raise UsageProblem(f"{parted_note(run_id, copy, imported)} {_pick_one(run_id, imported, store)}")
         signer = keyring.signer()
         if _catch_up(notebook, embedded, store, signer, marked is not None):
             embedded = nbfile.find_run(notebook, run_id)
@@ -241,27 +336,33 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
 
 
 def seals_in(path: Path) -> list[Seal]:
-    """The seals of the runs a notebook or checkpoint file carries; a run without a holding seal is refused."""
+    """The keys that signed the runs a notebook or checkpoint file carries, one seal per key; a run with a
+    stretch of its history unsigned, or whose signature does not hold, is refused."""
     if path.suffix == ".ipynb":
         runs, damaged = nbfile.scan(path)
-        found = [(run.run_id, run.seal) for run in runs]
+        found = [(run.run_id, run.records, run.seal) for run in runs]
         if damaged:
             raise UsageProblem(f"{damaged[0].reason}; nothing was trusted")
     else:
         checkpoint = envelope.read_file(path)
-        found = [(str(checkpoint.header["run_id"]), checkpoint.seal)]
+        found = [(str(checkpoint.header["run_id"]), checkpoint.records, checkpoint.seal)]
     if not found:
         raise UsageProblem(f"{path}: carries no run checkpoint")
-    seals: dict[str, Seal] = {}
-    for run_id, seal in found:
-        if seal is None:
-            raise UsageProblem(f"{path}: run '{run_id}' is unsigned, so no key says who made it; nothing was trusted")
-        if not seal.holds:
-            raise UsageProblem(
-                f"{path}: run '{run_id}' was changed after it was sealed (key {seal.fingerprint}); nothing was trusted"
-            )
-        seals.setdefault(seal.key, seal)
-    return list(seals.values())
+    keys: dict[str, Seal] = {}
+    for run_id, records, envelope_seal in found:
+        for stretch in signatures(records, envelope_seal):
+            seal = stretch.seal
+            if seal is None:
+                raise UsageProblem(
+                    f"{path}: run '{run_id}' is unsigned, so no key says who made it; nothing was trusted"
+                )
+            if not seal.holds:
+                raise UsageProblem(
+                    f"{path}: run '{run_id}' was changed after it was signed (key {seal.fingerprint}); "
+                    "nothing was trusted"
+                )
+            keys.setdefault(seal.key, seal)
+    return list(keys.values())
 
 
 def cell_order(notebook: Path | None) -> list[str]:

@@ -51,6 +51,8 @@ class Run:
         self.oracle = oracle
         self.outcome: Outcome | None = None
         self.set_aside: str | None = None  # why the notebook's saved copy of this run was not taken up
+        # Runs a copy in reach held that this run's next view carries along unchanged: (run id, checkpoint).
+        self.carried: list[tuple[str, dict[str, Any]]] = []
         self.drawn_in: int | None = None  # the cell execution whose magic drew this run's view live
         self._lock = threading.Lock()
 

@@ -112,7 +112,10 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     listing = []
     for run in embedded:
         listed = run_summary(
-            run.run_id, run.records, resume_command(run.run_id, notebook=str(path)), keyring.judge(run.seal)
+            run.run_id,
+            run.records,
+            resume_command(run.run_id, notebook=str(path)),
+            keyring.judge_history(run.records, run.seal),
         )
         marked = marks.get(run.run_id)
         if marked is not None:
@@ -159,7 +162,7 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> tuple[lis
                         run.run_id,
                         run.records,
                         resume_command(run.run_id, notebook=shown),
-                        keyring.judge(run.seal),
+                        keyring.judge_history(run.records, run.seal),
                     )
                     for run in embedded
                 ]

@@ -1,11 +1,12 @@
-"""Whose checkpoints to take up: this person's signing key and the keys they trust.
+"""Whose records to take up: this person's signing key and the keys they trust.
 
-Every checkpoint this person's runs write is sealed with their own key, kept in their
-Jupyter data folder (``mkl/signing-key.pem``, readable by them only; made on first use).
-A checkpoint from a file is *trusted* when its seal holds and is made by their own key or
-one they added (``mkl trust KEY``, kept in ``mkl/trusted-keys.json``). Anything else
-(unsigned, sealed by an unknown key, or changed after it was sealed) carries a mark
-saying so wherever it is shown, and is taken up only by an explicit choice.
+Every record this person's runs append is signed with their own key (a ``sign`` record ends each
+advance), kept in their Jupyter data folder (``mkl/signing-key.pem``, readable by them only; made on
+first use). What a copy of a run from a file adds to the history held here is *trusted* when every
+stretch of it is signed by their own key or one they added (``mkl trust KEY``, kept in
+``mkl/trusted-keys.json``) and each signature holds. Anything else (unsigned, signed by an unknown key,
+or changed after it was signed) carries a mark saying so wherever it is shown, and is taken up only by an
+explicit choice.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..checkpoints import seals
 from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
 from ..durable.records import RunState
 from ..lang import files
+from ..render.commands import trust_key_command
 from .errors import UsageProblem
 from .replies import who
 
@@ -42,6 +44,7 @@ class Provenance:
     trusted: bool
     mark: str  # "made by you", "made by Alice (trusted key 1a2b …)", "made by an unknown key …", …
     key: str | None = None
+    by: str | None = None  # the name the key's signatures claim
 
 
 def keyring_folder() -> Path:
@@ -146,28 +149,60 @@ class Keyring:
             return Provenance(False, "unsigned: nothing says who made it")
         if not seal.holds:
             return Provenance(
-                False, f"changed after it was sealed (its seal, by key {seal.fingerprint}, does not match)", seal.key
+                False, f"changed after it was signed (the signature by key {seal.fingerprint} does not match)", seal.key
             )
         if seal.key == self.own_key():
             return Provenance(True, "made by you", seal.key)
         known = self.trusted().get(seal.key)
         if known is not None:
             return Provenance(True, f"made by {known.get('name')} (trusted key {seal.fingerprint})", seal.key)
-        return Provenance(False, f"made by an unknown key {seal.fingerprint} (signed as {seal.by!r})", seal.key)
+        return Provenance(
+            False, f"made by an unknown key {seal.fingerprint} (signed as {seal.by!r})", seal.key, seal.by
+        )
+
+    def judge_history(self, records: list[dict[str, Any]], seal: Seal | None = None, since: int = 0) -> Provenance:
+        """Whether the records of a history from ``since`` on are all signed by this person or keys they trust
+        (each stretch by its ``sign`` record; those after the last one by the checkpoint's whole ``seal``), and
+        the mark to show: who signed them, or the first stretch that is not trusted and why."""
+        judged = [
+            self.judge(stretch.seal)
+            for stretch in seals.signatures(records, seal)
+            if stretch.end > since or (stretch.end == since and stretch.time is not None)
+        ]
+        for provenance in judged:
+            if not provenance.trusted:
+                return provenance
+        marks = list(dict.fromkeys(provenance.mark.removeprefix("made by ") for provenance in judged))
+        if not marks:
+            return Provenance(True, "nothing new")
+        return Provenance(True, "made by " + ", ".join(marks), judged[-1].key)
 
 
 class Untrusted(UsageProblem):
-    """A checkpoint from a file that this person has not chosen to trust; the message says whose it is."""
+    """A copy of a run from a file that this person has not chosen to trust; the message says whose it is, and
+    (``added``) what it holds past the copy they have."""
 
-    def __init__(self, run_id: str, source: str, provenance: Provenance, found: RunState | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        source: str,
+        provenance: Provenance,
+        found: RunState | None = None,
+        added: str | None = None,
+    ) -> None:
         hint = ""
-        if provenance.trusted is False and provenance.key and "unknown key" in provenance.mark:
-            hint = f"if {key_fingerprint(provenance.key)} is the key of someone you trust, `mkl trust {source}`; or "
+        if provenance.trusted is False and provenance.key and provenance.by is not None:
+            command = trust_key_command(provenance.key, provenance.by)
+            hint = f"if {key_fingerprint(provenance.key)} is the key of someone you trust, `{command}`; or "
+        what = f"run '{run_id}' is {provenance.mark}"
+        if added is not None:
+            what = f"run '{run_id}' goes on past the copy you hold ({added}), and that is {provenance.mark}"
         super().__init__(
-            f"{source}: run '{run_id}' is {provenance.mark}, so it is not taken up; {hint}pass --trust-file "
-            "to take up this file's run anyway"
+            f"{source}: {what}, so it is not taken up; {hint}pass --trust-file to take up this file's run anyway"
         )
         self.run_id = run_id
         self.source = source
         self.provenance = provenance
         self.found = found  # the run as the file shows it
+        self.added = added
+        self.checkpoint: dict[str, Any] | None = None  # the copy as the file holds it, to carry on unchanged

@@ -39,7 +39,7 @@ from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 from ..render.commands import resume_command
 from . import batch, checkpoints, executors, oracles
-from .checkpoints import Copy
+from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import run_summary, store_flag
@@ -140,6 +140,13 @@ class Workspace:
         self.start_local = start_local
         self.runs: dict[str, Run] = {}
         self.taken_up: dict[str, str] = {}  # run id -> why it is not trusted, though taken up
+        self.parted: dict[str, str] = {}  # run id -> what a copy in reach whose history parts from it became
+        # A run id whose copy in reach could not be used -> the run of this person's own made in its place
+        # (asking for the id here means that run; the copy keeps its id and can be taken up later).
+        self.own_runs: dict[str, str] = {}
+        # Runs a copy in reach held that the next view of a run carries along, unchanged (run id, checkpoint):
+        # the file's run set aside for this person's own, or a history that parted from the store's.
+        self.carried: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self.keyring_problem: str | None = None
         self._store: RunStore | None = None
         self._lock = threading.Lock()
@@ -271,6 +278,17 @@ class Workspace:
             self.keyring_problem = str(exc)
             return None
 
+    def trust_key(self, key: str, name: str) -> bool:
+        """Trust ``key`` as ``name``'s from now on (``mkl trust KEY --name NAME``); False when it was already."""
+        from datetime import datetime, timezone
+
+        return self.keyring.add(key, name, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def endorser(self) -> durable.Endorse | None:
+        """What signs the records this workspace's advances append (None: no key, they stay unsigned)."""
+        signer = self.signer()
+        return signer.endorse if signer is not None else None
+
     @staticmethod
     def load_tools(path: str | Path) -> None:
         """Run a Python file whose ``@mkl_notebook.tool`` / ``@mkl_notebook.hook`` functions register themselves."""
@@ -342,14 +360,16 @@ class Workspace:
         on_untrusted_flow: str = "report",
         ask_human: bool = False,
         retry: bool = False,
+        anew: bool = False,
     ) -> Run:
         """Run (or replay) machine ``name`` as run ``id`` (None: a new id); ``retry`` makes the calls that
         failed before (a provider's error, replayed as it was otherwise) again.
 
-        A run the store does not know is taken up from a copy in reach (a notebook file) when the copy is
-        trusted, or ``trust_file`` says to take it up anyway. An untrusted one is never taken up without that:
-        a scripted run is then made anew (``Run.set_aside`` says so), and otherwise :class:`Untrusted` is
-        raised and nothing runs.
+        The run is first reconciled with a copy in reach (a notebook file): what the copy holds past the
+        store's history is taken up when trusted, or ``trust_file`` says to take it up anyway. An untrusted
+        copy is never taken up without that. When the store holds none of the run, a scripted run (or, with
+        ``anew``, any) is then made as a new run of its own id, leaving the file's its id (``Run.set_aside``
+        says so); otherwise :class:`Untrusted` is raised and nothing runs.
         """
         machine = self.machine(name)
         run_id = id or durable.new_run_id()
@@ -369,18 +389,30 @@ class Workspace:
             try:
                 self.take_up(run_id, notebook, trust_file)
             except Untrusted as problem:
-                if script is None:
-                    raise  # running it afresh would call a model and replace what its author saw: ask first
-                # Scripted, a new run costs nothing and is only what this cell says: make it, and say so.
+                if (script is None and not anew) or problem.added is not None:
+                    # Running it afresh would call a model and replace what its author saw; going on with the
+                    # copy held here would part from the file's, which holds more: ask first.
+                    raise
+                # A new run of this cell's own (scripted: it costs nothing) under an id of its own, so that the
+                # file's run keeps its id and can be taken up later.
+                mine = own_run_id(run_id, self.signer())
                 set_aside = (
                     f"Not the run saved in {problem.source}: that one is {problem.provenance.mark}, so it was "
-                    "not taken up, and this is a new run of this cell's own script."
+                    f"not taken up (it stays in the file as run '{run_id}'). This is a new run of this cell's "
+                    f"own, '{mine}'."
                 )
+                self.own_runs[run_id] = mine
+                copy = self.copy_of(run_id, notebook)
+                if copy is not None:  # what shows the new run carries the file's along, as it was
+                    self.carried[mine] = [(run_id, copy.raw or checkpoint_of(self.read_copy(copy)))]
+                run_id = mine
+            set_aside = self.parted.pop(run_id, None) or set_aside
         needs_model = oracles.starts_anew(self.store, run_id, fresh)
         handle = self.new_handle(
             run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine, executor=executor)
         )
         handle.set_aside = set_aside
+        handle.carried = self.carried.pop(run_id, [])
         origin = self._files.get(machine.name) if self.follow_files else None
         handle.outcome = durable.start(
             machine,
@@ -395,6 +427,7 @@ class Workspace:
             origin={"path": str(origin)} if origin is not None else None,
             place=None if fresh else self.place(run_id),
             retry=retry,
+            endorse=self.endorser(),
         )
         self.reached(run_id, handle.outcome)
         self.runs[run_id] = handle
@@ -404,6 +437,7 @@ class Workspace:
         """A run by id, as it stands (or as the cells above left it, in a notebook); nothing runs. ``script``
         (scripted answers) serves the calls it still has to make; ``trust_file`` takes it up from a notebook
         file even when its checkpoint is not trusted."""
+        run_id = run_id if trust_file else self.own_runs.get(run_id, run_id)
         if run_id in self.runs:
             handle = self.runs[run_id]
             if script is not None:
@@ -421,6 +455,7 @@ class Workspace:
     def read(self, run_id: str, *, trust_file: bool = False) -> Outcome:
         """Run ``run_id`` as its journal stands, calling and recording nothing: what a trace, the visits table
         and a late answer's check show. A run cut off mid-advance shows its steps so far."""
+        run_id = run_id if trust_file else self.own_runs.get(run_id, run_id)
         self.take_up(run_id, None, trust_file)
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)
@@ -462,6 +497,7 @@ class Workspace:
         ``force``). A notebook cell (``place``) that already asked for exactly this is shown the run as it left
         it, and nothing is checked or recorded again.
         """
+        run_id = self.own_runs.get(run_id, run_id)
         asked = {
             "reply": reply,
             "set": dict(set_values or {}),
@@ -517,6 +553,7 @@ class Workspace:
             before=prepare,
             place=places.tag(place, request),
             known=known,
+            endorse=self.endorser(),
         )
 
     def submit(
@@ -724,6 +761,7 @@ class Workspace:
             concurrency=concurrency,
             fresh=fresh,
             origin={"path": str(origin)} if origin is not None else None,
+            endorse=self.endorser(),
         ):
             if stopped is not None:
                 finished += 1
@@ -742,10 +780,12 @@ class Workspace:
     # -- copies of runs in reach ------------------------------------------------------------
 
     def take_up(self, run_id: str, notebook: str | None = None, trust_file: bool = False) -> bool:
-        """Bring run ``run_id`` into the store from a copy in reach (``notebook``'s file, or what the workspace
-        knows of) when the store does not hold it; whether it did. Only a trusted copy, unless ``trust_file``;
-        :class:`Untrusted` says whose an untrusted one is. One taken up by choice stays marked as such."""
-        if self.store.exists(run_id) or run_id in self._forgotten:
+        """Reconcile run ``run_id`` of the store with the copy in reach (``notebook``'s file, or what the
+        workspace knows of); whether anything was taken from it. A copy that holds more of the run's history is
+        taken up when trusted, unless ``trust_file`` takes an untrusted one anyway (:class:`Untrusted` says
+        whose it is); one taken up by choice stays marked as such. A copy whose history parts from the
+        store's is kept beside it under another id (:attr:`parted` says so)."""
+        if run_id in self._forgotten:
             return False
         copy = self.copy_of(run_id, notebook)
         if copy is None:
@@ -754,11 +794,26 @@ class Workspace:
         provenance = imported.provenance
         if provenance is not None and not provenance.trusted:
             self.taken_up[run_id] = f"taken up from {copy.source} by your choice; it is {provenance.mark}"
-        return True
+        if imported.parted_at is not None:
+            self.parted[run_id] = parted_note(run_id, copy, imported)
+            if imported.branch is not None:
+                self.kept_branch(imported.branch)
+                self.carried[run_id] = [(imported.branch, checkpoint_of(self.read(imported.branch)))]
+        if provenance is not None and run_id in self.runs:
+            self.runs[run_id].reload()  # what the copy added is the run's history now
+        return provenance is not None
 
     def copy_of(self, run_id: str, notebook: str | None) -> Copy | None:
         """The copy of ``run_id`` in reach: here, the one ``notebook``'s file carries."""
         return checkpoints.notebook_copy(Path(notebook), run_id) if notebook else None
+
+    @staticmethod
+    def read_copy(copy: Copy) -> Outcome:
+        """A copy of a run as its journal stands (read only)."""
+        return durable.read_run(copy.run_id, copy.records)
+
+    def kept_branch(self, run_id: str) -> None:
+        """A copy of a run whose history parted from the store's was taken up as run ``run_id``."""
 
     def holds_copy(self, run_id: str) -> bool:
         """Whether a copy in reach holds ``run_id`` (besides the store)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._version import __version__
-from ..durable.records import FORMAT, canonical, kind_of
+from ..durable.records import FORMAT, canonical, chain_digest, kind_of, unsigned_from
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..errors import UserError
@@ -69,15 +69,8 @@ class Checkpoint(NamedTuple):
     seal: seals.Seal | None
 
 
-def _chain(records: list[dict[str, Any]]) -> hashlib._Hash:
-    digest = hashlib.sha256(FORMAT.encode())
-    for record in records:
-        digest = hashlib.sha256(digest.digest() + canonical(record).encode("utf-8"))
-    return digest
-
-
 def _digest(header: dict[str, Any], records: list[dict[str, Any]]) -> str:
-    chained = _chain(records).digest()
+    chained = chain_digest(records)
     return hashlib.sha256(chained + canonical(header).encode("utf-8")).hexdigest()
 
 
@@ -88,9 +81,12 @@ def build(
     compress: bool | None = None,
     signer: seals.Signer | None = None,
 ) -> dict[str, Any]:
-    """An envelope for ``records`` with the given header fields (status, machines, …), sealed by ``signer``.
+    """An envelope for ``records`` with the given header fields (status, machines, …).
 
-    The journal is compressed when it is larger than a few kilobytes, unless ``compress`` says otherwise.
+    Its records carry their own signatures (``sign`` records); only when its last records have none (a run
+    journaled before signatures were, or advanced with no key) is the whole envelope sealed by ``signer``, so
+    a history nobody changed is written byte for byte alike by whoever writes it. The journal is compressed
+    when it is larger than a few kilobytes, unless ``compress`` says otherwise.
     """
     head = {key: header.get(key) for key in HEADER_KEYS if key not in ("format", "package")}
     head = {"format": FORMAT, "package": f"mkl-notebook {__version__}", **head}
@@ -102,7 +98,7 @@ def build(
         journal = {"encoding": "json", "count": len(records), "records": records}
     digest = _digest(head, records)
     built = {**head, "journal": journal, "digest": digest}
-    if signer is not None:
+    if signer is not None and unsigned_from(records) < len(records):
         built["seal"] = signer.seal(digest)
     return built
 
@@ -127,7 +123,7 @@ def outcome_header(outcome: Outcome) -> dict[str, Any]:
 
 
 def checkpoint_of(outcome: Outcome, signer: seals.Signer | None = None) -> dict[str, Any]:
-    """The checkpoint of the run ``outcome`` shows, sealed by ``signer`` when one is given."""
+    """The checkpoint of the run ``outcome`` shows (sealed by ``signer`` where its records are not signed)."""
     return build(outcome_header(outcome), outcome.records, signer=signer)
 
 

@@ -61,6 +61,7 @@ class EmbeddedRun:
     seal: Seal | None = None
     in_metadata: bool = False
     entry_index: int | None = None  # in a batch's output: which row's entry
+    raw: Any = None  # the checkpoint as the file holds it (a JSON object), to carry on unchanged
 
     @property
     def where(self) -> str:
@@ -132,20 +133,47 @@ def _metadata_runs(notebook: dict[str, Any]) -> dict[str, Any]:
     return runs if isinstance(runs, dict) else {}
 
 
-def _checked(data: Any, where: str) -> envelope.Checkpoint:
+def _parsed(data: Any) -> Any:
     if isinstance(data, str):  # some front ends save a JSON mime type as text
         try:
-            data = json.loads(data)
+            return json.loads(data)
         except (ValueError, RecursionError):
-            data = None
-    return envelope.verify_checkpoint(data, where)
+            return None
+    return data
+
+
+def _checked(data: Any, where: str) -> envelope.Checkpoint:
+    return envelope.verify_checkpoint(_parsed(data), where)
 
 
 def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> bool:
     return [canonical(r) for r in longer[: len(shorter)]] == [canonical(r) for r in shorter]
 
 
+_SCANNED: dict[Path, tuple[tuple[int, int, int], tuple[list[EmbeddedRun], list[DamagedRun]]]] = {}
+_SCANS_KEPT = 8  # notebooks whose scan is kept, keyed by their state on disk
+
+
 def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
+    """:func:`scan_file`, read once per state of the file on disk (its inode, size and modification time): a
+    kernel taking up many runs from one notebook reads and checks it once, not once per run."""
+    path = Path(path)  # (as given: the messages name it so)
+    try:
+        status = path.stat()
+    except OSError:
+        return scan_file(path)  # says what is wrong with it
+    state = (status.st_ino, status.st_size, status.st_mtime_ns)
+    kept = _SCANNED.get(path)
+    if kept is not None and kept[0] == state:
+        return list(kept[1][0]), list(kept[1][1])
+    found = scan_file(path)
+    if len(_SCANNED) >= _SCANS_KEPT:
+        _SCANNED.pop(next(iter(_SCANNED)))
+    _SCANNED[path] = (state, found)
+    return list(found[0]), list(found[1])
+
+
+def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
     """Every run checkpoint in a notebook, verified: from its metadata and from its cell outputs.
 
     Of a run's copies the one with the longest journal wins (cells that replay show prefixes of it; the
@@ -165,7 +193,9 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             continue
         run_id = str(header["run_id"])
         if run_id not in found or len(records) >= len(found[run_id].records):
-            found[run_id] = EmbeddedRun(run_id, header, records, cell_index, output_index, seal, False, entry_index)
+            found[run_id] = EmbeddedRun(
+                run_id, header, records, cell_index, output_index, seal, False, entry_index, _parsed(data)
+            )
     for run_id, data in sorted(_metadata_runs(notebook).items()):
         where = f"{path}, metadata run '{run_id}'"
         try:
@@ -189,7 +219,7 @@ def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             continue
         if copy is None or len(records) >= len(copy.records):
             at = (copy.cell_index, copy.output_index) if copy is not None else (None, None)
-            found[run_id] = EmbeddedRun(run_id, header, records, *at, seal, in_metadata=True)
+            found[run_id] = EmbeddedRun(run_id, header, records, *at, seal, in_metadata=True, raw=_parsed(data))
         else:
             found[run_id] = replace(copy, in_metadata=True)
     for (cell_index, output_index, entry_index), data in _referred(notebook):

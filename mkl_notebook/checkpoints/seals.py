@@ -1,9 +1,15 @@
-"""Seals on checkpoints: an Ed25519 signature over an envelope's digest, saying which key made it.
+"""Signatures on a run's history: who appended which records, proved with Ed25519.
 
-The digest chain says a checkpoint is *intact* (nothing in it changed since its digest was
-computed), but anyone can recompute it. A seal says *who*: it is made with a private key
-only its owner holds, over the digest, the key and the name the owner signs as. Whether
-that key is one this person trusts is decided above this layer (``app.trust``).
+The digest chain says a history is *intact* (nothing in it changed since its digest was
+computed), but anyone can recompute it. A signature says *who*: it is made with a private key
+only its owner holds. Whoever advances a run (a kernel, ``mkl``) ends what it appended with a
+``sign`` record: its key, the name its owner signs as, and a signature over the chain digest of
+every record before it, so each stretch of the history verifies as its author's wherever the
+history travels, and a copy that nobody changed keeps its signatures byte for byte.
+
+Checkpoints written before signatures were journaled carry one *seal* over the whole envelope's
+digest instead; it is still read, and still written for a history whose last records no ``sign``
+record covers. Whether a key is one this person trusts is decided above this layer (``app.trust``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +26,14 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from ..durable import records as rec
 from ..errors import UserError
 
 KEY_PREFIX = "ed25519:"
 SEAL_KEYS = ("key", "by", "signature")
 MAX_NAME = 200  # characters of the name a seal signs as
 _CONTEXT = b"mkl-notebook checkpoint seal 1\n"
+_RECORDS_CONTEXT = b"mkl-notebook history signature 1\n"
 
 
 class SealError(UserError, ValueError):
@@ -73,8 +83,13 @@ def _signed_bytes(digest: str, key: str, by: str) -> bytes:
     return _CONTEXT + "\n".join((digest, key, by)).encode("utf-8")
 
 
+def _history_bytes(chain: bytes, key: str, by: str, at: float) -> bytes:
+    return _RECORDS_CONTEXT + "\n".join((chain.hex(), key, by, repr(float(at)))).encode("utf-8")
+
+
 class Signer:
-    """Makes seals with one private key, signing as ``by`` (a person's name)."""
+    """Signs with one private key, as ``by`` (a person's name): the records a run's history gains, and (for a
+    history without such signatures) a whole checkpoint."""
 
     def __init__(self, private: Ed25519PrivateKey, by: str) -> None:
         self._private = private
@@ -84,6 +99,52 @@ class Signer:
     def seal(self, digest: str) -> dict[str, str]:
         signature = self._private.sign(_signed_bytes(digest, self.key, self.by))
         return {"key": self.key, "by": self.by, "signature": base64.b64encode(signature).decode("ascii")}
+
+    def endorse(self, records: Sequence[dict[str, Any]]) -> rec.SignRecord:
+        """The ``sign`` record that ends ``records``: it vouches for those since the previous one."""
+        at = time.time()
+        signature = self._private.sign(_history_bytes(rec.chain_digest(records), self.key, self.by, at))
+        return rec.sign_record(self.key, self.by, base64.b64encode(signature).decode("ascii"), at)
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A stretch of a history, records ``start`` up to ``end`` (not included), and the seal that vouches for it:
+    the ``sign`` record at ``end``, or the checkpoint's whole-envelope seal (``time`` None); ``seal`` None: no
+    one signed it."""
+
+    start: int
+    end: int
+    seal: Seal | None
+    time: float | None = None
+
+
+def _holds(record: dict[str, Any], chain: bytes) -> Seal:
+    key, by, at = str(record.get("key")), str(record.get("by")), record.get("time")
+    try:
+        public = public_key(key)
+        raw = base64.b64decode(str(record.get("sig")), validate=True)
+        public.verify(raw, _history_bytes(chain, key, by, at if isinstance(at, (int, float)) else float("nan")))
+    except (SealError, binascii.Error, ValueError, InvalidSignature):
+        return Seal(key, by, holds=False)
+    return Seal(key, by, holds=True)
+
+
+def signatures(records: Sequence[dict[str, Any]], envelope_seal: Seal | None = None) -> list[Signed]:
+    """Who signed each stretch of ``records``, checked: every ``sign`` record over the history before it, and
+    for the records after the last one, the checkpoint's whole-envelope seal (``envelope_seal``) if it has one."""
+    found: list[Signed] = []
+    chain = rec.chain_start()
+    start = 0
+    for position, record in enumerate(records):
+        if rec.is_sign(record):
+            at = record.get("time")
+            found.append(Signed(start, position, _holds(record, chain), at if isinstance(at, (int, float)) else None))
+            start = position + 1
+        chain = rec.chain_step(chain, record)
+    if start < len(records):
+        found.append(Signed(start, len(records), envelope_seal))
+    return found
 
 
 def read(block: Any, digest: str) -> Seal:

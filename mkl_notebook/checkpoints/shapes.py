@@ -204,6 +204,15 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "failed": _text,
         },
     ),
+    "sign": (
+        frozenset({"key", "by", "sig"}),
+        {
+            "key": lambda v: isinstance(v, str) and len(v) <= 100,
+            "by": lambda v: isinstance(v, str) and len(v) <= 200,
+            "sig": lambda v: isinstance(v, str) and len(v) <= 200,
+            "time": _number,
+        },
+    ),
 }
 
 

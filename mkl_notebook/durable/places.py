@@ -59,7 +59,10 @@ def segments(records: Sequence[Mapping[str, Any]]) -> list[Segment]:
     found: list[Segment] = []
     start = 0
     for position, record in enumerate(records):
-        if rec.is_ending(record):
+        if rec.is_sign(record) and found and start == position:
+            found[-1] = found[-1]._replace(end=position + 1)  # the signature of the advance that just ended
+            start = position + 1
+        elif rec.is_ending(record):
             tagged = record.get("place")
             place: Mapping[str, Any] = tagged if isinstance(tagged, dict) else {}
             cell = place.get("cell") if isinstance(place.get("cell"), str) else None

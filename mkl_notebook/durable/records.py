@@ -14,6 +14,8 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
 - ``resume``: budgets raised for the next advance.
 - ``resolve``: a person settled a tool call left in doubt.
 - ``rerun``: the run was started again with a changed setup.
+- ``sign``: whoever appended the records since the previous ``sign`` (or the start) vouches for
+  them: their key, the name they sign as, and a signature over the history up to here.
 
 Every record a journal gets is built here. The keys are those the journals already on
 disk use, so old stores and notebooks read and replay unchanged.
@@ -21,6 +23,7 @@ disk use, so old stores and notebooks read and replay unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -188,6 +191,16 @@ class RerunRecord(_RerunKeys, total=False):
     options: dict[str, Any]
 
 
+class SignRecord(TypedDict):
+    """The signature of whoever appended the records since the previous one (see :mod:`checkpoints.seals`)."""
+
+    t: Literal["sign"]
+    key: str  # ed25519:BASE64
+    by: str  # the name the key's owner signs as
+    sig: str  # base64 Ed25519 signature over the chain digest of every record before this one
+    time: float
+
+
 Record = (
     StartRecord
     | AnswerRecord
@@ -199,6 +212,7 @@ Record = (
     | ResumeRecord
     | ResolveRecord
     | RerunRecord
+    | SignRecord
 )
 ENDINGS = ("suspend", "finish")  # the kinds that end an advance
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
@@ -235,6 +249,24 @@ def _text_keys(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_text_keys(item) for item in value]
     return value
+
+
+def chain_start() -> bytes:
+    """The digest a journal's chain begins with (before its first record)."""
+    return hashlib.sha256(FORMAT.encode()).digest()
+
+
+def chain_step(digest: bytes, record: Any) -> bytes:
+    """The chain digest after ``record``, given the one before it: each record's place in its history."""
+    return hashlib.sha256(digest + canonical(record).encode("utf-8")).digest()
+
+
+def chain_digest(records: Iterable[Any]) -> bytes:
+    """The chain digest of a whole journal: a change of any record, or of their order, changes it."""
+    digest = chain_start()
+    for record in records:
+        digest = chain_step(digest, record)
+    return digest
 
 
 # -- builders -------------------------------------------------------------------------------
@@ -372,6 +404,12 @@ def reply_record(
         record["question"] = question
     record["time"] = time.time()
     return record
+
+
+def sign_record(key: str, by: str, signature: str, at: float) -> SignRecord:
+    """The signature of whoever appended the records since the previous ``sign`` record (built by a signer,
+    :meth:`checkpoints.seals.Signer.endorse`, over the chain digest of every record before it)."""
+    return {"t": "sign", "key": key, "by": by, "sig": signature, "time": at}
 
 
 def resume_record(
@@ -604,6 +642,19 @@ def kind_of(record: Mapping[str, Any]) -> str | None:
 def is_ending(record: Mapping[str, Any]) -> bool:
     """Whether ``record`` ends an advance of the run (a ``suspend`` or ``finish``)."""
     return kind_of(record) in ENDINGS
+
+
+def is_sign(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is a signature (it vouches for the records before it and changes nothing in the run)."""
+    return kind_of(record) == "sign"
+
+
+def unsigned_from(records: Sequence[Mapping[str, Any]]) -> int:
+    """Where the records no ``sign`` record vouches for begin (``len(records)``: every one is signed)."""
+    for position in range(len(records) - 1, -1, -1):
+        if is_sign(records[position]):
+            return position + 1
+    return 0
 
 
 def replies(records: Iterable[Mapping[str, Any]]) -> list[ReplyRecord]:

@@ -29,6 +29,9 @@ from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
 
 Observer = Callable[[str, dict[str, Any]], None]
+# Whoever advances a run signs what the advance appended: given the journal as it stands, the ``sign`` record
+# that ends it (see ``checkpoints.seals.Signer.endorse``).
+Endorse = Callable[[list[dict[str, Any]]], Any]
 
 
 class RunStateError(UserError, ValueError):
@@ -134,6 +137,7 @@ def advance(
     before: Callable[[JournalIndex], Preparation] | None = None,
     place: rec.PlaceTag | None = None,
     known: Mapping[str, Machine] | None = None,
+    endorse: Endorse | None = None,
 ) -> Outcome:
     """Run ``run_id`` from the top against its journal, asking ``oracle`` only for what is missing.
 
@@ -141,11 +145,20 @@ def advance(
     which machines to run with (see :class:`Preparation`). ``registry`` holds machines that replace the
     pinned ones of the same name (the edited machines a ``before`` recorded a re-run of). ``known`` holds
     machines already loaded (the files as they are now, those defined in a notebook): a pinned machine with
-    the same hash is taken from there instead of being parsed again from its pinned source.
+    the same hash is taken from there instead of being parsed again from its pinned source. ``endorse``
+    signs what the advance appended.
     """
     with store.lease(run_id):
         return _advance_leased(
-            store, run_id, oracle, registry=registry, observer=observer, before=before, place=place, known=known
+            store,
+            run_id,
+            oracle,
+            registry=registry,
+            observer=observer,
+            before=before,
+            place=place,
+            known=known,
+            endorse=endorse,
         )
 
 
@@ -172,6 +185,7 @@ def _advance_leased(
     place: rec.PlaceTag | None = None,
     known: Mapping[str, Machine] | None = None,
     records: list[dict[str, Any]] | None = None,
+    endorse: Endorse | None = None,
 ) -> Outcome:
     """:func:`advance` for a caller that already holds the run's lease (and may hand over the journal it
     just wrote, ``records``, so that it is not read back)."""
@@ -197,6 +211,10 @@ def _advance_leased(
         # A pure replay that ends as before leaves the journal untouched.
         store.append_ending(run_id, closing, RunStatus(result.status, result.error, result.at))
         records = records + store.read(run_id, since=len(records))  # what this advance added, as it reads back
+    if endorse is not None and rec.unsigned_from(records) < len(records):
+        # What this advance appended, or what one cut off before its signature left (or an older version wrote).
+        store.append(run_id, endorse(records))
+        records = records + store.read(run_id, since=len(records))
     replayed = _replayed_steps(result, replay_oracle)
     return Outcome(run_id, result, calls, doubt, records, replayed_steps=replayed, machines=machines)
 
@@ -355,6 +373,7 @@ def start(
     origin: Mapping[str, Any] | None = None,
     place: Place | None = None,
     retry: bool = False,
+    endorse: Endorse | None = None,
 ) -> Outcome:
     """Start a run, or re-run an existing one of that id from its journal (replaying what is unchanged).
 
@@ -396,6 +415,7 @@ def start(
             before=before,
             place=places.tag(place, request),
             records=records,
+            endorse=endorse,
         )
 
 
@@ -501,6 +521,7 @@ def resume_journal(
     observer: Observer | None = None,
     place: rec.PlaceTag | None = None,
     known: Mapping[str, Machine] | None = None,
+    endorse: Endorse | None = None,
     **asked: Any,
 ) -> Outcome:
     """Continue a suspended (or in-doubt) run: record what :func:`resume_records` says for ``asked`` (a reply,
@@ -514,6 +535,7 @@ def resume_journal(
         before=lambda index: Preparation(resume_records(run_id, index, registry=registry, **asked)),
         place=place,
         known=known,
+        endorse=endorse,
     )
 
 
@@ -527,6 +549,19 @@ def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[di
     state = rec.run_state(records)
     store.set_status(run_id, state.status, state.error, state.at)
     return run_id
+
+
+def extend_run(store: RunStore, run_id: str, held: int, records: list[dict[str, Any]]) -> None:
+    """Append ``records[held:]`` to run ``run_id``, whose journal holds the first ``held`` of them: a copy that
+    goes on past it, taken up. Refused when the journal changed meanwhile (it no longer ends where it did)."""
+    with store.lease(run_id):
+        now = store.read(run_id)
+        if len(now) != held or [rec.canonical(r) for r in now] != [rec.canonical(r) for r in records[:held]]:
+            raise RunStateError(f"run '{run_id}' changed while a copy that goes on past it was being taken up")
+        for record in records[held:]:
+            store.append(run_id, record)
+    state = rec.run_state(records)
+    store.set_status(run_id, state.status, state.error, state.at)
 
 
 def plan_run(store: RunStore, run_id: str, registry: Mapping[str, Machine] | None = None) -> Plan:

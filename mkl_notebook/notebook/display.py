@@ -22,6 +22,7 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
+from ..app.checkpoints import CHECKPOINT_MIME, referring
 from ..app.handle import what_happened
 from ..app.status import answered_place, cell_answers, form_place, run_output
 from ..app.terms import Machine, Outcome, Signer
@@ -176,7 +177,15 @@ class RunView:
         found = problem.found
         ask = found.shown if found is not None and found.waits_for_reply else None
         where = "in an unknown state" if found is None else views.status_phrase(found.status, found.error, found.at)
-        banner = views.untrusted_bundle(problem.run_id, problem.source, problem.provenance.mark, where, ask)
+        provenance = problem.provenance
+        trust = None
+        if provenance.key is not None and provenance.by is not None:
+            trust = views.trust_key_command(provenance.key, provenance.by)
+        banner = views.untrusted_bundle(
+            problem.run_id, problem.source, provenance.mark, where, ask, added=problem.added, trust=trust
+        )
+        if problem.checkpoint is not None:  # the outputs this replaces may have held the file's only copy
+            self._carry(problem.run_id, problem.checkpoint)
         choice = TakeUpChoice(banner, choices)
         self.choice: TakeUpChoice | None = choice
         self.current_form = None
@@ -209,6 +218,9 @@ class RunView:
             self.top.update(top, raw=True)
         if run.set_aside:  # said once, by the view of the cell that made the run anew
             self.note, run.set_aside = run.set_aside, None
+        carried, run.carried = run.carried, []
+        for carried_id, checkpoint in carried:
+            self._carry(carried_id, checkpoint)
         self._draw_view(run.id, outcome, question_above=asking)
         if machine is not None:
             kind = {"suspended": "pending", "halt": "halted", "in_doubt": "halted"}.get(result.status)
@@ -224,6 +236,14 @@ class RunView:
             session = run.workspace
             if isinstance(session, NotebookSession):
                 session.follow(run.id, self._went_on)
+
+    def _carry(self, run_id: str, checkpoint: dict[str, Any]) -> None:
+        """An output that keeps another run a copy in reach held (the file's run set aside, a history that
+        parted), unchanged, so that the saved notebook still carries it where no extension writes metadata."""
+        bundle = {CHECKPOINT_MIME: checkpoint, "text/plain": f"(run '{run_id}' as the notebook held it, kept)"}
+        if self.link is not None and self.link.linked and self.link.held(run_id) is not None:
+            bundle = referring(bundle)  # the metadata keeps it
+        display(bundle, raw=True)
 
     def _draw_view(self, run_id: str, outcome: Outcome, *, question_above: bool) -> None:
         bundle = run_output(

@@ -22,7 +22,7 @@ from traitlets import Unicode, observe
 from ..app.errors import USER_ERRORS, Superseded
 from ..app.listing import waiting_questions
 from ..app.terms import TIERS, Machine
-from ..app.trust import Untrusted
+from ..app.trust import Untrusted, key_fingerprint
 from ..render import views
 from ..render.batch_views import batch_answered_bundle, batch_waiting_bundle
 from ..render.diagram import diagram_bundle
@@ -170,7 +170,18 @@ class MklMagics(Magics):
                 run = self.session.start(name, **asked)
         except Untrusted as problem:
             choices = [("Take up the file's run", lambda: again(trust_file=True))]
-            view.untrusted(problem, [*choices, ("Run it here afresh", lambda: again(fresh=True))])
+            key, by = problem.provenance.key, problem.provenance.by
+            if key is not None and by is not None:  # signed by a key unknown here: the one step that trusts it
+
+                def trust_and_take_up(key: str = key, by: str = by) -> None:
+                    self.session.trust_key(key, by)
+                    again()
+
+                label = "".join(char for char in by if char.isprintable())[:30]
+                choices.insert(0, (f"Trust {label}'s key {key_fingerprint(key)} and take it up", trust_and_take_up))
+            if problem.added is None:  # the store holds none of it: a run of this cell's own may begin beside it
+                choices.append(("Run it here as a new run", lambda: again(anew=True)))
+            view.untrusted(problem, choices)
             return None
         self.present(run, view)
         return run

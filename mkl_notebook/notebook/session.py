@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..app.checkpoints import Copy, cell_order, checked_copy, notebook_copy, notebook_run_ids
+from ..app.checkpoints import Copy, cell_order, checked_copy, checkpoint_of, notebook_copy, notebook_run_ids
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
@@ -165,6 +165,11 @@ class NotebookSession(Workspace):
 
     def holds_copy(self, run_id: str) -> bool:
         return self.link.held(run_id) is not None
+
+    def kept_branch(self, run_id: str) -> None:
+        """A history of a run that parted from this store's was taken up as run ``run_id``: the notebook's
+        metadata keeps it under that id too, so the file carries both when its copy of the first is replaced."""
+        self.link.put(run_id, checkpoint_of(self.read(run_id)))  # (before the store's copy replaces the file's)
 
     def carried_runs(self) -> set[str]:
         """The runs the notebook carries, as the extension handed them over or as its file holds them."""

@@ -91,27 +91,45 @@ def waiting_text(run_id: str, result: RunResult, notebook: str | None = None) ->
     return "\n".join(lines)
 
 
-def untrusted_bundle(run_id: str, source: str, mark: str, found: str, ask: str | None) -> dict[str, str]:
+def untrusted_bundle(
+    run_id: str,
+    source: str,
+    mark: str,
+    found: str,
+    ask: str | None,
+    *,
+    added: str | None = None,
+    trust: str | None = None,
+) -> dict[str, str]:
     """What stands where a run would show when the notebook's copy of it is not trusted: whose it is, how
-    the file shows it (its question behind that mark), and how to take it up."""
-    commands = [f"%mkl run … --trust-file  (or %mkl resume {run_id} --trust-file)", trust_command(source)]
+    the file shows it (its question behind that mark), what it adds past the copy held here (``added``), and
+    how to take it up (``trust``: the command that trusts its signer's key)."""
+    commands = [*([trust] if trust else []), f"%mkl run … --trust-file  (or %mkl resume {run_id} --trust-file)"]
+    if trust is None:
+        commands.append(trust_command(source))
     asked = f" The file says it asks: “{ask}”." if ask else ""
+    what = f"is {mark}"
+    if added is not None:
+        what = f"goes on past the copy you hold ({added}), and that is {mark}"
     text = "\n".join(
         [
-            f"NOT TRUSTED: run {run_id} in {source} is {mark}.",
+            f"NOT TRUSTED: run {run_id} in {source} {what}.",
             "What it shows may not be what its machine's author wrote, and nothing of it runs here until you "
             f"choose to take it up. As the file shows it, the run is {found}.{asked}",
-            "Take it up once with the button, or:",
+            "Take it up with a button, or:",
             *(f"  {command}" for command in commands),
         ]
     )
     listed = "".join(f"<li>{_code(command)}</li>" for command in commands)
     asked_html = f" The file says it asks: “{_e(ask)}”." if ask else ""
+    what_html = f"is <em>{_e(mark)}</em>"
+    if added is not None:
+        what_html = f"goes on past the copy you hold ({_e(added)}), and that is <em>{_e(mark)}</em>"
     page = (
-        f"<section><p><strong>Not trusted:</strong> run {_code(run_id)} in {_code(source)} is "
-        f"<em>{_e(mark)}</em>.</p><p>What it shows may not be what its machine's author wrote, and nothing "
+        f"<section><p><strong>Not trusted:</strong> run {_code(run_id)} in {_code(source)} {what_html}.</p>"
+        "<p>What it shows may not be what its machine's author wrote, and nothing "
         f"of it runs here until you choose to take it up. As the file shows it, the run is {_e(found)}."
-        f"{asked_html}</p><p>Take it up once with the button, or:</p><ul>{listed}</ul></section>"
+        f"{asked_html}</p><p>Take it up with a button, or:</p><ul>{listed}</ul></section>"
     )
     return {"text/plain": text, "text/html": page}
 

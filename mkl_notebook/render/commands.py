@@ -61,6 +61,12 @@ def trust_command(source: str) -> str:
     return f"{PROGRAM} trust {shlex.quote(source)}"
 
 
+def trust_key_command(key: str, name: str) -> str:
+    """``mkl trust`` for one key, under the name its signatures claim (printable characters only)."""
+    shown = "".join(char for char in name if char.isprintable())[:60] or "NAME"
+    return f"{PROGRAM} trust {shlex.quote(key)} --name {shlex.quote(shown)}"
+
+
 def reply_command(base: str, question: str, reply_to: str | None) -> str:
     """``base`` (a resume command) answering ``question``: at the path the run waits on, or as a plain reply."""
     target = f"--set {reply_to}=…" if reply_to else "--reply …"

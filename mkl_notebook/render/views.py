@@ -36,7 +36,7 @@ from .cards import (
     waiting_html,
     waiting_text,
 )
-from .commands import UNKNOWN_NOTEBOOK, continue_commands
+from .commands import UNKNOWN_NOTEBOOK, continue_commands, trust_key_command
 from .common import (
     FIRST_ROWS,
     LAST_ROWS,
@@ -140,6 +140,7 @@ __all__ = [
     "trace_table_html",
     "trace_table_text",
     "traced_answers",
+    "trust_key_command",
     "untrusted_bundle",
     "visits_table_html",
     "visits_table_text",

@@ -1,0 +1,253 @@
+"""A run has one history wherever its notebook goes: copies that extend it are taken up, copies that part
+are both kept, and every answer is signed by whoever gave it.
+
+Two people, two Jupyter data folders (each with their own signing key) and two folders (each with its own
+run store): Alice runs a notebook whose run waits at gate A and sends the file to Bob; Bob answers gate A;
+the file comes back. Executed headless as JupyterLab would (nbclient, the kernel knowing its path).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from lab_client import run_all
+
+from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.seals import signatures
+from mkl_notebook.durable.stores import SQLiteStore
+
+from support import mkl_cli
+
+TWO_GATES = """\
+mklang: "0.4"
+machine: twogates
+entry: draft
+budget: 10
+result: final
+states:
+  draft:
+    structure: A short reply.
+    prompt: "Write the reply"
+    output: draft
+    gates:
+      - { when: the draft is ready, escalate: true, to: review, ask: "Gate A: approve the draft?", reply_to: a.answer }
+      - { when: otherwise, then: ok, to: review }
+  review:
+    structure: The reviewed reply.
+    prompt: "Review {{draft}} given {{a.answer}}"
+    output: reviewed
+    gates:
+      - { when: the review is ready, escalate: true, to: send, ask: "Gate B: send it?", reply_to: b.answer }
+      - { when: otherwise, then: ok, to: send }
+  send:
+    structure: Final.
+    prompt: "Send out {{reviewed}} after {{b.answer}}"
+    output: final
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+SCRIPT = {
+    "llm": {
+        "produce": {"Write the reply": "Dear customer.", "Review": "Reviewed.", "Send out": "Sent."},
+        "judge": [0],
+    }
+}
+GATE_A = "Gate A: approve the draft?"
+GATE_B = "Gate B: send it?"
+FORM_MIME = nbfile.FORM_MIME
+RUN_MIME = "application/vnd.mkl.run+json"
+
+
+class Person:
+    """Someone with their own Jupyter data folder (their key) and their own folder (their run store)."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.name = name
+        self.data = root / f"{name}-jupyter"
+        self.folder = root / name
+        self.folder.mkdir(parents=True)
+        (self.folder / "twogates.script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+        self.env = {"JUPYTER_DATA_DIR": str(self.data), "JUPYTERHUB_USER": name}
+
+    @property
+    def notebook(self) -> Path:
+        return self.folder / "flow.ipynb"
+
+    def mkl(self, *args: str) -> tuple[int, dict[str, Any], str, str]:
+        return mkl_cli(self.folder, *args, env=self.env)
+
+    def key(self) -> str:
+        code, _, out, err = self.mkl("trust")
+        assert code == 0, err
+        return out.split()[6]  # "your key: xxxx xxxx xxxx xxxx  ed25519:…"
+
+    def trusts(self, other: Person) -> None:
+        code, _, _, err = self.mkl("trust", other.key(), "--name", other.name)
+        assert code == 0, err
+
+    def run_all(self) -> nbformat.NotebookNode:
+        return run_all(self.notebook, env=self.env)
+
+    def store(self) -> SQLiteStore:
+        return SQLiteStore(self.folder / ".mkl" / "runs.sqlite")
+
+    def receive(self, sender: Person) -> None:
+        shutil.copy(sender.notebook, self.notebook)
+
+    def answer(self, gate: str, value: str) -> dict[str, Any]:
+        """Answer the question the notebook file's run waits on, from the command line."""
+        code, listing, _, err = self.mkl("runs", self.notebook.name)
+        assert code == 0, err
+        [listed] = listing["runs"]
+        question = listed["question_id"]
+        code, status, _, err = self.mkl(
+            "resume", self.notebook.name, "--run", "r", "--question", question,
+            "--set", f"{gate}.answer={value}", "--script", "twogates.script.json",
+        )  # fmt: skip
+        assert code in (0, 3), err
+        return status
+
+
+def _notebook(path: Path) -> None:
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + TWO_GATES),
+        nbformat.v4.new_code_cell("%mkl run twogates --id r --hitl --script twogates.script.json"),
+    ]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+
+
+def _texts(nb: Any) -> str:
+    return "\n".join(
+        "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+        for cell in nb.cells
+        for output in cell.get("outputs", [])
+    )
+
+
+def _forms(nb: Any) -> list[dict[str, Any]]:
+    return [o["data"][FORM_MIME] for c in nb.cells for o in c.get("outputs", []) if FORM_MIME in o.get("data", {})]
+
+
+def _carried(nb: Any) -> list[dict[str, Any]]:
+    """The checkpoints the notebook's outputs carry (where no extension keeps them in its metadata)."""
+    return [o["data"][RUN_MIME] for c in nb.cells for o in c.get("outputs", []) if RUN_MIME in o.get("data", {})]
+
+
+def _answers(records: list[dict[str, Any]]) -> list[str]:
+    return [json.dumps(record, sort_keys=True) for record in records if record["t"] == "answer"]
+
+
+@pytest.fixture
+def returned(tmp_path: Path) -> tuple[Person, Person]:
+    """Alice's run waits at gate A; Bob, who trusts her key, answers it in his copy of her file; the file comes
+    back to Alice, whose store still holds the run waiting at gate A."""
+    alice, bob = Person(tmp_path, "alice"), Person(tmp_path, "bob")
+    _notebook(alice.notebook)
+    ran = alice.run_all()
+    assert GATE_A in _texts(ran) and len(_forms(ran)) == 1
+    bob.receive(alice)
+    bob.trusts(alice)
+    assert bob.answer("a", "approve")["ask"] == GATE_B
+    alice.receive(bob)
+    return alice, bob
+
+
+def test_alice_takes_up_bobs_answer_once_she_trusts_his_key_and_is_asked_gate_b(
+    returned: tuple[Person, Person],
+) -> None:
+    alice, bob = returned
+    [carried] = nbfile.embedded_runs(alice.notebook)
+    assert [s.seal.by if s.seal else None for s in signatures(carried.records)] == ["alice", "bob"]
+    alice.trusts(bob)
+
+    ran = alice.run_all()
+    text = _texts(ran)
+    assert GATE_B in text and "NOT TRUSTED" not in text
+    [form] = _forms(ran)  # one question is asked, and it is gate B's
+    held = alice.store().read("r")
+    assert [r["value"] for r in held if r["t"] == "reply"] == ["approve"]
+    assert [r.get("by") for r in held if r["t"] == "reply"] == ["bob"]
+    assert form["question_id"] and GATE_A not in json.dumps(form)
+    assert _answers(held) == _answers(carried.records)  # taken up with no call: every answer is the file's
+    assert held == nbfile.find_run(alice.notebook, "r").records  # the file and the store hold one history
+
+
+@pytest.mark.parametrize("where", ["metadata and outputs", "outputs only"])
+def test_bobs_answer_signed_by_a_key_alice_does_not_know_is_shown_not_used(
+    returned: tuple[Person, Person], where: str
+) -> None:
+    alice, bob = returned
+    before = alice.store().read("r")
+    if where == "outputs only":  # as a tool that drops custom metadata leaves it: the outputs hold the only copy
+        saved = nbformat.read(alice.notebook, as_version=4)
+        del saved.metadata["mkl"]
+        nbformat.write(saved, alice.notebook)
+
+    ran = alice.run_all()
+    text = _texts(ran)
+    assert "NOT TRUSTED: run r in flow.ipynb goes on past the copy you hold (answered 'approve' by 'bob')" in text
+    assert f"mkl trust {bob.key()} --name bob" in text  # the one step that trusts him
+    assert _forms(ran) == []  # gate A is not asked again: no live form anywhere
+    assert alice.store().read("r") == before  # nothing of Bob's was taken, nothing ran
+    carried = nbfile.find_run(alice.notebook, "r")  # and the file still carries Bob's answer
+    assert [r["value"] for r in carried.records if r["t"] == "reply"] == ["approve"]
+
+    alice.trusts(bob)  # the step the view named: the next Run All takes it up
+    assert GATE_B in _texts(alice.run_all())
+    assert [r["value"] for r in alice.store().read("r") if r["t"] == "reply"] == ["approve"]
+
+
+def test_a_history_nobody_changed_is_written_byte_for_byte_by_whoever_runs_it(returned: tuple[Person, Person]) -> None:
+    alice, bob = returned
+    alice.trusts(bob)
+    first = _carried(alice.run_all())
+    assert first and all("seal" not in checkpoint for checkpoint in first)  # no seal of the writer's own
+    bob.receive(alice)
+    bob.trusts(alice)
+    again = _carried(bob.run_all())  # Bob's Restart & Run All of the run as Alice left it: nothing changes
+    assert json.dumps(again) == json.dumps(first)  # signatures and all, as Alice wrote them
+
+
+def test_two_people_answering_gate_a_differently_keep_both_histories(tmp_path: Path) -> None:
+    alice, bob = Person(tmp_path, "alice"), Person(tmp_path, "bob")
+    _notebook(alice.notebook)
+    alice.run_all()
+    bob.receive(alice)
+    bob.trusts(alice)
+    alice.trusts(bob)
+    assert alice.answer("a", "approve")["ask"] == GATE_B  # in her own copy
+    assert bob.answer("a", "reject")["ask"] == GATE_B  # in his
+
+    shutil.copy(bob.notebook, alice.folder / "from-bob.ipynb")
+    code, _, _, err = alice.mkl("resume", "from-bob.ipynb", "--run", "r", "--reply", "x")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "holds another history of run 'r', which parts from this one after record" in err
+    assert "answered 'reject' by 'bob'" in err and "Nothing was resumed" in err
+    branch = err.split("Both are kept: that one as run '")[1].split("'")[0]
+    assert branch.startswith("r:bob-")
+    mine, theirs = alice.store().read("r"), alice.store().read(branch)
+    assert [r["value"] for r in mine if r["t"] == "reply"] == ["approve"]
+    assert [r["value"] for r in theirs if r["t"] == "reply"] == ["reject"]
+    assert theirs == nbfile.find_run(alice.folder / "from-bob.ipynb", "r").records  # as Bob's file has it
+
+    code, listing, _, err = alice.mkl("runs")
+    assert code == 0, err
+    assert {run["run"] for run in listing["runs"]} >= {"r", branch}  # listed side by side
+    for run_id in ("r", branch):  # and each goes on
+        code, status, _, err = alice.mkl(
+            "resume", "--id", run_id, "--set", "b.answer=yes", "--question",
+            _question(alice, run_id), "--script", "twogates.script.json",
+        )  # fmt: skip
+        assert (code, status["status"]) == (0, "done"), err
+
+
+def _question(person: Person, run_id: str) -> str:
+    code, listing, _, err = person.mkl("runs")
+    assert code == 0, err
+    return str(next(run["question_id"] for run in listing["runs"] if run["run"] == run_id))
