@@ -184,15 +184,17 @@ def test_bobs_answer_signed_by_a_key_alice_does_not_know_is_shown_not_used(
 ) -> None:
     alice, bob = returned
     before = alice.store().read("r")
+    saved = nbformat.read(alice.notebook, as_version=4)
     if where == "outputs only":  # as a tool that drops custom metadata leaves it: the outputs hold the only copy
-        saved = nbformat.read(alice.notebook, as_version=4)
         del saved.metadata["mkl"]
-        nbformat.write(saved, alice.notebook)
+    saved.cells.append(nbformat.v4.new_code_cell("%mkl pending"))  # what waits for Alice? Not gate A.
+    nbformat.write(saved, alice.notebook)
 
     ran = alice.run_all()
     text = _texts(ran)
     assert "NOT TRUSTED: run r in flow.ipynb goes on past the copy you hold (answered 'approve' by 'bob')" in text
     assert f"mkl trust {bob.key()} --name bob" in text  # the one step that trusts him
+    assert text.count("goes on past the copy you hold") == 2  # the run cell, and %mkl pending
     assert _forms(ran) == []  # gate A is not asked again: no live form anywhere
     assert alice.store().read("r") == before  # nothing of Bob's was taken, nothing ran
     carried = nbfile.find_run(alice.notebook, "r")  # and the file still carries Bob's answer

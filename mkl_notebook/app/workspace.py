@@ -438,12 +438,12 @@ class Workspace:
         (scripted answers) serves the calls it still has to make; ``trust_file`` takes it up from a notebook
         file even when its checkpoint is not trusted."""
         run_id = run_id if trust_file else self.own_runs.get(run_id, run_id)
+        self.take_up(run_id, notebook, trust_file)
         if run_id in self.runs:
             handle = self.runs[run_id]
             if script is not None:
                 handle.oracle = self.oracle(script)
             return handle
-        self.take_up(run_id, notebook, trust_file)
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)  # nor here, nor in a file in reach
         handle = self.new_handle(run_id, "", self.oracle(script))
@@ -657,21 +657,21 @@ class Workspace:
         return durable.plan_run(self.store, run_id, dict(self.machines) or None)
 
     def waiting(self) -> tuple[list[Run], list[Untrusted]]:
-        """The runs that wait for a person now, as their journals stand (this store's, and those the copies in
-        reach carry that the store lacks, when trusted), and the waiting copies not taken up because no key
-        this person trusts sealed them (each says whose it is)."""
+        """The runs that wait for a person now, as their journals stand (this store's, reconciled with the copies
+        in reach: what a trusted copy holds past the store's history is taken up first), and the copies not
+        taken up because no key this person trusts signed them (each says whose it is)."""
         untrusted: list[Untrusted] = []
-        for run_id in dict.fromkeys(self.carried_waiting()):
-            if self.store.exists(run_id):
-                continue
+        waiting_here = {summary.run_id for summary in self.store.runs() if summary.status == "suspended"}
+        for run_id in dict.fromkeys([*self.carried_waiting(), *sorted(waiting_here & self.carried_runs())]):
             try:
-                self.take_up(run_id, None)
+                self.take_up(run_id, None)  # a copy may hold what answered it since
             except Untrusted as problem:
                 untrusted.append(problem)
         found = []
+        held_back = {problem.run_id for problem in untrusted if problem.added is not None}
         for summary in self.store.runs():
-            if summary.status != "suspended":
-                continue
+            if summary.status != "suspended" or summary.run_id in held_back:
+                continue  # (a copy in reach answered it, by a key not trusted yet: it is not asked again here)
             handle = self.runs.get(summary.run_id)
             if handle is None:
                 handle = self.get_run(summary.run_id)

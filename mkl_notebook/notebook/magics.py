@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import html
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -169,22 +169,28 @@ class MklMagics(Magics):
             with _running(view):
                 run = self.session.start(name, **asked)
         except Untrusted as problem:
-            choices = [("Take up the file's run", lambda: again(trust_file=True))]
-            key, by = problem.provenance.key, problem.provenance.by
-            if key is not None and by is not None:  # signed by a key unknown here: the one step that trusts it
-
-                def trust_and_take_up(key: str = key, by: str = by) -> None:
-                    self.session.trust_key(key, by)
-                    again()
-
-                label = "".join(char for char in by if char.isprintable())[:30]
-                choices.insert(0, (f"Trust {label}'s key {key_fingerprint(key)} and take it up", trust_and_take_up))
+            choices = self._take_up_choices(problem, again)
             if problem.added is None:  # the store holds none of it: a run of this cell's own may begin beside it
                 choices.append(("Run it here as a new run", lambda: again(anew=True)))
             view.untrusted(problem, choices)
             return None
         self.present(run, view)
         return run
+
+    def _take_up_choices(self, problem: Untrusted, again: Callable[..., None]) -> list[tuple[str, Callable[[], None]]]:
+        """The buttons of a run a file holds that is not trusted: trust its signer's key (the one step the
+        view names), or take it up this once; each then runs ``again`` (with ``trust_file`` for the latter)."""
+        choices = [("Take up the file's run", lambda: again(trust_file=True))]
+        key, by = problem.provenance.key, problem.provenance.by
+        if key is not None and by is not None:  # signed by a key unknown here
+
+            def trust_and_take_up(key: str = key, by: str = by) -> None:
+                self.session.trust_key(key, by)
+                again()
+
+            label = "".join(char for char in by if char.isprintable())[:30]
+            choices.insert(0, (f"Trust {label}'s key {key_fingerprint(key)} and take it up", trust_and_take_up))
+        return choices
 
     def _view(self, run_id: str, machine: Machine | None) -> RunView:
         """The outputs of a run in the executing cell, which its forms' replies will belong to."""
@@ -367,13 +373,13 @@ class MklMagics(Magics):
         for problem in untrusted:  # someone else's: shown with whose it is; taken up only by a click
             view = self._view(problem.run_id, None)
 
-            def take_up(run_id: str = problem.run_id, view: RunView = view) -> None:
-                run = self.session.get_run(run_id, trust_file=True)
+            def take_up(run_id: str = problem.run_id, view: RunView = view, trust_file: bool = False) -> None:
+                run = self.session.get_run(run_id, trust_file=trust_file)
                 assert isinstance(run, NotebookRun)
                 view.machine = run.machine
                 self.present(run, view)
 
-            view.untrusted(problem, [("Take up the file's run", take_up)])
+            view.untrusted(problem, self._take_up_choices(problem, take_up))
 
     # -- machines ------------------------------------------------------------------------------
 
