@@ -134,8 +134,9 @@ def test_a_damaged_metadata_copy_is_refused_not_passed_over(waiting: Path, tmp_p
     assert code == 1 and "r  damaged checkpoint in metadata: not used" in out
 
 
-def test_copies_that_went_different_ways_are_both_refused(waiting: Path, tmp_path: Path) -> None:
-    """The output says one history, the metadata another (two people's edits merged by git, say)."""
+def test_copies_that_went_different_ways_are_both_kept_and_each_resumes(waiting: Path, tmp_path: Path) -> None:
+    """The output says one history, the metadata another (two people's edits merged by git, say): neither is
+    dropped. The metadata's keeps the run's id, the output's is listed beside it under an id of its own."""
     path = _copy(waiting, tmp_path / "work")
     question = _listed(path.parent, path.name)["question_id"]
     _approve(path.parent, path.name, question, "--set", "refund_approval=approve")
@@ -144,11 +145,24 @@ def test_copies_that_went_different_ways_are_both_refused(waiting: Path, tmp_pat
     data = json.loads(path.read_text(encoding="utf-8"))
     data["metadata"]["mkl"]["runs"]["r"] = json.loads(other.read_text(encoding="utf-8"))["metadata"]["mkl"]["runs"]["r"]
     path.write_text(json.dumps(data), encoding="utf-8")
-    code, _listing, out, _ = mkl_cli(path.parent, "runs", path.name)
-    assert code == 1
-    assert "has a different history in its metadata than in cell 3; neither is used" in out
-    code, _, _, err = mkl_cli(path.parent, "resume", path.name, "--run", "r", "--reply", "approve")
-    assert code == 2 and "neither is used" in err
+    code, listing, out, err = mkl_cli(path.parent, "runs", path.name)
+    assert code == 0 and "damaged" not in out, out + err
+    listed = {run["run"]: run for run in listing["runs"]}
+    [branch] = [run_id for run_id in listed if run_id != "r"]
+    assert branch.startswith("r:") and set(listed) == {"r", branch}
+    assert [a["value"] for a in listed["r"]["answers"]] == ["no, not like this"]  # the metadata's
+    assert [a["value"] for a in listed[branch]["answers"]] == ["approve"]  # the output's, beside it
+    assert listed[branch]["ask"] == SECOND  # the approved one waits on its second question
+    for run_id in [run_id for run_id, run in listed.items() if run.get("question_id")]:
+        code, listing, _, err = mkl_cli(path.parent, "runs", path.name)
+        pending = next(run for run in listing["runs"] if run["run"] == run_id)["question_id"]
+        code, status, _, err = mkl_cli(
+            path.parent, "resume", path.name, "--run", run_id, "--question", pending, "--reply", "approve",
+            "--script", "refund.script.yaml",
+        )  # fmt: skip
+        assert code in (0, 3) and status["run"] == run_id, err
+    final = {run.run_id: run for run in nbfile.embedded_runs(path)}
+    assert set(final) == {"r", branch}  # the file carries both, each gone on
 
 
 def test_a_metadata_copy_for_another_run_id_is_refused(waiting: Path, tmp_path: Path) -> None:

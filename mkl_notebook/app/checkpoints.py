@@ -18,7 +18,7 @@ from ..checkpoints.seals import Seal, Signer, key_fingerprint, signatures
 from ..durable import runs as durable
 from ..durable.errors import StoreError
 from ..durable.leases import file_lease
-from ..durable.records import canonical, chain_digest, replies, run_state
+from ..durable.records import canonical, replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
@@ -127,7 +127,7 @@ def _reconciled(store: RunStore, copy: Copy, keyring: Keyring, trust_file: bool)
             raise Untrusted(run_id, copy.source, provenance, run_state(copy.records), added)
         durable.extend_run(store, run_id, shared, copy.records)
         return Imported(run_id, provenance)
-    branch = branch_id(run_id, copy.records, shared)
+    branch = nbfile.branch_id(run_id, copy.records, shared)
     if not provenance.trusted and not trust_file:
         added = added_answers(copy.records[shared:])
         problem = Untrusted(branch, copy.source, provenance, run_state(copy.records), added)
@@ -166,17 +166,6 @@ def common_prefix(held: list[dict[str, Any]], given: list[dict[str, Any]]) -> in
             break
         shared += 1
     return shared
-
-
-def branch_id(run_id: str, records: list[dict[str, Any]], shared: int) -> str:
-    """The id a copy that parts from the store's history at record ``shared`` is kept under: the run's id, who
-    signed what the copy goes on with, and a digest of it (the same copy gets the same id on every machine)."""
-    stretches = [s for s in signatures(records) if s.end >= shared and s.seal is not None]
-    by = stretches[0].seal.by if stretches and stretches[0].seal is not None else "unsigned"
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", by).strip("-.")[:16] or "someone"
-    digest = chain_digest(records[: shared + 1]).hex()[:6]
-    suffix = f":{name}-{digest}"
-    return run_id[: 80 - len(suffix)] + suffix
 
 
 def own_run_id(run_id: str, signer: Signer | None) -> str:

@@ -12,6 +12,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -19,12 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..durable.records import canonical
+from ..durable.records import canonical, chain_digest
 from ..errors import UserError
 from ..lang import files
 from . import envelope
 from .envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE, EnvelopeError
-from .seals import Seal
+from .seals import Seal, signatures
 
 TEMP_SUFFIX = ".mkl-tmp"
 LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same notebook
@@ -177,8 +178,9 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
     """Every run checkpoint in a notebook, verified: from its metadata and from its cell outputs.
 
     Of a run's copies the one with the longest journal wins (cells that replay show prefixes of it; the
-    last output on a tie, the metadata copy over an output of the same length). Copies that went different
-    ways are refused, naming both. An output that only refers to the metadata's copy (written with the
+    last output on a tie, the metadata copy over an output of the same length). Copies whose histories part
+    are both kept: the metadata's (else the longer) under the run's id, the other under :func:`branch_id`. An
+    output that only refers to the metadata's copy (written with the
     JupyterLab extension) names where the run is shown; a reference the metadata cannot answer is reported.
     """
     notebook = read_json(path)
@@ -192,10 +194,14 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             damaged.append(DamagedRun(claimed if isinstance(claimed, str) else None, str(exc), cell_index))
             continue
         run_id = str(header["run_id"])
-        if run_id not in found or len(records) >= len(found[run_id].records):
-            found[run_id] = EmbeddedRun(
-                run_id, header, records, cell_index, output_index, seal, False, entry_index, _parsed(data)
-            )
+        run = EmbeddedRun(run_id, header, records, cell_index, output_index, seal, False, entry_index, _parsed(data))
+        held = found.get(run_id)
+        if held is not None and not (_extends(records, held.records) or _extends(held.records, records)):
+            _keep_apart(found, held if len(held.records) < len(records) else run)  # two histories: both kept
+            if len(held.records) >= len(records):
+                continue
+        if held is None or len(records) >= len(held.records):
+            found[run_id] = run
     for run_id, data in sorted(_metadata_runs(notebook).items()):
         where = f"{path}, metadata run '{run_id}'"
         try:
@@ -207,16 +213,8 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
             continue
         copy = found.get(run_id)
         if copy is not None and not (_extends(records, copy.records) or _extends(copy.records, records)):
-            damaged.append(
-                DamagedRun(
-                    run_id,
-                    f"{path}: run '{run_id}' has a different history in its metadata than in {copy.where}; "
-                    "neither is used",
-                    None,
-                )
-            )
-            del found[run_id]
-            continue
+            _keep_apart(found, copy)  # the metadata's keeps the id (an extension wrote it last): both are kept
+            copy = None
         if copy is None or len(records) >= len(copy.records):
             at = (copy.cell_index, copy.output_index) if copy is not None else (None, None)
             found[run_id] = EmbeddedRun(run_id, header, records, *at, seal, in_metadata=True, raw=_parsed(data))
@@ -253,6 +251,32 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
         elif copy.cell_index is None or (cell_index, output_index) > (copy.cell_index, copy.output_index or 0):
             found[run_id] = replace(copy, cell_index=cell_index, output_index=output_index, entry_index=entry_index)
     return list(found.values()), damaged
+
+
+def _keep_apart(found: dict[str, EmbeddedRun], run: EmbeddedRun) -> None:
+    """Keep ``run``, a copy whose history parts from another copy of its run in the same notebook, under the id
+    :func:`branch_id` derives for it (the other keeps the run's id)."""
+    other = found[run.run_id]
+    shared = 0
+    for mine, theirs in zip(run.records, other.records, strict=False):
+        if canonical(mine) != canonical(theirs):
+            break
+        shared += 1
+    branch = branch_id(run.run_id, run.records, shared)
+    found[branch] = replace(run, run_id=branch, header={**run.header, "run_id": branch}, raw=None)
+    if found[run.run_id] is run:
+        del found[run.run_id]
+
+
+def branch_id(run_id: str, records: list[dict[str, Any]], shared: int) -> str:
+    """The id a copy of run ``run_id`` whose history parts from another's at record ``shared`` is kept under:
+    the run's id, who signed what it goes on with, and a digest of it (the same copy gets the same id on every
+    machine)."""
+    stretches = [s for s in signatures(records) if s.end >= shared and s.seal is not None]
+    by = stretches[0].seal.by if stretches and stretches[0].seal is not None else "unsigned"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", by).strip("-.")[:16] or "someone"
+    suffix = f":{name}-{chain_digest(records[: shared + 1]).hex()[:6]}"
+    return run_id[: 80 - len(suffix)] + suffix
 
 
 def embedded_runs(path: str | Path) -> list[EmbeddedRun]:
