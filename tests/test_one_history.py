@@ -9,7 +9,10 @@ the file comes back. Executed headless as JupyterLab would (nbclient, the kernel
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +256,42 @@ def _question(person: Person, run_id: str) -> str:
     code, listing, _, err = person.mkl("runs")
     assert code == 0, err
     return str(next(run["question_id"] for run in listing["runs"] if run["run"] == run_id))
+
+
+def _nbconvert_inplace(person: Person) -> nbformat.NotebookNode:
+    """``jupyter nbconvert --to notebook --execute --inplace``, as a person types it in their folder: the client
+    names neither the notebook nor its cells to the kernel."""
+    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace"]
+    completed = subprocess.run(
+        [*command, person.notebook.name],
+        cwd=person.folder,
+        env={**os.environ, **person.env},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return nbformat.read(person.notebook, as_version=4)
+
+
+def test_nbconvert_inplace_twice_without_the_store_takes_the_run_up_and_it_goes_on(tmp_path: Path) -> None:
+    alice = Person(tmp_path, "alice")
+    _notebook(alice.notebook)
+    assert GATE_A in _texts(_nbconvert_inplace(alice))
+    assert alice.answer("a", "approve")["ask"] == GATE_B  # written into the file's metadata and outputs
+    carried = nbfile.find_run(alice.notebook, "r")
+    shutil.rmtree(alice.folder / ".mkl")  # another machine, or a clean checkout: no run store
+
+    ran = _nbconvert_inplace(alice)
+    assert GATE_B in _texts(ran)
+    held = alice.store().read("r")
+    assert held == carried.records  # taken up as the file had it: no call made, nothing re-run
+    code, listing, out, err = alice.mkl("runs", alice.notebook.name)
+    assert code == 0 and "damaged" not in out, out + err
+    [listed] = listing["runs"]
+    assert listed["ask"] == GATE_B
+    assert _texts(_nbconvert_inplace(alice)) == _texts(ran)  # and again: the same
+
+    done = alice.answer("b", "yes")
+    assert done["status"] == "done" and done["calls"]["replayed"] >= 2

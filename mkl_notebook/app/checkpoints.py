@@ -354,6 +354,34 @@ def seals_in(path: Path) -> list[Seal]:
     return list(keys.values())
 
 
+MAX_NOTEBOOKS_LOOKED_AT = 100  # notebooks in a kernel's folder read to find the one it executes
+
+
+def notebooks_running(code: str, folder: Path) -> list[Path]:
+    """The notebooks in ``folder`` with a code cell whose source is ``code`` (what a kernel executes now), oldest
+    first: how a kernel finds its notebook when the client does not say (nbclient, papermill, nbconvert)."""
+    found = []
+    for path in sorted(folder.glob("*.ipynb"))[:MAX_NOTEBOOKS_LOOKED_AT]:
+        try:
+            if any(source == code for _, source in nbfile.code_cells(path)):
+                found.append((path.stat().st_mtime_ns, path))
+        except (nbfile.NotebookFileError, OSError):
+            continue
+    return [path for _, path in sorted(found)]
+
+
+def cell_running(code: str, notebook: Path, after: int) -> tuple[int, str] | None:
+    """The position and id of the code cell of ``notebook`` whose source is ``code``: the first such below
+    position ``after`` (cells execute top to bottom), else the first; None when none is."""
+    try:
+        cells = nbfile.code_cells(notebook)
+    except nbfile.NotebookFileError:
+        return None
+    matches = [(position, cell) for position, (cell, source) in enumerate(cells) if source == code]
+    later = [match for match in matches if match[0] > after]
+    return (later or matches)[0] if matches else None
+
+
 def cell_order(notebook: Path | None) -> list[str]:
     """The ids of a saved notebook's cells, in order (none when the file is unknown or unreadable)."""
     if notebook is None:

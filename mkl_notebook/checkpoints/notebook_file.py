@@ -338,6 +338,19 @@ def cell_ids(path: str | Path) -> list[str]:
     return [cell["id"] for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str)]
 
 
+def code_cells(path: str | Path) -> list[tuple[str, str]]:
+    """The id and source of each code cell of a notebook, top to bottom (cells without an id are left out)."""
+    found = []
+    for cell in read_json(path).get("cells") or []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or not isinstance(cell.get("id"), str):
+            continue
+        source = cell.get("source")
+        text = "".join(source) if isinstance(source, list) else source
+        if isinstance(text, str):
+            found.append((cell["id"], text))
+    return found
+
+
 def _jupyter_data(bundle: dict[str, Any]) -> dict[str, Any]:
     return {
         mime: _lines(value) if isinstance(value, str) and mime.startswith("text/") else value

@@ -448,18 +448,23 @@ def _progress_bar(description: str, total: int) -> Any:
     return tqdm(total=total, desc=description, unit="row", display=False)
 
 
-def _executing_cell(shell: Any) -> tuple[str, str] | None:
-    """The notebook cell the kernel executes now (JupyterLab names it in the request's metadata), and
-    the request's id; None outside a cell's execution (a form's click, a plain IPython shell)."""
+def _executing_cell(shell: Any, session: NotebookSession) -> tuple[str, str] | None:
+    """The notebook cell the kernel executes now (JupyterLab names it in the request's metadata; for clients
+    that do not, the session finds it by its source), and the request's id; None outside a cell's execution (a
+    form's click, a plain IPython shell)."""
     kernel = getattr(shell, "kernel", None)
     parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
     if not isinstance(parent, dict):
         return None
     header, metadata = parent.get("header") or {}, parent.get("metadata") or {}
-    cell = metadata.get("cellId")
-    if header.get("msg_type") != "execute_request" or not isinstance(cell, str) or not cell:
+    if header.get("msg_type") != "execute_request":
         return None
-    return cell, str(header.get("msg_id") or "")
+    execution = str(header.get("msg_id") or "")
+    cell = metadata.get("cellId")
+    if not isinstance(cell, str) or not cell:
+        code = (parent.get("content") or {}).get("code")
+        cell = session.cell_for(code, execution) if isinstance(code, str) and code.strip() else None
+    return (cell, execution) if cell else None
 
 
 def load_magics(shell: Any) -> MklMagics:
@@ -467,7 +472,7 @@ def load_magics(shell: Any) -> MklMagics:
     metadata (when the mkl-notebook JupyterLab extension is there)."""
     session = current_session()
     session.user_ns = shell.user_ns
-    session.current_cell = lambda: _executing_cell(shell)
+    session.current_cell = lambda: _executing_cell(shell, session)
     magics = MklMagics(shell, session)
     shell.register_magics(magics)
     session.link.open()

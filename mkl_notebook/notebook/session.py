@@ -15,7 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..app.checkpoints import Copy, cell_order, checked_copy, checkpoint_of, notebook_copy, notebook_run_ids
+from ..app.checkpoints import (
+    Copy,
+    cell_order,
+    cell_running,
+    checked_copy,
+    checkpoint_of,
+    notebook_copy,
+    notebook_run_ids,
+    notebooks_running,
+)
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
@@ -64,6 +73,9 @@ class NotebookSession(Workspace):
         # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
         self._followers: dict[str, list[Callable[[NotebookRun], bool]]] = {}
         self._followers_lock = threading.Lock()
+        self._found_notebook: Path | None = None  # the notebook this kernel runs, found by its cells' sources
+        self._cell_position = -1  # of the last cell found by its source: the next one executing is below it
+        self._cell_found: tuple[str | None, str | None] = (None, None)  # execution -> the cell found for it
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -95,7 +107,27 @@ class NotebookSession(Workspace):
                 path = Path(candidate).expanduser()
                 if path.is_file():
                     return path
-        return None
+        found = self._found_notebook
+        return found if found is not None and found.is_file() else None
+
+    def cell_for(self, code: str, execution: str) -> str | None:
+        """The id of the notebook cell executing ``code`` when the client does not name it (nbclient, papermill,
+        nbconvert send no cell id): found by its source in the notebook this kernel runs, which is itself found,
+        when no client says which it is, as the one in the kernel's folder holding that source (the oldest of
+        several: papermill's input, not the output it is writing)."""
+        if self._cell_found[0] == execution:
+            return self._cell_found[1]
+        path = self.notebook_path()
+        if path is None:
+            running = notebooks_running(code, Path.cwd())
+            if not running:
+                return None
+            path = self._found_notebook = running[0].resolve()
+        hit = cell_running(code, path, self._cell_position)
+        if hit is not None:
+            self._cell_position = hit[0]
+        self._cell_found = (execution, hit[1] if hit is not None else None)
+        return self._cell_found[1]
 
     def _cells_from_here(self) -> list[str]:
         """The executing cell and every cell below it in the saved notebook (just it, when the file is unknown)."""
