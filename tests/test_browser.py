@@ -29,8 +29,9 @@ import yaml
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
 from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
+from mkl_notebook.checkpoints.seals import signatures
 
-from support import store_rows
+from support import mkl_cli, store_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -713,3 +714,64 @@ def test_a_streamed_answer_is_seen_half_written_in_jupyterlab(jupyter_lab: tuple
         expect(outputs.locator("blockquote pre")).to_have_count(0)  # the live text gave way to the run
         expect(outputs).not_to_contain_text("running —")
         run_cell.screenshot(path=str(ARTIFACTS / "streaming-2-run-cell-done.png"))
+
+
+def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back_to_alice(
+    jupyter_lab: tuple[str, Path], tmp_path: Path
+) -> None:
+    """Two people, two Jupyter data folders, two stores. Alice's run waits at gate A (her kernel, headless);
+    Bob, the person of this JupyterLab, opens her file, approves gate A with a click and saves; the file goes
+    back to Alice. Knowing Bob's key, her notebook takes his answer up and asks gate B; not knowing it, it shows
+    what Bob answered and the step that trusts him, and no form for gate A."""
+    from lab_client import run_all
+    from playwright.sync_api import expect
+    from test_one_history import GATE_A, GATE_B, Person, _forms, _notebook, _texts
+
+    base, root = jupyter_lab
+    bob_data = root.parent / "jupyter_data_dir"  # the data folder this JupyterLab's kernels sign with
+    alice = Person(tmp_path / "people", "alice")
+    _notebook(alice.notebook)
+    assert GATE_A in _texts(alice.run_all())
+    shutil.copy(alice.notebook, root / "flow.ipynb")
+    shutil.copy(alice.folder / "twogates.script.json", root / "twogates.script.json")
+    bobs_cli = {"JUPYTER_DATA_DIR": str(bob_data), "JUPYTERHUB_USER": "bob"}
+    code, _, out, err = mkl_cli(root, "trust", alice.key(), "--name", "alice", env=bobs_cli)
+    assert code == 0, err
+    code, _, out, err = mkl_cli(root, "trust", env=bobs_cli)
+    bobs_key = out.split()[6]
+
+    with _browser_page() as page:
+        try:
+            _open_and_run_all(page, base, "flow.ipynb")
+            run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id r'))")
+            expect(run_cell.locator(f".jp-OutputArea-output:has-text('{GATE_A}')").first).to_be_visible(timeout=90_000)
+            run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])").click()
+            expect(run_cell.locator(f".jp-OutputArea-output:has-text('{GATE_B}')").first).to_be_visible(timeout=60_000)
+            _save_once_outputs_refer(page, root / "flow.ipynb")
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "round-trip-bob.png"), full_page=True)
+
+    returned = nbfile.find_run(root / "flow.ipynb", "r")
+    [reply] = [(n, r) for n, r in enumerate(returned.records) if r["t"] == "reply"]
+    assert reply[1]["value"] == "approve" and reply[1]["via"] == "form"
+    [signed] = [s for s in signatures(returned.records) if s.start <= reply[0] < s.end]
+    assert signed.seal is not None and signed.seal.holds and signed.seal.key == bobs_key  # Bob's answer, his key
+    answered = f"answered 'approve' by {reply[1]['by']!r}"
+    for trusted in (False, True):
+        shutil.copy(root / "flow.ipynb", alice.notebook)
+        if trusted:
+            code, _, _, err = alice.mkl("trust", bobs_key, "--name", "bob")
+            assert code == 0, err
+        ran = run_all(alice.notebook, env=alice.env)
+        text = _texts(ran)
+        if not trusted:
+            assert f"goes on past the copy you hold ({answered})" in text
+            assert f"mkl trust {bobs_key} --name {signed.seal.by}" in text
+            assert _forms(ran) == []  # gate A is not asked again
+        else:
+            assert GATE_B in text and "NOT TRUSTED" not in text
+            [form] = _forms(ran)
+            code, listing, _, err = alice.mkl("runs", alice.notebook.name)
+            assert (listing["runs"][0]["ask"], listing["runs"][0]["question_id"]) == (GATE_B, form["question_id"])
+            held = alice.store().read("r")
+            assert [r for r in held if r["t"] == "reply"] == [reply[1]]  # Bob's answer, taken up as he gave it

@@ -295,3 +295,66 @@ def test_nbconvert_inplace_twice_without_the_store_takes_the_run_up_and_it_goes_
 
     done = alice.answer("b", "yes")
     assert done["status"] == "done" and done["calls"]["replayed"] >= 2
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    who = ["-c", "user.name=someone", "-c", "user.email=someone@example.org", "-c", "init.defaultBranch=main"]
+    return subprocess.run(["git", *who, *args], cwd=folder, capture_output=True, text=True, check=False)
+
+
+def test_two_people_approving_different_runs_merge_with_nbdime_and_both_go_on(tmp_path: Path) -> None:
+    alice, bob = Person(tmp_path, "alice"), Person(tmp_path, "bob")
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + TWO_GATES),
+        nbformat.v4.new_code_cell("%mkl run twogates --id r1 --hitl --script twogates.script.json"),
+        nbformat.v4.new_code_cell("%mkl run twogates --id r2 --hitl --script twogates.script.json"),
+    ]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), alice.notebook)
+    ran = alice.run_all()
+    # Saved as JupyterLab saves it with the mkl-notebook extension: the metadata keeps each run's checkpoint.
+    ran.metadata["mkl"] = {"runs": {run.run_id: run.raw for run in nbfile.embedded_runs(alice.notebook)}}
+    nbformat.write(ran, alice.notebook)
+    assert _git(alice.folder, "init").returncode == 0
+    _git(alice.folder, "add", "flow.ipynb", "twogates.script.json")
+    assert _git(alice.folder, "commit", "-m", "two runs wait").returncode == 0
+    shutil.rmtree(bob.folder)
+    assert _git(tmp_path, "clone", str(alice.folder), str(bob.folder)).returncode == 0
+    bob.trusts(alice)
+    alice.trusts(bob)
+
+    for person, run_id, value in ((alice, "r1", "approve"), (bob, "r2", "approve too")):
+        code, status, _, err = person.mkl(
+            "resume", "flow.ipynb", "--run", run_id, "--question", _waiting(person, run_id),
+            "--set", f"a.answer={value}", "--script", "twogates.script.json",
+        )  # fmt: skip
+        assert code == 3 and status["ask"] == GATE_B, err
+        assert _git(person.folder, "commit", "-am", f"{person.name} answers {run_id}").returncode == 0
+
+    driver = f"{Path(sys.executable).parent / 'git-nbmergedriver'} merge %O %A %B %L %P"
+    _git(alice.folder, "config", "merge.jupyternotebook.driver", driver)
+    (alice.folder / ".git" / "info" / "attributes").write_text("*.ipynb merge=jupyternotebook\n", encoding="utf-8")
+    merged = _git(alice.folder, "pull", "--no-rebase", "--no-edit", str(bob.folder), "main")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    text = alice.notebook.read_text(encoding="utf-8")
+    assert "<<<<<<<" not in text and ">>>>>>>" not in text
+    nbformat.validate(nbformat.reads(text, as_version=4))
+    runs, damaged = nbfile.scan(alice.notebook)
+    assert damaged == [] and sorted(run.run_id for run in runs) == ["r1", "r2"]
+    replies = {run.run_id: [r["value"] for r in run.records if r["t"] == "reply"] for run in runs}
+    assert replies == {"r1": ["approve"], "r2": ["approve too"]}  # each person's answer, both in one file
+    signed = {run.run_id: [s.seal.by for s in signatures(run.records) if s.seal and s.seal.holds] for run in runs}
+    assert signed == {"r1": ["alice", "alice"], "r2": ["alice", "bob"]}  # and each still verifies as theirs
+
+    for run_id in ("r1", "r2"):  # both go on
+        code, status, _, err = alice.mkl(
+            "resume", "flow.ipynb", "--run", run_id, "--question", _waiting(alice, run_id),
+            "--set", "b.answer=yes", "--script", "twogates.script.json",
+        )  # fmt: skip
+        assert (code, status["status"]) == (0, "done"), err
+
+
+def _waiting(person: Person, run_id: str) -> str:
+    code, listing, _, err = person.mkl("runs", person.notebook.name)
+    assert code == 0, err
+    return str(next(run["question_id"] for run in listing["runs"] if run["run"] == run_id))
