@@ -18,7 +18,7 @@ from ..checkpoints.seals import Seal, Signer, key_fingerprint, signatures
 from ..durable import runs as durable
 from ..durable.errors import StoreError
 from ..durable.leases import file_lease
-from ..durable.records import canonical, replies, run_state
+from ..durable.records import common_prefix, replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
@@ -156,16 +156,6 @@ def _pick_one(run_id: str, imported: Imported, store: RunStore) -> str:
         f"Nothing was resumed: go on with either, `{resume_command(run_id, store=place)} …` (this store's) "
         f"or `{resume_command(imported.branch, store=place)} …` (the file's)."
     )
-
-
-def common_prefix(held: list[dict[str, Any]], given: list[dict[str, Any]]) -> int:
-    """How many leading records two copies of a history share."""
-    shared = 0
-    for mine, theirs in zip(held, given, strict=False):
-        if mine != theirs and canonical(mine) != canonical(theirs):
-            break
-        shared += 1
-    return shared
 
 
 def own_run_id(run_id: str, signer: Signer | None) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..durable.records import canonical, chain_digest
+from ..durable.records import chain_digest, common_prefix
 from ..errors import UserError
 from ..lang import files
 from . import envelope
@@ -148,7 +148,7 @@ def _checked(data: Any, where: str) -> envelope.Checkpoint:
 
 
 def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> bool:
-    return [canonical(r) for r in longer[: len(shorter)]] == [canonical(r) for r in shorter]
+    return len(longer) >= len(shorter) and common_prefix(longer, shorter) == len(shorter)
 
 
 _SCANNED: dict[Path, tuple[tuple[int, int, int], tuple[list[EmbeddedRun], list[DamagedRun]]]] = {}
@@ -256,13 +256,7 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
 def _keep_apart(found: dict[str, EmbeddedRun], run: EmbeddedRun) -> None:
     """Keep ``run``, a copy whose history parts from another copy of its run in the same notebook, under the id
     :func:`branch_id` derives for it (the other keeps the run's id)."""
-    other = found[run.run_id]
-    shared = 0
-    for mine, theirs in zip(run.records, other.records, strict=False):
-        if canonical(mine) != canonical(theirs):
-            break
-        shared += 1
-    branch = branch_id(run.run_id, run.records, shared)
+    branch = branch_id(run.run_id, run.records, common_prefix(run.records, found[run.run_id].records))
     found[branch] = replace(run, run_id=branch, header={**run.header, "run_id": branch}, raw=None)
     if found[run.run_id] is run:
         del found[run.run_id]

@@ -251,6 +251,17 @@ def _text_keys(value: Any) -> Any:
     return value
 
 
+def common_prefix(held: Sequence[Mapping[str, Any]], given: Sequence[Mapping[str, Any]]) -> int:
+    """How many leading records two copies of a history share (as JSON: a copy read back from a file or a
+    store is the same record)."""
+    shared = 0
+    for mine, theirs in zip(held, given, strict=False):
+        if mine != theirs and canonical(mine) != canonical(theirs):
+            break
+        shared += 1
+    return shared
+
+
 def chain_start() -> bytes:
     """The digest a journal's chain begins with (before its first record)."""
     return hashlib.sha256(FORMAT.encode()).digest()

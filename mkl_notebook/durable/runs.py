@@ -556,7 +556,7 @@ def extend_run(store: RunStore, run_id: str, held: int, records: list[dict[str, 
     goes on past it, taken up. Refused when the journal changed meanwhile (it no longer ends where it did)."""
     with store.lease(run_id):
         now = store.read(run_id)
-        if len(now) != held or [rec.canonical(r) for r in now] != [rec.canonical(r) for r in records[:held]]:
+        if len(now) != held or rec.common_prefix(now, records) != held:
             raise RunStateError(f"run '{run_id}' changed while a copy that goes on past it was being taken up")
         for record in records[held:]:
             store.append(run_id, record)
