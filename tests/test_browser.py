@@ -73,13 +73,9 @@ def _get_json(url: str) -> object:
         return json.loads(response.read())
 
 
-@pytest.fixture
-def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    root = tmp_path / "lab"
-    root.mkdir()
-    for tutorial in (ROOT / "notebooks").glob("0*.ipynb"):
-        shutil.copy(tutorial, root / tutorial.name)
-    shutil.copytree(ROOT / "notebooks" / "data", root / "data", ignore=shutil.ignore_patterns(".mkl"))
+def _lab_env(folder: Path) -> dict[str, str]:
+    """The environment of one person's JupyterLab: Jupyter's config, data (their signing key), runtime and
+    settings folders of their own under ``folder``, no model configured, autosave and news off."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
     for name in (
         "JUPYTER_CONFIG_DIR",
@@ -89,22 +85,23 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         "JUPYTERLAB_WORKSPACES_DIR",
         "IPYTHONDIR",
     ):
-        folder = tmp_path / name.lower()
-        folder.mkdir()
-        env[name] = str(folder)
-    settings = tmp_path / "jupyterlab_settings_dir" / "@jupyterlab" / "docmanager-extension"
+        env[name] = str(folder / name.lower())
+        Path(env[name]).mkdir(parents=True)
+    settings = folder / "jupyterlab_settings_dir" / "@jupyterlab" / "docmanager-extension"
     settings.mkdir(parents=True)
     (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
-    notices = tmp_path / "jupyterlab_settings_dir" / "@jupyterlab" / "apputils-extension"
+    notices = folder / "jupyterlab_settings_dir" / "@jupyterlab" / "apputils-extension"
     notices.mkdir(parents=True)
     (notices / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for tutorial in sorted(root.glob("0*.ipynb")):  # this person trusts the tutorials' author (their key)
-        command = [sys.executable, "-m", "mkl_notebook.cli", "trust", str(tutorial), "--name", "tutorials"]
-        trusted = subprocess.run(command, env=env, check=False, capture_output=True, text=True)
-        assert trusted.returncode == 0 or "carries no run checkpoint" in trusted.stderr, trusted.stderr
+    return env
+
+
+@contextlib.contextmanager
+def _serve(root: Path, env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """A JupyterLab serving ``root`` with ``env``, until the block ends: its address."""
     port = _free_port()
-    log = open(tmp_path / "jupyter.log", "w")  # noqa: SIM115 - closed below
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
         [
             sys.executable,
@@ -137,9 +134,9 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((tmp_path / "jupyter.log").read_text()[-3000:]) from None
+                    raise RuntimeError(log_path.read_text()[-3000:]) from None
                 time.sleep(0.3)
-        yield base, root
+        yield base
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -147,6 +144,22 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture
+def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    root = tmp_path / "lab"
+    root.mkdir()
+    for tutorial in (ROOT / "notebooks").glob("0*.ipynb"):
+        shutil.copy(tutorial, root / tutorial.name)
+    shutil.copytree(ROOT / "notebooks" / "data", root / "data", ignore=shutil.ignore_patterns(".mkl"))
+    env = _lab_env(tmp_path)
+    for tutorial in sorted(root.glob("0*.ipynb")):  # this person trusts the tutorials' author (their key)
+        command = [sys.executable, "-m", "mkl_notebook.cli", "trust", str(tutorial), "--name", "tutorials"]
+        trusted = subprocess.run(command, env=env, check=False, capture_output=True, text=True)
+        assert trusted.returncode == 0 or "carries no run checkpoint" in trusted.stderr, trusted.stderr
+    with _serve(root, env, tmp_path / "jupyter.log") as base:
+        yield base, root
 
 
 def _kernel_ready(base: str) -> bool:
@@ -719,17 +732,20 @@ def test_a_streamed_answer_is_seen_half_written_in_jupyterlab(jupyter_lab: tuple
 def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back_to_alice(
     jupyter_lab: tuple[str, Path], tmp_path: Path
 ) -> None:
-    """Two people, two Jupyter data folders, two stores. Alice's run waits at gate A (her kernel, headless);
-    Bob, the person of this JupyterLab, opens her file, approves gate A with a click and saves; the file goes
-    back to Alice. Knowing Bob's key, her notebook takes his answer up and asks gate B; not knowing it, it shows
-    what Bob answered and the step that trusts him, and no form for gate A."""
+    """Two people, two JupyterLabs (each with their own Jupyter data folder: their key) and two stores. Alice's
+    run waits at gate A; Bob, the person of the first JupyterLab, opens her file, approves gate A with a click
+    and saves; the file goes back to Alice. Not knowing Bob's key, her notebook shows what Bob answered and the
+    step that trusts him, and no form for gate A (headless); knowing it, her own JupyterLab takes his answer up
+    and shows the form for gate B, and none for gate A."""
     from lab_client import run_all
     from playwright.sync_api import expect
     from test_one_history import GATE_A, GATE_B, Person, _forms, _notebook, _texts
 
     base, root = jupyter_lab
     bob_data = root.parent / "jupyter_data_dir"  # the data folder this JupyterLab's kernels sign with
+    alices_lab = _lab_env(tmp_path / "alice-lab")
     alice = Person(tmp_path / "people", "alice")
+    alice.env["JUPYTER_DATA_DIR"] = alices_lab["JUPYTER_DATA_DIR"]  # one key for her kernels and her `mkl`
     _notebook(alice.notebook)
     assert GATE_A in _texts(alice.run_all())
     shutil.copy(alice.notebook, root / "flow.ipynb")
@@ -757,21 +773,32 @@ def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back
     [signed] = [s for s in signatures(returned.records) if s.start <= reply[0] < s.end]
     assert signed.seal is not None and signed.seal.holds and signed.seal.key == bobs_key  # Bob's answer, his key
     answered = f"answered 'approve' by {reply[1]['by']!r}"
-    for trusted in (False, True):
-        shutil.copy(root / "flow.ipynb", alice.notebook)
-        if trusted:
-            code, _, _, err = alice.mkl("trust", bobs_key, "--name", "bob")
-            assert code == 0, err
-        ran = run_all(alice.notebook, env=alice.env)
-        text = _texts(ran)
-        if not trusted:
-            assert f"goes on past the copy you hold ({answered})" in text
-            assert f"mkl trust {bobs_key} --name {signed.seal.by}" in text
-            assert _forms(ran) == []  # gate A is not asked again
-        else:
-            assert GATE_B in text and "NOT TRUSTED" not in text
-            [form] = _forms(ran)
-            code, listing, _, err = alice.mkl("runs", alice.notebook.name)
-            assert (listing["runs"][0]["ask"], listing["runs"][0]["question_id"]) == (GATE_B, form["question_id"])
-            held = alice.store().read("r")
-            assert [r for r in held if r["t"] == "reply"] == [reply[1]]  # Bob's answer, taken up as he gave it
+
+    shutil.copy(root / "flow.ipynb", alice.notebook)  # back to Alice, who does not know Bob's key yet
+    ran = run_all(alice.notebook, env=alice.env)
+    text = _texts(ran)
+    assert f"goes on past the copy you hold ({answered})" in text
+    assert f"mkl trust {bobs_key} --name {signed.seal.by}" in text
+    assert _forms(ran) == []  # gate A is not asked again
+
+    shutil.copy(root / "flow.ipynb", alice.notebook)  # the file as Bob saved it, opened in her JupyterLab
+    code, _, _, err = alice.mkl("trust", bobs_key, "--name", "bob")
+    assert code == 0, err
+    with _serve(alice.folder, alices_lab, tmp_path / "alice-jupyter.log") as alices, _browser_page() as page:
+        try:
+            _open_and_run_all(page, alices, "flow.ipynb")
+            run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id r'))")
+            expect(run_cell.locator(f".jp-OutputArea-output:has-text('{GATE_B}')").first).to_be_visible(timeout=90_000)
+            _wait_until_run(page, alices, alice.notebook)
+            expect(run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(1)
+            expect(page.locator(f".jp-OutputArea-output:has-text('{GATE_A}') button.jupyter-button")).to_have_count(0)
+            expect(page.locator(".jp-OutputArea-output:has-text('NOT TRUSTED')")).to_have_count(0)
+            _save(page)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "round-trip-alice.png"), full_page=True)
+    held = alice.store().read("r")
+    assert [r for r in held if r["t"] == "reply"] == [reply[1]]  # Bob's answer, taken up as he gave it
+    code, listing, _, err = alice.mkl("runs", alice.notebook.name)
+    [listed] = listing["runs"]
+    assert listed["ask"] == GATE_B and listed["trusted"] is True, err
+    assert listed["made_by"].startswith("made by you, bob (trusted key ")  # who signed each stretch

@@ -358,3 +358,29 @@ def _waiting(person: Person, run_id: str) -> str:
     code, listing, _, err = person.mkl("runs", person.notebook.name)
     assert code == 0, err
     return str(next(run["question_id"] for run in listing["runs"] if run["run"] == run_id))
+
+
+def test_a_notebook_whose_copy_parts_from_the_kernels_run_shows_both_and_carries_both(tmp_path: Path) -> None:
+    alice, bob = Person(tmp_path, "alice"), Person(tmp_path, "bob")
+    _notebook(alice.notebook)
+    alice.run_all()
+    bob.receive(alice)
+    bob.trusts(alice)
+    alice.trusts(bob)
+    assert bob.answer("a", "reject")["ask"] == GATE_B  # Bob's answer, in his copy
+    code, _, _, err = alice.mkl(  # Alice's, to the same question, in her store only
+        "resume", "--id", "r", "--question", _question(alice, "r"), "--set", "a.answer=approve",
+        "--script", "twogates.script.json",
+    )  # fmt: skip
+    assert code == 3, err
+    alice.receive(bob)  # Bob's file comes back over hers
+
+    text = _texts(alice.run_all())
+    assert "flow.ipynb holds another history of run 'r', which parts from this one after record" in text
+    branch = text.split("Both are kept: that one as run '")[1].split("'")[0]
+    assert branch.startswith("r:bob-")
+    assert [r["value"] for r in alice.store().read("r") if r["t"] == "reply"] == ["approve"]  # hers goes on
+    assert [r["value"] for r in alice.store().read(branch) if r["t"] == "reply"] == ["reject"]  # his is kept
+    carried = {run.run_id: run for run in nbfile.embedded_runs(alice.notebook)}
+    assert set(carried) >= {"r", branch}  # and the saved file carries both
+    assert [r["value"] for r in carried[branch].records if r["t"] == "reply"] == ["reject"]
