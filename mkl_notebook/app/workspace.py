@@ -793,7 +793,8 @@ class Workspace:
         imported = checkpoints.take_up(self.store, copy, keyring=self.keyring, trust_file=trust_file)
         provenance = imported.provenance
         if provenance is not None and not provenance.trusted:
-            self.taken_up[run_id] = f"taken up from {copy.source} by your choice; it is {provenance.mark}"
+            taken = imported.branch or run_id
+            self.taken_up[taken] = f"taken up from {copy.source} by your choice; it is {provenance.mark}"
         if imported.parted_at is not None:
             self.parted[run_id] = parted_note(run_id, copy, imported)
             if imported.branch is not None:

@@ -170,8 +170,9 @@ class RunView:
     # -- a run the notebook carries but this person does not trust --------------------------
 
     def untrusted(self, problem: Untrusted, choices: list[tuple[str, Callable[[], None]]]) -> None:
-        """Show whose the file's run is and how the file shows it, with buttons that take it up (or run
-        it afresh); nothing of it runs until one is clicked. The outputs the run will fill are kept."""
+        """Show whose the file's run is, how the file shows it and what it adds, with buttons that trust its
+        signer, take it up, or make a run of this cell's own beside it; nothing of it runs until one is clicked.
+        The outputs the run will fill are kept, and one carries the file's copy along as it was."""
         from .forms import TakeUpChoice
 
         found = problem.found

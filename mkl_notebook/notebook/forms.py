@@ -191,8 +191,9 @@ GateForm = QuestionForm  # the single run's form had this name before there was 
 
 
 class TakeUpChoice:
-    """The choice a notebook's untrusted run waits on: take the file's run up anyway, or (for a run
-    cell) run it here afresh. Each button is ``(label, action)``; the first click disables them all."""
+    """The choice a notebook's untrusted run waits on: trust its signer's key, take the file's run up anyway,
+    or (for a run cell) make a run of its own beside it. Each button is ``(label, action)``; the first click
+    disables them all."""
 
     def __init__(self, banner: dict[str, str], choices: list[tuple[str, Callable[[], None]]]) -> None:
         self._lock = threading.Lock()
