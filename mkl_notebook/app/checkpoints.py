@@ -7,7 +7,6 @@ taken up only when trusted (or by an explicit choice), and a notebook is written
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -161,10 +160,9 @@ def _pick_one(run_id: str, imported: Imported, store: RunStore) -> str:
 def own_run_id(run_id: str, signer: Signer | None) -> str:
     """The id of this person's own run of a cell whose file holds a run ``run_id`` they cannot use: the same on
     every execution, so that Restart & Run All replays it."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", signer.by if signer else "here").strip("-.")[:16] or "here"
-    tail = key_fingerprint(signer.key)[:4] if signer else "0000"
-    suffix = f":{name}-{tail}"
-    return run_id[: 80 - len(suffix)] + suffix
+    if signer is None:
+        return nbfile.derived_id(run_id, "here", "0000")
+    return nbfile.derived_id(run_id, signer.by, key_fingerprint(signer.key)[:4])
 
 
 def added_answers(records: list[dict[str, Any]]) -> str:

@@ -402,9 +402,8 @@ class Workspace:
                     f"own, '{mine}'."
                 )
                 self.own_runs[run_id] = mine
-                copy = self.copy_of(run_id, notebook)
-                if copy is not None:  # what shows the new run carries the file's along, as it was
-                    self.carried[mine] = [(run_id, copy.raw or checkpoint_of(self.read_copy(copy)))]
+                if problem.checkpoint is not None:  # what shows the new run carries the file's along, as it was
+                    self.carried[mine] = [(run_id, problem.checkpoint)]
                 run_id = mine
             set_aside = self.parted.pop(run_id, None) or set_aside
         needs_model = oracles.starts_anew(self.store, run_id, fresh)
@@ -807,11 +806,6 @@ class Workspace:
     def copy_of(self, run_id: str, notebook: str | None) -> Copy | None:
         """The copy of ``run_id`` in reach: here, the one ``notebook``'s file carries."""
         return checkpoints.notebook_copy(Path(notebook), run_id) if notebook else None
-
-    @staticmethod
-    def read_copy(copy: Copy) -> Outcome:
-        """A copy of a run as its journal stands (read only)."""
-        return durable.read_run(copy.run_id, copy.records)
 
     def kept_branch(self, run_id: str) -> None:
         """A copy of a run whose history parted from the store's was taken up as run ``run_id``."""

@@ -268,8 +268,14 @@ def branch_id(run_id: str, records: list[dict[str, Any]], shared: int) -> str:
     machine)."""
     stretches = [s for s in signatures(records) if s.end >= shared and s.seal is not None]
     by = stretches[0].seal.by if stretches and stretches[0].seal is not None else "unsigned"
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", by).strip("-.")[:16] or "someone"
-    suffix = f":{name}-{chain_digest(records[: shared + 1]).hex()[:6]}"
+    return derived_id(run_id, by, chain_digest(records[: shared + 1]).hex()[:6])
+
+
+def derived_id(run_id: str, name: str, tail: str) -> str:
+    """``RUN:NAME-TAIL``: the id of a run kept or made beside run ``run_id`` (the name as a run id may spell it,
+    the whole within a run id's 80 characters)."""
+    shown = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:16] or "someone"
+    suffix = f":{shown}-{tail}"
     return run_id[: 80 - len(suffix)] + suffix
 
 
