@@ -151,27 +151,34 @@ def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> boo
     return len(longer) >= len(shorter) and common_prefix(longer, shorter) == len(shorter)
 
 
-_SCANNED: dict[Path, tuple[tuple[int, int, int], tuple[list[EmbeddedRun], list[DamagedRun]]]] = {}
-_SCANS_KEPT = 8  # notebooks whose scan is kept, keyed by their state on disk
+_READS_KEPT = 8  # notebooks whose reading is kept per reader, keyed by their state on disk
+_KEPT: dict[tuple[str, Path], tuple[tuple[int, int, int], Any]] = {}
 
 
-def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
-    """:func:`scan_file`, read once per state of the file on disk (its inode, size and modification time): a
-    kernel taking up many runs from one notebook reads and checks it once, not once per run."""
+def _once_per_state(reader: Callable[[Path], Any], path: str | Path) -> Any:
+    """``reader(path)``, read again only when the file changed on disk (its inode, size or modification time)."""
     path = Path(path)  # (as given: the messages name it so)
     try:
         status = path.stat()
     except OSError:
-        return scan_file(path)  # says what is wrong with it
+        return reader(path)  # says what is wrong with it
     state = (status.st_ino, status.st_size, status.st_mtime_ns)
-    kept = _SCANNED.get(path)
+    key = (reader.__name__, path)
+    kept = _KEPT.get(key)
     if kept is not None and kept[0] == state:
-        return list(kept[1][0]), list(kept[1][1])
-    found = scan_file(path)
-    if len(_SCANNED) >= _SCANS_KEPT:
-        _SCANNED.pop(next(iter(_SCANNED)))
-    _SCANNED[path] = (state, found)
-    return list(found[0]), list(found[1])
+        return kept[1]
+    found = reader(path)
+    if len(_KEPT) >= _READS_KEPT:
+        _KEPT.pop(next(iter(_KEPT)))
+    _KEPT[key] = (state, found)
+    return found
+
+
+def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
+    """:func:`scan_file`, read once per state of the file on disk: a kernel taking up many runs from one
+    notebook reads and checks it once, not once per run."""
+    runs, damaged = _once_per_state(scan_file, path)
+    return list(runs), list(damaged)
 
 
 def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
@@ -339,7 +346,12 @@ def cell_ids(path: str | Path) -> list[str]:
 
 
 def code_cells(path: str | Path) -> list[tuple[str, str]]:
-    """The id and source of each code cell of a notebook, top to bottom (cells without an id are left out)."""
+    """The id and source of each code cell of a notebook, top to bottom (cells without an id are left out); read
+    once per state of the file, as a kernel asks for them at every cell it executes."""
+    return list(_once_per_state(_read_code_cells, path))
+
+
+def _read_code_cells(path: Path) -> list[tuple[str, str]]:
     found = []
     for cell in read_json(path).get("cells") or []:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code" or not isinstance(cell.get("id"), str):
