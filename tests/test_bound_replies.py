@@ -299,3 +299,68 @@ def test_pending_all_shows_the_same_questions_in_a_notebook(
     text = published[-1]["text/plain"]
     assert "Waiting for a person — 1 question" in text and first in text and FIRST in text
     assert f"<code>mkl resume --id r --question {first} --set refund_approval=…</code>" in published[-1]["text/html"]
+
+
+PAY_100 = """\
+machine: pay
+entry: quote
+budget: 5
+states:
+  quote:
+    structure: a line
+    prompt: "Say the refund is ready."
+    output: note
+    gates:
+      - { when: otherwise, escalate: true, to: pay, ask: "Pay the refund?", reply_to: approval }
+  pay:
+    tool: charge
+    idempotent: false
+    input: { amount: 100 }
+    output: receipt
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+LEDGER_TOOL = """import os
+
+import mkl_notebook
+
+
+@mkl_notebook.tool
+def charge(amount):
+    with open(os.environ["LEDGER"], "a", encoding="utf-8") as ledger:
+        ledger.write(f"{amount}\\n")
+    return f"RCPT-{amount}"
+"""
+
+
+def test_a_reply_prepared_before_an_edit_of_the_amount_is_refused_after_it(tmp_path: Path) -> None:
+    """The question's text and subject are the same after the edit; what would be approved is not."""
+    (tmp_path / "pay.mkl").write_text(PAY_100, encoding="utf-8")
+    (tmp_path / "tools.py").write_text(LEDGER_TOOL, encoding="utf-8")
+    (tmp_path / "pay.script.yaml").write_text("llm:\n  produce: {refund: 'ready'}\n", encoding="utf-8")
+    ledger = tmp_path / "ledger.txt"
+    given = ("--script", "pay.script.yaml", "--tools", "tools.py")
+    code, asked, out, _ = mkl(tmp_path, "run", "pay.mkl", "--id", "p", "--hitl", *given, LEDGER=str(ledger))
+    assert code == 3, out
+    prepared = asked["question_id"]
+
+    (tmp_path / "pay.mkl").write_text(PAY_100.replace("amount: 100 }", "amount: 100000 }"), encoding="utf-8")
+    code, again, out, _ = mkl(tmp_path, "run", "pay.mkl", "--id", "p", "--hitl", *given, LEDGER=str(ledger))
+    assert code == 3, out
+    assert (again["ask"], again["at"]) == (asked["ask"], asked["at"])  # the same words, at the same gate
+    assert again["question_id"] != prepared
+
+    code, _, out, err = mkl(
+        tmp_path, "resume", "--id", "p", *given, "--question", prepared, "--set", "approval=approve",
+        LEDGER=str(ledger),
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1, (out, err)
+    assert again["question_id"] in err  # the refusal names the question that is waiting now
+    assert not ledger.exists() and replies(tmp_path, "p") == []
+
+    code, done, out, _ = mkl(
+        tmp_path, "resume", "--id", "p", *given, "--question", again["question_id"], "--set", "approval=approve",
+        LEDGER=str(ledger),
+    )  # fmt: skip
+    assert code == 0 and done["status"] == "done", out
+    assert ledger.read_text(encoding="utf-8") == "100000\n"

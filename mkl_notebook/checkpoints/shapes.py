@@ -187,6 +187,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "machine": _text,
             "place": _place,
             "about": _maybe_text,
+            "pinned": _text,
             "failed": _text,
         },
     ),

@@ -139,6 +139,7 @@ class SuspendRecord(_SuspendKeys, total=False):
     machine: str  # suspended inside this called machine
     place: PlaceTag
     about: str  # what the awaited reply is about (an escalate gate's state's output, as shown)
+    pinned: str  # a digest of the setup in force (machines, input, context): part of the question's identity
 
 
 class _FinishKeys(TypedDict):
@@ -270,6 +271,19 @@ def chain_start() -> bytes:
 def chain_step(digest: bytes, record: Any) -> bytes:
     """The chain digest after ``record``, given the one before it: each record's place in its history."""
     return hashlib.sha256(digest + canonical(record).encode("utf-8")).digest()
+
+
+def setup_digest(setup: Mapping[str, Any]) -> str:
+    """A short digest of what a run is set up with: its root, its machines (as their pinned hashes), its
+    input and context. A question asked in it names it, so an edit of any of them asks a new question."""
+    machines = setup.get("machines") or {}
+    shape = {
+        "root": setup.get("root"),
+        "machines": {name: pin.get("sha256") if isinstance(pin, Mapping) else None for name, pin in machines.items()},
+        "input": setup.get("input"),
+        "context": setup.get("context"),
+    }
+    return hashlib.blake2b(canonical(shape).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def chain_digest(records: Iterable[Any]) -> bytes:
@@ -496,6 +510,8 @@ def ending_record(
             record["machine"] = result.machine
         if result.about is not None:  # what the question is about: part of its identity
             record["about"] = result.about
+        if result.pinned is not None:  # what the run was set up with: part of its identity too
+            record["pinned"] = result.pinned
     else:
         record = {
             "t": "finish",
@@ -589,6 +605,7 @@ class RunState:
     machine: str | None = None  # the called machine a suspension sits in
     tool: str | None = None  # the tool call in doubt
     about: str | None = None  # what the awaited reply is about, as the person is shown it
+    pinned: str | None = None  # a digest of the setup the question was asked in
     failed: str | None = None  # the position of the failed call the last advance stopped on
 
     @property
@@ -613,7 +630,7 @@ class RunState:
         """The id of the question run ``run_id`` waits on; None when it waits for no reply."""
         if not self.waits_for_reply or self.position is None:
             return None
-        return question_id(run_id, self.position, self.shown, self.about)
+        return question_id(run_id, self.position, self.shown, self.about, self.pinned)
 
 
 def state_of(ending: Mapping[str, Any] | None) -> RunState:
@@ -631,6 +648,7 @@ def state_of(ending: Mapping[str, Any] | None) -> RunState:
             position=ending.get("pos"),
             machine=ending.get("machine"),
             about=ending.get("about") if isinstance(ending.get("about"), str) else None,
+            pinned=ending.get("pinned") if isinstance(ending.get("pinned"), str) else None,
             failed=ending.get("failed") if isinstance(ending.get("failed"), str) else None,
         )
     status = ending.get("status")

@@ -58,6 +58,7 @@ class JournalIndex:
     settled: bool = False  # the journal's last record ends an advance: nothing was cut off in the middle
     overrides: dict[str, Any] = field(default_factory=dict)  # budgets given at resume
     setup: dict[str, Any] = field(default_factory=dict)  # root, machines, input, context, options now in force
+    set_up_again: bool = False  # a rerun changed the setup since the latest ending
 
     def _retry(self, which: Any) -> None:
         """Forget the failed model calls a resume makes again: those at the positions given, or all of them."""
@@ -129,6 +130,7 @@ class JournalIndex:
             self.replies.setdefault(position, []).append(record)
         elif kind in ("suspend", "finish"):
             self.last = record
+            self.set_up_again = False
         elif kind == "resume":
             self._retry(record.get("retry"))
             self.overrides.update({k: v for k, v in record.items() if k in ("max_steps", "cost_budget", "max_cost")})
@@ -137,6 +139,7 @@ class JournalIndex:
         elif kind == "rerun":
             self.setup.update({key: record[key] for key in rec.SETUP_KEYS if key in record})
             self.overrides = {}
+            self.set_up_again = True
 
 
 @dataclass

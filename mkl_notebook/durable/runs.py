@@ -266,9 +266,11 @@ def _run_journal(
         return RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state), doubt
     result.asked_again = list(oracle.asked_again)
     last = index.last or {}
-    legacy = rec.kind_of(last) == "suspend" and last.get("pos") == result.pending and "about" not in last
-    if legacy:  # asked before replies were bound to what they answer: the question stays as it was
-        result.about = None
+    same_question = rec.kind_of(last) == "suspend" and last.get("pos") == result.pending
+    if same_question and "about" not in last:  # asked before replies were bound to what they answer
+        result.about = None  # the question stays as it was
+    if result.pending is not None and not (same_question and "pinned" not in last and not index.set_up_again):
+        result.pinned = rec.setup_digest(index.setup)  # (asked before questions named their setup: as it was)
     return result, None
 
 

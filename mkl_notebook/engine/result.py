@@ -78,13 +78,18 @@ def most_visited(visits: Mapping[str, int]) -> tuple[str, int] | None:
     return (state, count) if count >= 2 else None
 
 
-def question_id(run_id: str, position: str, shown: str, about: str | None = None) -> str:
-    """The identity of a question a run waits on: the run, where it asks, the text the person is shown, and
-    what the question is about (the output the gate decided on), when it is about one.
+def question_id(
+    run_id: str, position: str, shown: str, about: str | None = None, pinned: str | None = None
+) -> str:
+    """The identity of a question a run waits on: the run, where it asks, the text the person is shown,
+    what the question is about (the output the gate decided on), when it is about one, and what the run
+    was set up with (``pinned``: a digest of its machines' sources, input and context).
 
-    A reply names it, so that it answers exactly that question, about exactly that content, and no other.
+    A reply names it, so that it answers exactly that question, about exactly that content, in exactly
+    that machine, and no other: an edit of the machine (an amount in a later step, say) makes a new question.
     """
     key = f"{run_id}\x00{position}\x00{shown}" + (f"\x00{about}" if about is not None else "")
+    key += f"\x00{pinned}" if pinned is not None else ""
     key_bytes = key.encode("utf-8", "surrogatepass")
     return "q-" + hashlib.blake2b(key_bytes, digest_size=6).hexdigest()
 
@@ -118,6 +123,9 @@ class RunResult:
     # Answers a person gave before that replay no longer answers, because what they answered changed: each
     # {position, value, by, via, time, before, now} (set by the journal that replays the run).
     asked_again: list[dict[str, Any]] = field(default_factory=list)
+    # Of a suspension at a question: a digest of what the run was set up with (machines, input, context),
+    # part of the question's identity (set by the journal that replays the run).
+    pinned: str | None = None
 
     @property
     def cost_usd(self) -> float | None:
@@ -133,7 +141,7 @@ class RunResult:
         """The id of the question this run (of id ``run_id``) waits on, None when it waits for no person."""
         if not self.waits_for_person or self.pending is None:
             return None
-        return question_id(run_id, self.pending, self.ask or self.question or "", self.about)
+        return question_id(run_id, self.pending, self.ask or self.question or "", self.about, self.pinned)
 
     def trace_with_open_call(self) -> list[TraceStep]:
         """The finished steps, then the call a suspension inside a called machine left open, if any."""
