@@ -17,6 +17,7 @@ import pytest
 from mkl_notebook import cli
 from mkl_notebook.app.trust import Keyring
 from mkl_notebook.checkpoints import envelope
+from mkl_notebook.durable.records import run_state
 
 from support import REFUND, REFUND_SCRIPT, store_rows
 
@@ -98,3 +99,43 @@ def test_a_retyped_secret_is_refused_naming_the_record_and_field(
     error = capsys.readouterr().err
     assert "record 1 ('start') has a wrongly typed field 'secret'" in error
     assert not (tmp_path / "s.sqlite").exists() or store_rows(tmp_path / "s.sqlite") == []
+
+
+@pytest.mark.parametrize("decoy", ["machine", "secret file"])
+def test_a_forged_origin_path_is_never_followed_even_when_the_file_is_taken_up_anyway(
+    checkpoint: tuple[dict[str, Any], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    decoy: str,
+) -> None:
+    """The start record names the machine file the run was started from; in someone's file that is their path
+    (or a forged one), so resuming it reads nothing there: not another machine, not a file of this person's."""
+    header, records = checkpoint
+    target = tmp_path / "elsewhere.mkl"
+    if decoy == "machine":  # followed, it would refuse: "machine 'refund' changed since run 'r' started"
+        target.write_text(REFUND.replace("Approve", "Approve at once"), encoding="utf-8")
+    else:
+        target.write_text("root:x:0:0:PRIVATE-LINE:/root:/bin/bash\n", encoding="utf-8")
+    forged = copy.deepcopy(records)
+    forged[0]["origin"] = {"path": str(target)}
+    path = tmp_path / "forged.json"
+    path.write_text(_sealed(header, forged), encoding="utf-8")
+    question = run_state(records).question_id("r")
+    argv = ["resume", str(path), "--trust-file", "--store", str(tmp_path / "s.sqlite"), "--script", str(REFUND_SCRIPT)]
+    argv += ["--max-steps", "20", "--question", str(question), "--reply", "approve", "--quiet"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    shown = capsys.readouterr()
+    assert "PRIVATE-LINE" not in shown.out + shown.err and "changed since" not in shown.err
+
+
+def test_an_origin_that_is_not_a_path_is_refused_in_one_line(
+    checkpoint: tuple[dict[str, Any], list[dict[str, Any]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    header, records = checkpoint
+    forged = copy.deepcopy(records)
+    forged[0]["origin"] = {"path": 5}
+    path = tmp_path / "forged.json"
+    path.write_text(_sealed(header, forged), encoding="utf-8")
+    assert cli.main(["resume", str(path), "--trust-file", "--store", str(tmp_path / "s.sqlite"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "origin" in error, error

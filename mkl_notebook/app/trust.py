@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..checkpoints import seals
 from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
-from ..durable.records import RunState
+from ..durable.records import RunState, is_ending
 from ..lang import files
 from ..render.commands import trust_key_command
 from .errors import UsageProblem
@@ -176,6 +176,23 @@ class Keyring:
         if not marks:
             return Provenance(True, "nothing new")
         return Provenance(True, "made by " + ", ".join(marks), judged[-1].key)
+
+    def started_here(self, records: list[dict[str, Any]]) -> bool:
+        """Whether this person started the run ``records`` hold: its first advance (the start record up to the
+        first ending) is signed, right there, by their own key and the signature holds. Only then are paths
+        its start record names (the machine file it was started from) theirs to follow."""
+        first_end = next((at for at, record in enumerate(records) if is_ending(record)), None)
+        if first_end is None:
+            return False
+        stretches = seals.signatures(records[: first_end + 2])
+        first = stretches[0] if stretches else None
+        return (
+            first is not None
+            and first.end == first_end + 1
+            and first.seal is not None
+            and first.seal.holds
+            and first.seal.key == self.own_key()
+        )
 
 
 class Untrusted(UsageProblem):

@@ -80,10 +80,10 @@ def run_options(
 
 
 def _changed_files(run_id: str, index: JournalIndex, force: bool) -> tuple[dict[str, Machine], bool]:
-    """A run started from a file: its machines as the files are now, and whether any changed since the run
-    pinned them (refused unless ``force``: the person asked to resume with the edited machines)."""
+    """A run this person started from a file: its machines as the files are now, and whether any changed since
+    the run pinned them (refused unless ``force``: the person asked to resume with the edited machines)."""
     origin = (index.start.get("origin") or {}).get("path")
-    if not origin or not Path(origin).is_file():
+    if not isinstance(origin, str) or not origin or not Path(origin).is_file():
         return {}, False
     root = str(index.setup.get("root") or "")
     try:
@@ -522,7 +522,8 @@ class Workspace:
 
         def prepare(index: JournalIndex) -> Preparation:
             registry, current = defined, None
-            if self.follow_files and not pinned:
+            if self.follow_files and not pinned and self.keyring.started_here(self.store.read(run_id)):
+                # (a run taken up from someone's file names a path of theirs: never followed)
                 current, changed = _changed_files(run_id, index, force)
                 registry = current if changed else None
             value, named = None, None

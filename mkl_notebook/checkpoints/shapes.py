@@ -40,6 +40,11 @@ def _mapping(value: Any) -> bool:
     return isinstance(value, dict)
 
 
+def _origin(value: Any) -> bool:
+    """Where a run was started from: at most the path of its machine file, as text."""
+    return isinstance(value, dict) and set(value) <= {"path"} and all(_text(path) for path in value.values())
+
+
 def _flag(value: Any) -> bool:
     return isinstance(value, bool)
 
@@ -121,7 +126,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "secret": lambda v: isinstance(v, str) and bool(_HEX.match(v)),
             "package": _text,
             "time": _number,
-            "origin": _mapping,
+            "origin": _origin,
         },
     ),
     "rerun": (frozenset(), {**_SETUP, "time": _number}),
