@@ -183,8 +183,12 @@ def resume_checkpoint_file(
     lock = store.path.parent / "locks" / (Path(path).resolve().name + ".checkpoint.lock")
     with file_lease(lock, f"checkpoint {path}"):
         header, records, seal = envelope.read_file(path)
-        run_id = take_up(store, Copy(header, records, seal, path), keyring=keyring, trust_file=trust_file).run_id
-        outcome = advance(run_id)
+        copy = Copy(header, records, seal, path)
+        imported = take_up(store, copy, keyring=keyring, trust_file=trust_file)
+        if imported.parted_at is not None:  # two histories: the person picks which goes on
+            run_id = imported.run_id
+            raise UsageProblem(f"{parted_note(run_id, copy, imported)} {_pick_one(run_id, imported, store)}")
+        outcome = advance(imported.run_id)
         envelope.write_file(path, envelope.checkpoint_of(outcome, keyring.signer()))
     return outcome
 

@@ -3,9 +3,10 @@
 A recorded answer replays only while the request that would be made now has the same
 fingerprint. Journals carry these digests, so their definition never changes:
 BLAKE2b (12 bytes) of the UTF-8 ``repr`` of the tuple ``(kind, *fields)``, every field of
-the request in declaration order except where it sits (``position``) and how long a
-retry waited (``delay``). The values requests hold (text, booleans, numbers, None and
-tuples of them) have an unambiguous ``repr``, so no value can forge a separator.
+the request in declaration order except where it sits (``position``), how long a retry
+waited (``delay``) and a tool call's ``idempotency_key`` (made from the position). The
+values requests hold (text, booleans, numbers, None and tuples of them) have an
+unambiguous ``repr``, so no value can forge a separator.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..engine.oracle import HookRequest, JudgeRequest, OracleRequest, ProduceRequest, ReplyRequest, ToolRequest
 
-UNHASHED_FIELDS = frozenset({"position", "delay"})
+UNHASHED_FIELDS = frozenset({"position", "delay", "idempotency_key"})
 
 # Per request type, the fields a fingerprint covers, picked out of the request in one call.
 HASHED_FIELDS = {
@@ -26,7 +27,7 @@ HASHED_FIELDS = {
 
 
 def fingerprinted(request: OracleRequest) -> tuple[Any, ...]:
-    """The values a fingerprint covers: ``(kind, *fields)`` without position and delay."""
+    """The values a fingerprint covers: ``(kind, *fields)`` without position, delay and idempotency key."""
     return (request.kind, *HASHED_FIELDS[type(request)](request))
 
 

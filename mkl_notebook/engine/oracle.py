@@ -85,6 +85,9 @@ class ToolRequest(NamedTuple):
     idempotent: bool = True
     attempt: int = 0
     delay: float = 0.0  # seconds to wait before a live call (retry backoff); never spent on replay
+    # The same for every attempt of this call, on every copy of the run: what a tool forwards to a service
+    # that deduplicates (a payment API's idempotency header), so a call made twice lands once.
+    idempotency_key: str | None = None
 
     @property
     def kind(self) -> Literal["tool"]:

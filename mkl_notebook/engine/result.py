@@ -78,9 +78,7 @@ def most_visited(visits: Mapping[str, int]) -> tuple[str, int] | None:
     return (state, count) if count >= 2 else None
 
 
-def question_id(
-    run_id: str, position: str, shown: str, about: str | None = None, pinned: str | None = None
-) -> str:
+def question_id(run_id: str, position: str, shown: str, about: str | None = None, pinned: str | None = None) -> str:
     """The identity of a question a run waits on: the run, where it asks, the text the person is shown,
     what the question is about (the output the gate decided on), when it is about one, and what the run
     was set up with (``pinned``: a digest of its machines' sources, input and context).

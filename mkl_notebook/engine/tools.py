@@ -7,6 +7,7 @@ doubling delay, routed to another state, or replaced by a fallback observation.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 from typing import Any
@@ -29,6 +30,7 @@ def call_tool(shared: _Shared, machine: str, state: State, ctx: dict[str, Any], 
     effect = tool_class(name, shared.options.tool_effects, oracle.tool_effect(name))
     retries_used: dict[int, int] = {}
     attempt, delay = 0, 0.0
+    key = idempotency_key(shared.options.secret, f"{position}/tool", input_json)
     while True:
         request = ToolRequest(
             position=f"{position}/tool" + (f"~{attempt}" if attempt else ""),
@@ -40,6 +42,7 @@ def call_tool(shared: _Shared, machine: str, state: State, ctx: dict[str, Any], 
             idempotent=state.idempotent,
             attempt=attempt,
             delay=delay,
+            idempotency_key=key,
         )
         try:
             return _Executed(_observation_text(oracle.ask(request)), external=True)
@@ -57,6 +60,14 @@ def call_tool(shared: _Shared, machine: str, state: State, ctx: dict[str, Any], 
             return handled
         attempt += 1
         delay = handled
+
+
+def idempotency_key(secret: bytes, position: str, input_json: str) -> str:
+    """The key of one tool call: keyed by the run's secret (in its start record, so every copy of the run has
+    it), the call's place in the history and its input; the same for every attempt and retry of that call,
+    different for any other call or input. Nothing about the run can be read back from it."""
+    digest = hashlib.blake2b(f"{position}\x00{input_json}".encode("utf-8", "surrogatepass"), key=secret[:64])
+    return "mkl-" + digest.hexdigest()[:40]
 
 
 def _on_error(shared: _Shared, state: State, error: str, retries_used: dict[int, int]) -> _Executed | float | None:

@@ -67,8 +67,12 @@ tool = default_registry.tool
 hook = default_registry.hook
 
 
-def _call_tool(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """Call with keyword arguments when the signature takes them, else with the input dict."""
+KEY_PARAMETER = "idempotency_key"
+
+
+def _call_tool(function: Callable[..., Any], arguments: dict[str, Any], key: str | None = None) -> Any:
+    """Call with keyword arguments when the signature takes them, else with the input dict; a tool with an
+    ``idempotency_key`` parameter is given the call's key (docs/language.md, ``idempotent: false``)."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
@@ -76,16 +80,18 @@ def _call_tool(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
     parameters = list(signature.parameters.values())
     takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in parameters)
     names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    if takes_kwargs or (arguments and set(arguments) <= names) or (not arguments and not parameters):
-        return function(**arguments)
-    return function(arguments)
+    given = {KEY_PARAMETER: key} if key is not None and KEY_PARAMETER in names else {}
+    others = [p for p in parameters if p.name not in given]
+    if takes_kwargs or (arguments and set(arguments) <= names) or (not arguments and not others):
+        return function(**{**arguments, **given})
+    return function(arguments, **given)
 
 
-def _delayed_tool(delay: float, function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+def _delayed_tool(delay: float, function: Callable[..., Any], arguments: dict[str, Any], key: str | None) -> Any:
     """A tool call made elsewhere: its retry delay first, as here."""
     if delay:
         time.sleep(delay)
-    return _call_tool(function, arguments)
+    return _call_tool(function, arguments, key)
 
 
 def _call_hook(function: Callable[..., Any], context: dict[str, Any], output: str) -> bool:
@@ -124,7 +130,8 @@ class HostOracle(Oracle):
         """A registered tool or hook ships as the function with its arguments; the rest as the model's."""
         if isinstance(request, ToolRequest) and request.name in self.registry.tools:
             function = self.registry.tools[request.name].function
-            return functools.partial(_delayed_tool, request.delay, function, json.loads(request.input_json))
+            arguments = json.loads(request.input_json)
+            return functools.partial(_delayed_tool, request.delay, function, arguments, request.idempotency_key)
         if isinstance(request, HookRequest) and request.name in self.registry.hooks:
             hook = self.registry.hooks[request.name]
             return functools.partial(_call_hook, hook, json.loads(request.context_json), request.output)
@@ -139,7 +146,8 @@ class HostOracle(Oracle):
         if isinstance(request, ToolRequest) and request.name in self.registry.tools:
             if request.delay:
                 time.sleep(request.delay)
-            return _call_tool(self.registry.tools[request.name].function, json.loads(request.input_json))
+            function = self.registry.tools[request.name].function
+            return _call_tool(function, json.loads(request.input_json), request.idempotency_key)
         if isinstance(request, HookRequest) and request.name in self.registry.hooks:
             return _call_hook(self.registry.hooks[request.name], json.loads(request.context_json), request.output)
         return self.model.ask(request)
