@@ -7,7 +7,8 @@ taken up only when trusted (or by an explicit choice), and a notebook is written
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -231,12 +232,9 @@ def resume_in_notebook(
     with nbfile.locked(notebook):
         embedded = nbfile.find_run(notebook, run_id)
         marked = nbfile.advancing(notebook, run_id)
-        if marked is not None and marked["store"] not in (where, store.location):
-            raise UsageProblem(
-                f"{notebook}: run '{run_id}' was being advanced in the store {marked['store']} when that stopped, "
-                "and what it did there is not in this file; resume it with that store (--store), so that "
-                "nothing it did runs twice"
-            )
+        elsewhere = advanced_elsewhere(notebook, run_id, store, len(embedded.records))
+        if elsewhere is not None:
+            raise AdvancedElsewhere(elsewhere)
         copy = Copy(embedded.header, embedded.records, embedded.seal, str(notebook), embedded.raw)
         imported = take_up(store, copy, keyring=keyring, trust_file=trust_file)
         if imported.parted_at is not None:
@@ -253,6 +251,87 @@ def resume_in_notebook(
             raise
         _write_back(notebook, embedded, outcome, signer)
     return outcome
+
+
+def _refuse_if_elsewhere(notebook: Path, run_id: str, store: RunStore) -> int | None:
+    """How many records of ``run_id`` the notebook's file holds (None: it holds no readable copy of it), unless
+    another store is advancing it (:class:`AdvancedElsewhere`)."""
+    try:
+        held = len(nbfile.find_run(notebook, run_id).records)
+    except nbfile.NotebookFileError:
+        return None  # not the file's run (or no copy of it is readable): nothing to keep apart
+    elsewhere = advanced_elsewhere(notebook, run_id, store, held)
+    if elsewhere is not None:
+        raise AdvancedElsewhere(elsewhere)
+    return held
+
+
+class AdvancedElsewhere(UsageProblem):
+    """A run the notebook file holds is being advanced in another store, and what it did there is not in the
+    file yet: advancing it here too would do it twice."""
+
+
+def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) -> str | None:
+    """Why run ``run_id``, of which the notebook's file holds ``held`` records, must not be advanced in ``store``
+    now, or None: the file says another store was advancing it when its writer stopped (a resume cut off
+    before its write-back), or a kernel beside it advanced it from another store and the file has not been
+    saved since. Call with the notebook's lock held. The store named is only compared, never opened."""
+    mine = (store_place(store), store.location)
+    marked = nbfile.advancing(notebook, run_id)
+    if marked is not None and marked["store"] not in mine:
+        return (
+            f"{notebook}: run '{run_id}' was being advanced in the store {marked['store']} when that stopped, "
+            "and what it did there is not in this file; resume it with that store (--store), so that "
+            "nothing it did runs twice"
+        )
+    beside = nbfile.side_marks(notebook).get(run_id)
+    if beside is not None and beside["store"] not in mine and held <= beside["held"]:
+        since = _when(beside.get("since"))
+        return (
+            f"{notebook}: run '{run_id}' was advanced{since} by a notebook kernel in the store {beside['store']}, "
+            "and the notebook has not been saved since, so what it did is not in this file: save the notebook "
+            "in that kernel, then try again (or resume it with that store, --store), so that nothing it did "
+            "runs twice"
+        )
+    return None
+
+
+def _when(since: Any) -> str:
+    if not isinstance(since, (int, float)) or isinstance(since, bool):
+        return ""
+    from datetime import datetime
+
+    try:
+        return " at " + datetime.fromtimestamp(since).isoformat(sep=" ", timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
+@contextlib.contextmanager
+def kernel_advance(notebook: Path | None, run_id: str, store: RunStore) -> Iterator[None]:
+    """Advance run ``run_id`` in a kernel's ``store`` while its notebook file (``notebook``) holds it: refused
+    (:class:`AdvancedElsewhere`) when another store is advancing it, else said beside the file for as long as
+    the file does not hold what this advance did, so no other kernel or ``mkl resume`` of the file does it
+    again. A notebook that does not hold the run is not involved."""
+    if notebook is None:
+        yield
+        return
+    _refuse_if_elsewhere(notebook, run_id, store)  # before waiting for the lock: a resume holds it while it works
+    with nbfile.locked(notebook):
+        held = _refuse_if_elsewhere(notebook, run_id, store)
+        if held is not None:
+            before = len(store.read(run_id))
+            nbfile.set_side_mark(notebook, run_id, store_place(store), held)
+    if held is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        if len(store.read(run_id)) == before:  # refused: nothing happened here, the file holds it all
+            with nbfile.locked(notebook):
+                nbfile.set_side_mark(notebook, run_id, None)
+        raise
 
 
 def notebook_run_names(notebook: Path) -> str:

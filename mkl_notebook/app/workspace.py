@@ -545,16 +545,17 @@ class Workspace:
             )
             return Preparation(records, registry, current)
 
-        return durable.advance(
-            self.store,
-            run_id,
-            oracle,
-            observer=observer,
-            before=prepare,
-            place=places.tag(place, request),
-            known=known,
-            endorse=self.endorser(),
-        )
+        with checkpoints.kernel_advance(self.file_holding(run_id), run_id, self.store):
+            return durable.advance(
+                self.store,
+                run_id,
+                oracle,
+                observer=observer,
+                before=prepare,
+                place=places.tag(place, request),
+                known=known,
+                endorse=self.endorser(),
+            )
 
     def submit(
         self,
@@ -807,6 +808,11 @@ class Workspace:
     def copy_of(self, run_id: str, notebook: str | None) -> Copy | None:
         """The copy of ``run_id`` in reach: here, the one ``notebook``'s file carries."""
         return checkpoints.notebook_copy(Path(notebook), run_id) if notebook else None
+
+    def file_holding(self, run_id: str) -> Path | None:
+        """The notebook file that may hold ``run_id`` while this workspace advances it from its own store (a
+        kernel's notebook; none here): see :func:`checkpoints.kernel_advance`."""
+        return None
 
     def kept_branch(self, run_id: str) -> None:
         """A copy of a run whose history parted from the store's was taken up as run ``run_id``."""

@@ -493,6 +493,55 @@ def clear_advancing(path: str | Path, run_id: str) -> None:
     _replace(path, dumps_notebook(notebook))
 
 
+# -- which store a kernel is advancing a file's run in ---------------------------------------------------
+
+SIDE_MARK_LIMIT = 256 * 1024
+
+
+def _side_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.mkl-advancing.json")
+
+
+def side_marks(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The runs of the notebook a kernel advanced from its own store since the file last held them, by id:
+    ``{"store", "since", "held"}`` (``held``: how many records the file's copy had then). A kernel does not
+    write the notebook (its front end saves it), so it says so beside the file; a mark is spent once the file
+    holds more of the run than ``held``. Unreadable or misshapen marks count as none."""
+    try:
+        found = json.loads(files.read_text(_side_path(Path(path)), SIDE_MARK_LIMIT))
+    except (OSError, ValueError):  # (an unfit file is an OSError)
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {
+        run_id: where
+        for run_id, where in found.items()
+        if isinstance(run_id, str)
+        and isinstance(where, dict)
+        and isinstance(where.get("store"), str)
+        and isinstance(where.get("held"), int)
+    }
+
+
+def set_side_mark(path: str | Path, run_id: str, store: str | None, held: int = 0) -> None:
+    """Say beside the notebook that run ``run_id`` is being advanced in ``store`` from a copy of ``held``
+    records (``store`` None: take the mark back). Call with the notebook's lock held."""
+    path = Path(path)
+    marks = side_marks(path)
+    if store is None:
+        if marks.pop(run_id, None) is None:
+            return
+    else:
+        marks[run_id] = {"store": store, "since": time.time(), "held": held}
+    side = _side_path(path)
+    if not marks:
+        side.unlink(missing_ok=True)
+        return
+    if not side.exists():
+        side.touch(mode=0o644)
+    _replace(side, json.dumps(marks, sort_keys=True) + "\n")
+
+
 def _replace(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically: a temp file of this writer's own, fsynced, then renamed over it."""
     mode = path.stat().st_mode & 0o777

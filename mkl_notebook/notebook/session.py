@@ -195,6 +195,9 @@ class NotebookSession(Workspace):
             return checked_copy(held, f"{name}, metadata run '{run_id}'", name)
         return notebook_copy(path, run_id) if path is not None else None
 
+    def file_holding(self, run_id: str) -> Path | None:
+        return self.notebook_path()
+
     def holds_copy(self, run_id: str) -> bool:
         return self.link.held(run_id) is not None
 
