@@ -13,6 +13,7 @@ import copy
 import html
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -217,6 +218,40 @@ def test_trusting_a_key_takes_up_its_runs_and_removing_it_stops(people: tuple[Pa
     assert code == 0 and out.startswith("no longer trusted: ")
     _, listing, _, _ = mkl(folder, bob, "runs", notebook.name)
     assert listing["runs"][0]["trusted"] is False
+
+
+# -- what a file says is shown, never obeyed by the terminal ----------------------------------------------
+
+EVIL_ASK = "Approve a refund?\x1b[2K\r\x1b[1A\x1b[32mall is fine\x08\x08\x7f\x9b2K\u202eevil\nok  refund  done"
+CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # all but a line break
+
+
+def test_a_questions_escape_sequences_are_shown_and_the_not_trusted_mark_stays_on_its_line(
+    people: tuple[Path, Path, Path],
+) -> None:
+    folder, _alice, bob = people
+    _forge(folder / "cp.json", EVIL_ASK)  # Mallory's question: it would erase the line and the one above
+    notebook = _notebook_with(folder, folder / "cp.json")
+    shown_as = EVIL_ASK.encode("unicode_escape").decode("ascii")  # "\\x1b[2K\\r…": what a person sees
+    expected = {notebook.name: f"asks: [NOT TRUSTED] {shown_as}", ".": "[NOT TRUSTED: changed after it was signed"}
+    for target in (notebook.name, "."):
+        code, status, out, err = mkl(folder, bob, "runs", target)
+        assert code == 0, err
+        assert "\x1b" not in out and "\r" not in out and "\x08" not in out  # not even in the JSON line
+        *shown, last = out.rstrip("\n").split("\n")
+        assert json.loads(last) == status and not CONTROLS.search("\n".join(shown)), shown
+        [line] = [line for line in shown if "Approve a refund?" in line]
+        assert expected[target] in line and shown_as in line
+        assert not any(line.startswith("ok  refund") for line in shown)  # no line of the file's making
+
+
+def test_a_run_id_with_a_newline_is_named_on_one_line(people: tuple[Path, Path, Path]) -> None:
+    folder, _alice, bob = people
+    notebook = _notebook_with(folder, folder / "cp.json")
+    for target in (["--id", "r\nx\x1b[1A"], [notebook.name, "--run", "r\nx\x1b[1A"]):
+        code, status, _, err = mkl(folder, bob, "resume", *target, "--reply", "approve")
+        assert code == 2 and err.count("\n") == 1 and "'r\\nx\\x1b[1A'" in err, err
+        assert "r\nx\x1b[1A" in status["error"]  # the status line is JSON: it says it as it is
 
 
 def test_a_key_is_made_once_readable_by_its_owner_only_even_when_many_ask_at_once(tmp_path: Path) -> None:
