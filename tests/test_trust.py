@@ -368,6 +368,25 @@ def test_a_questions_escape_sequences_are_shown_and_the_not_trusted_mark_stays_o
         assert not any(line.startswith("ok  refund") for line in shown)  # no line of the file's making
 
 
+def test_a_models_escape_sequences_are_shown_not_obeyed_by_mkl_run_and_mkl_trace(tmp_path: Path) -> None:
+    evil = "Hello!\x1b[2J\x1b[H\rAll approved.\x9b31m\ttab\nsecond line"
+    script = {"llm": {"produce": {"Write the reply": evil, "Final reply": evil}, "judge": [2]}, "tools": {}}
+    script["tools"] = {"order_lookup": ['{"order": "A-1001", "refundable": true}']}
+    (tmp_path / "refund.mkl").write_text(REFUND, encoding="utf-8")
+    (tmp_path / "s.json").write_text(json.dumps(script), encoding="utf-8")
+    person = tmp_path / "carol"
+    code, status, out, err = mkl(
+        tmp_path, person, "run", "refund.mkl", "--id", "e", "--script", "s.json", "--set", "t=x"
+    )
+    assert code == 0 and status["result"] == evil, err
+    _, _, traced, _ = mkl(tmp_path, person, "trace", "--id", "e")
+    for shown in (out, traced):
+        human = shown.rstrip("\n").rsplit("\n", 1)[0]  # all but the JSON status line; a block keeps its tabs
+        assert "Hello!\\x1b[2J\\x1b[H\\rAll approved.\\x9b31m" in human and not CONTROLS.search(
+            human.replace("\t", "")
+        ), human
+
+
 def test_a_run_id_with_a_newline_is_named_on_one_line(people: tuple[Path, Path, Path]) -> None:
     folder, _alice, bob = people
     notebook = _notebook_with(folder, folder / "cp.json")
