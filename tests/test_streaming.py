@@ -333,6 +333,14 @@ def test_the_terminal_stream_writes_each_answer_as_it_grows_under_its_state() ->
     assert len(words) == len(STREAMED.split())  # a write per word as it came, not the answer at once
 
 
+def test_the_terminal_stream_shows_a_models_escape_sequences_as_text() -> None:
+    out = _Writes()
+    said = "Fine.\x1b[2K\r\x1b[1A All approved."  # would erase the line, and go up to write over the one above
+    oracle = oracle_from_script({"llm": {"produce": [said], "stream": 0.001}})
+    run_machine(load(DRAFT), oracle, context={"topic": "x"}, options=RunOptions(observer=TerminalStream(out).observer))
+    assert out.getvalue() == "── draft ──\nFine.\\x1b[2K\\r\\x1b[1A All approved.\n\n"
+
+
 def _run_on_a_terminal(args: list[str], cwd: Path) -> str:
     """``mkl`` with its stdout on a pseudo-terminal: everything it printed there."""
     main, secondary = pty.openpty()

@@ -13,6 +13,7 @@ import copy
 import html
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -20,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pexpect
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
-from mkl_notebook.app.trust import Keyring, Untrusted
+from mkl_notebook.app.trust import Keyring, Untrusted, key_fingerprint
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints.seals import Signer, signatures
 from mkl_notebook.notebook.display import RunView
@@ -79,17 +81,18 @@ def _signers(records: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     return [(s.seal.by, s.seal.holds) if s.seal else ("nobody", False) for s in signatures(records)]
 
 
-def _notebook_with(folder: Path, checkpoint: Path, name: str = "shared.ipynb") -> Path:
-    """A notebook whose run cell's output carries ``checkpoint``, as a kernel would have saved it."""
-    data = json.loads(checkpoint.read_text(encoding="utf-8"))
-    cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
-        nbformat.v4.new_code_cell(
-            "%mkl run refund --id r --hitl --set ticket=broken",
-            outputs=[nbformat.v4.new_output("display_data", data={RUN_MIME: data, "text/plain": "run r"})],
-        ),
-    ]
+def _notebook_with(folder: Path, *checkpoints: Path, name: str = "shared.ipynb") -> Path:
+    """A notebook whose run cells' outputs carry ``checkpoints``, one each, as a kernel would have saved them."""
+    cells = [nbformat.v4.new_code_cell("%load_ext mkl_notebook"), nbformat.v4.new_code_cell("%%mkl\n" + REFUND)]
+    for checkpoint in checkpoints:
+        data = json.loads(checkpoint.read_text(encoding="utf-8"))
+        run_id = data["run_id"]
+        cells.append(
+            nbformat.v4.new_code_cell(
+                f"%mkl run refund --id {run_id} --hitl --set ticket=broken",
+                outputs=[nbformat.v4.new_output("display_data", data={RUN_MIME: data, "text/plain": f"run {run_id}"})],
+            )
+        )
     path = folder / name
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     return path
@@ -151,7 +154,7 @@ def test_a_forged_question_with_a_recomputed_digest_is_marked_and_never_resumed_
 ) -> None:
     folder, _alice, bob = people
     code, _, out, err = mkl(folder, bob, "trust", "cp.json", "--name", "Alice")  # Bob trusts Alice's key
-    assert code == 0 and out.startswith("trusted: ") and "Alice" in out, err
+    assert code == 0 and "\ntrusted: " in out and "  Alice  " in out, err  # after the file's keys, listed
     _forge(folder / "cp.json", FORGED_ASK)  # Mallory edits the question and recomputes the digest
     notebook = _notebook_with(folder, folder / "cp.json")
 
@@ -217,6 +220,180 @@ def test_trusting_a_key_takes_up_its_runs_and_removing_it_stops(people: tuple[Pa
     assert code == 0 and out.startswith("no longer trusted: ")
     _, listing, _, _ = mkl(folder, bob, "runs", notebook.name)
     assert listing["runs"][0]["trusted"] is False
+
+
+# -- trusting a file's keys is a choice per key -----------------------------------------------------------
+
+
+def _key_of(folder: Path, person: Path) -> str:
+    code, _, out, err = mkl(folder, person, "trust")
+    assert code == 0, err
+    return out.split()[6]  # "your key: xxxx xxxx xxxx xxxx  ed25519:…"
+
+
+@pytest.fixture
+def hidden_key(people: tuple[Path, Path, Path]) -> tuple[Path, Path, Path, str, str]:
+    """Alice's notebook, with one extra run in it signed by Mallory's own key, which signs as "alice": the
+    shared folder, Alice's and Bob's data folders, the notebook's name, and Mallory's key."""
+    folder, alice, bob = people
+    mallory = folder.parent / "mallory"
+    env = {"JUPYTER_DATA_DIR": str(mallory), "JUPYTERHUB_USER": "alice"}  # her key; the name she claims
+    run = ["run", "refund.mkl", "--id", "m", "--hitl", "--script", str(REFUND_SCRIPT), "--set", "ticket=x"]
+    code, _, _, err = mkl_cli(folder, *run, "--store", "mallory.sqlite", "--checkpoint", "m.json", env=env)
+    assert code == 3, err
+    notebook = _notebook_with(folder, folder / "cp.json", folder / "m.json")
+    return folder, alice, bob, notebook.name, _key_of(folder, mallory)
+
+
+def _trusted_keys(person: Path) -> dict[str, str]:
+    path = person / "mkl" / "trusted-keys.json"
+    keys = json.loads(path.read_text(encoding="utf-8"))["keys"] if path.exists() else {}
+    return {key: entry["name"] for key, entry in keys.items()}
+
+
+@pytest.mark.parametrize("bob_trusts_alice", [False, True])
+def test_a_notebook_with_a_hidden_key_claiming_alice_never_gets_it_trusted_as_alice(
+    hidden_key: tuple[Path, Path, Path, str, str], bob_trusts_alice: bool
+) -> None:
+    folder, alice, bob, notebook, mallory_key = hidden_key
+    alice_key = _key_of(folder, alice)
+    alice_fp, mallory_fp = key_fingerprint(alice_key), key_fingerprint(mallory_key)
+    if bob_trusts_alice:
+        assert mkl(folder, bob, "trust", alice_key, "--name", "alice")[0] == 0
+    before = _trusted_keys(bob)
+
+    code, _, out, err = mkl(folder, bob, "trust", notebook)  # no terminal, no choice: nothing is trusted
+    assert code == 2 and err.count("\n") == 1 and "nothing trusted" in err, err
+    assert f"key {mallory_fp}  NOT TRUSTED  signs as 'alice'  {mallory_key}" in out
+    assert "    signed run 'm' records 1–" in out
+    if bob_trusts_alice:
+        assert f"key {alice_fp}  trusted as 'alice'  signs as 'alice'" in out
+        assert f"beware: 'alice' is already the name of key {alice_fp} that you trust" in out
+    else:
+        assert f"key {alice_fp}  NOT TRUSTED  signs as 'alice'" in out
+    assert _trusted_keys(bob) == before
+
+    code, _, out, err = mkl(folder, bob, "trust", notebook, "--name", "alice")
+    assert code == 2 and err.count("\n") == 1, err
+    if bob_trusts_alice:  # the one unknown key is Mallory's, and the name is Alice's key's
+        assert f"'alice' is already the name of key {alice_fp} that you trust" in err
+        assert f"trust key {mallory_fp} under another name" in err
+    else:
+        assert "holds 2 keys you do not trust; say which with --key FINGERPRINT" in err
+    assert _trusted_keys(bob) == before
+
+    if not bob_trusts_alice:  # Bob picks Alice's key by the fingerprint she gave him
+        code, _, out, err = mkl(folder, bob, "trust", notebook, "--key", alice_fp, "--name", "alice")
+        assert code == 0 and f"trusted: {alice_fp}  alice  {alice_key}" in out, err
+    code, _, _, err = mkl(folder, bob, "trust", notebook, "--key", mallory_fp.replace(" ", ""), "--name", "Alice")
+    assert code == 2 and f"'Alice' is already the name of key {alice_fp}" in err, err
+    assert _trusted_keys(bob) == {alice_key: "alice"}
+    _, listing, _, _ = mkl(folder, bob, "runs", notebook)
+    assert {run["run"]: run["trusted"] for run in listing["runs"]} == {"r": True, "m": False}
+
+    code, _, out, err = mkl(folder, bob, "trust", notebook, "--key", mallory_fp, "--name", "mallory")
+    assert code == 0 and f"trusted: {mallory_fp}  mallory  {mallory_key}" in out, err  # under her own name: fine
+
+
+def test_a_name_is_one_keys_and_never_your_own(people: tuple[Path, Path, Path]) -> None:
+    folder, alice, bob = people
+    alice_key, bob_key = _key_of(folder, alice), _key_of(folder, bob)
+    other = Signer(Ed25519PrivateKey.generate(), "x").key
+    assert mkl(folder, bob, "trust", alice_key, "--name", "Alice")[0] == 0
+    code, _, _, err = mkl(folder, bob, "trust", other, "--name", " alice ")
+    assert code == 2 and err.count("\n") == 1
+    assert f"' alice ' is already the name of key {key_fingerprint(alice_key)} that you trust (as 'Alice'" in err
+    code, _, _, err = mkl(folder, bob, "trust", other, "--name", "Bob")
+    assert code == 2 and "'Bob' is your own name (your runs are signed as 'bob')" in err
+    assert _trusted_keys(bob) == {alice_key: "Alice"}
+    code, _, out, _ = mkl(folder, bob, "trust", bob_key, "--name", "bob")  # your own key needs no trust
+    assert code == 0 and out.startswith("already trusted: ")
+
+
+def test_on_a_terminal_each_unknown_key_is_asked_about_and_only_a_yes_trusts_it(
+    hidden_key: tuple[Path, Path, Path, str, str],
+) -> None:
+    folder, alice, bob, notebook, mallory_key = hidden_key
+    alice_key = _key_of(folder, alice)
+    env = {**env_without_models(), "JUPYTER_DATA_DIR": str(bob), "JUPYTERHUB_USER": "bob"}
+    child = pexpect.spawn(
+        sys.executable, ["-m", "mkl_notebook.cli", "trust", notebook], cwd=folder, env=env, encoding="utf-8"
+    )
+    child.expect(rf"Trust key {key_fingerprint(alice_key)} as 'alice's\? \[y/N\] ", timeout=120)
+    child.sendline("y")
+    child.expect(rf"trusted: {key_fingerprint(alice_key)}  alice", timeout=60)
+    # Alice's key has the name now, so Mallory's, claiming it too, is not even asked about.
+    child.expect(rf"not asked: 'alice' is already the name of key {key_fingerprint(alice_key)}", timeout=60)
+    child.expect(pexpect.EOF, timeout=60)
+    child.close()
+    assert child.exitstatus == 0
+    assert _trusted_keys(bob) == {alice_key: "alice"}
+
+    bob2 = folder.parent / "bob2"  # someone who trusts no one yet says no to both
+    env = {**env, "JUPYTER_DATA_DIR": str(bob2)}
+    child = pexpect.spawn(
+        sys.executable, ["-m", "mkl_notebook.cli", "trust", notebook], cwd=folder, env=env, encoding="utf-8"
+    )
+    for _ in range(2):
+        child.expect(r"as 'alice's\? \[y/N\] ", timeout=120)
+        child.sendline("")
+    child.expect(pexpect.EOF, timeout=60)
+    child.close()
+    assert child.exitstatus == 0 and _trusted_keys(bob2) == {}
+    assert mallory_key not in _trusted_keys(bob)
+
+
+# -- what a file says is shown, never obeyed by the terminal ----------------------------------------------
+
+EVIL_ASK = "Approve a refund?\x1b[2K\r\x1b[1A\x1b[32mall is fine\x08\x08\x7f\x9b2K\u202eevil\nok  refund  done"
+CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # all but a line break
+
+
+def test_a_questions_escape_sequences_are_shown_and_the_not_trusted_mark_stays_on_its_line(
+    people: tuple[Path, Path, Path],
+) -> None:
+    folder, _alice, bob = people
+    _forge(folder / "cp.json", EVIL_ASK)  # Mallory's question: it would erase the line and the one above
+    notebook = _notebook_with(folder, folder / "cp.json")
+    shown_as = EVIL_ASK.encode("unicode_escape").decode("ascii")  # "\\x1b[2K\\r…": what a person sees
+    expected = {notebook.name: f"asks: [NOT TRUSTED] {shown_as}", ".": "[NOT TRUSTED: changed after it was signed"}
+    for target in (notebook.name, "."):
+        code, status, out, err = mkl(folder, bob, "runs", target)
+        assert code == 0, err
+        assert "\x1b" not in out and "\r" not in out and "\x08" not in out  # not even in the JSON line
+        *shown, last = out.rstrip("\n").split("\n")
+        assert json.loads(last) == status and not CONTROLS.search("\n".join(shown)), shown
+        [line] = [line for line in shown if "Approve a refund?" in line]
+        assert expected[target] in line and shown_as in line
+        assert not any(line.startswith("ok  refund") for line in shown)  # no line of the file's making
+
+
+def test_a_models_escape_sequences_are_shown_not_obeyed_by_mkl_run_and_mkl_trace(tmp_path: Path) -> None:
+    evil = "Hello!\x1b[2J\x1b[H\rAll approved.\x9b31m\ttab\nsecond line"
+    script = {"llm": {"produce": {"Write the reply": evil, "Final reply": evil}, "judge": [2]}, "tools": {}}
+    script["tools"] = {"order_lookup": ['{"order": "A-1001", "refundable": true}']}
+    (tmp_path / "refund.mkl").write_text(REFUND, encoding="utf-8")
+    (tmp_path / "s.json").write_text(json.dumps(script), encoding="utf-8")
+    person = tmp_path / "carol"
+    code, status, out, err = mkl(
+        tmp_path, person, "run", "refund.mkl", "--id", "e", "--script", "s.json", "--set", "t=x"
+    )
+    assert code == 0 and status["result"] == evil, err
+    _, _, traced, _ = mkl(tmp_path, person, "trace", "--id", "e")
+    for shown in (out, traced):
+        human = shown.rstrip("\n").rsplit("\n", 1)[0]  # all but the JSON status line; a block keeps its tabs
+        assert "Hello!\\x1b[2J\\x1b[H\\rAll approved.\\x9b31m" in human and not CONTROLS.search(
+            human.replace("\t", "")
+        ), human
+
+
+def test_a_run_id_with_a_newline_is_named_on_one_line(people: tuple[Path, Path, Path]) -> None:
+    folder, _alice, bob = people
+    notebook = _notebook_with(folder, folder / "cp.json")
+    for target in (["--id", "r\nx\x1b[1A"], [notebook.name, "--run", "r\nx\x1b[1A"]):
+        code, status, _, err = mkl(folder, bob, "resume", *target, "--reply", "approve")
+        assert code == 2 and err.count("\n") == 1 and "'r\\nx\\x1b[1A'" in err, err
+        assert "r\nx\x1b[1A" in status["error"]  # the status line is JSON: it says it as it is
 
 
 def test_a_key_is_made_once_readable_by_its_owner_only_even_when_many_ask_at_once(tmp_path: Path) -> None:
@@ -360,6 +537,23 @@ def test_a_run_cell_shows_whose_the_files_run_is_and_takes_it_up_only_on_a_click
     assert "The file says its machine's author asks:" in form.header.value
     run = mkl_notebook.get_run("r")
     assert (run.status, run.calls["made"]) == ("suspended", 0)  # Alice's run, replayed: no model called
+
+
+def test_the_trust_button_refuses_a_name_another_trusted_key_has_and_takes_nothing_up(
+    bobs_kernel: tuple[Path, list[RunView]], shell: InteractiveShell, tmp_path: Path
+) -> None:
+    _notebook, made = bobs_kernel
+    bob = tmp_path / "bob"
+    someone = Signer(Ed25519PrivateKey.generate(), "alice").key  # Bob knows another key as alice's already
+    assert mkl(tmp_path / "shared", bob, "trust", someone, "--name", "alice")[0] == 0
+    session = mkl_notebook.notebook.session.current_session()
+    assert shell.run_cell("%mkl run refund --id r --hitl --set ticket=broken").success
+    choice = made[-1].choice
+    assert isinstance(choice, TakeUpChoice) and choice.buttons[0].description.startswith("Trust alice's key ")
+    choice.buttons[0].click()
+    assert "Could not go on:</strong> &#x27;alice&#x27; is already the name of key " in choice.status.value
+    assert key_fingerprint(someone) in choice.status.value
+    assert _trusted_keys(bob) == {someone: "alice"} and not session.store.exists("r")
 
 
 def test_get_run_and_resume_refuse_an_untrusted_run_in_one_line_until_told(

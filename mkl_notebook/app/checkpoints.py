@@ -395,9 +395,32 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
     nbfile.write_run(notebook, embedded, view, form_place_now)
 
 
-def seals_in(path: Path) -> list[Seal]:
-    """The keys that signed the runs a notebook or checkpoint file carries, one seal per key; a run with a
-    stretch of its history unsigned, or whose signature does not hold, is refused."""
+class Stretch(NamedTuple):
+    """A stretch of a run's history that one key signed: records ``start`` up to ``end`` (not included), and
+    when (None: the whole checkpoint's seal, which says no time)."""
+
+    run_id: str
+    start: int
+    end: int
+    time: float | None
+
+
+class FileKey(NamedTuple):
+    """A key that signed runs in a file: the names its signatures claim (a claim, not proof) and what it signed."""
+
+    key: str
+    names: tuple[str, ...]
+    stretches: tuple[Stretch, ...]
+
+    @property
+    def fingerprint(self) -> str:
+        return key_fingerprint(self.key)
+
+
+def keys_in(path: Path) -> list[FileKey]:
+    """Every key that signed the runs a notebook or checkpoint file carries, in the order first met, each with
+    the names it claims and the stretches it signed; a run with a stretch of its history unsigned, or whose
+    signature does not hold, is refused."""
     if path.suffix == ".ipynb":
         runs, damaged = nbfile.scan(path)
         found = [(run.run_id, run.records, run.seal) for run in runs]
@@ -408,7 +431,8 @@ def seals_in(path: Path) -> list[Seal]:
         found = [(str(checkpoint.header["run_id"]), checkpoint.records, checkpoint.seal)]
     if not found:
         raise UsageProblem(f"{path}: carries no run checkpoint")
-    keys: dict[str, Seal] = {}
+    names: dict[str, dict[str, None]] = {}
+    signed: dict[str, dict[Stretch, None]] = {}
     for run_id, records, envelope_seal in found:
         for stretch in signatures(records, envelope_seal):
             seal = stretch.seal
@@ -421,8 +445,9 @@ def seals_in(path: Path) -> list[Seal]:
                     f"{path}: run '{run_id}' was changed after it was signed (key {seal.fingerprint}); "
                     "nothing was trusted"
                 )
-            keys.setdefault(seal.key, seal)
-    return list(keys.values())
+            names.setdefault(seal.key, {})[seal.by] = None
+            signed.setdefault(seal.key, {})[Stretch(run_id, stretch.start, stretch.end, stretch.time)] = None
+    return [FileKey(key, tuple(names[key]), tuple(signed[key])) for key in names]
 
 
 MAX_NOTEBOOKS_LOOKED_AT = 100  # notebooks in a kernel's folder read to find the one it executes

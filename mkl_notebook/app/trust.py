@@ -119,14 +119,37 @@ class Keyring:
         return keys
 
     def add(self, key: str, name: str, at: str) -> bool:
-        """Trust ``key`` under ``name``; False when it was trusted already."""
+        """Trust ``key`` under ``name``; False when it was trusted already. A name says whose key it is in
+        every mark, so it is refused (:class:`UsageProblem`, saying whose it is) when it is already another
+        trusted key's, or this person's own: a second key cannot pass for someone already known."""
         seals.public_key(key)  # a malformed key is refused before anything is written
         keys = self.trusted()
         if key in keys or key == self.own_key():
             return False
-        keys[key] = {"name": name[: seals.MAX_NAME], "added": at}
+        name = name[: seals.MAX_NAME]
+        taken = self.name_taken(name, keys)
+        if taken is not None:
+            raise UsageProblem(f"{taken}; trust key {key_fingerprint(key)} under another name")
+        keys[key] = {"name": name, "added": at}
         self._write_trusted(keys)
         return True
+
+    def name_taken(self, name: str, keys: dict[str, dict[str, Any]] | None = None) -> str | None:
+        """Whose ``name`` already is, if anyone's (this person's, or a key they trust; case and spacing do not
+        tell names apart), as a phrase; None when no one has it."""
+        wanted = _name_key(name)
+        if not wanted:
+            return "a key needs a name that says whose it is"
+        own = self.signer().by
+        if wanted == _name_key(own):
+            return f"'{name}' is your own name (your runs are signed as '{own}')"
+        for other, entry in (self.trusted() if keys is None else keys).items():
+            if _name_key(str(entry.get("name", ""))) == wanted:
+                return (
+                    f"'{name}' is already the name of key {key_fingerprint(other)} that you trust "
+                    f"(as '{entry.get('name')}', added {entry.get('added')})"
+                )
+        return None
 
     def remove(self, key: str) -> bool:
         keys = self.trusted()
@@ -193,6 +216,11 @@ class Keyring:
             and first.seal.holds
             and first.seal.key == self.own_key()
         )
+
+
+def _name_key(name: str) -> str:
+    """A name as names are told apart: "Alice", "alice" and " alice " are one person's."""
+    return " ".join(name.split()).casefold()
 
 
 class Untrusted(UsageProblem):

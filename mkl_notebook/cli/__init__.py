@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..app.errors import USER_ERRORS
+from ..render.common import printable
 from . import check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
 
@@ -21,7 +22,7 @@ from .common import EXIT_USAGE, emit_status
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"mkl: error: {message}\n")
+        self.exit(EXIT_USAGE, f"mkl: error: {printable(message)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
         return code
     except USER_ERRORS as exc:
-        print(f"mkl: error: {exc}", file=sys.stderr)
+        print(f"mkl: error: {printable(exc)}", file=sys.stderr)  # one line, whatever a file put in it
         emit_status({"status": "error", "error": str(exc)})
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..app.errors import UsageProblem
 from ..app.workspace import Workspace
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status
+from ..render.common import printable
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status, say
 
 
 def add_check_parser(commands: Commands) -> None:
@@ -22,14 +23,14 @@ def check_main(args: argparse.Namespace) -> int:
     try:
         findings = Workspace.check_file(path)
     except UsageProblem as exc:
-        print(f"mkl: error: {exc}", file=sys.stderr)
+        print(f"mkl: error: {printable(exc)}", file=sys.stderr)
         emit_status({"status": "unreadable", "file": str(path)})
         return EXIT_USAGE
     for finding in findings:
-        print(f"{path}:{finding.line or 0}: {finding.severity}: {finding.message}")
+        say(f"{path}:{finding.line or 0}: {finding.severity}: {finding.message}")
     errors = sum(1 for finding in findings if finding.severity == "error")
     if not findings:
-        print(f"{path}: no findings")
+        say(f"{path}: no findings")
     emit_status(
         {
             "status": "errors" if errors else "ok",

@@ -13,6 +13,7 @@ from ..app.values import merge, parse_assignments, parse_input
 from ..app.workspace import Workspace
 from ..render import views
 from ..render.commands import trace_command
+from ..render.common import printable
 
 if TYPE_CHECKING:  # generic only in the type stubs
     Commands = argparse._SubParsersAction[Any]  # where each subcommand adds its parser
@@ -21,6 +22,12 @@ else:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SUSPENDED, EXIT_IN_DOUBT = 0, 1, 2, 3, 4
 STATUS_EXIT = {"done": EXIT_OK, "halt": EXIT_FAILED, "suspended": EXIT_SUSPENDED, "in_doubt": EXIT_IN_DOUBT}
+
+
+def say(text: str) -> None:
+    """Print ``text`` for a person: whatever in it came from a file is shown, never acted on by the terminal
+    (:func:`~mkl_notebook.render.common.printable`); its line breaks are kept."""
+    print(printable(text, lines=True))
 
 
 def emit_status(status: dict[str, Any]) -> None:

@@ -11,6 +11,8 @@ import re
 import threading
 from typing import Any, TextIO
 
+from ..render.common import printable
+
 _BRANCH = re.compile(r"/branch:\d+/")
 
 
@@ -35,11 +37,11 @@ class TerminalStream:
         if position != self._position:
             self._end_answer()
             self._position, self._written = position, 0
-            self.out.write(f"── {state} ──\n")
+            self.out.write(f"── {printable(state)} ──\n")
         if len(text) < self._written:  # the call was made again (a retry): its text starts over
             self.out.write("\n[retrying]\n")
             self._written = 0
-        self.out.write(text[self._written :])
+        self.out.write(printable(text[self._written :], lines=True))  # model output: shown, never obeyed
         self._written = len(text)
         self.out.flush()
 

@@ -8,7 +8,7 @@ import sys
 from ..app import batch
 from ..app.terms import DEFAULT_STORE
 from ..render.batch_views import batch_table_text
-from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, host_values, machine_of, workspace
+from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, host_values, machine_of, say, workspace
 from .run_cmd import executor_flags
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
@@ -73,7 +73,7 @@ def map_main(args: argparse.Namespace) -> int:
     summaries = [batch.row_summary(row) for row in ran.rows]
     counts = batch.counts(ran.rows)
     if not args.quiet:
-        print(batch_table_text(summaries, counts))
+        say(batch_table_text(summaries, counts))
     status = batch.overall(ran.rows)
     emit_status({"status": status, "counts": counts, "rows": summaries})
     return BATCH_EXIT[status]

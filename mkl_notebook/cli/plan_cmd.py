@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..app.terms import DEFAULT_STORE
 from ..render.plan_views import plan_lines
-from .common import Commands, emit_status, workspace
+from .common import Commands, emit_status, say, workspace
 
 
 def add_plan_parser(commands: Commands) -> None:
@@ -22,6 +22,6 @@ def plan_main(args: argparse.Namespace) -> int:
     with workspace(args) as ws:
         ws.load(Path(args.file))
         found = ws.plan(args.run_id)
-    print("\n".join(plan_lines(found.as_dict())))
+    say("\n".join(plan_lines(found.as_dict())))
     emit_status(found.as_dict())
     return 0

@@ -20,6 +20,7 @@ from ..app.values import parse_assignments
 from ..app.workspace import Workspace
 from ..render import views
 from ..render.commands import resume_command
+from ..render.common import printable
 from .common import (
     EXIT_FAILED,
     STATUS_EXIT,
@@ -29,6 +30,7 @@ from .common import (
     emit_status,
     host_values,
     machine_of,
+    say,
     workspace,
 )
 from .live import TerminalStream
@@ -160,7 +162,7 @@ def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: s
     if args.checkpoint:
         write_checkpoint(args.checkpoint, outcome, ws.keyring.signer())
     if not args.quiet:
-        print(status.describe(outcome, resume, cli_cap(outcome.run_id, args.store, args.full)))
+        say(status.describe(outcome, resume, cli_cap(outcome.run_id, args.store, args.full)))
     emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
     return STATUS_EXIT[outcome.result.status]
 
@@ -246,25 +248,27 @@ def runs_main(args: argparse.Namespace) -> int:
     for listed in listing:
         _print_listed(listed)
     if not listing:
-        print(f"{args.store}: no runs")
+        print(f"{printable(args.store)}: no runs")
     emit_status({"runs": listing})
     return 0
 
 
 def _print_listed(listed: dict[str, Any], where: str = "") -> None:
-    """One run of a listing: its line, then each answer a person gave, then the command that answers it now."""
+    """One run of a listing: its line, then each answer a person gave, then the command that answers it now.
+    Each is one line whatever the file says (:func:`printable`), so a run's text cannot pass for the next."""
     error = f" ({listed['error']})" if listed.get("error") else ""
     at = f" at {listed['at']}" if listed.get("at") else ""
     asks = f" — asks: {views.asked_as_listed(listed, said_below=True)}" if listed.get("ask") else ""
     cost = f"  spent {views.money(listed['cost_usd'])}" if "cost_usd" in listed else ""
-    print(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{cost}{asks}")
+    print(printable(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{cost}{asks}"))
     if listed.get("trusted") is False:
-        print(f"    not trusted: {listed['made_by']}; taken up only with --trust-file, or once you trust the key")
+        made_by = printable(listed["made_by"])
+        print(f"    not trusted: {made_by}; taken up only with --trust-file, or once you trust the key")
     for answer in listed["answers"]:
         facts = views.answered_by(answer.get("by"), answer.get("time"), answer.get("via"))
-        print(f"    answered {answer['value']!r}{f' ({facts})' if facts else ''}")
+        print(printable(f"    answered {answer['value']!r}{f' ({facts})' if facts else ''}"))
     if listed.get("command"):
-        print(f"    answer it: {listed['command']}")
+        print(f"    answer it: {printable(listed['command'])}")
 
 
 def _waiting_under(folder: Path) -> int:
@@ -272,11 +276,13 @@ def _waiting_under(folder: Path) -> int:
     questions, problems = waiting_questions(folder)
     for question in questions:
         mark = f" [NOT TRUSTED: {question['made_by']}]" if question.get("trusted") is False else ""
-        print(f"{question['where']}: {question['run']}{mark} asks {question['ask']!r} — {question['command']}")
+        print(
+            printable(f"{question['where']}: {question['run']}{mark} asks {question['ask']!r} — {question['command']}")
+        )
     for problem in problems:
-        print(f"not read: {problem}")
+        print(f"not read: {printable(problem)}")
     if not questions:
-        print(f"{folder}: no run waits for a person")
+        print(f"{printable(folder)}: no run waits for a person")
     emit_status({"questions": questions, "not_read": problems})
     return EXIT_FAILED if problems else 0
 
@@ -284,21 +290,21 @@ def _waiting_under(folder: Path) -> int:
 def _notebook_runs(path: Path) -> int:
     found = notebook_runs(path)
     for run_id, store in found.written_back:
-        print(f"{run_id}: wrote back what the store {store} holds (a resume there stopped before it could)")
+        print(printable(f"{run_id}: wrote back what the store {store} holds (a resume there stopped before it could)"))
     listing = []
     for listed in found.runs:
         where = listed.pop("where")
         _print_listed(listed, f" ({where})")
         if "advancing_in" in listed:
             store = listed["advancing_in"]
-            print(
+            say(
                 f"    left mid-advance in the store {store}: what it did there is not in this file yet; "
                 f"resume it with --store {store}"
             )
         listing.append(listed)
     for bad in found.damaged:
-        print(f"{bad['run'] or '?'}  damaged checkpoint in {bad.pop('where')}: not used ({bad['error']})")
+        print(printable(f"{bad['run'] or '?'}  damaged checkpoint in {bad.pop('where')}: not used ({bad['error']})"))
     if not found.runs and not found.damaged:
-        print(f"{path}: no run checkpoints")
+        print(f"{printable(path)}: no run checkpoints")
     emit_status({"runs": listing + found.damaged})
     return EXIT_FAILED if found.damaged else 0

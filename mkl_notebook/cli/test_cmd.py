@@ -6,7 +6,7 @@ import argparse
 
 from ..app.scenarios import scenarios_summary
 from ..app.workspace import Workspace
-from .common import EXIT_FAILED, EXIT_OK, Commands
+from .common import EXIT_FAILED, EXIT_OK, Commands, say
 
 
 def add_test_parser(commands: Commands) -> None:
@@ -20,6 +20,6 @@ def add_test_parser(commands: Commands) -> None:
 def test_main(args: argparse.Namespace) -> int:
     outcomes = Workspace.test_files(args.machine, args.script, args.case)
     for outcome in outcomes:
-        print(outcome.line())
-    print(scenarios_summary(outcomes))
+        say(outcome.line())
+    say(scenarios_summary(outcomes))
     return EXIT_OK if all(outcome.passed for outcome in outcomes) else EXIT_FAILED

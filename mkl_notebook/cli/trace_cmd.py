@@ -11,7 +11,7 @@ import argparse
 from ..app import status
 from ..app.terms import DEFAULT_STORE
 from ..render import views
-from .common import Commands, all_flag, cli_cap, emit_status, workspace
+from .common import Commands, all_flag, cli_cap, emit_status, say, workspace
 
 
 def add_trace_parser(commands: Commands) -> None:
@@ -27,8 +27,8 @@ def trace_main(args: argparse.Namespace) -> int:
         outcome = ws.read(args.run_id)  # nothing is called or recorded
     result = outcome.result
     cap = cli_cap(args.run_id, args.store, args.full)
-    print(views.trace_table_text(result.trace_with_open_call(), answers=views.traced_answers(result), cap=cap))
+    say(views.trace_table_text(result.trace_with_open_call(), answers=views.traced_answers(result), cap=cap))
     print()
-    print(views.result_summary_text(result, None, cap))
+    say(views.result_summary_text(result, None, cap))
     emit_status(status.status_line(outcome))
     return 0

@@ -3,13 +3,16 @@
 Shared notebooks are untrusted, so the views' HTML uses only semantic tags (tables, ``<details>``,
 ``<mark>``, ``<strong>``, ``<code>``): no ``<style>``, no ``<script>``, no ``style=`` attributes, and
 every dynamic string is escaped (:func:`_e`). Each ``*_html`` view has a ``*_text`` twin that states the
-same facts. The underscored helpers here are the render package's own, shared by its view modules.
+same facts; text is shown on terminals, so its table cells and indented blocks pass through :func:`printable`,
+and nothing a file says can move the cursor or recolour a line. The underscored helpers here are the render
+package's own, shared by its view modules.
 Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -34,6 +37,30 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
+# What a terminal acts on instead of showing: C0 controls (ESC starts the sequences that move the cursor,
+# erase or recolour; CR and backspace write over what is shown), DEL, C1 controls (U+009B is a one-character
+# CSI to some terminals) and the marks that reorder a line right to left (U+202E shows "abc" as "cba").
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_IN_A_LINE = re.compile(f"[{_CONTROLS}\t\n]")
+_IN_LINES = re.compile(f"[{_CONTROLS}]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(value: Any, lines: bool = False) -> str:
+    """``value`` as text a terminal shows as it is: every control character written as its escape (ESC as
+    ``\\x1b``, CR as ``\\r``). A line break (and a tab) is kept only where the text is a block of ``lines``;
+    in a line of a listing it is shown as ``\\n``, so no text can add a line that seems the listing's own."""
+    if lines:
+        return _IN_LINES.sub(_visible, str(value).replace("\r\n", "\n"))
+    return _IN_A_LINE.sub(_visible, str(value))
+
+
 def _code(value: Any) -> str:
     return f"<code>{_e(value)}</code>"
 
@@ -48,11 +75,12 @@ def _lines_html(text: str) -> str:
 
 
 def _indent(text: str, prefix: str) -> str:
-    return "\n".join(prefix + line for line in str(text).splitlines() or [""])
+    return "\n".join(prefix + line for line in printable(text, lines=True).splitlines() or [""])
 
 
 def columns(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Fixed-width columns (the last one unpadded)."""
+    """Fixed-width columns (the last one unpadded), each cell on its one line (:func:`printable`)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return [
         "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
