@@ -175,6 +175,17 @@ def added_answers(records: list[dict[str, Any]]) -> str:
     return ("answered " + ", then ".join(said)) if said else f"{len(records)} more records, no answer of a person"
 
 
+def stale_note(held: list[dict[str, Any]] | None, records: list[dict[str, Any]]) -> str | None:
+    """What makes a file's copy of a run (``records``) stale, when the history in reach (``held``: the store's)
+    goes on past it: a signed copy proves who made it, not that it is the newest. None when it is not older."""
+    if not held or len(held) <= len(records) or common_prefix(held, records) != len(records):
+        return None
+    return (
+        "an older copy: your store holds a newer history of this run "
+        f"({added_answers(held[len(records) :])}; now {run_state(held)})"
+    )
+
+
 def resume_checkpoint_file(
     path: str, store: SQLiteStore, advance: Callable[[str], Outcome], *, keyring: Keyring, trust_file: bool = False
 ) -> Outcome:

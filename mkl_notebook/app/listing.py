@@ -18,7 +18,7 @@ from ..durable.records import replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..render.commands import reply_command, resume_command
-from .checkpoints import finish_write_back
+from .checkpoints import finish_write_back, stale_note
 from .errors import UsageProblem
 from .trust import Keyring, Provenance
 
@@ -61,6 +61,9 @@ def run_summary(
             question_id=question,
             command=reply_command(resume, question, now.reply_to),
         )
+        asked = (index.last or {}).get("time")
+        if isinstance(asked, (int, float)) and not isinstance(asked, bool):
+            listed["asked_at"] = asked
     listed["answers"] = [
         {
             "question": answer.get("question"),
@@ -110,6 +113,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
         marks = nbfile.advancing_marks(path)
         embedded, damaged = nbfile.scan(path)
     listing = []
+    reach = _store_in_reach()
     for run in embedded:
         listed = run_summary(
             run.run_id,
@@ -117,6 +121,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
             resume_command(run.run_id, notebook=str(path)),
             keyring.judge_history(run.records, run.seal),
         )
+        _mark_stale(listed, reach, run.run_id, run.records)
         marked = marks.get(run.run_id)
         if marked is not None:
             listed["advancing_in"] = marked["store"]
@@ -135,6 +140,29 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     return NotebookListing(listing, written, bad)
 
 
+def _store_in_reach() -> SQLiteStore | None:
+    """This person's run store here (the default one), to tell a file's older copy of a run from a current one;
+    None when there is none or it cannot be read."""
+    if not DEFAULT_STORE.is_file():
+        return None
+    try:
+        return SQLiteStore(DEFAULT_STORE)
+    except StoreError:
+        return None
+
+
+def _mark_stale(listed: dict[str, Any], reach: SQLiteStore | None, run_id: str, records: list[dict[str, Any]]) -> None:
+    """A file's copy of a run that the store in reach holds a newer history of is listed as stale, with no
+    question to answer (an answer goes to the history as it stands)."""
+    if reach is None or not reach.exists(run_id):
+        return
+    note = stale_note(reach.read(run_id), records)
+    if note is not None:
+        listed["stale"] = note
+        for key in ("question_id", "command"):
+            listed.pop(key, None)
+
+
 def _files(folder: Path) -> Iterator[Path]:
     """Notebooks and run stores under ``folder``, in a stable order; links to folders are not followed."""
     for current, folders, files in os.walk(folder):
@@ -145,12 +173,23 @@ def _files(folder: Path) -> Iterator[Path]:
                 yield path
 
 
-def waiting_questions(folder: Path, keyring: Keyring | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+class Waiting(NamedTuple):
+    """The questions waiting under a folder, one line for each file that could not be read, and the questions
+    of files' older copies of runs (stale: the store in reach holds a newer history of them)."""
+
+    questions: list[dict[str, Any]]
+    problems: list[str]
+    stale: list[dict[str, Any]]
+
+
+def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
     """Each question waiting under ``folder`` (where, the run, the question, the command that answers it,
     and for a notebook's run who made it), and one line for each file that could not be read."""
     keyring = keyring or Keyring()
     questions: list[dict[str, Any]] = []
     problems: list[str] = []
+    stale: list[dict[str, Any]] = []
+    reach = _store_in_reach()
     for path in _files(folder):
         shown = os.path.relpath(path)
         try:
@@ -166,6 +205,10 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> tuple[lis
                     )
                     for run in embedded
                 ]
+                for item, run in zip(listed, embedded, strict=True):
+                    _mark_stale(item, reach, run.run_id, run.records)
+                    if "stale" in item and item.get("ask"):
+                        stale.append({"where": shown, **item})
             else:
                 store = SQLiteStore(path)
                 flag = store_flag(shown)
@@ -178,4 +221,4 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> tuple[lis
             problems.append(str(exc))
             continue
         questions += [{"where": shown, **item} for item in listed if item.get("question_id")]
-    return questions, problems
+    return Waiting(questions, problems, stale)

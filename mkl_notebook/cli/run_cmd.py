@@ -261,6 +261,11 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
     asks = f" — asks: {views.asked_as_listed(listed, said_below=True)}" if listed.get("ask") else ""
     cost = f"  spent {views.money(listed['cost_usd'])}" if "cost_usd" in listed else ""
     print(printable(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{cost}{asks}"))
+    if listed.get("asked_at") is not None:
+        made_by = f", {listed['made_by']}" if "made_by" in listed else ""
+        print(printable(f"    asked {views.answer_time(listed['asked_at'])}{made_by}"))
+    if listed.get("stale"):
+        print(printable(f"    STALE: {listed['stale']}; not answerable here"))
     if listed.get("trusted") is False:
         made_by = printable(listed["made_by"])
         print(f"    not trusted: {made_by}; taken up only with --trust-file, or once you trust the key")
@@ -273,17 +278,19 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
 
 def _waiting_under(folder: Path) -> int:
     """Every question waiting in the notebooks and stores under ``folder``: one line each, with its command."""
-    questions, problems = waiting_questions(folder)
+    questions, problems, stale = waiting_questions(folder)
     for question in questions:
         mark = f" [NOT TRUSTED: {question['made_by']}]" if question.get("trusted") is False else ""
         print(
             printable(f"{question['where']}: {question['run']}{mark} asks {question['ask']!r} — {question['command']}")
         )
+    for old in stale:
+        print(printable(f"{old['where']}: {old['run']} STALE, asks {old['ask']!r} — {old['stale']}"))
     for problem in problems:
         print(f"not read: {printable(problem)}")
     if not questions:
         print(f"{printable(folder)}: no run waits for a person")
-    emit_status({"questions": questions, "not_read": problems})
+    emit_status({"questions": questions, "stale": stale, "not_read": problems})
     return EXIT_FAILED if problems else 0
 
 

@@ -357,8 +357,9 @@ class MklMagics(Magics):
     def _cmd_pending(self, words: list[str]) -> None:
         args = self._parse("pending", words)
         if args.all is not None:
-            questions, problems = waiting_questions(Path(self.values.text(args.all)), self.session.keyring)
-            display(views.questions_bundle(questions, problems), raw=True)
+            under = waiting_questions(Path(self.values.text(args.all)), self.session.keyring)
+            stale = [f"{old['where']}: run {old['run']} is stale: {old['stale']}" for old in under.stale]
+            display(views.questions_bundle(under.questions, under.problems + stale), raw=True)
             return
         answered = self.session.answered_here()  # re-executed: the runs this cell's forms answered, as left
         shown = {run.id for run in answered}

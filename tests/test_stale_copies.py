@@ -1,0 +1,53 @@
+"""A signature proves who, not when: an older signed copy put back is recognised as stale where the newer is in reach.
+
+Alice answers gate A of her run ("reject"); Bob, who trusts her key, runs her notebook, so his store holds
+her answer. Then the older copy of the file, still waiting at gate A and signed by Alice just as well, is
+put back (an old attachment, a restore). Bob must not be shown it as a current question: listing it says it
+is stale and what the newer history holds, and gives no command; an answer to its question is refused; his
+kernel shows the history as his store has it. Real components: two people as two Jupyter data folders, the
+``mkl`` command, kernels driven by nbclient.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import test_one_history as one
+
+
+def test_an_older_signed_copy_put_back_is_listed_stale_and_cannot_be_answered(tmp_path: Path) -> None:
+    alice, bob = one.Person(tmp_path, "alice"), one.Person(tmp_path, "bob")
+    one._notebook(alice.notebook)
+    alice.run_all()
+    older = alice.notebook.read_bytes()  # waiting at gate A, signed by Alice
+    code, listing, _, err = alice.mkl("runs", alice.notebook.name)
+    assert code == 0, err
+    question = listing["runs"][0]["question_id"]
+    assert alice.answer("a", "reject")["ask"] == one.GATE_B  # her answer, written back into her file
+
+    bob.receive(alice)
+    bob.trusts(alice)
+    bob.run_all()  # Bob's store takes up Alice's history, her answer included
+    bob.notebook.write_bytes(older)  # the older copy comes back
+
+    code, listing, out, err = bob.mkl("runs", bob.notebook.name)
+    assert code == 0, err
+    [listed] = listing["runs"]
+    assert "stale" in listed and "'reject' by 'alice'" in listed["stale"], listed
+    assert "command" not in listed and "question_id" not in listed  # not answerable as a current question
+    assert "STALE" in out and "asked " in out  # the printed listing says so, and when the question was asked
+
+    code, listing, out, err = bob.mkl("runs", ".")  # the folder's waiting questions: not this one
+    assert code == 0, err
+    assert not [q for q in listing.get("questions", []) if q.get("question_id") == question], listing
+
+    replies = [r for r in bob.store().read("r") if r["t"] == "reply"]
+    code, _, _, err = bob.mkl(
+        "resume", bob.notebook.name, "--run", "r", "--question", question, "--set", "a.answer=approve",
+        "--script", "twogates.script.json",
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1, err
+    assert [r for r in bob.store().read("r") if r["t"] == "reply"] == replies  # nothing was answered
+
+    texts = one._texts(bob.run_all())  # Bob's kernel shows the run as his store holds it: at gate B
+    assert one.GATE_B in texts and not [f for f in one._forms(bob.run_all()) if f.get("question_id") == question]
