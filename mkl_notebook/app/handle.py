@@ -39,6 +39,7 @@ class PendingQuestion(TypedDict):
     question_id: str | None
     about: str | None
     asked_again: list[tuple[str, list[str]]]
+    asked_by: str | None  # of a question someone else's copy brought: when it was asked, and who signed it
 
 
 class Run:
@@ -120,6 +121,7 @@ class Run:
             "question_id": result.question_id(self.id),
             "about": result.about,
             "asked_again": asked_again(result),
+            "asked_by": self.workspace.keyring.asked_by(self.outcome.records) if self.outcome else None,
         }
 
     @property

@@ -121,6 +121,9 @@ class QuestionForm:
             if about
             else ""
         )
+        asked_by = pending.get("asked_by")
+        if asked_by:
+            label += f" <small>({html.escape(str(asked_by))})</small>"
         return (
             f"{asked_again_html(pending.get('asked_again') or ())}<p>{label}</p>"
             f"<blockquote>{html.escape(text)}</blockquote>{shown_about}"
