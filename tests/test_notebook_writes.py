@@ -6,9 +6,13 @@ stores of their own): the file stays valid, exactly one reply wins, the other ge
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import hashlib
 import json
+import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -283,13 +287,26 @@ def test_mkl_runs_says_when_a_files_run_was_left_mid_advance(shared: Path, tmp_p
     shutil.copy(shared, path)
     nbfile.mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite")
     listing = _mkl(tmp_path, "runs", path.name)
-    assert "left mid-advance in the store /elsewhere/.mkl/runs.sqlite" in listing.stdout
-    assert json.loads(listing.stdout.splitlines()[-1])["runs"][0]["advancing_in"] == "/elsewhere/.mkl/runs.sqlite"
+    finish = "mkl resume shared.ipynb --run refund --store /elsewhere/.mkl/runs.sqlite"
+    assert f"was being advanced in the store /elsewhere/.mkl/runs.sqlite, and what it did there is not in this " \
+        f"file yet; `{finish}` finishes it" in listing.stdout  # fmt: skip
+    [listed] = json.loads(listing.stdout.splitlines()[-1])["runs"]
+    assert listed["advancing_in"] == "/elsewhere/.mkl/runs.sqlite" and listed["finish"] == finish
+    assert "--store /elsewhere/.mkl/runs.sqlite" in listed["command"]  # answering it resumes it there too
 
 
-def test_mkl_runs_completes_a_write_back_a_stopped_resume_never_made(shared: Path, tmp_path: Path) -> None:
+def _untouched(path: Path) -> tuple[str, int, list[str]]:
+    """What must not change of a file a listing reads: its bytes' hash, its mode and the files beside it."""
+    siblings = sorted(other.name for other in path.parent.iterdir() if other.name.startswith(path.name))
+    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode, siblings
+
+
+def test_mkl_runs_leaves_a_write_back_a_stopped_resume_never_made_to_the_resume_in_its_store(
+    shared: Path, tmp_path: Path
+) -> None:
     """The state a resume killed after its store's commit leaves: the store says done, the file still shows
-    the question and says in which store the run went on. Listing the file writes that state back."""
+    the question and says in which store the run went on. The file is anyone's, and so is the store path it
+    names: listing it opens and writes neither, it says where the run was left; resuming there finishes it."""
     path = tmp_path / "shared.ipynb"
     shutil.copy(shared, path)
     stranded = path.read_bytes()
@@ -297,13 +314,38 @@ def test_mkl_runs_completes_a_write_back_a_stopped_resume_never_made(shared: Pat
     done = _mkl(tmp_path, *_approval(path, "refund", first), "--store", "ours.sqlite")
     assert done.returncode == 0, done.stderr
     path.write_bytes(stranded)  # as if the write-back never came
-    nbfile.mark_advancing(path, "refund", str((tmp_path / "ours.sqlite").resolve()))
+    store = (tmp_path / "ours.sqlite").resolve()
+    nbfile.mark_advancing(path, "refund", str(store))
+    before = _untouched(path), _untouched(store)
     listing = _mkl(tmp_path, "runs", path.name)
     assert listing.returncode == 0, listing.stderr
-    assert f"refund: wrote back what the store {(tmp_path / 'ours.sqlite').resolve()} holds" in listing.stdout
-    assert "left mid-advance" not in listing.stdout
+    assert (_untouched(path), _untouched(store)) == before  # nothing written, nothing made beside either
+    assert f"was being advanced in the store {store}" in listing.stdout
     [listed] = json.loads(listing.stdout.splitlines()[-1])["runs"]
-    assert listed["status"] == "done" and "question_id" not in listed
+    assert listed["advancing_in"] == str(store) and listed["status"] == "suspended"  # as the file says
+    finish = _mkl(tmp_path, *shlex.split(listed["finish"])[1:], "--script", str(REFUND_SCRIPT), "--quiet")
+    assert finish.returncode == 0, finish.stderr
+    [listed] = json.loads(_mkl(tmp_path, "runs", path.name).stdout.splitlines()[-1])["runs"]
+    assert listed["status"] == "done" and "question_id" not in listed and "advancing_in" not in listed
     assert [answer["value"] for answer in listed["answers"]] == ["approve"]
     assert nbfile.advancing(path, "refund") is None
     nbformat.validate(nbformat.read(path, as_version=4))
+
+
+def test_mkl_runs_never_opens_a_database_a_received_notebook_names_as_its_store(shared: Path, tmp_path: Path) -> None:
+    """A notebook whose mid-advance mark names someone's unrelated SQLite database: listing it leaves that
+    database and the notebook as they were, byte for byte, and says where the file claims the run was left."""
+    path = tmp_path / "shared.ipynb"
+    shutil.copy(shared, path)
+    app = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(app)) as db, db:
+        db.execute("CREATE TABLE outcomes (id INTEGER PRIMARY KEY, body TEXT)")
+        db.executemany("INSERT INTO outcomes (body) VALUES (?)", [("one",), ("two",)])
+    app.chmod(0o644)
+    nbfile.mark_advancing(path, "refund", str(app.resolve()))
+    before = _untouched(path), _untouched(app)
+    listing = _mkl(tmp_path, "runs", path.name)
+    assert listing.returncode == 0, listing.stderr
+    assert (_untouched(path), _untouched(app)) == before
+    [listed] = json.loads(listing.stdout.splitlines()[-1])["runs"]
+    assert listed["advancing_in"] == str(app.resolve())

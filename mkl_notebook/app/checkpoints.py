@@ -1,5 +1,6 @@
 """Runs that travel in files: taking a checkpoint up into a store, resuming a run a notebook or checkpoint
-file carries and writing it back, finishing a write-back a stopped resume left, and the seals in a file.
+file carries and writing it back (first finishing a write-back a stopped resume in the same store left), and
+the seals in a file.
 
 Every file here is someone else's until its seal says otherwise: it is verified before anything is read,
 taken up only when trusted (or by an explicit choice), and a notebook is written only under its lock.
@@ -16,7 +17,6 @@ from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.seals import Seal, Signer, key_fingerprint, signatures
 from ..durable import runs as durable
-from ..durable.errors import StoreError
 from ..durable.leases import file_lease
 from ..durable.records import common_prefix, replies, run_state
 from ..durable.replay import JournalIndex
@@ -251,7 +251,10 @@ def resume_in_notebook(
         if imported.parted_at is not None:
             raise UsageProblem(f"{parted_note(run_id, copy, imported)} {_pick_one(run_id, imported, store)}")
         signer = keyring.signer()
-        if _catch_up(notebook, embedded, store, signer, marked is not None):
+        caught = _catch_up(notebook, embedded, store, signer, marked is not None)
+        if caught is not None:
+            if run_state(caught.records).finished:
+                return caught  # the stopped resume finished the run: its write-back was all that was left
             embedded = nbfile.find_run(notebook, run_id)
         nbfile.mark_advancing(notebook, run_id, where)
         try:
@@ -356,34 +359,19 @@ def store_place(store: RunStore) -> str:
     return str(Path(path).resolve()) if isinstance(path, Path) else store.location
 
 
-def finish_write_back(notebook: Path, run_id: str, keyring: Keyring) -> str | None:
-    """Complete the write-back of a run the file says was left mid-advance, when the store it names is on
-    this machine: the file then holds the run as that store does. The store's place, or None (nothing done)."""
-    marked = nbfile.advancing(notebook, run_id)
-    if marked is None or not Path(marked["store"]).is_absolute() or not Path(marked["store"]).is_file():
-        return None
-    try:
-        store = SQLiteStore(Path(marked["store"]))
-        with nbfile.locked(notebook):
-            if nbfile.advancing(notebook, run_id) != marked or not store.exists(run_id):
-                return None
-            _catch_up(notebook, nbfile.find_run(notebook, run_id), store, keyring.signer(), True)
-    except StoreError:
-        return None  # not a store (any more): the listing says where the run was left instead
-    return str(marked["store"])
-
-
-def _catch_up(notebook: Path, embedded: nbfile.EmbeddedRun, store: RunStore, signer: Signer, marked: bool) -> bool:
+def _catch_up(
+    notebook: Path, embedded: nbfile.EmbeddedRun, store: RunStore, signer: Signer, marked: bool
+) -> Outcome | None:
     """A write-back never came (the file is ``marked`` mid-advance, or the store holds more than it): put
-    the store's state of the run in the file. Whether it wrote."""
+    the store's state of the run in the file. What it wrote (None: nothing)."""
     held = store.read(embedded.run_id)
     if not marked and len(held) <= len(embedded.records):
-        return False
+        return None
     shown = durable.show_prefix(embedded.run_id, held, len(held))
     if shown is None:
-        return False
+        return None
     _write_back(notebook, embedded, shown, signer)
-    return True
+    return shown
 
 
 def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:

@@ -1,8 +1,9 @@
 """What a listing says of runs: of a store, of a notebook file, and every question waiting under a folder.
 
 Each listed run says where it stands, the question it waits on with the one command that answers it, every
-answer a person gave, and (for a run read from a file) who made it. Listing reads; the one thing it may write
-is a write-back a stopped resume of this person's left unmade, from their own store into their own file.
+answer a person gave, and (for a run read from a file) who made it. Listing only reads: it makes, migrates
+or writes no file, opens only stores of ours (read-only), and under a folder follows no link out of it. A
+notebook's paths (the store a stopped resume named) are shown, never opened.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from ..durable.records import replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..render.commands import reply_command, resume_command
-from .checkpoints import finish_write_back, stale_note
-from .errors import UsageProblem
+from .checkpoints import stale_note
 from .trust import Keyring, Provenance
 
 SKIPPED_FOLDERS = frozenset({".git", ".hg", "node_modules", "__pycache__", ".ipynb_checkpoints", ".tox", ".mypy_cache"})
@@ -79,52 +79,50 @@ def run_summary(
     return listed
 
 
-def store_runs(path: Path) -> list[dict[str, Any]]:
-    """Every run of the store at ``path``, as a listing says it."""
-    if not path.is_file():
-        raise UsageProblem(f"{path}: no such run store")
-    store = SQLiteStore(path)
-    flag = store_flag(path)
-    return [
-        run_summary(run.run_id, store.read(run.run_id), resume_command(run.run_id, store=flag)) for run in store.runs()
-    ]
+def store_runs(path: Path, *, waiting_only: bool = False) -> list[dict[str, Any]]:
+    """Every run of the store at ``path`` (those suspended, with ``waiting_only``), as a listing says it. The
+    store is opened read-only, and refused when there is none or the file is not a store of ours."""
+    store = SQLiteStore(path, read_only=True)
+    try:
+        flag = store_flag(path)
+        return [
+            run_summary(run.run_id, store.read(run.run_id), resume_command(run.run_id, store=flag))
+            for run in store.runs()
+            if not waiting_only or run.status == "suspended"
+        ]
+    finally:
+        store.close()
 
 
 class NotebookListing(NamedTuple):
-    """The runs a notebook file carries, the write-backs this listing completed, and the damaged copies."""
+    """The runs a notebook file carries and the damaged copies."""
 
     runs: list[dict[str, Any]]
-    written_back: list[tuple[str, str]]  # (run id, the store it was written back from)
     damaged: list[dict[str, Any]]
 
 
 def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing:
-    """Every run a notebook file carries, each with who made it, where it is shown, and whether a resume was
-    left mid-advance (with the store that holds what it did)."""
+    """Every run a notebook file carries, each with who made it and where it is shown. A run a resume left
+    mid-advance says in which store (``advancing_in``), and its command resumes it there: the store the file
+    names is not opened (the file is anyone's, and so is the path it names)."""
     keyring = keyring or Keyring()
-    written = []
     marks = nbfile.advancing_marks(path)
     embedded, damaged = nbfile.scan(path)
-    for run in embedded:  # a write-back a stopped resume never made, from a store here
-        done = finish_write_back(path, run.run_id, keyring) if run.run_id in marks else None
-        if done is not None:
-            written.append((run.run_id, done))
-    if written:  # the file holds those runs as their stores do now
-        marks = nbfile.advancing_marks(path)
-        embedded, damaged = nbfile.scan(path)
     listing = []
     reach = _store_in_reach()
     for run in embedded:
+        marked = marks.get(run.run_id)
+        left_in = None if marked is None else str(marked["store"])
         listed = run_summary(
             run.run_id,
             run.records,
-            resume_command(run.run_id, notebook=str(path)),
+            resume_command(run.run_id, notebook=str(path), store=left_in),
             keyring.judge_history(run.records, run.seal),
         )
         _mark_stale(listed, reach, run.run_id, run.records)
-        marked = marks.get(run.run_id)
-        if marked is not None:
-            listed["advancing_in"] = marked["store"]
+        if left_in is not None:
+            listed["advancing_in"] = left_in
+            listed["finish"] = resume_command(run.run_id, notebook=str(path), store=left_in)
         cell = None if run.cell_index is None else run.cell_index + 1
         listing.append({**listed, "where": run.where, "cell": cell, "in_metadata": run.in_metadata})
     bad = [
@@ -137,7 +135,9 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
         }
         for problem in damaged
     ]
-    return NotebookListing(listing, written, bad)
+    if reach is not None:
+        reach.close()
+    return NotebookListing(listing, bad)
 
 
 def _store_in_reach() -> SQLiteStore | None:
@@ -146,7 +146,7 @@ def _store_in_reach() -> SQLiteStore | None:
     if not DEFAULT_STORE.is_file():
         return None
     try:
-        return SQLiteStore(DEFAULT_STORE)
+        return SQLiteStore(DEFAULT_STORE, read_only=True)
     except StoreError:
         return None
 
@@ -164,13 +164,22 @@ def _mark_stale(listed: dict[str, Any], reach: SQLiteStore | None, run_id: str, 
 
 
 def _files(folder: Path) -> Iterator[Path]:
-    """Notebooks and run stores under ``folder``, in a stable order; links to folders are not followed."""
+    """Notebooks and run stores under ``folder``, in a stable order. Links to folders are not followed, but
+    a store's folder that is a link is named (the store in it is then refused, as a link out of ``folder``)."""
     for current, folders, files in os.walk(folder):
+        here = Path(current)
+        if ".mkl" in folders and (here / ".mkl").is_symlink() and os.path.lexists(here / ".mkl" / STORE_NAME):
+            yield here / ".mkl" / STORE_NAME
         folders[:] = sorted(name for name in folders if name not in SKIPPED_FOLDERS and not name.startswith(".venv"))
         for name in sorted(files):
-            path = Path(current) / name
-            if name.endswith(".ipynb") or (name == STORE_NAME and Path(current).name == ".mkl"):
+            path = here / name
+            if name.endswith(".ipynb") or (name == STORE_NAME and here.name == ".mkl"):
                 yield path
+
+
+def _leaves(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (found under ``folder``) is, or lies in, a link that leads out of ``folder``."""
+    return not path.resolve().is_relative_to(folder.resolve())
 
 
 class Waiting(NamedTuple):
@@ -184,7 +193,8 @@ class Waiting(NamedTuple):
 
 def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
     """Each question waiting under ``folder`` (where, the run, the question, the command that answers it,
-    and for a notebook's run who made it), and one line for each file that could not be read."""
+    and for a notebook's run who made it), and one line for each file that could not be read or was refused:
+    a link out of ``folder``, or a store file that is not one of ours. Stores are opened read-only."""
     keyring = keyring or Keyring()
     questions: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -192,6 +202,9 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
     reach = _store_in_reach()
     for path in _files(folder):
         shown = os.path.relpath(path)
+        if _leaves(path, folder):
+            problems.append(f"{shown}: a link out of {folder}, not followed")
+            continue
         try:
             if path.suffix == ".ipynb":
                 embedded, damaged = nbfile.scan(path)
@@ -210,15 +223,11 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
                     if "stale" in item and item.get("ask"):
                         stale.append({"where": shown, **item})
             else:
-                store = SQLiteStore(path)
-                flag = store_flag(shown)
-                listed = [
-                    run_summary(item.run_id, store.read(item.run_id), resume_command(item.run_id, store=flag))
-                    for item in store.runs()
-                    if item.status == "suspended"
-                ]
+                listed = store_runs(Path(shown), waiting_only=True)
         except (nbfile.NotebookFileError, StoreError) as exc:
             problems.append(str(exc))
             continue
         questions += [{"where": shown, **item} for item in listed if item.get("question_id")]
+    if reach is not None:
+        reach.close()
     return Waiting(questions, problems, stale)

@@ -42,7 +42,7 @@ from . import batch, checkpoints, executors, oracles
 from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
-from .listing import run_summary, store_flag
+from .listing import run_summary, store_flag, store_runs
 from .replies import parse_resolve, read_reply, who
 from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
 from .settings import Settings, check_hitl
@@ -256,6 +256,12 @@ class Workspace:
         with self._lock:
             if self._store is None:
                 self._store = SQLiteStore(self.settings.store)
+            return self._store
+
+    def store_opened(self) -> RunStore | None:
+        """The run store when it is open already; None when it is not (listings then read its file, if any,
+        without making or changing it)."""
+        with self._lock:
             return self._store
 
     def reset_store(self) -> None:
@@ -661,6 +667,8 @@ class Workspace:
         """The runs that wait for a person now, as their journals stand (this store's, reconciled with the copies
         in reach: what a trusted copy holds past the store's history is taken up first), and the copies not
         taken up because no key this person trusts signed them (each says whose it is)."""
+        if self.store_opened() is None and not self.settings.store.exists() and not self.carried_waiting():
+            return [], []  # no store, and no copy waits: nothing to make a store for
         untrusted: list[Untrusted] = []
         waiting_here = {summary.run_id for summary in self.store.runs() if summary.status == "suspended"}
         for run_id in dict.fromkeys([*self.carried_waiting(), *sorted(waiting_here & self.carried_runs())]):
@@ -693,7 +701,10 @@ class Workspace:
         self._forgotten.add(run_id)
 
     def listing(self) -> list[dict[str, Any]]:
-        """Every run of the store, as a listing says it (status, question, answers, what it spent)."""
+        """Every run of the store, as a listing says it (status, question, answers, what it spent). A store not
+        opened yet is read from its file, if there is one, and not made or changed."""
+        if self.store_opened() is None:
+            return store_runs(self.settings.store) if self.settings.store.exists() else []
         flag = self.store_flag()
         return [
             run_summary(run.run_id, self.store.read(run.run_id), resume_command(run.run_id, store=flag))
@@ -842,7 +853,9 @@ class Workspace:
 
     def answered_in(self, cell: str) -> list[Outcome]:
         """Each run whose question a form of ``cell`` answered, as that form left it (what the cells below see)."""
-        shown = []
+        shown: list[Outcome] = []
+        if self.store_opened() is None and not self.settings.store.exists():
+            return shown  # no store: no form answered anything (and looking makes none)
         for summary in self.store.runs():
             records = self.store.read(summary.run_id)
             cut = places.form_cut(records, cell)

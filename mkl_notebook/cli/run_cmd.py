@@ -109,6 +109,7 @@ def add_run_parsers(commands: Commands) -> None:
         help="a run store (default .mkl/runs.sqlite), a notebook (.ipynb), or a folder: every question waiting "
         "in the notebooks and stores under it",
     )
+    listing.add_argument("--store", dest="store_flag", metavar="PATH", help="the run store to list (as STORE)")
     listing.set_defaults(handler=runs_main)
 
 
@@ -240,15 +241,20 @@ def resume_main(args: argparse.Namespace) -> int:
 
 
 def runs_main(args: argparse.Namespace) -> int:
-    if args.store.endswith(".ipynb"):
+    """List runs; reading only, nothing is made or written (see app.listing)."""
+    if args.store_flag is not None:  # a store file, whatever its name
+        if args.store != str(DEFAULT_STORE):
+            raise UsageProblem("name the store once: STORE or --store PATH")
+    elif args.store.endswith(".ipynb"):
         return _notebook_runs(Path(args.store))
-    if Path(args.store).is_dir():
+    elif Path(args.store).is_dir():
         return _waiting_under(Path(args.store))
-    listing = store_runs(Path(args.store))
+    store = args.store_flag or args.store
+    listing = store_runs(Path(store))
     for listed in listing:
         _print_listed(listed)
     if not listing:
-        print(f"{printable(args.store)}: no runs")
+        print(f"{printable(store)}: no runs")
     emit_status({"runs": listing})
     return 0
 
@@ -296,17 +302,14 @@ def _waiting_under(folder: Path) -> int:
 
 def _notebook_runs(path: Path) -> int:
     found = notebook_runs(path)
-    for run_id, store in found.written_back:
-        print(printable(f"{run_id}: wrote back what the store {store} holds (a resume there stopped before it could)"))
     listing = []
     for listed in found.runs:
         where = listed.pop("where")
         _print_listed(listed, f" ({where})")
         if "advancing_in" in listed:
-            store = listed["advancing_in"]
             say(
-                f"    left mid-advance in the store {store}: what it did there is not in this file yet; "
-                f"resume it with --store {store}"
+                f"    was being advanced in the store {listed['advancing_in']}, and what it did there is not in "
+                f"this file yet; `{listed['finish']}` finishes it"
             )
         listing.append(listed)
     for bad in found.damaged:

@@ -173,6 +173,98 @@ DROP TABLE IF EXISTS outcomes;
 COMMIT;
 """
 _DECODER = json.JSONDecoder()
+
+APPLICATION_ID = 0x6D6B6C72  # "mklr": the header of a store file of ours says so (PRAGMA application_id)
+SCHEMA_VERSION = 1  # PRAGMA user_version of the stores this release makes
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_COLUMNS = {
+    "runs": ("id", "machine", "created", "updated", "status", "error", "at"),
+    "records": ("run_id", "seq", "body"),
+    "sources": ("sha256", "source"),
+    "outcomes": ("run_id", "key", "body"),  # what earlier releases cached beside the runs
+}
+_NEEDED = frozenset({"runs", "records"})
+
+
+def _not_ours(path: Path) -> StoreError:
+    return StoreError(f"{path} is not an mkl run store")
+
+
+def check_ours(path: Path, *, new_ok: bool = False) -> None:
+    """Refuse ``path`` unless it is a run store of ours: its header names us (``APPLICATION_ID``) in a schema
+    this release reads, or (made by a release before stores said whose they are) its tables are exactly ours.
+    ``new_ok``: no file, or an empty one, is accepted too (a store is to be made there). Nothing is written,
+    nor any file made beside it."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as file:
+            header = file.read(100)
+    except FileNotFoundError:
+        if new_ok:
+            return
+        raise StoreError(f"{path}: no such run store") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if size == 0 and new_ok:
+        return
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        raise _not_ours(path)
+    version = int.from_bytes(header[60:64], "big")
+    application = int.from_bytes(header[68:72], "big")
+    if application == APPLICATION_ID:
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{path}: is a run store of a newer mkl_notebook (schema {version}); upgrade to use it")
+        return
+    if application != 0 or version != 0 or not _legacy_tables(path):
+        raise _not_ours(path)
+
+
+def _legacy_tables(path: Path) -> bool:
+    """Whether the tables of the SQLite file at ``path`` are exactly those a store of an earlier release had.
+    Read as an immutable file: no lock taken, no journal or shared-memory file made, whatever the file is."""
+    try:
+        db = sqlite3.connect(_file_uri(path, immutable=True), uri=True)
+        try:
+            names = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            columns = {
+                name: tuple(row[1] for row in db.execute("SELECT * FROM pragma_table_info(?)", (name,)))
+                for name in names
+            }
+        finally:
+            db.close()
+    except sqlite3.DatabaseError:
+        return False
+    return set(names) >= _NEEDED and all(_COLUMNS.get(name) == found for name, found in columns.items())
+
+
+def _file_uri(path: Path, *, immutable: bool) -> str:
+    """The URI that opens ``path`` read-only; ``immutable``: as a file nothing changes (no locks, no -shm)."""
+    return path.absolute().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+
+
+def reading_connection(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the run store at ``path``, refused unless it is one of ours (:func:`check_ours`).
+
+    Opening a WAL database read-only makes its ``-wal`` and ``-shm`` files when they are not there, and leaves
+    them. They are there while a writer has it open: then it is opened read-only as usual, to see what that
+    writer committed. When they are not, every committed record is in the file itself, which is then read as
+    immutable: nothing is made beside it.
+    """
+    check_ours(path)
+    live = Path(f"{path.resolve()}-wal").exists()
+    try:
+        db = sqlite3.connect(
+            _file_uri(path, immutable=not live), uri=True, isolation_level=None, check_same_thread=False, timeout=10
+        )
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: is not a usable run store ({exc})") from None
+    if not tables >= _NEEDED:
+        db.close()
+        raise _not_ours(path)
+    return db
+
+
 _SET_STATUS = "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?"
 
 
@@ -231,23 +323,20 @@ class SQLiteStore:
     While this store holds a run's lease it is the run's only writer, so it keeps every record it
     commits for the run, as its text reads back (key order and all, as the file would give it):
     reading back what an advance added comes from there, not the file.
+
+    ``read_only`` opens a store to be read, as a listing does: only a file of ours, and nothing is written
+    or made (see :func:`reading_connection`).
     """
 
-    def __init__(self, path: str | Path = DEFAULT_STORE, *, durability: str = "process") -> None:
+    def __init__(
+        self, path: str | Path = DEFAULT_STORE, *, durability: str = "process", read_only: bool = False
+    ) -> None:
         self.path = Path(path)
         self.location = str(self.path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={'FULL' if durability == 'power' else 'NORMAL'}")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: is not a usable run store ({exc})") from None
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot be opened ({exc.strerror or exc})") from None
-        with contextlib.suppress(OSError):
-            os.chmod(self.path, 0o600)
+        if read_only:
+            self._db = reading_connection(self.path)
+        else:
+            self._db = self._writing_connection(durability)
         # One lease file for the store's runs, named for the store (several may share a folder).
         digest = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:24]
         self._leases = RunLeases(self.path.parent / "locks" / f"{digest}.leases")
@@ -257,6 +346,29 @@ class SQLiteStore:
         self._next_seq: dict[str, int] = {}
         # Per run leased here: the seq of the first record kept, and the records committed from it on, in order.
         self._written: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+
+    def _writing_connection(self, durability: str) -> sqlite3.Connection:
+        """The store's file opened to be written, made (with its folder) when there is none; a file that is
+        there and is not one of ours is refused before anything is written to it."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_ours(self.path, new_ok=True)
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
+            if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                # Before WAL mode, so that a new store's header says whose it is even while its tables are
+                # still only in the WAL file (a reader tells ours by the header before it opens anything).
+                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={'FULL' if durability == 'power' else 'NORMAL'}")
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: is not a usable run store ({exc})") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot be opened ({exc.strerror or exc})") from None
+        with contextlib.suppress(OSError):
+            os.chmod(self.path, 0o600)
+        return db
 
     def close(self) -> None:
         with self._lock:

@@ -39,10 +39,11 @@ def resume_command(
     model: str | None = None,
     api_base: str | None = None,
 ) -> str:
-    """``mkl resume`` for run ``run_id``: in a notebook file (``--run``), a checkpoint file, or a store (``--id``,
-    with ``--store`` when it is not the default one), naming the answers it drew on (a script, tools, a model)."""
+    """``mkl resume`` for run ``run_id``: in a notebook file (``--run``), a checkpoint file, or a store (``--id``),
+    with ``--store`` when it is not the default one (for a notebook, the store it is resumed in), naming the
+    answers it drew on (a script, tools, a model)."""
     if notebook is not None:
-        where = f" {shlex.quote(notebook)} --run {shlex.quote(run_id)}"
+        where = f" {shlex.quote(notebook)} --run {shlex.quote(run_id)}{_flag('--store', store)}"
     elif checkpoint is not None:
         where = f" {shlex.quote(checkpoint)}"
     else:
