@@ -94,7 +94,7 @@ def test_a_store_file_under_a_listed_folder_that_is_not_ours_is_named_and_not_ch
     before = untouched(foreign)
     code, status, _, err = mkl_cli(tmp_path, "runs", "repo")
     assert code == 1, err
-    assert status == {"questions": [], "not_read": ["repo/.mkl/runs.sqlite is not an mkl run store"]}
+    assert status == {"questions": [], "stale": [], "not_read": ["repo/.mkl/runs.sqlite is not an mkl run store"]}
     assert untouched(foreign) == before
 
 
