@@ -342,3 +342,41 @@ def test_the_journals_of_one_notebook_inflate_within_one_bound_together(folder: 
     unread = [line for line in listed if "compressed journals inflate to more than 128 MB together" in line]
     assert (len(read), len(unread)) == (4, 1), listed
     assert "cell 5" in unread[0]
+
+
+def test_deep_keys_and_settings_are_one_line(folder: Path) -> None:
+    (folder / "ok.mkl").write_text(MACHINE.format(name="ok"), encoding="utf-8")
+    key = "a." * 60_000 + "b=1"  # as deep as a command line argument can be
+    assert "the key nests too deeply" in one_line(
+        *mkl(folder, "run", "ok.mkl", "--script", "script.yaml", "--set", key)
+    )
+    (folder / "pyproject.toml").write_text("[tool.mkl]\nmodel = " + "[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    error = one_line(*mkl(folder, "run", "ok.mkl"))
+    assert "pyproject.toml: nests too deeply to be read as TOML" in error
+
+
+def test_a_model_answer_nested_too_deeply_halts_the_run_as_any_answer_that_is_not_json(folder: Path) -> None:
+    machine = MACHINE.format(name="js").replace("    output: o\n", "    output: o\n    parse: json\n")
+    (folder / "js.mkl").write_text(machine, encoding="utf-8")
+    script = {"llm": {"produce": ["[" * 50_000 + "]" * 50_000], "judge": [0]}}
+    (folder / "deep.yaml").write_text(json.dumps(script), encoding="utf-8")
+    completed = _run(folder, "run", "js.mkl", "--script", "deep.yaml")
+    assert "Traceback" not in completed.stderr, completed.stderr[-2000:]
+    status = json.loads(completed.stdout.splitlines()[-1])
+    assert status["status"] == "halt"
+    assert "parse-json: output is not valid JSON (nests too deeply (more than 200 levels))" in status["error"]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_deeply_nested_rows_are_one_line(folder: Path, suffix: str) -> None:
+    (folder / "ok.mkl").write_text(MACHINE.format(name="ok"), encoding="utf-8")
+    row = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (folder / f"rows{suffix}").write_text(f"[{row}]" if suffix == ".json" else f'{{"x": 1}}\n{row}\n')
+    error = bounded_line(folder, "map", "ok.mkl", "--over", f"rows{suffix}", "--script", "script.yaml")
+    assert f"--over rows{suffix}: nests too deeply (more than 200 levels)" in error
+    assert not (folder / ".mkl" / "runs.sqlite").exists() or _journaled(folder) == 0
+
+
+def _journaled(folder: Path) -> int:
+    with sqlite3.connect(folder / ".mkl" / "runs.sqlite") as db:
+        return int(db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
