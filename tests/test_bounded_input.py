@@ -380,3 +380,21 @@ def test_deeply_nested_rows_are_one_line(folder: Path, suffix: str) -> None:
 def _journaled(folder: Path) -> int:
     with sqlite3.connect(folder / ".mkl" / "runs.sqlite") as db:
         return int(db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
+
+
+@pytest.mark.parametrize("command", ["run", "resume"])
+def test_a_checkpoint_naming_a_folder_is_refused_before_anything_runs(folder: Path, command: str) -> None:
+    (folder / "ok.mkl").write_text(MACHINE.format(name="ok"), encoding="utf-8")
+    (folder / "out").mkdir()
+    if command == "resume":
+        _good_checkpoint(folder)
+        before = _journaled(folder)
+        args = ["resume", "good.json", "--script", "script.yaml", "--checkpoint", "out"]
+    else:
+        before = 0
+        args = ["run", "ok.mkl", "--script", "script.yaml", "--id", "r", "--checkpoint", "out"]
+    error = one_line(*mkl(folder, *args))
+    assert "--checkpoint out: is a folder" in error
+    assert mkl(folder, *args)[0] == 2
+    assert not (folder / ".mkl" / "runs.sqlite").exists() or _journaled(folder) == before  # nothing was journaled
+    assert list((folder / "out").iterdir()) == []
