@@ -98,6 +98,20 @@ def test_a_yaml_alias_bomb_is_refused_in_one_line(folder: Path, command: str) ->
     assert "expands to more than" in error
 
 
+def test_a_yaml_alias_bomb_in_a_script_is_refused_before_any_answer_is_used(folder: Path) -> None:
+    """A script's answers are written into the journal as JSON, which would expand every alias."""
+    chain = ["&s0 " + "x" * 60_000] + [f"&s{level} [{', '.join([f'*s{level - 1}'] * 10)}]" for level in range(1, 5)]
+    (folder / "bomb.yaml").write_text(f"tools:\n  t: [[{', '.join(chain)}]]\n", encoding="utf-8")
+    machine = MACHINE.format(name="tool").replace('structure: one line\n    prompt: "say hi"', "tool: t\n    input: {}")
+    (folder / "tool.mkl").write_text(machine, encoding="utf-8")
+    error = one_line(*mkl(folder, "run", "tool.mkl", "--script", "bomb.yaml"))
+    assert "bomb.yaml: the YAML does not parse (the document expands to more than 16,000,000 characters)" in error
+    shared = "tools:\n  t: [&one {a: 1}, *one]\n"  # an alias that stays small is read as ever
+    (folder / "shared.yaml").write_text(shared, encoding="utf-8")
+    code, stderr = mkl(folder, "run", "tool.mkl", "--script", "shared.yaml")
+    assert code == 0, stderr
+
+
 def test_a_machine_file_too_large_is_refused(folder: Path) -> None:
     big = folder / "big.mkl"
     big.write_text(MACHINE.format(name="big") + "# " + "x" * (5 * 1024 * 1024) + "\n", encoding="utf-8")
