@@ -101,6 +101,11 @@ def _rows_from_file(path: Path, where: str) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return _checked(list(csv.DictReader(io.StringIO(text))), where)
+    if suffix in (".json", ".jsonl", ".ndjson"):
+        try:  # measured whole: a list of rows, or a row a line
+            files.check_json(text)
+        except files.UnfitJson as exc:
+            raise UsageProblem(f"{where}: {exc} to be read as rows") from None
     if suffix == ".json":
         try:
             data = json.loads(text)

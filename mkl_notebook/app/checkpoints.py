@@ -9,6 +9,7 @@ taken up only when trusted (or by an explicit choice), and a notebook is written
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -211,11 +212,18 @@ def write_checkpoint(path: str, outcome: Outcome, signer: Signer | None) -> None
 
 
 def check_checkpoint_folder(path: str | None) -> None:
-    """Refuse a ``--checkpoint`` path that cannot be written, before anything runs or is journaled."""
+    """Refuse a ``--checkpoint`` path that cannot be written, before anything runs or is journaled: one in a folder
+    that does not exist or cannot be written, or one that names a folder or anything else but a file."""
     if path:
         folder = Path(path).parent
         if not folder.is_dir():
             raise UsageProblem(f"--checkpoint {path}: the folder {folder} does not exist")
+        if path.endswith(os.sep) or Path(path).is_dir():
+            raise UsageProblem(f"--checkpoint {path}: is a folder; name the file to write in it")
+        if Path(path).exists() and not Path(path).is_file():
+            raise UsageProblem(f"--checkpoint {path}: is not a regular file (a pipe, a device or a socket)")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageProblem(f"--checkpoint {path}: the folder {folder} cannot be written")
 
 
 def resume_in_notebook(

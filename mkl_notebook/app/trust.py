@@ -111,8 +111,8 @@ class Keyring:
         if not path.exists():
             return {}
         try:
-            data = json.loads(files.read_text(path, MAX_KEYRING_FILE))
-        except (OSError, ValueError, RecursionError) as exc:
+            data = files.parse_json(files.read_text(path, MAX_KEYRING_FILE))
+        except (OSError, ValueError) as exc:
             raise UsageProblem(f"{path}: your trusted keys cannot be read ({exc})") from None
         keys = data.get("keys") if isinstance(data, dict) else None
         if not isinstance(keys, dict) or not all(isinstance(entry, dict) for entry in keys.values()):

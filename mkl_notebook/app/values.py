@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,7 +17,9 @@ def parse_assignments(items: Sequence[str], *, convert: Callable[[str], Any] = s
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key or any(not part for part in key.split(".")):
-            raise UsageProblem(f"--set expects KEY=VALUE (e.g. --set ticket.body=hello), got {item!r}")
+            raise UsageProblem(f"--set expects KEY=VALUE (e.g. --set ticket.body=hello), got {item!r:.200}")
+        if key.count(".") >= files.VALUE_DEPTH:
+            raise UsageProblem(f"--set {key[:40]}…: the key nests too deeply (more than {files.VALUE_DEPTH} levels)")
         set_path(values, key, convert(raw))
     return values
 
@@ -35,11 +36,11 @@ def parse_input(text: str) -> dict[str, Any]:
         except UnicodeDecodeError:
             raise UsageProblem(f"{source}: is not UTF-8 text") from None
     try:
-        value = json.loads(text)
+        value = files.parse_json(text)
+    except files.UnfitJson as exc:
+        raise UsageProblem(f"{source} {exc} to be read") from None
     except ValueError as exc:
         raise UsageProblem(f"{source} is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise UsageProblem(f"{source} nests too deeply to be read") from None
     return host_input(value, source)
 
 

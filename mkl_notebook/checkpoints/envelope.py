@@ -29,7 +29,15 @@ from ..lang import files
 from . import seals, shapes
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
-MAX_JOURNAL_BYTES = 512 * 1024 * 1024
+# What a checkpoint's compressed journal may inflate to: a long run's journal is a few megabytes. Inflating is
+# stopped there, and the JSON is measured before it is parsed (files.check_json), so that a few kilobytes that
+# inflate to gigabytes, or to brackets nested a hundred thousand deep, are refused in a second or two.
+MAX_JOURNAL_BYTES = 32 * 1024 * 1024
+# What the journals of one file may inflate to together: a few journals of the largest size, or, for a larger
+# file, sixteen times its size (journals compress five to ten times), so that reading a file costs time in
+# proportion to it however many journals it packs.
+FILE_INFLATION_FLOOR = 4 * MAX_JOURNAL_BYTES
+FILE_INFLATION_RATIO = 16
 HEADER_KEYS = (
     "format",
     "package",
@@ -127,7 +135,39 @@ def checkpoint_of(outcome: Outcome, signer: seals.Signer | None = None) -> dict[
     return build(outcome_header(outcome), outcome.records, signer=signer)
 
 
-def _records(journal: Any, where: str) -> list[dict[str, Any]]:
+class Inflation:
+    """What the compressed journals of one file of ``size`` bytes may inflate to, together: a notebook carrying
+    many journals that each inflate to just under :data:`MAX_JOURNAL_BYTES` is read no further than that."""
+
+    def __init__(self, size: int = 0) -> None:
+        self.limit = max(FILE_INFLATION_FLOOR, FILE_INFLATION_RATIO * size)
+        self.left = self.limit
+
+    def inflate(self, packed: str, where: str) -> bytes:
+        """The bytes ``packed`` (base64 of zlib) inflates to, refused before they grow past either bound."""
+        most = min(MAX_JOURNAL_BYTES, self.left)
+        if len(packed) > (MAX_JOURNAL_BYTES + MAX_JOURNAL_BYTES // 64) // 3 * 4:  # compressing never grows it so
+            raise EnvelopeError(f"{where}: the checkpoint's journal is larger than {_mb(MAX_JOURNAL_BYTES)}")
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(base64.b64decode(packed, validate=True), most + 1)
+        if len(raw) > most:
+            if most < MAX_JOURNAL_BYTES:
+                raise EnvelopeError(
+                    f"{where}: the file's compressed journals inflate to more than {_mb(self.limit)} together; "
+                    "this one is not read"
+                )
+            raise EnvelopeError(f"{where}: the checkpoint's journal inflates to more than {_mb(MAX_JOURNAL_BYTES)}")
+        if not inflater.eof:
+            raise EnvelopeError(f"{where}: the checkpoint's journal is damaged (its compressed data is cut short)")
+        self.left -= len(raw)
+        return raw
+
+
+def _mb(count: int) -> str:
+    return f"{count // (1024 * 1024)} MB"
+
+
+def _records(journal: Any, where: str, inflation: Inflation | None = None) -> list[dict[str, Any]]:
     if not isinstance(journal, dict):
         raise EnvelopeError(f"{where}: the checkpoint has no journal")
     encoding = journal.get("encoding")
@@ -138,13 +178,13 @@ def _records(journal: Any, where: str) -> list[dict[str, Any]]:
         if not isinstance(data, str):
             raise EnvelopeError(f"{where}: the checkpoint's journal data is missing")
         try:
-            inflater = zlib.decompressobj()
-            raw = inflater.decompress(base64.b64decode(data, validate=True), MAX_JOURNAL_BYTES)
-            if inflater.unconsumed_tail:
-                raise EnvelopeError(f"{where}: the checkpoint's journal is larger than {MAX_JOURNAL_BYTES} bytes")
+            raw = (inflation or Inflation()).inflate(data, where)
+            files.check_json(raw, depth=files.DOCUMENT_DEPTH)
             records = json.loads(raw.decode("utf-8"))
         except EnvelopeError:
             raise
+        except files.UnfitJson as exc:
+            raise EnvelopeError(f"{where}: the checkpoint's journal {exc}") from None
         except (ValueError, zlib.error, UnicodeDecodeError) as exc:
             raise EnvelopeError(f"{where}: the checkpoint's journal is damaged ({exc})") from None
     else:
@@ -166,8 +206,9 @@ def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], li
     return checked.header, checked.records
 
 
-def verify_checkpoint(envelope: Any, where: str = "checkpoint") -> Checkpoint:
-    """Check an envelope's format, digest and the shape of every field; read its seal."""
+def verify_checkpoint(envelope: Any, where: str = "checkpoint", inflation: Inflation | None = None) -> Checkpoint:
+    """Check an envelope's format, digest and the shape of every field; read its seal. Its journal, when it is
+    compressed, inflates within ``inflation`` (the bounds of the file it is in), else within its own bound."""
     if not isinstance(envelope, dict):
         raise EnvelopeError(f"{where}: is not an mkl run checkpoint (expected a JSON object)")
     if envelope.get("format") != FORMAT:
@@ -178,7 +219,7 @@ def verify_checkpoint(envelope: Any, where: str = "checkpoint") -> Checkpoint:
     if set(envelope) != expected:
         odd = sorted(set(envelope) ^ expected)
         raise EnvelopeError(f"{where}: the checkpoint's fields were changed ({', '.join(odd)}); it is not used")
-    records = _records(envelope.get("journal"), where)
+    records = _records(envelope.get("journal"), where, inflation)
     header = {key: envelope.get(key) for key in (*HEADER_KEYS, *LEGACY_HEADER_KEYS) if key in expected}
     if not isinstance(header["run_id"], str):
         raise EnvelopeError(f"{where}: the checkpoint names no run id")
@@ -222,7 +263,7 @@ def read_reference(data: Any, where: str) -> tuple[str, int]:
     """The run a cell output's reference names and how many of its records the cell shows."""
     if isinstance(data, str) and len(data) <= MAX_REFERENCE_BYTES:  # some front ends save JSON as text
         try:
-            data = json.loads(data)
+            data = files.parse_json(data)
         except ValueError:
             data = None
     if (
@@ -239,12 +280,13 @@ def read_reference(data: Any, where: str) -> tuple[str, int]:
 
 
 def loads(data: bytes | str, where: str = "checkpoint") -> Checkpoint:
+    """The checkpoint the JSON text ``data`` holds, verified (an :class:`EnvelopeError` saying what is wrong)."""
     try:
-        envelope = json.loads(data)
+        envelope = files.parse_json(data, depth=files.DOCUMENT_DEPTH, values=files.document_values(len(data)))
+    except files.UnfitJson as exc:
+        raise EnvelopeError(f"{where}: {exc} to be a checkpoint") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvelopeError(f"{where}: is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise EnvelopeError(f"{where}: nests too deeply to be a checkpoint") from None
     return verify_checkpoint(envelope, where)
 
 

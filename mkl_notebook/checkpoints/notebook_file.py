@@ -72,11 +72,12 @@ class EmbeddedRun:
 def read_json(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        data = json.loads(files.read_text(path, files.NOTEBOOK_LIMIT))
+        text = files.read_text(path, files.NOTEBOOK_LIMIT)
+        data = files.parse_json(text, depth=files.DOCUMENT_DEPTH, values=files.document_values(len(text)))
     except OSError as exc:
         raise NotebookFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except RecursionError:
-        raise NotebookFileError(f"{path}: nests too deeply to be a notebook") from None
+    except files.UnfitJson as exc:
+        raise NotebookFileError(f"{path}: {exc} to be read as a notebook") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise NotebookFileError(f"{path}: is not a notebook (not valid JSON: {exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
@@ -137,14 +138,14 @@ def _metadata_runs(notebook: dict[str, Any]) -> dict[str, Any]:
 def _parsed(data: Any) -> Any:
     if isinstance(data, str):  # some front ends save a JSON mime type as text
         try:
-            return json.loads(data)
-        except (ValueError, RecursionError):
+            return files.parse_json(data, depth=files.DOCUMENT_DEPTH, values=files.document_values(len(data)))
+        except ValueError:
             return None
     return data
 
 
-def _checked(data: Any, where: str) -> envelope.Checkpoint:
-    return envelope.verify_checkpoint(_parsed(data), where)
+def _checked(data: Any, where: str, inflation: envelope.Inflation) -> envelope.Checkpoint:
+    return envelope.verify_checkpoint(_parsed(data), where, inflation)
 
 
 def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> bool:
@@ -193,9 +194,10 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
     notebook = read_json(path)
     found: dict[str, EmbeddedRun] = {}
     damaged: list[DamagedRun] = []
+    inflation = envelope.Inflation(Path(path).stat().st_size)  # what its compressed journals inflate to, together
     for (cell_index, output_index, entry_index), data in _carried(notebook):
         try:
-            header, records, seal = _checked(data, f"{path}, cell {cell_index + 1}")
+            header, records, seal = _checked(data, f"{path}, cell {cell_index + 1}", inflation)
         except EnvelopeError as exc:
             claimed = data.get("run_id") if isinstance(data, dict) else None
             damaged.append(DamagedRun(claimed if isinstance(claimed, str) else None, str(exc), cell_index))
@@ -212,7 +214,7 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
     for run_id, data in sorted(_metadata_runs(notebook).items()):
         where = f"{path}, metadata run '{run_id}'"
         try:
-            header, records, seal = _checked(data, where)
+            header, records, seal = _checked(data, where, inflation)
             if header["run_id"] != run_id:
                 raise EnvelopeError(f"{where}: holds the checkpoint of run '{header['run_id']}'; it is not used")
         except EnvelopeError as exc:

@@ -6,9 +6,9 @@ and the model is asked again, until it answers or the run suspends to wait for t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..lang import files
 from ..lang.interpolate import fmt, render
 from ..lang.model import Machine, State
 from .failure import StateFailure as _Fail
@@ -162,7 +162,7 @@ def _strip_fence(text: str) -> str:
 
 def _parse_output(mode: str, text: str, usage: tuple[int, int]) -> Any:
     try:
-        value = json.loads(_strip_fence(text))
+        value = files.parse_json(_strip_fence(text))
     except ValueError as exc:
         raise _Fail(
             f"state-error: parse-{mode}: output is not valid JSON ({exc})", policy="state-error", usage=usage

@@ -7,10 +7,10 @@ the engine agree on which names exist. A host hook of the same name wins.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .files import parse_json
 from .interpolate import fmt
 
 Hook = Callable[[Mapping[str, Any], str], bool]
@@ -42,7 +42,7 @@ def _auto_approve_ok(ctx: Mapping[str, Any], output: str) -> bool:
 def _json_object(value: Any) -> dict[str, Any] | None:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = parse_json(value)
         except ValueError:
             return None
     return value if isinstance(value, dict) else None

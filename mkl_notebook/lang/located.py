@@ -382,9 +382,43 @@ def parse_plain(text: str) -> Any:
     Raises what ``yaml.safe_load`` raises: :class:`yaml.YAMLError` for text that is not YAML.
     """
     try:
-        return yaml.load(text, Loader=_Loader)  # a safe loader: CSafeLoader, else SafeLoader
+        loaded = yaml.load(text, Loader=_Loader)  # a safe loader: CSafeLoader, else SafeLoader
     except UnicodeEncodeError:  # a lone surrogate, which libyaml cannot be handed: PyYAML's own reader refuses it
-        return yaml.load(text, Loader=yaml.SafeLoader)
+        loaded = yaml.load(text, Loader=yaml.SafeLoader)
+    if "&" in text:  # only anchors let a value be reached from several places
+        _expands_within_bounds(loaded)
+    return loaded
+
+
+def _expands_within_bounds(value: Any) -> None:
+    """Refuse (:class:`yaml.YAMLError`) a loaded document whose aliases expand past the bounds of a located one,
+    as writing it out as JSON (a journal record) would: each shared value is sized once, whatever it repeats."""
+    sizes: dict[int, tuple[int, int]] = {}  # id of a list or mapping -> values and characters it expands to
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, children_sized = stack.pop()
+        if not isinstance(item, (list, dict)) or (id(item) in sizes and not children_sized):
+            continue
+        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+        if not children_sized:
+            sizes[id(item)] = (-1, -1)  # being sized: met again below it, it contains itself
+            stack.append((item, True))
+            stack.extend((child, False) for child in children)
+            continue
+        count, text = 1, 0
+        for child in children:
+            if isinstance(child, (list, dict)):
+                inner = sizes[id(child)]
+                if inner[0] < 0:
+                    raise yaml.YAMLError("the document contains itself (an alias inside its own anchor)")
+                count, text = count + inner[0], text + inner[1]
+            else:
+                count, text = count + 1, text + (len(child) if isinstance(child, str) else 1)
+        if count > _MAX_NODES:
+            raise yaml.YAMLError(f"the document expands to more than {_MAX_NODES} values")
+        if text > _MAX_TEXT:
+            raise yaml.YAMLError(f"the document expands to more than {_MAX_TEXT:,} characters")
+        sizes[id(item)] = (count, text)
 
 
 def plain(value: Any) -> Any:

@@ -22,6 +22,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from ..errors import UserError
+from ..lang import files
 from ..lang.model import TIERS
 
 CONFIG_FILES = ("mkl.toml", "pyproject.toml")
@@ -154,9 +155,11 @@ def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
             if not path.is_file():
                 continue
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
+                data = tomllib.loads(files.read_text(path, files.MACHINE_LIMIT))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise ConfigError(f"{path}: cannot be read as TOML ({exc})") from None
+                raise ConfigError(f"{path}: cannot be read as TOML ({getattr(exc, 'strerror', None) or exc})") from None
+            except RecursionError:  # tomllib descends once per level; it stops at the interpreter's limit
+                raise ConfigError(f"{path}: nests too deeply to be read as TOML") from None
             if name == "mkl.toml":
                 return path, data
             table = data.get("tool", {}).get("mkl")

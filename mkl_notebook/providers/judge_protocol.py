@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from ..engine.oracle import JudgeAnswer
+from ..lang import files
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)", re.DOTALL)
 
@@ -21,7 +21,7 @@ def parse_judge_reply(reply: str, conditions: int) -> JudgeAnswer:
     number: int | None = None
     method: str | None = None
     try:
-        data = json.loads(text)
+        data = files.parse_json(text)
     except ValueError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("choice"), int) and not isinstance(data["choice"], bool):
