@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dask
 import pytest
 
 from mkl_notebook.app import batch, oracles
@@ -31,7 +32,7 @@ from mkl_notebook.executors.dask_calls import DaskCalls
 from mkl_notebook.lang.loader import load
 from mkl_notebook.providers.host import Registry
 
-from support import env_without_models, mkl_cli
+from support import chain_source, env_without_models, mkl_cli
 
 distributed = pytest.importorskip("distributed")  # the [dask] extra; CI installs it with [test]
 
@@ -339,6 +340,45 @@ def test_the_semaphore_holds_concurrent_model_calls_at_n(calls: DaskCalls, tmp_p
         assert most > 2  # without the cap the cluster runs more at once (so the capped case can fail)
     else:
         assert most == limit
+
+
+@pytest.fixture
+def workerless() -> Iterator[DaskCalls]:
+    """The streams to a cluster that has no worker, and waits half a second for one."""
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "0.5s"}):
+        cluster = distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None, silence_logs=40)
+        client = distributed.Client(cluster, set_as_default=False)
+        servers = DaskCalls(client)
+    yield servers
+    servers.close()
+    client.close()
+    cluster.close()
+
+
+def pay_noted(folder: str, who: str) -> str:
+    with open(os.path.join(folder, "payments"), "a", encoding="utf-8") as payments:
+        payments.write(who + "\n")
+    return f"paid {who}"
+
+
+def test_calls_on_a_cluster_left_without_workers_fail_unmade_and_running_again_makes_them(
+    workerless: DaskCalls, calls: DaskCalls, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    chain = load(chain_source(1))
+    idea = durable.start(chain, DaskExecutor(_Recorded(tmp_path), workerless), store=store, run_id="idea")
+    assert idea.result.status == "halt" and "no Dask worker has been reachable for 0.5s" in (idea.result.error or "")
+    registry = _registry("pay", pay_noted, tmp_path)
+    paid = durable.start(load(CHARGE), _oracle(registry, workerless), store=store, run_id="pay", input={"who": "ada"})
+    assert paid.result.status == "halt" and "the call was not sent" in (paid.result.error or "")
+    assert not (tmp_path / "payments").exists()
+    assert _answers(store, "idea") == _answers(store, "pay") == []  # no answer, and no failure, journaled
+
+    idea = durable.start(chain, DaskExecutor(_Recorded(tmp_path), calls), store=store, run_id="idea")
+    assert idea.result.status == "done" and idea.calls["made"] == 1  # the model call is made now
+    paid = durable.start(load(CHARGE), _oracle(registry, calls), store=store, run_id="pay", input={"who": "ada"})
+    assert paid.result.status == "done"  # not in doubt: the payment never left this process before
+    assert (tmp_path / "payments").read_text().split() == ["ada"]
 
 
 GREETER = """\
