@@ -124,7 +124,7 @@ class DaskExecutor(Oracle):
         try:
             return self.calls.call(call, limit)
         except NoWorkers as none:  # the call was not sent
-            raise _not_made(f"the call was not sent: {none}") from None
+            raise _not_made(f"{none} (the call was not sent)") from None
         except WorkerLost as lost:
             if once:
                 assert isinstance(request, ToolRequest)
