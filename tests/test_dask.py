@@ -586,9 +586,10 @@ def test_a_batch_whose_workers_all_die_ends_and_running_it_again_finishes_it(
         if row["status"] == "halt":  # failed, saying why and what to do
             assert "no Dask worker has been" in row["error"] and "run it again" in row["error"], row
     store = SQLiteStore(tmp_path / ".mkl" / "runs.sqlite")
+    journaled = {}
     for run_id in statuses:  # no observation for a call whose answer never came
-        answered = [r.get("name") for r in store.read(run_id) if r["t"] == "answer"]
-        assert "pay" not in answered and "note" not in answered
+        journaled[run_id] = [r.get("name") for r in store.read(run_id) if r["t"] == "answer"]
+        assert "pay" not in journaled[run_id] and "note" not in journaled[run_id]
 
     (tmp_path / "release").touch()  # the tools answer now; the rows run again on threads here
     code, line, _, err = mkl_cli(tmp_path, *MAP_HELD)
@@ -599,5 +600,6 @@ def test_a_batch_whose_workers_all_die_ends_and_running_it_again_finishes_it(
             assert again[run_id]["status"] == "in_doubt"
         else:
             assert again[run_id]["status"] == "done", again[run_id]
+            assert again[run_id]["calls"]["replayed"] == len(journaled[run_id])  # what was answered replays
     assert code == (4 if "in_doubt" in statuses.values() else 0)
     assert (tmp_path / "started").read_text(encoding="utf-8").count("pay ada") == 1
