@@ -7,15 +7,20 @@ non-idempotent tool is never called twice: its run stops in doubt instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dask
 import pytest
 
 from mkl_notebook.app import batch, oracles
@@ -26,6 +31,8 @@ from mkl_notebook.executors.dask import DaskExecutor
 from mkl_notebook.executors.dask_calls import DaskCalls
 from mkl_notebook.lang.loader import load
 from mkl_notebook.providers.host import Registry
+
+from support import chain_source, env_without_models, mkl_cli
 
 distributed = pytest.importorskip("distributed")  # the [dask] extra; CI installs it with [test]
 
@@ -335,6 +342,45 @@ def test_the_semaphore_holds_concurrent_model_calls_at_n(calls: DaskCalls, tmp_p
         assert most == limit
 
 
+@pytest.fixture
+def workerless() -> Iterator[DaskCalls]:
+    """The streams to a cluster that has no worker, and waits half a second for one."""
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "0.5s"}):
+        cluster = distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None, silence_logs=40)
+        client = distributed.Client(cluster, set_as_default=False)
+        servers = DaskCalls(client)
+    yield servers
+    servers.close()
+    client.close()
+    cluster.close()
+
+
+def pay_noted(folder: str, who: str) -> str:
+    with open(os.path.join(folder, "payments"), "a", encoding="utf-8") as payments:
+        payments.write(who + "\n")
+    return f"paid {who}"
+
+
+def test_calls_on_a_cluster_left_without_workers_fail_unmade_and_running_again_makes_them(
+    workerless: DaskCalls, calls: DaskCalls, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    chain = load(chain_source(1))
+    idea = durable.start(chain, DaskExecutor(_Recorded(tmp_path), workerless), store=store, run_id="idea")
+    assert idea.result.status == "halt" and "no Dask worker has been reachable for 0.5s" in (idea.result.error or "")
+    registry = _registry("pay", pay_noted, tmp_path)
+    paid = durable.start(load(CHARGE), _oracle(registry, workerless), store=store, run_id="pay", input={"who": "ada"})
+    assert paid.result.status == "halt" and "the call was not sent" in (paid.result.error or "")
+    assert not (tmp_path / "payments").exists()
+    assert _answers(store, "idea") == _answers(store, "pay") == []  # no answer, and no failure, journaled
+
+    idea = durable.start(chain, DaskExecutor(_Recorded(tmp_path), calls), store=store, run_id="idea")
+    assert idea.result.status == "done" and idea.calls["made"] == 1  # the model call is made now
+    paid = durable.start(load(CHARGE), _oracle(registry, calls), store=store, run_id="pay", input={"who": "ada"})
+    assert paid.result.status == "done"  # not in doubt: the payment never left this process before
+    assert (tmp_path / "payments").read_text().split() == ["ada"]
+
+
 GREETER = """\
 machine: greeter_on_dask
 entry: greet
@@ -371,3 +417,189 @@ def test_map_in_a_notebook_on_the_kernels_dask_client(client: Any, ip: Any) -> N
     ip.run("%mkl config executor=dask max_model_calls=2")
     ip.run(f"b = %mkl map greeter_on_dask --over $people --script {script}")
     assert all(row.outcome.calls == {"made": 0, "replayed": 1} for row in ip.shell.user_ns["b"].rows if row.outcome)
+
+
+# -- a batch whose workers all die -------------------------------------------------------------------------------
+
+HELD = """\
+machine: held
+entry: look
+budget: 5
+result: out
+context:
+  name: ""
+  pays: "no"
+states:
+  look:
+    tool: look
+    input: { name: "{{name}}" }
+    output: seen
+    gates:
+      - { when: the row pays, hook: "eq:pays:yes", then: ok, to: pay }
+      - { when: otherwise, then: ok, to: note }
+  pay:
+    tool: pay
+    input: { name: "{{name}}" }
+    output: out
+    idempotent: false
+    gates:
+      - { when: otherwise, then: ok, to: END }
+  note:
+    tool: note
+    input: { name: "{{name}}" }
+    output: out
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+# `note` (a read) and `pay` (an effect) say they started, then hold until the test writes `release`.
+HELD_TOOLS = """\
+import os
+import time
+
+import mkl_notebook
+
+FOLDER = os.path.dirname(os.path.abspath(__file__))
+
+
+def _held(kind, name):
+    with open(os.path.join(FOLDER, "started"), "a", encoding="utf-8") as started:
+        started.write(f"{kind} {name}\\n")
+    while not os.path.exists(os.path.join(FOLDER, "release")):
+        time.sleep(0.02)
+    return f"{kind} {name} done"
+
+
+@mkl_notebook.tool(effect="read")
+def look(name: str) -> str:
+    return f"saw {name}"
+
+
+@mkl_notebook.tool(effect="read")
+def note(name: str) -> str:
+    return _held("note", name)
+
+
+@mkl_notebook.tool(effect="effect")
+def pay(name: str) -> str:
+    return _held("pay", name)
+"""
+
+
+# The gates' hooks need no model: an empty script says so.
+MAP_HELD = ("map", "held.mkl", "--over", "rows.jsonl", "--key", "name", "--tools", "tools.py", "--script", "none.yaml")
+
+
+def _worker_processes(pid: int) -> list[Any]:
+    """The Dask worker processes a command's LocalCluster started (its nannies live in the command's process)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:  # the command has ended
+        return []
+    found = []
+    for child in children:
+        try:
+            if "spawn_main" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:  # gone already
+            continue
+    return found
+
+
+def _map_on_dying_workers(folder: Path, rows: list[dict[str, str]], held: str) -> tuple[int, dict[str, Any], str]:
+    """``mkl map`` on its own LocalCluster, one row at a time; once the call ``held`` has started, every worker
+    is killed, and every worker its nannies start again after that: the command must end by itself."""
+    (folder / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    command = [sys.executable, "-m", "mkl_notebook.cli", *MAP_HELD]
+    env = {**env_without_models(), "DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "2s"}
+    mkl = subprocess.Popen(
+        [*command, "--concurrency", "1", "--executor", "dask"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = folder / "started"
+    try:
+        while held not in (started.read_text(encoding="utf-8").splitlines() if started.exists() else []):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                mkl.wait(0.05)
+            assert mkl.returncode is None, f"mkl map ended before {held!r} started: {mkl.communicate()}"
+        assert len(_worker_processes(mkl.pid)) >= 1
+        ended = threading.Event()
+
+        def keep_killing() -> None:
+            while not ended.is_set():
+                for worker in _worker_processes(mkl.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(worker.pid, signal.SIGKILL)
+                ended.wait(0.02)
+
+        killer = threading.Thread(target=keep_killing, daemon=True)
+        killer.start()
+        try:
+            out, err = mkl.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("mkl map did not end after its Dask workers died")
+        finally:
+            ended.set()
+            killer.join()
+    finally:
+        if mkl.returncode is None:
+            mkl.kill()
+            mkl.communicate()
+    assert "Traceback" not in out + err, err
+    return mkl.returncode, json.loads(out.strip().splitlines()[-1]), out
+
+
+@pytest.mark.parametrize(
+    ("held", "rows", "statuses"),
+    [
+        pytest.param(
+            "pay ada",
+            [{"name": "ada", "pays": "yes"}, {"name": "bo"}, {"name": "cy"}],
+            {"held-ada": "in_doubt", "held-bo": "halt", "held-cy": "halt"},
+            id="an-effect-in-flight",
+        ),
+        pytest.param(
+            "note bo",
+            [{"name": "bo"}, {"name": "ada", "pays": "yes"}, {"name": "cy"}],
+            {"held-bo": "halt", "held-ada": "halt", "held-cy": "halt"},
+            id="a-read-in-flight",
+        ),
+    ],
+)
+def test_a_batch_whose_workers_all_die_ends_and_running_it_again_finishes_it(
+    tmp_path: Path, held: str, rows: list[dict[str, str]], statuses: dict[str, str]
+) -> None:
+    (tmp_path / "held.mkl").write_text(HELD, encoding="utf-8")
+    (tmp_path / "tools.py").write_text(HELD_TOOLS, encoding="utf-8")
+    (tmp_path / "none.yaml").write_text("llm: {}\n", encoding="utf-8")
+    code, line, out = _map_on_dying_workers(tmp_path, rows, held)
+    assert code == 1 and line["status"] == "halt"  # a batch with failed rows exits 1, as documented
+    assert {row["run"]: row["status"] for row in line["rows"]} == statuses  # every row accounted for
+    assert sum(line["counts"].values()) == len(rows) and f"Batch — {len(rows)} rows:" in out
+    for row in line["rows"]:
+        if row["status"] == "halt":  # failed, saying why and what to do
+            assert "no Dask worker has been" in row["error"] and "run it again" in row["error"], row
+    store = SQLiteStore(tmp_path / ".mkl" / "runs.sqlite")
+    journaled = {}
+    for run_id in statuses:  # no observation for a call whose answer never came
+        journaled[run_id] = [r.get("name") for r in store.read(run_id) if r["t"] == "answer"]
+        assert "pay" not in journaled[run_id] and "note" not in journaled[run_id]
+
+    (tmp_path / "release").touch()  # the tools answer now; the rows run again on threads here
+    code, line, _, err = mkl_cli(tmp_path, *MAP_HELD)
+    again = {row["run"]: row for row in line["rows"]}
+    assert again, err
+    for run_id, status in statuses.items():
+        if status == "in_doubt":  # a person settles it; the payment is not made twice
+            assert again[run_id]["status"] == "in_doubt"
+        else:
+            assert again[run_id]["status"] == "done", again[run_id]
+            assert again[run_id]["calls"]["replayed"] == len(journaled[run_id])  # what was answered replays
+    assert code == (4 if "in_doubt" in statuses.values() else 0)
+    assert (tmp_path / "started").read_text(encoding="utf-8").count("pay ada") == 1

@@ -12,7 +12,8 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
 - ``reply``: a person's answer at a gate's position.
 - ``suspend`` / ``finish``: how the latest advance of the run ended.
 - ``resume``: budgets raised for the next advance.
-- ``resolve``: a person settled a tool call left in doubt.
+- ``resolve``: a person settled a tool call left in doubt (or, as a ``retry`` valued ``NOT_SENT``, the run
+  withdrew the intent of a call that never left it).
 - ``rerun``: the run was started again with a changed setup.
 - ``sign``: whoever appended the records since the previous ``sign`` (or the start) vouches for
   them: their key, the name they sign as, and a signature over the history up to here.
@@ -458,6 +459,9 @@ def resume_record(
     if retry:
         record["retry"] = True if retry is True else list(retry)
     return record
+
+
+NOT_SENT = "not sent"  # the value of the retry journaled for an effect's call that never left this process
 
 
 def resolve_record(position: str | None, action: ResolveAction, value: Any) -> ResolveRecord:

@@ -122,7 +122,8 @@ class JournalIndex:
                 self.hooks_seen.add(str(record.get("name")))
         elif kind == "intent":
             self.open_intents[position] = record
-            if (self.resolutions.pop(position, None) or {}).get("action") == "retry":
+            resolution = self.resolutions.pop(position, None) or {}
+            if resolution.get("action") == "retry" and resolution.get("value") != rec.NOT_SENT:
                 self.retried.add(position)
         elif kind == "resolve":
             self.resolutions[position] = record
@@ -306,7 +307,9 @@ class ReplayOracle(Oracle):
     def _call_host(self, request: ToolRequest | HookRequest, print_: str) -> Any:
         """A tool or hook: a non-idempotent tool journals its intent first; a raised error is journaled too."""
         effect = request.effect if isinstance(request, ToolRequest) else None
+        guarded = False  # an effect's intent is journaled before its call
         if isinstance(request, ToolRequest) and not request.idempotent:
+            guarded = True
             resolved = self._guard_effect(request, print_)
             if resolved is not None:
                 return resolved
@@ -314,8 +317,12 @@ class ReplayOracle(Oracle):
             answer = self.inner.ask(request)
         except CannotAnswer:
             raise  # no call was made
-        except (RunInterrupted, OracleError):
+        except (RunInterrupted, OracleError) as stopped:
             self._count(made=1, position=request.position)
+            if guarded and isinstance(stopped, OracleError) and not stopped.called:
+                # The effect's call never left (no worker to make it, no such tool here): its intent is withdrawn,
+                # so that a resume makes the call instead of finding it in doubt.
+                self._record(rec.resolve_record(request.position, "retry", rec.NOT_SENT))
             raise  # not journaled: a resume tries again
         except Exception as exc:
             message = str(exc) or type(exc).__name__

@@ -8,8 +8,12 @@ keeps open to it (see :mod:`.dask_calls`), rather than through the scheduler as 
 A worker lost in the middle of a call loses nothing: an idempotent call is made again as a Dask
 task, which Dask reschedules until a worker answers, and the journal records the one answer that
 came back. A non-idempotent tool call is never made twice: if its worker is lost, its run stops
-*in doubt*, exactly as when this process stops in the middle of one. ``max_model_calls`` caps the
-model calls in flight across the whole cluster (a ``distributed.Semaphore``), for rate limits.
+*in doubt*, exactly as when this process stops in the middle of one. A cluster left without
+workers (all lost, none restarted) holds no run forever: once none has been alive for Dask's
+``distributed.scheduler.no-workers-timeout`` (60 s when unset), the calls waiting for one fail as
+a provider's outage would, and nothing is journaled for them: running the run again makes them.
+``max_model_calls`` caps the model calls in flight across the whole cluster (a
+``distributed.Semaphore``), for rate limits.
 
 Dask is optional (``pip install mkl-notebook[dask]``) and imported only when chosen.
 """
@@ -17,6 +21,7 @@ Dask is optional (``pip install mkl-notebook[dask]``) and imported only when cho
 from __future__ import annotations
 
 import importlib
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,8 +40,9 @@ from ..engine.oracle import (
 )
 from ..errors import UserError
 from . import LOCAL
-from .dask_calls import DaskCalls, WorkerLost
+from .dask_calls import DaskCalls, NoWorkers, WorkerLost
 
+CLOSE_SECONDS = 30  # the longest the command's own LocalCluster may take to close
 DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
 
 
@@ -76,10 +82,28 @@ def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], N
     client = dask.Client(cluster)
 
     def close() -> None:
-        client.close()
-        cluster.close()
+        # A nanny still starting a lost worker again logs its cancelled start as an error, with a traceback: the
+        # command stops its own cluster, and what its rows met they say themselves.
+        quiet = logging.getLogger("distributed")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
+        try:
+            client.close(timeout=CLOSE_SECONDS)
+            cluster.close(timeout=CLOSE_SECONDS)
+        finally:
+            quiet.setLevel(level)
 
     return client, close
+
+
+def _not_made(why: str) -> OracleError:
+    """A call the cluster could not make for want of workers: not the provider's answer, so nothing is journaled
+    and running the run again makes it (a provider outage: a suspendable run suspends)."""
+    return OracleError(
+        f"provider-error: {why}; run it again once the Dask cluster has workers, or with --executor threads",
+        suspendable=True,
+        called=False,
+    )
 
 
 @dataclass
@@ -99,6 +123,8 @@ class DaskExecutor(Oracle):
         limit = self.max_model_calls if model else None
         try:
             return self.calls.call(call, limit)
+        except NoWorkers as none:  # the call was not sent
+            raise _not_made(f"{none} (the call was not sent)") from None
         except WorkerLost as lost:
             if once:
                 assert isinstance(request, ToolRequest)
@@ -116,6 +142,8 @@ class DaskExecutor(Oracle):
                 suspendable=True,
                 called=True,
             ) from None
+        except NoWorkers as none:
+            raise _not_made(f"the Dask worker making this call was lost, and {none} since") from None
 
     def stream(self, request: OracleRequest, partial: Partial) -> Any:
         return self.ask(request)  # a call made on a worker answers whole

@@ -13,6 +13,12 @@ cannot be pickled fails alone, as that call's own error. A worker whose stream b
 call it holds with ``WorkerLost``; the caller decides what a lost call means (made again, or in
 doubt). The streams are opened at first use, again after a loss, and every ``REFRESH_SECONDS`` to
 workers that joined since.
+
+No wait here is unbounded. A call waiting for its answer checks every ``CHECK_SECONDS`` that the
+scheduler still lists its worker (a comm to a machine that vanished may never close; the scheduler
+drops such a worker after its ``worker-ttl``), and a call waiting for a worker, or made again as a
+task, gives up with ``NoWorkers`` once no worker has been alive for Dask's own
+``distributed.scheduler.no-workers-timeout`` (``NO_WORKERS_SECONDS`` when that is unset).
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from ..errors import MklError
 REFRESH_SECONDS = 30.0  # how often the streams are matched to the cluster's workers
 WAIT_SECONDS = 0.5  # how often a cluster without workers is asked again
 OPEN_SECONDS = 10.0  # the longest a worker may take to answer a new stream
+CHECK_SECONDS = 1.0  # how often a call waiting on a worker checks that the cluster still has it
+NO_WORKERS_SECONDS = 60.0  # without a worker this long, calls fail (unless Dask's no-workers-timeout says)
+NO_WORKERS_SETTING = "distributed.scheduler.no-workers-timeout"
 
 
 def _distributed() -> Any:
@@ -57,6 +66,21 @@ def _loads(data: bytes) -> Any:
 
 class WorkerLost(MklError):
     """The worker making a call was lost (or could not be reached) before it answered."""
+
+
+class NoWorkers(MklError):
+    """No worker of the cluster has been alive (or reachable) for the time allowed: the call was not made, or
+    its task, made again after its worker was lost, found no worker to run on."""
+
+
+def no_workers_seconds() -> float:
+    """How long calls wait for a cluster without workers: Dask's ``distributed.scheduler.no-workers-timeout``
+    (as ``DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT`` sets it, say), else ``NO_WORKERS_SECONDS``."""
+    dask = importlib.import_module("dask")
+    setting = dask.config.get(NO_WORKERS_SETTING, None)
+    if setting is None:
+        return NO_WORKERS_SECONDS
+    return float(dask.utils.parse_timedelta(setting, default="seconds"))
 
 
 class _Stream:
@@ -124,6 +148,10 @@ class _Stream:
         """Fail the calls still waiting, send no more, and close the comm (the worker is not lost for that)."""
         self._fail("the Dask executor was closed", lost=False)
 
+    def give_up(self, why: str) -> None:
+        """Take the worker for lost (its comm may never say so): fail the calls still waiting, send no more."""
+        self._fail(why)
+
     def _run(self, job: Any) -> None:
         task = self.loop.create_task(job)
         self.tasks.add(task)  # the loop keeps only a weak reference to a task
@@ -188,21 +216,53 @@ class DaskCalls:
         self._refreshing = False
         self._refreshed = float("-inf")
         self._handlers_given = False
+        self._no_workers_seconds = no_workers_seconds()
+        self._unreached_since: float | None = None  # since when no stream could be opened, if so
+        self._unlisted_since: float | None = None  # since when the scheduler has listed no worker, if so
+        self._listing: tuple[float, set[str] | None] = (float("-inf"), None)  # when the scheduler was asked, what
 
     def call(self, call: Callable[[], Any], limit: int | None) -> Any:
         """The answer of ``call`` made on a worker (or the exception it raised there); WorkerLost when the worker
-        went away first."""
+        went away first; NoWorkers when no worker could be reached for the time allowed (it was not sent)."""
         answer = None
         while answer is None:
-            answer = self._choose().call(call, limit)
-        made, value = answer.result()
+            stream = self._choose()
+            answer = stream.call(call, limit)
+        while True:
+            try:
+                made, value = answer.result(timeout=CHECK_SECONDS)
+                break
+            except TimeoutError:  # still waiting: is its worker still one of the cluster's?
+                listed = self._listed()
+                if listed is not None and stream.address not in listed:
+                    stream.give_up(f"the Dask scheduler no longer lists the worker at {stream.address}")
         if not made:
             raise value
         return value
 
     def task(self, call: Callable[[], Any], limit: int | None, key: str) -> Any:
-        """The answer of ``call`` made as one Dask task, which Dask reschedules if its worker is lost."""
-        return self.client.submit(_task, call, limit, key=key, pure=False).result()
+        """The answer of ``call`` made as one Dask task, which Dask reschedules if its worker is lost; NoWorkers
+        when no worker has been alive for the time allowed while it waited (the task is cancelled)."""
+        dask = _distributed()
+        future = self.client.submit(_task, call, limit, key=key, pure=False)
+        while not future.done():
+            try:
+                dask.wait(future, timeout=CHECK_SECONDS)
+            except TimeoutError:
+                self._listed()
+                with self._changed:
+                    since = self._unlisted_since
+                try:
+                    self._check_alone(since, "alive")
+                except NoWorkers:
+                    future.cancel()
+                    raise
+        try:
+            return future.result()
+        except (dask.client.CancelledError, asyncio.CancelledError):
+            raise NoWorkers("its Dask task was cancelled (the Dask client is closing)") from None
+        except (dask.scheduler.NoWorkerError, dask.scheduler.NoValidWorkerError) as none:  # the scheduler's own bound
+            raise NoWorkers(f"no Dask worker has been alive for {none.timeout:g}s") from None
 
     def close(self) -> None:
         """Close the streams (calls still waiting fail)."""
@@ -213,34 +273,77 @@ class DaskCalls:
 
     def _choose(self) -> _Stream:
         """The least busy stream, after matching the streams to the workers when that is due (one thread does
-        it while the others go on with the streams there are); with no worker yet, wait for one, as a task would."""
+        it while the others go on with the streams there are); with no worker yet, wait for one, as a task would,
+        for as long as a cluster may go without workers (then NoWorkers)."""
         while True:
             with self._changed:
                 due = time.monotonic() - self._refreshed > REFRESH_SECONDS
                 if self._streams and (not due or self._refreshing):
                     return min(self._streams.values(), key=lambda stream: stream.busy)
-                if self._refreshing:
+                refreshing = not self._refreshing
+                if refreshing:
+                    self._refreshing = True
+                else:
                     self._changed.wait(WAIT_SECONDS)
+            if refreshing:
+                try:
+                    self._refresh()
+                finally:
+                    with self._changed:
+                        self._refreshing = False
+                        self._refreshed = time.monotonic() if self._streams else float("-inf")
+                        if self._streams:
+                            self._unreached_since = None
+                        elif self._unreached_since is None:
+                            self._unreached_since = time.monotonic()
+                        self._changed.notify_all()
+            with self._changed:
+                if self._streams:
                     continue
-                self._refreshing = True
-            try:
-                self._refresh()
-            finally:
+                since = self._unreached_since
+            self._check_alone(since, "reachable")
+            if refreshing:
                 with self._changed:
-                    self._refreshing = False
-                    self._refreshed = time.monotonic() if self._streams else float("-inf")
-                    self._changed.notify_all()
-                    if not self._streams:
-                        self._changed.wait(WAIT_SECONDS)  # no worker yet: ask the scheduler again soon
+                    self._changed.wait(WAIT_SECONDS)  # no worker yet: ask the scheduler again soon
+
+    def _check_alone(self, since: float | None, how: str) -> None:
+        """NoWorkers when the cluster has had no worker (``how``: alive, reachable) ``since`` longer than it may."""
+        if since is not None and time.monotonic() - since > self._no_workers_seconds:
+            raise NoWorkers(f"no Dask worker has been {how} for {self._no_workers_seconds:g}s")
+
+    def _listed(self, fresh: bool = False) -> set[str] | None:
+        """The workers the scheduler lists and this process has not lost, asked at most every ``CHECK_SECONDS``
+        (unless ``fresh``); None when the scheduler cannot be asked. Notes since when it has listed none."""
+        with self._changed:
+            asked, listed = self._listing
+            if not fresh and time.monotonic() - asked < CHECK_SECONDS:
+                return listed
+            self._listing = (time.monotonic(), listed)  # the other threads take this answer meanwhile
+        try:
+            listed = set(self.client.scheduler_info()["workers"])
+        except Exception:  # the scheduler is not there (or the client is closing): no worker can be known
+            listed = None
+        with self._changed:
+            if listed is not None:
+                listed -= self._gone
+            self._listing = (time.monotonic(), listed)
+            if listed:
+                self._unlisted_since = None
+            elif self._unlisted_since is None:
+                self._unlisted_since = time.monotonic()
+        return listed
 
     def _refresh(self) -> None:
         """A stream to every worker of the cluster that has none (and none kept to workers gone)."""
         if not self._handlers_given:  # workers that join later get the handler as they join
-            self.client.register_plugin(_worker_side().CallStreams())
+            try:
+                self.client.register_plugin(_worker_side().CallStreams())
+            except Exception:  # the scheduler is not there: no stream yet, the next refresh asks again
+                return
             self._handlers_given = True
-        with self._changed:
-            lost = set(self._gone)
-        workers = set(self.client.scheduler_info()["workers"]) - lost
+        workers = self._listed(fresh=True)
+        if workers is None:
+            return  # the scheduler cannot be asked: the streams there are go on as they are
         with self._changed:
             left = [self._streams.pop(address) for address in set(self._streams) - workers]
             missing = workers - set(self._streams)
