@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..app.errors import USER_ERRORS
+from ..app.errors import USER_ERRORS, without_secrets
 from . import check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
 
@@ -21,7 +21,7 @@ from .common import EXIT_USAGE, emit_status
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"mkl: error: {message}\n")
+        self.exit(EXIT_USAGE, f"mkl: error: {without_secrets(message)}\n")  # it may repeat a flag's URL
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,8 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
         return code
     except USER_ERRORS as exc:
-        print(f"mkl: error: {exc}", file=sys.stderr)
-        emit_status({"status": "error", "error": str(exc)})
+        message = without_secrets(str(exc))
+        print(f"mkl: error: {message}", file=sys.stderr)
+        emit_status({"status": "error", "error": message})
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("mkl: interrupted", file=sys.stderr)
