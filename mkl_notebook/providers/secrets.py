@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import string
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -23,8 +24,10 @@ _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)  # envi
 # The name of a query parameter, or of the path segment before a value, that carries a secret.
 _SECRET_PART = r"(?:key|token|secret|passw|pwd|auth|sig|credential|session)"
 _SECRET_PARAM = re.compile(rf"(?i){_SECRET_PART}")
-_QUERY_SECRET = re.compile(rf"(?i)([?&][\w.~%\-]*{_SECRET_PART}[\w.~%\-]*=)[^&#\s\"'<>]+")
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]+")
+_QUERY_SECRET = re.compile(rf"(?i)([?&][\w.~%\-]*{_SECRET_PART}[\w.~%\-]*=)[^&#\s\"'<>]*[^&#\s\"'<>).,;:!?\]]")
+# A URL from its "://" on (found fast, as a literal), not taking a sentence's last character; its scheme before.
+_URL_REST = re.compile(r"://[^\s\"'<>`]*[^\s\"'<>`).,;:!?\]]")
+_SCHEME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "+.-")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@]+@")
 _AUTH_VALUE = re.compile(
     r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key)([\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?"
@@ -40,8 +43,8 @@ _URL_SECRET_MIN = 8  # a URL's value shorter than this is no key (``?auth=true``
 # A known secret this long is also masked where only a piece of it (_PIECE characters or more) shows: an
 # echo that lost a character at an edge. Pieces are found from anchors every _STEP characters.
 _PIECE, _ANCHOR, _STEP = 12, 8, 4
-# The word a streamed text ends in, while it may still grow into a key, a token or a URL.
-_TRAILING_WORD = re.compile(r"[A-Za-z0-9._~+/=%:@?&#!$*\-]*\Z")
+# The characters of the word a streamed text ends in, while it may still grow into a key, a token or a URL.
+_WORD_CHARACTERS = string.ascii_letters + string.digits + "._~+/=%:@?&#!$*-"
 
 
 def _secret_segments(path: str) -> list[str]:
@@ -181,6 +184,22 @@ def _masked(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(kept) + text[cursor:]
 
 
+def _urls_shown(text: str) -> str:
+    """``text`` with each URL in it as :func:`shown_url` shows it."""
+    kept, cursor = [], 0
+    for rest in _URL_REST.finditer(text):
+        start = rest.start()
+        while start > cursor and text[start - 1] in _SCHEME_CHARACTERS:
+            start -= 1
+        while start < rest.start() and not text[start].isalpha():
+            start += 1  # a scheme begins with a letter
+        if start == rest.start():
+            continue
+        kept += [text[cursor:start], shown_url(text[start : rest.end()]) or ""]
+        cursor = rest.end()
+    return "".join(kept) + text[cursor:]
+
+
 def scrub(text: str, secrets: Iterable[str] = (), env: Mapping[str, str] | None = None) -> str:
     """``text`` without the given ``secrets`` (or pieces of the long ones), secret-looking environment values,
     URL credentials and keys, authorization header values and API-key-shaped tokens."""
@@ -188,12 +207,17 @@ def scrub(text: str, secrets: Iterable[str] = (), env: Mapping[str, str] | None 
     spans = [span for secret in pieces for span in _piece_spans(text, secret)]
     spans += [span for secret in whole for span in _whole_spans(text, secret)]
     text = _masked(text, spans)
-    text = _URL.sub(lambda m: shown_url(m.group()) or "", text)
-    text = _URL_USERINFO.sub(rf"\1{MASK}@", text)
-    text = _QUERY_SECRET.sub(rf"\1{MASK}", text)
-    text = _AUTH_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-    text = _SCHEME_TOKEN.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _KEY_LIKE.sub(MASK, text)
+    # Each pattern runs only where the text holds what it needs (a streamed answer is scrubbed at every chunk).
+    if "://" in text:
+        text = _urls_shown(text)
+    if "=" in text:
+        text = _QUERY_SECRET.sub(rf"\1{MASK}", text)
+    lowered = text.lower()
+    if "authorization" in lowered or "api-key" in lowered:
+        text = _AUTH_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    if "bearer" in lowered or "basic" in lowered:
+        text = _SCHEME_TOKEN.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    return _KEY_LIKE.sub(MASK, text) if "k-" in text else text
 
 
 def shown_so_far(text: str, secrets: Iterable[str] = (), env: Mapping[str, str] | None = None) -> str:
@@ -201,8 +225,7 @@ def shown_so_far(text: str, secrets: Iterable[str] = (), env: Mapping[str, str] 
     the word it ends in (a key, a token or a URL still arriving cannot be recognised yet) and without any
     ending that could be the start of a known secret. Once the answer is whole, :func:`scrub` shows it all."""
     secrets = list(secrets)
-    word = _TRAILING_WORD.search(text)
-    held = len(word.group()) if word else 0
+    held = len(text) - len(text.rstrip(_WORD_CHARACTERS))
     pieces, whole = _known(secrets, env)
     known = pieces + whole
     # The longest ending found in a known secret (an ending that is not, has no longer one that is).
