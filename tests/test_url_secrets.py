@@ -25,6 +25,7 @@ from IPython.utils.capture import capture_output
 from lab_client import run_all
 from openai_stub import Reply, StubServer, running_stub
 
+from mkl_notebook.notebook import display
 from mkl_notebook.providers.secrets import scrub, shown_so_far, shown_url, url_secrets
 
 from support import RUN_MIME, Cells, env_without_models
@@ -204,6 +205,29 @@ def test_a_streamed_echo_of_a_key_never_shows_a_piece_of_it_on_the_terminal(stub
     [request] = stub.produce_requests
     assert request.body["stream"] is True  # it was streamed, in chunks of three characters
     assert _leaks(_files_under(tmp_path)) == []
+
+
+def test_a_streamed_echo_of_a_key_never_shows_a_piece_of_it_on_the_notebooks_live_line(
+    ip: Cells, stub: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same echo in a notebook: no live line drawn while the answer arrives (each text it is told is drawn)
+    holds eight characters of the key, and the answer was drawn growing."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setattr(display, "LIVE_INTERVAL", 0.0)  # every text the live line is told is drawn
+    answer = f"Your key is {API_KEY} and that is all there is to say about it today."
+    stub.route(system="Output contract:", replies=[Reply(content=answer, chunk_size=3, chunk_delay=0.05)])
+    ip.run(f"%mkl config model={MODEL} api_base={stub.url}")
+    ip.define(GREET)
+    ip.out.clear()
+    ip.run("%mkl run greet")
+
+    live = [p.data["text/plain"] for p in ip.out.published if str(p.data.get("text/plain", "")).startswith("running")]
+    writing = [text.split("\n", 1)[1].strip() for text in live if "writing" in text and "\n" in text]
+    assert len(set(writing)) >= 3, live  # drawn growing, a few characters at a time
+    pieces = {API_KEY[at : at + 8] for at in range(len(API_KEY) - 7)}
+    assert not [text for text in live if any(piece in text for piece in pieces)], live
+    assert _leaks(json.dumps([p.data for p in ip.out.published], default=str)) == []
 
 
 # -- notebooks ---------------------------------------------------------------------------------------------------
