@@ -9,8 +9,10 @@ thread)::
 
 Routes are tried in the order they were added; the first whose substrings all occur (``user`` in the
 last user message, ``system`` in the system message) answers.  Its replies are a queue: each request
-takes the next one and the last repeats forever.  A request no route matches gets ``default``.
-Every request is recorded (headers and JSON body) in ``requests``.
+takes the next one and the last repeats forever.  Chat completions are answered under any path ending in
+``/chat/completions`` (a gateway may carry a key in the path before it); a reply's ``error_message`` may
+name the request's path as ``{path}``, as servers that name the URL they refused do.  A request no route
+matches gets ``default``.  Every request is recorded (headers and JSON body) in ``requests``.
 
 Standalone, for command-line tests::
 
@@ -19,9 +21,9 @@ Standalone, for command-line tests::
 prints the port on the first stdout line and serves until killed.  SCRIPT.json is
 ``{"routes": [{"user": "...", "system": "...", "replies": [REPLY, ...]}], "default": REPLY}`` where a
 REPLY is a string (the content) or an object with the fields of :class:`Reply`.  A request with
-``"stream": true`` is answered with server-sent events, a word per chunk (``chunk_delay`` apart), and
-the usage in a last chunk when ``stream_options.include_usage`` asks for it.  ``GET /_requests``
-returns the recorded requests as JSON.  Nothing here ever reaches the internet.
+``"stream": true`` is answered with server-sent events, a word per chunk (or ``chunk_size`` characters;
+``chunk_delay`` apart), and the usage in a last chunk when ``stream_options.include_usage`` asks for it.
+``GET /_requests`` returns the recorded requests as JSON.  Nothing here ever reaches the internet.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Reply:
     completion_tokens: int = 5
     error_message: str | None = None  # the error body's message; defaults to a generic one per status
     chunk_delay: float = 0.0  # asked to stream: the seconds the server takes before each word it sends
+    chunk_size: int = 0  # asked to stream: characters per chunk (0: a word per chunk)
 
     @classmethod
     def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -151,11 +154,16 @@ class StubState:
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Reply | None:
         recorded = Recorded(path, headers, body, None)
         with self.lock:
-            if path == CHAT_PATH:
+            if is_chat_path(path):
                 route = next((r for r in self.routes if r.matches(recorded.user, recorded.system)), None)
                 recorded.reply = route.take() if route else self.default
             self.requests.append(recorded)
         return recorded.reply
+
+
+def is_chat_path(path: str) -> bool:
+    """Whether a request path asks for a chat completion: ``/v1/chat/completions``, or that under a prefix."""
+    return path.split("?", 1)[0].endswith(CHAT_PATH.removeprefix("/v1"))
 
 
 def completion_json(reply: Reply, model: str) -> dict[str, Any]:
@@ -194,8 +202,12 @@ def stream_events(reply: Reply, model: str, include_usage: bool) -> Iterator[dic
         }
 
     yield chunk({"role": "assistant", "content": ""})
-    for word in re.findall(r"\s*\S+\s*|\s+", reply.content):
-        yield chunk({"content": word})
+    if reply.chunk_size:
+        pieces = [reply.content[at : at + reply.chunk_size] for at in range(0, len(reply.content), reply.chunk_size)]
+    else:
+        pieces = re.findall(r"\s*\S+\s*|\s+", reply.content)
+    for piece in pieces:
+        yield chunk({"content": piece})
     yield chunk({}, reply.finish_reason)
     if include_usage:
         yield {
@@ -221,8 +233,8 @@ _ERROR_TYPES = {
 }
 
 
-def error_json(reply: Reply) -> dict[str, Any]:
-    message = reply.error_message or f"stub error {reply.status}"
+def error_json(reply: Reply, path: str = CHAT_PATH) -> dict[str, Any]:
+    message = (reply.error_message or f"stub error {reply.status}").replace("{path}", path)
     return {
         "error": {
             "message": message,
@@ -296,7 +308,7 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             if reply is None:
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             elif reply.status != 200:
-                self._send(reply.status, error_json(reply))
+                self._send(reply.status, error_json(reply, self.path))
             elif body.get("stream"):
                 options = body.get("stream_options") or {}
                 self._stream(reply, str(body.get("model") or "stub-model"), bool(options.get("include_usage")))
@@ -344,7 +356,7 @@ class StubServer(StubState):
     @property
     def chat(self) -> list[Recorded]:
         with self.lock:
-            return [r for r in self.requests if r.path == CHAT_PATH]
+            return [r for r in self.requests if is_chat_path(r.path)]
 
     @property
     def produce_requests(self) -> list[Recorded]:

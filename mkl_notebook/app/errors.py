@@ -7,8 +7,9 @@ a file, a reply) are a :class:`UserError`, and these are what a front end catche
 from __future__ import annotations
 
 from ..errors import MklError, UserError
+from ..providers.secrets import scrub
 
-__all__ = ["USER_ERRORS", "MklError", "Superseded", "UsageProblem", "UserError"]
+__all__ = ["USER_ERRORS", "MklError", "Superseded", "UsageProblem", "UserError", "without_secrets"]
 
 
 class UsageProblem(UserError, ValueError):
@@ -20,3 +21,9 @@ class Superseded(UsageProblem):
 
 
 USER_ERRORS: tuple[type[Exception], ...] = (UserError,)  # what a front end shows as one line
+
+
+def without_secrets(message: str) -> str:
+    """A message a front end shows, without the secrets it may repeat from a person's own line (a URL's
+    password or key, an API key): a usage error names the flags it was given."""
+    return scrub(message)

@@ -23,6 +23,11 @@ RUN_SETTINGS = ("store", "hitl", "user", "max_workers", "executor", "max_model_c
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 
+def command_api_base(address: str | None) -> str | None:
+    """A server address a printed command may repeat: None when it carries a credential or a key."""
+    return address if address and shown_url(address) == address else None
+
+
 def check_hitl(value: str) -> str:
     """``hitl``: which escalate gates suspend for a person (none, those with an ``ask:``, all)."""
     if value not in HITL_MODES:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..app.errors import USER_ERRORS
+from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
 from . import check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
@@ -22,7 +22,7 @@ from .common import EXIT_USAGE, emit_status
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"mkl: error: {printable(message)}\n")
+        self.exit(EXIT_USAGE, f"mkl: error: {printable(without_secrets(message))}\n")  # it may repeat a flag's URL
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,8 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
         return code
     except USER_ERRORS as exc:
-        print(f"mkl: error: {printable(exc)}", file=sys.stderr)  # one line, whatever a file put in it
-        emit_status({"status": "error", "error": str(exc)})
+        message = without_secrets(str(exc))
+        print(f"mkl: error: {printable(message)}", file=sys.stderr)  # one line, whatever a file put in it
+        emit_status({"status": "error", "error": message})
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("mkl: interrupted", file=sys.stderr)

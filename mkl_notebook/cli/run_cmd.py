@@ -15,6 +15,7 @@ from ..app import status
 from ..app.checkpoints import check_checkpoint_folder, write_checkpoint
 from ..app.errors import UsageProblem
 from ..app.listing import notebook_runs, store_runs, waiting_questions
+from ..app.settings import command_api_base
 from ..app.terms import DEFAULT_STORE, Observer, Outcome
 from ..app.values import parse_assignments
 from ..app.workspace import Workspace
@@ -177,7 +178,7 @@ def _continue_with(args: argparse.Namespace, run_id: str, **where: str) -> str:
         script=args.script,
         tools=args.tools,
         model=args.model,
-        api_base=args.api_base,
+        api_base=command_api_base(args.api_base),
         **where,
     )
 

@@ -19,7 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 from traitlets import Unicode, observe
 
-from ..app.errors import USER_ERRORS, Superseded
+from ..app.errors import USER_ERRORS, Superseded, without_secrets
 from ..app.listing import waiting_questions
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
@@ -84,6 +84,15 @@ class MklMagics(Magics):
         ``%mkl run`` and ``%mkl resume`` give the run (``r = %mkl run …``); a cell ending with one shows the
         run's view once, where it was drawn live.
         """
+        try:
+            return self._mkl(line, cell)
+        except UsageError as exc:  # it may repeat the line's words: a URL with its password, a key
+            shown = without_secrets(str(exc))
+            if shown == str(exc):
+                raise
+            raise UsageError(shown) from None
+
+    def _mkl(self, line: str, cell: str | None) -> NotebookRun | Batch | None:
         try:
             words = split_words(line)
         except ValueError as exc:

@@ -31,7 +31,7 @@ from ..engine.oracle import (
 from .config import ModelConfig
 from .judge_protocol import parse_judge_reply
 from .prompts import judge_messages, produce_messages, split_scratchpad
-from .secrets import scrub, url_secrets
+from .secrets import scrub, shown_so_far, url_secrets
 
 _import_lock = threading.Lock()
 _litellm: Any = None
@@ -55,6 +55,7 @@ def import_litellm() -> Any:
 
 
 _LIBRARY_LOGGERS = ("LiteLLM", "litellm", "openai", "httpx", "httpcore")
+_URL_SECRETS: set[str] = set()  # the credentials of every URL an oracle was configured with: the logs know them
 
 
 def _redact_library_logs() -> None:
@@ -71,7 +72,7 @@ def _redact_library_logs() -> None:
                 message = record.getMessage()
             except Exception:  # a malformed record stays as it was; logging reports it itself
                 return record
-            record.msg, record.args = redact(message), ()
+            record.msg, record.args = redact(message, secrets=tuple(_URL_SECRETS)), ()
         return record
 
     logging.setLogRecordFactory(factory)
@@ -96,6 +97,7 @@ class LiteLLMOracle(Oracle):
         self.config = config
         # Credentials in the configured URLs: never in an answer, a reasoning, an error or a log.
         self._secrets = tuple(secret for url in config.api_bases() for secret in url_secrets(url))
+        _URL_SECRETS.update(self._secrets)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -178,10 +180,15 @@ class LiteLLMOracle(Oracle):
                 attempt += 1
 
     def _gather(self, litellm: Any, stream: Any, messages: list[dict[str, str]], partial: Partial) -> Any:
-        """Read a streamed answer, telling ``partial`` its text so far; the response rebuilt from the chunks."""
+        """Read a streamed answer, telling ``partial`` its text so far; the response rebuilt from the chunks.
+
+        ``partial`` is told only what may be shown before the rest arrives (:func:`secrets.shown_so_far`: a
+        key the answer echoes is held back until it is whole and can be masked), and only text that goes on
+        from what it was told before; the whole answer, scrubbed, once the stream ends.
+        """
         chunks: list[Any] = []
-        text = ""
-        partial(text)
+        text = told = ""
+        partial(told)
         for chunk in stream:
             chunks.append(chunk)
             choices = getattr(chunk, "choices", None) or []
@@ -189,7 +196,13 @@ class LiteLLMOracle(Oracle):
             piece = getattr(delta, "content", None) if delta is not None else None
             if piece:
                 text += piece
-                partial(redact(text, secrets=self._secrets))
+                shown = shown_so_far(text, self._secrets)
+                if len(shown) > len(told) and shown.startswith(told):
+                    partial(shown)
+                    told = shown
+        whole = redact(text, secrets=self._secrets)
+        if len(whole) > len(told) and whole.startswith(told):
+            partial(whole)
         return litellm.stream_chunk_builder(chunks, messages=messages)
 
     def _cost(self, litellm: Any, model: str, input_tokens: int, output_tokens: int) -> float | None:
