@@ -703,3 +703,22 @@ def test_every_answer_a_fan_out_used_is_in_the_journal_after_a_kill(tmp_path: Pa
         assert status["calls"]["made"] + status["calls"]["replayed"] == answers, n
         positions = [r["pos"] for r in outcome["records"] if r["t"] == "answer"]
         assert len(positions) == len(set(positions)) == answers, n
+
+
+def test_an_in_doubt_call_settled_as_completed_without_a_value_is_never_made_again(tmp_path: Path) -> None:
+    """Through the API a person may say the call happened without saying what it returned (value None): it
+    happened all the same, so the tool is not called again. (The API is driven in a subprocess, where the
+    tools file registers its tool.)"""
+    crashed, doubt, _ = _in_doubt_run(tmp_path)
+    assert crashed.returncode == -signal.SIGKILL and doubt.returncode == 4
+    assert _ledger(tmp_path) == ["charge 42"]
+    resume = [sys.executable, "-c", (
+        "import sys; from mkl_notebook.app.settings import Settings; from mkl_notebook.app.workspace import Workspace;"
+        "from mkl_notebook.durable.runs import Resolution;"
+        "ws = Workspace(Settings(store='.mkl/runs.sqlite'), follow_files=True); ws.load_tools('tools.py');"
+        "out = ws.resume('P', script='pay.script.json', resolve=Resolution('completed'));"
+        "print(out.result.status)"
+    )]  # fmt: skip
+    done = subprocess.run(resume, cwd=tmp_path, capture_output=True, text=True, env={**os.environ}, check=False)
+    assert done.returncode == 0 and done.stdout.split() == ["done"], done.stderr[-2000:]
+    assert _ledger(tmp_path) == ["charge 42"]  # settled as made: never made again

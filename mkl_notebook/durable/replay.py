@@ -287,8 +287,9 @@ class ReplayOracle(Oracle):
         with self._lock:
             return next((position for position, said in reversed(self.failures) if said == error), None)
 
-    def _guard_effect(self, request: ToolRequest, print_: str) -> Any:
-        """Journal the intent of a non-idempotent call; an unfinished earlier intent is in doubt."""
+    def _guard_effect(self, request: ToolRequest, print_: str) -> tuple[bool, Any]:
+        """Journal the intent of a non-idempotent call; an unfinished earlier intent is in doubt. Whether a
+        person settled it as completed, and the observation they gave (which may be None: it still happened)."""
         position = request.position
         if position in self.journal.open_intents:
             resolution = self.journal.resolutions.get(position) or {}
@@ -298,11 +299,11 @@ class ReplayOracle(Oracle):
             if action == "completed":
                 value = resolution.get("value")
                 self._record(rec.host_answer_record(position, print_, "tool", value, name=request.name, resolved=True))
-                return value
+                return True, value
             if action == "abort":
                 raise OracleError(f"state-error: tool '{request.name}' was stopped after an in-doubt call")
         self._record(rec.intent_record(position, print_, request.name))
-        return None
+        return False, None
 
     def _call_host(self, request: ToolRequest | HookRequest, print_: str) -> Any:
         """A tool or hook: a non-idempotent tool journals its intent first; a raised error is journaled too."""
@@ -310,9 +311,9 @@ class ReplayOracle(Oracle):
         guarded = False  # an effect's intent is journaled before its call
         if isinstance(request, ToolRequest) and not request.idempotent:
             guarded = True
-            resolved = self._guard_effect(request, print_)
-            if resolved is not None:
-                return resolved
+            completed, observation = self._guard_effect(request, print_)
+            if completed:
+                return observation
         try:
             answer = self.inner.ask(request)
         except CannotAnswer:
