@@ -142,10 +142,14 @@ class Run:
 
     def answer_to(self, question_id: str | None) -> dict[str, Any] | None:
         """A person's answer to question ``question_id`` of this run (who, when, how), if it was answered."""
+        setup = self.run_result.setup
         for answer in self.run_result.answers:
             shown = answer.get("question") or ""
-            asked = question_id_of(self.id, answer["position"], shown, answer.get("about"))
-            if question_id is not None and question_id == asked:
+            named = {
+                question_id_of(self.id, answer["position"], shown, answer.get("about"), pinned)
+                for pinned in (setup, None)  # (None: asked before questions named their setup)
+            }
+            if question_id is not None and question_id in named:
                 return answer
         return None
 

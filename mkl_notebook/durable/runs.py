@@ -269,8 +269,9 @@ def _run_journal(
     same_question = rec.kind_of(last) == "suspend" and last.get("pos") == result.pending
     if same_question and "about" not in last:  # asked before replies were bound to what they answer
         result.about = None  # the question stays as it was
+    result.setup = rec.setup_digest(index.setup)
     if result.pending is not None and not (same_question and "pinned" not in last and not index.set_up_again):
-        result.pinned = rec.setup_digest(index.setup)  # (asked before questions named their setup: as it was)
+        result.pinned = result.setup  # (a question asked before questions named their setup stays as it was)
     return result, None
 
 

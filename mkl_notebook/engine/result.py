@@ -124,6 +124,9 @@ class RunResult:
     # Of a suspension at a question: a digest of what the run was set up with (machines, input, context),
     # part of the question's identity (set by the journal that replays the run).
     pinned: str | None = None
+    # A digest of the setup the run went on in (whether or not it waits): what the questions it asked and had
+    # answered since the last edit were named by.
+    setup: str | None = None
 
     @property
     def cost_usd(self) -> float | None:
