@@ -528,7 +528,7 @@ class Workspace:
 
         def prepare(index: JournalIndex) -> Preparation:
             registry, current = defined, None
-            if self.follow_files and not pinned and self.keyring.started_here(self.store.read(run_id)):
+            if self.follow_files and not pinned and self.keyring.started_here(index.journal):
                 # (a run taken up from someone's file names a path of theirs: never followed)
                 current, changed = _changed_files(run_id, index, force)
                 registry = current if changed else None

@@ -269,7 +269,7 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
     cost = f"  spent {views.money(listed['cost_usd'])}" if "cost_usd" in listed else ""
     print(printable(f"{listed['run']}  {listed['machine']}  {listed['status']}{error}{at}{where}{cost}{asks}"))
     if listed.get("asked_at") is not None:
-        made_by = f", {listed['made_by']}" if "made_by" in listed else ""
+        made_by = f", {listed['made_by']}" if listed.get("trusted") else ""  # (an untrusted mark says so below)
         print(printable(f"    asked {views.answer_time(listed['asked_at'])}{made_by}"))
     if listed.get("stale"):
         print(printable(f"    STALE: {listed['stale']}; not answerable here"))

@@ -59,6 +59,7 @@ class JournalIndex:
     overrides: dict[str, Any] = field(default_factory=dict)  # budgets given at resume
     setup: dict[str, Any] = field(default_factory=dict)  # root, machines, input, context, options now in force
     set_up_again: bool = False  # a rerun changed the setup since the latest ending
+    journal: list[dict[str, Any]] = field(default_factory=list)  # the records it was built from, as given
 
     def _retry(self, which: Any) -> None:
         """Forget the failed model calls a resume makes again: those at the positions given, or all of them."""
@@ -98,7 +99,7 @@ class JournalIndex:
     def build(cls, records: list[dict[str, Any]]) -> JournalIndex:
         if not records or rec.kind_of(records[0]) != "start":
             raise ValueError("the journal does not begin with a start record")
-        index = cls(start=records[0], setup={key: records[0].get(key) for key in rec.SETUP_KEYS})
+        index = cls(start=records[0], setup={key: records[0].get(key) for key in rec.SETUP_KEYS}, journal=records)
         for record in records[1:]:
             index.add(record)
         return index
