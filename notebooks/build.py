@@ -203,7 +203,7 @@ import sys
 mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
 """),
     md("## What does the shared notebook carry?"),
-    code(CHECK + "!{mkl} runs data/shared-approval.ipynb"),
+    code(CHECK + "!cd data && {mkl} runs shared-approval.ipynb"),
     md("""
 ## Who made it?
 
