@@ -204,3 +204,13 @@ def test_a_kernel_answering_while_mkl_resume_is_paying_is_refused_then_takes_up_
     assert bob.returncode == 0, err
     assert "done" in _kernel(folder, "a")  # the file holds what the command did: the kernel's run is done too
     assert _paid(folder) == ["42"]
+
+
+def test_a_mark_beside_the_file_that_is_not_ours_to_read_counts_as_none(tmp_path: Path) -> None:
+    """The mark beside a notebook came with the folder, so it is read like any file from others: bounded."""
+    notebook = tmp_path / "pay.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), notebook)
+    beside = tmp_path / ".pay.ipynb.mkl-advancing.json"
+    for text in ("[" * 100_000, '{"P": {"store": 5}}', "not json"):
+        beside.write_text(text, encoding="utf-8")
+        assert nbfile.side_marks(notebook) == {}

@@ -25,6 +25,7 @@ from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
 from ..lang.interpolate import fmt
 from ..render.commands import resume_command
+from ..render.common import answer_time
 from .errors import UsageProblem
 from .status import answers_to, form_place, run_output
 from .trust import Keyring, Provenance, Untrusted
@@ -308,25 +309,15 @@ def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) 
         )
     beside = nbfile.side_marks(notebook).get(run_id)
     if beside is not None and beside["store"] not in mine and held <= beside["held"]:
-        since = _when(beside.get("since"))
+        since = answer_time(beside.get("since"))
+        when = f" at {since}" if since else ""
         return (
-            f"{notebook}: run '{run_id}' was advanced{since} by a notebook kernel in the store {beside['store']}, "
+            f"{notebook}: run '{run_id}' was advanced{when} by a notebook kernel in the store {beside['store']}, "
             "and the notebook has not been saved since, so what it did is not in this file: save the notebook "
             "in that kernel, then try again (or resume it with that store, --store), so that nothing it did "
             "runs twice"
         )
     return None
-
-
-def _when(since: Any) -> str:
-    if not isinstance(since, (int, float)) or isinstance(since, bool):
-        return ""
-    from datetime import datetime
-
-    try:
-        return " at " + datetime.fromtimestamp(since).isoformat(sep=" ", timespec="seconds")
-    except (OverflowError, OSError, ValueError):
-        return ""
 
 
 @contextlib.contextmanager

@@ -109,7 +109,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     marks = nbfile.advancing_marks(path)
     embedded, damaged = nbfile.scan(path)
     listing = []
-    reach = _store_in_reach()
+    stale = _stale(embedded)
     for run in embedded:
         marked = marks.get(run.run_id)
         left_in = None if marked is None else str(marked["store"])
@@ -119,7 +119,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
             resume_command(run.run_id, notebook=str(path), store=left_in),
             keyring.judge_history(run.records, run.seal),
         )
-        _mark_stale(listed, reach, run.run_id, run.records)
+        _mark_stale(listed, stale.get(run.run_id))
         if left_in is not None:
             listed["advancing_in"] = left_in
             listed["finish"] = resume_command(run.run_id, notebook=str(path), store=left_in)
@@ -135,28 +135,30 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
         }
         for problem in damaged
     ]
-    if reach is not None:
-        reach.close()
     return NotebookListing(listing, bad)
 
 
-def _store_in_reach() -> SQLiteStore | None:
-    """This person's run store here (the default one), to tell a file's older copy of a run from a current one;
-    None when there is none or it cannot be read."""
+def _stale(embedded: list[nbfile.EmbeddedRun]) -> dict[str, str]:
+    """Of a file's runs, those whose copy is older than the history this person's run store here (the default
+    one, read-only) holds, each with what the newer holds; none when there is no store to read."""
     if not DEFAULT_STORE.is_file():
-        return None
+        return {}
     try:
-        return SQLiteStore(DEFAULT_STORE, read_only=True)
+        store = SQLiteStore(DEFAULT_STORE, read_only=True)
     except StoreError:
-        return None
+        return {}
+    try:
+        notes = {
+            run.run_id: stale_note(store.read(run.run_id), run.records) for run in embedded if store.exists(run.run_id)
+        }
+    finally:
+        store.close()
+    return {run_id: note for run_id, note in notes.items() if note is not None}
 
 
-def _mark_stale(listed: dict[str, Any], reach: SQLiteStore | None, run_id: str, records: list[dict[str, Any]]) -> None:
+def _mark_stale(listed: dict[str, Any], note: str | None) -> None:
     """A file's copy of a run that the store in reach holds a newer history of is listed as stale, with no
     question to answer (an answer goes to the history as it stands)."""
-    if reach is None or not reach.exists(run_id):
-        return
-    note = stale_note(reach.read(run_id), records)
     if note is not None:
         listed["stale"] = note
         for key in ("question_id", "command"):
@@ -199,7 +201,6 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
     questions: list[dict[str, Any]] = []
     problems: list[str] = []
     stale: list[dict[str, Any]] = []
-    reach = _store_in_reach()
     for path in _files(folder):
         shown = os.path.relpath(path)
         if _leaves(path, folder):
@@ -218,8 +219,9 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
                     )
                     for run in embedded
                 ]
+                older = _stale(embedded)
                 for item, run in zip(listed, embedded, strict=True):
-                    _mark_stale(item, reach, run.run_id, run.records)
+                    _mark_stale(item, older.get(run.run_id))
                     if "stale" in item and item.get("ask"):
                         stale.append({"where": shown, **item})
             else:
@@ -228,6 +230,4 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
             problems.append(str(exc))
             continue
         questions += [{"where": shown, **item} for item in listed if item.get("question_id")]
-    if reach is not None:
-        reach.close()
     return Waiting(questions, problems, stale)

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..checkpoints import seals
 from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
-from ..durable.records import RunState, is_ending
+from ..durable.records import RunState, is_ending, kind_of
 from ..lang import files
 from ..render.commands import trust_key_command
 from ..render.common import answer_time
@@ -206,7 +206,7 @@ class Keyring:
         else's copy brought ("asked 2026-… UTC, made by Alice (trusted key …)"); None when it is this person's
         own or there is no such question. A signature says who, and their clock when: not that it is the
         newest copy (see :func:`checkpoints.stale_note`)."""
-        asked = next((at for at in range(len(records) - 1, -1, -1) if records[at].get("t") == "suspend"), None)
+        asked = next((at for at in range(len(records) - 1, -1, -1) if kind_of(records[at]) == "suspend"), None)
         if asked is None:
             return None
         stretch = next((s for s in seals.signatures(records) if s.start <= asked < s.end), None)

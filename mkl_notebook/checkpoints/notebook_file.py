@@ -510,8 +510,8 @@ def side_marks(path: str | Path) -> dict[str, dict[str, Any]]:
     write the notebook (its front end saves it), so it says so beside the file; a mark is spent once the file
     holds more of the run than ``held``. Unreadable or misshapen marks count as none."""
     try:
-        found = json.loads(files.read_text(_side_path(Path(path)), SIDE_MARK_LIMIT))
-    except (OSError, ValueError):  # (an unfit file is an OSError)
+        found = files.parse_json(files.read_text(_side_path(Path(path)), SIDE_MARK_LIMIT))
+    except (OSError, ValueError):  # (an unfit file is an OSError, unfit JSON a ValueError)
         return {}
     if not isinstance(found, dict):
         return {}
