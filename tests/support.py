@@ -115,6 +115,30 @@ def mkl_cli(
     return done.returncode, status, done.stdout, done.stderr
 
 
+def mkl_on_a_terminal(args: list[str], cwd: Path, env: dict[str, str], timeout: int = 120) -> str:
+    """``mkl ARGS`` with its stdout on a pseudo-terminal (as a person at a terminal sees it): everything it
+    printed there. It must succeed."""
+    import pty
+
+    main, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mkl_notebook.cli", *args], stdout=secondary, stderr=subprocess.PIPE, cwd=cwd, env=env
+    )
+    os.close(secondary)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the terminal closed: the process has finished writing
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(main)
+    assert process.wait(timeout=timeout) == 0, process.stderr.read() if process.stderr else ""
+    return output.decode("utf-8").replace("\r\n", "\n")
+
+
 def store_rows(path: Path) -> list[tuple[Any, ...]]:
     """Every journal row of a SQLite run store, in order ([] when there is no store)."""
     if not path.exists():

@@ -11,7 +11,6 @@ import io
 import itertools
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from mkl_notebook.providers.litellm_provider import LiteLLMOracle, import_litell
 from mkl_notebook.providers.scripted import oracle_from_script
 from mkl_notebook.render import views
 
-from support import RUN_MIME, Cells
+from support import RUN_MIME, Cells, mkl_on_a_terminal
 
 FAKE_KEY = "mkltest-streaming-not-a-real-key"
 PRICED = "openai/gpt-4o-mini"  # in litellm's local price list
@@ -343,24 +342,7 @@ def test_the_terminal_stream_shows_a_models_escape_sequences_as_text() -> None:
 
 def _run_on_a_terminal(args: list[str], cwd: Path) -> str:
     """``mkl`` with its stdout on a pseudo-terminal: everything it printed there."""
-    main, secondary = pty.openpty()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mkl_notebook.cli", *args], stdout=secondary, stderr=subprocess.PIPE, cwd=cwd, env=env
-    )
-    os.close(secondary)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:  # the terminal closed: the process has finished writing
-            break
-        if not chunk:
-            break
-        output += chunk
-    os.close(main)
-    assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
-    return output.decode("utf-8").replace("\r\n", "\n")
+    return mkl_on_a_terminal(args, cwd, {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}, timeout=60)
 
 
 def test_mkl_run_streams_to_a_terminal_and_never_into_a_pipe_or_the_status_line(tmp_path: Path) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import os
-import pty
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,7 +26,7 @@ from openai_stub import Reply, StubServer, running_stub
 from mkl_notebook.notebook import display
 from mkl_notebook.providers.secrets import scrub, shown_so_far, shown_url, url_secrets
 
-from support import RUN_MIME, Cells, env_without_models
+from support import RUN_MIME, Cells, env_without_models, mkl_on_a_terminal
 
 MODEL = "openai/stub-model"
 API_KEY = "mkltest-5e0c7a93d1f84b26-not-a-real-key"
@@ -167,27 +165,6 @@ def test_a_usage_error_of_the_command_line_never_repeats_a_url_key(tmp_path: Pat
 # -- a streamed echo on a terminal ---------------------------------------------------------------------------
 
 
-def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> str:
-    """``mkl ARGS`` with its stdout on a pseudo-terminal: everything it printed there."""
-    main, secondary = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mkl_notebook.cli", *args], stdout=secondary, stderr=subprocess.PIPE, cwd=cwd, env=env
-    )
-    os.close(secondary)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:  # the terminal closed: the process has finished writing
-            break
-        if not chunk:
-            break
-        output += chunk
-    os.close(main)
-    assert process.wait(timeout=120) == 0, process.stderr.read() if process.stderr else ""
-    return output.decode("utf-8").replace("\r\n", "\n")
-
-
 def test_a_streamed_echo_of_a_key_never_shows_a_piece_of_it_on_the_terminal(stub: StubServer, tmp_path: Path) -> None:
     """The answer echoes the API key, and a URL key, three characters a chunk: the terminal's live text
     never holds eight characters of either, and the answer arrives masked."""
@@ -195,7 +172,7 @@ def test_a_streamed_echo_of_a_key_never_shows_a_piece_of_it_on_the_terminal(stub
     stub.route(system="Output contract:", replies=[Reply(content=answer, chunk_size=3, chunk_delay=0.01)])
     (tmp_path / "greet.mkl").write_text(GREET, encoding="utf-8")
     args = ["run", "greet.mkl", "--model", MODEL, "--api-base", f"{stub.url}/key/{PATH_CANARY}", "--id", "echo"]
-    shown = _on_a_terminal(args, tmp_path, _env(COLUMNS="200"))
+    shown = mkl_on_a_terminal(args, tmp_path, _env(COLUMNS="200"))
 
     streamed = shown.split("── hello ──\n", 1)[1].split("\n\n", 1)[0]  # the live text, before the trace
     assert streamed == f"Your key is *** and your gateway {stub.url}/key/*** at your service.", shown
