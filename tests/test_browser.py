@@ -7,17 +7,13 @@ its embedded checkpoint must now say done. Screenshots land in test-artifacts/br
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
+from browser_support import CHROMIUM, browser_page, get_json, lab_env, serve
 
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
@@ -34,116 +31,9 @@ from mkl_notebook.checkpoints.seals import signatures
 from support import mkl_cli, store_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 NOTEBOOK = "02-human-approval.ipynb"
 RUN_ID = "approval-demo"
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-
-@contextlib.contextmanager
-def _browser_page() -> Iterator[Any]:
-    """A page of Debian's Chromium, headless, as every browser test drives it; the browser is closed after."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
-        try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1000})
-        finally:
-            browser.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _get_json(url: str) -> object:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())
-
-
-def _lab_env(folder: Path) -> dict[str, str]:
-    """The environment of one person's JupyterLab: Jupyter's config, data (their signing key), runtime and
-    settings folders of their own under ``folder``, no model configured, autosave and news off."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
-    for name in (
-        "JUPYTER_CONFIG_DIR",
-        "JUPYTER_DATA_DIR",
-        "JUPYTER_RUNTIME_DIR",
-        "JUPYTERLAB_SETTINGS_DIR",
-        "JUPYTERLAB_WORKSPACES_DIR",
-        "IPYTHONDIR",
-    ):
-        env[name] = str(folder / name.lower())
-        Path(env[name]).mkdir(parents=True)
-    settings = folder / "jupyterlab_settings_dir" / "@jupyterlab" / "docmanager-extension"
-    settings.mkdir(parents=True)
-    (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
-    notices = folder / "jupyterlab_settings_dir" / "@jupyterlab" / "apputils-extension"
-    notices.mkdir(parents=True)
-    (notices / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-@contextlib.contextmanager
-def _serve(root: Path, env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """A JupyterLab serving ``root`` with ``env``, until the block ends: its address."""
-    port = _free_port()
-    log = open(log_path, "w")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter",
-            "lab",
-            "--no-browser",
-            "--ip=127.0.0.1",
-            f"--port={port}",
-            "--port-retries=0",
-            "--allow-root",
-            "--IdentityProvider.token=",
-            "--ServerApp.password=",
-            f"--ServerApp.root_dir={root}",
-            "--ServerApp.terminals_enabled=False",
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.extension_manager=readonly",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _get_json(f"{base}/api/status")
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log_path.read_text()[-3000:]) from None
-                time.sleep(0.3)
-        yield base
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 @pytest.fixture
@@ -153,18 +43,18 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     for tutorial in (ROOT / "notebooks").glob("0*.ipynb"):
         shutil.copy(tutorial, root / tutorial.name)
     shutil.copytree(ROOT / "notebooks" / "data", root / "data", ignore=shutil.ignore_patterns(".mkl"))
-    env = _lab_env(tmp_path)
+    env = lab_env(tmp_path)
     for tutorial in sorted(root.glob("0*.ipynb")):  # this person trusts the tutorials' author (their key)
         command = [sys.executable, "-m", "mkl_notebook.cli", "trust", str(tutorial), "--name", "tutorials"]
         trusted = subprocess.run(command, env=env, check=False, capture_output=True, text=True)
         assert trusted.returncode == 0 or "carries no run checkpoint" in trusted.stderr, trusted.stderr
-    with _serve(root, env, tmp_path / "jupyter.log") as base:
+    with serve(root, env, tmp_path / "jupyter.log") as base:
         yield base, root
 
 
 def _kernel_ready(base: str) -> bool:
     try:
-        kernels = _get_json(f"{base}/api/kernels")
+        kernels = get_json(f"{base}/api/kernels")
     except OSError:  # the server may answer 500 while a kernel restarts
         return False
     return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore
@@ -202,7 +92,7 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
     assert CHROMIUM.exists(), "Debian's chromium must be installed (.ci/run installs it)"
     base, root = jupyter_lab
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _browser_page() as page:
+    with browser_page() as page:
         try:
             _open_and_run_all(page, base, NOTEBOOK)
 
@@ -295,7 +185,7 @@ def test_two_forms_of_one_run_are_one_view_of_its_state(jupyter_lab: tuple[str, 
     base, root = jupyter_lab
     _two_forms_notebook(root)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _browser_page() as page:
+    with browser_page() as page:
         try:
             _open_and_run_all(page, base, TWO_FORMS)
 
@@ -486,7 +376,7 @@ def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
     base, root = jupyter_lab
     path = root / name
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _browser_page() as page:
+    with browser_page() as page:
         try:
             _open_and_run_all(page, base, name)
             _wait_until_run(page, base, path)
@@ -532,7 +422,7 @@ def test_a_shared_notebook_opened_without_running_reads_the_question_and_the_com
     saved = nbformat.read(root / NOTEBOOK, as_version=4)
     run_index = next(i for i, cell in enumerate(saved.cells) if "--id approval-demo" in cell.source)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _browser_page() as page:
+    with browser_page() as page:
         page.goto(f"{base}/lab/tree/{NOTEBOOK}")
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
         run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
@@ -580,7 +470,7 @@ def test_someone_elses_run_is_marked_and_taken_up_only_by_a_click(
     base, root = jupyter_lab
     _alices_notebook(root, tmp_path / "alice")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _browser_page() as page:
+    with browser_page() as page:
         _open_and_run_all(page, base, ALICES)
         run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id from-alice'))")
         place = run_cell.locator(".jp-OutputArea-output").first
@@ -642,7 +532,7 @@ def test_a_run_survives_clear_all_outputs_and_a_new_kernel_through_the_notebooks
     _metadata_notebook(root)
     path = root / METADATA_NB
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _browser_page() as page:
+    with browser_page() as page:
         _open(page, base, METADATA_NB)
         for index in (0, 1, 2):
             _run_cell(page, index)
@@ -708,7 +598,7 @@ def test_a_streamed_answer_is_seen_half_written_in_jupyterlab(jupyter_lab: tuple
         nbformat.v4.new_code_cell("%mkl run story --script data/slow-story.yaml"),
     )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _browser_page() as page:
+    with browser_page() as page:
         _open(page, base, STREAMING_NB)
         for index in (0, 1):  # %load_ext, then the machine
             _run_cell(page, index)
@@ -743,7 +633,7 @@ def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back
 
     base, root = jupyter_lab
     bob_data = root.parent / "jupyter_data_dir"  # the data folder this JupyterLab's kernels sign with
-    alices_lab = _lab_env(tmp_path / "alice-lab")
+    alices_lab = lab_env(tmp_path / "alice-lab")
     alice = Person(tmp_path / "people", "alice")
     alice.env["JUPYTER_DATA_DIR"] = alices_lab["JUPYTER_DATA_DIR"]  # one key for her kernels and her `mkl`
     _notebook(alice.notebook)
@@ -756,7 +646,7 @@ def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back
     code, _, out, err = mkl_cli(root, "trust", env=bobs_cli)
     bobs_key = out.split()[6]
 
-    with _browser_page() as page:
+    with browser_page() as page:
         try:
             _open_and_run_all(page, base, "flow.ipynb")
             run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id r'))")
@@ -784,7 +674,7 @@ def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back
     shutil.copy(root / "flow.ipynb", alice.notebook)  # the file as Bob saved it, opened in her JupyterLab
     code, _, _, err = alice.mkl("trust", bobs_key, "--name", "bob")
     assert code == 0, err
-    with _serve(alice.folder, alices_lab, tmp_path / "alice-jupyter.log") as alices, _browser_page() as page:
+    with serve(alice.folder, alices_lab, tmp_path / "alice-jupyter.log") as alices, browser_page() as page:
         try:
             _open_and_run_all(page, alices, "flow.ipynb")
             run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id r'))")

@@ -1,0 +1,129 @@
+"""Driving Jupyter servers from tests through Debian's Chromium: the page, the environment of one person's
+server (their own config, data and settings folders), and a server of any Jupyter application (JupyterLab,
+Notebook 7, Voila) serving a folder until the block ends."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@contextlib.contextmanager
+def browser_page() -> Iterator[Any]:
+    """A page of Debian's Chromium, headless, as every browser test drives it; the browser is closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def get_json(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def lab_env(folder: Path) -> dict[str, str]:
+    """The environment of one person's JupyterLab: Jupyter's config, data (their signing key), runtime and
+    settings folders of their own under ``folder``, no model configured, autosave and news off."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
+    for name in (
+        "JUPYTER_CONFIG_DIR",
+        "JUPYTER_DATA_DIR",
+        "JUPYTER_RUNTIME_DIR",
+        "JUPYTERLAB_SETTINGS_DIR",
+        "JUPYTERLAB_WORKSPACES_DIR",
+        "IPYTHONDIR",
+    ):
+        env[name] = str(folder / name.lower())
+        Path(env[name]).mkdir(parents=True)
+    settings = folder / "jupyterlab_settings_dir" / "@jupyterlab" / "docmanager-extension"
+    settings.mkdir(parents=True)
+    (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
+    notices = folder / "jupyterlab_settings_dir" / "@jupyterlab" / "apputils-extension"
+    notices.mkdir(parents=True)
+    (notices / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@contextlib.contextmanager
+def serve(
+    root: Path, env: dict[str, str], log_path: Path, app: Sequence[str] = ("jupyter", "lab"), ready: str = "/api/status"
+) -> Iterator[str]:
+    """A Jupyter server application (``jupyter lab`` unless ``app`` says otherwise) serving ``root`` with ``env``,
+    until the block ends: its address, once ``ready`` answers."""
+    port = free_port()
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            *app,
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--port-retries=0",
+            "--allow-root",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.terminals_enabled=False",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}{ready}", timeout=5).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(log_path.read_text()[-3000:]) from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
