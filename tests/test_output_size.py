@@ -131,11 +131,15 @@ def test_a_big_machines_view_diagram_and_visits_stay_bounded_and_visits_all_list
         len(definition[diagram.MERMAID_MIME]) < 50_000
         and "… 4,940 more states, not drawn" in definition[diagram.MERMAID_MIME]
     )
+    assert (
+        len(definition[diagram.SVG_MIME]) < 40_000 and "… 4,940 more states, not drawn" in definition[diagram.SVG_MIME]
+    )
     script = ip.script("s.yaml", {"llm": {"produce": []}})
     ip.out.clear()
     ip.run(f"%mkl run chain --id big --script {script} --max-steps 300")
     view, drawn = ip.out.last(RUN_MIME), ip.out.last(diagram.MERMAID_MIME)
     assert len(view["text/html"]) + len(view["text/plain"]) + len(drawn[diagram.MERMAID_MIME]) < 60_000
+    assert len(drawn[diagram.SVG_MIME]) < 40_000  # the same diagram drawn for frontends without mermaid
     assert "Visits of chain — the 40 states entered most, of 5,000" in view["text/plain"]
     assert "%mkl visits big --all lists every state" in view["text/plain"]
     assert "… and 4,940 more states, not shown" in drawn["text/plain"]

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..lang.model import END, Gate, Machine
+from .diagram_svg import SvgEdge, SvgNode, graph_svg
 
 CurrentKind = Literal["running", "pending", "halted"]
 MERMAID_MIME = "text/vnd.mermaid"
+SVG_MIME = "image/svg+xml"
 LABEL_MAX = 40
 NODE_LABEL_MAX = 80  # a state's label in the drawing (the text twin names it whole)
 DRAWN_STATES = 60  # a machine with more states is drawn around its entry and the run's states
@@ -265,12 +267,13 @@ def _left_out(drawing: _Drawing) -> str:
 
 
 def _node_label(sid: str, *, count: int | None, missing: bool, kind: str | None) -> str:
+    """A state's label as drawn: its id (cut), how often the run entered it, and where the run is."""
     label = shorten(f"{sid} (missing)" if missing else sid, NODE_LABEL_MAX)
     if count:
         label += f" ×{count}"
     if kind:
         label += f" · {kind}"
-    return _mermaid_text(label)
+    return label
 
 
 def _node_classes(
@@ -313,7 +316,7 @@ def machine_mermaid(
     for sid, node in drawn_ids.items():
         count = (visits or {}).get(sid)
         kind = current_kind if sid == current else None
-        label = _node_label(sid, count=count, missing=sid in missing_set, kind=kind)
+        label = _mermaid_text(_node_label(sid, count=count, missing=sid in missing_set, kind=kind))
         lines.append(f'{INDENT}state "{label}" as {node}')
     failing = any(edge.target == _FAIL for edge in drawing.edges)
     if failing:
@@ -343,6 +346,72 @@ def _node_of(target: Target, ids: Mapping[str, str]) -> str:
     if target == _FAIL:
         return FAILED_NODE
     return MORE_NODE if target == _MORE else ids[target[1]]
+
+
+# -- svg ---------------------------------------------------------------------------------------
+
+
+def _class_style(name: str) -> dict[str, str]:
+    """A ``classDef``'s properties as a mapping (``fill:#fff,stroke:#000`` -> {fill: #fff, stroke: #000})."""
+    return {key: value for key, _, value in (part.partition(":") for part in CLASS_STYLES[name].split(","))}
+
+
+def machine_svg(
+    machine: Machine,
+    *,
+    visits: Mapping[str, int] | None = None,
+    path: Sequence[tuple[str, str]] | None = None,
+    current: str | None = None,
+    current_kind: CurrentKind | None = None,
+) -> str:
+    """The same diagram as ``machine_mermaid``, drawn as a static SVG image (same states, labels, styles):
+    for the frontends that cannot draw mermaid (Notebook 7, an HTML export read offline, a Git host)."""
+    edges = _edges(machine)
+    missing = _missing_states(machine, edges)
+    drawing = _drawing(machine, edges, missing, visits, path, current)
+    ids = _node_ids(machine, missing)
+    drawn_ids = {sid: ids[sid] for sid in drawing.states}
+    style_of = {
+        node: name
+        for name, nodes in _node_classes(machine, drawn_ids, visits, current, current_kind).items()
+        for node in nodes
+    }
+    missing_set = set(missing)
+    nodes = [SvgNode("[start]", shape="start")] if machine.entry in drawn_ids else []
+    for sid, node in drawn_ids.items():
+        name = style_of.get(node, "")
+        label = _node_label(
+            sid,
+            count=(visits or {}).get(sid),
+            missing=sid in missing_set,
+            kind=current_kind if sid == current else None,
+        )
+        style = _class_style(name) if name else {}
+        nodes.append(SvgNode(node, label, style=style, css_class=name, bold=name == "visited", marked=sid == current))
+    targets = {edge.target for edge in drawing.edges}
+    if _FAIL in targets:
+        nodes.append(SvgNode(FAILED_NODE, FAILED_NODE, style=_class_style("failed"), css_class="failed"))
+    if not drawing.whole:
+        label = f"… {_left_out(drawing)}, not drawn"
+        nodes.append(SvgNode(MORE_NODE, label, style=_class_style("more"), css_class="more"))
+    if _END in targets:
+        nodes.append(SvgNode("[end]", shape="end"))
+    arrows = []
+    if machine.entry in drawn_ids:
+        entered = path is None or (visits or {}).get(machine.entry)
+        arrows.append(SvgEdge("[start]", ids[machine.entry], kind=_edge_kind(path, 1 if entered else 0)))
+    arrows += [SvgEdge(MORE_NODE, ids[sid]) for sid in drawing.into]
+    for edge in drawing.edges:
+        taken = drawing.taken[(edge.source, edge.target)]
+        target = "[end]" if edge.target == _END else _node_of(edge.target, ids)
+        arrows.append(SvgEdge(ids[edge.source], target, _merged_label(edge, taken), _edge_kind(path, taken)))
+    return graph_svg(f"State diagram of machine {machine.name}", nodes, arrows)
+
+
+def _edge_kind(path: Sequence[tuple[str, str]] | None, taken: int) -> str:
+    if path is None:
+        return "plain"
+    return "taken" if taken else "untaken"
 
 
 # -- text --------------------------------------------------------------------------------------
@@ -405,5 +474,15 @@ def machine_text(
 
 
 def diagram_bundle(machine: Machine, **kw: Any) -> dict[str, str]:
-    """The MIME bundle of a diagram output: mermaid source and its text twin (same keyword arguments)."""
-    return {MERMAID_MIME: machine_mermaid(machine, **kw), "text/plain": machine_text(machine, **kw)}
+    """The MIME bundle of a diagram output (same keyword arguments as ``machine_mermaid``): the mermaid
+    source, the same diagram as an SVG image, and its text twin.
+
+    Each frontend shows one of them: JupyterLab draws the mermaid (its mermaid renderer ranks before
+    images); Notebook 7 (which has no mermaid renderer for outputs), nbconvert's HTML (which puts SVG
+    first), VS Code and Git hosts show the SVG; a terminal shows the text.
+    """
+    return {
+        MERMAID_MIME: machine_mermaid(machine, **kw),
+        SVG_MIME: machine_svg(machine, **kw),
+        "text/plain": machine_text(machine, **kw),
+    }
