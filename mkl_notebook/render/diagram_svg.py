@@ -25,6 +25,7 @@ from xml.sax.saxutils import escape, quoteattr
 FONT_SIZE = 13
 LABEL_FONT_SIZE = 11
 NODE_HEIGHT = 30
+RING = 5  # the gap between the box of the state where the run is and the ring around it
 LABEL_HEIGHT = 16
 NODE_PAD = 12  # text to box edge, each side
 NODE_GAP = 24  # between neighbours in a layer
@@ -102,6 +103,7 @@ class _Slot:
     left: float  # extent left of the centre
     right: float  # extent right of the centre
     height: float
+    box: bool = False  # a real node drawn as a box (the others: circles, and points of edges)
     x: float = 0.0
 
 
@@ -273,7 +275,7 @@ def _layout(nodes: Sequence[SvgNode], edges: Sequence[SvgEdge]) -> _Layout:
     for node in nodes:
         if node.shape == "box":
             half = (_text_width(node.label, FONT_SIZE) + 2 * NODE_PAD) / 2
-            slots.append(_Slot(0, half, half, NODE_HEIGHT))
+            slots.append(_Slot(0, half, half, NODE_HEIGHT + (2 * RING if node.marked else 0), box=True))
         else:
             radius = START_RADIUS if node.shape == "start" else END_RADIUS
             slots.append(_Slot(0, radius, radius, 2 * radius))
@@ -337,7 +339,7 @@ def _ports(layout: _Layout) -> dict[tuple[int, int], float]:
     ports: dict[tuple[int, int], float] = {}
     for (slot, side), ends in sorted(sides.items()):
         node = layout.slots[slot]
-        span = min(node.left, node.right) * 1.2 if node.height == NODE_HEIGHT else 0.0
+        span = node.left * 1.2 if node.box else 0.0
         step = span / (len(ends) - 1) if len(ends) > 1 else 0.0
         for place, (_, number) in enumerate(sorted(ends)):
             ports[(number, side)] = node.x + (place - (len(ends) - 1) / 2) * step
@@ -444,8 +446,8 @@ def _node_svg(node: SvgNode, slot: _Slot, y: float) -> list[str]:
         left, top = x - slot.left, y - NODE_HEIGHT / 2
         if node.marked:
             lines.append(
-                f'<rect x="{_num(left - 5)}" y="{_num(top - 5)}" width="{_num(2 * slot.left + 10)}" '
-                f'height="{NODE_HEIGHT + 10}" rx="12" fill="none" stroke={quoteattr(style["stroke"])} '
+                f'<rect x="{_num(left - RING)}" y="{_num(top - RING)}" width="{_num(2 * (slot.left + RING))}" '
+                f'height="{NODE_HEIGHT + 2 * RING}" rx="12" fill="none" stroke={quoteattr(style["stroke"])} '
                 'stroke-width="2"/>'
             )
         lines.append(
