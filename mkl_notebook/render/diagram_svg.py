@@ -34,6 +34,7 @@ MARGIN = 12
 SWEEPS = 6  # barycenter sweeps (down and up) when ordering layers
 PLACE_ROUNDS = 8  # rounds of pulling x positions towards neighbours
 BEND = 2.0  # a point of an edge this near the straight line past it is left out
+MAX_POINTS = 12  # points an edge's path goes through, at most
 LOOP_WIDTH = 22  # how far a self-loop reaches right of its node
 START_RADIUS = 7
 END_RADIUS = 9
@@ -280,7 +281,7 @@ def _layout(nodes: Sequence[SvgNode], edges: Sequence[SvgEdge]) -> _Layout:
             radius = START_RADIUS if node.shape == "start" else END_RADIUS
             slots.append(_Slot(0, radius, radius, 2 * radius))
     pairs = [(index[edge.source], index[edge.target]) for edge in edges]
-    loops = [number for number, (source, target) in enumerate(pairs) if source == target]
+    loops = {number for number, (source, target) in enumerate(pairs) if source == target}
     for number in loops:
         slot = slots[pairs[number][0]]
         slot.right += LOOP_WIDTH + _text_width(edges[number].label, LABEL_FONT_SIZE) + 8
@@ -321,7 +322,7 @@ def _layout(nodes: Sequence[SvgNode], edges: Sequence[SvgEdge]) -> _Layout:
         height = max((slots[s].height for s in layer), default=0.0)
         centre_y.append(y + height / 2)
         y += height + RANK_GAP
-    looped = [(number, pairs[number][0]) for number in loops]
+    looped = [(number, pairs[number][0]) for number in sorted(loops)]
     return _Layout(slots, chains, looped, centre_y, high - low + 2 * MARGIN, y - RANK_GAP + MARGIN)
 
 
@@ -347,15 +348,20 @@ def _ports(layout: _Layout) -> dict[tuple[int, int], float]:
 
 
 def _simplified(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """``points`` less those within ``BEND`` pixels of the line through the points kept around them."""
-    kept = [points[0]]
-    for at in range(1, len(points) - 1):
-        (x0, y0), (x1, y1), (x2, y2) = kept[-1], points[at], points[at + 1]
-        length = math.hypot(x2 - x0, y2 - y0) or 1.0
-        if abs((x2 - x0) * (y1 - y0) - (x1 - x0) * (y2 - y0)) / length > BEND:
-            kept.append(points[at])
-    kept.append(points[-1])
-    return kept
+    """``points`` less those within ``BEND`` pixels of the line through the points kept around them; for a
+    long winding edge, the bend allowed doubles until at most ``MAX_POINTS`` are left (a bounded path)."""
+    bend = BEND
+    while True:
+        kept = [points[0]]
+        for at in range(1, len(points) - 1):
+            (x0, y0), (x1, y1), (x2, y2) = kept[-1], points[at], points[at + 1]
+            length = math.hypot(x2 - x0, y2 - y0) or 1.0
+            if abs((x2 - x0) * (y1 - y0) - (x1 - x0) * (y2 - y0)) / length > bend:
+                kept.append(points[at])
+        kept.append(points[-1])
+        if len(kept) <= MAX_POINTS:
+            return kept
+        bend *= 2
 
 
 def _edge_path(points: Sequence[tuple[float, float]]) -> str:
