@@ -326,11 +326,10 @@ class RunView:
             **form_place(run.id, outcome, notebook=self.notebook),  # its mark, for a headless resume to rewrite
             **question_place(Asked.of(run.id, pending), commands),
         }
-        box = self._box()
         if previous is None:
-            box.children = [form.widget]
+            box = self._box([form.widget])
             return printed, {**box._repr_mimebundle_(), "text/plain": ""}
-        box.children = [self._what_became(run, previous_asked), form.widget]
+        box = self._box([self._what_became(run, previous_asked), form.widget])
         return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
 
     def _asked_no_more(self, run: NotebookRun, outcome: Outcome, top: dict[str, Any]) -> dict[str, Any] | None:
@@ -340,19 +339,20 @@ class RunView:
         if self.current_form is not None:
             result = outcome.result
             done = views.result_summary_html(result, None, views.notebook_cap(run.id))
-            self._box().children = [
-                self._what_became(run, self._asked),
-                made(widgets.HTML, f"{self.place}/result", value=done),
-            ]
+            said = made(widgets.HTML, f"{self.place}/result", value=done)
+            self._box([self._what_became(run, self._asked), said])
             self.current_form = None
             return {"text/plain": ""}
         if self.form_out is None and top.get("text/plain"):
             return {"text/plain": ""}  # as the cell read when its form was answered in it
         return None
 
-    def _box(self) -> widgets.VBox:
+    def _box(self, children: list[widgets.Widget]) -> widgets.VBox:
+        """The widget in the form's place, holding ``children`` now (made with them: no update to send)."""
         if self.box is None:
-            self.box = made(widgets.VBox, f"{self.place}/box")
+            self.box = made(widgets.VBox, f"{self.place}/box", children=children)
+        else:
+            self.box.children = children
         return self.box
 
     def _what_became(self, run: NotebookRun, asked: str | None) -> widgets.HTML:
