@@ -265,12 +265,17 @@ def test_the_batch_forms_place_says_what_was_answered_and_a_rerun_of_the_cell_sa
     ip.run(cell)
     progress = [p for p in ip.out.published if p.update and p.data.get("text/plain") == "refund: 2 rows run"]
     assert progress, "the progress bar gives way to a line without timings"
-    place = next(p for p in ip.out.published if WIDGET_MIME in p.data and "of this batch wait" in p.data["text/plain"])
+    place = next(p for p in ip.out.published if "of this batch wait" in p.data.get("text/plain", ""))
+    assert WIDGET_MIME not in place.data  # printed for every reader; the form's widget is the next output
+    form_output = ip.out.published[ip.out.published.index(place) + 1]
+    assert form_output.data[WIDGET_MIME]["model_id"] == ip.shell.user_ns["b"].form.widget.model_id
     assert place.data["text/plain"].startswith("2 questions of this batch wait for a person: the form is here")
     assert "\n  mkl resume --id refund-T0 --question q-" in place.data["text/plain"]
     ip.shell.user_ns["b"].form.approve_all.click()
     said = [p for p in ip.out.published if p.display_id == place.display_id and p.update][-1].data["text/plain"]
     assert said.startswith("Answered in this cell's form:\nrefund-T0: Answered 'approve' (by ")
+    emptied = [p for p in ip.out.published if p.display_id == form_output.display_id and p.update][-1].data
+    assert emptied == {"text/plain": ""}  # the answered form leaves the file's outputs
     assert "\nrefund-T1: Answered 'approve' (by " in said and "via form" in said
 
     ip.out.clear()

@@ -102,9 +102,21 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
             expect(approve).to_have_count(1, timeout=30_000)
             run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
             expect(run_cell).to_have_count(1)
-            # The form comes first in the run cell's outputs, above the run's view and its diagram.
+            # The question comes first in the run cell's outputs, printed (it reads where no widget draws), its
+            # form right below, above the run's view and its diagram.
             first_output = run_cell.locator(".jp-OutputArea-output").first
-            expect(first_output.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1)
+            expect(first_output).to_contain_text("The draft promises a refund. Approve it?")
+            form = run_cell.locator(".jp-OutputArea-output").nth(1)
+            expect(form.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1)
+            # Run All again in the same kernel: the form is made anew with the same widget ids (the earlier
+            # one closed first), and JupyterLab draws it and sends its click as before.
+            prompt = run_cell.locator(".jp-InputPrompt")
+            before = prompt.inner_text()
+            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            expect(prompt).not_to_have_text(before, timeout=60_000)
+            _wait_until_run(page, base, root / NOTEBOOK)
+            expect(form.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1, timeout=30_000)
             # The last cell ran after the run cell returned: the run waits, nothing blocks.
             expect(page.locator(".jp-OutputArea-output:has-text('done - Sent to the customer.')")).to_be_visible()
             run_cell.scroll_into_view_if_needed()

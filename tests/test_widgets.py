@@ -145,15 +145,20 @@ def test_the_run_cell_returns_with_the_run_waiting_and_its_form_shown(nb: Notebo
     assert nb.replies() == []
     view = nb.view()
     assert view.top is not None and view.handle is not None
-    first_shown = [shown_id for _, shown_id in nb.out.published if shown_id]
-    assert first_shown[0] == view.top.display_id  # the question's place comes first, above the run's view
+    first_shown = list(dict.fromkeys(shown_id for _, shown_id in nb.out.published if shown_id))
+    # the question's place comes first, the form's right below it, above the run's view
+    assert first_shown[:3] == [view.top.display_id, view.form_out.display_id, view.handle.display_id]
     top = nb.out.latest(view.top.display_id)
-    assert top[WIDGET_MIME]["model_id"] == nb.form().widget.model_id  # the form stands there
-    assert REFUND_ASK in top["text/plain"] and "mkl resume" in top["text/plain"]  # and its kernel-less stand-in
-    assert "VBox(" not in top["text/plain"]
+    assert WIDGET_MIME not in top  # printed, for every reader: HTML exports, Git hosts, no kernel
+    assert REFUND_ASK in top["text/plain"] and "mkl resume" in top["text/plain"]
+    assert REFUND_ASK in top["text/html"] and "mkl resume" in top["text/html"]
+    below = nb.out.latest(view.form_out.display_id)
+    assert below[WIDGET_MIME]["model_id"] == view.box.model_id  # the form stands there
+    assert nb.form().widget in view.box.children
+    assert below["text/plain"] == ""  # no second copy of the question where widgets do not draw
     assert REFUND_ASK not in nb.out.latest(view.handle.display_id)["text/plain"]  # the question is printed once
     form = nb.form()
-    assert REFUND_ASK in form.header.value
+    assert REFUND_ASK in form.header.value and form.header.layout.display == "none"  # printed above, not twice
     assert "approval.answer" in form.header.value
     assert [button.description for button in (form.approve, form.reject, form.send)] == [
         "Approve",
@@ -339,12 +344,15 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     )
     second = nb.form()
     assert second is not first
-    top = nb.out.latest(view.top.display_id)  # the same place, now holding the new form
-    assert top[WIDGET_MIME]["model_id"] == second.widget.model_id
-    assert "Second: sign off the review?" in second.header.value
+    below = nb.out.latest(view.form_out.display_id)  # the same widget, now holding the new form
+    assert below[WIDGET_MIME]["model_id"] == view.box.model_id and second.widget in view.box.children
+    assert first.widget not in view.box.children
+    assert "Second: sign off the review?" in second.header.value and second.header.layout.display is None
+    assert "Second: sign off the review?" in below["text/plain"] and "mkl resume" in below["text/plain"]
+    assert "Answered 'approve' (by " in nb.out.latest(view.top.display_id)["text/plain"]  # where it was asked
     assert not any(control.disabled for control in second.controls)
     assert all(control.disabled for control in first.controls)
-    assert {shown_id for data, shown_id in nb.out.published if WIDGET_MIME in data} == {view.top.display_id}
+    assert {shown_id for data, shown_id in nb.out.published if WIDGET_MIME in data} == {view.form_out.display_id}
     second.reply.value = "ok"
     second.send.click()
     run = mkl_notebook.get_run("twogates")

@@ -1,7 +1,9 @@
 """A batch of runs in a notebook: the value ``%mkl map`` returns, and one form for all its questions.
 
-The form has one row per question a batch's runs wait on: the question's text, the data it was
-asked about, Approve / Reject and a reply box, plus *Approve all shown*. Each reply answers exactly
+The form has one row per question a batch's runs wait on: the run, the data it was asked about,
+Approve / Reject and a reply box, plus *Approve all shown*; the questions themselves are printed
+above it with the commands that answer them (readable where no widget draws), and a row that asks
+its run's next question shows that one itself. Each reply answers exactly
 its row's question (a reply to a question the run no longer asks is refused, and says so) and is
 journaled with who gave it and when, through the run's own handle, as a single run's form does.
 """
@@ -22,7 +24,7 @@ from ..app.replies import APPROVE
 from ..app.status import cell_answers
 from ..render.batch_views import batch_bundle
 from ..render.diagram import shorten
-from .forms import QuestionForm
+from .forms import QuestionForm, made
 from .session import NotebookSession
 
 ROW_PREVIEW = 160  # characters of a row's data the form shows beside its question
@@ -119,7 +121,10 @@ class Batch:
 
 
 class BatchForm:
-    """One form for every question of a batch: a row per question, each reply bound to its question."""
+    """One form for every question of a batch: a row per question, each reply bound to its question.
+
+    ``place`` names where it stands (the cell): its widgets' model ids derive from it, so a notebook
+    executed again saves the same ids."""
 
     def __init__(
         self,
@@ -128,19 +133,50 @@ class BatchForm:
         on_moved: Callable[[], None],
         cell: str | None = None,
         session: NotebookSession | None = None,
+        place: str | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._on_moved = on_moved  # redraw the batch's table (and, once all are answered, this form's place)
+        self.place = place or f"batch/{id(self)}"
         self.rows = [self._row(run, rows.get(run.id, {}), cell, session) for run in runs]
-        self.approve_all = widgets.Button(description="Approve all shown", button_style="success", icon="check")
-        self.approve_all.on_click(lambda _: self._approve_all())
-        self.status = widgets.HTML("")
-        count = len(self.rows)
-        header = widgets.HTML(
-            f"<p><strong>{count} question{'s' if count != 1 else ''} wait{'' if count != 1 else 's'} for a "
-            "person.</strong> Each reply answers its own row's question only.</p>"
+        self.approve_all = made(
+            widgets.Button,
+            f"{self.place}/approve-all",
+            description="Approve all shown",
+            button_style="success",
+            icon="check",
         )
-        self.widget = widgets.VBox([header, *(row.widget for row in self.rows), self.approve_all, self.status])
+        self.approve_all.on_click(lambda _: self._approve_all())
+        self.status = made(widgets.HTML, f"{self.place}/status", value="")
+        count = len(self.rows)
+        header = made(
+            widgets.HTML,
+            f"{self.place}/header",
+            value=f"<p><strong>{count} question{'s' if count != 1 else ''} wait{'' if count != 1 else 's'} for a "
+            "person.</strong> Each reply answers its own row's question only.</p>",
+        )
+        self.widget = made(
+            widgets.VBox,
+            f"{self.place}/form",
+            children=[header, *(row.widget for row in self.rows), self.approve_all, self.status],
+        )
+        self.printed: Any = None  # the output printing the questions, above the form
+        self.shown: Any = None  # the output holding the form
+
+    def show(self, printed: dict[str, Any]) -> None:
+        """Print the questions (``printed``: readable where no widget draws), and the form below them."""
+        from IPython.display import display
+
+        self.printed = display(printed, raw=True, display_id=True)
+        self.shown = display({**self.widget._repr_mimebundle_(), "text/plain": ""}, raw=True, display_id=True)
+
+    def answered(self, said: dict[str, Any]) -> None:
+        """Every question is answered: ``said`` (what was) stands where they were printed; the form leaves its
+        output (it stays, settled, where only widgets are followed)."""
+        if self.printed is not None:
+            self.printed.update(said, raw=True)
+        if self.shown is not None:
+            self.shown.update({"text/plain": ""}, raw=True)
 
     def _row(self, run: Run, data: dict[str, Any], cell: str | None, session: NotebookSession | None) -> QuestionForm:
         """A row answering ``run``'s question; its replies are journaled as ``cell``'s form's."""
@@ -159,7 +195,15 @@ class BatchForm:
 
         preview = shorten(json.dumps(data, ensure_ascii=False, default=str), ROW_PREVIEW)
         return QuestionForm(
-            run.id, run.pending or {}, reply, compact=True, data=preview, run=run, next_question=next_question
+            run.id,
+            run.pending or {},
+            reply,
+            compact=True,
+            data=preview,
+            run=run,
+            next_question=next_question,
+            place=f"{self.place}/row:{run.id}",
+            beside=True,
         )
 
     def _moved(self) -> None:

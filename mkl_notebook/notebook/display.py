@@ -5,9 +5,14 @@ Each run owns ONE display output whose bundle carries the checkpoint envelope
 with display handles as the run advances, so the saved notebook always holds
 the checkpoint of what the cell shows. With the JupyterLab extension the
 notebook's metadata holds that checkpoint and the output refers to it
-(``metadata_link``). Above it, the question's place holds the
-form while a person's answer is awaited, with a plain stand-in for readers
-without a kernel, and says what was answered once it is.
+(``metadata_link``). Above it, the question's place prints the question a
+person's answer is awaited on, with the commands that answer it, as plain
+HTML and text (so it reads in an HTML or PDF export, on a Git host, without a
+kernel), and says what was answered once it is; right below it, the form's
+place holds the widget with the controls. A click changes that widget in
+place (reply, next question, result), so a frontend that draws outputs once
+and then only follows widgets (Voila) redraws as JupyterLab does; the outputs
+are updated by their display ids too, so the saved file says where the run is.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import ipywidgets as widgets
+from IPython import get_ipython
 from IPython.display import DisplayHandle, display
 
 from ..app.checkpoints import CHECKPOINT_MIME, referring
@@ -28,8 +35,11 @@ from ..app.status import answered_place, cell_answers, form_place, run_output
 from ..app.terms import Machine, Outcome, Signer
 from ..app.trust import Untrusted
 from ..render import views
+from ..render.commands import UNKNOWN_NOTEBOOK, continue_commands, resume_command
 from ..render.diagram import diagram_bundle, path_from_trace
+from ..render.questions import Asked, question_place
 from ..render.views import Live, progress_bundle
+from .forms import QuestionForm, TakeUpChoice, made
 from .metadata_link import MetadataLink
 from .session import NotebookRun, NotebookSession
 
@@ -42,8 +52,10 @@ class RunView:
     """The outputs of one run in the cell that started it (or re-showed it), top to bottom:
 
     - the *question's place*: the live line while the run works; then, while it waits for a
-      person, the question and its form (with a plain-text stand-in for a notebook opened
-      without a kernel); once answered, what was answered, by whom and when;
+      person, the question and the commands that answer it (plain HTML and text); once answered,
+      what was answered, by whom and when;
+    - the *form's place*: the widget with the form's controls (and, once a click moved the run on,
+      what became of the question, the run's next question or its result);
     - the run's view (outcome, trace, visits), carrying its checkpoint;
     - its diagram.
     """
@@ -65,8 +77,11 @@ class RunView:
         self.cell = cell  # the notebook cell showing it: its forms' replies belong to it
         self.notebook = notebook  # the file's name, for the commands that continue the run
         self.top: DisplayHandle | None = None
+        self.form_out: DisplayHandle | None = None  # the form's place, right below the question's
+        self.box: widgets.VBox | None = None  # the widget standing there: the form, or what became of it
         self.handle: DisplayHandle | None = None
         self.current_form: Any = None
+        self.place = _place(cell, run_id)  # the form's widgets' model ids derive from it
         self.diagram: DisplayHandle | None = None
         self.shown: Outcome | None = None
         self._asked: str | None = None  # the question whose form this view shows
@@ -173,8 +188,6 @@ class RunView:
         """Show whose the file's run is, how the file shows it and what it adds, with buttons that trust its
         signer, take it up, or make a run of this cell's own beside it; nothing of it runs until one is clicked.
         The outputs the run will fill are kept, and one carries the file's copy along as it was."""
-        from .forms import TakeUpChoice
-
         found = problem.found
         ask = found.shown if found is not None and found.waits_for_reply else None
         where = "in an unknown state" if found is None else views.status_phrase(found.status, found.error, found.at)
@@ -187,7 +200,7 @@ class RunView:
         )
         if problem.checkpoint is not None:  # the outputs this replaces may have held the file's only copy
             self._carry(problem.run_id, problem.checkpoint)
-        choice = TakeUpChoice(banner, choices)
+        choice = TakeUpChoice(banner, choices, place=self.place)
         self.choice: TakeUpChoice | None = choice
         self.current_form = None
         bundle = {**choice.widget._repr_mimebundle_(), **banner}
@@ -196,6 +209,8 @@ class RunView:
         else:
             self.top.update(bundle, raw=True)
         # A click runs in the widget's message, not in this cell: the outputs it will fill must exist now.
+        if self.form_out is None:
+            self.form_out = display({"text/plain": ""}, raw=True, display_id=True)
         if self.handle is None:
             self.handle = display({"text/plain": ""}, raw=True, display_id=True)
         if self.diagram is None:
@@ -212,11 +227,21 @@ class RunView:
         assert outcome is not None  # reading run_result made sure of it
         self.shown = outcome
         asking = result.waits_for_person and outcome.latest is None and on_reply is not None
-        top = self._top_bundle(run, outcome, on_reply if asking else None)
+        form_place_now: dict[str, Any] | None
+        if asking:
+            top, form_place_now = self._asking(run, outcome, on_reply)
+        else:
+            top = self._top_bundle(run, outcome)
+            form_place_now = self._asked_no_more(run, outcome, top)
         if self.top is None:
             self.top = display(top, raw=True, display_id=True)
         else:
             self.top.update(top, raw=True)
+        if form_place_now is not None:
+            if self.form_out is None:
+                self.form_out = display(form_place_now, raw=True, display_id=True)
+            else:
+                self.form_out.update(form_place_now, raw=True)
         if run.set_aside:  # said once, by the view of the cell that made the run anew
             self.note, run.set_aside = run.set_aside, None
         carried, run.carried = run.carried, []
@@ -271,13 +296,8 @@ class RunView:
         if self.shown is not None:
             self._draw_view(self.run_id, self.shown, question_above=self._question_above)
 
-    def _top_bundle(self, run: NotebookRun, outcome: Outcome, on_reply: Any) -> dict[str, Any]:
-        """The question's place: the form (when ``on_reply`` is given), or what this cell's forms answered."""
-        self.current_form = None
-        if on_reply is not None:
-            form = self._form(run, on_reply)
-            self._asked = form.question_id
-            return {**form.widget._repr_mimebundle_(), **form_place(run.id, outcome, notebook=self.notebook)}
+    def _top_bundle(self, run: NotebookRun, outcome: Outcome) -> dict[str, Any]:
+        """The question's place when no form of this view asks: what this cell's forms answered, if anything."""
         self._asked = None
         if outcome.latest is not None and outcome.result.waits_for_person:
             return self._settled(run.id, outcome.latest, outcome.result.question_id(run.id))
@@ -290,9 +310,56 @@ class RunView:
         """The question's place once no question waits there (see :func:`answered_place`)."""
         return answered_place(run_id, records, self.cell, asked)
 
-    def _form(self, run: NotebookRun, on_reply: Any) -> Any:
-        from .forms import QuestionForm
+    def _asking(self, run: NotebookRun, outcome: Outcome, on_reply: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The question's place and the form's while the run waits for a person: the question printed, the
+        controls below it; once a click of this view's form moved the run on to another question, what became
+        of the last one, and the new question in the form (its printed twin beside the widget)."""
+        previous, previous_asked = self.current_form, self._asked
+        pending = {**(run.pending or {}), "taken_up": run.workspace.taken_up.get(run.id)}
+        form = self._form(run, on_reply, pending, beside=previous is None)
+        self._asked = form.question_id
+        result = outcome.result
+        commands = continue_commands(
+            result, resume_command(run.id, notebook=self.notebook or UNKNOWN_NOTEBOOK), form.question_id
+        )
+        printed = {
+            **form_place(run.id, outcome, notebook=self.notebook),  # its mark, for a headless resume to rewrite
+            **question_place(Asked.of(run.id, pending), commands),
+        }
+        if previous is None:
+            box = self._box([form.widget])
+            return printed, {**box._repr_mimebundle_(), "text/plain": ""}
+        box = self._box([self._what_became(run, previous_asked), form.widget])
+        return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
 
+    def _asked_no_more(self, run: NotebookRun, outcome: Outcome, top: dict[str, Any]) -> dict[str, Any] | None:
+        """The form's place when no question waits there: what became of the form's question and the run's
+        result in the widget (for a frontend that only follows widgets), and nothing in the output (the
+        question's place says what was answered). None: leave it as it is."""
+        if self.current_form is not None:
+            result = outcome.result
+            done = views.result_summary_html(result, None, views.notebook_cap(run.id))
+            said = made(widgets.HTML, f"{self.place}/result", value=done)
+            self._box([self._what_became(run, self._asked), said])
+            self.current_form = None
+            return {"text/plain": ""}
+        if self.form_out is None and top.get("text/plain"):
+            return {"text/plain": ""}  # as the cell read when its form was answered in it
+        return None
+
+    def _box(self, children: list[widgets.Widget]) -> widgets.VBox:
+        """The widget in the form's place, holding ``children`` now (made with them: no update to send)."""
+        if self.box is None:
+            self.box = made(widgets.VBox, f"{self.place}/box", children=children)
+        else:
+            self.box.children = children
+        return self.box
+
+    def _what_became(self, run: NotebookRun, asked: str | None) -> widgets.HTML:
+        said = html.escape(what_happened(run, asked))
+        return made(widgets.HTML, f"{self.place}/{asked}/became", value=f"<p><em>{said}</em></p>")
+
+    def _form(self, run: NotebookRun, on_reply: Any, pending: dict[str, Any], *, beside: bool) -> QuestionForm:
         def reply(value: Any, question: str | None) -> None:
             self._replying = True
             try:
@@ -300,8 +367,7 @@ class RunView:
             finally:
                 self._replying = False
 
-        pending = {**(run.pending or {}), "taken_up": run.workspace.taken_up.get(run.id)}
-        form = QuestionForm(run.id, pending, reply)
+        form = QuestionForm(run.id, pending, reply, place=f"{self.place}/{pending.get('question_id')}", beside=beside)
         self.current_form = form
         return form
 
@@ -322,4 +388,15 @@ class RunView:
         if form is not None:
             form.settle(what_happened(run, asked))
             self.current_form, self._asked = None, None
+            if self.form_out is not None:
+                self.form_out.update({"text/plain": ""}, raw=True)  # the widget stays, settled, where only it is seen
         return run.status in ("done", "halt")
+
+
+def _place(cell: str | None, run_id: str) -> str:
+    """Where a run's view stands, as its widgets' model ids say it: the notebook cell (or, where the client
+    names none, the execution's number, alike in every Run All) and the run."""
+    if cell:
+        return f"cell:{cell}/run:{run_id}"
+    shell = get_ipython()
+    return f"execution:{getattr(shell, 'execution_count', 0)}/run:{run_id}"

@@ -6,23 +6,68 @@ what the question is about, Approve / Reject buttons and a reply box. The first 
 at once, so a double click is one reply; an empty reply where text is required is refused in the form and
 journals nothing. A reply names the question the form shows, so it can only ever answer that one: one that
 comes too late says what became of the question instead.
+
+Every widget here has a model id derived from where it stands and what it shows (:func:`made`), not a random
+one: executing an unchanged notebook again saves the same ids (in the outputs, and in the widget state nbclient
+keeps in the file's metadata), so the file is byte for byte as it was.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import threading
+import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import ipywidgets as widgets
+import traitlets
 
 from ..app.errors import USER_ERRORS, Superseded
 from ..app.replies import APPROVE, REJECT, Decision, form_reply
-from ..render.questions import asked_again_html
+from ..render.questions import Asked, question_html
 
 Pending = Mapping[str, Any]
 OnReply = Callable[[Any, "str | None"], None]
+W = TypeVar("W", bound=widgets.Widget)
+
+_made: dict[str, widgets.Widget] = {}  # model id -> the live widget made with it here
+
+
+def widget_id(key: str) -> str:
+    """The model id of the widget made for ``key`` (where it stands and what it shows), shaped like the
+    random ones ipywidgets makes (32 hex digits)."""
+    return hashlib.sha256(f"mkl-widget\x00{key}".encode()).hexdigest()[:32]
+
+
+def unplaced() -> str:
+    """A key for widgets shown outside any known place (a form built by hand): unique, as ipywidgets' own ids."""
+    return f"unplaced/{uuid.uuid4().hex}"
+
+
+def made(cls: type[W], key: str, **traits: Any) -> W:
+    """A ``cls`` widget whose model id, and its layout's and style's, derive from ``key``.
+
+    A live widget made earlier with the same id (the same cell executed again) is closed first, so that two
+    live widgets never share an id in one kernel; the frontend drops the old model and takes the new one.
+    """
+    for name, trait in cls.class_traits().items():
+        klass = getattr(trait, "klass", None)
+        if not (
+            isinstance(trait, traitlets.Instance) and isinstance(klass, type) and issubclass(klass, widgets.Widget)
+        ):
+            continue
+        given = traits.get(name)
+        if given is None or isinstance(given, dict):  # made here too, or its default gets a random id
+            traits[name] = made(klass, f"{key}/{name}", **(given or {}))
+    model_id = widget_id(key)
+    earlier = _made.pop(model_id, None)
+    if earlier is not None:
+        earlier.close()
+    widget = cls(model_id=model_id, **traits)
+    _made[model_id] = widget
+    return widget
 
 
 class QuestionForm:
@@ -31,6 +76,11 @@ class QuestionForm:
     ``compact`` lays it out as a row of a batch's form: the run's id and the row's ``data`` beside the
     question, the reply box beside the buttons. With ``next_question`` (what the run asks now, or None) a
     row asks the run's next question in its place once this one is answered.
+
+    ``place`` names where the form stands (a cell and a run): its widgets' model ids derive from it and from
+    the question, so a notebook executed again saves the same ids. With ``beside`` the question is printed in
+    an output beside the form (readable where no widget draws): the form's header is kept but not shown for
+    it, so a live notebook shows the question once; a question the form asks later (:meth:`ask`) it shows.
     """
 
     def __init__(
@@ -43,23 +93,36 @@ class QuestionForm:
         data: str | None = None,
         run: Any = None,
         next_question: Callable[[], Pending | None] | None = None,
+        place: str | None = None,
+        beside: bool = False,
     ) -> None:
         self.run_id = run_id
         self.run = run  # the run handle a batch row answers (None for a single run's form)
+        self.place = place or unplaced()
         self._on_reply = on_reply
         self._compact = compact
         self._data = data
         self._next_question = next_question
         self._lock = threading.Lock()
-        self.status = widgets.HTML("")
-        self.header = widgets.HTML(self._ready(pending))
-        self.buttons = widgets.HBox(self._row_children())
-        self.widget = widgets.VBox(self._children())
+        self.status = made(widgets.HTML, f"{self.place}/status", value="")
+        hidden = {"display": "none"} if beside else {}
+        self.header = made(widgets.HTML, f"{self.place}/header", value=self._ready(pending), layout=hidden)
+        # A batch's row whose question is printed beside the form still says whose row it is.
+        self.label = made(
+            widgets.HTML,
+            f"{self.place}/label",
+            value=self._label_html(),
+            layout=None if beside else {"display": "none"},
+        )
+        self.buttons = made(widgets.HBox, f"{self.place}/buttons", children=self._row_children())
+        self.widget = made(widgets.VBox, f"{self.place}/form", children=self._children())
 
     def ask(self, pending: Pending) -> None:
         """Show ``pending`` in this form's place, with controls of its own (those of an answered question leave
         the page, so a click can only ever answer the question it was shown with)."""
         self.header.value = self._ready(pending)
+        self.header.layout.display = None  # no output beside the form prints this question: the form does
+        self.label.layout.display = "none"
         self.buttons.children = self._row_children()
         self.widget.children = self._children()
 
@@ -69,14 +132,17 @@ class QuestionForm:
         self.submitted: Any = None
         self.sent = False
         self.settled = False  # answered or moved past, by this form or by any other path
+        key = f"{self.place}/{pending.get('question_id') or pending.get('at')}"
         placeholder = "Reply (optional for Approve / Reject)"
         if self._compact:
-            self.reply: widgets.Textarea | widgets.Text = widgets.Text(placeholder=placeholder)
+            self.reply: widgets.Textarea | widgets.Text = made(widgets.Text, f"{key}/reply", placeholder=placeholder)
         else:
-            self.reply = widgets.Textarea(placeholder=placeholder, layout=widgets.Layout(width="100%"))
-        self.approve = widgets.Button(description="Approve", button_style="success", icon="check")
-        self.reject = widgets.Button(description="Reject", button_style="danger", icon="times")
-        self.send = widgets.Button(description="Send reply", icon="paper-plane")
+            self.reply = made(widgets.Textarea, f"{key}/reply", placeholder=placeholder, layout={"width": "100%"})
+        self.approve = made(
+            widgets.Button, f"{key}/approve", description="Approve", button_style="success", icon="check"
+        )
+        self.reject = made(widgets.Button, f"{key}/reject", description="Reject", button_style="danger", icon="times")
+        self.send = made(widgets.Button, f"{key}/send", description="Send reply", icon="paper-plane")
         self.approve.on_click(lambda _: self.submit(APPROVE))
         self.reject.on_click(lambda _: self.submit(REJECT))
         self.send.on_click(lambda _: self.submit(None))
@@ -90,47 +156,26 @@ class QuestionForm:
 
     def _children(self) -> list[widgets.Widget]:
         if self._compact:
-            return [self.header, self.buttons, self.status]
+            return [self.label, self.header, self.buttons, self.status]
         return [self.header, self.reply, self.buttons, self.status]
 
+    def _label_html(self) -> str:
+        data = f" <small>About: <code>{html.escape(self._data)}</code></small>" if self._data else ""
+        return f"<p><code>{html.escape(self.run_id)}</code>{data}</p>"
+
     def _header_html(self, pending: Pending) -> str:
+        if not self._compact:
+            return question_html(Asked.of(self.run_id, pending))
         model_asks = pending.get("question")
         text = (
             model_asks
             if model_asks is not None
             else pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."
         )
-        if self._compact:
-            who = "The model asks (model output)" if model_asks is not None else "The machine's author asks"
-            data = f"<p><small>About: <code>{html.escape(self._data)}</code></small></p>" if self._data else ""
-            asked = f"<blockquote>{html.escape(text)}</blockquote>"
-            return f"<p><code>{html.escape(self.run_id)}</code> — {who}:</p>{asked}{data}"
-        if model_asks is not None:
-            label = "<strong>The model asks</strong> (model output, not the machine's author):"
-        elif pending.get("taken_up"):  # someone else's run, taken up by choice: the text is the file's word
-            label = (
-                f"<strong>Not trusted:</strong> {html.escape(str(pending['taken_up']))}.</p>"
-                "<p><strong>The file says its machine's author asks:</strong>"
-            )
-        else:
-            label = "<strong>The machine's author asks:</strong>"
-        reply_to = pending.get("reply_to") or "human.reply"
-        about = pending.get("about")
-        shown_about = (
-            f"<p>About this (the output the question is about):</p><blockquote>{html.escape(str(about))}</blockquote>"
-            if about
-            else ""
-        )
-        asked_by = pending.get("asked_by")
-        if asked_by:
-            label += f" <small>({html.escape(str(asked_by))})</small>"
-        return (
-            f"{asked_again_html(pending.get('asked_again') or ())}<p>{label}</p>"
-            f"<blockquote>{html.escape(text)}</blockquote>{shown_about}"
-            f"<p><small>Run <code>{html.escape(self.run_id)}</code> continues at "
-            f"<code>{html.escape(str(pending.get('at')))}</code>; your reply lands at "
-            f"<code>{html.escape(reply_to)}</code>.</small></p>"
-        )
+        who = "The model asks (model output)" if model_asks is not None else "The machine's author asks"
+        data = f"<p><small>About: <code>{html.escape(self._data)}</code></small></p>" if self._data else ""
+        asked = f"<blockquote>{html.escape(text)}</blockquote>"
+        return f"<p><code>{html.escape(self.run_id)}</code> — {who}:</p>{asked}{data}"
 
     @property
     def controls(self) -> list[widgets.Widget]:
@@ -198,18 +243,28 @@ class TakeUpChoice:
     or (for a run cell) make a run of its own beside it. Each button is ``(label, action)``; the first click
     disables them all."""
 
-    def __init__(self, banner: dict[str, str], choices: list[tuple[str, Callable[[], None]]]) -> None:
+    def __init__(
+        self, banner: dict[str, str], choices: list[tuple[str, Callable[[], None]]], place: str | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self.chosen: str | None = None
-        self.header = widgets.HTML(banner["text/html"])
+        key = place or unplaced()
+        self.header = made(widgets.HTML, f"{key}/banner", value=banner["text/html"])
         self.buttons = [
-            widgets.Button(description=label, button_style="warning", layout=widgets.Layout(width="auto"))
+            made(
+                widgets.Button,
+                f"{key}/choice/{label}",
+                description=label,
+                button_style="warning",
+                layout={"width": "auto"},
+            )
             for label, _ in choices
         ]
-        self.status = widgets.HTML("")
+        self.status = made(widgets.HTML, f"{key}/choice-status", value="")
         for button, (label, action) in zip(self.buttons, choices, strict=True):
             button.on_click(lambda _, label=label, action=action: self._choose(label, action))
-        self.widget = widgets.VBox([self.header, widgets.HBox(self.buttons), self.status])
+        row = made(widgets.HBox, f"{key}/choices", children=self.buttons)
+        self.widget = made(widgets.VBox, f"{key}/take-up", children=[self.header, row, self.status])
 
     def _choose(self, label: str, action: Callable[[], None]) -> None:
         with self._lock:

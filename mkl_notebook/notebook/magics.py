@@ -277,12 +277,13 @@ class MklMagics(Magics):
             def moved() -> None:
                 if table is not None:
                     table.update(result.bundle(), raw=True)
-                if place and place[0] is not None and not result.waiting():  # all answered: say what, here
-                    place[0].update(batch_answered_bundle(result.answered_in(cell)), raw=True)
+                if place and not result.waiting():  # all answered: say what, where they were asked
+                    place[0].answered(batch_answered_bundle(result.answered_in(cell)))
 
-            form = BatchForm(waiting, data, moved, cell, self.session)
-            stand_in = batch_waiting_bundle([(run.id, run.run_result) for run in waiting])
-            place.append(display({**form.widget._repr_mimebundle_(), **stand_in}, raw=True, display_id=True))
+            where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
+            form = BatchForm(waiting, data, moved, cell, self.session, place=f"{where}/batch:{result.name}")
+            form.show(batch_waiting_bundle([(run.id, run.run_result) for run in waiting]))
+            place.append(form)
             result.form = form
         else:
             answered = result.answered_in(cell)

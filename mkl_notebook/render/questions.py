@@ -7,7 +7,9 @@ alike; each phrase has an HTML and a text form.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ..engine.result import RunResult
 from ..lang.interpolate import fmt
@@ -102,3 +104,92 @@ def _questions_html(result: RunResult) -> str:
 
 def _questions_text(result: RunResult) -> list[str]:
     return [f"{label}\n{_indent(text, '    ')}" for label, text in _questions(result)]
+
+
+# -- one question a person is asked: the form's header, and its place where no widget draws ----------------------
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One question as a person is shown it (a run's ``pending``): what is asked and by whom, what it is about,
+    where the run continues and where the reply lands."""
+
+    run_id: str
+    text: str  # the author's ``ask``, or the model's question
+    model_asks: bool = False
+    about: str | None = None  # the output the question is about
+    asked_by: str | None = None  # of a question someone else's copy brought: who signed it, when
+    taken_up: str | None = None  # of someone else's run, taken up by choice: why it is not trusted
+    at: str | None = None
+    reply_to: str = "human.reply"
+    again: tuple[tuple[str, list[str]], ...] = ()  # earlier answers asked again (:func:`asked_again`)
+
+    @classmethod
+    def of(cls, run_id: str, pending: Mapping[str, Any]) -> Asked:
+        """The question a run's ``pending`` (``Run.pending``, with ``taken_up`` when it was) describes."""
+        model_asks = pending.get("question")
+        text = model_asks if model_asks is not None else pending.get("ask")
+        return cls(
+            run_id=run_id,
+            text=str(text or f"The run is waiting at '{pending.get('at')}'."),
+            model_asks=model_asks is not None,
+            about=str(pending["about"]) if pending.get("about") else None,
+            asked_by=str(pending["asked_by"]) if pending.get("asked_by") else None,
+            taken_up=str(pending["taken_up"]) if pending.get("taken_up") else None,
+            at=str(pending.get("at")),
+            reply_to=str(pending.get("reply_to") or "human.reply"),
+            again=tuple(pending.get("asked_again") or ()),
+        )
+
+    def _label(self) -> str:
+        if self.model_asks:
+            return "The model asks (model output, not the machine's author):"
+        if self.taken_up:  # someone else's run, taken up by choice: the text is the file's word
+            return "The file says its machine's author asks:"
+        return "The machine's author asks:"
+
+
+def question_html(asked: Asked) -> str:
+    """The question as HTML: earlier answers asked again, who asks, the literal text, what it is about, and
+    where the run continues and the reply lands. The form's header and its place without a kernel say it alike."""
+    label = f"<strong>{asked._label()}</strong>"  # one of the fixed labels: nothing to escape
+    if asked.taken_up:
+        label = f"<strong>Not trusted:</strong> {_e(asked.taken_up)}.</p><p>{label}"
+    if asked.asked_by:
+        label += f" <small>({_e(asked.asked_by)})</small>"
+    about = (
+        f"<p>About this (the output the question is about):</p><blockquote>{_e(asked.about)}</blockquote>"
+        if asked.about
+        else ""
+    )
+    return (
+        f"{asked_again_html(asked.again)}<p>{label}</p><blockquote>{_e(asked.text)}</blockquote>{about}"
+        f"<p><small>Run {_code(asked.run_id)} continues at {_code(asked.at)}; your reply lands at "
+        f"{_code(asked.reply_to)}.</small></p>"
+    )
+
+
+def question_text(asked: Asked) -> str:
+    """The text twin of :func:`question_html`."""
+    lines = [*_asked_again_lines(asked.again)]
+    if asked.taken_up:
+        lines.append(f"Not trusted: {asked.taken_up}.")
+    lines.append(asked._label() + (f" ({asked.asked_by})" if asked.asked_by else ""))
+    lines.append(_indent(asked.text, "    "))
+    if asked.about:
+        lines += ["About this (the output the question is about):", _indent(asked.about, "    ")]
+    lines.append(f"Run {asked.run_id} continues at {asked.at}; your reply lands at {asked.reply_to}.")
+    return "\n".join(lines)
+
+
+_ANSWER_IT = "Answer it with the form here while the notebook's kernel runs, or from a terminal:"
+
+
+def question_place(asked: Asked, commands: Sequence[str]) -> dict[str, str]:
+    """Where a question stands in a cell, readable wherever no widget draws (an HTML or PDF export, a Git host,
+    a notebook opened without its kernel): the question, and the ``commands`` that answer it from a terminal."""
+    listed = "".join(f"<li>{_code(command)}</li>" for command in commands)
+    return {
+        "text/html": f"<section>{question_html(asked)}<p>{_e(_ANSWER_IT)}</p><ul>{listed}</ul></section>",
+        "text/plain": "\n".join([question_text(asked), _ANSWER_IT, *(f"  {command}" for command in commands)]),
+    }

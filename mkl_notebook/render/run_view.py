@@ -1,6 +1,6 @@
-"""A run's view in a notebook cell, HTML and text: its outcome (or the pending card, folded trace below it
-when a person's answer is awaited), then its trace and its machine's visits, capped with the magics that
-show them whole; and what became of the run after the part a cell shows.
+"""A run's view in a notebook cell, HTML and text: its outcome (or the pending card when a person's answer is
+awaited), then its trace and its machine's visits, capped with the magics that show them whole; and what
+became of the run after the part a cell shows.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def run_html(
     shown: Shown = Shown(),
 ) -> str:
     """The finished (or parked) view of a run: outcome or pending card, then trace and visits (given the
-    machine), folded when a person's answer is awaited so that the question leads.
+    machine), in a ``<details>`` that is open (a folded one is left out of a printed page or a PDF).
 
     ``calls`` (made, replayed) says what showing it cost: a replayed run says so. Long traces, big
     machines' visits and long results are capped (:func:`cut`), with the magics that show them whole.
@@ -107,9 +107,8 @@ def run_html(
         if machine is None
         else visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result), cap=cap)
     )
-    folded = " open" if not result.waits_for_person else ""
     details = (
-        f"<details{folded}><summary>Trace and visits — {_e(_plural(_steps(result.trace), 'step'))}</summary>"
+        f"<details open><summary>Trace and visits — {_e(_plural(_steps(result.trace), 'step'))}</summary>"
         f"{trace}{visits}</details>"
     )
     return f"<div>{head}{details}</div>"

@@ -1,0 +1,130 @@
+"""Where no widget draws (an HTML or PDF export, a Git host's viewer) a waiting run's question reads on its own:
+the question, what it is about, who asks and the exact command, outside any widget state. Real tools:
+``jupyter nbconvert --execute`` (nbclient, which saves widget state in the file's metadata), nbconvert's HTML
+exporter with its lab and classic templates, and Debian's Chromium (offline) for what a person sees and prints.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from browser_support import CHROMIUM, browser_page
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "notebooks" / "data"
+ARTIFACTS = ROOT / "test-artifacts" / "exports"
+ASK = "The draft promises a refund. Approve it?"
+ABOUT = "We are sorry: your order A-1001 will be refunded in full."
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def waiting_notebook(path: Path) -> None:
+    """A notebook whose last cell leaves a run waiting for a person (the tutorials' refund machine, scripted)."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
+        nbformat.v4.new_code_cell(
+            '%mkl run refund --id waiting --set ticket="Parcel A-1001 arrived broken" --script refund.script.yaml'
+        ),
+    ]
+    nbformat.write(notebook, path)
+
+
+def nbconvert(*args: str) -> None:
+    command = [sys.executable, "-m", "jupyter", "nbconvert", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The waiting notebook as ``jupyter nbconvert --to notebook --execute`` leaves it."""
+    folder = tmp_path_factory.mktemp("exports")
+    shutil.copy(DATA / "refund.script.yaml", folder / "refund.script.yaml")
+    waiting_notebook(folder / "waiting.ipynb")
+    nbconvert("--to", "notebook", "--execute", str(folder / "waiting.ipynb"), "--output", "executed.ipynb")
+    executed = folder / "executed.ipynb"
+    assert nbformat.read(executed, as_version=4).metadata["widgets"][WIDGET_STATE]["state"]  # nbclient kept them
+    return executed
+
+
+def html_export(notebook: Path, template: str) -> Path:
+    """``jupyter nbconvert --to html --template TEMPLATE`` of ``notebook``, beside it."""
+    out = notebook.with_name(f"{notebook.stem}-{template}.html")
+    nbconvert("--to", "html", "--template", template, str(notebook), "--output", out.name)
+    return out
+
+
+def without_scripts(page: str) -> str:
+    """What a page says with every ``<script>`` block left out (widget state, widget views, the widget manager)."""
+    return re.sub(r"<script\b.*?</script>", "", page, flags=re.DOTALL | re.IGNORECASE)
+
+
+def readable(page: str) -> str:
+    """The page's text outside scripts, its markup and entities gone, its spaces collapsed."""
+    import html
+
+    text = re.sub(r"<[^>]+>", " ", without_scripts(page))
+    return " ".join(html.unescape(text).split())
+
+
+@pytest.mark.parametrize("template", ["lab", "classic"])
+def test_an_html_export_of_an_executed_notebook_shows_the_question_and_the_command(
+    executed: Path, template: str
+) -> None:
+    said = readable(html_export(executed, template).read_text(encoding="utf-8"))
+    assert ASK in said
+    assert f"About this (the output the question is about): {ABOUT}" in said
+    assert "The machine's author asks:" in said
+    assert re.search(r"mkl resume \S+ --run waiting --question q-[0-9a-f]+ --set refund_approval=", said), said
+    # printed once (besides the machine's source): the run's view leaves the question to its place above
+    assert said.count(ASK) == 2 and said.count(f'ask: "{ASK}"') == 1
+
+
+@pytest.mark.parametrize("name", ["02-human-approval", "07-batches"])
+def test_the_shipped_tutorials_exported_to_html_show_their_questions_and_commands(tmp_path: Path, name: str) -> None:
+    shipped = ROOT / "notebooks" / f"{name}.ipynb"
+    copy = tmp_path / shipped.name
+    shutil.copy(shipped, copy)
+    said = readable(html_export(copy, "lab").read_text(encoding="utf-8"))
+    saved = nbformat.read(copy, as_version=4)
+    asked = [
+        output
+        for cell in saved.cells
+        for output in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+    ]
+    assert asked, f"{name} ships no form"
+    if name.startswith("02"):
+        assert ASK in said and "mkl resume 02-human-approval.ipynb --run approval-demo --question q-" in said
+    else:
+        assert re.search(r"refund-\S+ asks: The draft promises a refund\. Approve it\?", said), said
+        assert re.search(r"mkl resume --id refund-\S+ --question q-[0-9a-f]+", said), said
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+def test_chromium_offline_shows_the_exported_question_and_prints_the_trace(executed: Path) -> None:
+    from playwright.sync_api import expect
+
+    page_file = html_export(executed, "lab")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with browser_page() as page:
+        page.route(re.compile(r"^https?://"), lambda route: route.abort())  # offline: no widget manager from a CDN
+        page.goto(page_file.as_uri())
+        question = page.locator("blockquote", has_text=ASK)
+        expect(question).to_have_count(1)
+        expect(question).to_be_visible()
+        command = page.get_by_text(re.compile(r"mkl resume \S+ --run waiting --question q-"))
+        expect(command.first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "executed-waiting-run.png"), full_page=True)
+        page.emulate_media(media="print")  # as a printed page or a PDF: the run's trace is not folded away
+        expect(page.get_by_text("Trace of waiting").first).to_be_visible()
+        page.pdf(path=str(ARTIFACTS / "executed-waiting-run.pdf"))
