@@ -232,8 +232,9 @@ class NotebookSession(Workspace):
         carrying = [path.name for path in found.candidates if notebook_copy(path, run_id) is not None]
         if carrying:
             raise UsageProblem(
-                f"run '{run_id}' is carried by {', '.join(carrying)}, and this kernel cannot tell which notebook it "
-                f"runs, so the run was not taken up, nor made anew in its place: {found.fix()}"
+                f"run '{run_id}' is carried by {', '.join(carrying)}, and this kernel cannot tell which of them it "
+                "runs: say which with `%mkl notebook PATH` (or MKL_NOTEBOOK=PATH); the run was not taken up, nor "
+                "made anew in its place"
             )
 
     def file_holding(self, run_id: str) -> Path | None:
