@@ -181,12 +181,15 @@ def test_where_the_files_leave_it_unclear_the_kernel_says_so_once_and_makes_no_r
     shutil.copytree(folder, here, ignore=shutil.ignore_patterns(".mkl", "out-*", "*.json", "*.txt"))
     assert not (here / ".mkl").exists()  # no store: only the files carry the run
     cells = [source for source in (c.source for c in nbformat.read(here / "param.ipynb", as_version=4).cells)]
-    cells.insert(3, 'print("between")')  # a second cell that uses mkl after the unclear one
-    ran = _execute_here(here, [*cells, "%mkl notebook"])
+    for name in ("param.ipynb", "ip.ipynb", "out.ipynb"):  # a second cell that uses mkl, in every copy
+        copy = nbformat.read(here / name, as_version=4)
+        copy.cells.append(nbformat.v4.new_code_cell("%mkl pending"))
+        nbformat.write(copy, here / name)
+    ran = _execute_here(here, [*cells, "%mkl pending", "%mkl notebook"])
     shown = "\n".join(_texts(cell) for cell in ran.cells)
     assert shown.count(UNCLEAR) == 2  # once when it first looked, and where %mkl notebook asks
     assert "%mkl notebook PATH" in shown and "MKL_NOTEBOOK=PATH" in shown
-    refused = _texts(ran.cells[4])
+    refused = _texts(ran.cells[3])
     assert "run 'pm' is carried by ip.ipynb, out.ipynb" in refused and "nor made anew" in refused
     assert not _journal(here)  # nothing was run in its place
 
