@@ -252,16 +252,27 @@ def test_nbconvert_execute_twice_shows_the_same_and_calls_nothing_the_second_tim
 # -- runs that live only in outputs, and the tools that strip outputs ------------------------------------------
 
 
+CLEAR_METADATA_CONFIG = """\
+c.ClearMetadataPreprocessor.enabled = True
+c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "mkl"}
+"""  # as docs/notebooks.md gives it
+
+
+NBCONVERT_CLEARING = ["jupyter", "nbconvert", "--to", "notebook", "--inplace", "--ClearOutputPreprocessor.enabled=True"]
+
+
 def _strip(folder: Path, name: str, how: str) -> None:
+    (folder / "strip_config.py").write_text(CLEAR_METADATA_CONFIG, encoding="utf-8")
     commands = {
         "nbstripout": ["nbstripout", name],
         "nbstripout --keep-output": ["nbstripout", "--keep-output", name],
         "nbconvert --clear-output": ["jupyter", "nbconvert", "--clear-output", "--inplace", name],
+        "ClearMetadataPreprocessor": [*NBCONVERT_CLEARING, "--config", "strip_config.py", name],
     }
     _client(folder, *commands[how])
 
 
-STRIPPERS = ["nbstripout", "nbstripout --keep-output", "nbconvert --clear-output"]
+STRIPPERS = ["nbstripout", "nbstripout --keep-output", "nbconvert --clear-output", "ClearMetadataPreprocessor"]
 
 
 @pytest.mark.parametrize("how", STRIPPERS)
@@ -298,7 +309,7 @@ def test_a_papermill_output_kept_with_mkl_keep_survives_stripping_and_its_run_fi
     assert status["status"] == "done" and status["calls"]["replayed"] >= 2
 
 
-@pytest.mark.parametrize("how", STRIPPERS[::2])
+@pytest.mark.parametrize("how", ["nbstripout", "nbconvert --clear-output"])
 def test_without_mkl_keep_stripping_loses_the_run_as_mkl_runs_said(folder: Path, tmp_path: Path, how: str) -> None:
     shutil.copy(folder / "out-1.ipynb", tmp_path / "out.ipynb")
     _strip(tmp_path, "out.ipynb", how)
@@ -323,3 +334,24 @@ def test_mkl_resume_keeps_every_run_the_file_carries_only_in_outputs(folder: Pat
     assert nbfile.only_in_outputs(tmp_path / "out.ipynb") == []  # the other run too, as the file held it
     runs = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))["metadata"]["mkl"]["runs"]
     assert runs["approval-demo"] == nbfile.find_run(ROOT / "notebooks" / "02-human-approval.ipynb", "approval-demo").raw
+
+
+def test_a_notebook_paired_with_jupytext_carries_its_kept_runs_in_the_text_file(folder: Path, tmp_path: Path) -> None:
+    shutil.copytree(DATA, tmp_path / "data")
+    shutil.copy(folder / "out-1.ipynb", tmp_path / "out.ipynb")
+    assert mkl_cli(tmp_path, "keep", "out.ipynb")[0] == 0
+    pairing = {"jupytext": {"formats": "ipynb,py:percent", "notebook_metadata_filter": "mkl"}}  # as the docs give it
+    _client(tmp_path, "jupytext", "--update-metadata", json.dumps(pairing), "out.ipynb")
+    _client(tmp_path, "jupytext", "--sync", "out.ipynb")
+    assert "#     notebook_metadata_filter: mkl" in (tmp_path / "out.py").read_text(encoding="utf-8")
+    (tmp_path / "out.ipynb").unlink()  # a clone of a repository that keeps only the text file
+    _client(tmp_path, "jupytext", "--to", "ipynb", "out.py")
+    code, listing, _, err = mkl_cli(tmp_path, "runs", "out.ipynb")
+    assert code == 0, err
+    [listed] = listing["runs"]
+    assert (listed["ask"], listed["in_metadata"]) == (FIRST, True)
+    code, status, _, err = mkl_cli(
+        tmp_path, "resume", "out.ipynb", "--run", "pm", "--question", listed["question_id"],
+        "--set", "refund_approval=approve", "--script", "data/refund.script.yaml",
+    )  # fmt: skip
+    assert (code, status["ask"], status["calls"]["replayed"]) == (3, SECOND, 2), err
