@@ -100,18 +100,32 @@ def _journal(folder: Path) -> list[str]:
 MODEL_ID = re.compile(r'("model_id": )"[0-9a-f]{32}"')
 
 
+def _joined_streams(outputs: list[Any]) -> list[Any]:
+    """Outputs with each run of consecutive stream outputs of one stream joined, as a reader sees them (how the
+    kernel cuts what a cell prints into messages depends on its timing, not on what it prints)."""
+    joined: list[Any] = []
+    for output in outputs:
+        last = joined[-1] if joined else {}
+        if output.get("output_type") == last.get("output_type") == "stream" and last["name"] == output.get("name"):
+            joined[-1] = {**last, "text": last["text"] + output["text"]}
+            continue
+        joined.append(dict(output))
+    return joined
+
+
 FRESH_COPY_LISTING = "!{mkl} runs {copy}"  # tutorial 03's last cell: a temp copy just answered by `mkl resume`
 
 
 def _outputs(notebook: Path) -> list[str]:
     """Each code cell's outputs as the file holds them, with what may differ between two executions of an
     unchanged notebook made alike: the ids of widget models (a new kernel makes new ones), and when the answers
-    listed by tutorial 03's last cell were given (its cells answer a fresh temp copy each time)."""
+    listed by tutorial 03's last cell were given (its cells answer a fresh temp copy each time); what a cell
+    printed is compared as printed, however the kernel cut it into stream messages."""
     shown = []
     for cell in nbformat.read(notebook, as_version=4).cells:
         if cell.cell_type != "code":
             continue
-        text = json.dumps(cell.outputs, sort_keys=True)
+        text = json.dumps(_joined_streams(cell.outputs), sort_keys=True)
         text = MODEL_ID.sub(r'\1"MODEL"', text)  # delete this line once widget model ids are stable
         if cell.source == FRESH_COPY_LISTING:
             text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "TIME", text)
