@@ -221,7 +221,8 @@ class _Kernel:
         from jupyter_client.manager import KernelManager
 
         self.manager = KernelManager(kernel_name="python3")
-        env = {k: v for k, v in env_without_models().items() if k != "JPY_SESSION_NAME"}
+        # as a Jupyter server starts it: it names the notebook's session, so a frontend with the extension may listen
+        env = {**env_without_models(), "JPY_SESSION_NAME": str(folder / "untitled.ipynb")}
         self.manager.start_kernel(cwd=str(folder), env=env)
         self.client = self.manager.client()
         self.client.start_channels()

@@ -27,7 +27,7 @@ from ..lang.interpolate import fmt
 from ..render.commands import resume_command
 from ..render.common import answer_time
 from .errors import UsageProblem
-from .status import answers_to, form_place, run_output
+from .status import answers_to, form_place, run_diagram, run_output
 from .trust import Keyring, Provenance, Untrusted
 
 NotebookFileError = nbfile.NotebookFileError
@@ -374,7 +374,8 @@ def _catch_up(
 
 
 def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:
-    """Write ``outcome``'s checkpoint and view over the run's output, and its state where its forms were."""
+    """Write ``outcome``'s checkpoint, view and diagram over the run's outputs, and its state where its forms
+    were: what the file shows of the run is what it now holds."""
     run_id = outcome.run_id
     root = str(embedded.header.get("machine"))
     machine = outcome.machines.get(root)  # the machine the run just ran; a journal's pinned copy otherwise
@@ -390,7 +391,8 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
 
     forms_shown = nbfile.has_form(notebook, run_id)
     view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown, signer=signer)
-    nbfile.write_run(notebook, embedded, view, form_place_now)
+    diagram = run_diagram(machine, outcome) if machine is not None else None
+    nbfile.write_run(notebook, embedded, view, form_place_now, diagram)
 
 
 class Stretch(NamedTuple):
@@ -448,22 +450,6 @@ def keys_in(path: Path) -> list[FileKey]:
     return [FileKey(key, tuple(names[key]), tuple(signed[key])) for key in names]
 
 
-MAX_NOTEBOOKS_LOOKED_AT = 100  # notebooks in a kernel's folder read to find the one it executes
-
-
-def notebooks_running(code: str, folder: Path) -> list[Path]:
-    """The notebooks in ``folder`` with a code cell whose source is ``code`` (what a kernel executes now), oldest
-    first: how a kernel finds its notebook when the client does not say (nbclient, papermill, nbconvert)."""
-    found = []
-    for path in sorted(folder.glob("*.ipynb"))[:MAX_NOTEBOOKS_LOOKED_AT]:
-        try:
-            if any(source == code for _, source in nbfile.code_cells(path)):
-                found.append((path.stat().st_mtime_ns, path))
-        except (nbfile.NotebookFileError, OSError):
-            continue
-    return [path for _, path in sorted(found)]
-
-
 def cell_running(code: str, notebook: Path, after: int) -> tuple[int, str] | None:
     """The position and id of the code cell of ``notebook`` whose source is ``code``: the first such below
     position ``after`` (cells execute top to bottom), else the first; None when none is."""
@@ -484,3 +470,15 @@ def cell_order(notebook: Path | None) -> list[str]:
         return nbfile.cell_ids(notebook)
     except nbfile.NotebookFileError:
         return []
+
+
+def keep_runs(notebook: Path) -> list[str]:
+    """``mkl keep``: under the notebook's lock, put the runs it carries only in its outputs into its metadata,
+    where stripping outputs (nbstripout, ``jupyter nbconvert --clear-output``) leaves them; the ids kept (see
+    :func:`~mkl_notebook.checkpoints.notebook_file.keep_in_metadata`)."""
+    if notebook.suffix != ".ipynb":
+        raise UsageProblem(f"{notebook}: is not a notebook (.ipynb); mkl keep keeps a notebook's runs")
+    if not notebook.is_file():
+        raise UsageProblem(f"{notebook}: no such notebook file")
+    with nbfile.locked(notebook):
+        return nbfile.keep_in_metadata(notebook)

@@ -18,7 +18,7 @@ from ..durable.errors import StoreError
 from ..durable.records import replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore
-from ..render.commands import reply_command, resume_command
+from ..render.commands import keep_command, reply_command, resume_command
 from .checkpoints import stale_note
 from .trust import Keyring, Provenance
 
@@ -102,7 +102,8 @@ class NotebookListing(NamedTuple):
 
 
 def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing:
-    """Every run a notebook file carries, each with who made it and where it is shown. A run a resume left
+    """Every run a notebook file carries, each with who made it and where it is shown, and, when it is carried
+    only in outputs (``only_in_outputs``), the command that keeps it in the file's metadata. A run a resume left
     mid-advance says in which store (``advancing_in``), and its command resumes it there: the store the file
     names is not opened (the file is anyone's, and so is the path it names)."""
     keyring = keyring or Keyring()
@@ -110,6 +111,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     embedded, damaged = nbfile.scan(path)
     listing = []
     stale = _stale(embedded)
+    outputs_only = set(nbfile.only_in_outputs(path))
     for run in embedded:
         marked = marks.get(run.run_id)
         left_in = None if marked is None else str(marked["store"])
@@ -123,6 +125,8 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
         if left_in is not None:
             listed["advancing_in"] = left_in
             listed["finish"] = resume_command(run.run_id, notebook=str(path), store=left_in)
+        if run.run_id in outputs_only:  # stripping outputs would take it away; what keeps it
+            listed["only_in_outputs"] = keep_command(str(path))
         cell = None if run.cell_index is None else run.cell_index + 1
         listing.append({**listed, "where": run.where, "cell": cell, "in_metadata": run.in_metadata})
     bad = [

@@ -15,6 +15,7 @@ from ..durable.runs import Outcome
 from ..engine.result import RunResult
 from ..lang.model import Machine
 from ..render import views
+from ..render.diagram import diagram_bundle, path_from_trace
 
 
 def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str, Any]:
@@ -111,6 +112,15 @@ def run_output(
         **views.run_bundle(run_id, machine, outcome.result, journaled, shown),
         MIME_TYPE: checkpoint_of(outcome, signer),
     }
+
+
+def run_diagram(machine: Machine, outcome: Outcome) -> dict[str, str]:
+    """A run's diagram output: its machine, with the path it took, the visits, and where it stands now."""
+    result = outcome.result
+    kind = {"suspended": "pending", "halt": "halted", "in_doubt": "halted"}.get(result.status)
+    return diagram_bundle(
+        machine, visits=result.visits, path=path_from_trace(result.trace), current=result.at, current_kind=kind
+    )
 
 
 def form_place(

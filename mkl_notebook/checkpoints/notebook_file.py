@@ -23,6 +23,7 @@ from typing import Any
 from ..durable.records import chain_digest, common_prefix
 from ..errors import UserError
 from ..lang import files
+from ..render.diagram import MERMAID_MIME
 from . import envelope
 from .envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE, EnvelopeError
 from .seals import Seal, signatures
@@ -365,6 +366,31 @@ def _read_code_cells(path: Path) -> list[tuple[str, str]]:
     return found
 
 
+def papermill_writing(path: str | Path) -> tuple[str, list[str]] | None:
+    """What a notebook papermill is writing now says of itself: the output path its metadata names
+    (``metadata.papermill.output_path``) and the sources of its cells papermill marks as running; None when
+    papermill is not writing it (no papermill metadata, or its run ended: ``end_time`` is set). Papermill saves
+    its output as each cell starts, so a kernel executing a cell for papermill finds that cell marked there."""
+    notebook = read_json(path)
+    metadata = notebook.get("metadata")
+    papermill = metadata.get("papermill") if isinstance(metadata, dict) else None
+    if not isinstance(papermill, dict) or papermill.get("end_time") is not None:
+        return None
+    output = papermill.get("output_path")
+    if not isinstance(output, str) or not papermill.get("start_time"):
+        return None
+    running = []
+    for cell in notebook.get("cells") or []:
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        state = meta.get("papermill") if isinstance(meta, dict) else None
+        if isinstance(state, dict) and state.get("status") == "running":
+            source = cell.get("source")
+            text = "".join(source) if isinstance(source, list) else source
+            if isinstance(text, str):
+                running.append(text)
+    return output, running
+
+
 def _jupyter_data(bundle: dict[str, Any]) -> dict[str, Any]:
     return {
         mime: _lines(value) if isinstance(value, str) and mime.startswith("text/") else value
@@ -377,10 +403,12 @@ def write_run(
     run: EmbeddedRun,
     bundle: dict[str, Any],
     form_place: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+    diagram: dict[str, Any] | None = None,
 ) -> None:
     """Replace one run's output data with ``bundle`` and atomically rewrite the notebook.
 
-    ``form_place(marker)`` gives what now stands where a form of this run was shown (None: leave it).
+    ``form_place(marker)`` gives what now stands where a form of this run was shown (None: leave it);
+    ``diagram`` replaces the run's diagram, the output drawn right below its view (a mermaid one).
     """
     path = Path(path)
     notebook = read_json(path)
@@ -403,6 +431,11 @@ def write_run(
         else:
             # the output keeps referring to the metadata's one copy, or carries a copy that says what it says
             output["data"] = _jupyter_data(envelope.referring(bundle) if REF_MIME_TYPE in data else bundle)
+            below = _cell_outputs(notebook["cells"][run.cell_index])[(run.output_index or 0) + 1 :]
+            if diagram is not None and below and _is_diagram(below[0]):
+                below[0]["data"] = _jupyter_data(diagram)
+    for other, checkpoint in _only_in_outputs(path, notebook).items():  # kept too, while the file is written
+        _set_metadata_run(notebook, other, checkpoint)
     _set_metadata_run(notebook, run.run_id, bundle[MIME_TYPE])  # survives Clear All Outputs and nbstripout
     _set_advancing(notebook, run.run_id, None)  # the file now holds the run as the store does
     if form_place is not None:
@@ -415,6 +448,49 @@ def write_run(
                     if replaced is not None:
                         other["data"] = _jupyter_data(replaced)
     _replace(path, dumps_notebook(notebook))
+
+
+def _is_diagram(output: Any) -> bool:
+    """Whether an output is a run's diagram as its view draws it below itself: mermaid and its text, no more."""
+    data = output.get("data") if isinstance(output, dict) else None
+    return isinstance(data, dict) and set(data) == {MERMAID_MIME, "text/plain"}
+
+
+def _only_in_outputs(path: Path, notebook: dict[str, Any]) -> dict[str, Any]:
+    """The runs of the notebook at ``path`` (read as ``notebook``) whose newest verified copy is in an output and
+    not in its metadata, each with that copy as the output holds it (its seals and all); a copy kept apart as
+    another history (:func:`branch_id`) is left where it is."""
+    runs, _damaged = scan(path)
+    held = _metadata_runs(notebook)
+    return {
+        run.run_id: run.raw
+        for run in runs
+        if isinstance(run.raw, dict) and run.cell_index is not None and _parsed(held.get(run.run_id)) != run.raw
+    }
+
+
+def only_in_outputs(path: str | Path) -> list[str]:
+    """The ids of the runs a notebook carries only in its outputs (or newer there than in its metadata): those
+    that Clear All Outputs, ``nbstripout`` or ``jupyter nbconvert --clear-output`` would take away."""
+    return sorted(_only_in_outputs(Path(path), read_json(path)))
+
+
+def keep_in_metadata(path: str | Path) -> list[str]:
+    """Put the runs the notebook carries only in its outputs (see :func:`only_in_outputs`) into its metadata
+    (``metadata.mkl.runs``), each copy as verified, seals and all; the ids kept. A notebook with a damaged copy
+    of any run is not written (its newest state may be the damaged one), nor one with nothing to keep: a second
+    call changes no byte. Call with the notebook's lock held."""
+    path = Path(path)
+    notebook = read_json(path)
+    damaged = scan(path)[1]
+    if damaged:
+        raise NotebookFileError(f"{damaged[0].reason}; nothing was kept")
+    kept = _only_in_outputs(path, notebook)
+    if kept:
+        for run_id, checkpoint in kept.items():
+            _set_metadata_run(notebook, run_id, checkpoint)
+        _replace(path, dumps_notebook(notebook))
+    return sorted(kept)
 
 
 # -- which store a file's run is being advanced in ---------------------------------------------------

@@ -307,6 +307,11 @@ def _notebook_runs(path: Path) -> int:
     for listed in found.runs:
         where = listed.pop("where")
         _print_listed(listed, f" ({where})")
+        if "only_in_outputs" in listed:
+            say(
+                "    only in this file's outputs: stripping them (nbstripout, nbconvert --clear-output) would lose it; "
+                f"`{listed['only_in_outputs']}` keeps it in the notebook's metadata"
+            )
         if "advancing_in" in listed:
             say(
                 f"    was being advanced in the store {listed['advancing_in']}, and what it did there is not in "

@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "stdlib",
     "load",
     "models",
+    "notebook",
     "config",
     "help",
 )
@@ -64,6 +65,8 @@ HELP = """\
 %mkl stdlib [NAME]        the standard library's machines (call: std_cot, ...); one's diagram and source
 %mkl load FILE.mkl        define the machine of a file (and the machines beside it that it calls)
 %mkl models               the model each tier maps to, and where that was set
+%mkl notebook [PATH]      which notebook this kernel runs and how it knows; with PATH, say which (as
+                          MKL_NOTEBOOK=PATH does), where a headless client (papermill, nbconvert) leaves it unclear
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
 %mkl config [key=value]   show or change settings: store, hitl, user, max_workers, executor, max_model_calls,
                           and models: model, fast, balanced, reasoning, judge, api_base, timeout, retries
@@ -170,6 +173,8 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     load_parser = _Parser(prog="load", add_help=False)
     load_parser.add_argument("path")
     models = _Parser(prog="models", add_help=False)
+    notebook = _Parser(prog="notebook", add_help=False)
+    notebook.add_argument("path", nargs="?")
     test = _Parser(prog="test", add_help=False)
     test.add_argument("name")
     test.add_argument("--script", required=True)
@@ -181,7 +186,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     _starting_flags(mapped)
     named = {"run": run, "map": mapped, "resume": resume, "pending": pending, "check": check_parser, "test": test}
-    return {**named, "stdlib": library, "load": load_parser, "models": models, **one_run}
+    return {**named, "stdlib": library, "load": load_parser, "models": models, "notebook": notebook, **one_run}
 
 
 class Values:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -440,6 +441,16 @@ class MklMagics(Magics):
         if not config.configured:
             print("No tier has a model: runs need --script, or %mkl config model=… (docs/language.md §9).")
 
+    def _cmd_notebook(self, words: list[str]) -> None:
+        path = self._parse("notebook", words).path
+        found = self.session.choose_notebook(self.values.text(path)) if path else self.session.notebook_found()
+        if found.path is not None:
+            print(f"This kernel runs {found.path}: {found.how}.")
+        elif found.ambiguous:
+            print(found.fix())
+        else:
+            print(f"This kernel does not know which notebook it runs: {found.how}.")
+
     def _cmd_config(self, words: list[str]) -> None:
         settings = self.session.settings
         for word in words:
@@ -478,15 +489,25 @@ def _executing_cell(shell: Any, session: NotebookSession) -> tuple[str, str] | N
     return (cell, execution) if cell else None
 
 
+def _extension_may_listen(shell: Any) -> bool:
+    """Whether a frontend that may have the mkl-notebook extension started this kernel: a Jupyter server names
+    the notebook's session (``JPY_SESSION_NAME``, which ipykernel turns into ``__session__``); VS Code, nbclient,
+    papermill and ``jupyter nbconvert`` have no such extension, and would log the comm they cannot handle."""
+    user_ns = shell.user_ns
+    session = user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
+    return bool(session) and "__vsc_ipynb_file__" not in user_ns
+
+
 def load_magics(shell: Any) -> MklMagics:
     """Register the magics with ``shell`` over this process's session, and open the link to the notebook's
-    metadata (when the mkl-notebook JupyterLab extension is there)."""
+    metadata where a frontend that may have the mkl-notebook JupyterLab extension listens."""
     session = current_session()
     session.user_ns = shell.user_ns
     session.current_cell = lambda: _executing_cell(shell, session)
     magics = MklMagics(shell, session)
     shell.register_magics(magics)
-    session.link.open()
+    if _extension_may_listen(shell):
+        session.link.open()
     if magics not in shell.configurables:
         shell.configurables.append(magics)  # so %config MklMagics.model = … works
     return magics

@@ -23,8 +23,9 @@ from ..app.checkpoints import (
     checkpoint_of,
     notebook_copy,
     notebook_run_ids,
-    notebooks_running,
 )
+from ..app.errors import UsageProblem
+from ..app.finding import Found, named_notebook, notebook_running
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
@@ -73,7 +74,9 @@ class NotebookSession(Workspace):
         # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
         self._followers: dict[str, list[Callable[[NotebookRun], bool]]] = {}
         self._followers_lock = threading.Lock()
-        self._found_notebook: Path | None = None  # the notebook this kernel runs, found by its cells' sources
+        self.chosen_notebook: str | None = None  # the notebook a person named with `%mkl notebook PATH`
+        self._found: Found | None = None  # the notebook this kernel runs, looked for by its cells' sources
+        self._told_unclear = False  # that it cannot tell which it runs was said (once)
         self._cell_position = -1  # of the last cell found by its source: the next one executing is below it
         self._cell_found: tuple[str | None, str | None] = (None, None)  # execution -> the cell found for it
 
@@ -95,35 +98,58 @@ class NotebookSession(Workspace):
             self._reached[run_id] = len(outcome.records)
 
     def notebook_path(self, explicit: str | None = None) -> Path | None:
-        """The notebook file this kernel runs, as Jupyter or VS Code tells it (or ``explicit``), if it tells."""
-        candidates = [
-            explicit,
-            self.user_ns.get("__session__"),
-            self.user_ns.get("__vsc_ipynb_file__"),
-            os.environ.get("JPY_SESSION_NAME"),
+        """The notebook file this kernel runs (or ``explicit``), if it is known (see :meth:`notebook_found`)."""
+        return self.notebook_found(explicit).path
+
+    def notebook_found(self, explicit: str | None = None) -> Found:
+        """The notebook file this kernel runs and how it knows: as Jupyter or VS Code tells it (or ``explicit``),
+        else as a person named it (``%mkl notebook PATH``, ``MKL_NOTEBOOK``), else as it was found in its folder
+        by the cells it executes (see :func:`~mkl_notebook.app.finding.notebook_running`)."""
+        told = [
+            (explicit, "named by the call"),
+            (self.user_ns.get("__session__"), "named by Jupyter (__session__)"),
+            (self.user_ns.get("__vsc_ipynb_file__"), "named by VS Code (__vsc_ipynb_file__)"),
+            (os.environ.get("JPY_SESSION_NAME"), "named by Jupyter (JPY_SESSION_NAME)"),
         ]
-        for candidate in candidates:
+        for candidate, how in told:
             if isinstance(candidate, str) and candidate.endswith(".ipynb"):
                 path = Path(candidate).expanduser()
                 if path.is_file():
-                    return path
-        found = self._found_notebook
-        return found if found is not None and found.is_file() else None
+                    return Found(path, how)
+        named = named_notebook(self.chosen_notebook, Path.cwd())
+        if named is not None:
+            return named
+        found = self._found
+        if found is not None and (found.path is None or found.path.is_file()):
+            return found
+        return Found(None, "no client named it, and no cell of it that uses mkl has been found in its folder yet")
+
+    def choose_notebook(self, path: str) -> Found:
+        """``%mkl notebook PATH``: this kernel runs the notebook at ``path`` (a file that must exist)."""
+        if not path.endswith(".ipynb") or not (Path.cwd() / Path(path).expanduser()).is_file():
+            raise UsageProblem(f"%mkl notebook {path}: no such notebook file (a .ipynb, relative to {Path.cwd()})")
+        self.chosen_notebook = path
+        self._cell_found, self._cell_position = (None, None), -1
+        return self.notebook_found()
 
     def cell_for(self, code: str, execution: str) -> str | None:
         """The id of the notebook cell executing ``code`` when the client does not name it (nbclient, papermill,
         nbconvert send no cell id): found by its source in the notebook this kernel runs, which is itself found,
-        when no client says which it is, as the one in the kernel's folder holding that source (the oldest of
-        several: papermill's input, not the output it is writing)."""
+        when no client or person says which it is, in the kernel's folder as the one holding that source that
+        the files (or the command that started the kernel) single out. Where several stay, the first cell to ask
+        says so once, and no cell is found."""
         if self._cell_found[0] == execution:
             return self._cell_found[1]
-        path = self.notebook_path()
-        if path is None:
-            running = notebooks_running(code, Path.cwd())
-            if not running:
-                return None
-            path = self._found_notebook = running[0].resolve()
-        hit = cell_running(code, path, self._cell_position)
+        found = self.notebook_found()
+        path = found.path
+        if path is None and named_notebook(self.chosen_notebook, Path.cwd()) is None:
+            program, named = _client_command()
+            self._found = found = notebook_running(code, Path.cwd(), named, program)
+            path = found.path
+            if found.ambiguous and not self._told_unclear:
+                self._told_unclear = True
+                print(found.fix())  # in the output of the cell that first uses mkl
+        hit = cell_running(code, path, self._cell_position) if path is not None else None
         if hit is not None:
             self._cell_position = hit[0]
         self._cell_found = (execution, hit[1] if hit is not None else None)
@@ -193,7 +219,23 @@ class NotebookSession(Workspace):
         if held is not None:
             name = path.name if path is not None else "this notebook"
             return checked_copy(held, f"{name}, metadata run '{run_id}'", name)
+        if path is None and notebook is None:
+            self._refuse_anew(run_id)
         return notebook_copy(path, run_id) if path is not None else None
+
+    def _refuse_anew(self, run_id: str) -> None:
+        """This kernel cannot tell which notebook it runs, and one it may run carries run ``run_id``, which its
+        store lacks: a run made anew would replace that file's in its outputs, so none is made."""
+        found = self._found
+        if found is None or not found.ambiguous or self.store.exists(run_id):
+            return
+        carrying = [path.name for path in found.candidates if notebook_copy(path, run_id) is not None]
+        if carrying:
+            raise UsageProblem(
+                f"run '{run_id}' is carried by {', '.join(carrying)}, and this kernel cannot tell which of them it "
+                "runs: say which with `%mkl notebook PATH` (or MKL_NOTEBOOK=PATH); the run was not taken up, nor "
+                "made anew in its place"
+            )
 
     def file_holding(self, run_id: str) -> Path | None:
         return self.notebook_path()
@@ -248,6 +290,25 @@ class NotebookSession(Workspace):
         from the notebook's outputs again (a new run of that id starts afresh)."""
         super().forget(run_id)
         self.link.delete(run_id)
+
+
+def _client_command() -> tuple[str, set[Path]]:
+    """The program that started this kernel (its parent process: nbclient, papermill and ``jupyter nbconvert``
+    start their kernels themselves) and the notebooks its command line names, resolved in its folder; nothing
+    where the system does not show another process's command line (``/proc``)."""
+    parent = os.getppid()
+    try:
+        words = [word.decode(errors="replace") for word in Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0")]
+        folder = Path(os.readlink(f"/proc/{parent}/cwd"))
+    except OSError:
+        return "", set()
+    words = [word for word in words if word]
+    if not words:
+        return "", set()
+    program = words[1:] if Path(words[0]).name.startswith("python") else words  # python [-m] PROGRAM …
+    program = program[1:] if program[:1] == ["-m"] else program
+    shown = Path(program[0] if program else words[0]).name
+    return shown, {(folder / word).resolve() for word in words[1:] if word.endswith(".ipynb")}
 
 
 Session = NotebookSession  # the names these had before the workspace, kept for one release

@@ -96,3 +96,8 @@ def continue_commands(result: RunResult, base: str, question: str | None = None)
     if question:
         return [reply_command(base, question, reply_to)]
     return [f"{base} --set {reply_to}=…" if reply_to else f"{base} --reply …"]
+
+
+def keep_command(notebook: str) -> str:
+    """``mkl keep NOTEBOOK``: the command that puts a notebook's runs carried only in outputs into its metadata."""
+    return f"{PROGRAM} keep {shlex.quote(notebook)}"
