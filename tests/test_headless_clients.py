@@ -97,9 +97,6 @@ def _journal(folder: Path) -> list[str]:
     return [repr(row) for row in store_rows(folder / ".mkl" / "runs.sqlite")]
 
 
-MODEL_ID = re.compile(r'("model_id": )"[0-9a-f]{32}"')
-
-
 def _joined_streams(outputs: list[Any]) -> list[Any]:
     """Outputs with each run of consecutive stream outputs of one stream joined, as a reader sees them (how the
     kernel cuts what a cell prints into messages depends on its timing, not on what it prints)."""
@@ -118,15 +115,14 @@ FRESH_COPY_LISTING = "!{mkl} runs {copy}"  # tutorial 03's last cell: a temp cop
 
 def _outputs(notebook: Path) -> list[str]:
     """Each code cell's outputs as the file holds them, with what may differ between two executions of an
-    unchanged notebook made alike: the ids of widget models (a new kernel makes new ones), and when the answers
-    listed by tutorial 03's last cell were given (its cells answer a fresh temp copy each time); what a cell
-    printed is compared as printed, however the kernel cut it into stream messages."""
+    unchanged notebook made alike: when the answers listed by tutorial 03's last cell were given (its cells
+    answer a fresh temp copy each time); what a cell printed is compared as printed, however the kernel cut it
+    into stream messages."""
     shown = []
     for cell in nbformat.read(notebook, as_version=4).cells:
         if cell.cell_type != "code":
             continue
         text = json.dumps(_joined_streams(cell.outputs), sort_keys=True)
-        text = MODEL_ID.sub(r'\1"MODEL"', text)  # delete this line once widget model ids are stable
         if cell.source == FRESH_COPY_LISTING:
             text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "TIME", text)
             text = re.sub(r'(\\"time\\": )[0-9.]+', r"\1 0", text)

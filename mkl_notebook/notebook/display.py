@@ -31,12 +31,11 @@ from IPython.display import DisplayHandle, display
 
 from ..app.checkpoints import CHECKPOINT_MIME, referring
 from ..app.handle import what_happened
-from ..app.status import answered_place, cell_answers, form_place, run_output
+from ..app.status import answered_place, cell_answers, form_place, run_diagram, run_output
 from ..app.terms import Machine, Outcome, Signer
 from ..app.trust import Untrusted
 from ..render import views
 from ..render.commands import UNKNOWN_NOTEBOOK, continue_commands, resume_command
-from ..render.diagram import diagram_bundle, path_from_trace
 from ..render.questions import Asked, question_place
 from ..render.views import Live, progress_bundle
 from .forms import QuestionForm, TakeUpChoice, made
@@ -249,10 +248,7 @@ class RunView:
             self._carry(carried_id, checkpoint)
         self._draw_view(run.id, outcome, question_above=asking)
         if machine is not None:
-            kind = {"suspended": "pending", "halt": "halted", "in_doubt": "halted"}.get(result.status)
-            diagram = diagram_bundle(
-                machine, visits=result.visits, path=path_from_trace(result.trace), current=result.at, current_kind=kind
-            )
+            diagram = run_diagram(machine, outcome)
             if self.diagram is None:
                 self.diagram = display(diagram, raw=True, display_id=True)
             else:
