@@ -30,6 +30,7 @@ from .seals import Seal, signatures
 
 TEMP_SUFFIX = ".mkl-tmp"
 LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same notebook
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"  # a widget drawn by a kernel (ipywidgets)
 FORM_MIME = "application/vnd.mkl.form+json"  # marks the output that stands in a question's form: {run, question_id}
 
 
@@ -440,20 +441,30 @@ def write_run(
     _set_advancing(notebook, run.run_id, None)  # the file now holds the run as the store does
     if form_place is not None:
         for cell in notebook.get("cells") or []:
-            for other in _cell_outputs(cell):
+            outputs = _cell_outputs(cell)
+            for index, other in enumerate(outputs):
                 data = other.get("data") if isinstance(other, dict) else None
                 marker = data.get(FORM_MIME) if isinstance(data, dict) else None
                 if isinstance(marker, dict) and marker.get("run") == run.run_id:
                     replaced = form_place(marker)
                     if replaced is not None:
                         other["data"] = _jupyter_data(replaced)
+                        if index + 1 < len(outputs) and _is_form_controls(outputs[index + 1]):
+                            outputs[index + 1]["data"] = {"text/plain": ""}  # no dead form below what it says
     _replace(path, dumps_notebook(notebook))
 
 
-def _is_diagram(output: Any) -> bool:
-    """Whether an output is a run's diagram as its view draws it below itself: mermaid and its text, no more."""
+def _is_form_controls(output: Any) -> bool:
+    """Whether an output is a form's controls as a kernel draws them below the question's place: a widget view
+    with nothing to read without its kernel."""
     data = output.get("data") if isinstance(output, dict) else None
-    return isinstance(data, dict) and set(data) == {MERMAID_MIME, "text/plain"}
+    return isinstance(data, dict) and set(data) == {WIDGET_VIEW_MIME, "text/plain"} and not data["text/plain"]
+
+
+def _is_diagram(output: Any) -> bool:
+    """Whether an output is a run's diagram as its view draws it below itself (a mermaid one, with its twins)."""
+    data = output.get("data") if isinstance(output, dict) else None
+    return isinstance(data, dict) and MERMAID_MIME in data
 
 
 def _only_in_outputs(path: Path, notebook: dict[str, Any]) -> dict[str, Any]:
