@@ -36,8 +36,11 @@ def _execute(source: Path, out: Path) -> bytes:
 def test_two_executions_of_a_notebook_with_a_waiting_form_write_the_same_bytes(tmp_path: Path) -> None:
     shutil.copy(DATA / "refund.script.yaml", tmp_path / "refund.script.yaml")
     waiting_notebook(tmp_path / "waiting.ipynb")
-    first = _execute(tmp_path / "waiting.ipynb", tmp_path / "first.ipynb")
-    second = _execute(tmp_path / "waiting.ipynb", tmp_path / "second.ipynb")  # the store now holds the run
+    # Written elsewhere, as a person keeps an executed copy: two notebooks of the same cells in the kernel's folder
+    # would leave it unable to tell which one it runs (and it would say so).
+    (tmp_path / "executed").mkdir()
+    first = _execute(tmp_path / "waiting.ipynb", tmp_path / "executed" / "first.ipynb")
+    second = _execute(tmp_path / "waiting.ipynb", tmp_path / "executed" / "second.ipynb")  # the store holds the run
     saved = json.loads(first)
     views = [
         output["data"][WIDGET_VIEW]["model_id"]
