@@ -1,4 +1,5 @@
-"""The ``mkl`` command line: check, test, run (one row or many), resume, trace and list machines' runs; trust keys.
+"""The ``mkl`` command line: check, test, run (one row or many), resume, trace and list machines' runs; trust
+keys; audit every answer.
 
 Exit codes: 0 done / no errors / all tests pass, 1 halt / check errors / a test
 failed, 2 load or usage error, 3 suspended, 4 in doubt.  Run-like commands end
@@ -15,7 +16,7 @@ from typing import NoReturn
 
 from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
-from . import check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
+from . import audit_cmd, check_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
 
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan_cmd.add_plan_parser(commands)
     trace_cmd.add_trace_parser(commands)
     trust_cmd.add_trust_parser(commands)
+    audit_cmd.add_audit_parser(commands)
     return parser
 
 
