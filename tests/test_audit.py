@@ -23,7 +23,9 @@ import nbformat
 import pytest
 
 from mkl_notebook.app.audit import FIELDS
+from mkl_notebook.app.trust import Keyring
 from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints.seals import Signer
 
 from support import EXAMPLES, REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, Cells, mkl_cli
 
@@ -161,17 +163,23 @@ def test_a_folder_lists_every_answer_once_in_json_csv_and_text_and_writes_nothin
     assert _files(folder) == before  # nothing made, changed or touched: not even a store's side file
 
 
-def _tamper(path: Path, value: str) -> None:
-    """Edit the reply records' value in every copy of a run a notebook carries and recompute each digest, as
-    anyone can: the chain holds, the signature over it does not."""
+def _tamper(path: Path, key: str, value: str, *, signer: Signer | None = None) -> None:
+    """Edit ``key`` of the reply records in every copy of a run a notebook carries and recompute each digest, as
+    anyone can: the chain holds, the signature over it does not; or drop the signatures and sign the edited
+    history anew with ``signer``'s key."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
+    endorsed: dict[str, Any] = {}
 
     def forged(data: dict[str, Any]) -> dict[str, Any]:
         header, records, _ = envelope.verify_checkpoint(data)
         records = copy.deepcopy(records)
         for record in records:
             if record["t"] == "reply":
-                record["value"] = value
+                record[key] = value
+        if signer is not None:  # once for every copy of the same history: the copies stay one history
+            records = [record for record in records if record["t"] != "sign"]
+            signed = endorsed.setdefault(json.dumps(records), json.loads(json.dumps(signer.endorse(records))))
+            records.append(signed)
         return envelope.build(dict(header), records)
 
     copies = 0
@@ -195,7 +203,7 @@ def test_an_answer_changed_after_it_was_signed_is_marked_in_text_json_and_csv(
     _cli_notebook(notebook, tmp_path_factory.mktemp("terminal"))
     _, _, out, _ = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
     assert [(r["value"], r["signature"], r["problem"]) for r in json.loads(out)] == [("approve", "verifies", None)]
-    _tamper(notebook, "approve a 500 EUR refund")
+    _tamper(notebook, "value", "approve a 500 EUR refund")
 
     code, _, out, err = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
     assert code == 0, err
@@ -212,6 +220,22 @@ def test_an_answer_changed_after_it_was_signed_is_marked_in_text_json_and_csv(
     [line] = [line for line in out.splitlines() if line.startswith("c1 ")]
     assert "MARKED: signature does not verify" in line and "fails" in line
     assert out.splitlines()[-1].startswith("1 answer (1 marked), 0 pending")
+
+
+def test_an_answer_about_other_content_than_the_run_asked_about_is_marked_though_signed(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The reply says it approved another draft than the one the run showed, and the history is signed again
+    (by a key trusted here): the signature verifies, the subject does not match, and the answer is marked."""
+    notebook = tmp_path / "cli.ipynb"
+    _cli_notebook(notebook, tmp_path_factory.mktemp("terminal"))
+    _tamper(notebook, "about", "Your order qualifies for a 500 EUR refund.", signer=Keyring().signer())
+    code, _, out, err = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert (row["signature"], row["key_trusted"]) == ("verifies", True)
+    assert row["problem"] == "its subject is not what the run asked about"
+    assert row["about"] == "Your order qualifies for a 500 EUR refund."
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
