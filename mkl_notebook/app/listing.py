@@ -188,6 +188,14 @@ def _leaves(path: Path, folder: Path) -> bool:
     return not path.resolve().is_relative_to(folder.resolve())
 
 
+def files_under(folder: Path) -> Iterator[tuple[Path, str, str | None]]:
+    """The notebooks and run stores a listing of ``folder`` reads, in a stable order: each file's path, the
+    path as shown (relative to here), and why it is refused (a link out of ``folder``), None when it is read."""
+    for path in _files(folder):
+        shown = os.path.relpath(path)
+        yield path, shown, f"{shown}: a link out of {folder}, not followed" if _leaves(path, folder) else None
+
+
 class Waiting(NamedTuple):
     """The questions waiting under a folder, one line for each file that could not be read, and the questions
     of files' older copies of runs (stale: the store in reach holds a newer history of them)."""
@@ -205,10 +213,9 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
     questions: list[dict[str, Any]] = []
     problems: list[str] = []
     stale: list[dict[str, Any]] = []
-    for path in _files(folder):
-        shown = os.path.relpath(path)
-        if _leaves(path, folder):
-            problems.append(f"{shown}: a link out of {folder}, not followed")
+    for path, shown, refused in files_under(folder):
+        if refused is not None:
+            problems.append(refused)
             continue
         try:
             if path.suffix == ".ipynb":

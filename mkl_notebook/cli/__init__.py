@@ -1,5 +1,5 @@
 """The ``mkl`` command line: check, test, run (one row or many), resume, trace and list machines' runs; trust keys;
-keep a notebook's runs in its metadata.
+keep a notebook's runs in its metadata; audit every answer.
 
 Exit codes: 0 done / no errors / all tests pass, 1 halt / check errors / a test
 failed, 2 load or usage error, 3 suspended, 4 in doubt.  Run-like commands end
@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
-from . import check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
+from . import audit_cmd, check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import EXIT_USAGE, emit_status
 
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_cmd.add_trace_parser(commands)
     trust_cmd.add_trust_parser(commands)
     keep_cmd.add_keep_parser(commands)
+    audit_cmd.add_audit_parser(commands)
     return parser
 
 

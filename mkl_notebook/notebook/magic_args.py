@@ -28,6 +28,7 @@ SUBCOMMANDS = (
     "trace",
     "visits",
     "pending",
+    "audit",
     "forget",
     "check",
     "test",
@@ -57,6 +58,7 @@ HELP = """\
 %mkl runs                 the runs of this kernel's store: status, where, what each spent
 %mkl pending              the runs waiting for a person, each with its form
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
+%mkl audit [RUN|NOTEBOOK|DIR]  every answer given: question, value, who, key and signature, time to decide
 %mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
 %mkl visits RUN [--all]   entries per state: the 40 states entered most of a big machine, or with --all every one
 %mkl plan RUN             what running RUN again would replay, call anew and ask again, with the machines as defined now
@@ -166,6 +168,8 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         one_run[name].add_argument("--all", action="store_true", dest="full")
     pending = _Parser(prog="pending", add_help=False)
     pending.add_argument("--all", nargs="?", const=".", metavar="FOLDER")
+    audit = _Parser(prog="audit", add_help=False)
+    audit.add_argument("target", nargs="?")
     check_parser = _Parser(prog="check", add_help=False)
     check_parser.add_argument("name")
     library = _Parser(prog="stdlib", add_help=False)
@@ -185,7 +189,15 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     mapped.add_argument("--id", dest="batch")
     mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     _starting_flags(mapped)
-    named = {"run": run, "map": mapped, "resume": resume, "pending": pending, "check": check_parser, "test": test}
+    named = {
+        "run": run,
+        "map": mapped,
+        "resume": resume,
+        "pending": pending,
+        "audit": audit,
+        "check": check_parser,
+        "test": test,
+    }
     return {**named, "stdlib": library, "load": load_parser, "models": models, "notebook": notebook, **one_run}
 
 

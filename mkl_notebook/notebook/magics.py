@@ -20,11 +20,13 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 from traitlets import Unicode, observe
 
+from ..app.audit import workspace_audit
 from ..app.errors import USER_ERRORS, Superseded, without_secrets
 from ..app.listing import waiting_questions
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
 from ..render import views
+from ..render.audit_views import audit_bundle
 from ..render.batch_views import batch_answered_bundle, batch_waiting_bundle
 from ..render.diagram import diagram_bundle
 from ..render.plan_views import plan_bundle
@@ -392,6 +394,11 @@ class MklMagics(Magics):
                 self.present(run, view)
 
             view.untrusted(problem, self._take_up_choices(problem, take_up))
+
+    def _cmd_audit(self, words: list[str]) -> None:
+        target = self.values.maybe_text(self._parse("audit", words).target)
+        found = workspace_audit(self.session, target)  # reading only: nothing is made or written
+        display(audit_bundle(found.answers, found.pending, found.problems, found.median_seconds()), raw=True)
 
     # -- machines ------------------------------------------------------------------------------
 

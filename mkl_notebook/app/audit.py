@@ -1,0 +1,353 @@
+"""The audit trail: every answer a person gave, on a run, a notebook, a store or a folder, and what stands behind it.
+
+Each answer is one row: the run, the question as shown, what it was about (text and digest), the value and
+note, who answered and how that is established, the key whose signature covers the reply record (whether it
+verifies and whether the key is trusted here), when it was asked and answered, and through what. An answer
+whose signature fails, that no signature covers, or whose subject no longer matches what the run asked is
+marked (``problem``), never listed as valid. Questions still waiting are counted, with their age.
+
+Reading only, as a listing reads (:mod:`app.listing`): stores are opened read-only, under a folder no link
+out of it is followed, and no key, store or side file is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.seals import Seal, Signed, key_fingerprint, signatures
+from ..durable.errors import StoreError
+from ..durable.records import canonical, common_prefix, kind_of, root_of, run_state
+from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
+from ..engine.result import question_id
+from .errors import UsageProblem
+from .listing import files_under
+from .trust import KEY_FILE, Keyring
+from .workspace import Workspace
+
+# The fields of an answer's row, in the order a CSV file's columns have them.
+FIELDS = (
+    "where",
+    "run",
+    "machine",
+    "question_id",
+    "question",
+    "about",
+    "about_sha256",
+    "value",
+    "note",
+    "by",
+    "established",
+    "key",
+    "signed_as",
+    "signature",
+    "key_trusted",
+    "asked_at",
+    "answered_at",
+    "seconds_to_decide",
+    "via",
+    "problem",
+)
+CLAIMED = "claimed"  # how a name is established when only the replier's word says it
+
+
+@dataclass
+class Audit:
+    """Every answer found (one row each), the questions still waiting, and one line per file not read."""
+
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def marked(self) -> int:
+        """How many answers are marked (their signature fails, none covers them, or their subject changed)."""
+        return sum(1 for row in self.answers if row["problem"])
+
+    def median_seconds(self) -> float | None:
+        """The median time from question to answer, over the answers whose question's time is known."""
+        times = [row["seconds_to_decide"] for row in self.answers if row["seconds_to_decide"] is not None]
+        return statistics.median(times) if times else None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "answers": len(self.answers),
+            "marked": self.marked,
+            "pending": len(self.pending),
+            "median_seconds_to_decide": self.median_seconds(),
+            "not_read": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class _History:
+    """One copy of a run's history as a file holds it."""
+
+    where: str
+    run_id: str
+    records: list[dict[str, Any]]
+    seal: Seal | None = None  # a notebook copy's whole-checkpoint seal
+
+
+# -- reading one history -----------------------------------------------------------------------------
+
+
+def _identity(reply: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """Who answered, and how that is known. Today a reply names who answered as the replier said
+    (``claimed``); an answer recorded with an established identity would say so here."""
+    by = reply.get("by")
+    return (str(by), CLAIMED) if by else (None, None)
+
+
+def _digest(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class _Judge:
+    """Whether a signing key is trusted here, judged without making a key (a listing writes nothing)."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        self.keyring = keyring
+        self._trusted: set[str] | None = None
+
+    def trusts(self, key: str) -> bool:
+        if self._trusted is None:
+            self._trusted = set(self.keyring.trusted())
+            if (self.keyring.folder / KEY_FILE).exists():
+                self._trusted.add(self.keyring.own_key())
+        return key in self._trusted
+
+
+def _signature(stretch: Signed | None, judge: _Judge) -> tuple[dict[str, Any], str | None]:
+    """The signature facts of a reply record's row, and the problem they make (None: it verifies)."""
+    seal = stretch.seal if stretch is not None else None
+    if seal is None:
+        return {"key": None, "signed_as": None, "signature": "none", "key_trusted": None}, "not signed"
+    facts = {
+        "key": key_fingerprint(seal.key),
+        "signed_as": seal.by,
+        "signature": "verifies" if seal.holds else "fails",
+        "key_trusted": judge.trusts(seal.key),
+    }
+    return facts, None if seal.holds else "signature does not verify (changed after it was signed)"
+
+
+def _subject_problem(
+    run_id: str, reply: Mapping[str, Any], asked: Mapping[str, Any] | None, later: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """Why the answer no longer answers what the run asked, if it does not: it names another question than
+    the one asked, it was about other content, or the run later asked again about something else."""
+    if asked is not None:
+        shown = str(asked.get("ask") or asked.get("question") or "")
+        about, pinned = asked.get("about"), asked.get("pinned")
+        asked_id = question_id(
+            run_id,
+            str(asked.get("pos")),
+            shown,
+            about if isinstance(about, str) else None,
+            pinned if isinstance(pinned, str) else None,
+        )
+        if reply.get("question") and reply.get("question") != asked_id:
+            return "answers another question than the one the run asked"
+        if "about" in reply and isinstance(about, str) and reply.get("about") != about:
+            return "its subject is not what the run asked about"
+    for again in later:
+        if isinstance(again.get("about"), str) and "about" in reply and again.get("about") != reply.get("about"):
+            return "no longer stands: the run asked again about something else"
+    return None
+
+
+def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
+    """One row per answer a history records, each with its reply record's canonical text."""
+    records, run_id = history.records, history.run_id
+    stretches = signatures(records, history.seal)
+    machine = root_of(records) or None
+    asked: dict[str, Mapping[str, Any]] = {}  # the latest question at each position, up to here
+    rows = []
+    for index, record in enumerate(records):
+        kind = kind_of(record)
+        if kind == "suspend" and record.get("pos") is not None:
+            asked[str(record.get("pos"))] = record
+        if kind != "reply":
+            continue
+        position = str(record.get("pos"))
+        question = asked.get(position)
+        later = [r for r in records[index + 1 :] if kind_of(r) == "suspend" and str(r.get("pos")) == position]
+        stretch = next((s for s in stretches if s.start <= index < s.end), None)
+        signed, unsigned = _signature(stretch, judge)
+        problems = [p for p in (unsigned, _subject_problem(run_id, record, question, later)) if p]
+        about = record.get("about", question.get("about") if question is not None else None)
+        about = about if isinstance(about, str) else None
+        asked_at = _number(question.get("time")) if question is not None else None
+        answered_at = _number(record.get("time"))
+        by, established = _identity(record)
+        row = {
+            "where": history.where,
+            "run": run_id,
+            "machine": machine,
+            "question_id": record.get("question"),
+            "question": str(question.get("ask") or question.get("question") or "") if question else None,
+            "about": about,
+            "about_sha256": _digest(about),
+            "value": record.get("value"),
+            "note": record.get("note"),
+            "by": by,
+            "established": established,
+            **signed,
+            "asked_at": asked_at,
+            "answered_at": answered_at,
+            "seconds_to_decide": (
+                round(answered_at - asked_at, 3) if asked_at is not None and answered_at is not None else None
+            ),
+            "via": record.get("via"),
+            "problem": "; ".join(problems) or None,
+        }
+        rows.append((row, canonical(record)))
+    return rows
+
+
+def _waiting(history: _History, now: float) -> dict[str, Any] | None:
+    """The question a history ends waiting on, with its age; None when it waits on none."""
+    state = run_state(history.records)
+    asked_id = state.question_id(history.run_id)
+    if asked_id is None:
+        return None
+    last: Mapping[str, Any] = next((r for r in reversed(history.records) if kind_of(r) == "suspend"), {})
+    asked_at = _number(last.get("time"))
+    return {
+        "where": history.where,
+        "run": history.run_id,
+        "machine": root_of(history.records) or None,
+        "question_id": asked_id,
+        "question": state.shown,
+        "about": state.about,
+        "about_sha256": _digest(state.about),
+        "asked_at": asked_at,
+        "age_seconds": None if asked_at is None else round(max(0.0, now - asked_at), 3),
+    }
+
+
+def _audit(histories: Iterable[_History], keyring: Keyring | None, problems: Sequence[str] = ()) -> Audit:
+    """The audit of ``histories``: an answer that several copies hold alike is listed once (where first
+    found); a question waits only in a copy no longer copy of the same run goes past."""
+    judge = _Judge(keyring or Keyring())
+    found = list(histories)
+    audit = Audit(problems=list(problems))
+    seen: set[tuple[str, str, str | None, str | None]] = set()
+    now = time.time()
+    for history in found:
+        for row, text in _rows(history, judge):
+            key = (row["run"], text, row["signature"], row["problem"])
+            if key not in seen:
+                seen.add(key)
+                audit.answers.append(row)
+        waiting = _waiting(history, now)
+        if waiting is None or any(_goes_past(other, history) for other in found):
+            continue
+        if all((w["run"], w["question_id"]) != (waiting["run"], waiting["question_id"]) for w in audit.pending):
+            audit.pending.append(waiting)
+    return audit
+
+
+def _goes_past(other: _History, history: _History) -> bool:
+    """Whether ``other`` is a longer copy of the same run's history."""
+    return (
+        other.run_id == history.run_id
+        and len(other.records) > len(history.records)
+        and common_prefix(other.records, history.records) == len(history.records)
+    )
+
+
+# -- what a target holds -----------------------------------------------------------------------------
+
+
+def _notebook_histories(path: Path, shown: str) -> tuple[list[_History], list[str]]:
+    """Every run a notebook carries (its copies reconciled as ``mkl runs`` reads them), and its damaged ones."""
+    embedded, damaged = nbfile.scan(path)
+    histories = [_History(f"{shown} ({run.where})", run.run_id, run.records, run.seal) for run in embedded]
+    return histories, [f"{shown}, {bad.where}: {bad.reason}" for bad in damaged]
+
+
+def _store_histories(store: RunStore, shown: str, run_id: str | None = None) -> list[_History]:
+    if run_id is not None:
+        if not store.exists(run_id):
+            raise UsageProblem(f"{shown}: holds no run '{run_id}'")
+        return [_History(shown, run_id, store.read(run_id))]
+    return [_History(shown, run.run_id, store.read(run.run_id)) for run in store.runs()]
+
+
+def _read_store(path: Path, run_id: str | None = None) -> list[_History]:
+    """The histories of the store file at ``path``, opened read-only (refused when it is none of ours)."""
+    store = SQLiteStore(path, read_only=True)
+    try:
+        return _store_histories(store, str(path), run_id)
+    finally:
+        store.close()
+
+
+def audit_store(path: str | Path, run_id: str | None = None, keyring: Keyring | None = None) -> Audit:
+    """Every answer in the run store at ``path`` (of run ``run_id`` only, when given); read-only."""
+    return _audit(_read_store(Path(path), run_id), keyring)
+
+
+def audit_notebook(path: str | Path, keyring: Keyring | None = None) -> Audit:
+    """Every answer on the runs a notebook file carries (its metadata's and its outputs' copies)."""
+    histories, damaged = _notebook_histories(Path(path), str(path))
+    return _audit(histories, keyring, damaged)
+
+
+def audit_folder(folder: str | Path, keyring: Keyring | None = None) -> Audit:
+    """Every answer in the notebooks and run stores under ``folder``, read as ``mkl runs DIR`` reads them:
+    stores read-only, no link out of the folder followed; a file that cannot be read is one line."""
+    histories: list[_History] = []
+    problems: list[str] = []
+    for path, shown, refused in files_under(Path(folder)):
+        if refused is not None:
+            problems.append(refused)
+            continue
+        try:
+            if path.suffix == ".ipynb":
+                found, damaged = _notebook_histories(path, shown)
+                histories += found
+                problems += damaged
+            else:
+                histories += _read_store(Path(shown))
+        except (nbfile.NotebookFileError, StoreError) as exc:
+            problems.append(str(exc))
+    return _audit(histories, keyring, problems)
+
+
+def audit_target(target: str | None, *, store: str | Path | None = None, keyring: Keyring | None = None) -> Audit:
+    """What ``mkl audit`` lists: a notebook (``.ipynb``), a folder, or a run of the store (``store``, else the
+    default one); no ``target``: every run of that store."""
+    if target is not None and store is None:
+        if target.endswith(".ipynb"):
+            return audit_notebook(target, keyring)
+        if Path(target).is_dir():
+            return audit_folder(target, keyring)
+    return audit_store(store if store is not None else DEFAULT_STORE, target, keyring)
+
+
+def workspace_audit(ws: Workspace, target: str | None = None) -> Audit:
+    """What ``%mkl audit`` lists: a notebook or a folder it names, else a run of the workspace's store (every
+    run, with no ``target``); a store not opened yet is read from its file, and not made or changed."""
+    if target is not None and (target.endswith(".ipynb") or Path(target).is_dir()):
+        return audit_target(target, keyring=ws.keyring)
+    opened = ws.store_opened()
+    if opened is not None:
+        return _audit(_store_histories(opened, opened.location, target), ws.keyring)
+    if not ws.settings.store.exists():
+        if target is not None:
+            raise UsageProblem(f"{ws.settings.store}: holds no run '{target}'")
+        return Audit()
+    return audit_store(ws.settings.store, target, ws.keyring)

@@ -1,0 +1,66 @@
+"""``mkl audit RUN | NOTEBOOK | DIR | --store PATH``: every answer a person gave, and what stands behind it.
+
+A text table (``--json``: a list of objects; ``--csv``: a header row and one row per answer), then the summary
+line (answers, pending, median time to decide; on stderr with ``--json`` and ``--csv``, so stdout stays the
+tool's). Reading only: nothing is made or written (see :mod:`app.audit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from os.path import isdir
+from typing import Any
+
+from ..app.audit import FIELDS, Audit, audit_target
+from ..app.errors import UsageProblem
+from ..render.audit_views import audit_table_text, summary_line
+from ..render.common import printable
+from .common import Commands, say
+
+
+def add_audit_parser(commands: Commands) -> None:
+    audit = commands.add_parser("audit", help="list every answer a person gave: who, when, signed by which key")
+    audit.add_argument(
+        "target",
+        nargs="?",
+        metavar="RUN|NOTEBOOK|DIR",
+        help="a run of the store, a notebook (.ipynb), or a folder (its notebooks and .mkl/runs.sqlite stores); "
+        "none: every run of the store",
+    )
+    audit.add_argument("--store", metavar="PATH", help="the run store to read (default .mkl/runs.sqlite), read-only")
+    shape = audit.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print the answers as a JSON list of objects")
+    shape.add_argument("--csv", action="store_true", help="print the answers as CSV, a header row first")
+    audit.set_defaults(handler=audit_main)
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell: text as it is, nothing as empty, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def audit_main(args: argparse.Namespace) -> int:
+    if args.store is not None and args.target is not None and (args.target.endswith(".ipynb") or isdir(args.target)):
+        raise UsageProblem(f"--store names the store a run is read from; give {args.target} without it")
+    found: Audit = audit_target(args.target, store=args.store)
+    median = found.median_seconds()
+    if args.json or args.csv:
+        if args.json:
+            print(json.dumps(found.answers, ensure_ascii=False, default=str))
+        else:
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(FIELDS)
+            writer.writerows([_cell(row[name]) for name in FIELDS] for row in found.answers)
+        for problem in found.problems:
+            print(f"not read: {printable(problem)}", file=sys.stderr)
+        print(summary_line(found.answers, found.pending, median), file=sys.stderr)
+        return 0
+    say(audit_table_text(found.answers, found.pending, found.problems, median))
+    return 0

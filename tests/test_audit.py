@@ -1,0 +1,269 @@
+"""`mkl audit` and `%mkl audit`: every answer a person gave, once, with who, when, and the key that signed it.
+
+A folder holds a notebook whose run was answered with `mkl resume NOTEBOOK` (Alice, via the CLI), a notebook a
+kernel saved after its run was answered through the API (Bob), the kernel's own store (that run again, one
+answered only there by Carol, one still waiting) and a store a terminal session answered in (Dan). Real
+components: `mkl` subprocesses, SQLite stores, a real IPython shell. An answer whose recorded value is edited
+after it was signed is marked in every shape; listing writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from mkl_notebook.app.audit import FIELDS
+from mkl_notebook.app.trust import Keyring
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints.seals import Signer
+
+from support import EXAMPLES, REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, Cells, mkl_cli
+
+RUN = ["--hitl", "--script", str(REFUND_SCRIPT), "--set", "ticket=broken"]
+
+
+def _notebook(path: Path, *checkpoints: dict[str, Any]) -> Path:
+    """A notebook whose run cells' outputs carry ``checkpoints``, as a kernel would have saved them."""
+    cells = [nbformat.v4.new_code_cell("%load_ext mkl_notebook"), nbformat.v4.new_code_cell("%%mkl\n" + REFUND)]
+    for data in checkpoints:
+        output = nbformat.v4.new_output("display_data", data={RUN_MIME: data, "text/plain": f"run {data['run_id']}"})
+        cells.append(nbformat.v4.new_code_cell(f"%mkl run refund --id {data['run_id']}", outputs=[output]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    return path
+
+
+def _cli_notebook(notebook: Path, terminal: Path) -> None:
+    """Run c1 on a terminal until it asks, put its checkpoint in ``notebook``, and answer it with `mkl resume
+    NOTEBOOK` as Alice (the terminal's store is outside the audited folder)."""
+    code, status, _, err = mkl_cli(terminal, "run", str(EXAMPLES / "refund.mkl"), "--id", "c1", *RUN,
+                                   "--checkpoint", "cp.json")  # fmt: skip
+    assert code == 3, err
+    _notebook(notebook, json.loads((terminal / "cp.json").read_text(encoding="utf-8")))
+    code, _, _, err = mkl_cli(terminal, "resume", str(notebook), "--run", "c1", "--question", status["question_id"],
+                              "--reply", "approve", "--as", "alice", "--script", str(REFUND_SCRIPT))  # fmt: skip
+    assert code == 0, err
+
+
+def _kernel_runs(ip: Cells) -> None:
+    """In the kernel (whose store is the folder's .mkl/runs.sqlite): k1 answered through the API by Bob and saved
+    in kernel.ipynb, k2 answered by Carol and in no notebook, k3 left waiting."""
+    ip.define(REFUND)
+    script = f"--script {REFUND_SCRIPT} --set ticket=broken --hitl"
+    for run_id, value, by in (("k1", "approve", "bob"), ("k2", "reject", "carol")):
+        ip.run(f"{run_id} = %mkl run refund --id {run_id} {script}")
+        ip.run(f"{run_id}.submit({value!r}, by={by!r})")
+    _notebook(ip.tmp / "kernel.ipynb", _k1_checkpoint(ip))
+    ip.run(f"k3 = %mkl run refund --id k3 {script}")
+
+
+def _k1_checkpoint(ip: Cells) -> dict[str, Any]:
+    """k1's checkpoint as the output of a cell showing it (answered) carries it."""
+    data: dict[str, Any] = ip.shell.user_ns["k1"]._repr_mimebundle_()[RUN_MIME]
+    return data
+
+
+def _store_answer(folder: Path) -> None:
+    """A run answered on a terminal in sub/, in that folder's store (Dan, via the CLI)."""
+    folder.mkdir(parents=True)
+    code, status, _, err = mkl_cli(folder, "run", str(EXAMPLES / "refund.mkl"), "--id", "s1", *RUN)
+    assert code == 3, err
+    code, _, _, err = mkl_cli(folder, "resume", "--id", "s1", "--question", status["question_id"], "--reply",
+                              "approve", "--as", "dan", "--script", str(REFUND_SCRIPT))  # fmt: skip
+    assert code == 0, err
+
+
+LIVE_INDEX = ".mkl/runs.sqlite-shm"
+
+
+def _files(folder: Path) -> dict[str, tuple[int, str] | None]:
+    """Every file under ``folder`` (hidden ones and SQLite side files too), with its mtime and bytes' hash.
+
+    The one exception is the ``-shm`` of the store the kernel still has open: SQLite's shared-memory index of
+    its WAL, which every reader of a live WAL database updates (its read marks), ``mkl runs`` too; it is named,
+    and the store and its WAL are compared byte for byte."""
+    found: dict[str, tuple[int, str] | None] = {}
+    for current, _, names in os.walk(folder):
+        for name in names:
+            path = Path(current) / name
+            shown = str(path.relative_to(folder))
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            found[shown] = None if shown == LIVE_INDEX else (path.stat().st_mtime_ns, digest)
+    return found
+
+
+@pytest.fixture
+def folder(ip: Cells, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _kernel_runs(ip)
+    _cli_notebook(ip.tmp / "notebooks" / "cli.ipynb", tmp_path_factory.mktemp("terminal"))
+    _store_answer(ip.tmp / "sub")
+    return ip.tmp
+
+
+EXPECTED = {  # run: (value, by, via)
+    "c1": ("approve", "alice", "notebook-file"),  # `mkl resume NOTEBOOK`
+    "k1": ("approve", "bob", "api"),
+    "k2": ("reject", "carol", "api"),
+    "s1": ("approve", "dan", "cli"),
+}
+
+
+def test_a_folder_lists_every_answer_once_in_json_csv_and_text_and_writes_nothing(
+    folder: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    before = _files(folder)
+    assert LIVE_INDEX in before and ".mkl/runs.sqlite-wal" in before  # the kernel's store is open, in use
+    assert not [name for name in before if name.startswith("sub/.mkl/runs.sqlite-")]  # read as immutable
+    elsewhere = tmp_path_factory.mktemp("reader")
+    code, _, out, err = mkl_cli(elsewhere, "audit", str(folder), "--json")
+    assert code == 0, err
+    answers = json.loads(out)
+    assert sorted(row["run"] for row in answers) == sorted(EXPECTED)  # k1 is in a notebook and a store: once
+    for row in answers:
+        assert list(row) == list(FIELDS)
+        assert (row["value"], row["by"], row["via"]) == EXPECTED[row["run"]], row
+        assert row["established"] == "claimed"
+        assert (row["question"], row["machine"]) == (REFUND_ASK, "refund")
+        assert row["about"] and row["about_sha256"] == hashlib.sha256(row["about"].encode()).hexdigest()
+        assert re.fullmatch(r"[0-9a-f]{4}( [0-9a-f]{4}){3}", row["key"]), row
+        assert (row["signature"], row["key_trusted"], row["problem"]) == ("verifies", True, None), row
+        assert row["asked_at"] <= row["answered_at"]
+        assert row["seconds_to_decide"] == round(row["answered_at"] - row["asked_at"], 3)
+        assert row["question_id"] and row["note"] is None
+    where = {row["run"]: row["where"] for row in answers}
+    assert where["c1"].endswith("notebooks/cli.ipynb (cell 3)") and where["s1"].endswith("sub/.mkl/runs.sqlite")
+    assert err.splitlines()[-1].startswith("4 answers, 1 pending, median time to decide ")
+
+    code, _, out, err = mkl_cli(elsewhere, "audit", str(folder), "--csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(rows[0]) == list(FIELDS)
+    assert [
+        (r["run"], r["value"], r["by"], r["via"], r["signature"], r["key_trusted"], r["problem"]) for r in rows
+    ] == [(a["run"], a["value"], a["by"], a["via"], "verifies", "true", "") for a in answers]
+
+    code, _, out, err = mkl_cli(elsewhere, "audit", str(folder))
+    assert code == 0, err
+    for run, (value, by, via) in EXPECTED.items():
+        [line] = [line for line in out.splitlines() if line.startswith(run + " ")]
+        assert f"{by} (claimed)" in line and value in line and "verifies, trusted" in line and via in line, line
+        assert "MARKED" not in line
+    assert re.search(r"pending: .*run k3 asks 'The draft promises", out)
+    assert out.splitlines()[-1].startswith("4 answers, 1 pending, median time to decide ")
+    assert _files(folder) == before  # nothing made, changed or touched: not even a store's side file
+
+
+def _tamper(path: Path, key: str, value: str, *, signer: Signer | None = None) -> None:
+    """Edit ``key`` of the reply records in every copy of a run a notebook carries and recompute each digest, as
+    anyone can: the chain holds, the signature over it does not; or drop the signatures and sign the edited
+    history anew with ``signer``'s key."""
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    endorsed: dict[str, Any] = {}
+
+    def forged(data: dict[str, Any]) -> dict[str, Any]:
+        header, records, _ = envelope.verify_checkpoint(data)
+        records = copy.deepcopy(records)
+        for record in records:
+            if record["t"] == "reply":
+                record[key] = value
+        if signer is not None:  # once for every copy of the same history: the copies stay one history
+            records = [record for record in records if record["t"] != "sign"]
+            signed = endorsed.setdefault(json.dumps(records), json.loads(json.dumps(signer.endorse(records))))
+            records.append(signed)
+        return envelope.build(dict(header), records)
+
+    copies = 0
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            if RUN_MIME in output.get("data", {}):
+                output["data"][RUN_MIME] = forged(output["data"][RUN_MIME])
+                copies += 1
+    runs = notebook.get("metadata", {}).get("mkl", {}).get("runs", {})
+    for run_id in runs:
+        runs[run_id] = forged(runs[run_id])
+        copies += 1
+    assert copies
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+
+
+def test_an_answer_changed_after_it_was_signed_is_marked_in_text_json_and_csv(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    notebook = tmp_path / "cli.ipynb"
+    _cli_notebook(notebook, tmp_path_factory.mktemp("terminal"))
+    _, _, out, _ = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
+    assert [(r["value"], r["signature"], r["problem"]) for r in json.loads(out)] == [("approve", "verifies", None)]
+    _tamper(notebook, "value", "approve a 500 EUR refund")
+
+    code, _, out, err = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert (row["value"], row["by"], row["signature"]) == ("approve a 500 EUR refund", "alice", "fails")
+    assert "signature does not verify" in row["problem"]
+    assert err.splitlines()[-1].startswith("1 answer (1 marked), 0 pending")
+
+    _, _, out, _ = mkl_cli(tmp_path, "audit", "cli.ipynb", "--csv")
+    [row] = list(csv.DictReader(io.StringIO(out)))
+    assert row["signature"] == "fails" and "signature does not verify" in row["problem"]
+
+    _, _, out, _ = mkl_cli(tmp_path, "audit", "cli.ipynb")
+    [line] = [line for line in out.splitlines() if line.startswith("c1 ")]
+    assert "MARKED: signature does not verify" in line and "fails" in line
+    assert out.splitlines()[-1].startswith("1 answer (1 marked), 0 pending")
+
+
+def test_an_answer_about_other_content_than_the_run_asked_about_is_marked_though_signed(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The reply says it approved another draft than the one the run showed, and the history is signed again
+    (by a key trusted here): the signature verifies, the subject does not match, and the answer is marked."""
+    notebook = tmp_path / "cli.ipynb"
+    _cli_notebook(notebook, tmp_path_factory.mktemp("terminal"))
+    _tamper(notebook, "about", "Your order qualifies for a 500 EUR refund.", signer=Keyring().signer())
+    code, _, out, err = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert (row["signature"], row["key_trusted"]) == ("verifies", True)
+    assert row["problem"] == "its subject is not what the run asked about"
+    assert row["about"] == "Your order qualifies for a 500 EUR refund."
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args in (["audit", "nowhere"], ["audit", "--store", "none.sqlite"], ["audit", "missing.ipynb"]):
+        code, _, _, err = mkl_cli(tmp_path, *args)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (args, err)
+    assert os.listdir(tmp_path) == []
+
+
+def test_mkl_audit_in_a_shell_shows_the_kernels_answers_and_a_notebooks(
+    ip: Cells, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _kernel_runs(ip)
+    _cli_notebook(ip.tmp / "notebooks" / "cli.ipynb", tmp_path_factory.mktemp("terminal"))
+    ip.out.clear()
+    ip.run("%mkl audit")
+    shown = ip.out.last("text/html")
+    table = shown["text/html"]
+    assert "<table>" in table and "<code>k1</code>" in table and "<code>k2</code>" in table
+    assert "bob (claimed)" in table and "carol (claimed)" in table and "verifies, trusted" in table
+    assert "2 answers, 1 pending, median time to decide" in table
+    assert "k1 " in shown["text/plain"]
+    ip.out.clear()
+    ip.run("%mkl audit k2")
+    table = ip.out.last("text/html")["text/html"]
+    assert "<code>k2</code>" in table and "<code>k1</code>" not in table
+    ip.out.clear()
+    ip.run("%mkl audit notebooks/cli.ipynb")
+    table = ip.out.last("text/html")["text/html"]
+    assert "<code>c1</code>" in table and "alice (claimed)" in table and "1 answer, 0 pending" in table
+    assert "no run 'nope'" in str(ip.fails("%mkl audit nope"))
