@@ -406,6 +406,14 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     saved = nbformat.read(path, as_version=4)
     entries = next(o for o in saved.cells[3].outputs if BATCH_MIME_TYPE in o.get("data", {}))["data"][BATCH_MIME_TYPE]
     assert [entry["status"] for entry in entries] == ["suspended", "done", "suspended"]  # that row's entry alone
+    table = next(o for o in saved.cells[3].outputs if BATCH_MIME_TYPE in o.get("data", {}))["data"]["text/plain"]
+    lines = table.splitlines()
+    assert lines[0] == "Batch — 3 rows: 2 suspended, 1 done"  # the table says what the file now holds
+    assert [line.split()[:3] for line in lines[2:]] == [
+        ["1", "refund-T0", "suspended"],
+        ["2", "refund-T1", "done"],
+        ["3", "refund-T2", "suspended"],
+    ]
     assert saved.metadata["mkl"]["runs"]["refund-T1"]["status"] == "done"
     code, listing, _ = _mkl(tmp_path, "runs", "batch.ipynb")
     assert [run["status"] for run in listing["runs"]] == ["suspended", "done", "suspended"]

@@ -9,7 +9,9 @@ taken up only when trusted (or by an explicit choice), and a notebook is written
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,8 +26,10 @@ from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
 from ..lang.interpolate import fmt
+from ..render.batch_views import batch_bundle
 from ..render.commands import resume_command
 from ..render.common import answer_time
+from . import batch
 from .errors import UsageProblem
 from .status import answers_to, form_place, run_diagram, run_output
 from .trust import Keyring, Provenance, Untrusted
@@ -34,6 +38,7 @@ NotebookFileError = nbfile.NotebookFileError
 CHECKPOINT_MIME = envelope.MIME_TYPE  # a run output's checkpoint
 REFERENCE_MIME = envelope.REF_MIME_TYPE  # a run output's reference to the metadata's copy instead
 BATCH_MIME = envelope.BATCH_MIME_TYPE  # a batch output's checkpoints (or references), one per row
+BATCH_ROWS_MIME = nbfile.BATCH_ROWS_MIME  # a batch output's rows that have no run, as its table shows them
 FORM_MIME = nbfile.FORM_MIME  # what stands in a form's place: {run, question_id}
 referring = envelope.referring  # a run output that refers to the metadata's copy of its checkpoint instead
 checkpoint_of = envelope.checkpoint_of  # a run's checkpoint
@@ -392,7 +397,40 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
     forms_shown = nbfile.has_form(notebook, run_id)
     view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown, signer=signer)
     diagram = run_diagram(machine, outcome) if machine is not None else None
-    nbfile.write_run(notebook, embedded, view, form_place_now, diagram)
+    table = _batch_table(notebook, embedded, outcome) if embedded.entry_index is not None else None
+    nbfile.write_run(notebook, embedded, view, form_place_now, diagram, table)
+
+
+def _batch_table(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome) -> dict[str, str] | None:
+    """The table of the batch output that carries ``embedded`` (a row's run), with that run as ``outcome`` and
+    every other row as the file holds it: its entries' runs, and the rows that have no run in their places."""
+    assert embedded.cell_index is not None and embedded.output_index is not None
+    data = nbfile.output_data(notebook, embedded.cell_index, embedded.output_index)
+    kept = data.get(BATCH_ROWS_MIME)
+    without_run = (
+        [row for row in kept if isinstance(row, dict) and type(row.get("row")) is int] if isinstance(kept, list) else []
+    )
+    taken = {row.get("row") for row in without_run}
+    here = (embedded.cell_index, embedded.output_index)
+    carried = sorted(
+        (
+            run
+            for run in nbfile.scan(notebook)[0]
+            if run.entry_index is not None and (run.cell_index, run.output_index) == here
+        ),
+        key=lambda run: run.entry_index or 0,
+    )
+    numbers = (number for number in itertools.count(1) if number not in taken)  # the rows with a run, in order
+    rows = []
+    for number, run in zip(numbers, carried, strict=False):
+        shown = (
+            outcome if run.run_id == outcome.run_id else durable.show_prefix(run.run_id, run.records, len(run.records))
+        )
+        if shown is None:
+            return None  # a row the file cannot show: its table is left as it was
+        rows.append(batch.row_summary(batch.RowRun(number - 1, run.run_id, {}, shown)))
+    rows = sorted([*rows, *without_run], key=lambda row: int(row["row"]))
+    return batch_bundle(rows, dict(Counter(str(row.get("status")) for row in rows).most_common()))
 
 
 class Stretch(NamedTuple):

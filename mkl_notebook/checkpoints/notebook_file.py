@@ -31,6 +31,7 @@ from .seals import Seal, signatures
 TEMP_SUFFIX = ".mkl-tmp"
 LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same notebook
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"  # a widget drawn by a kernel (ipywidgets)
+BATCH_ROWS_MIME = "application/vnd.mkl.batch-rows+json"  # a batch table's rows that have no run (and no entry)
 FORM_MIME = "application/vnd.mkl.form+json"  # marks the output that stands in a question's form: {run, question_id}
 
 
@@ -399,17 +400,28 @@ def _jupyter_data(bundle: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def output_data(path: str | Path, cell_index: int, output_index: int) -> dict[str, Any]:
+    """The data of one output of a notebook (empty when the file holds no such output)."""
+    try:
+        data = _cell_outputs(read_json(path)["cells"][cell_index])[output_index].get("data")
+    except (IndexError, KeyError, TypeError, AttributeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def write_run(
     path: str | Path,
     run: EmbeddedRun,
     bundle: dict[str, Any],
     form_place: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     diagram: dict[str, Any] | None = None,
+    table: dict[str, Any] | None = None,
 ) -> None:
     """Replace one run's output data with ``bundle`` and atomically rewrite the notebook.
 
     ``form_place(marker)`` gives what now stands where a form of this run was shown (None: leave it);
-    ``diagram`` replaces the run's diagram, the output drawn right below its view (a mermaid one).
+    ``diagram`` replaces the run's diagram, the output drawn right below its view (a mermaid one); ``table``
+    the HTML and text of the batch table a row's run is carried in.
     """
     path = Path(path)
     notebook = read_json(path)
@@ -427,6 +439,8 @@ def write_run(
             entries[run.entry_index] = (
                 envelope.reference(bundle[MIME_TYPE]) if envelope.is_reference(was) else bundle[MIME_TYPE]
             )
+            if table is not None:
+                data.update(_jupyter_data(table))
         elif not isinstance(data, dict) or not (MIME_TYPE in data or REF_MIME_TYPE in data):
             raise NotebookFileError(f"{path}: changed while the run was resumed; nothing was written")
         else:

@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..app import batch
-from ..app.checkpoints import BATCH_MIME, CHECKPOINT_MIME, REFERENCE_MIME
+from ..app.checkpoints import BATCH_MIME, BATCH_ROWS_MIME, CHECKPOINT_MIME, REFERENCE_MIME
 from ..app.handle import Run, pandas_for
 from ..app.replies import APPROVE
 from ..app.status import cell_answers
@@ -94,13 +94,15 @@ class Batch:
             return shown
         link = self.session.link
         entries = []
-        for row in self.rows:
+        without_run = []  # their rows as the table shows them: a redraw from the file places the entries around them
+        for row, summary in zip(self.rows, summaries, strict=True):
             handle = self.runs.get(row.run_id)
             if handle is None or handle.outcome is None:
+                without_run.append(summary)
                 continue
             carried = link.carry(row.run_id, {CHECKPOINT_MIME: handle.envelope()}, as_it_stands=True)
             entries.append(carried.get(REFERENCE_MIME) or carried[CHECKPOINT_MIME])
-        return {**shown, BATCH_MIME: entries}
+        return {**shown, BATCH_MIME: entries, **({BATCH_ROWS_MIME: without_run} if without_run else {})}
 
     def _ipython_display_(self) -> None:
         """Show the table, unless the magic that returned this batch drew it in this very cell."""
