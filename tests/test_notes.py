@@ -332,3 +332,11 @@ def test_the_note_is_tainted_like_the_reply_and_an_answer_without_one_takes_the_
     assert "NOTE-ONE" not in second.user  # the second answer gave no note: the first one's is gone
     assert "verdict_note" not in result.context and result.context["verdict"] == "approve"
     assert [answer.get("note") for answer in result.answers] == ["NOTE-ONE", None]
+
+
+def test_a_dotted_reply_path_has_its_note_beside_it() -> None:
+    machine = load(LOOPING.replace(", reply_to: verdict }", " }").replace("{{verdict_note}}", "{{human.reply_note}}"))
+    oracle = Answers([0, 1], [HumanReply("approve", note="beside")])
+    result = run_machine(machine, oracle, options=RunOptions(hitl="all"))
+    assert result.context["human"] == {"reply": "approve", "reply_note": "beside"}  # `human.reply` → `human.reply_note`
+    assert "beside" in next(request.user for request in oracle.prompts if request.state == "use")
