@@ -161,8 +161,10 @@ print(api.status, "-", api.result)"""
 ## What Reject does
 
 A reply is only data: what **Reject** means is up to the machine. This one routes on it —
-`confirm`'s first gate is the built-in hook `neq:refund_approval:approve`, so anything but a
-plain approval withdraws the reply instead of sending it (see `data/refund.mkl`):
+`confirm`'s first gate is the built-in hook `neq:refund_approval:approve`, so anything but an
+approval withdraws the reply instead of sending it (see `data/refund.mkl`). Text typed beside
+**Approve** or **Reject** is the answer's note: the decision stays exactly `approve` or `reject`, and
+the machine can read the note at `refund_approval_note` (`api.submit("approve", note="…")` gives one too):
 """),
     code(
         CHECK

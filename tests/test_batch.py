@@ -214,10 +214,10 @@ def test_map_over_a_data_frame_with_its_progress_bar_table_and_one_form_for_ever
     store = ip.tmp / ".mkl" / "runs.sqlite"
     answered = {run_id: _replies(store, run_id) for run_id in ("refund-T0", "refund-T1", "refund-T2", "refund-T3")}
     assert [len(replies) for replies in answered.values()] == [1, 1, 1, 0]  # each journaled once
-    assert [replies[0]["value"] for replies in list(answered.values())[:3]] == [
-        "approve",
-        "approve",
-        "reject: no refund for this one",
+    assert [(replies[0]["value"], replies[0].get("note")) for replies in list(answered.values())[:3]] == [
+        ("approve", None),
+        ("approve", None),
+        ("reject", "no refund for this one"),  # the decision, and the text typed beside it as its note
     ]
     for replies in list(answered.values())[:3]:
         assert replies[0]["via"] == "form" and replies[0]["by"] and replies[0]["time"] > 0

@@ -18,9 +18,9 @@ from ..durable.runs import Observer, Outcome, Resolution
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult, TraceStep
 from ..engine.result import question_id as question_id_of
-from ..lang.interpolate import fmt
 from ..lang.model import Machine
-from ..render.views import answered_by, asked_again
+from ..render.common import answers_sentence
+from ..render.views import asked_again
 from .errors import UsageProblem
 
 if TYPE_CHECKING:
@@ -174,6 +174,7 @@ class Run:
         question: str | None = None,
         by: str | None = None,
         via: str = "api",
+        note: str | None = None,
         observer: Observer | None = None,
         form_of: str | None = None,
     ) -> Run:
@@ -181,10 +182,19 @@ class Run:
 
         The reply answers ``question`` (by default the one this handle last showed); if the run has
         moved on since, it is refused and nothing is recorded (see :meth:`Workspace.answer` for a form's late
-        reply). ``by`` names who answers; ``form_of`` is the notebook cell whose form gave the reply.
+        reply). ``by`` names who answers; ``note`` is text beside the reply (``submit("approve", note="add an
+        apology")``: the reply stays exactly ``approve``; the machine reads the note at ``<reply_to>_note``);
+        ``form_of`` is the notebook cell whose form gave the reply.
         """
         return self.workspace.submit(
-            self, reply, question=question or self.question_id, by=by, via=via, observer=observer, form_of=form_of
+            self,
+            reply,
+            question=question or self.question_id,
+            by=by,
+            via=via,
+            note=note,
+            observer=observer,
+            form_of=form_of,
         )
 
     def resume(
@@ -195,13 +205,15 @@ class Run:
         question: str | None = None,
         by: str | None = None,
         via: str = "notebook",
+        note: str | None = None,
         max_steps: int | str | None = None,
         max_tokens: int | str | None = None,
         max_cost: float | str | None = None,
         resolve: str | Resolution | None = None,
         observer: Observer | None = None,
     ) -> Run:
-        """Continue a suspended run (with a reply, new budgets, or neither) or settle an in-doubt tool call.
+        """Continue a suspended run (with a reply and its ``note``, new budgets, or neither) or settle an
+        in-doubt tool call.
 
         Machines redefined in the workspace since the run started take over (the edit-and-rerun path).
         """
@@ -215,6 +227,7 @@ class Run:
                 question=question,
                 by=by,
                 via=via,
+                note=note,
                 max_steps=max_steps,
                 max_tokens=max_tokens,
                 max_cost=max_cost,
@@ -263,8 +276,7 @@ def what_happened(run: Run, question_id: str | None) -> str:
     """What became of a question the run no longer waits on: who answered it, or where the run went."""
     answer = run.answer_to(question_id)
     if answer is not None:
-        facts = answered_by(answer.get("by"), answer.get("at"), answer.get("via"))
-        return f"Answered {fmt(answer.get('value'))!r}{f' ({facts})' if facts else ''}."
+        return answers_sentence([answer])
     pending = run.pending
     if pending is not None and pending.get("question_id"):
         return f"No longer asked: the run now waits on {pending.get('ask') or pending.get('question')!r}."

@@ -71,6 +71,7 @@ def run_summary(
             "by": answer.get("by"),
             "via": answer.get("via"),
             "time": answer.get("time"),
+            **({"note": answer["note"]} if answer.get("note") is not None else {}),
         }
         for answer in replies(records)
     ]

@@ -1,8 +1,9 @@
 """How a person's answer is read, the same way from every front end.
 
 A reply comes as ``--reply TEXT``, as ``--set PATH=VALUE`` naming the path the run waits
-on, or as a form's decision (Approve / Reject, with or without a typed note). An in-doubt
-tool call is settled with ``--resolve completed=VALUE | retry | abort``.
+on, or as a form's decision (Approve / Reject, with or without a typed note). A note
+(``--note TEXT``, ``note=``, the text typed beside Approve / Reject) goes beside the reply and
+never changes it. An in-doubt tool call is settled with ``--resolve completed=VALUE | retry | abort``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from ..durable.records import RunState
+from ..durable.records import NOTE_MAX, RunState
 from ..durable.runs import Resolution, not_waiting
 from .errors import UsageProblem
 
@@ -56,15 +57,41 @@ def require_question(state: RunState, run_id: str, question: str | None) -> str:
     )
 
 
-def form_reply(decision: Decision | None, text: str) -> str | None:
-    """A form's answer: the decision, with the typed note after it (``approve: add an apology``).
+class FormReply(NamedTuple):
+    """What a form sends: the reply's value (exactly the button's word for Approve / Reject) and the note typed
+    beside it (None when none was)."""
 
-    Without a decision the typed text is the reply; an empty one is no reply at all (None).
+    value: str
+    note: str | None = None
+
+
+def form_reply(decision: Decision | None, text: str) -> FormReply | None:
+    """A form's answer: the decision as the value, the typed text as its note (``approve`` with the note
+    ``add an apology``).
+
+    Without a decision the typed text is the reply, and there is no note; an empty one is no reply at all
+    (None). A note longer than :data:`NOTE_MAX` is refused (:func:`checked_note`).
     """
-    note = text.strip()
+    typed = text.strip()
     if decision is None:
-        return note or None
-    return f"{decision}: {note}" if note else decision
+        return FormReply(typed) if typed else None
+    return FormReply(decision, checked_note(typed))
+
+
+def checked_note(note: str | None, *, replied: bool = True) -> str | None:
+    """A note as it is journaled: its surrounding blanks dropped, None when nothing is left. One longer than
+    :data:`NOTE_MAX` characters is refused with the limit named, and so is one given with no reply
+    (``replied`` False): a note is written beside a reply."""
+    if note is None:
+        return None
+    if not isinstance(note, str):
+        raise UsageProblem(f"a note is text, not {type(note).__name__}")
+    text = note.strip()
+    if len(text) > NOTE_MAX:
+        raise UsageProblem(f"the note is {len(text):,} characters long; a note may have at most {NOTE_MAX:,}")
+    if text and not replied:
+        raise UsageProblem("a note goes beside a reply: give the reply too (--reply TEXT or --set PATH=TEXT)")
+    return text or None
 
 
 def reply_from_flags(state: RunState, run_id: str, *, reply: str | None, set_values: Mapping[str, Any] | None) -> Any:

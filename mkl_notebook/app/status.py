@@ -37,6 +37,8 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
     question = result.question_id(outcome.run_id)
     if question is not None:
         status["question_id"] = question  # what a reply must name: `mkl resume … --question ID`
+    if result.answers:  # what people answered, each with the note beside it when they wrote one
+        status["answers"] = [status_answer(answer) for answer in result.answers]
     if result.machine:
         status["called_machine"] = result.machine  # the suspension is inside it: `at` is its state
     if result.asked_again:  # answers that no longer answer: what they were about changed
@@ -53,6 +55,16 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
     if outcome.in_doubt:
         status["in_doubt"] = asdict(outcome.in_doubt)
     return status
+
+
+def status_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """One answer a run used, as the status line says it: where it landed, the value, who, how, when, and
+    the note given beside it (only when there is one)."""
+    said = {key: answer.get(key) for key in ("reply_to", "value", "by", "via")}
+    said["time"] = answer.get("at")
+    if answer.get("note") is not None:
+        said["note"] = answer["note"]
+    return said
 
 
 def usage(result: RunResult) -> dict[str, Any]:
@@ -86,7 +98,8 @@ def later(outcome: Outcome) -> views.Later | None:
     now = run_state(outcome.latest)
     since = outcome.latest[len(outcome.records) :]
     answers = tuple(
-        {"value": r.get("value"), "by": r.get("by"), "at": r.get("time"), "via": r.get("via")} for r in replies(since)
+        {"value": r.get("value"), "by": r.get("by"), "at": r.get("time"), "via": r.get("via"), "note": r.get("note")}
+        for r in replies(since)
     )
     return views.Later(now.status, now.error, now.at, answers)
 

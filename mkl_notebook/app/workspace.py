@@ -43,7 +43,7 @@ from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import run_summary, store_flag, store_runs
-from .replies import parse_resolve, read_reply, who
+from .replies import checked_note, parse_resolve, read_reply, who
 from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
 from .settings import Settings, check_hitl
 from .status import run_output
@@ -480,6 +480,7 @@ class Workspace:
         question: str | None = None,
         by: str | None = None,
         via: str = "api",
+        note: str | None = None,
         max_steps: Any = None,
         max_tokens: Any = None,
         max_cost: Any = None,
@@ -496,7 +497,8 @@ class Workspace:
         journaled, so a mistake records nothing. ``reply`` is ``--reply TEXT`` or a form's or the API's value;
         ``set_values`` is ``--set PATH=VALUE`` parsed. A reply must name the ``question`` it answers, and is
         taken only while the run waits on exactly that one; it is journaled with who gave it (``by``, default
-        the setting, then :func:`who`) and through what (``via``). Budgets are flag text or numbers;
+        the setting, then :func:`who`), through what (``via``) and the ``note`` written beside it (journaled
+        apart from the reply, at most 4,000 characters). Budgets are flag text or numbers;
         ``resolve`` is ``--resolve`` text. The run goes on in the machines it pinned (``pinned``), the
         machines defined here, or (``follow_files``) its files as they are now (changed ones refused unless
         ``force``). A notebook cell (``place``) that already asked for exactly this is shown the run as it left
@@ -507,6 +509,7 @@ class Workspace:
             "reply": reply,
             "set": dict(set_values or {}),
             "question": question,
+            **({"note": note} if note is not None else {}),  # (absent otherwise: a cell's earlier requests match)
             "max_steps": max_steps,
             "max_tokens": max_tokens,
             **({"max_cost": max_cost} if max_cost is not None else {}),
@@ -525,6 +528,7 @@ class Workspace:
         cost = parse_cost(max_cost)
         resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
         given = reply is not None or bool(set_values)
+        noted = checked_note(note, replied=given)
 
         def prepare(index: JournalIndex) -> Preparation:
             registry, current = defined, None
@@ -543,6 +547,7 @@ class Workspace:
                 question=named,
                 by=who(by or self.settings.user) if given else None,
                 via=via if given else None,
+                note=noted,
                 max_steps=steps,
                 max_tokens=tokens,
                 max_cost=cost,
@@ -571,11 +576,12 @@ class Workspace:
         question: str | None,
         by: str | None = None,
         via: str = "api",
+        note: str | None = None,
         observer: Observer | None = None,
         form_of: str | None = None,
     ) -> Run:
-        """Journal a person's reply to ``handle``'s run and let it go on in the machines it was started with;
-        ``form_of`` is the notebook cell whose form gave the reply."""
+        """Journal a person's reply (and the ``note`` beside it) to ``handle``'s run and let it go on in the
+        machines it was started with; ``form_of`` is the notebook cell whose form gave the reply."""
         place = Place(form_of, form=True) if form_of else self.place(handle.id)
         known = handle.outcome.machines if handle.outcome is not None else {}
         return handle.advanced(
@@ -586,6 +592,7 @@ class Workspace:
                 question=question,
                 by=by,
                 via=via,
+                note=note,
                 observer=observer,
                 place=place,
                 pinned=True,
@@ -601,14 +608,16 @@ class Workspace:
         question: str | None,
         *,
         via: str = "form",
+        note: str | None = None,
         observer: Observer | None = None,
         form_of: str | None = None,
     ) -> Run:
-        """A reply from a form that showed ``question``: journaled as :meth:`submit` does. When it came too
-        late (another path answered the question, or the run moved past it), every view of the run catches
-        up and :class:`Superseded` says what became of the question; any other refusal is raised as it is."""
+        """A reply (and the ``note`` typed beside it) from a form that showed ``question``: journaled as
+        :meth:`submit` does. When it came too late (another path answered the question, or the run moved past
+        it), every view of the run catches up and :class:`Superseded` says what became of the question; any
+        other refusal is raised as it is."""
         try:
-            return handle.submit(reply, question=question, via=via, observer=observer, form_of=form_of)
+            return handle.submit(reply, question=question, via=via, note=note, observer=observer, form_of=form_of)
         except USER_ERRORS:
             handle.reload()  # the run as it stands now: every form and view of it catches up
             if handle.question_id == question:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ..durable.records import JOURNALED_OPTIONS, kind_of
+from ..durable.records import JOURNALED_OPTIONS, NOTE_MAX, kind_of
 from ..engine.options import RunOptions
 
 Check = Callable[[Any], bool]
@@ -26,6 +26,11 @@ def _text(value: Any) -> bool:
 
 def _maybe_text(value: Any) -> bool:
     return value is None or isinstance(value, str)
+
+
+def _note(value: Any) -> bool:
+    """A person's note beside a reply: text, no longer than a note may be when it is given."""
+    return isinstance(value, str) and len(value) <= NOTE_MAX
 
 
 def _number(value: Any) -> bool:
@@ -161,6 +166,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "question": _maybe_text,
             "time": _number,
             "about": _maybe_text,
+            "note": _note,
         },
     ),
     "resume": (

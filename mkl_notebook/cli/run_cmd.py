@@ -21,7 +21,7 @@ from ..app.values import parse_assignments
 from ..app.workspace import Workspace
 from ..render import views
 from ..render.commands import resume_command
-from ..render.common import printable
+from ..render.common import note_said, printable
 from .common import (
     EXIT_FAILED,
     STATUS_EXIT,
@@ -86,6 +86,12 @@ def add_run_parsers(commands: Commands) -> None:
         help="the reply, at the path the run is waiting on (e.g. --set human.reply=approve)",
     )
     resume.add_argument("--reply", metavar="TEXT", help="the reply, wherever the run is waiting for it")
+    resume.add_argument(
+        "--note",
+        metavar="TEXT",
+        help="a note beside the reply (--reply approve --note 'add an apology'): journaled and shown with it, "
+        "and put at <reply_to>_note for the machine; the reply itself stays as given",
+    )
     resume.add_argument(
         "--question",
         metavar="ID",
@@ -221,6 +227,7 @@ def resume_main(args: argparse.Namespace) -> int:
             "question": args.question,
             "by": args.by,
             "via": "cli",
+            "note": args.note,
             "max_steps": args.max_steps,
             "max_tokens": args.max_tokens,
             "max_cost": args.max_cost,
@@ -278,7 +285,10 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
         print(f"    not trusted: {made_by}; taken up only with --trust-file, or once you trust the key")
     for answer in listed["answers"]:
         facts = views.answered_by(answer.get("by"), answer.get("time"), answer.get("via"))
-        print(printable(f"    answered {answer['value']!r}{f' ({facts})' if facts else ''}"))
+        note = note_said(answer.get("note"))
+        print(
+            printable(f"    answered {answer['value']!r}{f' {note}' if note else ''}{f' ({facts})' if facts else ''}")
+        )
     if listed.get("command"):
         print(f"    answer it: {printable(listed['command'])}")
 

@@ -37,6 +37,7 @@ from ..engine.oracle import HumanReply, JudgeAnswer, ProduceAnswer
 from ..engine.result import RunResult, question_id
 
 FORMAT = "mkl-run/1"
+NOTE_MAX = 4000  # characters of a person's note beside a reply: a longer one is refused, and nothing journaled
 
 ResolveAction = Literal["completed", "retry", "abort"]
 Status = Literal["running", "done", "halt", "suspended", "in_doubt"]
@@ -114,6 +115,7 @@ class ReplyRecord(_ReplyKeys, total=False):
     question: str  # the id of the question answered (run, position and the text shown)
     time: float
     about: str  # what the question was about, as the person was shown it (the output the gate decided on)
+    note: str  # text the person wrote beside their decision (absent: none; journals before notes have none)
 
 
 class _SuspendKeys(TypedDict):
@@ -416,12 +418,16 @@ def reply_record(
     via: str | None = None,
     question: str | None = None,
     about: str | None = None,
+    note: str | None = None,
 ) -> ReplyRecord:
-    """A person's answer at ``position``, with who gave it, through what, to which question, and about what
-    (the content they were shown: their answer replays only while it is unchanged)."""
+    """A person's answer at ``position``, with who gave it, through what, to which question, about what
+    (the content they were shown: their answer replays only while it is unchanged), and the ``note`` they
+    wrote beside it (kept apart from the value, which stays exactly the decision)."""
     record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": value}
     if about is not None:
         record["about"] = about
+    if note is not None:
+        record["note"] = note
     if by:
         record["by"] = by
     if via:
@@ -548,7 +554,14 @@ def same_ending(last: Mapping[str, Any] | None, closing: Mapping[str, Any]) -> b
 def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
     """The oracle answer an ``answer`` (or ``reply``) record holds."""
     if kind == "reply":
-        return HumanReply(record.get("value"), by=record.get("by"), via=record.get("via"), at=record.get("time"))
+        note = record.get("note")
+        return HumanReply(
+            record.get("value"),
+            by=record.get("by"),
+            via=record.get("via"),
+            at=record.get("time"),
+            note=note if isinstance(note, str) else None,
+        )
     data = record.get("answer") or {}
     tokens_in, tokens_out = (record.get("usage") or [0, 0])[:2]
     if kind == "produce":

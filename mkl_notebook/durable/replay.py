@@ -370,7 +370,13 @@ class ReplayOracle(Oracle):
         reply = answer if isinstance(answer, HumanReply) else HumanReply(answer)
         self._record(
             rec.reply_record(
-                request.position, request.reply_to, reply.value, by=reply.by, via=reply.via, about=request.about
+                request.position,
+                request.reply_to,
+                reply.value,
+                by=reply.by,
+                via=reply.via,
+                about=request.about,
+                note=reply.note,
             )
         )
         return answer

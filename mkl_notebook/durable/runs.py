@@ -444,6 +444,7 @@ def resume_records(
     question: str | None = None,
     by: str | None = None,
     via: str | None = None,
+    note: str | None = None,
     max_steps: int | None = None,
     max_tokens: int | None = None,
     max_cost: float | None = None,
@@ -455,8 +456,8 @@ def resume_records(
 
     Made under the run's lease from its journal (``index``), so that a request that does not fit the run's
     state records nothing. A ``reply`` (``has_reply``) is journaled at the position the run waits on, bound
-    to the ``question`` it answers, with who gave it (``by``) and through what (``via``): it is refused, and
-    nothing recorded, unless the run waits on exactly that question now.
+    to the ``question`` it answers, with who gave it (``by``), through what (``via``) and the ``note`` written
+    beside it: it is refused, and nothing recorded, unless the run waits on exactly that question now.
     """
     state = index.state
     added: list[Any] = []
@@ -469,7 +470,14 @@ def resume_records(
         question = pending
         added.append(
             rec.reply_record(
-                str(state.position), state.reply_to, reply, by=by, via=via, question=question, about=state.about
+                str(state.position),
+                state.reply_to,
+                reply,
+                by=by,
+                via=via,
+                question=question,
+                about=state.about,
+                note=note,
             )
         )
     if state.finished:

@@ -152,12 +152,20 @@ Partial = Callable[[str], None]
 
 
 class HumanReply(NamedTuple):
-    """A person's reply, and (as the journal keeps them) who gave it, when, and through what."""
+    """A person's reply, and (as the journal keeps them) who gave it, when, through what, and the note they
+    wrote beside it (the decision is ``value``: a note never changes it)."""
 
     value: Any
     by: str | None = None
     via: str | None = None  # "form", "api", "notebook", "cli", "notebook-file" or "script"
     at: float | None = None  # seconds since the epoch
+    note: str | None = None  # text the person wrote beside the decision (None: they wrote none)
+
+
+def note_path(reply_to: str) -> str:
+    """Where the note given with a reply lands in the context: beside the reply, its last part with ``_note``
+    after it (``refund_approval`` → ``refund_approval_note``, ``human.reply`` → ``human.reply_note``)."""
+    return f"{reply_to}_note"
 
 
 class OracleError(MklError):

@@ -21,7 +21,7 @@ from .fanout import FAN_OUT_TICK as FAN_OUT_TICK  # re-exported: the runner's pu
 from .fanout import fan_out
 from .gates import GateScan, select_gate
 from .options import MAX_CALL_DEPTH, RunOptions
-from .oracle import AwaitingHuman, CannotAnswer, HumanReply, Oracle, OracleError, ReplyRequest, Usage
+from .oracle import AwaitingHuman, CannotAnswer, HumanReply, Oracle, OracleError, ReplyRequest, Usage, note_path
 from .produce import produce
 from .result import RunResult, Status, TraceStep, cost_of, most_visited, seconds_of
 from .step import _add_cost, _Asked, _Executed, _Shared, _Suspended, _Taint, _unfinished_call
@@ -72,6 +72,7 @@ class _MachineRun:
         self.visits: dict[str, int] = {}
         self.repair_left: dict[tuple[str, int], int] = {}
         self.feedback = ""
+        self.noted: set[str] = set()  # the context paths a person's note was written to in this run
         self.usage = Usage()
         self.trace: list[TraceStep] = []
         self.last_value: Any = None
@@ -402,11 +403,28 @@ class _MachineRun:
         self.shared.answered(position, self.machine.name, handler, gate.ask, reply_to, reply, about)
         value = reply.value if isinstance(reply, HumanReply) else reply
         set_path(self.ctx, reply_to, value)
+        self._note(reply_to, reply.note if isinstance(reply, HumanReply) else None)
         root = root_key(reply_to)
         self.taint.tainted.add(root)
         self.taint.external.add(root)
         self.flow_tainted = False  # the person confirmed the pending decision
         return handler
+
+    def _note(self, reply_to: str, note: str | None) -> None:
+        """Write the note given with a reply beside it (tainted and external, as the reply is). An answer
+        without one leaves no note there: a note an earlier answer at that path wrote is taken away, and a
+        path no note was written to is left as it is (an author's own key of that name stays)."""
+        path = note_path(reply_to)
+        if note is None:
+            if path in self.noted:
+                _drop_path(self.ctx, path)
+                self.noted.discard(path)
+            return
+        set_path(self.ctx, path, note)
+        self.noted.add(path)
+        root = root_key(path)
+        self.taint.tainted.add(root)
+        self.taint.external.add(root)
 
     # -- executing a state -------------------------------------------------------
 
@@ -537,3 +555,14 @@ def run_machine(
     )
     shared.root_trace = run.trace
     return run.run()
+
+
+def _drop_path(target: dict[str, Any], path: str) -> None:
+    """Take away the value at a dotted path, if there is one (the levels above it stay)."""
+    *parents, last = path.split(".")
+    for part in parents:
+        nested = target.get(part)
+        if not isinstance(nested, dict):
+            return
+        target = nested
+    target.pop(last, None)

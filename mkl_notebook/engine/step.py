@@ -147,6 +147,7 @@ class _Shared:
                 "via": answer.via,
                 "at": answer.at,
                 "about": about,
+                **({"note": answer.note} if answer.note is not None else {}),
             }
         )
 

@@ -183,12 +183,12 @@ class BatchForm:
     def _row(self, run: Run, data: dict[str, Any], cell: str | None, session: NotebookSession | None) -> QuestionForm:
         """A row answering ``run``'s question; its replies are journaled as ``cell``'s form's."""
 
-        def reply(value: Any, question: str | None) -> None:
+        def reply(value: Any, question: str | None, note: str | None = None) -> None:
             try:
                 if session is not None:
-                    session.answer(run, value, question, form_of=cell)
+                    session.answer(run, value, question, note=note, form_of=cell)
                 else:
-                    run.submit(value, question=question, via="form", form_of=cell)
+                    run.submit(value, question=question, via="form", note=note, form_of=cell)
             finally:
                 self._moved()
 

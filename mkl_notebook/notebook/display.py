@@ -356,10 +356,10 @@ class RunView:
         return made(widgets.HTML, f"{self.place}/{asked}/became", value=f"<p><em>{said}</em></p>")
 
     def _form(self, run: NotebookRun, on_reply: Any, pending: dict[str, Any], *, beside: bool) -> QuestionForm:
-        def reply(value: Any, question: str | None) -> None:
+        def reply(value: Any, question: str | None, note: str | None = None) -> None:
             self._replying = True
             try:
-                on_reply(value, question)
+                on_reply(value, question, note)
             finally:
                 self._replying = False
 

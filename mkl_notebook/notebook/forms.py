@@ -2,7 +2,8 @@
 question and for each row of a batch's, and the choice an untrusted run from a file waits on.
 
 A form shows the machine author's ``ask`` as literal text (a model's own question is labelled as model output),
-what the question is about, Approve / Reject buttons and a reply box. The first submission disables the form
+what the question is about, Approve / Reject buttons and a reply box (text typed in it with Approve / Reject
+is the decision's note; with *Send reply* it is the reply). The first submission disables the form
 at once, so a double click is one reply; an empty reply where text is required is refused in the form and
 journals nothing. A reply names the question the form shows, so it can only ever answer that one: one that
 comes too late says what became of the question instead.
@@ -25,11 +26,11 @@ import ipywidgets as widgets
 import traitlets
 
 from ..app.errors import USER_ERRORS, Superseded
-from ..app.replies import APPROVE, REJECT, Decision, form_reply
+from ..app.replies import APPROVE, REJECT, Decision, FormReply, form_reply
 from ..render.questions import Asked, question_html
 
 Pending = Mapping[str, Any]
-OnReply = Callable[[Any, "str | None"], None]
+OnReply = Callable[[Any, "str | None", "str | None"], None]  # (reply, question id, note)
 W = TypeVar("W", bound=widgets.Widget)
 
 _made: dict[str, widgets.Widget] = {}  # model id -> the live widget made with it here
@@ -71,7 +72,7 @@ def made(cls: type[W], key: str, **traits: Any) -> W:
 
 
 class QuestionForm:
-    """One question a run waits on; ``on_reply(value, question_id)`` is called at most once per question.
+    """One question a run waits on; ``on_reply(value, question_id, note)`` is called at most once per question.
 
     ``compact`` lays it out as a row of a batch's form: the run's id and the row's ``data`` beside the
     question, the reply box beside the buttons. With ``next_question`` (what the run asks now, or None) a
@@ -133,7 +134,7 @@ class QuestionForm:
         self.sent = False
         self.settled = False  # answered or moved past, by this form or by any other path
         key = f"{self.place}/{pending.get('question_id') or pending.get('at')}"
-        placeholder = "Reply (optional for Approve / Reject)"
+        placeholder = "Reply, or a note for Approve / Reject (optional)"
         if self._compact:
             self.reply: widgets.Textarea | widgets.Text = made(widgets.Text, f"{key}/reply", placeholder=placeholder)
         else:
@@ -192,17 +193,23 @@ class QuestionForm:
                 return
             if self.pending.get("question") is not None:
                 decision = None  # a model's question takes a typed answer
-            value = form_reply(decision, self.reply.value)
-            if value is None:
+            try:
+                given = form_reply(decision, self.reply.value)
+            except USER_ERRORS as exc:  # a note over the limit: refused here, nothing journaled
+                self.status.value = f"<strong>Not sent:</strong> {html.escape(str(exc))}"
+                return
+            if given is None:
                 self.status.value = "<em>Type a reply first (or use Approve / Reject).</em>"
                 return
             self.sent = True
             for control in self.controls:
                 control.disabled = True
+        value = given.value
         self.submitted = value
-        self.status.value = f"<em>Sent: {html.escape(str(value))} — resuming…</em>"
+        sent = html.escape(_sent(given))
+        self.status.value = f"<em>Sent: {sent} — resuming…</em>"
         try:
-            self._on_reply(value, self.question_id)
+            self._on_reply(value, self.question_id, given.note)
         except Superseded as superseded:  # another path answered this question first: say what happened
             self.settle(str(superseded))
             self._ask_next()
@@ -212,7 +219,7 @@ class QuestionForm:
             self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"
         else:
             self.settled = True
-            self.status.value = f"<em>Sent: {html.escape(str(value))}.</em>"
+            self.status.value = f"<em>Sent: {sent}.</em>"
             self._ask_next()
 
     def _ask_next(self) -> None:
@@ -233,6 +240,11 @@ class QuestionForm:
             for control in self.controls:
                 control.disabled = True
         self.status.value = f"<em>{html.escape(what_happened)}</em>"
+
+
+def _sent(given: FormReply) -> str:
+    """What a form says it sent: the reply, and the note beside it."""
+    return f"{given.value}, with the note {given.note!r}" if given.note else given.value
 
 
 GateForm = QuestionForm  # the single run's form had this name before there was one form; kept for one release

@@ -215,9 +215,9 @@ class MklMagics(Magics):
     def present(self, run: NotebookRun, view: RunView) -> None:
         """Show a run and, when it waits for a person, a form whose click resumes it here."""
 
-        def on_reply(value: Any, question: str | None) -> None:
+        def on_reply(value: Any, question: str | None, note: str | None = None) -> None:
             try:
-                self.session.answer(run, value, question, observer=view.observer, form_of=view.cell)
+                self.session.answer(run, value, question, note=note, observer=view.observer, form_of=view.cell)
             except Superseded:
                 view.show(run, on_reply)  # what the run asks now, if anything; the form says what became of its own
                 raise
@@ -322,9 +322,13 @@ class MklMagics(Magics):
         args = self._parse("trace", words)
         outcome = self.session.read(self.values.text(args.run_id))  # nothing is called or recorded
         steps = outcome.result.trace_with_open_call()  # with a call a suspension left open, if any
+        answers = views.traced_answers(outcome.result)  # the people's answers (and notes), as `mkl trace` shows
         cap = replace(views.notebook_cap(outcome.run_id), full=args.full)
         display(
-            {"text/html": views.trace_table_html(steps, cap=cap), "text/plain": views.trace_table_text(steps, cap=cap)},
+            {
+                "text/html": views.trace_table_html(steps, answers=answers, cap=cap),
+                "text/plain": views.trace_table_text(steps, answers=answers, cap=cap),
+            },
             raw=True,
         )
 

@@ -21,6 +21,7 @@ from html import escape
 from typing import Any
 
 from ..lang.interpolate import fmt
+from .diagram import shorten
 
 Step = Mapping[str, Any]
 PREVIEW = 80
@@ -157,12 +158,26 @@ def answered_by(by: Any, at: Any, via: Any) -> str:
     return ", ".join(part for part in parts if part)
 
 
+NOTE_PREVIEW = 200  # characters of a person's note a line of a trace or a listing shows
+
+
+def note_said(note: Any, limit: int | None = NOTE_PREVIEW) -> str:
+    """The note a person wrote beside an answer, to follow it in a line: ``with the note 'add an apology'``
+    ("" when there is none). ``limit`` shortens it to one line of that many characters (None: whole). Plain
+    text: a view escapes it as it escapes any text from people."""
+    if not isinstance(note, str) or not note:
+        return ""
+    return f"with the note {(shorten(note, limit) if limit else note)!r}"
+
+
 def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
-    """The answers a cell's form gave, one sentence: "Answered 'approve' (by alice, …, via form)."."""
+    """The answers a cell's form gave, one sentence: "Answered 'approve' with the note '…' (by alice, …,
+    via form)."."""
     said = []
     for answer in answers:
         facts = answered_by(answer.get("by"), answer.get("at", answer.get("time")), answer.get("via"))
-        said.append(f"{fmt(answer.get('value'))!r}" + (f" ({facts})" if facts else ""))
+        note = note_said(answer.get("note"))
+        said.append(f"{fmt(answer.get('value'))!r}" + (f" {note}" if note else "") + (f" ({facts})" if facts else ""))
     return f"Answered {', then '.join(said)}." if said else ""
 
 

@@ -27,6 +27,8 @@ from .common import (
     columns,
     cut,
     money,
+    note_said,
+    printable,
 )
 from .diagram import shorten
 
@@ -226,12 +228,12 @@ def _nested_html(row: _Row, cap: Cap) -> str:
 # -- a person's answers, between the steps ------------------------------------------------------
 
 
-def _answer_facts(answer: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(the reply, who / when / how, the question) of one answer, as plain text."""
+def _answer_facts(answer: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(the reply, who / when / how, the question, the note beside the reply) of one answer, as plain text."""
     reply = shorten(fmt(answer.get("value")), PREVIEW)
     target = f" → {answer['reply_to']}" if answer.get("reply_to") else ""
     who = answered_by(answer.get("by"), answer.get("at"), answer.get("via"))
-    return f"{reply}{target}", who, shorten(str(answer.get("question") or ""), PREVIEW)
+    return f"{reply}{target}", who, shorten(str(answer.get("question") or ""), PREVIEW), note_said(answer.get("note"))
 
 
 def _answers_by_step(answers: Sequence[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
@@ -246,21 +248,22 @@ ASKED_AGAIN = "asked again: this answer was to an earlier version of the output,
 
 
 def _answer_html(answer: Mapping[str, Any]) -> str:
-    reply, who, question = _answer_facts(answer)
+    reply, who, question, note = _answer_facts(answer)
+    noted = f" <em>{_e(note)}</em>" if note else ""
     asked = f" — asked: <em>{_e(question)}</em>" if question else ""
     again = f" — <mark>{_e(ASKED_AGAIN)}</mark>" if answer.get("asked_again") else ""
     return (
         f'<tr><td colspan="{len(_TRACE_HEAD)}">↳ <strong>answered</strong> <code>{_e(reply)}</code>'
-        f"{f' {_e(who)}' if who else ''}{asked}{again}</td></tr>"
+        f"{noted}{f' {_e(who)}' if who else ''}{asked}{again}</td></tr>"
     )
 
 
 def _answer_text(answer: Mapping[str, Any], indent: str) -> str:
-    reply, who, question = _answer_facts(answer)
+    reply, who, question, note = _answer_facts(answer)
+    noted = f" {note}" if note else ""
     again = f" [{ASKED_AGAIN}]" if answer.get("asked_again") else ""
-    return (
-        f"{indent}  ↳ answered {reply}{f' ({who})' if who else ''}{f' — asked: {question}' if question else ''}{again}"
-    )
+    line = f"answered {reply}{noted}{f' ({who})' if who else ''}{f' — asked: {question}' if question else ''}{again}"
+    return f"{indent}  ↳ {printable(line)}"
 
 
 def traced_answers(result: RunResult) -> list[Mapping[str, Any]]:
