@@ -352,6 +352,17 @@ def test_a_machine_of_tools_alone_needs_no_model(tmp_path: Path) -> None:
     assert [row["result"] for row in line["rows"]] == ["ADA!", "BO!"]
 
 
+def _printed_questions(notebook: nbformat.NotebookNode) -> str:
+    """What the batch cell prints where its form asks (the text a reader without a kernel sees)."""
+    marked = [
+        output
+        for output in notebook.cells[3].outputs
+        if "application/vnd.mkl.batch-form+json" in output.get("data", {})
+    ]
+    assert len(marked) == 1
+    return str(marked[0]["data"]["text/plain"])
+
+
 def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_file(tmp_path: Path) -> None:
     """Executed as JupyterLab runs it (without the extension, outputs carry the checkpoints): the file lists
     every row's run, and `mkl resume NOTEBOOK --run ROW` answers one row's question inside the file."""
@@ -385,6 +396,8 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     code, listing, _ = _mkl(tmp_path, "runs", "batch.ipynb")
     assert [(run["run"], run["status"]) for run in listing["runs"]] == [(f"refund-T{n}", "suspended") for n in range(3)]
     question = next(run["question_id"] for run in listing["runs"] if run["run"] == "refund-T1")
+    printed = _printed_questions(nbformat.read(path, as_version=4))
+    assert question in printed and "mkl resume batch.ipynb --run refund-T1" in printed  # the file's own command
     store = tmp_path / "elsewhere.sqlite"  # another person's terminal: not the kernel's store
     code, line, _ = _mkl(
         tmp_path,
@@ -406,6 +419,8 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     saved = nbformat.read(path, as_version=4)
     entries = next(o for o in saved.cells[3].outputs if BATCH_MIME_TYPE in o.get("data", {}))["data"][BATCH_MIME_TYPE]
     assert [entry["status"] for entry in entries] == ["suspended", "done", "suspended"]  # that row's entry alone
+    printed = _printed_questions(saved)
+    assert "2 questions of this batch wait" in printed and question not in printed and "refund-T0 asks" in printed
     table = next(o for o in saved.cells[3].outputs if BATCH_MIME_TYPE in o.get("data", {}))["data"]["text/plain"]
     lines = table.splitlines()
     assert lines[0] == "Batch — 3 rows: 2 suspended, 1 done"  # the table says what the file now holds

@@ -26,7 +26,7 @@ from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
 from ..lang.interpolate import fmt
-from ..render.batch_views import batch_bundle
+from ..render.batch_views import batch_answered_bundle, batch_bundle, batch_waiting_bundle
 from ..render.commands import resume_command
 from ..render.common import answer_time
 from . import batch
@@ -38,6 +38,7 @@ NotebookFileError = nbfile.NotebookFileError
 CHECKPOINT_MIME = envelope.MIME_TYPE  # a run output's checkpoint
 REFERENCE_MIME = envelope.REF_MIME_TYPE  # a run output's reference to the metadata's copy instead
 BATCH_MIME = envelope.BATCH_MIME_TYPE  # a batch output's checkpoints (or references), one per row
+BATCH_FORM_MIME = nbfile.BATCH_FORM_MIME  # marks where a batch form's questions are printed
 BATCH_ROWS_MIME = nbfile.BATCH_ROWS_MIME  # a batch output's rows that have no run, as its table shows them
 FORM_MIME = nbfile.FORM_MIME  # what stands in a form's place: {run, question_id}
 referring = envelope.referring  # a run output that refers to the metadata's copy of its checkpoint instead
@@ -389,6 +390,8 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
     name = notebook.name
 
     def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
+        if "runs" in marker:
+            return _batch_place(notebook, marker["runs"], outcome)
         if not marker.get("question_id"):
             return None  # it already says what became of its question
         answered = answers_to(outcome.records, marker.get("question_id"))
@@ -399,6 +402,33 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
     diagram = run_diagram(machine, outcome) if machine is not None else None
     table = _batch_table(notebook, embedded, outcome) if embedded.entry_index is not None else None
     nbfile.write_run(notebook, embedded, view, form_place_now, diagram, table)
+
+
+def batch_place(waiting: list[tuple[str, Any]], runs: list[str], notebook: str | None) -> dict[str, Any]:
+    """What stands where a batch's form is, readable without a kernel, marked with the batch's ``runs`` asked
+    there and how many questions still wait (so a headless answer to one row can rewrite it)."""
+    return {**batch_waiting_bundle(waiting, notebook), BATCH_FORM_MIME: {"runs": runs, "waiting": len(waiting)}}
+
+
+def _batch_place(notebook: Path, runs: list[str], outcome: Outcome) -> dict[str, Any] | None:
+    """Where a batch's form asked ``runs``' questions, now that ``outcome`` moved one of them: the questions that
+    still wait, else what each run was answered (None: a run the file cannot show, left as it was)."""
+    carried = {run.run_id: run for run in nbfile.scan(notebook)[0]}
+    shown: list[Outcome] = []
+    for run_id in runs:
+        run = carried.get(run_id)
+        now = outcome if run_id == outcome.run_id else None
+        if now is None and run is not None:
+            now = durable.show_prefix(run_id, run.records, len(run.records))
+        if now is None:
+            return None
+        shown.append(now)
+    waiting = [(now.run_id, now.result) for now in shown if now.result.waits_for_person]
+    if waiting:
+        return batch_place(waiting, runs, notebook.name)
+    answered = [(now.run_id, replies(now.records)) for now in shown]  # a reply record is said as an answer is
+    said = [(run_id, given) for run_id, given in answered if given]
+    return batch_answered_bundle(said, "No question of this batch waits here any more. Its runs were answered:")
 
 
 def _batch_table(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome) -> dict[str, str] | None:

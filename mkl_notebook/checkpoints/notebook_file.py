@@ -32,6 +32,7 @@ TEMP_SUFFIX = ".mkl-tmp"
 LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same notebook
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"  # a widget drawn by a kernel (ipywidgets)
 BATCH_ROWS_MIME = "application/vnd.mkl.batch-rows+json"  # a batch table's rows that have no run (and no entry)
+BATCH_FORM_MIME = "application/vnd.mkl.batch-form+json"  # marks where a batch form's questions are: {runs}
 FORM_MIME = "application/vnd.mkl.form+json"  # marks the output that stands in a question's form: {run, question_id}
 
 
@@ -419,7 +420,8 @@ def write_run(
 ) -> None:
     """Replace one run's output data with ``bundle`` and atomically rewrite the notebook.
 
-    ``form_place(marker)`` gives what now stands where a form of this run was shown (None: leave it);
+    ``form_place(marker)`` gives what now stands where a form of this run was shown (None: leave it): a single
+    run's (its marker names the run and question) or a batch's (``{"runs": [...]}``, the batch's runs asked there);
     ``diagram`` replaces the run's diagram, the output drawn right below its view (a mermaid one); ``table``
     the HTML and text of the batch table a row's run is carried in.
     """
@@ -459,12 +461,17 @@ def write_run(
             for index, other in enumerate(outputs):
                 data = other.get("data") if isinstance(other, dict) else None
                 marker = data.get(FORM_MIME) if isinstance(data, dict) else None
-                if isinstance(marker, dict) and marker.get("run") == run.run_id:
-                    replaced = form_place(marker)
-                    if replaced is not None:
-                        other["data"] = _jupyter_data(replaced)
-                        if index + 1 < len(outputs) and _is_form_controls(outputs[index + 1]):
-                            outputs[index + 1]["data"] = {"text/plain": ""}  # no dead form below what it says
+                batch = data.get(BATCH_FORM_MIME) if isinstance(data, dict) else None
+                if isinstance(batch, dict) and isinstance(batch.get("runs"), list) and run.run_id in batch["runs"]:
+                    marker = {"runs": [name for name in batch["runs"] if isinstance(name, str)]}
+                elif not (isinstance(marker, dict) and marker.get("run") == run.run_id):
+                    continue
+                replaced = form_place(marker)
+                if replaced is not None:
+                    other["data"] = _jupyter_data(replaced)
+                    settled = BATCH_FORM_MIME not in replaced or not replaced[BATCH_FORM_MIME].get("waiting")
+                    if settled and index + 1 < len(outputs) and _is_form_controls(outputs[index + 1]):
+                        outputs[index + 1]["data"] = {"text/plain": ""}  # no dead form below what it says
     _replace(path, dumps_notebook(notebook))
 
 

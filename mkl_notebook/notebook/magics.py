@@ -21,13 +21,14 @@ from IPython.display import display
 from traitlets import Unicode, observe
 
 from ..app.audit import workspace_audit
+from ..app.checkpoints import batch_place
 from ..app.errors import USER_ERRORS, Superseded, without_secrets
 from ..app.listing import waiting_questions
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
 from ..render import views
 from ..render.audit_views import audit_bundle
-from ..render.batch_views import batch_answered_bundle, batch_waiting_bundle
+from ..render.batch_views import batch_answered_bundle
 from ..render.diagram import diagram_bundle
 from ..render.plan_views import plan_bundle
 from .batch import Batch, BatchForm, run_batch
@@ -285,7 +286,9 @@ class MklMagics(Magics):
 
             where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
             form = BatchForm(waiting, data, moved, cell, self.session, place=f"{where}/batch:{result.name}")
-            form.show(batch_waiting_bundle([(run.id, run.run_result) for run in waiting]))
+            path = self.session.notebook_path()
+            asked = [(run.id, run.run_result) for run in waiting]
+            form.show(batch_place(asked, [run.id for run in waiting], path.name if path is not None else None))
             place.append(form)
             result.form = form
         else:

@@ -83,33 +83,35 @@ def batch_bundle(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -
     return {"text/html": batch_table_html(rows, counts), "text/plain": batch_table_text(rows, counts)}
 
 
-def _waiting_text(run_id: str, result: Any) -> str:
+def _waiting_text(run_id: str, result: Any, notebook: str | None) -> str:
     lines = [f"{run_id} asks: {result.ask or result.question}"]
-    commands = continue_commands(result, resume_command(run_id), result.question_id(run_id))
+    commands = continue_commands(result, resume_command(run_id, notebook=notebook), result.question_id(run_id))
     return "\n".join([*lines, *(f"  {command}" for command in commands)])
 
 
-def batch_waiting_bundle(waiting: Sequence[tuple[str, Any]]) -> dict[str, str]:
+def batch_waiting_bundle(waiting: Sequence[tuple[str, Any]], notebook: str | None = None) -> dict[str, str]:
     """What stands where a batch's form is, readable without a kernel: each question that waits, with the
-    command that answers it from this kernel's store (``waiting`` is (run id, result) pairs)."""
+    command that answers it (``waiting`` is (run id, result) pairs): in ``notebook``'s file, else from the
+    kernel's store."""
     count = len(waiting)
+    where = "(the commands below write the answer into this notebook file)" if notebook else "where its run store is"
     head = (
         f"{count} question{'s' if count != 1 else ''} of this batch wait{'s' if count == 1 else ''} for a person: "
-        "the form is here while the notebook's kernel runs, or answer from a terminal where its run store is:"
+        f"the form is here while the notebook's kernel runs, or answer from a terminal {where}:"
     )
-    texts = [_waiting_text(run_id, result) for run_id, result in waiting]
+    texts = [_waiting_text(run_id, result, notebook) for run_id, result in waiting]
     return {
         "text/plain": "\n".join([head, *texts]),
         "text/html": f"<p>{escape(head)}</p><pre>{escape(chr(10).join(texts))}</pre>",
     }
 
 
-def batch_answered_bundle(answered: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dict[str, str]:
+def batch_answered_bundle(
+    answered: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], head: str = "Answered in this cell's form:"
+) -> dict[str, str]:
     """Where a batch's form was, once its questions are answered: what each row's run was told, by whom."""
     lines = [f"{run_id}: {answers_sentence(answers)}" for run_id, answers in answered]
     return {
-        "text/plain": "\n".join(["Answered in this cell's form:", *lines]),
-        "text/html": "<p>Answered in this cell's form:</p><ul>"
-        + "".join(f"<li>{escape(line)}</li>" for line in lines)
-        + "</ul>",
+        "text/plain": "\n".join([head, *lines]),
+        "text/html": f"<p>{escape(head)}</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>",
     }
