@@ -31,9 +31,10 @@ from ..render.audit_views import audit_bundle
 from ..render.batch_views import batch_answered_bundle
 from ..render.diagram import diagram_bundle
 from ..render.plan_views import plan_bundle
-from .batch import Batch, BatchForm, run_batch
+from .batch import Batch, run_batch
 from .display import RunView
 from .magic_args import HELP, SUBCOMMANDS, HelpShown, Values, hitl_flag, parsers, split_words
+from .review import ReviewQueue
 from .session import NotebookRun, NotebookSession, current_session
 
 
@@ -275,7 +276,6 @@ class MklMagics(Magics):
         cell = current[0] if current else None
         waiting = result.waiting()
         if waiting:
-            data = {row.run_id: row.input for row in result.rows}
             place: list[Any] = []
 
             def moved() -> None:
@@ -285,7 +285,7 @@ class MklMagics(Magics):
                     place[0].answered(batch_answered_bundle(result.answered_in(cell)))
 
             where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
-            form = BatchForm(waiting, data, moved, cell, self.session, place=f"{where}/batch:{result.name}")
+            form = ReviewQueue(waiting, moved, cell, self.session, place=f"{where}/batch:{result.name}")
             path = self.session.notebook_path()
             asked = [(run.id, run.run_result) for run in waiting]
             form.show(batch_place(asked, [run.id for run in waiting], path.name if path is not None else None))
