@@ -204,13 +204,18 @@ def test_map_over_a_data_frame_with_its_progress_bar_table_and_one_form_for_ever
     assert "<table><caption>Batch — 4 rows: 4 suspended</caption>" in table["text/html"]
     form = b.form
     assert [row.run.id for row in form.rows] == [f"refund-T{n}" for n in range(4)]
-    assert REFUND_ASK in form.rows[0].header.value and "A-1000 arrived broken" in form.rows[0].header.value
+    first = form.rows[0]
+    draft = "Hello! Your order A-1001 qualifies: we will refund it today."
+    assert first.text == REFUND_ASK and first.about == draft  # the draft the gate decided on
+    assert draft in first.controls[2].value and "A-1000" not in first.controls[2].value  # not the input row
 
-    form.rows[0].approve.click()
-    form.rows[0].approve.click()  # a double click is one reply
-    form.rows[1].approve.click()
-    form.rows[2].reply.value = "no refund for this one"
-    form.rows[2].reject.click()
+    approve = first.approve
+    approve.click()
+    approve.click()  # a double click is one reply
+    form.row("refund-T1").approve.click()
+    third = form.row("refund-T2")
+    third.note.value = "no refund for this one"
+    third.reject.click()
     store = ip.tmp / ".mkl" / "runs.sqlite"
     answered = {run_id: _replies(store, run_id) for run_id in ("refund-T0", "refund-T1", "refund-T2", "refund-T3")}
     assert [len(replies) for replies in answered.values()] == [1, 1, 1, 0]  # each journaled once
@@ -220,7 +225,7 @@ def test_map_over_a_data_frame_with_its_progress_bar_table_and_one_form_for_ever
         ("reject", "no refund for this one"),  # the decision, and the text typed beside it as its note
     ]
     for replies in list(answered.values())[:3]:
-        assert replies[0]["via"] == "form" and replies[0]["by"] and replies[0]["time"] > 0
+        assert replies[0]["via"] == "queue" and replies[0]["by"] and replies[0]["time"] > 0
         assert replies[0]["question"]  # bound to the question the row showed
     latest = [p.data for p in ip.out.published if str(p.data.get("text/plain", "")).startswith("Batch —")][-1]
     assert latest["text/plain"].splitlines()[0] == "Batch — 4 rows: 3 done, 1 suspended"  # redrawn as they went
@@ -236,7 +241,7 @@ def test_map_over_a_data_frame_with_its_progress_bar_table_and_one_form_for_ever
     assert [len(row.run.pending or {}) > 0 for row in again.form.rows] == [True]  # only T3 still asks
 
     form2 = again.form
-    form2.approve_all.click()
+    form2.approve_shown.click()
     assert len(_replies(store, "refund-T3")) == 1 and again.counts == {"done": 4}
 
 
@@ -271,12 +276,12 @@ def test_the_batch_forms_place_says_what_was_answered_and_a_rerun_of_the_cell_sa
     assert form_output.data[WIDGET_MIME]["model_id"] == ip.shell.user_ns["b"].form.widget.model_id
     assert place.data["text/plain"].startswith("2 questions of this batch wait for a person: the form is here")
     assert "\n  mkl resume --id refund-T0 --question q-" in place.data["text/plain"]
-    ip.shell.user_ns["b"].form.approve_all.click()
+    ip.shell.user_ns["b"].form.approve_shown.click()
     said = [p for p in ip.out.published if p.display_id == place.display_id and p.update][-1].data["text/plain"]
     assert said.startswith("Answered in this cell's form:\nrefund-T0: Answered 'approve' (by ")
     emptied = [p for p in ip.out.published if p.display_id == form_output.display_id and p.update][-1].data
     assert emptied == {"text/plain": ""}  # the answered form leaves the file's outputs
-    assert "\nrefund-T1: Answered 'approve' (by " in said and "via form" in said
+    assert "\nrefund-T1: Answered 'approve' (by " in said and "via queue" in said
 
     ip.out.clear()
     ip.run(cell)
@@ -305,10 +310,11 @@ def test_a_row_answered_by_another_process_says_so_on_its_next_click_and_records
         str(REFUND_SCRIPT),
     )
     assert answered[0] == 0, answered
+    form = ip.shell.user_ns["b"].form
     row.approve.click()  # too late: bob answered it from a terminal
-    assert "Answered 'reject' (by bob" in html.unescape(row.status.value)
+    assert "Answered 'reject' (by bob" in html.unescape(form.status.value)
     assert [reply["value"] for reply in _replies(ip.tmp / ".mkl" / "runs.sqlite", row.run.id)] == ["reject"]
-    assert row.run.status == "done" and not row.buttons.children  # nothing more to answer on this row
+    assert row.run.status == "done" and form.row(row.run.id) is None  # the row left the queue
 
 
 def test_a_row_whose_run_asks_again_shows_the_next_question_in_its_place(ip: Cells) -> None:
@@ -317,17 +323,63 @@ def test_a_row_whose_run_asks_again_shows_the_next_question_in_its_place(ip: Cel
     ip.shell.user_ns["tickets"] = TICKETS[:2]
     ip.run(f"b = %mkl map refund --over $tickets --key id --script {tutorial / 'refund.script.yaml'} --hitl")
     form = ip.shell.user_ns["b"].form
-    first = form.rows[0].header.value
+    first = form.rows[0].text
     form.rows[0].approve.click()
-    assert form.rows[0].run.status == "suspended" and form.rows[0].header.value != first  # the next question
-    assert not form.rows[0].approve.disabled and form.rows[0].question_id == form.rows[0].run.question_id
+    again = form.row("refund-T0")
+    assert again is not None and again.run.status == "suspended" and again.text != first  # the next question
+    assert not again.approve.disabled and again.question_id == again.run.question_id
     clicks = 0
-    while any(not row.approve.disabled for row in form.rows) and clicks < 10:
-        next(row for row in form.rows if not row.approve.disabled).approve.click()
+    while form.rows and clicks < 10:
+        form.rows[0].approve.click()
         clicks += 1
     assert ip.shell.user_ns["b"].counts == {"done": 2}
     replies = [_replies(ip.tmp / ".mkl" / "runs.sqlite", f"refund-T{n}") for n in range(2)]
     assert [len(given) for given in replies] == [2, 2] and len({r["question"] for r in replies[0]}) == 2
+
+
+def _waiting_count(form: Any) -> str:
+    return html.unescape(form.header.value).split(".")[0].removeprefix("<p><strong>")
+
+
+def test_the_review_queue_drops_answered_rows_and_approves_exactly_the_rows_shown(ip: Cells) -> None:
+    """Thirty questions in pages of 25: a row answered here, or by any other path, leaves the queue and the
+    count follows; a filter narrows the rows, and 'Approve the N shown' journals one answer with the note per
+    row shown, and none for the rows the filter hides."""
+    ip.define(REFUND)
+    ip.shell.user_ns["tickets"] = [{"id": f"T{n}", "ticket": f"Parcel A-{1000 + n} arrived broken"} for n in range(30)]
+    ip.run(f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl")
+    b = ip.shell.user_ns["b"]
+    form = b.form
+    store = ip.tmp / ".mkl" / "runs.sqlite"
+    assert _waiting_count(form) == "30 questions wait for a person"
+    assert len(form.shown) == 25 and form.approve_shown.description == "Approve the 25 shown"
+    assert sum(1 for row in form.rows if row.controls) == 25  # widgets for the page shown only
+
+    form.row("refund-T3").approve.click()
+    assert _waiting_count(form) == "29 questions wait for a person" and form.row("refund-T3") is None
+    assert "refund-T3" not in [row.run.id for row in form.rows]
+    b.runs["refund-T4"].submit("reject")  # another path: the session tells the queue the run moved
+    assert _waiting_count(form) == "28 questions wait for a person" and form.row("refund-T4") is None
+
+    form.filter.value = "T1"  # T1, T10 … T19
+    shown = [row.run.id for row in form.shown]
+    assert sorted(shown) == sorted(["refund-T1", *(f"refund-T1{n}" for n in range(10))])
+    assert form.approve_shown.description == "Approve the 11 shown"
+    form.bulk_note.value = "checked in the review"
+    form.approve_shown.click()
+    answers = {f"refund-T{n}": _replies(store, f"refund-T{n}") for n in range(30)}
+    approved = {run_id: given for run_id, given in answers.items() if given and given[0]["value"] == "approve"}
+    assert sorted(approved) == sorted(["refund-T3", *shown])  # exactly the rows shown, and the one clicked
+    for run_id in shown:
+        assert [(r["value"], r.get("note"), r["via"]) for r in answers[run_id]] == [
+            ("approve", "checked in the review", "queue")
+        ]
+    assert sum(len(given) for given in answers.values()) == 13  # nothing for the rows the filter hid
+    assert _waiting_count(form) == "17 questions wait for a person; 0 match the filter"
+    form.filter.value = ""
+    assert len(form.rows) == 17 and b.counts == {"done": 13, "suspended": 17}
+    form.sort.value = "run"
+    assert [row.run.id for row in form.rows] == sorted(row.run.id for row in form.rows)
 
 
 def test_a_machine_of_tools_alone_needs_no_model(tmp_path: Path) -> None:
