@@ -704,3 +704,82 @@ def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back
     [listed] = listing["runs"]
     assert listed["ask"] == GATE_B and listed["trusted"] is True, err
     assert listed["made_by"].startswith("made by you, bob (trusted key ")  # who signed each stretch
+
+
+QUEUE = "review-queue.ipynb"
+QUEUE_ROWS = 200
+
+
+def _queue_notebook(root: Path) -> None:
+    """A batch of 200 tickets over the one-gate refund machine (a scripted answer for every row), at --hitl."""
+    shutil.copy(ROOT / "examples" / "refund.script.yaml", root / "queue.script.yaml")
+    tickets = [{"id": f"T{n:03d}", "ticket": f"Parcel A-{1000 + n} arrived broken"} for n in range(QUEUE_ROWS)]
+    _write_notebook(
+        root / QUEUE,
+        nbformat.v4.new_code_cell("%%mkl\n" + (ROOT / "examples" / "refund.mkl").read_text(encoding="utf-8")),
+        nbformat.v4.new_code_cell(f"tickets = {json.dumps(tickets)}"),
+        nbformat.v4.new_code_cell(
+            "b = %mkl map refund --over $tickets --key id --script queue.script.yaml --hitl --concurrency 4"
+        ),
+        nbformat.v4.new_code_cell("print('answers:', sum(len(r.run_result.answers) for r in b.runs.values()))"),
+    )
+
+
+def _queue_answers(root: Path) -> list[dict]:
+    import sqlite3
+
+    with sqlite3.connect(root / ".mkl" / "runs.sqlite") as db:
+        rows = db.execute("SELECT run_id, body FROM records ORDER BY seq").fetchall()
+    return [{"run": run_id, **record} for run_id, body in rows if (record := json.loads(body))["t"] == "reply"]
+
+
+def test_a_batch_of_200_rows_in_the_review_queue(jupyter_lab: tuple[str, Path]) -> None:
+    """200 questions in the review queue: answering one row changes the count and drops the row; a filter
+    then 'Approve the N shown' journals exactly N answers, one per run shown, each with the note."""
+    from playwright.sync_api import expect
+
+    base, root = jupyter_lab
+    _queue_notebook(root)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with browser_page() as page:
+        try:
+            _open_and_run_all(page, base, QUEUE)
+            cell = page.locator(".jp-Notebook .jp-CodeCell").nth(3)
+            header = cell.locator(".jp-OutputArea-output :text('questions wait for a person')")
+            expect(header).to_contain_text("200 questions wait for a person", timeout=180_000)
+            started = time.monotonic()
+            approve = cell.locator("button.jupyter-button:text-is('Approve')")
+            expect(approve).to_have_count(25, timeout=60_000)  # one page of rows has controls
+            drawn = time.monotonic() - started
+            print(f"the queue's first page drew in {drawn:.2f}s after its header")
+            bulk = cell.locator("button.jupyter-button:has-text('Approve the')")
+            expect(bulk).to_have_text("Approve the 25 shown")
+            page.screenshot(path=str(ARTIFACTS / "queue-1-200-rows.png"), full_page=True)
+
+            approve.first.click()  # refund-T000
+            expect(header).to_contain_text("199 questions wait for a person", timeout=60_000)
+            expect(cell.locator(".widget-gridbox code:text-is('refund-T000')")).to_have_count(0)
+
+            search = cell.locator("input[placeholder^='Filter']")
+            search.fill("T01")  # T010 … T019
+            search.press("Enter")
+            expect(bulk).to_have_text("Approve the 10 shown", timeout=30_000)
+            shown = sorted(cell.locator(".widget-gridbox code").all_inner_texts())
+            assert shown == [f"refund-T01{n}" for n in range(10)]
+            cell.locator("input[placeholder^='Note for every row']").fill("looked at each draft")
+            page.screenshot(path=str(ARTIFACTS / "queue-2-filtered.png"), full_page=True)
+            bulk.click()
+            expect(header).to_contain_text("189 questions wait for a person; 0 match the filter", timeout=90_000)
+            page.screenshot(path=str(ARTIFACTS / "queue-3-approved.png"), full_page=True)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "queue-4-final.png"), full_page=True)
+
+    answers = _queue_answers(root)
+    assert [(a["run"], a["value"], a.get("note"), a["via"]) for a in answers if a["run"] == "refund-T000"] == [
+        ("refund-T000", "approve", None, "queue")
+    ]
+    bulk_answers = [a for a in answers if a["run"] != "refund-T000"]
+    assert sorted(a["run"] for a in bulk_answers) == [f"refund-T01{n}" for n in range(10)]  # one per run shown
+    assert {(a["value"], a.get("note"), a["via"]) for a in bulk_answers} == {
+        ("approve", "looked at each draft", "queue")
+    }
