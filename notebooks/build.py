@@ -484,10 +484,12 @@ file; `mkl map FILE.mkl --over ROWS.jsonl` does the same from a terminal.
 
 `--key id` names each row's run after its `id` column (`refund-A-1001`, …), so running the cell
 again replays every finished run for free; without a key the row's content names it. `--hitl`
-makes each run stop at its approval gate, so the form below has a row per ticket: **Approve** or
-**Reject** each one (with a note if you like), or **Approve all shown**. Each reply answers only
-its own row's question and is journaled with who gave it and when; the table above redraws as
-the runs go on.
+makes each run stop at its approval gate, so the review queue below has a row per question: the
+run, the question, the draft it is about, when it was asked, and **Approve** / **Reject** with a
+note box. A row leaves the queue once answered (here, from a terminal, or from code), and the count
+follows. Filter (run id, question or draft) and sort to narrow it; **Approve the N shown** approves
+just the rows on the page shown, each with the same note. Each reply answers only its own row's
+question and is journaled with who gave it and when; the table above redraws as the runs go on.
 """),
     code("batch = %mkl map refund --over $tickets --key id --script data/refund.script.yaml --hitl"),
     md("""
