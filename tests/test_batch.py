@@ -382,6 +382,20 @@ def test_the_review_queue_drops_answered_rows_and_approves_exactly_the_rows_show
     assert [row.run.id for row in form.rows] == sorted(row.run.id for row in form.rows)
 
 
+def test_mkl_pending_queue_shows_every_waiting_run_in_one_review_queue(ip: Cells) -> None:
+    ip.define(REFUND)
+    ip.shell.user_ns["tickets"] = TICKETS[:3]
+    ip.run(f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl")
+    ip.run("q = %mkl pending --queue")
+    queue = ip.shell.user_ns["q"]
+    assert sorted(row.run.id for row in queue.rows) == ["refund-T0", "refund-T1", "refund-T2"]
+    queue.row("refund-T1").reject.click()
+    assert _waiting_count(queue) == "2 questions wait for a person"
+    assert [r["value"] for r in _replies(ip.tmp / ".mkl" / "runs.sqlite", "refund-T1")] == ["reject"]
+    batch_form = ip.shell.user_ns["b"].form
+    assert batch_form.row("refund-T1") is None  # the batch's own queue follows the run too
+
+
 def test_a_machine_of_tools_alone_needs_no_model(tmp_path: Path) -> None:
     (tmp_path / "greeter.mkl").write_text(GREETER, encoding="utf-8")
     (tmp_path / "tools.py").write_text(

@@ -57,6 +57,7 @@ HELP = """\
                [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
 %mkl runs                 the runs of this kernel's store: status, where, what each spent
 %mkl pending              the runs waiting for a person, each with its form
+%mkl pending --queue      the same questions in one review queue (filter, sort, approve the N shown)
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
 %mkl audit [RUN|NOTEBOOK|DIR]  every answer given: question, value, who, key and signature, time to decide
 %mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
@@ -168,6 +169,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         one_run[name].add_argument("--all", action="store_true", dest="full")
     pending = _Parser(prog="pending", add_help=False)
     pending.add_argument("--all", nargs="?", const=".", metavar="FOLDER")
+    pending.add_argument("--queue", action="store_true")
     audit = _Parser(prog="audit", add_help=False)
     audit.add_argument("target", nargs="?")
     check_parser = _Parser(prog="check", add_help=False)

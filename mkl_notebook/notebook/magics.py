@@ -24,6 +24,7 @@ from ..app.audit import workspace_audit
 from ..app.checkpoints import batch_place
 from ..app.errors import USER_ERRORS, Superseded, without_secrets
 from ..app.listing import waiting_questions
+from ..app.status import cell_answers
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
 from ..render import views
@@ -374,20 +375,24 @@ class MklMagics(Magics):
         ]
         display(views.runs_bundle(rows), raw=True)
 
-    def _cmd_pending(self, words: list[str]) -> None:
+    def _cmd_pending(self, words: list[str]) -> ReviewQueue | None:
         args = self._parse("pending", words)
         if args.all is not None:
             under = waiting_questions(Path(self.values.text(args.all)), self.session.keyring)
             stale = [f"{old['where']}: run {old['run']} is stale: {old['stale']}" for old in under.stale]
             display(views.questions_bundle(under.questions, under.problems + stale), raw=True)
-            return
+            return None
         answered = self.session.answered_here()  # re-executed: the runs this cell's forms answered, as left
         shown = {run.id for run in answered}
         waiting, untrusted = self.session.waiting()
+        queue = None
+        if args.queue and waiting:  # one review queue for them all, instead of a form each
+            queue = self._pending_queue([run for run in waiting if run.id not in shown])
+            waiting = []
         runs = answered + [run for run in waiting if run.id not in shown]
-        if not runs and not untrusted:
+        if not runs and not untrusted and queue is None:
             print("No run is waiting for a person.")
-            return
+            return None
         for run in runs:
             assert isinstance(run, NotebookRun)
             self.present(run, self._view(run.id, run.machine))
@@ -401,6 +406,28 @@ class MklMagics(Magics):
                 self.present(run, view)
 
             view.untrusted(problem, self._take_up_choices(problem, take_up))
+        return queue
+
+    def _pending_queue(self, runs: list[Any]) -> ReviewQueue:
+        """``%mkl pending --queue``: every question that waits, in one review queue below the printed questions
+        (readable without a kernel, with the commands that answer them)."""
+        current = self.session.current_cell()
+        cell = current[0] if current else None
+        place: list[ReviewQueue] = []
+
+        def moved() -> None:
+            if place and not place[0].items:  # all answered: say what, where they were asked
+                given = [(run.id, cell_answers(run.outcome.records, cell)) if cell else (run.id, []) for run in runs]
+                said = [(run_id, answers) for run_id, answers in given if answers]
+                place[0].answered(batch_answered_bundle(said, "No question waits here any more. Answered here:"))
+
+        where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
+        queue = ReviewQueue(runs, moved, cell, self.session, place=f"{where}/pending-queue")
+        path = self.session.notebook_path()
+        asked = [(run.id, run.run_result) for run in runs]
+        queue.show(batch_place(asked, [run.id for run in runs], path.name if path is not None else None))
+        place.append(queue)
+        return queue
 
     def _cmd_audit(self, words: list[str]) -> None:
         target = self.values.maybe_text(self._parse("audit", words).target)

@@ -388,6 +388,13 @@ class ReviewQueue:
         self.printed = display(printed, raw=True, display_id=True)
         self.output = display({**self.widget._repr_mimebundle_(), "text/plain": ""}, raw=True, display_id=True)
 
+    def _ipython_display_(self) -> None:
+        """As a cell's value: nothing more where the queue is shown already (``q = %mkl pending --queue``)."""
+        if self.output is None:
+            from IPython.display import display
+
+            display(self.widget)
+
     def answered(self, said: dict[str, Any]) -> None:
         """Every question is answered: ``said`` (what was) stands where they were printed; the queue leaves its
         output (it stays, emptied, where only widgets are followed)."""
