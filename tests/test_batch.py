@@ -358,8 +358,12 @@ def test_the_review_queue_drops_answered_rows_and_approves_exactly_the_rows_show
     form.row("refund-T3").approve.click()
     assert _waiting_count(form) == "29 questions wait for a person" and form.row("refund-T3") is None
     assert "refund-T3" not in [row.run.id for row in form.rows]
+    printed = [p.data["text/plain"] for p in ip.out.published if "of this batch wait" in p.data.get("text/plain", "")]
+    assert printed[-1].startswith("29 questions of this batch wait") and "refund-T3 asks" not in printed[-1]
     b.runs["refund-T4"].submit("reject")  # another path: the session tells the queue the run moved
     assert _waiting_count(form) == "28 questions wait for a person" and form.row("refund-T4") is None
+    tables = [p.data["text/plain"] for p in ip.out.published if p.data.get("text/plain", "").startswith("Batch —")]
+    assert tables[-1].splitlines()[0] == "Batch — 30 rows: 28 suspended, 2 done"  # the table followed too
 
     form.filter.value = "T1"  # T1, T10 … T19
     shown = [row.run.id for row in form.shown]

@@ -278,18 +278,23 @@ class MklMagics(Magics):
         waiting = result.waiting()
         if waiting:
             place: list[Any] = []
+            path = self.session.notebook_path()
+            notebook = path.name if path is not None else None
 
             def moved() -> None:
                 if table is not None:
                     table.update(result.bundle(), raw=True)
-                if place and not result.waiting():  # all answered: say what, where they were asked
+                still = result.waiting()
+                if place and not still:  # all answered: say what, where they were asked
                     place[0].answered(batch_answered_bundle(result.answered_in(cell)))
+                elif place and place[0].printed is not None:  # the printed questions: those still waiting
+                    asked_now = [(run.id, run.run_result) for run in still]
+                    place[0].printed.update(batch_place(asked_now, [run.id for run in waiting], notebook), raw=True)
 
             where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
             form = ReviewQueue(waiting, moved, cell, self.session, place=f"{where}/batch:{result.name}")
-            path = self.session.notebook_path()
             asked = [(run.id, run.run_result) for run in waiting]
-            form.show(batch_place(asked, [run.id for run in waiting], path.name if path is not None else None))
+            form.show(batch_place(asked, [run.id for run in waiting], notebook))
             place.append(form)
             result.form = form
         else:

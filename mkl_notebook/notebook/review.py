@@ -36,6 +36,7 @@ ABOUT_PREVIEW = 240  # characters of what a question is about the row shows
 QUESTION_PREVIEW = 160
 SORTS = (("row order", "row"), ("run", "run"), ("age (oldest first)", "age"), ("question", "question"))
 COLUMNS = ("run", "question", "about", "asked", "note", "", "")
+TIGHT = "<div style='line-height: 1.35'>{}</div>"  # the widgets' own line height (28px) makes rows tall
 GRID = "max-content minmax(10em, 2fr) minmax(12em, 3fr) max-content minmax(8em, 1fr) max-content max-content"
 
 
@@ -111,6 +112,7 @@ class ReviewQueue:
         self.page_size = page
         self.page = 0
         self._quiet = False  # while approving the rows shown: one redraw at the end
+        self._answering = False  # while this queue sends an answer (it redraws what shows the batch itself)
         self.items: list[QueueRow] = [
             QueueRow(order, run, run.pending or {}, asked_at(run)) for order, run in enumerate(runs) if run.pending
         ]
@@ -237,12 +239,16 @@ class ReviewQueue:
         )
         who = "<small>(model output)</small> " if row.model_asks else ""
         question = made(
-            widgets.HTML, f"{key}/question", value=f"{who}{html.escape(shorten(row.text, QUESTION_PREVIEW))}"
+            widgets.HTML,
+            f"{key}/question",
+            value=TIGHT.format(f"{who}{html.escape(shorten(row.text, QUESTION_PREVIEW))}"),
         )
         about = made(
             widgets.HTML,
             f"{key}/about",
-            value=f"<small>{html.escape(shorten(row.about, ABOUT_PREVIEW))}</small>" if row.about else "—",
+            value=TIGHT.format(f"<small>{html.escape(shorten(row.about, ABOUT_PREVIEW))}</small>")
+            if row.about
+            else "—",
         )
         asked = made(widgets.HTML, f"{key}/asked", value=f"<small>{_when(row.asked_at)}</small>")
         hint = "Your reply" if row.model_asks else "Note (optional)"
@@ -303,6 +309,7 @@ class ReviewQueue:
                 if hasattr(control, "disabled"):
                     control.disabled = True
         sent = False
+        self._answering = True
         try:
             if self._session is not None:
                 self._session.answer(
@@ -322,6 +329,7 @@ class ReviewQueue:
         except Exception as exc:  # errors in click handlers never reach the cell: show them here
             self._say(f"Could not resume {row.run.id}: {exc}")
         finally:
+            self._answering = False
             self.caught_up(row.run)
             if not self._quiet:
                 self._on_moved()
@@ -376,8 +384,12 @@ class ReviewQueue:
         """The session's word that ``run`` moved (by any path); True once the queue no longer follows it."""
         if self.widget.comm is None:  # this queue was closed (its cell executed again): another follows
             return True
+        before = self.row(run.id)
         self.caught_up(run)
-        return self.row(run.id) is None
+        after = self.row(run.id)
+        if after is not before and not self._answering:  # moved by another path: what shows the batch catches up
+            self._on_moved()
+        return after is None
 
     # -- its place in the notebook ---------------------------------------------------------------------------
 
