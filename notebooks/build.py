@@ -278,13 +278,18 @@ resume = f"cd {work} && {mkl} resume shared.ipynb --run shared-refund --script {
     code(
         CHECK
         + """status = !{resume} --question {first} --set refund_approval=approve
-print(status[-1])
-second = json.loads(status[-1])["question_id"]"""
+line = json.loads(status[-1])
+print(line["status"], "at", line["at"], "-", line["ask"], "-", line["question_id"])
+second = line["question_id"]"""
     ),
     md("The same command again is refused: that question is answered, and nothing is recorded."),
     code("!{resume} --question {first} --set refund_approval=approve"),
     md("The second approval finishes it; the notebook file now carries the finished run, with who answered:"),
-    code(CHECK + "!{resume} --question {second} --reply approve"),
+    code(
+        CHECK
+        + """done = !{resume} --question {second} --reply approve
+print(json.loads(done[-1])["status"], "-", json.loads(done[-1])["result"])"""
+    ),
     code("!{mkl} runs {copy}"),
 ]
 
