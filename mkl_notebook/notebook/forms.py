@@ -74,10 +74,6 @@ def made(cls: type[W], key: str, **traits: Any) -> W:
 class QuestionForm:
     """One question a run waits on; ``on_reply(value, question_id, note)`` is called at most once per question.
 
-    ``compact`` lays it out as a row of a batch's form: the run's id and the row's ``data`` beside the
-    question, the reply box beside the buttons. With ``next_question`` (what the run asks now, or None) a
-    row asks the run's next question in its place once this one is answered.
-
     ``place`` names where the form stands (a cell and a run): its widgets' model ids derive from it and from
     the question, so a notebook executed again saves the same ids. With ``beside`` the question is printed in
     an output beside the form (readable where no widget draws): the form's header is kept but not shown for
@@ -90,10 +86,7 @@ class QuestionForm:
         pending: Pending,
         on_reply: OnReply,
         *,
-        compact: bool = False,
-        data: str | None = None,
         run: Any = None,
-        next_question: Callable[[], Pending | None] | None = None,
         place: str | None = None,
         beside: bool = False,
     ) -> None:
@@ -101,20 +94,10 @@ class QuestionForm:
         self.run = run  # the run handle a batch row answers (None for a single run's form)
         self.place = place or unplaced()
         self._on_reply = on_reply
-        self._compact = compact
-        self._data = data
-        self._next_question = next_question
         self._lock = threading.Lock()
         self.status = made(widgets.HTML, f"{self.place}/status", value="")
         hidden = {"display": "none"} if beside else {}
         self.header = made(widgets.HTML, f"{self.place}/header", value=self._ready(pending), layout=hidden)
-        # A batch's row whose question is printed beside the form still says whose row it is.
-        self.label = made(
-            widgets.HTML,
-            f"{self.place}/label",
-            value=self._label_html(),
-            layout=None if beside else {"display": "none"},
-        )
         self.buttons = made(widgets.HBox, f"{self.place}/buttons", children=self._row_children())
         self.widget = made(widgets.VBox, f"{self.place}/form", children=self._children())
 
@@ -123,7 +106,6 @@ class QuestionForm:
         the page, so a click can only ever answer the question it was shown with)."""
         self.header.value = self._ready(pending)
         self.header.layout.display = None  # no output beside the form prints this question: the form does
-        self.label.layout.display = "none"
         self.buttons.children = self._row_children()
         self.widget.children = self._children()
 
@@ -135,10 +117,7 @@ class QuestionForm:
         self.settled = False  # answered or moved past, by this form or by any other path
         key = f"{self.place}/{pending.get('question_id') or pending.get('at')}"
         placeholder = "Reply, or a note for Approve / Reject (optional)"
-        if self._compact:
-            self.reply: widgets.Textarea | widgets.Text = made(widgets.Text, f"{key}/reply", placeholder=placeholder)
-        else:
-            self.reply = made(widgets.Textarea, f"{key}/reply", placeholder=placeholder, layout={"width": "100%"})
+        self.reply = made(widgets.Textarea, f"{key}/reply", placeholder=placeholder, layout={"width": "100%"})
         self.approve = made(
             widgets.Button, f"{key}/approve", description="Approve", button_style="success", icon="check"
         )
@@ -150,33 +129,15 @@ class QuestionForm:
         return self._header_html(pending)
 
     def _row_children(self) -> list[widgets.Widget]:
-        """The buttons (a model's question takes a typed reply only), after the reply box in a compact row."""
+        """The buttons (a model's question takes a typed reply only)."""
         model_asks = self.pending.get("question") is not None
-        buttons: list[widgets.Widget] = [self.send] if model_asks else [self.approve, self.reject, self.send]
-        return [self.reply, *buttons] if self._compact else buttons
+        return [self.send] if model_asks else [self.approve, self.reject, self.send]
 
     def _children(self) -> list[widgets.Widget]:
-        if self._compact:
-            return [self.label, self.header, self.buttons, self.status]
         return [self.header, self.reply, self.buttons, self.status]
 
-    def _label_html(self) -> str:
-        data = f" <small>About: <code>{html.escape(self._data)}</code></small>" if self._data else ""
-        return f"<p><code>{html.escape(self.run_id)}</code>{data}</p>"
-
     def _header_html(self, pending: Pending) -> str:
-        if not self._compact:
-            return question_html(Asked.of(self.run_id, pending))
-        model_asks = pending.get("question")
-        text = (
-            model_asks
-            if model_asks is not None
-            else pending.get("ask") or f"The run is waiting at '{pending.get('at')}'."
-        )
-        who = "The model asks (model output)" if model_asks is not None else "The machine's author asks"
-        data = f"<p><small>About: <code>{html.escape(self._data)}</code></small></p>" if self._data else ""
-        asked = f"<blockquote>{html.escape(text)}</blockquote>"
-        return f"<p><code>{html.escape(self.run_id)}</code> — {who}:</p>{asked}{data}"
+        return question_html(Asked.of(self.run_id, pending))
 
     @property
     def controls(self) -> list[widgets.Widget]:
@@ -212,7 +173,6 @@ class QuestionForm:
             self._on_reply(value, self.question_id, given.note)
         except Superseded as superseded:  # another path answered this question first: say what happened
             self.settle(str(superseded))
-            self._ask_next()
         except USER_ERRORS as exc:  # refused, and nothing was journaled: say why here
             self.status.value = f"<strong>Not sent:</strong> {html.escape(str(exc))}"
         except Exception as exc:  # errors in click handlers never reach the cell: show them here
@@ -220,17 +180,6 @@ class QuestionForm:
         else:
             self.settled = True
             self.status.value = f"<em>Sent: {sent}.</em>"
-            self._ask_next()
-
-    def _ask_next(self) -> None:
-        """A batch's row: ask the question its run waits on now in this one's place, or leave no controls."""
-        if self._next_question is None:
-            return
-        pending = self._next_question()
-        if pending is not None and pending.get("question_id") != self.question_id:
-            self.ask(pending)
-        else:
-            self.buttons.children = ()  # nothing more to answer on this row
 
     def settle(self, what_happened: str) -> None:
         """This form's question is answered, or no longer asked: disable it for good and say what happened."""
