@@ -24,7 +24,7 @@ ABOUT = "We are sorry: your order A-1001 will be refunded in full."
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
-def waiting_notebook(path: Path) -> None:
+def waiting_notebook(path: Path, run_id: str = "waiting") -> None:
     """A notebook whose last cell leaves a run waiting for a person (the tutorials' refund machine, scripted)."""
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -32,7 +32,7 @@ def waiting_notebook(path: Path) -> None:
         nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
         nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
         nbformat.v4.new_code_cell(
-            '%mkl run refund --id waiting --set ticket="Parcel A-1001 arrived broken" --script refund.script.yaml'
+            f'%mkl run refund --id {run_id} --set ticket="Parcel A-1001 arrived broken" --script refund.script.yaml'
         ),
     ]
     nbformat.write(notebook, path)

@@ -6,29 +6,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
 from browser_support import CHROMIUM, browser_page, lab_env, serve
+from test_static_exports import waiting_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "notebooks" / "data"
 ARTIFACTS = ROOT / "test-artifacts" / "voila"
 FIRST = "The draft promises a refund. Approve it?"
 SECOND = "Send this reply to the customer now?"
-
-
-def _refund_notebook(path: Path) -> None:
-    """A notebook whose run waits for a person twice (the tutorials' refund machine, scripted)."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
-        nbformat.v4.new_code_cell(
-            '%mkl run refund --id voila-demo --set ticket="Parcel A-1001 arrived broken" --script refund.script.yaml'
-        ),
-    ]
-    nbformat.write(notebook, path)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
@@ -38,7 +24,7 @@ def test_a_click_in_voila_redraws_the_form_in_place_until_the_result(tmp_path: P
     root = tmp_path / "site"
     root.mkdir()
     shutil.copy(DATA / "refund.script.yaml", root / "refund.script.yaml")
-    _refund_notebook(root / "refund.ipynb")
+    waiting_notebook(root / "refund.ipynb", "voila-demo")  # its run waits for a person twice
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     voila = serve(root, lab_env(tmp_path), tmp_path / "voila.log", app=("jupyter", "server"))
     with voila as base, browser_page() as page:
