@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from ..checkpoints import notebook_file as nbfile
 from ..durable.errors import StoreError
-from ..durable.records import replies, spent
+from ..durable.records import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..render.commands import keep_command, reply_command, resume_command
@@ -69,6 +69,8 @@ def run_summary(
             "question": answer.get("question"),
             "value": answer.get("value"),
             "by": answer.get("by"),
+            "established": established_how(answer),
+            "claimed": claimed_name(answer),
             "via": answer.get("via"),
             "time": answer.get("time"),
             **({"note": answer["note"]} if answer.get("note") is not None else {}),
