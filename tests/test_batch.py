@@ -306,7 +306,7 @@ def test_a_row_answered_by_another_process_says_so_on_its_next_click_and_records
     )
     assert answered[0] == 0, answered
     row.approve.click()  # too late: bob answered it from a terminal
-    assert "Answered 'reject' (by bob" in html.unescape(row.status.value)
+    assert "claims bob), " in html.unescape(row.status.value)
     assert [reply["value"] for reply in _replies(ip.tmp / ".mkl" / "runs.sqlite", row.run.id)] == ["reject"]
     assert row.run.status == "done" and not row.buttons.children  # nothing more to answer on this row
 

@@ -155,7 +155,7 @@ Partial = Callable[[str], None]
 ESTABLISHED_BY = {
     "os-account": "OS account",  # the operating system account the answering process runs as
     "jupyterhub": "JupyterHub",  # JUPYTERHUB_USER, set by the Hub for the user's own server
-    "jupyter-server": "Jupyter server",  # the server's authenticated user, as the user's page reports it
+    "jupyter-server": "Jupyter server, as the page reports it",  # the server's user, as the page passes it on
 }
 
 
