@@ -432,8 +432,8 @@ def test_a_form_answered_by_another_process_catches_up_on_its_next_click(nb: Not
     assert completed.returncode == 3, completed.stderr
     assert not stale.approve.disabled  # nothing told this kernel yet
     stale.reject.click()
-    assert [(reply["value"], reply["by"], reply["via"]) for reply in nb.replies()] == [("approve", "bob", "cli")]
-    assert "Answered &#x27;approve&#x27; (by bob, " in stale.status.value and "via cli)" in stale.status.value
+    assert [(reply["value"], reply["claimed"], reply["via"]) for reply in nb.replies()] == [("approve", "bob", "cli")]
+    assert "claims bob), " in stale.status.value and "via cli)" in stale.status.value
     assert all(control.disabled for control in stale.controls)
     assert "Second: sign off the review?" in nb.form().header.value  # the view shows what is asked now
 
