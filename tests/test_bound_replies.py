@@ -224,10 +224,12 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
         ("approve", ACCOUNT, "os-account", "alice", "cli", first),
         ("not yet, add an apology", ACCOUNT, "os-account", "bob", "cli", status["question_id"]),
     ]
+    keys = [a["key"] for a in answers]  # the fingerprint of the CLI's key, whose signature covers each answer
+    assert keys[0] and keys[0] == keys[1] and f"via cli, key {keys[0]})" in out
     code, _, out, _ = mkl(folder, "audit", "r", "--json")
-    assert [(a["by"], a["established"], a["claimed"], a["signature"]) for a in json.loads(out)] == [
-        (ACCOUNT, "os-account", "alice", "verifies"),
-        (ACCOUNT, "os-account", "bob", "verifies"),
+    assert [(a["by"], a["established"], a["claimed"], a["key"], a["signature"]) for a in json.loads(out)] == [
+        (ACCOUNT, "os-account", "alice", keys[0], "verifies"),
+        (ACCOUNT, "os-account", "bob", keys[0], "verifies"),
     ]
 
     _, records, _ = envelope.read_file(folder / "r.json")  # the checkpoint written after the first answer

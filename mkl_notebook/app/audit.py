@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import notebook_file as nbfile
-from ..checkpoints.seals import Seal, Signed, key_fingerprint, signatures
+from ..checkpoints.seals import Seal, Signed, covering, key_fingerprint, signatures
 from ..durable.errors import StoreError
 from ..durable.records import canonical, claimed_name, common_prefix, established_how, kind_of, root_of, run_state
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
@@ -185,7 +185,7 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
         position = str(record.get("pos"))
         question = asked.get(position)
         later = [r for r in records[index + 1 :] if kind_of(r) == "suspend" and str(r.get("pos")) == position]
-        stretch = next((s for s in stretches if s.start <= index < s.end), None)
+        stretch = covering(stretches, index)
         signed, unsigned = _signature(stretch, judge)
         problems = [p for p in (unsigned, _subject_problem(run_id, record, question, later)) if p]
         about = record.get("about", question.get("about") if question is not None else None)

@@ -288,6 +288,7 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
             answer.get("by"), answer.get("time"), answer.get("via"), answer.get("established"), answer.get("claimed")
         )
         note = note_said(answer.get("note"))
+        facts = ", ".join(part for part in (facts, f"key {answer['key']}" if answer.get("key") else "") if part)
         print(
             printable(f"    answered {answer['value']!r}{f' {note}' if note else ''}{f' ({facts})' if facts else ''}")
         )
