@@ -78,12 +78,29 @@ def lab_env(folder: Path) -> dict[str, str]:
     return env
 
 
+def checkout_extension(env: dict[str, str]) -> None:
+    """Have the Lab of ``env`` load the ``mkl-notebook`` extension as built in this checkout
+    (``jlpm build:prod`` in labextension/), ahead of the copy installed in the environment: a folder on
+    ``JUPYTER_PATH`` comes first on Jupyter's path (the user's data folder comes after the environment's)."""
+    built = ROOT / "mkl_notebook" / "labextension"
+    assert (built / "package.json").exists(), "build the extension first: cd labextension && jlpm build:prod"
+    first = Path(env["JUPYTER_DATA_DIR"]).parent / "checkout_jupyter_path"
+    (first / "labextensions").mkdir(parents=True)
+    (first / "labextensions" / "mkl-notebook").symlink_to(built, target_is_directory=True)
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(first), env.get("JUPYTER_PATH")]))
+
+
 @contextlib.contextmanager
 def serve(
-    root: Path, env: dict[str, str], log_path: Path, app: Sequence[str] = ("jupyter", "lab"), ready: str = "/api/status"
+    root: Path,
+    env: dict[str, str],
+    log_path: Path,
+    app: Sequence[str] = ("jupyter", "lab"),
+    ready: str = "/api/status",
+    options: Sequence[str] = (),
 ) -> Iterator[str]:
-    """A Jupyter server application (``jupyter lab`` unless ``app`` says otherwise) serving ``root`` with ``env``,
-    until the block ends: its address, once ``ready`` answers."""
+    """A Jupyter server application (``jupyter lab`` unless ``app`` says otherwise) serving ``root`` with ``env``
+    (and the command line ``options`` added), until the block ends: its address, once ``ready`` answers."""
     port = free_port()
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
@@ -103,6 +120,7 @@ def serve(
             "--LabApp.news_url=None",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--LabApp.extension_manager=readonly",
+            *options,
         ],
         env=env,
         stdout=log,

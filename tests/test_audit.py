@@ -23,6 +23,7 @@ import nbformat
 import pytest
 
 from mkl_notebook.app.audit import FIELDS
+from mkl_notebook.app.replies import os_account
 from mkl_notebook.app.trust import Keyring
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints.seals import Signer
@@ -110,7 +111,8 @@ def folder(ip: Cells, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ip.tmp
 
 
-EXPECTED = {  # run: (value, by, via)
+ACCOUNT = os_account()  # who answered, as the OS establishes it: every name below is only claimed beside it
+EXPECTED = {  # run: (value, name claimed, via)
     "c1": ("approve", "alice", "notebook-file"),  # `mkl resume NOTEBOOK`
     "k1": ("approve", "bob", "api"),
     "k2": ("reject", "carol", "api"),
@@ -131,8 +133,8 @@ def test_a_folder_lists_every_answer_once_in_json_csv_and_text_and_writes_nothin
     assert sorted(row["run"] for row in answers) == sorted(EXPECTED)  # k1 is in a notebook and a store: once
     for row in answers:
         assert list(row) == list(FIELDS)
-        assert (row["value"], row["by"], row["via"]) == EXPECTED[row["run"]], row
-        assert row["established"] == "claimed"
+        assert (row["value"], row["claimed"], row["via"]) == EXPECTED[row["run"]], row
+        assert (row["by"], row["established"]) == (ACCOUNT, "os-account"), row
         assert (row["question"], row["machine"]) == (REFUND_ASK, "refund")
         assert row["about"] and row["about_sha256"] == hashlib.sha256(row["about"].encode()).hexdigest()
         assert re.fullmatch(r"[0-9a-f]{4}( [0-9a-f]{4}){3}", row["key"]), row
@@ -154,9 +156,14 @@ def test_a_folder_lists_every_answer_once_in_json_csv_and_text_and_writes_nothin
 
     code, _, out, err = mkl_cli(elsewhere, "audit", str(folder))
     assert code == 0, err
-    for run, (value, by, via) in EXPECTED.items():
+    for run, (value, _, via) in EXPECTED.items():
         [line] = [line for line in out.splitlines() if line.startswith(run + " ")]
-        assert f"{by} (claimed)" in line and value in line and "verifies, trusted" in line and via in line, line
+        assert (
+            f"{ACCOUNT} (OS account; claims" in line  # (the text twin clips the claimed name)
+            and value in line
+            and "verifies, trusted" in line
+            and via in line
+        ), line
         assert "MARKED" not in line
     assert re.search(r"pending: .*run k3 asks 'The draft promises", out)
     assert out.splitlines()[-1].startswith("4 answers, 1 pending, median time to decide ")
@@ -208,7 +215,7 @@ def test_an_answer_changed_after_it_was_signed_is_marked_in_text_json_and_csv(
     code, _, out, err = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
     assert code == 0, err
     [row] = json.loads(out)
-    assert (row["value"], row["by"], row["signature"]) == ("approve a 500 EUR refund", "alice", "fails")
+    assert (row["value"], row["claimed"], row["signature"]) == ("approve a 500 EUR refund", "alice", "fails")
     assert "signature does not verify" in row["problem"]
     assert err.splitlines()[-1].startswith("1 answer (1 marked), 0 pending")
 
@@ -255,7 +262,7 @@ def test_mkl_audit_in_a_shell_shows_the_kernels_answers_and_a_notebooks(
     shown = ip.out.last("text/html")
     table = shown["text/html"]
     assert "<table>" in table and "<code>k1</code>" in table and "<code>k2</code>" in table
-    assert "bob (claimed)" in table and "carol (claimed)" in table and "verifies, trusted" in table
+    assert f"{ACCOUNT} (OS account; claims bob)" in table and "claims carol" in table and "verifies, trusted" in table
     assert "2 answers, 1 pending, median time to decide" in table
     assert "k1 " in shown["text/plain"]
     ip.out.clear()
@@ -265,5 +272,5 @@ def test_mkl_audit_in_a_shell_shows_the_kernels_answers_and_a_notebooks(
     ip.out.clear()
     ip.run("%mkl audit notebooks/cli.ipynb")
     table = ip.out.last("text/html")["text/html"]
-    assert "<code>c1</code>" in table and "alice (claimed)" in table and "1 answer, 0 pending" in table
+    assert "<code>c1</code>" in table and "claims alice)" in table and "1 answer, 0 pending" in table
     assert "no run 'nope'" in str(ip.fails("%mkl audit nope"))

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import mkl_notebook
+from mkl_notebook.app.replies import os_account
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.records import run_state
@@ -32,6 +33,7 @@ DATA = ROOT / "notebooks" / "data"
 TWO_GATES = (DATA / "refund.mkl").read_text(encoding="utf-8")
 SCRIPT = DATA / "refund.script.yaml"
 FIRST, SECOND = "The draft promises a refund. Approve it?", "Send this reply to the customer now?"
+ACCOUNT = os_account()  # who answers on the command line, as the operating system establishes it
 
 
 def mkl(folder: Path, *args: str, **env: str) -> tuple[int, dict[str, Any], str, str]:
@@ -112,10 +114,11 @@ def test_a_reply_names_its_question_and_the_same_command_again_is_refused(waitin
         "bob",
     )
     assert (code, status["status"]) == (0, "done")
-    assert [(r["question"], r["value"], r["by"], r["via"]) for r in replies(folder)] == [
-        (first, "approve", "alice", "cli"),
-        (second, "no", "bob", "cli"),
+    assert [(r["question"], r["value"], r["by"], r["established"], r["via"]) for r in replies(folder)] == [
+        (first, "approve", ACCOUNT, "os-account", "cli"),
+        (second, "no", ACCOUNT, "os-account", "cli"),
     ]
+    assert [r.get("claimed") for r in replies(folder)] == ["alice", "bob"]  # beside the account, never for it
 
 
 def test_a_reply_without_its_question_is_refused_with_the_command_to_use(waiting: tuple[Path, str]) -> None:
@@ -202,21 +205,38 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
     assert code == 0  # anything but a plain approval withdraws the reply: the run ends
     lines = out.splitlines()
     escalated = next(number for number, line in enumerate(lines) if line.startswith("1 ") and "escalate" in line)
-    assert lines[escalated + 1].startswith("  ↳ answered approve → refund_approval (by alice, 20")
+    assert lines[escalated + 1].startswith(
+        f"  ↳ answered approve → refund_approval (by {ACCOUNT} (OS account; claims alice), 20"
+    )
     assert "via cli) — asked: The draft promises a refund. Approve it?" in lines[escalated + 1]
-    assert any(line.startswith("  ↳ answered not yet, add an apology → send_approval (by bob") for line in lines)
+    bob = f"(by {ACCOUNT} (OS account; claims bob), 20"
+    assert any(line.startswith(f"  ↳ answered not yet, add an apology → send_approval {bob}") for line in lines)
+    said = json.loads(lines[-1])["answers"]  # the JSON status line
+    assert [(a["by"], a["established"], a["claimed"]) for a in said] == [
+        (ACCOUNT, "os-account", "alice"),
+        (ACCOUNT, "os-account", "bob"),
+    ]
 
     code, listing, out, _ = mkl(folder, "runs")
-    assert "answered 'not yet, add an apology' (by bob, 20" in out
+    assert f"answered 'not yet, add an apology' {bob}" in out
     answers = listing["runs"][0]["answers"]
-    assert [(a["value"], a["by"], a["via"], a["question"]) for a in answers] == [
-        ("approve", "alice", "cli", first),
-        ("not yet, add an apology", "bob", "cli", status["question_id"]),
+    assert [(a["value"], a["by"], a["established"], a["claimed"], a["via"], a["question"]) for a in answers] == [
+        ("approve", ACCOUNT, "os-account", "alice", "cli", first),
+        ("not yet, add an apology", ACCOUNT, "os-account", "bob", "cli", status["question_id"]),
+    ]
+    keys = [a["key"] for a in answers]  # the fingerprint of the CLI's key, whose signature covers each answer
+    assert keys[0] and keys[0] == keys[1] and f"via cli, key {keys[0]})" in out
+    code, _, out, _ = mkl(folder, "audit", "r", "--json")
+    assert [(a["by"], a["established"], a["claimed"], a["key"], a["signature"]) for a in json.loads(out)] == [
+        (ACCOUNT, "os-account", "alice", keys[0], "verifies"),
+        (ACCOUNT, "os-account", "bob", keys[0], "verifies"),
     ]
 
     _, records, _ = envelope.read_file(folder / "r.json")  # the checkpoint written after the first answer
     journaled = [record for record in records if record["t"] == "reply"]
-    assert [(r["value"], r["by"], r["via"], r["question"]) for r in journaled] == [("approve", "alice", "cli", first)]
+    assert [(r["value"], r["by"], r["claimed"], r["via"], r["question"]) for r in journaled] == [
+        ("approve", ACCOUNT, "alice", "cli", first)
+    ]
     assert isinstance(journaled[0]["time"], float)
 
 
@@ -236,12 +256,12 @@ def test_the_api_answers_the_question_its_handle_showed_and_no_later_one(
     run.submit("send", by="dave")  # without a question: the one this handle shows now
     assert run.status == "done"
     answers = run.run_result.answers
-    assert [(a["value"], a["by"], a["via"], a["question"]) for a in answers] == [
-        ("approve", "carol", "api", FIRST),
-        ("send", "dave", "api", SECOND),
+    assert [(a["value"], a["by"], a["established"], a["claimed"], a["via"], a["question"]) for a in answers] == [
+        ("approve", "carol", "jupyterhub", None, "api", FIRST),
+        ("send", "carol", "jupyterhub", "dave", "api", SECOND),  # by= is the caller's word, beside the Hub's
     ]
     html = views.run_bundle("api", run.machine, run.run_result)["text/html"]
-    assert "<strong>answered</strong> <code>approve → refund_approval</code> by carol" in html
+    assert "<strong>answered</strong> <code>approve → refund_approval</code> by carol (JupyterHub)" in html
 
 
 def test_a_reply_bound_to_another_question_records_nothing_even_under_the_lease() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
-from browser_support import CHROMIUM, browser_page, get_json, lab_env, serve
+from browser_support import CHROMIUM, browser_page, checkout_extension, get_json, lab_env, serve
 
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
@@ -783,3 +783,46 @@ def test_a_batch_of_200_rows_in_the_review_queue(jupyter_lab: tuple[str, Path]) 
     assert {(a["value"], a.get("note"), a["via"]) for a in bulk_answers} == {
         ("approve", "looked at each draft", "queue")
     }
+
+
+def test_a_click_on_approve_in_a_lab_with_a_named_user_journals_that_user_established_by_the_server(
+    tmp_path: Path,
+) -> None:
+    """A Lab whose server says every request is erin (its identity provider, as behind a real login): the click
+    on Approve journals erin, established by the Jupyter server as the page reported it."""
+    from named_identity import NAME
+    from playwright.sync_api import expect
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    shutil.copytree(ROOT / "notebooks" / "data", root / "data", ignore=shutil.ignore_patterns(".mkl"))
+    env = lab_env(tmp_path)
+    env.pop("JUPYTERHUB_USER", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests"), env.get("PYTHONPATH")]))
+    checkout_extension(env)
+    subprocess.run(  # this person trusts the tutorial's author (its key), as in the other tests
+        [sys.executable, "-m", "mkl_notebook.cli", "trust", str(root / NOTEBOOK), "--name", "tutorials"],
+        env=env,
+        check=False,
+        capture_output=True,
+    )
+    identity = "--ServerApp.identity_provider_class=named_identity.NamedUser"
+    with serve(root, env, tmp_path / "jupyter.log", options=[identity]) as base, browser_page() as page:
+        assert get_json(f"{base}/api/me")["identity"]["username"] == NAME  # type: ignore[index]
+        _open_and_run_all(page, base, NOTEBOOK)
+        run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
+        approve = run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")
+        expect(approve).to_have_count(1, timeout=90_000)
+        approve.click()
+        expect(
+            run_cell.locator(".jp-OutputArea-output:has-text('Send this reply to the customer now?')").first
+        ).to_be_visible(timeout=60_000)
+        expect(run_cell).to_contain_text(f"by {NAME} (Jupyter server, as the page reports it)", timeout=30_000)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        run_cell.screenshot(path=str(ARTIFACTS / "identity-approved-by-erin.png"))
+    rows = store_rows(root / ".mkl" / "runs.sqlite")
+    replies = [body for run_id, _, text in rows if run_id == RUN_ID and (body := json.loads(text))["t"] == "reply"]
+    assert [(r["value"], r["by"], r["established"], r.get("claimed"), r["via"]) for r in replies] == [
+        ("approve", NAME, "jupyter-server", None, "form")
+    ], replies

@@ -26,7 +26,7 @@ import mkl_notebook
 from mkl_notebook.checkpoints.envelope import verify
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm
-from mkl_notebook.notebook.session import Run
+from mkl_notebook.notebook.session import Run, current_session
 
 from support import (
     REFUND,
@@ -432,7 +432,58 @@ def test_a_form_answered_by_another_process_catches_up_on_its_next_click(nb: Not
     assert completed.returncode == 3, completed.stderr
     assert not stale.approve.disabled  # nothing told this kernel yet
     stale.reject.click()
-    assert [(reply["value"], reply["by"], reply["via"]) for reply in nb.replies()] == [("approve", "bob", "cli")]
-    assert "Answered &#x27;approve&#x27; (by bob, " in stale.status.value and "via cli)" in stale.status.value
+    assert [(reply["value"], reply["claimed"], reply["via"]) for reply in nb.replies()] == [("approve", "bob", "cli")]
+    assert "claims bob), " in stale.status.value and "via cli)" in stale.status.value
     assert all(control.disabled for control in stale.controls)
     assert "Second: sign off the review?" in nb.form().header.value  # the view shows what is asked now
+
+
+# -- who clicked, and how that is known ------------------------------------------------------------
+
+
+def test_a_click_in_a_kernel_under_jupyterhub_records_the_hub_user_as_established(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")  # the Hub sets it for alice's own server
+    nb.run("%mkl config user=mallory")  # a name typed in the notebook: only claimed, beside alice
+    _start_refund(nb)
+    nb.form().approve.click()
+    [reply] = nb.replies()
+    assert (reply["by"], reply["established"], reply["claimed"], reply["via"]) == (
+        "alice",
+        "jupyterhub",
+        "mallory",
+        "form",
+    )
+    shown = nb.out.latest(nb.view().handle.display_id)["text/plain"]
+    assert "by alice (JupyterHub; claims mallory), " in shown
+
+
+class _Kernel:
+    """Stands for ipykernel's kernel while a click from one page is handled: its parent message's session."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+
+    def get_parent(self) -> dict[str, Any]:
+        return {"header": {"session": self.session, "msg_type": "comm_msg"}}
+
+
+def test_a_click_from_a_page_that_named_the_servers_user_records_that_user(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extension's hello names the server's user for its page (its messages' session); a click from that
+    page is answered as that user, a click from a page that said none as the kernel's own account."""
+    monkeypatch.setenv("JUPYTERHUB_USER", "hub-owner")
+    link = current_session().link
+    hello = {"op": "hello", "runs": {}, "user": "carol"}
+    link._received({"header": {"session": "page-of-carol"}, "content": {"data": hello}})
+    _start_refund(nb)
+    monkeypatch.setattr(nb.shell, "kernel", _Kernel("page-of-carol"), raising=False)
+    nb.form().approve.click()
+    [reply] = nb.replies()
+    assert (reply["by"], reply["established"], reply.get("claimed")) == ("carol", "jupyter-server", None)
+    assert (
+        "by carol (Jupyter server, as the page reports it), "
+        in nb.out.latest(nb.view().handle.display_id)["text/plain"]
+    )

@@ -7,6 +7,10 @@
  * on writes each checkpoint the kernel sends into `metadata.mkl.runs[RUN]`. Those survive Clear All
  * Outputs, nbstripout and git. The checkpoints are data only: nothing of them is rendered here, and the
  * kernel verifies what it is handed like any checkpoint from a file.
+ *
+ * The hello also names the Jupyter server's authenticated user, as this page got it from the server's
+ * identity API (`/api/me`): the kernel answers a click from this page (its messages' session) as that user,
+ * "established by the Jupyter server, as the page reports it". The kernel cannot check the name itself.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
@@ -63,11 +67,22 @@ function onMessage(panel: NotebookPanel, msg: KernelMessage.ICommMsgMsg): void {
   writeRuns(panel, runs);
 }
 
-function attach(panel: NotebookPanel, kernel: Kernel.IKernelConnection): void {
+/** The server's authenticated user name, as its identity API told this page ('' when it did not). */
+async function serverUser(app: JupyterFrontEnd): Promise<string> {
+  try {
+    await app.serviceManager.user.ready;
+    return app.serviceManager.user.identity?.username ?? '';
+  } catch {
+    return '';
+  }
+}
+
+function attach(app: JupyterFrontEnd, panel: NotebookPanel, kernel: Kernel.IKernelConnection): void {
   kernel.registerCommTarget(TARGET, (comm: Kernel.IComm) => {
     comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => onMessage(panel, msg);
-    void panel.context.ready.then(() => {
-      comm.send({ op: 'hello', runs: savedRuns(panel) as any, path: panel.context.path });
+    void Promise.all([panel.context.ready, serverUser(app)]).then(([, user]) => {
+      const hello = { op: 'hello', runs: savedRuns(panel) as any, path: panel.context.path };
+      comm.send(user ? { ...hello, user } : hello);
     });
   });
 }
@@ -77,16 +92,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'Keeps the mkl runs of a notebook in its metadata.',
   autoStart: true,
   requires: [INotebookTracker],
-  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker) => {
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
     tracker.widgetAdded.connect((_tracker, panel) => {
       panel.sessionContext.kernelChanged.connect((_context, change) => {
         if (change.newValue) {
-          attach(panel, change.newValue);
+          attach(app, panel, change.newValue);
         }
       });
       const kernel = panel.sessionContext.session?.kernel;
       if (kernel) {
-        attach(panel, kernel);
+        attach(app, panel, kernel);
       }
     });
   }

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import notebook_file as nbfile
-from ..checkpoints.seals import Seal, Signed, key_fingerprint, signatures
+from ..checkpoints.seals import Seal, Signed, covering, key_fingerprint, signatures
 from ..durable.errors import StoreError
-from ..durable.records import canonical, common_prefix, kind_of, root_of, run_state
+from ..durable.records import canonical, claimed_name, common_prefix, established_how, kind_of, root_of, run_state
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..engine.result import question_id
 from .errors import UsageProblem
@@ -44,6 +44,7 @@ FIELDS = (
     "note",
     "by",
     "established",
+    "claimed",
     "key",
     "signed_as",
     "signature",
@@ -99,10 +100,11 @@ class _History:
 
 
 def _identity(reply: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """Who answered, and how that is known. Today a reply names who answered as the replier said
-    (``claimed``); an answer recorded with an established identity would say so here."""
+    """Who answered, and how that is known: a key of ``ESTABLISHED_BY`` ("os-account", "jupyterhub",
+    "jupyter-server"), or ``claimed`` when only the replier's word says it (every answer journaled before
+    identities were established)."""
     by = reply.get("by")
-    return (str(by), CLAIMED) if by else (None, None)
+    return (str(by), established_how(reply) or CLAIMED) if by else (None, None)
 
 
 def _digest(text: str | None) -> str | None:
@@ -183,7 +185,7 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
         position = str(record.get("pos"))
         question = asked.get(position)
         later = [r for r in records[index + 1 :] if kind_of(r) == "suspend" and str(r.get("pos")) == position]
-        stretch = next((s for s in stretches if s.start <= index < s.end), None)
+        stretch = covering(stretches, index)
         signed, unsigned = _signature(stretch, judge)
         problems = [p for p in (unsigned, _subject_problem(run_id, record, question, later)) if p]
         about = record.get("about", question.get("about") if question is not None else None)
@@ -203,6 +205,7 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
             "note": record.get("note"),
             "by": by,
             "established": established,
+            "claimed": claimed_name(record),
             **signed,
             "asked_at": asked_at,
             "answered_at": answered_at,

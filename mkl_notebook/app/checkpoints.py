@@ -21,14 +21,14 @@ from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.seals import Seal, Signer, key_fingerprint, signatures
 from ..durable import runs as durable
 from ..durable.leases import file_lease
-from ..durable.records import common_prefix, replies, run_state
+from ..durable.records import claimed_name, common_prefix, established_how, replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
 from ..lang.interpolate import fmt
 from ..render.batch_views import batch_answered_bundle, batch_bundle, batch_waiting_bundle
 from ..render.commands import resume_command
-from ..render.common import answer_time
+from ..render.common import answer_time, who_answered
 from . import batch
 from .errors import UsageProblem
 from .status import answers_to, form_place, run_diagram, run_output
@@ -177,7 +177,12 @@ def own_run_id(run_id: str, signer: Signer | None) -> str:
 def added_answers(records: list[dict[str, Any]]) -> str:
     """What a copy's records past the held history say a person answered, in a phrase for a message."""
     said = [
-        f"{fmt(reply.get('value'))!r}" + (f" by {str(reply.get('by'))[:40]!r}" if reply.get("by") else "")
+        f"{fmt(reply.get('value'))!r}"
+        + (
+            f" by {who_answered(reply.get('by'), established_how(reply), claimed_name(reply))[:80]!r}"
+            if reply.get("by")
+            else ""
+        )
         for reply in replies(records)
     ]
     return ("answered " + ", then ".join(said)) if said else f"{len(records)} more records, no answer of a person"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
 from ..durable.records import NOTE_MAX, RunState
@@ -20,6 +22,67 @@ from .errors import UsageProblem
 Decision = Literal["approve", "reject"]
 APPROVE: Decision = "approve"
 REJECT: Decision = "reject"
+
+
+class Answerer(NamedTuple):
+    """Who answers, as a reply record keeps it: the name (``by``), how it is established (a key of
+    ``engine.oracle.ESTABLISHED_BY``; None: only claimed), and a name the replier gave beside it."""
+
+    by: str
+    established: str | None
+    claimed: str | None
+
+
+def os_account() -> str | None:
+    """The operating system account this process runs as, from the account database (not ``$USER``, which
+    anyone may set); None where there is none (a container's uid with no name, say)."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
+        return None
+
+
+# The Jupyter server's user as the page a click came from reports it, while the click is handled (a notebook
+# front end sets it: see :func:`clicked_by`).
+_page_user: ContextVar[str | None] = ContextVar("page_user", default=None)
+
+
+@contextmanager
+def clicked_by(page_user: str | None) -> Iterator[None]:
+    """While this holds, answers given here are the Jupyter server's user ``page_user`` (the identity the
+    page a click came from reports; None: no page said)."""
+    token = _page_user.set(page_user or None)
+    try:
+        yield
+    finally:
+        _page_user.reset(token)
+
+
+CLI_VIAS = frozenset({"cli", "notebook-file"})  # answers given on the command line (``mkl resume``)
+
+
+def answerer(claimed: str | None, *, via: str) -> Answerer:
+    """Who answers, and how that is established.
+
+    On the command line (``via`` one of :data:`CLI_VIAS`) it is the OS account. In a kernel it is the Jupyter
+    server's authenticated user as the page the click came from reports it (:func:`clicked_by`), else
+    ``$JUPYTERHUB_USER`` (which the Hub sets for the user's own server), else the kernel's OS account.
+    ``claimed`` (``--as``, ``user=``, ``by=``) is recorded beside the established name, never in its place;
+    with nothing established it is the name, as claimed.
+    """
+    cli = via in CLI_VIAS
+    page_user = None if cli else _page_user.get()
+    hub_user = None if cli else os.environ.get("JUPYTERHUB_USER")
+    account = os_account()
+    if page_user:
+        return Answerer(page_user, "jupyter-server", claimed)
+    if hub_user:
+        return Answerer(hub_user, "jupyterhub", claimed)
+    if account:
+        return Answerer(account, "os-account", claimed)
+    return Answerer(who(claimed), None, None)
 
 
 def who(name: str | None = None) -> str:

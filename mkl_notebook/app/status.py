@@ -10,7 +10,7 @@ from ..checkpoints.envelope import MIME_TYPE, checkpoint_of
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer
 from ..durable import places
-from ..durable.records import replies, run_state
+from ..durable.records import claimed_name, established_how, replies, run_state
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
 from ..lang.model import Machine
@@ -46,6 +46,8 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
             {
                 "value": again.get("value"),
                 "by": again.get("by"),
+                "established": again.get("established"),
+                "claimed": again.get("claimed"),
                 "via": again.get("via"),
                 "time": again.get("time"),
                 "changed": views.changed(str(again.get("before") or ""), str(again.get("now") or "")),
@@ -60,7 +62,7 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
 def status_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
     """One answer a run used, as the status line says it: where it landed, the value, who, how, when, and
     the note given beside it (only when there is one)."""
-    said = {key: answer.get(key) for key in ("reply_to", "value", "by", "via")}
+    said = {key: answer.get(key) for key in ("reply_to", "value", "by", "established", "claimed", "via")}
     said["time"] = answer.get("at")
     if answer.get("note") is not None:
         said["note"] = answer["note"]
@@ -98,7 +100,15 @@ def later(outcome: Outcome) -> views.Later | None:
     now = run_state(outcome.latest)
     since = outcome.latest[len(outcome.records) :]
     answers = tuple(
-        {"value": r.get("value"), "by": r.get("by"), "at": r.get("time"), "via": r.get("via"), "note": r.get("note")}
+        {
+            "value": r.get("value"),
+            "by": r.get("by"),
+            "established": established_how(r),
+            "claimed": claimed_name(r),
+            "at": r.get("time"),
+            "via": r.get("via"),
+            "note": r.get("note"),
+        }
         for r in replies(since)
     )
     return views.Later(now.status, now.error, now.at, answers)

@@ -43,7 +43,7 @@ from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import run_summary, store_flag, store_runs
-from .replies import checked_note, parse_resolve, read_reply, who
+from .replies import answerer, checked_note, parse_resolve, read_reply
 from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
 from .settings import Settings, check_hitl
 from .status import run_output
@@ -496,13 +496,12 @@ class Workspace:
         Everything given is checked against the journal, read once under the run's lease, before anything is
         journaled, so a mistake records nothing. ``reply`` is ``--reply TEXT`` or a form's or the API's value;
         ``set_values`` is ``--set PATH=VALUE`` parsed. A reply must name the ``question`` it answers, and is
-        taken only while the run waits on exactly that one; it is journaled with who gave it (``by``, default
-        the setting, then :func:`who`), through what (``via``) and the ``note`` written beside it (journaled
-        apart from the reply, at most 4,000 characters). Budgets are flag text or numbers;
-        ``resolve`` is ``--resolve`` text. The run goes on in the machines it pinned (``pinned``), the
-        machines defined here, or (``follow_files``) its files as they are now (changed ones refused unless
-        ``force``). A notebook cell (``place``) that already asked for exactly this is shown the run as it left
-        it, and nothing is checked or recorded again.
+        taken only while the run waits on exactly that one; it is journaled with who gave it (as :func:`answerer`
+        establishes it, ``by`` or the setting claimed beside it), through what (``via``) and the ``note`` beside
+        it (at most 4,000 characters). Budgets are flag text or numbers; ``resolve`` is ``--resolve`` text. The
+        run goes on in the machines it pinned (``pinned``), the machines defined here, or (``follow_files``)
+        its files as they are now (changed ones refused unless ``force``). A notebook cell (``place``) that
+        already asked for exactly this is shown the run as it left it, and nothing is checked or recorded again.
         """
         run_id = self.own_runs.get(run_id, run_id)
         asked = {
@@ -536,16 +535,17 @@ class Workspace:
                 # (a run taken up from someone's file names a path of theirs: never followed)
                 current, changed = _changed_files(run_id, index, force)
                 registry = current if changed else None
-            value, named = None, None
+            value, named, answering = None, None, {}
             if given:
                 value, named = read_reply(index.state, run_id, question, reply=reply, set_values=set_values)
+                answering = answerer(by or self.settings.user, via=via)._asdict()  # by, established, claimed
             records = durable.resume_records(
                 run_id,
                 index,
                 reply=value,
                 has_reply=given,
                 question=named,
-                by=who(by or self.settings.user) if given else None,
+                **answering,
                 via=via if given else None,
                 note=noted,
                 max_steps=steps,

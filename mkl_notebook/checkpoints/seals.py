@@ -130,6 +130,11 @@ def _holds(record: dict[str, Any], chain: bytes) -> Seal:
     return Seal(key, by, holds=True)
 
 
+def covering(stretches: Sequence[Signed], index: int) -> Signed | None:
+    """The signed stretch that covers record ``index`` of a history (None: the history has none there)."""
+    return next((stretch for stretch in stretches if stretch.start <= index < stretch.end), None)
+
+
 def signatures(records: Sequence[dict[str, Any]], envelope_seal: Seal | None = None) -> list[Signed]:
     """Who signed each stretch of ``records``, checked: every ``sign`` record over the history before it, and
     for the records after the last one, the checkpoint's whole-envelope seal (``envelope_seal``) if it has one."""

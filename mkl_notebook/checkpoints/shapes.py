@@ -15,6 +15,7 @@ from typing import Any
 
 from ..durable.records import JOURNALED_OPTIONS, NOTE_MAX, kind_of
 from ..engine.options import RunOptions
+from ..engine.oracle import ESTABLISHED_BY
 
 Check = Callable[[Any], bool]
 _HEX = re.compile(r"^(?:[0-9a-f]{2})*$")
@@ -22,6 +23,11 @@ _HEX = re.compile(r"^(?:[0-9a-f]{2})*$")
 
 def _text(value: Any) -> bool:
     return isinstance(value, str)
+
+
+def _established(value: Any) -> bool:
+    """How a reply's ``by`` is established: one of the known ways (see ``engine.oracle.ESTABLISHED_BY``)."""
+    return value in ESTABLISHED_BY
 
 
 def _maybe_text(value: Any) -> bool:
@@ -162,6 +168,8 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "reply_to": _maybe_text,
             "value": _anything,
             "by": _maybe_text,
+            "established": _established,
+            "claimed": _maybe_text,
             "via": _maybe_text,
             "question": _maybe_text,
             "time": _number,

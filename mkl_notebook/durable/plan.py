@@ -77,7 +77,8 @@ def plan(run_id: str, records: list[dict[str, Any]], machines: Mapping[str, Mach
         stop = stopped.request
     found = Plan(run_id, replays=list(oracle.replayed_positions), answers_kept=list(oracle.replies_kept))
     found.asked_again = [
-        {key: again.get(key) for key in ("position", "value", "by", "via", "time")} for again in oracle.asked_again
+        {key: again.get(key) for key in ("position", "value", "by", "established", "claimed", "via", "time")}
+        for again in oracle.asked_again
     ]
     asked = set(oracle.replayed_positions) | {stop.position if stop else ""}
     if stop is not None:

@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypedDict, cast
 
 from ..engine.options import RunOptions
-from ..engine.oracle import HumanReply, JudgeAnswer, ProduceAnswer
+from ..engine.oracle import ESTABLISHED_BY, HumanReply, JudgeAnswer, ProduceAnswer
 from ..engine.result import RunResult, question_id
 
 FORMAT = "mkl-run/1"
@@ -110,7 +110,9 @@ class _ReplyKeys(TypedDict):
 
 
 class ReplyRecord(_ReplyKeys, total=False):
-    by: str  # who answered
+    by: str  # who answered: the established name (journals before ``established`` hold the name as claimed)
+    established: str  # how ``by`` is known: one of ESTABLISHED_BY (absent: only the replier's word says it)
+    claimed: str  # a name the replier gave (``--as``, ``user=``, ``by=``) that no one established
     via: str  # through what: form, api, notebook, cli, notebook-file, script
     question: str  # the id of the question answered (run, position and the text shown)
     time: float
@@ -419,10 +421,17 @@ def reply_record(
     question: str | None = None,
     about: str | None = None,
     note: str | None = None,
+    established: str | None = None,
+    claimed: str | None = None,
 ) -> ReplyRecord:
     """A person's answer at ``position``, with who gave it, through what, to which question, about what
     (the content they were shown: their answer replays only while it is unchanged), and the ``note`` they
-    wrote beside it (kept apart from the value, which stays exactly the decision)."""
+    wrote beside it (kept apart from the value, which stays exactly the decision).
+
+    ``established`` says how ``by`` is known (a key of :data:`ESTABLISHED_BY`; None: ``by`` is only claimed);
+    ``claimed`` is a name the replier gave beside an established one (it never replaces it)."""
+    if established is not None and established not in ESTABLISHED_BY:
+        raise ValueError(f"unknown way a name is established: {established!r}")
     record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": value}
     if about is not None:
         record["about"] = about
@@ -430,6 +439,10 @@ def reply_record(
         record["note"] = note
     if by:
         record["by"] = by
+    if by and established:
+        record["established"] = established
+    if claimed and (claimed != by or not established):
+        record["claimed"] = claimed
     if via:
         record["via"] = via
     if question:
@@ -551,6 +564,23 @@ def same_ending(last: Mapping[str, Any] | None, closing: Mapping[str, Any]) -> b
 # -- reading -------------------------------------------------------------------------------
 
 
+def established_how(reply: Mapping[str, Any]) -> str | None:
+    """How a reply record's ``by`` is established (a key of :data:`ESTABLISHED_BY`); None when only the
+    replier's word says it (every reply journaled before identities were established)."""
+    how = reply.get("established")
+    return how if isinstance(how, str) and how in ESTABLISHED_BY and reply.get("by") else None
+
+
+def claimed_name(reply: Mapping[str, Any]) -> str | None:
+    """The name a reply record holds only as the replier's claim: its ``claimed``, or, when nothing
+    established its ``by`` (an older journal), that."""
+    claimed = reply.get("claimed")
+    if isinstance(claimed, str) and claimed:
+        return claimed
+    by = reply.get("by")
+    return str(by) if by and established_how(reply) is None else None
+
+
 def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
     """The oracle answer an ``answer`` (or ``reply``) record holds."""
     if kind == "reply":
@@ -561,6 +591,8 @@ def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
             via=record.get("via"),
             at=record.get("time"),
             note=note if isinstance(note, str) else None,
+            established=established_how(record),
+            claimed=claimed_name(record),
         )
     data = record.get("answer") or {}
     tokens_in, tokens_out = (record.get("usage") or [0, 0])[:2]

@@ -353,6 +353,8 @@ class ReplayOracle(Oracle):
                         "position": request.position,
                         "value": latest.get("value"),
                         "by": latest.get("by"),
+                        "established": rec.established_how(latest),
+                        "claimed": rec.claimed_name(latest),
                         "via": latest.get("via"),
                         "time": latest.get("time"),
                         "before": latest.get("about"),

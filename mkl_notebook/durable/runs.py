@@ -443,6 +443,8 @@ def resume_records(
     has_reply: bool = False,
     question: str | None = None,
     by: str | None = None,
+    established: str | None = None,
+    claimed: str | None = None,
     via: str | None = None,
     note: str | None = None,
     max_steps: int | None = None,
@@ -456,7 +458,8 @@ def resume_records(
 
     Made under the run's lease from its journal (``index``), so that a request that does not fit the run's
     state records nothing. A ``reply`` (``has_reply``) is journaled at the position the run waits on, bound
-    to the ``question`` it answers, with who gave it (``by``), through what (``via``) and the ``note`` written
+    to the ``question`` it answers, with who gave it (``by``, how that is ``established``, a name ``claimed``
+    beside it), through what (``via``) and the ``note`` written
     beside it: it is refused, and nothing recorded, unless the run waits on exactly that question now.
     """
     state = index.state
@@ -478,6 +481,8 @@ def resume_records(
                 question=question,
                 about=state.about,
                 note=note,
+                established=established,
+                claimed=claimed,
             )
         )
     if state.finished:

@@ -151,6 +151,14 @@ Partial = Callable[[str], None]
 """Told the text of a live answer so far as it arrives (``""`` when a call that shows no text starts)."""
 
 
+# How the name that answered is established (a reply record's ``established``), and how views say it.
+ESTABLISHED_BY = {
+    "os-account": "OS account",  # the operating system account the answering process runs as
+    "jupyterhub": "JupyterHub",  # JUPYTERHUB_USER, set by the Hub for the user's own server
+    "jupyter-server": "Jupyter server, as the page reports it",  # the server's user, as the page passes it on
+}
+
+
 class HumanReply(NamedTuple):
     """A person's reply, and (as the journal keeps them) who gave it, when, through what, and the note they
     wrote beside it (the decision is ``value``: a note never changes it)."""
@@ -160,6 +168,8 @@ class HumanReply(NamedTuple):
     via: str | None = None  # "form", "api", "notebook", "cli", "notebook-file" or "script"
     at: float | None = None  # seconds since the epoch
     note: str | None = None  # text the person wrote beside the decision (None: they wrote none)
+    established: str | None = None  # how ``by`` is known ("os-account", "jupyterhub", "jupyter-server")
+    claimed: str | None = None  # a name given only as the replier's word
 
 
 def note_path(reply_to: str) -> str:

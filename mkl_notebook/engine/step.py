@@ -144,6 +144,8 @@ class _Shared:
                 "reply_to": reply_to,
                 "value": answer.value,
                 "by": answer.by,
+                "established": answer.established,
+                "claimed": answer.claimed,
                 "via": answer.via,
                 "at": answer.at,
                 "about": about,

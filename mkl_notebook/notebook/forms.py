@@ -26,8 +26,9 @@ import ipywidgets as widgets
 import traitlets
 
 from ..app.errors import USER_ERRORS, Superseded
-from ..app.replies import APPROVE, REJECT, Decision, FormReply, form_reply
+from ..app.replies import APPROVE, REJECT, Decision, FormReply, clicked_by, form_reply
 from ..render.questions import Asked, question_html
+from .metadata_link import clicking_user
 
 Pending = Mapping[str, Any]
 OnReply = Callable[[Any, "str | None", "str | None"], None]  # (reply, question id, note)
@@ -170,7 +171,8 @@ class QuestionForm:
         sent = html.escape(_sent(given))
         self.status.value = f"<em>Sent: {sent} — resuming…</em>"
         try:
-            self._on_reply(value, self.question_id, given.note)
+            with clicked_by(clicking_user()):  # the server's user, as the page clicked on reports it
+                self._on_reply(value, self.question_id, given.note)
         except Superseded as superseded:  # another path answered this question first: say what happened
             self.settle(str(superseded))
         except USER_ERRORS as exc:  # refused, and nothing was journaled: say why here

@@ -3,9 +3,11 @@
 A kernel cannot write its notebook's metadata; the extension can. When the extension is loaded, the
 kernel opens a comm to it (target ``mkl.metadata``) and from then on:
 
-- the extension answers ``{"op": "hello", "runs": {...}}`` with the runs the notebook's metadata holds
-  (``metadata.mkl.runs``), so the kernel can take them up without reading the file: an unsaved or
-  renamed notebook, or one whose outputs were cleared;
+- the extension answers ``{"op": "hello", "runs": {...}, "user": NAME}`` with the runs the notebook's metadata
+  holds (``metadata.mkl.runs``), so the kernel can take them up without reading the file: an unsaved or
+  renamed notebook, or one whose outputs were cleared; and with the Jupyter server's authenticated user as
+  the page got it from the server's identity API (``/api/me``). Each page that answers is known by its
+  messages' session: a click from that page is answered as that user (:func:`clicking_user`);
 - the kernel sends ``{"op": "put", "run": ID, "envelope": {...}}`` whenever it shows a run as it
   stands, and the extension writes that checkpoint into ``metadata.mkl.runs[ID]``.
 
@@ -52,6 +54,7 @@ class Delete(TypedDict):
 TARGET = "mkl.metadata"
 PROTOCOL = 1
 MAX_RUNS = 1000  # runs taken from one hello; a notebook with more is not one a person reads
+MAX_NAME = 200  # characters of a user name a page reports; a longer one is not taken
 MAX_REDRAWS = 256  # outputs kept to redraw until the extension answers (Run All of a long notebook)
 
 
@@ -67,6 +70,28 @@ def read_hello(data: Any) -> Hello | None:
         if isinstance(run_id, str) and isinstance(envelope, dict)
     }
     return Hello(op="hello", runs=held)
+
+
+_page_users: dict[str, str] = {}  # a page's messages' session -> the server's user that page reports
+
+
+def read_user(data: Any) -> str | None:
+    """The server's user a hello reports: a name of at most :data:`MAX_NAME` printable characters, else None."""
+    user = data.get("user") if isinstance(data, dict) else None
+    if isinstance(user, str) and 0 < len(user) <= MAX_NAME and user.isprintable() and user.strip() == user:
+        return user
+    return None
+
+
+def clicking_user() -> str | None:
+    """The Jupyter server's user as the page whose message the kernel handles now (a click's) reported it in
+    its hello; None when that page said none (no extension, another front end, no kernel)."""
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
+    session = ((parent or {}).get("header") or {}).get("session") if isinstance(parent, dict) else None
+    return _page_users.get(session) if isinstance(session, str) else None
 
 
 class MetadataLink:
@@ -99,10 +124,14 @@ class MetadataLink:
             self._redraws.clear()
 
     def _received(self, message: dict[str, Any]) -> None:
-        hello = read_hello((message.get("content") or {}).get("data"))
+        data = (message.get("content") or {}).get("data")
+        hello = read_hello(data)
         if hello is None:
             return
+        session, user = (message.get("header") or {}).get("session"), read_user(data)
         with self._lock:
+            if isinstance(session, str) and user is not None:
+                _page_users[session] = user
             self.linked = True
             # what this kernel put or deleted since it opened the comm is newer than the hello
             self.runs = {**{k: v for k, v in hello["runs"].items() if k not in self._touched}, **self.runs}

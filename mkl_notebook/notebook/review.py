@@ -26,9 +26,10 @@ import ipywidgets as widgets
 
 from ..app.errors import USER_ERRORS, Superseded
 from ..app.handle import Run
-from ..app.replies import APPROVE, REJECT, Decision, form_reply
+from ..app.replies import APPROVE, REJECT, Decision, clicked_by, form_reply
 from ..render.diagram import shorten
 from .forms import Pending, made
+from .metadata_link import clicking_user
 from .session import NotebookSession
 
 PAGE = 25  # rows with controls at a time
@@ -311,12 +312,15 @@ class ReviewQueue:
         sent = False
         self._answering = True
         try:
-            if self._session is not None:
-                self._session.answer(
-                    row.run, given.value, row.question_id, via="queue", note=given.note, form_of=self._cell
-                )
-            else:
-                row.run.submit(given.value, question=row.question_id, via="queue", note=given.note, form_of=self._cell)
+            with clicked_by(clicking_user()):  # the server's user, as the page clicked on reports it
+                if self._session is not None:
+                    self._session.answer(
+                        row.run, given.value, row.question_id, via="queue", note=given.note, form_of=self._cell
+                    )
+                else:
+                    row.run.submit(
+                        given.value, question=row.question_id, via="queue", note=given.note, form_of=self._cell
+                    )
             sent = True
         except Superseded as superseded:  # another path answered it first: say what became of it
             self._say(f"{row.run.id}: {superseded}")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..lang.interpolate import fmt
-from .common import NONE, _code, _e, _plural, columns, printable
+from .common import NONE, _code, _e, _plural, columns, printable, who_answered
 
 CELL = 28  # characters of a text table's cell, at most (the key's: KEY_CELL; the mark is shown whole)
 KEY_CELL = 36
@@ -61,8 +61,7 @@ def _about(row: Row) -> str:
 
 
 def _by(row: Row) -> str:
-    by = row.get("by")
-    return f"{by} ({row.get('established')})" if by else NONE
+    return who_answered(row.get("by"), row.get("established"), row.get("claimed")) or NONE
 
 
 def _key(row: Row) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from ..engine.oracle import ESTABLISHED_BY
 from ..lang.interpolate import fmt
 from .diagram import shorten
 
@@ -152,9 +153,23 @@ def answer_time(at: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
-def answered_by(by: Any, at: Any, via: Any) -> str:
-    """Who answered, when and through what, as far as the journal says: "by alice, 2026-… UTC, via cli"."""
-    parts = (f"by {by}" if by else "", answer_time(at), f"via {via}" if via else "")
+def who_answered(by: Any, established: Any = None, claimed: Any = None) -> str:
+    """Who answered and how that is known: "alice (JupyterHub)", "alice (OS account; claims bob)", "bob
+    (claimed)"; "" when the journal names no one."""
+    how = ESTABLISHED_BY.get(established) if isinstance(established, str) else None
+    if not by:
+        return ""
+    if how is None:
+        return f"{by} (claimed)"
+    besides = f"; claims {claimed}" if claimed and claimed != by else ""
+    return f"{by} ({how}{besides})"
+
+
+def answered_by(by: Any, at: Any, via: Any, established: Any = None, claimed: Any = None) -> str:
+    """Who answered (and how that is known), when and through what, as far as the journal says:
+    "by alice (OS account), 2026-… UTC, via cli"."""
+    who = who_answered(by, established, claimed)
+    parts = (f"by {who}" if who else "", answer_time(at), f"via {via}" if via else "")
     return ", ".join(part for part in parts if part)
 
 
@@ -175,7 +190,13 @@ def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
     via form)."."""
     said = []
     for answer in answers:
-        facts = answered_by(answer.get("by"), answer.get("at", answer.get("time")), answer.get("via"))
+        facts = answered_by(
+            answer.get("by"),
+            answer.get("at", answer.get("time")),
+            answer.get("via"),
+            answer.get("established"),
+            answer.get("claimed"),
+        )
         note = note_said(answer.get("note"))
         said.append(f"{fmt(answer.get('value'))!r}" + (f" {note}" if note else "") + (f" ({facts})" if facts else ""))
     return f"Answered {', then '.join(said)}." if said else ""
