@@ -228,6 +228,12 @@ def test_an_answer_changed_after_it_was_signed_is_marked_in_text_json_and_csv(
     assert "MARKED: signature does not verify" in line and "fails" in line
     assert out.splitlines()[-1].startswith("1 answer (1 marked), 0 pending")
 
+    code, listing, out, err = mkl_cli(tmp_path, "runs", "cli.ipynb")  # the listing says it of the answer too
+    assert code == 0, err
+    [answer] = listing["runs"][0]["answers"]
+    assert (answer["value"], answer["signature"]) == ("approve a 500 EUR refund", "fails")
+    assert f"key {answer['key']}, whose signature FAILS)" in out
+
 
 def test_an_answer_about_other_content_than_the_run_asked_about_is_marked_though_signed(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory

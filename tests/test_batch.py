@@ -313,7 +313,7 @@ def test_a_row_answered_by_another_process_says_so_on_its_next_click_and_records
     form = ip.shell.user_ns["b"].form
     row.approve.click()  # too late: bob answered it from a terminal
     assert "Answered 'reject' (by " in html.unescape(form.status.value)
-    assert "claims bob), " in html.unescape(form.status.value)  # the name given with --as is a claim
+    assert "claims bob) · " in html.unescape(form.status.value)  # the name given with --as is a claim
     assert [reply["value"] for reply in _replies(ip.tmp / ".mkl" / "runs.sqlite", row.run.id)] == ["reject"]
     assert row.run.status == "done" and form.row(row.run.id) is None  # the row left the queue
 

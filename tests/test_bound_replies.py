@@ -206,10 +206,11 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
     lines = out.splitlines()
     escalated = next(number for number, line in enumerate(lines) if line.startswith("1 ") and "escalate" in line)
     assert lines[escalated + 1].startswith(
-        f"  ↳ answered approve → refund_approval (by {ACCOUNT} (OS account; claims alice), 20"
+        f"  ↳ answered approve → refund_approval (by {ACCOUNT} (OS account; claims alice) · 20"
     )
-    assert "via cli) — asked: The draft promises a refund. Approve it?" in lines[escalated + 1]
-    bob = f"(by {ACCOUNT} (OS account; claims bob), 20"
+    assert " · via cli · key " in lines[escalated + 1]  # the key that signed it (below: the CLI's)
+    assert ") — asked: The draft promises a refund. Approve it?" in lines[escalated + 1]
+    bob = f"(by {ACCOUNT} (OS account; claims bob) · 20"
     assert any(line.startswith(f"  ↳ answered not yet, add an apology → send_approval {bob}") for line in lines)
     said = json.loads(lines[-1])["answers"]  # the JSON status line
     assert [(a["by"], a["established"], a["claimed"]) for a in said] == [
@@ -225,7 +226,8 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
         ("not yet, add an apology", ACCOUNT, "os-account", "bob", "cli", status["question_id"]),
     ]
     keys = [a["key"] for a in answers]  # the fingerprint of the CLI's key, whose signature covers each answer
-    assert keys[0] and keys[0] == keys[1] and f"via cli, key {keys[0]})" in out
+    assert keys[0] and keys[0] == keys[1] and f"via cli · key {keys[0]})" in out
+    assert [(a["key"], a["signature"]) for a in said] == [(keys[0], "verifies")] * 2  # the status line says it too
     code, _, out, _ = mkl(folder, "audit", "r", "--json")
     assert [(a["by"], a["established"], a["claimed"], a["key"], a["signature"]) for a in json.loads(out)] == [
         (ACCOUNT, "os-account", "alice", keys[0], "verifies"),

@@ -818,7 +818,8 @@ def test_a_click_on_approve_in_a_lab_with_a_named_user_journals_that_user_establ
         expect(
             run_cell.locator(".jp-OutputArea-output:has-text('Send this reply to the customer now?')").first
         ).to_be_visible(timeout=60_000)
-        expect(run_cell).to_contain_text(f"by {NAME} (Jupyter server, as the page reports it)", timeout=30_000)
+        expect(run_cell).to_contain_text(f"by {NAME} (Jupyter server, as the page reports it) · ", timeout=30_000)
+        expect(run_cell).to_contain_text(" · via form · key ", timeout=30_000)  # the kernel's key signed it
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         run_cell.screenshot(path=str(ARTIFACTS / "identity-approved-by-erin.png"))
     rows = store_rows(root / ".mkl" / "runs.sqlite")

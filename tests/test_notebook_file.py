@@ -223,7 +223,7 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     [reply] = [record for record in records if record["t"] == "reply"]  # the audit travels in the file
     assert (reply["value"], reply["claimed"], reply["via"]) == ("approve", "approver", "notebook-file")
     shown = "".join(data["text/plain"])  # and the file's view of the run shows who answered
-    assert "↳ answered approve → approval.answer (by " in shown and "via notebook-file)" in shown
+    assert "↳ answered approve → approval.answer (by " in shown and "via notebook-file · key " in shown
     assert "<strong>answered</strong> <code>approve → approval.answer</code> by " in "".join(data["text/html"])
     # Where the form stood, the file no longer presents the question as pending: it says who answered.
     place = next(o["data"] for o in run_cell_after["outputs"] if FORM_MIME in o.get("data", {}))

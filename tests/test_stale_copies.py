@@ -33,7 +33,7 @@ def test_an_older_signed_copy_put_back_is_listed_stale_and_cannot_be_answered(tm
     code, listing, out, err = bob.mkl("runs", bob.notebook.name)
     assert code == 0, err
     [listed] = listing["runs"]
-    assert "stale" in listed and "'reject' by 'alice'" in listed["stale"], listed
+    assert "stale" in listed and f"'reject' by '{one.ACCOUNT} (OS account)'" in listed["stale"], listed
     assert "command" not in listed and "question_id" not in listed  # not answerable as a current question
     assert "STALE" in out and "asked " in out  # the printed listing says so, and when the question was asked
 

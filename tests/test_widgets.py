@@ -371,7 +371,7 @@ def test_a_form_of_a_run_answered_elsewhere_says_so_and_journals_nothing(nb: Not
     nb.run(f"%mkl resume refund --question {question} --reply approve")  # answered from another cell first
     assert len(nb.replies()) == 1
     assert all(control.disabled for control in form.controls)  # this form caught up at once, in place
-    assert "Answered &#x27;approve&#x27; (by " in form.status.value and "via notebook)" in form.status.value
+    assert "Answered &#x27;approve&#x27; (by " in form.status.value and "via notebook · key " in form.status.value
     form.approve.click()  # the stale form must not add a second reply, nor raise into the kernel
     assert len(nb.replies()) == 1
     assert "Answered &#x27;approve&#x27;" in form.status.value
@@ -433,7 +433,7 @@ def test_a_form_answered_by_another_process_catches_up_on_its_next_click(nb: Not
     assert not stale.approve.disabled  # nothing told this kernel yet
     stale.reject.click()
     assert [(reply["value"], reply["claimed"], reply["via"]) for reply in nb.replies()] == [("approve", "bob", "cli")]
-    assert "claims bob), " in stale.status.value and "via cli)" in stale.status.value
+    assert "claims bob) · " in stale.status.value and "via cli · key " in stale.status.value
     assert all(control.disabled for control in stale.controls)
     assert "Second: sign off the review?" in nb.form().header.value  # the view shows what is asked now
 
@@ -456,7 +456,7 @@ def test_a_click_in_a_kernel_under_jupyterhub_records_the_hub_user_as_establishe
         "form",
     )
     shown = nb.out.latest(nb.view().handle.display_id)["text/plain"]
-    assert "by alice (JupyterHub; claims mallory), " in shown
+    assert "by alice (JupyterHub; claims mallory) · " in shown
 
 
 class _Kernel:
@@ -484,6 +484,6 @@ def test_a_click_from_a_page_that_named_the_servers_user_records_that_user(
     [reply] = nb.replies()
     assert (reply["by"], reply["established"], reply.get("claimed")) == ("carol", "jupyter-server", None)
     assert (
-        "by carol (Jupyter server, as the page reports it), "
+        "by carol (Jupyter server, as the page reports it) · "
         in nb.out.latest(nb.view().handle.display_id)["text/plain"]
     )

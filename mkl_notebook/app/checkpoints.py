@@ -31,7 +31,7 @@ from ..render.commands import resume_command
 from ..render.common import answer_time, who_answered
 from . import batch
 from .errors import UsageProblem
-from .status import answers_to, form_place, run_diagram, run_output
+from .status import answers_to, form_place, run_diagram, run_output, with_keys
 from .trust import Keyring, Provenance, Untrusted
 
 NotebookFileError = nbfile.NotebookFileError
@@ -431,7 +431,8 @@ def _batch_place(notebook: Path, runs: list[str], outcome: Outcome) -> dict[str,
     waiting = [(now.run_id, now.result) for now in shown if now.result.waits_for_person]
     if waiting:
         return batch_place(waiting, runs, notebook.name)
-    answered = [(now.run_id, replies(now.records)) for now in shown]  # a reply record is said as an answer is
+    # a reply record is said as an answer is
+    answered = [(now.run_id, with_keys(replies(now.records), now.records)) for now in shown]
     said = [(run_id, given) for run_id, given in answered if given]
     return batch_answered_bundle(said, "No question of this batch waits here any more. Its runs were answered:")
 

@@ -22,6 +22,7 @@ from ..lang.model import Machine
 from ..render.common import answers_sentence
 from ..render.views import asked_again
 from .errors import UsageProblem
+from .status import with_keys
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -276,7 +277,7 @@ def what_happened(run: Run, question_id: str | None) -> str:
     """What became of a question the run no longer waits on: who answered it, or where the run went."""
     answer = run.answer_to(question_id)
     if answer is not None:
-        return answers_sentence([answer])
+        return answers_sentence(with_keys([answer], run.outcome.records if run.outcome is not None else None))
     pending = run.pending
     if pending is not None and pending.get("question_id"):
         return f"No longer asked: the run now waits on {pending.get('ask') or pending.get('question')!r}."

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..checkpoints import notebook_file as nbfile
-from ..checkpoints.seals import Signed, covering, key_fingerprint, signatures
 from ..durable.errors import StoreError
-from ..durable.records import claimed_name, established_how, kind_of, spent
+from ..durable.records import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, SQLiteStore
 from ..render.commands import keep_command, reply_command, resume_command
 from .checkpoints import stale_note
+from .status import with_keys
 from .trust import Keyring, Provenance
 
 SKIPPED_FOLDERS = frozenset({".git", ".hg", "node_modules", "__pycache__", ".ipynb_checkpoints", ".tox", ".mypy_cache"})
@@ -32,12 +32,6 @@ def store_flag(path: str | Path | None) -> str | None:
     if path is None or Path(path) == DEFAULT_STORE:
         return None
     return str(path)
-
-
-def _signed_by(stretch: Signed | None) -> str | None:
-    """The fingerprint of the key whose signature covers a reply record and verifies (None: none does)."""
-    seal = stretch.seal if stretch is not None else None
-    return key_fingerprint(seal.key) if seal is not None and seal.holds else None
 
 
 def run_summary(
@@ -71,7 +65,6 @@ def run_summary(
         asked = (index.last or {}).get("time")
         if isinstance(asked, (int, float)) and not isinstance(asked, bool):
             listed["asked_at"] = asked
-    stretches = signatures(records)
     listed["answers"] = [
         {
             "question": answer.get("question"),
@@ -79,13 +72,13 @@ def run_summary(
             "by": answer.get("by"),
             "established": established_how(answer),
             "claimed": claimed_name(answer),
-            "key": _signed_by(covering(stretches, position)),
+            "key": answer.get("key"),
+            "signature": answer.get("signature"),
             "via": answer.get("via"),
             "time": answer.get("time"),
             **({"note": answer["note"]} if answer.get("note") is not None else {}),
         }
-        for position, answer in enumerate(records)
-        if kind_of(answer) == "reply"
+        for answer in with_keys(replies(records), records)
     ]
     if provenance is not None:
         listed.update(trusted=provenance.trusted, made_by=provenance.mark, key=provenance.key)

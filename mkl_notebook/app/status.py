@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from ..checkpoints.envelope import MIME_TYPE, checkpoint_of
 from ..checkpoints.notebook_file import FORM_MIME
-from ..checkpoints.seals import Signer
+from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
-from ..durable.records import claimed_name, established_how, replies, run_state
+from ..durable.records import claimed_name, established_how, kind_of, replies, run_state
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
 from ..lang.model import Machine
@@ -20,7 +20,7 @@ from ..render.diagram import diagram_bundle, path_from_trace
 
 def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str, Any]:
     """The one JSON object a run-like command prints last: status, where it stands, usage, calls."""
-    result = outcome.result
+    result = keyed(outcome)
     status: dict[str, Any] = {
         "status": result.status,
         "error": result.error,
@@ -50,6 +50,7 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
                 "claimed": again.get("claimed"),
                 "via": again.get("via"),
                 "time": again.get("time"),
+                **_key_of(again),
                 "changed": views.changed(str(again.get("before") or ""), str(again.get("now") or "")),
             }
             for again in result.asked_again
@@ -64,6 +65,7 @@ def status_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
     the note given beside it (only when there is one)."""
     said = {key: answer.get(key) for key in ("reply_to", "value", "by", "established", "claimed", "via")}
     said["time"] = answer.get("at")
+    said.update(_key_of(answer))
     if answer.get("note") is not None:
         said["note"] = answer["note"]
     return said
@@ -81,7 +83,7 @@ def describe(outcome: Outcome, resume: str, cap: views.Cap | None = None) -> str
     ``resume`` is the command that names the run, such as ``mkl resume --id RUN``; ``cap`` says whether a
     long trace and result are shown whole, and how to see them whole when they are not.
     """
-    result = outcome.result
+    result = keyed(outcome)
     cap = cap or views.Cap()
     trace = views.trace_table_text(
         result.trace_with_open_call(), answers=views.traced_answers(result), replayed=outcome.replayed_steps, cap=cap
@@ -101,6 +103,7 @@ def later(outcome: Outcome) -> views.Later | None:
     since = outcome.latest[len(outcome.records) :]
     answers = tuple(
         {
+            **_key_of(r),
             "value": r.get("value"),
             "by": r.get("by"),
             "established": established_how(r),
@@ -109,7 +112,7 @@ def later(outcome: Outcome) -> views.Later | None:
             "via": r.get("via"),
             "note": r.get("note"),
         }
-        for r in replies(since)
+        for r in with_keys(replies(since), outcome.latest)
     )
     return views.Later(now.status, now.error, now.at, answers)
 
@@ -132,7 +135,7 @@ def run_output(
     shown = views.Shown(notebook=notebook, question_above=question_above, later=later(outcome), note=note)
     journaled = {"journaled": sum(outcome.calls.values())}  # alike each time the cell runs: no "[replayed]"
     return {
-        **views.run_bundle(run_id, machine, outcome.result, journaled, shown),
+        **views.run_bundle(run_id, machine, keyed(outcome), journaled, shown),
         MIME_TYPE: checkpoint_of(outcome, signer),
     }
 
@@ -171,9 +174,9 @@ def form_place(
     return {**views.answered_bundle(answers, note), FORM_MIME: marker}
 
 
-def cell_answers(records: Sequence[Mapping[str, Any]], cell: str) -> list[Mapping[str, Any]]:
-    """The replies the forms of notebook cell ``cell`` gave, in a journal."""
-    return list(places.form_answers(records, cell, len(records)))
+def cell_answers(records: Sequence[Mapping[str, Any]], cell: str) -> list[dict[str, Any]]:
+    """The replies the forms of notebook cell ``cell`` gave, in a journal (each with the key that signed it)."""
+    return with_keys(list(places.form_answers(records, cell, len(records))), records)
 
 
 def answered_place(run_id: str, records: list[dict[str, Any]], cell: str | None, asked: str | None) -> dict[str, Any]:
@@ -185,6 +188,58 @@ def answered_place(run_id: str, records: list[dict[str, Any]], cell: str | None,
     return {**views.answered_bundle([*here, *answered], note), FORM_MIME: {"run": run_id, "question_id": None}}
 
 
-def answers_to(records: Sequence[Mapping[str, Any]], question_id: Any) -> list[Mapping[str, Any]]:
-    """The replies a journal holds to question ``question_id``."""
-    return [r for r in replies(records) if question_id and r.get("question") == question_id]
+def answers_to(records: Sequence[Mapping[str, Any]], question_id: Any) -> list[dict[str, Any]]:
+    """The replies a journal holds to question ``question_id`` (each with the key that signed it)."""
+    return with_keys([r for r in replies(records) if question_id and r.get("question") == question_id], records)
+
+
+# -- the key that signed each answer ---------------------------------------------------------------------
+
+
+def reply_seals(records: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], dict[str, str]]:
+    """For each reply of a history, by (position, time): the fingerprint of the key whose signature covers it
+    (``key``) and whether that signature verifies (``signature``: "verifies" or "fails"). A reply that no
+    signature covers yet (its run still going on) is left out: views then name no key."""
+    stretches = signatures(records)  # type: ignore[arg-type]
+    found: dict[tuple[Any, Any], dict[str, str]] = {}
+    for index, record in enumerate(records):
+        if kind_of(record) != "reply":
+            continue
+        stretch = covering(stretches, index)
+        seal = stretch.seal if stretch is not None else None
+        if seal is not None:
+            found[(record.get("pos"), record.get("time"))] = {
+                "key": key_fingerprint(seal.key),
+                "signature": "verifies" if seal.holds else "fails",
+            }
+    return found
+
+
+def with_keys(
+    answers: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """``answers`` (reply records, or a run result's answers) each with the key that signed it in ``records``."""
+    if not answers:
+        return []
+    seals = reply_seals(records or ())
+    return [{**answer, **seals.get(_reply_place(answer), {})} for answer in answers]
+
+
+def keyed(outcome: Outcome) -> RunResult:
+    """``outcome``'s result with each answer (and each answer asked again) naming the key that signed it."""
+    result = outcome.result
+    if not result.answers and not result.asked_again:
+        return result
+    records = outcome.latest or outcome.records
+    answers, again = with_keys(result.answers, records), with_keys(result.asked_again, records)
+    return replace(result, answers=answers, asked_again=again)
+
+
+def _reply_place(answer: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Where and when an answer was journaled, as :func:`reply_seals` keys it."""
+    position = answer["pos"] if "pos" in answer else answer.get("position")
+    return position, answer["time"] if "time" in answer else answer.get("at")
+
+
+def _key_of(answer: Mapping[str, Any]) -> dict[str, Any]:
+    return {"key": answer.get("key"), "signature": answer.get("signature")}

@@ -284,11 +284,8 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
         made_by = printable(listed["made_by"])
         print(f"    not trusted: {made_by}; taken up only with --trust-file, or once you trust the key")
     for answer in listed["answers"]:
-        facts = views.answered_by(
-            answer.get("by"), answer.get("time"), answer.get("via"), answer.get("established"), answer.get("claimed")
-        )
+        facts = views.answered_by(answer)
         note = note_said(answer.get("note"))
-        facts = ", ".join(part for part in (facts, f"key {answer['key']}" if answer.get("key") else "") if part)
         print(
             printable(f"    answered {answer['value']!r}{f' {note}' if note else ''}{f' ({facts})' if facts else ''}")
         )

@@ -8,7 +8,6 @@ through the run's own handle, as a single run's form does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ..app import batch
@@ -42,7 +41,7 @@ class Batch:
                 row.outcome = handle.outcome
         return [batch.row_summary(row) for row in self.rows]
 
-    def answered_in(self, cell: str | None) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    def answered_in(self, cell: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
         """The replies ``cell``'s form gave the batch's runs, by run, in row order."""
         if cell is None:
             return []

@@ -165,12 +165,27 @@ def who_answered(by: Any, established: Any = None, claimed: Any = None) -> str:
     return f"{by} ({how}{besides})"
 
 
-def answered_by(by: Any, at: Any, via: Any, established: Any = None, claimed: Any = None) -> str:
-    """Who answered (and how that is known), when and through what, as far as the journal says:
-    "by alice (OS account), 2026-… UTC, via cli"."""
-    who = who_answered(by, established, claimed)
-    parts = (f"by {who}" if who else "", answer_time(at), f"via {via}" if via else "")
-    return ", ".join(part for part in parts if part)
+def signed_with(answer: Mapping[str, Any]) -> str:
+    """The key whose signature covers an answer, as views say it: "key d2ec 2e63 9a1b 77c0", or that its
+    signature fails; "" when the caller found none covering it (``key`` and ``signature`` are the app's)."""
+    key = answer.get("key")
+    if not isinstance(key, str) or not key:
+        return ""
+    return f"key {key}" if answer.get("signature") != "fails" else f"key {key}, whose signature FAILS"
+
+
+def answered_by(answer: Mapping[str, Any]) -> str:
+    """Who answered (and how that is known), when, through what and under which key, as far as the journal
+    says: "by alice (JupyterHub) · 2026-12-03 14:02:11 UTC · via form · key 3f2a 91c0 5d7e 02b4"."""
+    who = who_answered(answer.get("by"), answer.get("established"), answer.get("claimed"))
+    via = answer.get("via")
+    parts = (
+        f"by {who}" if who else "",
+        answer_time(answer.get("at", answer.get("time"))),
+        f"via {via}" if via else "",
+        signed_with(answer),
+    )
+    return " · ".join(part for part in parts if part)
 
 
 NOTE_PREVIEW = 200  # characters of a person's note a line of a trace or a listing shows
@@ -190,13 +205,7 @@ def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
     via form)."."""
     said = []
     for answer in answers:
-        facts = answered_by(
-            answer.get("by"),
-            answer.get("at", answer.get("time")),
-            answer.get("via"),
-            answer.get("established"),
-            answer.get("claimed"),
-        )
+        facts = answered_by(answer)
         note = note_said(answer.get("note"))
         said.append(f"{fmt(answer.get('value'))!r}" + (f" {note}" if note else "") + (f" ({facts})" if facts else ""))
     return f"Answered {', then '.join(said)}." if said else ""

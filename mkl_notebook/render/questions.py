@@ -76,9 +76,7 @@ def asked_again(result: RunResult) -> list[tuple[str, list[str]]]:
     who gave which answer when, and the diff of what it was about."""
     said = []
     for again in result.asked_again:
-        facts = answered_by(
-            again.get("by"), again.get("time"), again.get("via"), again.get("established"), again.get("claimed")
-        )
+        facts = answered_by(again)
         sentence = (
             f"Asked again: {fmt(again.get('value'))!r}{f' ({facts})' if facts else ''} answered this question "
             "about an earlier version of what it asks about, which has changed since:"

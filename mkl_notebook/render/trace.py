@@ -232,9 +232,7 @@ def _answer_facts(answer: Mapping[str, Any]) -> tuple[str, str, str, str]:
     """(the reply, who / when / how, the question, the note beside the reply) of one answer, as plain text."""
     reply = shorten(fmt(answer.get("value")), PREVIEW)
     target = f" → {answer['reply_to']}" if answer.get("reply_to") else ""
-    who = answered_by(
-        answer.get("by"), answer.get("at"), answer.get("via"), answer.get("established"), answer.get("claimed")
-    )
+    who = answered_by(answer)
     return f"{reply}{target}", who, shorten(str(answer.get("question") or ""), PREVIEW), note_said(answer.get("note"))
 
 
