@@ -783,6 +783,12 @@ def test_a_batch_of_200_rows_in_the_review_queue(jupyter_lab: tuple[str, Path]) 
     assert {(a["value"], a.get("note"), a["via"]) for a in bulk_answers} == {
         ("approve", "looked at each draft", "queue")
     }
+    assert len({(a["by"], a.get("established")) for a in answers}) == 1  # one identity for every row's answer
+    code, _, out, err = mkl_cli(root, "audit", "--store", str(root / ".mkl" / "runs.sqlite"), "--json")
+    assert code == 0, err
+    audited = {row["run"]: row for row in json.loads(out)}
+    assert sorted(audited) == sorted(a["run"] for a in answers)  # each answer signed, and the signature holds
+    assert {(row["signature"], row["problem"]) for row in audited.values()} == {("verifies", None)}
 
 
 def test_a_click_on_approve_in_a_lab_with_a_named_user_journals_that_user_established_by_the_server(
