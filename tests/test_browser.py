@@ -826,6 +826,7 @@ def test_a_click_on_approve_in_a_lab_with_a_named_user_journals_that_user_establ
         ).to_be_visible(timeout=60_000)
         expect(run_cell).to_contain_text(f"by {NAME} (Jupyter server, as the page reports it) · ", timeout=30_000)
         expect(run_cell).to_contain_text(" · via form · key ", timeout=30_000)  # the kernel's key signed it
+        expect(run_cell.get_by_text("Answered 'approve'")).to_have_count(1)  # said once: above the next question
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         run_cell.screenshot(path=str(ARTIFACTS / "identity-approved-by-erin.png"))
     rows = store_rows(root / ".mkl" / "runs.sqlite")

@@ -325,7 +325,11 @@ class RunView:
         if previous is None:
             box = self._box([form.widget])
             return printed, {**box._repr_mimebundle_(), "text/plain": ""}
-        box = self._box([self._what_became(run, previous_asked), form.widget])
+        # The place above says what became of the last question wherever outputs are redrawn (a page whose
+        # extension answered: JupyterLab, Notebook 7); elsewhere (Voila) only widgets move, so the box says it.
+        redrawn = self.link is not None and self.link.linked
+        became = [] if redrawn else [self._what_became(run, previous_asked)]
+        box = self._box([*became, form.widget])
         return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
 
     def _asked_no_more(self, run: NotebookRun, outcome: Outcome, top: dict[str, Any]) -> dict[str, Any] | None:
