@@ -487,3 +487,19 @@ def test_a_click_from_a_page_that_named_the_servers_user_records_that_user(
         "by carol (Jupyter server, as the page reports it) · "
         in nb.out.latest(nb.view().handle.display_id)["text/plain"]
     )
+
+
+def test_a_click_from_a_page_whose_server_knows_only_a_shared_token_is_not_answered_as_its_anonymous_user(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server started with a token (no login) makes up a user for the page ("Anonymous Io", a random id): it
+    names no person, so the click is answered as JupyterHub's user (or the OS account), not as that id."""
+    monkeypatch.setenv("JUPYTERHUB_USER", "hub-owner")
+    link = current_session().link
+    made_up = {"user": "9f122977a70f4e0085e6b342aecd442e", "user_shown": "Anonymous Io"}
+    link._received({"header": {"session": "token-page"}, "content": {"data": {"op": "hello", "runs": {}, **made_up}}})
+    _start_refund(nb)
+    monkeypatch.setattr(nb.shell, "kernel", _Kernel("token-page"), raising=False)
+    nb.form().approve.click()
+    [reply] = nb.replies()
+    assert (reply["by"], reply["established"]) == ("hub-owner", "jupyterhub")

@@ -67,13 +67,15 @@ function onMessage(panel: NotebookPanel, msg: KernelMessage.ICommMsgMsg): void {
   writeRuns(panel, runs);
 }
 
-/** The server's authenticated user name, as its identity API told this page ('' when it did not). */
-async function serverUser(app: JupyterFrontEnd): Promise<string> {
+/** The server's authenticated user, as its identity API told this page: its user name and the name it shows
+ * (the kernel tells a server's generated "Anonymous …" user, which names no person, from a real one). */
+async function serverUser(app: JupyterFrontEnd): Promise<{ user?: string; user_shown?: string }> {
   try {
     await app.serviceManager.user.ready;
-    return app.serviceManager.user.identity?.username ?? '';
+    const identity = app.serviceManager.user.identity;
+    return identity?.username ? { user: identity.username, user_shown: identity.display_name ?? '' } : {};
   } catch {
-    return '';
+    return {};
   }
 }
 
@@ -82,7 +84,7 @@ function attach(app: JupyterFrontEnd, panel: NotebookPanel, kernel: Kernel.IKern
     comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => onMessage(panel, msg);
     void Promise.all([panel.context.ready, serverUser(app)]).then(([, user]) => {
       const hello = { op: 'hello', runs: savedRuns(panel) as any, path: panel.context.path };
-      comm.send(user ? { ...hello, user } : hello);
+      comm.send({ ...hello, ...user });
     });
   });
 }

@@ -21,6 +21,7 @@ it is used.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -75,12 +76,22 @@ def read_hello(data: Any) -> Hello | None:
 _page_users: dict[str, str] = {}  # a page's messages' session -> the server's user that page reports
 
 
+# What Jupyter Server's default identity provider makes up for a request authenticated only by the shared
+# token: a random user id and "Anonymous <moon>" (``IdentityProvider.generate_anonymous_user``). It names no
+# person, so a click from such a page is not answered as it.
+_ANONYMOUS_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def read_user(data: Any) -> str | None:
-    """The server's user a hello reports: a name of at most :data:`MAX_NAME` printable characters, else None."""
+    """The server's user a hello reports: a name of at most :data:`MAX_NAME` printable characters, else None
+    (also for the anonymous user a server makes up when a shared token is all it knows)."""
     user = data.get("user") if isinstance(data, dict) else None
-    if isinstance(user, str) and 0 < len(user) <= MAX_NAME and user.isprintable() and user.strip() == user:
-        return user
-    return None
+    if not (isinstance(user, str) and 0 < len(user) <= MAX_NAME and user.isprintable() and user.strip() == user):
+        return None
+    shown = data.get("user_shown")
+    if _ANONYMOUS_ID.fullmatch(user) and (not isinstance(shown, str) or shown.startswith("Anonymous ")):
+        return None
+    return user
 
 
 def clicking_user() -> str | None:
