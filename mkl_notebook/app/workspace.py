@@ -185,13 +185,12 @@ class Workspace:
         return machine
 
     def machine(self, name: str) -> Machine:
-        """The machine defined by that name, else the standard library's (taken in, as if defined, so that its
-        runs show and replay like any other)."""
-        if name in self.machines:
-            return self.machines[name]
-        if name in stdlib.NAMES:
-            self.machines[name] = stdlib.machine(name)
-            return self.machines[name]
+        """The machine defined by that name, else the library's (a library folder's first), with the library
+        machines it calls: taken in, as if defined, so that their runs show, replay and resume like any other."""
+        found = self.machines.get(name) or stdlib.find(name, self.settings.library_folders())
+        if found is not None:
+            self.machines.update(stdlib.with_library(found, self.machines, self.settings.library_folders()))
+            return found
         known = ", ".join(sorted(self.machines)) or "none yet"
         raise UsageProblem(
             f"no machine named '{name}' is defined (defined: {known}; the standard library: %mkl stdlib); "
@@ -199,37 +198,39 @@ class Workspace:
         )
 
     def library(self) -> tuple[dict[str, Machine], list[str]]:
-        """The standard library's machines, and the names of those a machine defined here shadows."""
-        machines = stdlib.machines()
-        shadowed = [n for n, m in machines.items() if n in self.machines and self.machines[n].sha256 != m.sha256]
-        return machines, shadowed
+        """The library's machines (its folders' first), and the names of those a machine defined here shadows."""
+        machines = stdlib.library(self.settings.library_folders())
+        return machines, [n for n, m in machines.items() if n in self.machines and self.machines[n].sha256 != m.sha256]
 
-    @staticmethod
-    def library_machine(name: str) -> Machine:
-        """One machine of the standard library."""
-        if name not in stdlib.NAMES:
-            raise UsageProblem(f"%mkl stdlib: no library machine '{name}'; the library has {', '.join(stdlib.NAMES)}")
-        return stdlib.machine(name)
+    def library_machine(self, name: str) -> Machine:
+        """One machine of the library (a library folder's first)."""
+        if (found := stdlib.find(name, folders := self.settings.library_folders())) is None:
+            raise UsageProblem(f"%mkl stdlib: no library machine '{name}'; it has {', '.join(stdlib.listed(folders))}")
+        return found
+
+    def callable_names(self) -> set[str]:
+        """The names a ``call:`` finds: the machines defined here and the library's (its folders' too)."""
+        return {*self.machines, *stdlib.library_names(self.settings.library_folders())}
 
     def check(self, name: str) -> list[Finding]:
         """Static findings of a defined machine, its calls judged against the machines defined here."""
-        return check(self.machine(name).source, callable_machines=self.machines)
+        return check(self.machine(name).source, callable_machines=self.callable_names())
 
     def definition_findings(self, machine: Machine, *, calls_known: bool = False) -> list[Finding]:
         """What a definition warns of; with ``calls_known`` (its file's siblings are loaded) also a call to a
         machine that neither the workspace, the folder nor the standard library has."""
-        known = self.machines if calls_known else None
+        known = self.callable_names() if calls_known else None
         return [f for f in check(machine.source, known) if f.severity == "warning" or f.code == "unknown-call"]
 
     @staticmethod
-    def check_file(path: Path) -> list[Finding]:
-        """Static findings of a machine file, its calls judged against the files beside it."""
+    def check_file(path: Path, library: tuple[Path, ...] = ()) -> list[Finding]:
+        """Static findings of a machine file, its calls judged against the files beside it and ``library``'s."""
         try:
             text = files.read_text(path, files.MACHINE_LIMIT)
         except (OSError, UnicodeDecodeError) as exc:
             reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
             raise UsageProblem(f"{path}: {reason}") from None
-        return check(text, sibling_names(path))
+        return check(text, {*sibling_names(path), *stdlib.library_names(library)})
 
     def test(self, name: str, script: Path) -> list[ScenarioResult]:
         """Scripted scenarios (docs/language.md §8) against a defined machine."""

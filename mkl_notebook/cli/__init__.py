@@ -17,10 +17,12 @@ from typing import NoReturn
 from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
 from . import audit_cmd, check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
-from .common import EXIT_USAGE, StatusFileProblem, copy_status_to, emit_status, output_file_flag
+from .common import EXIT_USAGE, StatusFileProblem, copy_status_to, emit_status, library_flag, output_file_flag
 
 # The commands that end with the JSON status line: each takes --output-file.
 STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
+# The commands that load machines (a resumed run goes on in the machines it pinned): each takes --library.
+LIBRARY_COMMANDS = ("check", "run", "map")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit_cmd.add_audit_parser(commands)
     for name in STATUS_COMMANDS:
         output_file_flag(commands.choices[name])
+    for name in LIBRARY_COMMANDS:
+        library_flag(commands.choices[name])
     return parser
 
 

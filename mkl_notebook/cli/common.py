@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..app.checkpoints import check_file_to_write
 from ..app.errors import UsageProblem
-from ..app.settings import Settings
+from ..app.settings import LIBRARY_PATH_ENV, Settings
 from ..app.status import write_status_file
 from ..app.terms import Machine
 from ..app.values import merge, parse_assignments, parse_input
@@ -46,6 +46,21 @@ class _StatusCopy:
 
     path: str | None = None
     given_as = "--output-file"
+
+
+def library_flag(parser: argparse.ArgumentParser) -> None:
+    """``--library FOLDERS`` on a command that loads machines: where ``call:`` looks before the shipped library."""
+    parser.add_argument(
+        "--library",
+        metavar="FOLDERS",
+        help=f"folders ({os.pathsep}-separated) whose NAME.mkl files a `call: NAME` finds before the standard "
+        f"library's (default: ${LIBRARY_PATH_ENV}); they are read as machines, never run as code",
+    )
+
+
+def library_of(args: argparse.Namespace) -> tuple[Path, ...]:
+    """The library folders a command's ``--library`` (else ``$MKL_LIBRARY_PATH``) names, each checked."""
+    return Settings.from_flags(library=args.library).library_folders()
 
 
 def output_file_flag(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +116,7 @@ def workspace(args: argparse.Namespace) -> Workspace:
         api_base=getattr(args, "api_base", None),
         executor=getattr(args, "executor", None),
         max_model_calls=getattr(args, "max_model_calls", None),
+        library=getattr(args, "library", None),
     )
     return Workspace(settings, follow_files=True, start_local=True)
 
