@@ -9,6 +9,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mkl_notebook.lang import stdlib
 
 from support import mkl_cli
@@ -126,7 +128,7 @@ def test_a_missing_folder_or_a_bad_library_file_is_one_line_and_nothing_runs(tmp
 
 
 def test_the_notebook_setting_finds_the_folder_first_and_refuses_a_missing_one(
-    shell: Any, load_mkl: Any, tmp_path: Path
+    shell: Any, load_mkl: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import mkl_notebook
 
@@ -134,6 +136,7 @@ def test_the_notebook_setting_finds_the_folder_first_and_refuses_a_missing_one(
     published: list[dict[str, Any]] = []
     load_mkl(lambda data, *args, **kwargs: published.append(dict(data)))
     assert shell.run_cell(f"%mkl config library={first}").success
+    assert f"library = {first}\n" in capsys.readouterr().out
     assert shell.run_cell("%%mkl\n" + _machine("summarize", "", calls="std_summarize")).success
     assert shell.run_cell(f"%mkl run summarize --script {work / 's.yaml'} --no-hitl").success
     assert mkl_notebook.get_run("summarize").result == "from the trusted folder"
@@ -151,15 +154,17 @@ def test_the_notebook_setting_finds_the_folder_first_and_refuses_a_missing_one(
     assert "no library machine 'std_summarize'" in str(failed.error_in_exec)
 
 
-def _documented_library() -> dict[str, tuple[set[str], str]]:
-    """The language reference's table of the standard library: each machine's input keys and result key."""
+def _documented_library() -> dict[str, tuple[set[str], str, list[str]]]:
+    """The language reference's table of the standard library: each machine's input keys, result key and
+    states."""
     text = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
     section = text[text.index("## The standard library\n") : text.index("**How they differ")]
     rows = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         if line.startswith("| `std_"):
-            rows[cells[0].strip("`")] = (set(re.findall(r"`(\w+)`", cells[2])), cells[3].strip("`"))
+            reads, returns, states = set(re.findall(r"`(\w+)`", cells[2])), cells[3].strip("`"), cells[4]
+            rows[cells[0].strip("`")] = (reads, returns, states.split(", "))
     return rows
 
 
@@ -170,4 +175,4 @@ def test_the_language_reference_lists_exactly_the_shipped_machines_with_their_in
     assert list(documented) == list(stdlib.NAMES)
     for name in stdlib.NAMES:
         machine = stdlib.machine(name)
-        assert documented[name] == (set(machine.context), machine.result), name
+        assert documented[name] == (set(machine.context), machine.result, list(machine.states)), name
