@@ -176,3 +176,45 @@ def test_the_language_reference_lists_exactly_the_shipped_machines_with_their_in
     for name in stdlib.NAMES:
         machine = stdlib.machine(name)
         assert documented[name] == (set(machine.context), machine.result, list(machine.states)), name
+
+
+ASKING_COT = """\
+mklang: "0.4"
+machine: std_cot
+entry: go
+budget: 4
+result: answer
+context: {task: "x"}
+states:
+  go:
+    structure: one line
+    prompt: "A trusted summary."
+    output: answer
+    gates:
+      - {when: a person must approve, escalate: true, ask: "Approve?", to: done}
+      - {when: otherwise, then: ok, to: END}
+  done:
+    structure: one line
+    prompt: "Approved summary."
+    output: answer
+    gates: [{when: otherwise, then: ok, to: END}]
+"""
+
+
+def test_a_run_goes_on_in_the_library_machine_it_pinned(tmp_path: Path) -> None:
+    """A run that waits inside a library folder's machine is continued in that machine, even with no library
+    path given and the caller's file edited since (--force): never in the shipped machine of the same name."""
+    work, first, _second = _folders(tmp_path)
+    (first / "std_cot.mkl").write_text(ASKING_COT, encoding="utf-8")
+    (work / "s.yaml").write_text(
+        SCRIPT.replace("  judge: [1]", '    "Approved summary": "approved in the folder\'s machine"\n  judge: [0]'),
+        encoding="utf-8",
+    )
+    code, status, err = _run(work, "think.mkl", "--library", str(first), "--hitl", "--id", "t1")
+    assert (code, status["status"], status["called_machine"]) == (3, "suspended", "std_cot"), err
+    think = work / "think.mkl"
+    think.write_text(think.read_text(encoding="utf-8").replace("budget: 4", "budget: 5"), encoding="utf-8")
+    answer = ("--reply", "approve", "--question", status["question_id"], "--script", "s.yaml", "--force")
+    code, status, _out, err = mkl_cli(work, "resume", "--id", "t1", *answer)
+    assert (code, status["result"]) == (0, "approved in the folder's machine"), err
+    assert [given["value"] for given in status["answers"]] == ["approve"]

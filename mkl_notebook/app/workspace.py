@@ -185,12 +185,10 @@ class Workspace:
         return machine
 
     def machine(self, name: str) -> Machine:
-        """The machine defined by that name, else the library's (a library folder's first), with the library
-        machines it calls: taken in, as if defined, so that their runs show, replay and resume like any other."""
+        """The machine defined by that name, else the library's (its folders' first), taken in as if defined."""
         found = self.machines.get(name) or stdlib.find(name, self.settings.library_folders())
         if found is not None:
-            self.machines.update(stdlib.with_library(found, self.machines, self.settings.library_folders()))
-            return found
+            return self.machines.setdefault(name, found)
         known = ", ".join(sorted(self.machines)) or "none yet"
         raise UsageProblem(
             f"no machine named '{name}' is defined (defined: {known}; the standard library: %mkl stdlib); "
@@ -208,18 +206,18 @@ class Workspace:
             raise UsageProblem(f"%mkl stdlib: no library machine '{name}'; it has {', '.join(stdlib.listed(folders))}")
         return found
 
-    def callable_names(self) -> set[str]:
-        """The names a ``call:`` finds: the machines defined here and the library's (its folders' too)."""
-        return {*self.machines, *stdlib.library_names(self.settings.library_folders())}
+    def callees(self, root: Machine) -> dict[str, Machine]:
+        """The machines a run of ``root`` can call: those defined here, else the library's (its folders' first)."""
+        return stdlib.with_library(root, self.machines, self.settings.library_folders())
 
     def check(self, name: str) -> list[Finding]:
         """Static findings of a defined machine, its calls judged against the machines defined here."""
-        return check(self.machine(name).source, callable_machines=self.callable_names())
+        return check((machine := self.machine(name)).source, callable_machines=self.callees(machine))
 
     def definition_findings(self, machine: Machine, *, calls_known: bool = False) -> list[Finding]:
         """What a definition warns of; with ``calls_known`` (its file's siblings are loaded) also a call to a
         machine that neither the workspace, the folder nor the standard library has."""
-        known = self.callable_names() if calls_known else None
+        known = self.callees(machine) if calls_known else None
         return [f for f in check(machine.source, known) if f.severity == "warning" or f.code == "unknown-call"]
 
     @staticmethod
@@ -234,7 +232,7 @@ class Workspace:
 
     def test(self, name: str, script: Path) -> list[ScenarioResult]:
         """Scripted scenarios (docs/language.md §8) against a defined machine."""
-        return run_all(scenarios_from_file(self.machine(name), script, dict(self.machines)))
+        return run_all(scenarios_from_file(machine := self.machine(name), script, self.callees(machine)))
 
     @staticmethod
     def test_files(machine: str | None, script: str | None, cases: list[str] | None) -> list[ScenarioResult]:
@@ -379,6 +377,7 @@ class Workspace:
         says so); otherwise :class:`Untrusted` is raised and nothing runs.
         """
         machine = self.machine(name)
+        callees = self.callees(machine)  # (a library file that does not load stops the run before it starts)
         run_id = id or durable.new_run_id()
         host_values = host_input(input or {}, "input")
         options = run_options(
@@ -425,7 +424,7 @@ class Workspace:
             handle.oracle,
             store=self.store,
             run_id=run_id,
-            registry=dict(self.machines),
+            registry=callees,
             input=host_values,
             options=options,
             fresh=fresh,
@@ -749,6 +748,7 @@ class Workspace:
         A row's run the store does not hold but a copy in reach does is taken up from it when trusted.
         """
         machine = self.machine(name)
+        callees = self.callees(machine)
         rows = batch.plan_rows(batch.read_rows(over), id or name, key)
         carried = self.carried_runs() if not fresh else set()
         for row in rows:
@@ -777,7 +777,7 @@ class Workspace:
             rows,
             store=self.store,
             oracle_for=make_oracle,
-            registry=dict(self.machines),
+            registry=callees,
             options=options,
             input=host_input(input or {}, "input"),
             concurrency=concurrency,
