@@ -224,18 +224,26 @@ def write_checkpoint(path: str, outcome: Outcome, signer: Signer | None) -> None
 
 
 def check_checkpoint_folder(path: str | None) -> None:
-    """Refuse a ``--checkpoint`` path that cannot be written, before anything runs or is journaled: one in a folder
-    that does not exist or cannot be written, or one that names a folder or anything else but a file."""
+    """Refuse a ``--checkpoint`` path that cannot be written, before anything runs or is journaled."""
     if path:
-        folder = Path(path).parent
-        if not folder.is_dir():
-            raise UsageProblem(f"--checkpoint {path}: the folder {folder} does not exist")
-        if path.endswith(os.sep) or Path(path).is_dir():
-            raise UsageProblem(f"--checkpoint {path}: is a folder; name the file to write in it")
-        if Path(path).exists() and not Path(path).is_file():
-            raise UsageProblem(f"--checkpoint {path}: is not a regular file (a pipe, a device or a socket)")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise UsageProblem(f"--checkpoint {path}: the folder {folder} cannot be written")
+        check_file_to_write(path, "--checkpoint")
+
+
+def check_file_to_write(path: str, given_as: str) -> None:
+    """Refuse a path a command is to (re)write that cannot be: one in a folder that does not exist or cannot be
+    written, or one that names a folder or anything else but a file. ``given_as`` names where the path came
+    from (a flag, an environment variable), as the one-line message says it."""
+    folder = Path(path).parent
+    if not path:
+        raise UsageProblem(f"{given_as}: give the path of a file")
+    if not folder.is_dir():
+        raise UsageProblem(f"{given_as} {path}: the folder {folder} does not exist")
+    if path.endswith(os.sep) or Path(path).is_dir():
+        raise UsageProblem(f"{given_as} {path}: is a folder; name the file to write in it")
+    if Path(path).exists() and not Path(path).is_file():
+        raise UsageProblem(f"{given_as} {path}: is not a regular file (a pipe, a device or a socket)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageProblem(f"{given_as} {path}: the folder {folder} cannot be written")
 
 
 def resume_in_notebook(

@@ -3,12 +3,14 @@ and which models answer; each value checked once, here, whether it came from a f
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..durable.stores import DEFAULT_STORE
 from ..lang.model import TIERS
+from ..lang.stdlib import LIBRARY_PATH_ENV, library_path
 from ..providers.config import ModelConfig
 from ..providers.secrets import shown_url
 from .errors import UsageProblem
@@ -19,7 +21,7 @@ from .values import parse_budget
 
 HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
-RUN_SETTINGS = ("store", "hitl", "user", "max_workers", "executor", "max_model_calls")
+RUN_SETTINGS = ("store", "hitl", "user", "max_workers", "executor", "max_model_calls", "library")
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 
@@ -47,6 +49,7 @@ class Settings:
     max_model_calls: int | None = None  # model calls in flight at once across a Dask cluster
     models: dict[str, Any] = field(default_factory=dict)  # tier models and their server, over files and environment
     models_source: str = NOTEBOOK_SETTINGS  # where ``models`` were given, as %mkl models says
+    library: tuple[Path, ...] | None = None  # folders `call:` searches before the shipped library; None: the env's
 
     @classmethod
     def from_flags(
@@ -58,9 +61,11 @@ class Settings:
         api_base: str | None = None,
         executor: str | None = None,
         max_model_calls: Any = None,
+        library: str | None = None,
     ) -> Settings:
         """The settings of one ``mkl`` command: escalate gates suspend only with ``--hitl`` (the language's
-        default), models from ``--model`` and ``--api-base``, calls capped only on a Dask cluster."""
+        default), models from ``--model`` and ``--api-base``, calls capped only on a Dask cluster, library
+        folders from ``--library`` (else ``$MKL_LIBRARY_PATH``)."""
         chosen = check_executor(executor)
         limit = parse_budget("max_model_calls", "--max-model-calls", max_model_calls)
         if chosen is None and limit is not None:
@@ -73,6 +78,7 @@ class Settings:
             max_model_calls=limit,
             models=given,
             models_source="flags",
+            library=None if library is None else library_path(library, "--library"),
         )
 
     def change(self, key: str, value: str) -> None:
@@ -89,12 +95,21 @@ class Settings:
             self.max_model_calls = parse_budget("max_model_calls", None, value)
         elif key == "max_workers":
             self.max_workers = parse_budget("max_workers", None, value)
+        elif key == "library":
+            self.library = library_path(value, "library")
         elif key in MODEL_SETTINGS:
             candidate = {**self.models, key: value}
             model_config(candidate)  # a bad value is refused before it is kept
             self.models = candidate
         else:
             raise UsageProblem(f"unknown setting '{key}' (settings: {', '.join((*RUN_SETTINGS, *MODEL_SETTINGS))})")
+
+    def library_folders(self) -> tuple[Path, ...]:
+        """The folders ``call:`` searches before the shipped library: the ``library`` setting, else
+        ``$MKL_LIBRARY_PATH`` (checked now: a folder that is not there is refused, naming it)."""
+        if self.library is not None:
+            return self.library
+        return library_path(os.environ.get(LIBRARY_PATH_ENV, ""), LIBRARY_PATH_ENV)
 
     def model_config(self, model: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, these settings, and a run's ``--model``."""
@@ -113,6 +128,13 @@ class Settings:
             f"user = {self.user or who()}",
             f"max_workers = {self.max_workers or 'default'}",
             f"executor = {self.executor or 'threads'}{capped}",
+            f"library = {self._library_shown()}",
             f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
             f"api_base={shown_url(config.api_base) or '—'}",
         ]
+
+    def _library_shown(self) -> str:
+        if self.library is not None:
+            return os.pathsep.join(map(str, self.library)) or "the shipped library only"
+        given = os.environ.get(LIBRARY_PATH_ENV, "")
+        return f"{given} (${LIBRARY_PATH_ENV})" if given.strip() else "the shipped library only"

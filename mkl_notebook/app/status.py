@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from ..checkpoints.envelope import MIME_TYPE, checkpoint_of
+from ..checkpoints.envelope import MIME_TYPE, checkpoint_of, write_private
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
@@ -58,6 +58,13 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
     if outcome.in_doubt:
         status["in_doubt"] = asdict(outcome.in_doubt)
     return status
+
+
+def write_status_file(path: str, line: str) -> None:
+    """Put the status line ``line`` in file ``path`` too, replacing it whole (a temporary file in the same
+    folder, then a rename), so that a program polling the file reads the last line or the one before, never
+    part of one."""
+    write_private(path, line + "\n")
 
 
 def status_answer(answer: Mapping[str, Any]) -> dict[str, Any]:

@@ -185,13 +185,10 @@ class Workspace:
         return machine
 
     def machine(self, name: str) -> Machine:
-        """The machine defined by that name, else the standard library's (taken in, as if defined, so that its
-        runs show and replay like any other)."""
-        if name in self.machines:
-            return self.machines[name]
-        if name in stdlib.NAMES:
-            self.machines[name] = stdlib.machine(name)
-            return self.machines[name]
+        """The machine defined by that name, else the library's (its folders' first), taken in as if defined."""
+        found = self.machines.get(name) or stdlib.find(name, self.settings.library_folders())
+        if found is not None:
+            return self.machines.setdefault(name, found)
         known = ", ".join(sorted(self.machines)) or "none yet"
         raise UsageProblem(
             f"no machine named '{name}' is defined (defined: {known}; the standard library: %mkl stdlib); "
@@ -199,41 +196,43 @@ class Workspace:
         )
 
     def library(self) -> tuple[dict[str, Machine], list[str]]:
-        """The standard library's machines, and the names of those a machine defined here shadows."""
-        machines = stdlib.machines()
-        shadowed = [n for n, m in machines.items() if n in self.machines and self.machines[n].sha256 != m.sha256]
-        return machines, shadowed
+        """The library's machines (its folders' first), and the names of those a machine defined here shadows."""
+        machines = stdlib.library(self.settings.library_folders())
+        return machines, [n for n, m in machines.items() if n in self.machines and self.machines[n].sha256 != m.sha256]
 
-    @staticmethod
-    def library_machine(name: str) -> Machine:
-        """One machine of the standard library."""
-        if name not in stdlib.NAMES:
-            raise UsageProblem(f"%mkl stdlib: no library machine '{name}'; the library has {', '.join(stdlib.NAMES)}")
-        return stdlib.machine(name)
+    def library_machine(self, name: str) -> Machine:
+        """One machine of the library (a library folder's first)."""
+        if (found := stdlib.find(name, folders := self.settings.library_folders())) is None:
+            raise UsageProblem(f"%mkl stdlib: no library machine '{name}'; it has {', '.join(stdlib.listed(folders))}")
+        return found
+
+    def callees(self, root: Machine) -> dict[str, Machine]:
+        """The machines a run of ``root`` can call: those defined here, else the library's (its folders' first)."""
+        return stdlib.with_library(root, self.machines, self.settings.library_folders())
 
     def check(self, name: str) -> list[Finding]:
         """Static findings of a defined machine, its calls judged against the machines defined here."""
-        return check(self.machine(name).source, callable_machines=self.machines)
+        return check((machine := self.machine(name)).source, callable_machines=self.callees(machine))
 
     def definition_findings(self, machine: Machine, *, calls_known: bool = False) -> list[Finding]:
         """What a definition warns of; with ``calls_known`` (its file's siblings are loaded) also a call to a
         machine that neither the workspace, the folder nor the standard library has."""
-        known = self.machines if calls_known else None
+        known = self.callees(machine) if calls_known else None
         return [f for f in check(machine.source, known) if f.severity == "warning" or f.code == "unknown-call"]
 
     @staticmethod
-    def check_file(path: Path) -> list[Finding]:
-        """Static findings of a machine file, its calls judged against the files beside it."""
+    def check_file(path: Path, library: tuple[Path, ...] = ()) -> list[Finding]:
+        """Static findings of a machine file, its calls judged against the files beside it and ``library``'s."""
         try:
             text = files.read_text(path, files.MACHINE_LIMIT)
         except (OSError, UnicodeDecodeError) as exc:
             reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
             raise UsageProblem(f"{path}: {reason}") from None
-        return check(text, sibling_names(path))
+        return check(text, {*sibling_names(path), *stdlib.library_names(library)})
 
     def test(self, name: str, script: Path) -> list[ScenarioResult]:
         """Scripted scenarios (docs/language.md §8) against a defined machine."""
-        return run_all(scenarios_from_file(self.machine(name), script, dict(self.machines)))
+        return run_all(scenarios_from_file(machine := self.machine(name), script, self.callees(machine)))
 
     @staticmethod
     def test_files(machine: str | None, script: str | None, cases: list[str] | None) -> list[ScenarioResult]:
@@ -378,6 +377,7 @@ class Workspace:
         says so); otherwise :class:`Untrusted` is raised and nothing runs.
         """
         machine = self.machine(name)
+        callees = self.callees(machine)  # (a library file that does not load stops the run before it starts)
         run_id = id or durable.new_run_id()
         host_values = host_input(input or {}, "input")
         options = run_options(
@@ -424,7 +424,7 @@ class Workspace:
             handle.oracle,
             store=self.store,
             run_id=run_id,
-            registry=dict(self.machines),
+            registry=callees,
             input=host_values,
             options=options,
             fresh=fresh,
@@ -748,6 +748,7 @@ class Workspace:
         A row's run the store does not hold but a copy in reach does is taken up from it when trusted.
         """
         machine = self.machine(name)
+        callees = self.callees(machine)
         rows = batch.plan_rows(batch.read_rows(over), id or name, key)
         carried = self.carried_runs() if not fresh else set()
         for row in rows:
@@ -776,7 +777,7 @@ class Workspace:
             rows,
             store=self.store,
             oracle_for=make_oracle,
-            registry=dict(self.machines),
+            registry=callees,
             options=options,
             input=host_input(input or {}, "input"),
             concurrency=concurrency,

@@ -17,7 +17,12 @@ from typing import NoReturn
 from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
 from . import audit_cmd, check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
-from .common import EXIT_USAGE, emit_status
+from .common import EXIT_USAGE, StatusFileProblem, copy_status_to, emit_status, library_flag, output_file_flag
+
+# The commands that end with the JSON status line: each takes --output-file.
+STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
+# The commands that load machines (a resumed run goes on in the machines it pinned): each takes --library.
+LIBRARY_COMMANDS = ("check", "run", "map")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,14 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
     trust_cmd.add_trust_parser(commands)
     keep_cmd.add_keep_parser(commands)
     audit_cmd.add_audit_parser(commands)
+    for name in STATUS_COMMANDS:
+        output_file_flag(commands.choices[name])
+    for name in LIBRARY_COMMANDS:
+        library_flag(commands.choices[name])
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        copy_status_to(args)
         code: int = args.handler(args)
         return code
+    except StatusFileProblem as exc:  # the line was printed; writing it again would fail again
+        print(f"mkl: error: {printable(without_secrets(str(exc)))}", file=sys.stderr)
+        return EXIT_USAGE
     except USER_ERRORS as exc:
         message = without_secrets(str(exc))
         print(f"mkl: error: {printable(message)}", file=sys.stderr)  # one line, whatever a file put in it

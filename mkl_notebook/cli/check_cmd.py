@@ -9,7 +9,7 @@ from pathlib import Path
 from ..app.errors import UsageProblem
 from ..app.workspace import Workspace
 from ..render.common import printable
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status, say
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status, library_of, say
 
 
 def add_check_parser(commands: Commands) -> None:
@@ -20,8 +20,9 @@ def add_check_parser(commands: Commands) -> None:
 
 def check_main(args: argparse.Namespace) -> int:
     path = Path(args.file)
+    library = library_of(args)  # a library folder that is not there: one line, exit 2
     try:
-        findings = Workspace.check_file(path)
+        findings = Workspace.check_file(path, library)
     except UsageProblem as exc:
         print(f"mkl: error: {printable(exc)}", file=sys.stderr)
         emit_status({"status": "unreadable", "file": str(path)})

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..app.settings import Settings
+from ..app.checkpoints import check_file_to_write
+from ..app.errors import UsageProblem
+from ..app.settings import LIBRARY_PATH_ENV, Settings
+from ..app.status import write_status_file
 from ..app.terms import Machine
 from ..app.values import merge, parse_assignments, parse_input
 from ..app.workspace import Workspace
@@ -30,9 +34,73 @@ def say(text: str) -> None:
     print(printable(text, lines=True))
 
 
+OUTPUT_FILE_ENV = "MKL_OUTPUT_FILE"  # --output-file's default: where a driver polls for the status line
+
+
+class StatusFileProblem(UsageProblem):
+    """The status line could not be put in the ``--output-file`` (it was printed)."""
+
+
+class _StatusCopy:
+    """The file this command's status line is written to besides stdout, once checked (None: stdout only)."""
+
+    path: str | None = None
+    given_as = "--output-file"
+
+
+def library_flag(parser: argparse.ArgumentParser) -> None:
+    """``--library FOLDERS`` on a command that loads machines: where ``call:`` looks before the shipped library."""
+    parser.add_argument(
+        "--library",
+        metavar="FOLDERS",
+        help=f"folders ({os.pathsep}-separated) whose NAME.mkl files a `call: NAME` finds before the standard "
+        f"library's (default: ${LIBRARY_PATH_ENV}); they are read as machines, never run as code",
+    )
+
+
+def library_of(args: argparse.Namespace) -> tuple[Path, ...]:
+    """The library folders a command's ``--library`` (else ``$MKL_LIBRARY_PATH``) names, each checked."""
+    return Settings.from_flags(library=args.library).library_folders()
+
+
+def output_file_flag(parser: argparse.ArgumentParser) -> None:
+    """``--output-file PATH`` on a command that ends with the JSON status line."""
+    parser.add_argument(
+        "--output-file",
+        metavar="PATH",
+        help="also write the final JSON status line to PATH, replacing the file at once, so a program can poll it "
+        f"(default: ${OUTPUT_FILE_ENV}, when set)",
+    )
+
+
+def copy_status_to(args: argparse.Namespace) -> None:
+    """Check the file a command's ``--output-file`` (else ``$MKL_OUTPUT_FILE``) names, before anything runs: a
+    folder that does not exist or cannot be written is refused in one line. Commands without a status line
+    write none."""
+    _StatusCopy.path = None
+    if not hasattr(args, "output_file"):
+        return
+    given, given_as = args.output_file, "--output-file"
+    if given is None:
+        given, given_as = os.environ.get(OUTPUT_FILE_ENV) or None, OUTPUT_FILE_ENV
+    if given is not None:
+        check_file_to_write(given, given_as)
+        _StatusCopy.path, _StatusCopy.given_as = given, given_as
+
+
 def emit_status(status: dict[str, Any]) -> None:
-    """The last stdout line of every run-like command: one JSON object."""
-    print(json.dumps(status, ensure_ascii=False, default=str))
+    """The last stdout line of every run-like command: one JSON object (also put in the ``--output-file``)."""
+    line = json.dumps(status, ensure_ascii=False, default=str)
+    print(line)
+    path = _StatusCopy.path
+    if path is not None:
+        try:
+            write_status_file(path, line)
+        except OSError as exc:
+            reason = (exc.strerror or str(exc)).lower()
+            raise StatusFileProblem(
+                f"{_StatusCopy.given_as} {path}: the status line could not be written ({reason})"
+            ) from None
 
 
 def workspace(args: argparse.Namespace) -> Workspace:
@@ -48,6 +116,7 @@ def workspace(args: argparse.Namespace) -> Workspace:
         api_base=getattr(args, "api_base", None),
         executor=getattr(args, "executor", None),
         max_model_calls=getattr(args, "max_model_calls", None),
+        library=getattr(args, "library", None),
     )
     return Workspace(settings, follow_files=True, start_local=True)
 

@@ -508,7 +508,8 @@ def resume_records(
         if root in registry:
             # Machines ``registry`` lacks (a file that no longer loads) keep the copies the run pinned.
             kept = {name: pin for name, pin in index.machines.items() if name not in registry}
-            pins = {**kept, **pin_machines(registry[root], registry)}
+            known = {**machines_from_pins(kept, run_id), **registry}  # not the library's: what it pinned from one
+            pins = {**kept, **pin_machines(registry[root], known)}
             if pins != index.machines:
                 added.append(rec.rerun_record({"machines": pins}))
     # A run that stopped on a failed call makes that call again: resuming it is the person's choice to retry.
