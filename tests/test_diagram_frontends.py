@@ -27,7 +27,7 @@ STATES = ("draft", "confirm · pending", "release", "send", "withdraw")  # as th
 SVG_URI = re.compile(r'<img\b[^>]*\bsrc="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"')
 
 DRAWN_SVG = "img => decodeURIComponent(img.src.slice(img.src.indexOf(',') + 1))"  # the SVG an <img> shows
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.browser]
 
 
 def _folder(root: Path) -> Path:
