@@ -286,10 +286,12 @@ def test_the_trace_marks_the_steps_the_journal_answered(tmp_path: Path) -> None:
         "--suspend", "--max-steps", "3", "--set", "product=kettle",
     )  # fmt: skip
     assert status_line(started)["status"] == "suspended"
-    assert "[replayed]" not in started.stdout  # every step was new
+    assert "[replayed from the journal]" not in started.stdout  # every step was new
     resumed = mkl("resume", "--id", "loop", "--max-steps", "6", "--script", str(data / "loop.script.yaml"))
     rows = [line for line in resumed.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line)]
     assert [row.split()[0] for row in rows] == ["1", "2", "3", "4", "5", "6"]
-    assert ["[replayed]" in row for row in rows] == [True, True, True, False, False, False]
+    assert ["[replayed from the journal]" in row for row in rows] == [True, True, True, False, False, False]
+    assert "replayed: the answers came from the run's journal" in resumed.stdout  # the legend says it once
     again = mkl("resume", "--id", "loop", "--max-steps", "6", "--script", str(data / "loop.script.yaml"))
-    assert all("[replayed]" in line for line in again.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line))
+    again_rows = [line for line in again.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line)]
+    assert again_rows and all("[replayed from the journal]" in line for line in again_rows)

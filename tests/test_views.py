@@ -538,7 +538,7 @@ def test_a_runs_display_output_carries_its_checkpoint_beside_its_views() -> None
     assert bundle[RUN_MIME] == checkpoint_of(outcome)
     assert verify(bundle[RUN_MIME])[0]["run_id"] == "r1"
     assert "· 3 answers journaled" in bundle["text/plain"]
-    assert "[replayed]" not in bundle["text/plain"]
+    assert "[replayed from the journal]" not in bundle["text/plain"] and "replayed:" not in bundle["text/plain"]
     replayed = runs.replay(store, "r1", oracle_from_file(REFUND_SCRIPT))
     assert replayed.calls == {"made": 0, "replayed": 3}
     again = run_output("r1", machine, replayed)
@@ -588,7 +588,8 @@ def _facts(root: Machine, result: RunResult) -> list[str]:
     facts += (result.ask or "").splitlines() + (result.question or "").splitlines()
     for step in _steps(result.trace):
         cost = step.get("cost") or {}
-        facts += [step["state"], step.get("policy"), step.get("to"), f"{sum(cost.values()):,}", step.get("gate_via")]
+        decided = {"llm": "the model", "on_error": "on_error route"}.get(step.get("gate_via"), step.get("gate_via"))
+        facts += [step["state"], step.get("policy"), step.get("to"), f"{sum(cost.values()):,}", decided]
     for sid, state in root.states.items():
         bound = "–" if state.max_visits is None else state.max_visits
         facts.append(f"{result.visits.get(sid, 0)} / {bound}")
@@ -677,17 +678,40 @@ def test_failed_call_shows_the_child_trace() -> None:
     assert "call-failed" in page.text and "sub-run — 1 step" in page.text and "is it bad: yes" in page.text
 
 
-def test_flags_are_marked() -> None:
+def test_flags_are_said_in_plain_words() -> None:
     _, result = flagged()
     markup = views.trace_table_html(result.trace)
-    assert "<small>[tainted decision]</small>" in markup and "<small>[untrusted control flow]</small>" in markup
+    tool = "a tool with effects, reached by a model's decision on outside text"
+    assert "<small>[after reading outside text]</small>" in markup
+    assert f"<small>[{tool}]</small>" in markup.replace("&#x27;", "'")
     plain = views.trace_table_text(result.trace)
-    assert "[tainted decision]" in plain and "[untrusted control flow]" in plain
+    assert "the model [after reading outside text]" in plain and f"[{tool}]" in plain
     _, result = judge_fallback()
-    assert "[judge fallback (scripted)]" in views.trace_table_text(result.trace)
-    step = {**result.trace[0], "truncated": True, "judge_none": 1}
+    assert "otherwise [the model's answer could not be read: scripted]" in views.trace_table_text(result.trace)
+    step = {**result.trace[0], "truncated": True, "judge_none": 2}
     markup = views.trace_table_html([step])
-    assert "[truncated]" in parsed(markup).text and "[judge none ×1]" in parsed(markup).text
+    assert "[cut at the model's length limit]" in parsed(markup).text
+    assert "[the model said no condition holds (2 times)]" in parsed(markup).text
+    for internal in ("tainted", "judge none", "judge fallback", "untrusted control flow", "llm", "×"):
+        assert internal not in plain and internal not in parsed(markup).text, internal
+
+
+def test_one_legend_line_under_the_trace_says_what_its_words_and_marks_mean() -> None:
+    _, result = flagged()
+    plain = views.trace_table_text(result.trace).splitlines()
+    page = parsed(views.trace_table_html(result.trace)).text
+    said = plain[-1]
+    assert said.startswith("Legend — ") and sum(line.startswith("Legend") for line in plain) == 1
+    assert "the model: a model judged which gate's condition holds" in said
+    assert "otherwise: the gate taken when no other fires" in said and "outside text: from tools" in said
+    assert "[…]: what to know about that step" in said
+    assert "hook:" not in said and "replayed:" not in said  # only what the table shows
+    assert page.endswith(said)  # the HTML says the same line, once, under its table
+    _, result = nested()  # sub-runs' tables leave the legend to the run's
+    assert views.trace_table_text(result.trace).count("Legend") == 1
+    assert parsed(views.trace_table_html(result.trace)).text.count("Legend") == 1
+    _, result = hook_decided()
+    assert "hook: a Python function of the host decided" in views.trace_table_text(result.trace).splitlines()[-1]
 
 
 def test_decided_by_names_the_hook() -> None:
