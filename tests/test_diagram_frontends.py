@@ -49,6 +49,9 @@ def _offline(page: Any) -> None:
     page.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
 
 
+FIRST_ROW_ALIGNMENT = "table => [...table.tBodies[0].rows[0].cells].map((cell) => getComputedStyle(cell).textAlign)"
+
+
 def _without_scripts(html: str) -> str:
     return re.sub(r"<script\b.*?</script>", "", html, flags=re.DOTALL | re.IGNORECASE)
 
@@ -133,5 +136,9 @@ def test_jupyterlab_draws_the_mermaid_and_only_that(folder: tuple[Path, dict[str
             assert "confirm · pending" in drawn.evaluate(DRAWN_SVG)
             expect(run_cell.locator(".jp-RenderedSVG")).to_have_count(0)  # not our drawing as well
             drawn.scroll_into_view_if_needed()
+            # Lab's stylesheet right-aligns table cells: the trace's words read left, its numbers right.
+            trace = view.locator("table", has=page.locator("caption", has_text=re.compile(r"^Trace")))
+            aligned = trace.first.evaluate(FIRST_ROW_ALIGNMENT)
+            assert aligned == ["right", "left", "left", "left", "left", "left", "right", "left"], aligned
         finally:
             page.screenshot(path=str(ARTIFACTS / "jupyterlab.png"), full_page=True)

@@ -29,6 +29,8 @@ from .common import (
     money,
     note_said,
     printable,
+    table_cell,
+    table_row,
 )
 from .diagram import shorten
 
@@ -43,6 +45,7 @@ _FAILED_POLICIES = (
     "untrusted-control-flow",
 )
 _TRACE_HEAD = ("step", "state", "gate", "decided by", "policy", "to", "tokens", "output")
+_TRACE_NUMBERS = (0, 6)  # the columns of numbers: step and tokens (with time and cost)
 
 
 @dataclass(frozen=True)
@@ -272,7 +275,7 @@ def _nested_html(row: _Row, cap: Cap) -> str:
         left = _sub_runs_left_out(first, last)
         blocks += f"<p><em>{_e(left)}</em>{_how_html(cap.trace, 'shows them all')}</p>"
         blocks += "".join(block(index) for index in last)
-    return f'<tr><td colspan="{len(_TRACE_HEAD)}">{blocks}</td></tr>'
+    return f"<tr>{table_cell(blocks, span=len(_TRACE_HEAD))}</tr>"
 
 
 # -- a person's answers, between the steps ------------------------------------------------------
@@ -302,10 +305,8 @@ def _answer_html(answer: Mapping[str, Any]) -> str:
     noted = f" <em>{_e(note)}</em>" if note else ""
     asked = f" — asked: <em>{_e(question)}</em>" if question else ""
     again = f" — <mark>{_e(ASKED_AGAIN)}</mark>" if answer.get("asked_again") else ""
-    return (
-        f'<tr><td colspan="{len(_TRACE_HEAD)}">↳ <strong>answered</strong> <code>{_e(reply)}</code>'
-        f"{noted}{f' {_e(who)}' if who else ''}{asked}{again}</td></tr>"
-    )
+    said = f"↳ <strong>answered</strong> <code>{_e(reply)}</code>{noted}{f' {_e(who)}' if who else ''}{asked}{again}"
+    return f"<tr>{table_cell(said, span=len(_TRACE_HEAD))}</tr>"
 
 
 def _answer_text(answer: Mapping[str, Any], indent: str) -> str:
@@ -354,7 +355,7 @@ def trace_table_html(
     """
     if not trace:
         return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
-    head = "".join(f"<th>{_e(name)}</th>" for name in _trace_head(trace))
+    head = table_row([_e(name) for name in _trace_head(trace)], _TRACE_NUMBERS, tag="th")
     after = _answers_by_step(answers)
     first, last = cut(len(trace), cap.full)
 
@@ -362,7 +363,7 @@ def trace_table_html(
         body = []
         for index in positions:
             row = _row(trace[index], replayed)
-            body.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells_html(row, cap)) + "</tr>")
+            body.append(table_row(_cells_html(row, cap), _TRACE_NUMBERS))
             body.append(_nested_html(row, cap))
             body += [_answer_html(answer) for answer in after.get(index + 1, ())]
         return body
@@ -370,13 +371,11 @@ def trace_table_html(
     body = [_answer_html(answer) for answer in after.get(0, ())] + rows(first)
     if last:
         left = _steps_left_out(trace, first, last, after)
-        body.append(
-            f'<tr><td colspan="{len(_TRACE_HEAD)}"><em>{_e(left)}</em>{_how_html(cap.trace, "shows every step")}'
-            "</td></tr>"
-        )
+        more = f"<em>{_e(left)}</em>{_how_html(cap.trace, 'shows every step')}"
+        body.append(f"<tr>{table_cell(more, span=len(_TRACE_HEAD))}</tr>")
         body += rows(last)
     caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>"
-    table = f"<table>{caption_html}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table>{caption_html}<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
     said = legend(trace, replayed=replayed, answered=bool(answers)) if with_legend else ""
     return table + (f"<p><small>{_e(said)}</small></p>" if said else "")
 
