@@ -67,8 +67,9 @@ then the diagram again with the path the run took.
     md("""
 ## Read the trace
 
-`%mkl trace RUN` shows the steps again. *decided by* says whether the judge model (`llm`), a
-host hook or the `otherwise` catch-all chose the gate. A run's id defaults to its machine's name.
+`%mkl trace RUN` shows the steps again. *decided by* says whether the model, a host hook or
+the `otherwise` catch-all chose the gate; the line under the table says what its words and marks
+mean. A run's id defaults to its machine's name.
 """),
     code("%mkl trace triage"),
     md("The same facts are there for Python code:"),

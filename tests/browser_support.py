@@ -1,12 +1,18 @@
 """Driving Jupyter servers from tests through Debian's Chromium: the page, the environment of one person's
 server (their own config, data and settings folders), and a server of any Jupyter application (JupyterLab,
-Notebook 7, Voila) serving a folder until the block ends."""
+Notebook 7, Voila) serving a folder until the block ends.
+
+A test that needs the browser is marked ``browser`` (``conftest.py`` then calls :func:`require_chromium`
+before its fixtures start a server): on a machine without Chromium it is skipped, with one line naming
+the install, unless the ``CI`` environment variable is set, where a missing browser fails it instead.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,8 +23,25 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ENV = "MKL_TEST_CHROMIUM"  # the browser to drive, when not Debian's /usr/bin/chromium
+
+
+def _chromium() -> Path:
+    """The Chromium the browser tests drive: ``MKL_TEST_CHROMIUM`` when set, else Debian's package, else the
+    first ``chromium`` on PATH (Debian's path is named even when nothing is there, so a message can say it)."""
+    named = os.environ.get(CHROMIUM_ENV)
+    if named:
+        return Path(named)
+    debian = Path("/usr/bin/chromium")
+    found = shutil.which("chromium")
+    return debian if debian.exists() or found is None else Path(found)
+
+
+CHROMIUM = _chromium()
+INSTALL_CHROMIUM = "sudo apt-get install chromium"
 BROWSER_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -30,10 +53,28 @@ BROWSER_ARGS = [
 ]
 
 
+def _in_ci() -> bool:
+    """Whether these tests run in CI (``CI`` set, as CI services set it), where every test must run."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_chromium() -> None:
+    """Skip the calling test when there is no Chromium to drive, saying in one line how to install it; fail it
+    instead under CI (``.ci/run`` installs the browser, so a missing one there is a broken machine)."""
+    if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
+        return
+    missing = f"no Chromium at {CHROMIUM}: install it with `{INSTALL_CHROMIUM}` (or name one in {CHROMIUM_ENV})"
+    if _in_ci():
+        pytest.fail(f"{missing}; CI is set, so the browser tests must run", pytrace=False)
+    pytest.skip(f"browser test: {missing}")
+
+
 @contextlib.contextmanager
 def browser_page() -> Iterator[Any]:
     """A page of Debian's Chromium, headless, as every browser test drives it; the browser is closed after."""
     from playwright.sync_api import sync_playwright
+
+    require_chromium()
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_support import require_chromium
 from IPython.core.interactiveshell import InteractiveShell
 
 from mkl_notebook.notebook import session as session_module
@@ -17,6 +18,18 @@ from support import MODEL_ENV, Cells, Recorder
 
 # The tests' signing keys and trusted keys, never the person's own (subprocesses inherit it).
 os.environ["JUPYTER_DATA_DIR"] = tempfile.mkdtemp(prefix="mkl-test-jupyter-data-")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "browser: drives Chromium; skipped without it, failed without it under CI")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``browser`` is skipped (under CI: failed) before any of its fixtures starts a server or
+    executes a notebook, when there is no Chromium to drive."""
+    if item.get_closest_marker("browser") is not None:
+        require_chromium()
 
 
 @pytest.fixture(scope="session")

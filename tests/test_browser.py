@@ -21,7 +21,7 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
-from browser_support import CHROMIUM, browser_page, checkout_extension, get_json, lab_env, serve
+from browser_support import browser_page, checkout_extension, get_json, lab_env, serve
 
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
@@ -33,6 +33,7 @@ from support import mkl_cli, store_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
+pytestmark = pytest.mark.browser  # every test here drives Chromium
 NOTEBOOK = "02-human-approval.ipynb"
 RUN_ID = "approval-demo"
 
@@ -78,6 +79,7 @@ def _open(page: Any, base: str, name: str) -> None:
 def _open_and_run_all(page: Any, base: str, name: str) -> None:
     """Open notebook ``name``, wait until its kernel is attached and idle, and run all its cells."""
     _open(page, base, name)
+    _watch_prompts(page)
     page.click(".lm-MenuBar-itemLabel:text-is('Run')")
     page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
 
@@ -90,7 +92,6 @@ def _run_checkpoint(path: Path) -> dict:
 def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, Path]) -> None:
     from playwright.sync_api import expect
 
-    assert CHROMIUM.exists(), "Debian's chromium must be installed (.ci/run installs it)"
     base, root = jupyter_lab
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with browser_page() as page:
@@ -113,6 +114,7 @@ def test_approve_in_jupyterlab_resumes_the_run_in_place(jupyter_lab: tuple[str, 
             # one closed first), and JupyterLab draws it and sends its click as before.
             prompt = run_cell.locator(".jp-InputPrompt")
             before = prompt.inner_text()
+            _watch_prompts(page)
             page.click(".lm-MenuBar-itemLabel:text-is('Run')")
             page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
             expect(prompt).not_to_have_text(before, timeout=60_000)
@@ -268,13 +270,41 @@ _CLOCK = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
 _SCRATCH = re.compile(r"/tmp/tmp\w+|\"time\": [\d.]+")  # 03's headless demo answers a new scratch copy each time
 
 
+# Marks each code cell's prompt once it has shown anything but an execution count ("[*]:" while queued or
+# running, " " when cleared) after the mark was set: such a prompt that shows a count again has run since.
+_WATCH_PROMPTS = """() => {
+    for (const prompt of document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')) {
+        delete prompt.dataset.mklLeft;
+    }
+    window.__mklPrompts?.disconnect();
+    window.__mklPrompts = new MutationObserver((changes) => {
+        for (const change of changes) {
+            const node = change.target.nodeType === 1 ? change.target : change.target.parentElement;
+            const prompt = node?.closest('.jp-InputPrompt');
+            if (prompt && !/^\\[\\d+\\]:$/.test(prompt.textContent.trim())) prompt.dataset.mklLeft = '1';
+        }
+    });
+    window.__mklPrompts.observe(document.body, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+def _watch_prompts(page: Any) -> None:
+    """From now on, note which prompts leave their execution count (see ``_WATCH_PROMPTS``)."""
+    page.evaluate(_WATCH_PROMPTS)
+
+
 def _all_cells_ran(page: Any, base: str, count: int) -> bool:
-    prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
-    done = [text for text in prompts if re.fullmatch(r"\[\d+\]:", text.strip())]
-    return len(done) >= count and _kernel_ready(base)
+    """Whether ``count`` cells ran since :func:`_watch_prompts` (each shows an execution count again after it
+    showed none), none is queued or running, and the kernel is idle."""
+    prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
+    left = page.locator(".jp-CodeCell .jp-InputPrompt[data-mkl-left]").all_text_contents()
+    ran = [text for text in left if re.fullmatch(r"\[\d+\]:", text.strip())]
+    waiting = [text for text in prompts.all_text_contents() if text.strip() == "[*]:"]
+    return len(ran) >= count and not waiting and _kernel_ready(base)
 
 
 def _wait_until_run(page: Any, base: str, path: Path) -> None:
+    """Poll until every code cell of ``path`` ran since :func:`_watch_prompts` and the kernel is idle."""
     cells = nbformat.read(path, as_version=4).cells
     count = sum(1 for cell in cells if cell.cell_type == "code" and cell.source.strip())
     deadline = time.monotonic() + 120
@@ -286,10 +316,10 @@ def _wait_until_run(page: Any, base: str, path: Path) -> None:
 
 def _restart_and_run_all(page: Any, base: str, path: Path) -> None:
     """Kernel → Restart Kernel and Run All Cells…, confirmed, until every cell ran again."""
+    _watch_prompts(page)
     page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
     page.click("li.lm-Menu-item[data-command$='restart-and-run-all']")
     page.click(".jp-Dialog-button.jp-mod-accept")
-    page.wait_for_timeout(1000)  # the kernel restarts: its prompts clear before they count again
     _wait_until_run(page, base, path)
 
 

@@ -286,10 +286,32 @@ def test_the_trace_marks_the_steps_the_journal_answered(tmp_path: Path) -> None:
         "--suspend", "--max-steps", "3", "--set", "product=kettle",
     )  # fmt: skip
     assert status_line(started)["status"] == "suspended"
-    assert "[replayed]" not in started.stdout  # every step was new
+    assert "[replayed from the journal]" not in started.stdout  # every step was new
     resumed = mkl("resume", "--id", "loop", "--max-steps", "6", "--script", str(data / "loop.script.yaml"))
     rows = [line for line in resumed.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line)]
     assert [row.split()[0] for row in rows] == ["1", "2", "3", "4", "5", "6"]
-    assert ["[replayed]" in row for row in rows] == [True, True, True, False, False, False]
+    assert ["[replayed from the journal]" in row for row in rows] == [True, True, True, False, False, False]
+    assert "replayed: the answers came from the run's journal" in resumed.stdout  # the legend says it once
     again = mkl("resume", "--id", "loop", "--max-steps", "6", "--script", str(data / "loop.script.yaml"))
-    assert all("[replayed]" in line for line in again.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line))
+    again_rows = [line for line in again.stdout.splitlines() if re.match(r"\d+ +(write|critique) ", line)]
+    assert again_rows and all("[replayed from the journal]" in line for line in again_rows)
+
+
+def test_mkl_runs_lists_the_runs_by_when_they_last_changed_the_most_recent_last(tmp_path: Path) -> None:
+    """Text and JSON list the same order: three runs started one after the other, then the first taken on."""
+    data = ROOT / "notebooks" / "data"
+    script = str(data / "loop.script.yaml")
+    for run_id in ("first", "second", "third"):
+        started = mkl(
+            "run", str(data / "loop.mkl"), "--script", script, "--id", run_id,
+            "--suspend", "--max-steps", "1", "--set", "product=kettle",
+        )  # fmt: skip
+        assert status_line(started)["status"] == "suspended", started.stderr
+    listed = mkl("runs")
+    assert [run["run"] for run in status_line(listed)["runs"]] == ["first", "second", "third"]
+    taken_on = mkl("resume", "--id", "first", "--max-steps", "2", "--script", script)
+    assert status_line(taken_on)["calls"]["made"] == 1, taken_on.stderr  # one more step: its journal changed
+    listed = mkl("runs")
+    assert [run["run"] for run in status_line(listed)["runs"]] == ["second", "third", "first"]
+    lines = [line.split()[0] for line in listed.stdout.splitlines() if re.match(r"(first|second|third)  ", line)]
+    assert lines == ["second", "third", "first"]

@@ -27,7 +27,7 @@ STATES = ("draft", "confirm · pending", "release", "send", "withdraw")  # as th
 SVG_URI = re.compile(r'<img\b[^>]*\bsrc="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"')
 
 DRAWN_SVG = "img => decodeURIComponent(img.src.slice(img.src.indexOf(',') + 1))"  # the SVG an <img> shows
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.browser]
 
 
 def _folder(root: Path) -> Path:
@@ -47,6 +47,9 @@ def _folder(root: Path) -> Path:
 def _offline(page: Any) -> None:
     """Let the page load its own file and nothing from the network (an export read on a train)."""
     page.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
+
+
+FIRST_ROW_ALIGNMENT = "table => [...table.tBodies[0].rows[0].cells].map((cell) => getComputedStyle(cell).textAlign)"
 
 
 def _without_scripts(html: str) -> str:
@@ -133,5 +136,9 @@ def test_jupyterlab_draws_the_mermaid_and_only_that(folder: tuple[Path, dict[str
             assert "confirm · pending" in drawn.evaluate(DRAWN_SVG)
             expect(run_cell.locator(".jp-RenderedSVG")).to_have_count(0)  # not our drawing as well
             drawn.scroll_into_view_if_needed()
+            # Lab's stylesheet right-aligns table cells: the trace's words read left, its numbers right.
+            trace = view.locator("table", has=page.locator("caption", has_text=re.compile(r"^Trace")))
+            aligned = trace.first.evaluate(FIRST_ROW_ALIGNMENT)
+            assert aligned == ["right", "left", "left", "left", "left", "left", "right", "left"], aligned
         finally:
             page.screenshot(path=str(ARTIFACTS / "jupyterlab.png"), full_page=True)

@@ -396,3 +396,30 @@ def test_the_api_and_the_cli_agree_on_the_result(
     run.submit("approve")
     cli = _status(_approve_headless(copy_of))
     assert (run.status, run.result) == (cli["status"], cli["result"]) == ("done", REFUND_RESULT)
+
+
+def test_mkl_runs_lists_a_notebooks_runs_by_when_they_last_changed_not_by_cell(tmp_path: Path) -> None:
+    """Two runs, one per cell, the first cell's answered afterwards: it is listed last, in text and JSON."""
+    path = tmp_path / "two.ipynb"
+    nb = nbformat.v4.new_notebook()
+    run = f'%mkl run refund --script {REFUND_SCRIPT} --set ticket="{TICKET}" --notebook {path}'
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
+        nbformat.v4.new_code_cell(f"{run} --id answered-later"),
+        nbformat.v4.new_code_cell(f"{run} --id asked-second"),
+    ]
+    nbformat.write(nb, path)
+    run_all(path)
+    listed = _mkl("runs", path.name, cwd=tmp_path)
+    assert [run["run"] for run in _status(listed)["runs"]] == ["answered-later", "asked-second"]  # as asked
+    question = next(r for r in _status(listed)["runs"] if r["run"] == "answered-later")["question_id"]
+    answered = _mkl(
+        "resume", path.name, "--run", "answered-later", "--question", question, "--set", "approval.answer=approve",
+        "--script", str(REFUND_SCRIPT), cwd=tmp_path,
+    )  # fmt: skip
+    assert answered.returncode in (0, 3), answered.stderr
+    listed = _mkl("runs", path.name, cwd=tmp_path)
+    assert [run["run"] for run in _status(listed)["runs"]] == ["asked-second", "answered-later"]
+    lines = [line.split()[0] for line in listed.stdout.splitlines() if line.startswith(("asked-", "answered-"))]
+    assert lines == ["asked-second", "answered-later"]

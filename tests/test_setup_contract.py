@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+from browser_support import CHROMIUM_ENV, INSTALL_CHROMIUM
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,8 +23,6 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 def test_the_install_builds_and_enables_the_jupyterlab_extension() -> None:
     """`pip install -e .` built labextension/ (TypeScript, Jupyter's toolchain) into this environment."""
-    import subprocess
-    import sys
 
     listed = subprocess.run(
         [sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, check=True
@@ -47,3 +51,35 @@ def test_the_malicious_litellm_uploads_can_never_be_installed_and_current_releas
     from importlib.metadata import version
 
     assert litellm.contains(version("litellm"))  # what this environment installed
+
+
+BROWSER_TESTS = ["tests/test_browser.py", "tests/test_voila.py", "tests/test_diagram_frontends.py"]
+BROWSER_TESTS += ["tests/test_static_exports.py"]
+
+
+def _browser_tests_without_chromium(ci: str | None) -> subprocess.CompletedProcess[str]:
+    """The browser tests, run as the README runs the suite, on a machine whose Chromium is nowhere."""
+    env = {key: value for key, value in os.environ.items() if key != "CI"}
+    env[CHROMIUM_ENV] = str(ROOT / "no-such-folder" / "chromium")
+    if ci is not None:
+        env["CI"] = ci
+    command = [sys.executable, "-m", "pytest", "-m", "browser", "-p", "no:cacheprovider", *BROWSER_TESTS]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+def test_without_chromium_the_browser_tests_are_skipped_with_one_line_naming_the_install() -> None:
+    ran = _browser_tests_without_chromium(None)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    skipped = int(re.search(r"(\d+) skipped", ran.stdout).group(1))  # type: ignore[union-attr]
+    assert skipped >= 20 and " passed" not in ran.stdout and "failed" not in ran.stdout, ran.stdout[-3000:]
+    named = [line for line in ran.stdout.splitlines() if INSTALL_CHROMIUM in line]
+    assert len(named) == 1, ran.stdout[-3000:]
+    assert named[0].startswith(f"SKIPPED [{skipped}] ") and "no-such-folder/chromium" in named[0]
+
+
+def test_under_ci_a_missing_chromium_fails_every_browser_test() -> None:
+    ran = _browser_tests_without_chromium("true")
+    assert ran.returncode == 1, ran.stdout[-3000:]
+    assert "skipped" not in ran.stdout and " passed" not in ran.stdout, ran.stdout[-3000:]
+    failed = [line for line in ran.stdout.splitlines() if line.startswith("ERROR tests/")]
+    assert len(failed) >= 20 and all(INSTALL_CHROMIUM in line and "CI is set" in line for line in failed)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser_support import CHROMIUM, browser_page
+from browser_support import browser_page
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "notebooks" / "data"
@@ -110,7 +110,7 @@ def test_the_shipped_tutorials_exported_to_html_show_their_questions_and_command
         assert re.search(r"mkl resume 07-batches\.ipynb --run refund-\S+ --question q-[0-9a-f]+", said), said
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@pytest.mark.browser
 def test_chromium_offline_shows_the_exported_question_and_prints_the_trace(executed: Path) -> None:
     from playwright.sync_api import expect
 

@@ -28,6 +28,8 @@ from mkl_notebook.lang.loader import load
 from mkl_notebook.lang.model import Machine
 from mkl_notebook.providers.scripted import ScriptedOracle, oracle_from_file
 from mkl_notebook.render import diagram, views
+from mkl_notebook.render.audit_views import audit_bundle
+from mkl_notebook.render.batch_views import batch_bundle
 from mkl_notebook.render.plan_views import plan_lines
 from mkl_notebook.testing import Outcome
 
@@ -518,7 +520,69 @@ def test_html_is_plain_semantic_markup(name: str) -> None:
         assert "<style" not in lowered and "<script" not in lowered and "var(--" not in lowered
         page = parsed(markup)
         assert set(page.tags) <= ALLOWED_TAGS, set(page.tags) - ALLOWED_TAGS
-        assert {key for key, _ in page.attrs} <= {"colspan", "start", "title", "open"}
+        assert {key for key, _ in page.attrs} <= {"colspan", "start", "title", "open", "style"}
+        assert {value for key, value in page.attrs if key == "style"} <= {"text-align: left"}  # the one style
+
+
+class _Cells(HTMLParser):
+    """A flat table's cells: each row's (text, whether it is left-aligned, how many columns it spans)."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[tuple[str, bool, int]]] = []
+        self._cell: tuple[list[str], bool, int] | None = None
+        self.feed(markup)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = ([], found.get("style") == "text-align: left", int(found.get("colspan") or 1))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(("".join(self._cell[0]).strip(), self._cell[1], self._cell[2]))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell[0].append(data)
+
+
+def _prose_tables() -> dict[str, str]:
+    """One of each table a notebook shows: a trace (with an answer row), visits, runs, a batch, the audit's
+    answers, scenarios."""
+    root, result = budget_halt()
+    answer = {"after": 1, "value": "approve", "by": "alice", "question": "Send it?"}
+    batch = [{"row": 0, "run": "b-0", "status": "done", "result": "Sent.", "tokens": 1240, "cost_usd": 0.01}]
+    asked = {"run": "r", "question": "Send it?", "value": "approve", "by": "alice", "asked_at": 1.7e9}
+    return {
+        "trace": views.trace_table_html(result.trace, answers=[answer]),
+        "visits": views.visits_table_html(root, result.visits, result.diagnosis),
+        "runs": views.runs_table_html([("run-1", "refund", "suspended", "escalated", "send", "$0.01")]),
+        "batch": batch_bundle(batch, {"done": 1})["text/html"],
+        "audit": audit_bundle([{**asked, "answered_at": 1.7e9 + 30, "seconds_to_decide": 30}], [], [], 30)["text/html"],
+        "scenarios": views.scenario_table_html([Outcome("approves", True, "")]),
+    }
+
+
+NUMBER_COLUMNS = {"step", "tokens", "entries / max_visits", "spent", "row", "cost", "asked", "answered", "decided in"}
+
+
+@pytest.mark.parametrize("name", sorted(_prose_tables()))
+def test_prose_columns_are_left_aligned_and_numbers_stay_right(name: str) -> None:
+    """JupyterLab right-aligns every table cell of an output: the cells of words say left, the numbers do not."""
+    rows = _Cells(_prose_tables()[name]).rows
+    head = [text for text, _, _ in rows[0]]
+    assert any(column in NUMBER_COLUMNS for column in head) or name == "scenarios"
+    for row in rows:
+        if len(row) == 1 and row[0][2] > 1:  # a row across the table (an answer, a tally): words
+            assert row[0][1], row
+            continue
+        assert len(row) == len(head), row
+        for column, (text, left, _) in zip(head, row, strict=True):
+            assert left == (column not in NUMBER_COLUMNS), (name, column, text)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -538,7 +602,7 @@ def test_a_runs_display_output_carries_its_checkpoint_beside_its_views() -> None
     assert bundle[RUN_MIME] == checkpoint_of(outcome)
     assert verify(bundle[RUN_MIME])[0]["run_id"] == "r1"
     assert "· 3 answers journaled" in bundle["text/plain"]
-    assert "[replayed]" not in bundle["text/plain"]
+    assert "[replayed from the journal]" not in bundle["text/plain"] and "replayed:" not in bundle["text/plain"]
     replayed = runs.replay(store, "r1", oracle_from_file(REFUND_SCRIPT))
     assert replayed.calls == {"made": 0, "replayed": 3}
     again = run_output("r1", machine, replayed)
@@ -588,7 +652,8 @@ def _facts(root: Machine, result: RunResult) -> list[str]:
     facts += (result.ask or "").splitlines() + (result.question or "").splitlines()
     for step in _steps(result.trace):
         cost = step.get("cost") or {}
-        facts += [step["state"], step.get("policy"), step.get("to"), f"{sum(cost.values()):,}", step.get("gate_via")]
+        decided = {"llm": "the model", "on_error": "on_error route"}.get(step.get("gate_via"), step.get("gate_via"))
+        facts += [step["state"], step.get("policy"), step.get("to"), f"{sum(cost.values()):,}", decided]
     for sid, state in root.states.items():
         bound = "–" if state.max_visits is None else state.max_visits
         facts.append(f"{result.visits.get(sid, 0)} / {bound}")
@@ -677,17 +742,40 @@ def test_failed_call_shows_the_child_trace() -> None:
     assert "call-failed" in page.text and "sub-run — 1 step" in page.text and "is it bad: yes" in page.text
 
 
-def test_flags_are_marked() -> None:
+def test_flags_are_said_in_plain_words() -> None:
     _, result = flagged()
     markup = views.trace_table_html(result.trace)
-    assert "<small>[tainted decision]</small>" in markup and "<small>[untrusted control flow]</small>" in markup
+    tool = "a tool with effects, reached by a model's decision on outside text"
+    assert "<small>[after reading outside text]</small>" in markup
+    assert f"<small>[{tool}]</small>" in markup.replace("&#x27;", "'")
     plain = views.trace_table_text(result.trace)
-    assert "[tainted decision]" in plain and "[untrusted control flow]" in plain
+    assert "the model [after reading outside text]" in plain and f"[{tool}]" in plain
     _, result = judge_fallback()
-    assert "[judge fallback (scripted)]" in views.trace_table_text(result.trace)
-    step = {**result.trace[0], "truncated": True, "judge_none": 1}
+    assert "otherwise [the model's answer could not be read: scripted]" in views.trace_table_text(result.trace)
+    step = {**result.trace[0], "truncated": True, "judge_none": 2}
     markup = views.trace_table_html([step])
-    assert "[truncated]" in parsed(markup).text and "[judge none ×1]" in parsed(markup).text
+    assert "[cut at the model's length limit]" in parsed(markup).text
+    assert "[the model said no condition holds (2 times)]" in parsed(markup).text
+    for internal in ("tainted", "judge none", "judge fallback", "untrusted control flow", "llm", "×"):
+        assert internal not in plain and internal not in parsed(markup).text, internal
+
+
+def test_one_legend_line_under_the_trace_says_what_its_words_and_marks_mean() -> None:
+    _, result = flagged()
+    plain = views.trace_table_text(result.trace).splitlines()
+    page = parsed(views.trace_table_html(result.trace)).text
+    said = plain[-1]
+    assert said.startswith("Legend — ") and sum(line.startswith("Legend") for line in plain) == 1
+    assert "the model: a model judged which gate's condition holds" in said
+    assert "otherwise: the gate taken when no other fires" in said and "outside text: from tools" in said
+    assert "[…]: what to know about that step" in said
+    assert "hook:" not in said and "replayed:" not in said  # only what the table shows
+    assert page.endswith(said)  # the HTML says the same line, once, under its table
+    _, result = nested()  # sub-runs' tables leave the legend to the run's
+    assert views.trace_table_text(result.trace).count("Legend") == 1
+    assert parsed(views.trace_table_html(result.trace)).text.count("Legend") == 1
+    _, result = hook_decided()
+    assert "hook: a Python function of the host decided" in views.trace_table_text(result.trace).splitlines()[-1]
 
 
 def test_decided_by_names_the_hook() -> None:
@@ -709,8 +797,8 @@ def test_budget_halt_highlights_the_most_visited_state() -> None:
     assert result.error == "budget-exhausted" and result.diagnosis == {"most_visited_state": "draft", "visits": 3}
     markup = views.run_bundle("run-1", root, result)["text/html"]
     assert (
-        "<tr><td><mark><strong><code>draft</code></strong></mark></td><td><strong>3 / 4</strong></td>"
-        "<td><em>most visited</em></td></tr>" in markup
+        '<tr><td style="text-align: left"><mark><strong><code>draft</code></strong></mark></td>'
+        '<td><strong>3 / 4</strong></td><td style="text-align: left"><em>most visited</em></td></tr>' in markup
     )
     assert markup.count("<mark>") == 2  # the row, and the diagnosis line of the summary
     plain = views.run_text("run-1", root, result)
@@ -1177,7 +1265,7 @@ def test_a_long_trace_shows_its_first_and_last_steps_and_the_command_that_shows_
     assert "Trace of long — 2,000 steps" in page.text and "… 1,960 steps not shown (steps 21 to 1,980)" in page.text
     assert "%mkl trace long --all" in page.text
     html = views.trace_table_html(result.trace, cap=cap)
-    assert "<td>draft 20</td>" in html and "<td>draft 1981</td>" in html and "<td>draft 21</td>" not in html
+    assert ">draft 20</td>" in html and ">draft 1981</td>" in html and ">draft 21</td>" not in html
     whole = replace(cap, full=True)
     assert _step_numbers(views.trace_table_text(result.trace, cap=whole)) == list(range(1, LONG + 1))
     assert "not shown" not in views.trace_table_html(result.trace, cap=whole)

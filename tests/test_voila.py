@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, browser_page, lab_env, serve
+from browser_support import browser_page, lab_env, serve
 from test_static_exports import waiting_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,7 +17,7 @@ FIRST = "The draft promises a refund. Approve it?"
 SECOND = "Send this reply to the customer now?"
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@pytest.mark.browser
 def test_a_click_in_voila_redraws_the_form_in_place_until_the_result(tmp_path: Path) -> None:
     from playwright.sync_api import expect
 

@@ -17,7 +17,7 @@ from ..checkpoints import notebook_file as nbfile
 from ..durable.errors import StoreError
 from ..durable.records import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
-from ..durable.stores import DEFAULT_STORE, SQLiteStore
+from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_command, resume_command
 from .checkpoints import stale_note
 from .status import with_keys
@@ -85,17 +85,27 @@ def run_summary(
     return listed
 
 
+def last_changed(records: list[dict[str, Any]]) -> float:
+    """When a run's journal last changed: the time of its latest record (0 when no record says)."""
+    times = [r["time"] for r in records if isinstance(r.get("time"), (int, float)) and not isinstance(r["time"], bool)]
+    return max(times, default=0.0)
+
+
+def listed_runs(store: RunStore, flag: str | None, *, waiting_only: bool = False) -> list[dict[str, Any]]:
+    """Every run of ``store`` (those suspended, with ``waiting_only``) as a listing says it, in the order they
+    last changed, the most recent last; ``flag`` is the ``--store`` its commands name."""
+    runs = [run for run in store.runs() if not waiting_only or run.status == "suspended"]
+    journals = sorted(((run.run_id, store.read(run.run_id)) for run in runs), key=lambda j: last_changed(j[1]))
+    return [run_summary(run_id, records, resume_command(run_id, store=flag)) for run_id, records in journals]
+
+
 def store_runs(path: Path, *, waiting_only: bool = False) -> list[dict[str, Any]]:
-    """Every run of the store at ``path`` (those suspended, with ``waiting_only``), as a listing says it. The
-    store is opened read-only, and refused when there is none or the file is not a store of ours."""
+    """Every run of the store at ``path`` (those suspended, with ``waiting_only``), as a listing says it, the
+    most recently changed last. The store is opened read-only, and refused when there is none or the file is
+    not a store of ours."""
     store = SQLiteStore(path, read_only=True)
     try:
-        flag = store_flag(path)
-        return [
-            run_summary(run.run_id, store.read(run.run_id), resume_command(run.run_id, store=flag))
-            for run in store.runs()
-            if not waiting_only or run.status == "suspended"
-        ]
+        return listed_runs(store, store_flag(path), waiting_only=waiting_only)
     finally:
         store.close()
 
@@ -108,13 +118,15 @@ class NotebookListing(NamedTuple):
 
 
 def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing:
-    """Every run a notebook file carries, each with who made it and where it is shown, and, when it is carried
-    only in outputs (``only_in_outputs``), the command that keeps it in the file's metadata. A run a resume left
-    mid-advance says in which store (``advancing_in``), and its command resumes it there: the store the file
-    names is not opened (the file is anyone's, and so is the path it names)."""
+    """Every run a notebook file carries, the most recently changed last, each with who made it and where it is
+    shown, and, when it is carried only in outputs (``only_in_outputs``), the command that keeps it in the
+    file's metadata. A run a resume left mid-advance says in which store (``advancing_in``), and its command
+    resumes it there: the store the file names is not opened (the file is anyone's, and so is the path it
+    names)."""
     keyring = keyring or Keyring()
     marks = nbfile.advancing_marks(path)
     embedded, damaged = nbfile.scan(path)
+    embedded = sorted(embedded, key=lambda run: last_changed(run.records))  # the most recently changed last
     listing = []
     stale = _stale(embedded)
     outputs_only = set(nbfile.only_in_outputs(path))

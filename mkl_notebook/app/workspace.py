@@ -37,12 +37,11 @@ from ..lang.model import Machine, reachable
 from ..lang.siblings import load_siblings, sibling_names
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
-from ..render.commands import resume_command
 from . import batch, checkpoints, executors, oracles
 from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
-from .listing import run_summary, store_flag, store_runs
+from .listing import listed_runs, store_flag, store_runs
 from .replies import answerer, checked_note, parse_resolve, read_reply
 from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
 from .settings import Settings, check_hitl
@@ -710,15 +709,12 @@ class Workspace:
         self._forgotten.add(run_id)
 
     def listing(self) -> list[dict[str, Any]]:
-        """Every run of the store, as a listing says it (status, question, answers, what it spent). A store not
-        opened yet is read from its file, if there is one, and not made or changed."""
+        """Every run of the store, as a listing says it (status, question, answers, what it spent), the most
+        recently changed last. A store not opened yet is read from its file, if there is one, and not made or
+        changed."""
         if self.store_opened() is None:
             return store_runs(self.settings.store) if self.settings.store.exists() else []
-        flag = self.store_flag()
-        return [
-            run_summary(run.run_id, self.store.read(run.run_id), resume_command(run.run_id, store=flag))
-            for run in self.store.runs()
-        ]
+        return listed_runs(self.store, self.store_flag())
 
     def map(
         self,

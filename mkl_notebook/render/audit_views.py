@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..lang.interpolate import fmt
-from .common import NONE, _code, _e, _plural, columns, printable, who_answered
+from .common import NONE, _code, _e, _plural, columns, printable, table_row, who_answered
 
 CELL = 28  # characters of a text table's cell, at most (the key's: KEY_CELL; the mark is shown whole)
 KEY_CELL = 36
 MARK = "MARKED"
 _HEAD = ("run", "question", "about", "value", "note", "by", "key", "asked", "answered", "decided in", "via", "mark")
+_AUDIT_NUMBERS = (7, 8, 9)  # the columns of times and durations: asked, answered, decided in
 _NO_ANSWERS = "No answers."
 
 Row = Mapping[str, Any]
@@ -136,17 +137,16 @@ def audit_table_html(
     unread = "".join(f"<p><small>Not read: {_e(problem)}</small></p>" for problem in problems)
     if not answers:
         return f"<p><em>{_e(_NO_ANSWERS)}</em></p>{waiting}{unread}{summary}"
-    head = "".join(f"<th>{_e(name)}</th>" for name in _HEAD)
+    head = table_row([_e(name) for name in _HEAD], _AUDIT_NUMBERS, tag="th")
     body = []
     for row in answers:
         cells = [_e(cell) for cell in _cells(row)]
         cells[0] = _code(row.get("run"))
         if row.get("problem"):
             cells[-1] = f"<mark><strong>{_e(MARK)}</strong>: {_e(row['problem'])}</mark>"
-        body.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+        body.append(table_row(cells, _AUDIT_NUMBERS))
     table = (
-        f"<table><caption>Answers (times in UTC)</caption><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table>"
+        f"<table><caption>Answers (times in UTC)</caption><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
     )
     return table + waiting + unread + summary
 

@@ -12,10 +12,11 @@ from html import escape
 from typing import Any
 
 from .commands import continue_commands, resume_command
-from .common import NONE, answers_sentence, columns, money
+from .common import NONE, answers_sentence, columns, money, table_row
 from .diagram import shorten
 
 HEAD = ("row", "run", "status", "result or error", "tokens", "cost", "waiting on")
+_BATCH_NUMBERS = (0, 4, 5)  # the columns of numbers: row, tokens, cost
 RESULT_PREVIEW = 60
 QUESTION_PREVIEW = 60
 
@@ -59,20 +60,15 @@ def caption(counts: Mapping[str, int]) -> str:
 
 
 def batch_table_html(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> str:
-    head = "".join(f"<th>{escape(name)}</th>" for name in HEAD)
+    head = table_row([escape(name) for name in HEAD], _BATCH_NUMBERS, tag="th")
     body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td><code>{escape(cell)}</code></td>" if index == 1 else f"<td>{escape(cell)}</td>"
-            for index, cell in enumerate(cells(row))
+        table_row(
+            [f"<code>{escape(cell)}</code>" if index == 1 else escape(cell) for index, cell in enumerate(cells(row))],
+            _BATCH_NUMBERS,
         )
-        + "</tr>"
         for row in rows
     )
-    return (
-        f"<table><caption>{escape(caption(counts))}</caption><thead><tr>{head}</tr></thead>"
-        f"<tbody>{body}</tbody></table>"
-    )
+    return f"<table><caption>{escape(caption(counts))}</caption><thead>{head}</thead><tbody>{body}</tbody></table>"
 
 
 def batch_table_text(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> str:

@@ -1,11 +1,12 @@
 """What every view of a run shares: escaping, the caps on long lists, and the small phrases many views say.
 
 Shared notebooks are untrusted, so the views' HTML uses only semantic tags (tables, ``<details>``,
-``<mark>``, ``<strong>``, ``<code>``): no ``<style>``, no ``<script>``, no ``style=`` attributes, and
-every dynamic string is escaped (:func:`_e`). Each ``*_html`` view has a ``*_text`` twin that states the
-same facts; text is shown on terminals, so its table cells and indented blocks pass through :func:`printable`,
-and nothing a file says can move the cursor or recolour a line. The underscored helpers here are the render
-package's own, shared by its view modules.
+``<mark>``, ``<strong>``, ``<code>``): no ``<style>``, no ``<script>``, and every dynamic string is escaped
+(:func:`_e`). The one style the views write is the constant :data:`PROSE_LEFT` on the table cells that hold
+words (:func:`table_row`), which JupyterLab's table stylesheet would right-align like numbers. Each ``*_html``
+view has a ``*_text`` twin that states the same facts; text is shown on terminals, so its table cells and
+indented blocks pass through :func:`printable`, and nothing a file says can move the cursor or recolour a line.
+The underscored helpers here are the render package's own, shared by its view modules.
 Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 """
 
@@ -61,6 +62,24 @@ def printable(value: Any, lines: bool = False) -> str:
     if lines:
         return _IN_LINES.sub(_visible, str(value).replace("\r\n", "\n"))
     return _IN_A_LINE.sub(_visible, str(value))
+
+
+# JupyterLab right-aligns every cell of a table in an output, as for numbers; a cell of words (a state, a
+# question, a model's output) reads left-aligned. A constant, never built from data; JupyterLab's sanitizer
+# keeps ``text-align`` in an untrusted notebook too, and a viewer that drops it loses only the alignment.
+PROSE_LEFT = ' style="text-align: left"'
+
+
+def table_row(cells: Sequence[str], numbers: Sequence[int] = (), *, tag: str = "td") -> str:
+    """A table row of ``cells`` (HTML): those at the positions ``numbers`` hold numbers and keep the page's
+    right alignment, the others hold words and are left-aligned (:data:`PROSE_LEFT`)."""
+    return "<tr>" + "".join(table_cell(cell, number=i in numbers, tag=tag) for i, cell in enumerate(cells)) + "</tr>"
+
+
+def table_cell(content: str, *, number: bool = False, tag: str = "td", span: int = 0) -> str:
+    """One table cell of ``content`` (HTML), left-aligned unless it holds a ``number``; ``span`` columns wide."""
+    spans = f' colspan="{span}"' if span else ""
+    return f"<{tag}{spans}{'' if number else PROSE_LEFT}>{content}</{tag}>"
 
 
 def _code(value: Any) -> str:

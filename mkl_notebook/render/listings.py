@@ -8,15 +8,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ..lang.model import Machine
-from .common import NONE, _code, _e, _plural, columns, money
+from .common import NONE, _code, _e, _plural, columns, money, table_cell, table_row
 
 
-def _table_html(caption: str, head: Sequence[str], rows: Iterable[Sequence[str]], foot: str = "") -> str:
+def _table_html(
+    caption: str, head: Sequence[str], rows: Iterable[Sequence[str]], foot: str = "", numbers: Sequence[int] = ()
+) -> str:
     """A listing as an HTML table: ``caption`` and ``foot`` are HTML, ``head`` the column names, ``rows``
-    each row's cells as HTML."""
-    names = "".join(f"<th>{_e(name)}</th>" for name in head)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><caption>{caption}</caption><thead><tr>{names}</tr></thead><tbody>{body}</tbody>{foot}</table>"
+    each row's cells as HTML; the columns at ``numbers`` hold numbers, the others words (left-aligned)."""
+    names = table_row([_e(name) for name in head], numbers, tag="th")
+    body = "".join(table_row(row, numbers) for row in rows)
+    return f"<table><caption>{caption}</caption><thead>{names}</thead><tbody>{body}</tbody>{foot}</table>"
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -55,7 +57,7 @@ def runs_table_html(rows: Sequence[RunRow]) -> str:
     """The runs of a store or notebook, one row each (``%mkl runs``)."""
     if not rows:
         return f"<p><em>{_e(_NO_RUNS)}</em></p>"
-    return _table_html("Runs", _RUNS_HEAD, (row.html() for row in _runs_rows(rows)))
+    return _table_html("Runs", _RUNS_HEAD, (row.html() for row in _runs_rows(rows)), numbers=(5,))
 
 
 def runs_table_text(rows: Sequence[RunRow]) -> str:
@@ -113,7 +115,7 @@ def _tally(rows: Sequence[_ScenarioRow]) -> str:
 def scenario_table_html(outcomes: Sequence[ScenarioOutcome]) -> str:
     """Pass/fail per scenario, with an ``N passed, N failed`` summary row."""
     rows = _scenario_rows(outcomes)
-    foot = f'<tfoot><tr><th colspan="{len(_SCENARIO_HEAD)}">{_e(_tally(rows))}</th></tr></tfoot>'
+    foot = f"<tfoot><tr>{table_cell(_e(_tally(rows)), tag='th', span=len(_SCENARIO_HEAD))}</tr></tfoot>"
     return _table_html("Scenarios", _SCENARIO_HEAD, (row.html() for row in rows), foot)
 
 

@@ -29,6 +29,8 @@ from .common import (
     money,
     note_said,
     printable,
+    table_cell,
+    table_row,
 )
 from .diagram import shorten
 
@@ -43,6 +45,7 @@ _FAILED_POLICIES = (
     "untrusted-control-flow",
 )
 _TRACE_HEAD = ("step", "state", "gate", "decided by", "policy", "to", "tokens", "output")
+_TRACE_NUMBERS = (0, 6)  # the columns of numbers: step and tokens (with time and cost)
 
 
 @dataclass(frozen=True)
@@ -80,32 +83,82 @@ def _spend_cell(step: Step) -> str:
     return " · ".join(parts)
 
 
+# How a step's gate was chosen (the trace's ``gate_via``), as the "decided by" column says it.
+_DECIDED_BY = {"llm": "the model", "otherwise": "otherwise", "on_error": "on_error route"}
+# What the trace notes of a step, in the words its rows say them in brackets.
+OUTSIDE_TEXT = "after reading outside text"
+REPLAYED = "replayed from the journal"
+CUT = "cut at the model's length limit"
+RISKY_TOOL = "a tool with effects, reached by a model's decision on outside text"
+
+# The legend under a trace: what each word or mark its rows may show means, said once, for those it shows.
+_LEGEND = {
+    "none": f"{NONE}: nothing",
+    "note": "[…]: what to know about that step",
+    "llm": "the model: a model judged which gate's condition holds",
+    "otherwise": "otherwise: the gate taken when no other fires",
+    "hook": "hook: a Python function of the host decided",
+    "on_error": "on_error route: the state failed and its on_error gate took over",
+    "outside": "outside text: from tools, people or inputs, and it may carry instructions (docs §6)",
+    "replayed": "replayed: the answers came from the run's journal, no call was made again",
+    "below": "↳ a person's answer or a sub-run, below the step it came after",
+}
+
+
 def _decided_by(step: Step) -> str:
     via = step.get("gate_via")
     if via == "hook" and step.get("hook"):
         return f"hook {step['hook']}"
-    return str(via) if via else NONE
+    return _DECIDED_BY.get(str(via), str(via)) if via else NONE
 
 
 def _decision_flags(step: Step) -> tuple[str, ...]:
     flags = []
     if step.get("decision_tainted"):
-        flags.append("tainted decision")
+        flags.append(OUTSIDE_TEXT)
     if step.get("judge_none"):
-        flags.append(f"judge none ×{step['judge_none']}")
+        times = int(step["judge_none"])
+        flags.append("the model said no condition holds" + (f" ({times} times)" if times > 1 else ""))
     if step.get("judge_fallback"):
         raw = step.get("judge_raw")
-        flags.append(f"judge fallback ({shorten(raw, 40)})" if raw else "judge fallback")
+        unread = "the model's answer could not be read"
+        flags.append(f"{unread}: {shorten(raw, 40)}" if raw else unread)
     return tuple(flags)
 
 
 def _output_flags(step: Step) -> tuple[str, ...]:
     flags = []
     if step.get("untrusted_control_flow"):
-        flags.append("untrusted control flow")
+        flags.append(RISKY_TOOL)
     if step.get("truncated"):
-        flags.append("truncated")
+        flags.append(CUT)
     return tuple(flags)
+
+
+def _marks(trace: Sequence[Step], replayed: int, answered: bool) -> set[str]:
+    """The words and marks of :data:`_LEGEND` a trace's rows show (its sub-runs' rows too)."""
+    marks = {"below"} if answered else set()
+    for step in trace:
+        via = step.get("gate_via")
+        marks.add(str(via) if via in _LEGEND else "none")
+        if step.get("decision_tainted") or step.get("untrusted_control_flow"):
+            marks.add("outside")
+        if _decision_flags(step) or _output_flags(step):
+            marks.add("note")
+        if isinstance(step.get("step"), int) and step["step"] <= replayed:
+            marks |= {"replayed", "note"}
+        if step.get("gate") is None or not step.get("policy") or not step.get("to"):
+            marks.add("none")
+        for _label, sub in _nested(step):
+            marks |= {"below"} | _marks(sub, 0, False)
+    return marks
+
+
+def legend(trace: Sequence[Step], *, replayed: int = 0, answered: bool = False) -> str:
+    """The one line under a trace that says what the words and marks its rows show mean ("" for none)."""
+    marks = _marks(trace, replayed, answered)
+    said = [meaning for mark, meaning in _LEGEND.items() if mark in marks]
+    return f"Legend — {'; '.join(said)}." if said else ""
 
 
 def _branch_count(branches: Sequence[Any]) -> str:
@@ -148,7 +201,7 @@ def _row(step: Step, replayed: int = 0) -> _Row:
     from_journal = isinstance(step.get("step"), int) and step["step"] <= replayed
     return _Row(
         cells,
-        (*_decision_flags(step), *(("replayed",) if from_journal else ())),
+        (*_decision_flags(step), *((REPLAYED,) if from_journal else ())),
         _output_flags(step),
         branches,
         _nested(step),
@@ -214,7 +267,7 @@ def _nested_html(row: _Row, cap: Cap) -> str:
         label, sub = row.nested[index]
         return (
             f"<details><summary>{_e(label)} — {_e(_plural(len(sub), 'step'))}</summary>"
-            f"{trace_table_html(sub, caption=f'{label} trace', cap=cap)}</details>"
+            f"{trace_table_html(sub, caption=f'{label} trace', cap=cap, with_legend=False)}</details>"
         )
 
     blocks = "".join(block(index) for index in first)
@@ -222,7 +275,7 @@ def _nested_html(row: _Row, cap: Cap) -> str:
         left = _sub_runs_left_out(first, last)
         blocks += f"<p><em>{_e(left)}</em>{_how_html(cap.trace, 'shows them all')}</p>"
         blocks += "".join(block(index) for index in last)
-    return f'<tr><td colspan="{len(_TRACE_HEAD)}">{blocks}</td></tr>'
+    return f"<tr>{table_cell(blocks, span=len(_TRACE_HEAD))}</tr>"
 
 
 # -- a person's answers, between the steps ------------------------------------------------------
@@ -252,10 +305,8 @@ def _answer_html(answer: Mapping[str, Any]) -> str:
     noted = f" <em>{_e(note)}</em>" if note else ""
     asked = f" — asked: <em>{_e(question)}</em>" if question else ""
     again = f" — <mark>{_e(ASKED_AGAIN)}</mark>" if answer.get("asked_again") else ""
-    return (
-        f'<tr><td colspan="{len(_TRACE_HEAD)}">↳ <strong>answered</strong> <code>{_e(reply)}</code>'
-        f"{noted}{f' {_e(who)}' if who else ''}{asked}{again}</td></tr>"
-    )
+    said = f"↳ <strong>answered</strong> <code>{_e(reply)}</code>{noted}{f' {_e(who)}' if who else ''}{asked}{again}"
+    return f"<tr>{table_cell(said, span=len(_TRACE_HEAD))}</tr>"
 
 
 def _answer_text(answer: Mapping[str, Any], indent: str) -> str:
@@ -293,16 +344,18 @@ def trace_table_html(
     answers: Sequence[Mapping[str, Any]] = (),
     replayed: int = 0,
     cap: Cap = DEFAULT_CAP,
+    with_legend: bool = True,
 ) -> str:
     """The steps of a run as a table; fan-out branches and nested sub-runs expand in ``<details>``.
 
     ``answers`` (a result's ``answers``) are rows of their own, after the step they followed; the
     first ``replayed`` steps are marked as answered from the journal. A long trace shows its first and
-    last steps unless ``cap.full`` (see :func:`cut`).
+    last steps unless ``cap.full`` (see :func:`cut`). One line under the table says what its words and
+    marks mean (:func:`legend`; a sub-run's table, ``with_legend=False``, leaves that to the run's).
     """
     if not trace:
         return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
-    head = "".join(f"<th>{_e(name)}</th>" for name in _trace_head(trace))
+    head = table_row([_e(name) for name in _trace_head(trace)], _TRACE_NUMBERS, tag="th")
     after = _answers_by_step(answers)
     first, last = cut(len(trace), cap.full)
 
@@ -310,7 +363,7 @@ def trace_table_html(
         body = []
         for index in positions:
             row = _row(trace[index], replayed)
-            body.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells_html(row, cap)) + "</tr>")
+            body.append(table_row(_cells_html(row, cap), _TRACE_NUMBERS))
             body.append(_nested_html(row, cap))
             body += [_answer_html(answer) for answer in after.get(index + 1, ())]
         return body
@@ -318,13 +371,13 @@ def trace_table_html(
     body = [_answer_html(answer) for answer in after.get(0, ())] + rows(first)
     if last:
         left = _steps_left_out(trace, first, last, after)
-        body.append(
-            f'<tr><td colspan="{len(_TRACE_HEAD)}"><em>{_e(left)}</em>{_how_html(cap.trace, "shows every step")}'
-            "</td></tr>"
-        )
+        more = f"<em>{_e(left)}</em>{_how_html(cap.trace, 'shows every step')}"
+        body.append(f"<tr>{table_cell(more, span=len(_TRACE_HEAD))}</tr>")
         body += rows(last)
     caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>"
-    return f"<table>{caption_html}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table>{caption_html}<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+    said = legend(trace, replayed=replayed, answered=bool(answers)) if with_legend else ""
+    return table + (f"<p><small>{_e(said)}</small></p>" if said else "")
 
 
 def _row_text(row: _Row) -> tuple[str, ...]:
@@ -342,8 +395,10 @@ def trace_table_text(
     answers: Sequence[Mapping[str, Any]] = (),
     replayed: int = 0,
     cap: Cap = DEFAULT_CAP,
+    with_legend: bool = True,
 ) -> str:
-    """The text twin of :func:`trace_table_html`: fixed-width columns, sub-runs indented below their step."""
+    """The text twin of :func:`trace_table_html`: fixed-width columns, sub-runs indented below their step,
+    and the legend's line last."""
     if not trace:
         return f"{indent}{caption}: no steps recorded."
     after = _answers_by_step(answers)
@@ -360,7 +415,8 @@ def trace_table_text(
         out += _branches_text(row.branches or (), cap, indent)
         out += _nested_text(row, cap, indent)
         out += [_answer_text(answer, indent) for answer in after.get(index + 1, ())]
-    return "\n".join(out)
+    said = legend(trace, replayed=replayed, answered=bool(answers)) if with_legend else ""
+    return "\n".join([*out, *([indent + said] if said else [])])
 
 
 def _nested_text(row: _Row, cap: Cap, indent: str) -> list[str]:
@@ -368,7 +424,7 @@ def _nested_text(row: _Row, cap: Cap, indent: str) -> list[str]:
 
     def block(index: int) -> str:
         label, sub = row.nested[index]
-        return trace_table_text(sub, caption=f"↳ {label} trace", indent=indent + "    ", cap=cap)
+        return trace_table_text(sub, caption=f"↳ {label} trace", indent=indent + "    ", cap=cap, with_legend=False)
 
     out = [block(index) for index in first]
     if last:

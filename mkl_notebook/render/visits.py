@@ -13,7 +13,7 @@ from typing import Any
 
 from ..engine.result import most_visited
 from ..lang.model import Machine
-from .common import DEFAULT_CAP, WHOLE_ROWS, Cap, _code, _e, _how, _how_html, _plural, columns
+from .common import DEFAULT_CAP, WHOLE_ROWS, Cap, _code, _e, _how, _how_html, _plural, columns, table_cell, table_row
 
 UNBOUNDED = "–"
 VISITS_ROWS = 40  # a visits table of more than WHOLE_ROWS states shows the states entered most
@@ -111,11 +111,11 @@ def visits_table_html(
                 f"<strong>{entries}</strong>",
                 f"<em>{note}</em>",
             )
-        body.append(f"<tr><td>{state}</td><td>{entries}</td><td>{note}</td></tr>")
+        body.append(table_row((state, entries, note), numbers=(1,)))
     if left:
         more = f"<em>{_e(_states_left_out(left, visits))}</em>{_how_html(cap.visits, 'lists every state')}"
-        body.append(f'<tr><td colspan="3">{more}</td></tr>')
-    head = "<tr><th>state</th><th>entries / max_visits</th><th>note</th></tr>"
+        body.append(f"<tr>{table_cell(more, span=3)}</tr>")
+    head = table_row(("state", "entries / max_visits", "note"), numbers=(1,), tag="th")
     caption = _e(_visits_caption(machine, listed, left))
     return f"<table><caption>{caption}</caption><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
