@@ -42,7 +42,11 @@ from .session import NotebookRun, NotebookSession, current_session
 @contextmanager
 def _running(view: RunView) -> Iterator[None]:
     """While a run advances in a cell: an interrupt ends in one line naming where and how to go on, and
-    neither it nor an error leaves the live "running" line behind."""
+    neither it nor an error leaves the live "running" line behind.
+
+    That line is the cell's error (so that Run All stops there), said once: the live line is cleared, not
+    replaced by a copy of it.
+    """
     try:
         yield
     except KeyboardInterrupt:
@@ -51,7 +55,7 @@ def _running(view: RunView) -> Iterator[None]:
             f"run '{view.run_id}' was interrupted{where} after {view.last_steps} step(s); every answer so far "
             "is journaled: run this cell again to continue from there"
         )
-        view.stop(line)
+        view.stop("")
         raise UsageError(line) from None
     except BaseException:
         view.stop("")  # the error itself shows below
