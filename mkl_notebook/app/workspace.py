@@ -30,7 +30,7 @@ from ..durable.stores import RunStore, SQLiteStore, UnknownRun
 from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle
 from ..lang import files, stdlib
-from ..lang.check import check
+from ..lang.check import check, check_defined
 from ..lang.findings import Finding, MachineError
 from ..lang.loader import load, load_file
 from ..lang.model import Machine, reachable
@@ -165,9 +165,9 @@ class Workspace:
 
     # -- machines --------------------------------------------------------------------
 
-    def define(self, source: str) -> Machine:
-        """Define (or redefine) the machine written in ``source``."""
-        machine = load(source)
+    def define(self, source: str, *, first_line: int = 1) -> Machine:
+        """Define (or redefine) the machine in ``source``, whose first line is line ``first_line`` where written."""
+        machine = load(source, first_line=first_line)
         self.machines[machine.name] = machine
         return machine
 
@@ -211,13 +211,13 @@ class Workspace:
 
     def check(self, name: str) -> list[Finding]:
         """Static findings of a defined machine, its calls judged against the machines defined here."""
-        return check((machine := self.machine(name)).source, callable_machines=self.callees(machine))
+        return check_defined(machine := self.machine(name), self.callees(machine))
 
     def definition_findings(self, machine: Machine, *, calls_known: bool = False) -> list[Finding]:
         """What a definition warns of; with ``calls_known`` (its file's siblings are loaded) also a call to a
         machine that neither the workspace, the folder nor the standard library has."""
         known = self.callees(machine) if calls_known else None
-        return [f for f in check(machine.source, known) if f.severity == "warning" or f.code == "unknown-call"]
+        return [f for f in check_defined(machine, known) if f.severity == "warning" or f.code == "unknown-call"]
 
     @staticmethod
     def check_file(path: Path, library: tuple[Path, ...] = ()) -> list[Finding]:

@@ -1,9 +1,9 @@
 """The ``mkl`` command line: check, test, run (one row or many), resume, trace and list machines' runs; trust keys;
 keep a notebook's runs in its metadata; audit every answer.
 
-Exit codes: 0 done / no errors / all tests pass, 1 halt / check errors / a test
-failed, 2 load or usage error, 3 suspended, 4 in doubt.  Run-like commands end
-stdout with one JSON status line.
+Exit codes: 0 done / no errors / all tests pass, 1 halt / a test failed, 2 load,
+usage or check error (an unknown run included), 3 suspended, 4 in doubt.  Run-like
+commands end stdout with one JSON status line.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""``mkl check FILE``: static findings with line numbers."""
+"""``mkl check FILE``: static findings with line and column numbers.
+
+Exits 0 with no errors (warnings allowed) and 2 with errors or a file that cannot be read: a check error
+is a load error (the run would refuse the file), as the command-line contract groups them.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 from ..app.errors import UsageProblem
 from ..app.workspace import Workspace
 from ..render.common import printable
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status, library_of, say
+from .common import EXIT_OK, EXIT_USAGE, Commands, emit_status, library_of, say
 
 
 def add_check_parser(commands: Commands) -> None:
@@ -28,7 +32,8 @@ def check_main(args: argparse.Namespace) -> int:
         emit_status({"status": "unreadable", "file": str(path)})
         return EXIT_USAGE
     for finding in findings:
-        say(f"{path}:{finding.line or 0}: {finding.severity}: {finding.message}")
+        column = f"{finding.column}:" if finding.column else ""
+        say(f"{path}:{finding.line or 0}:{column} {finding.severity}: {finding.message}")
     errors = sum(1 for finding in findings if finding.severity == "error")
     if not findings:
         say(f"{path}: no findings")
@@ -40,4 +45,4 @@ def check_main(args: argparse.Namespace) -> int:
             "warnings": len(findings) - errors,
         }
     )
-    return EXIT_FAILED if errors else EXIT_OK
+    return EXIT_USAGE if errors else EXIT_OK

@@ -15,20 +15,30 @@ from .findings import Finding, Severity
 from .loader import analyse_located
 from .located import LocatedMap, YamlSyntaxError, parse_located
 from .model import END, Gate, Machine, State
+from .suggest import did_you_mean
 
 
-def check(text: str, callable_machines: Collection[str] | None = None) -> list[Finding]:
+def check(text: str, callable_machines: Collection[str] | None = None, first_line: int = 1) -> list[Finding]:
     """Every structural and graph finding about ``text``, sorted by line.
 
     ``callable_machines`` names the machines a ``call:`` may reach besides the standard library (the
     machine files beside it, the notebook's machines); given, a call to any other name is an error.
+    ``first_line``: the number of the text's first line where it was written (a ``%%mkl`` cell's body: 2).
     """
     if not isinstance(text, str):
         return [Finding("error", "not-text", f"a machine document must be YAML text, not {type(text).__name__}")]
     try:
-        doc, machine, findings = analyse_located(text)
+        doc, machine, findings = analyse_located(text, first_line)
         if machine is not None:
-            findings = findings + _graph_findings(machine, callable_machines, _Lines(machine.source, doc))
+            # A name that no state has, or a state that could not be built, leaves the graph short of an
+            # edge: what the paths would then say (no way to END, a state out of reach) follows from that
+            # one mistake, already reported, and is not said again.
+            paths = not any(
+                f.code == "bad-reference" or (f.code == "wrong-type" and f.state and f.key in (None, "gates"))
+                for f in findings
+            )
+            lines = _Lines(machine.source, doc, first_line)
+            findings = findings + _graph_findings(machine, callable_machines, lines, paths=paths)
     except Exception as exc:  # a bug of ours must not become the user's traceback
         return [
             Finding(
@@ -40,16 +50,23 @@ def check(text: str, callable_machines: Collection[str] | None = None) -> list[F
     return _sorted(findings)
 
 
+def check_defined(machine: Machine, callable_machines: Collection[str] | None = None) -> list[Finding]:
+    """:func:`check` of a machine's source, placed where it was written (a ``%%mkl`` cell's lines)."""
+    return check(machine.source, callable_machines, machine.first_line)
+
+
 def check_machine(machine: Machine, callable_machines: Collection[str] | None = None) -> list[Finding]:
     """The graph findings of an already-built machine, sorted by line (``callable_machines``: see :func:`check`)."""
-    return _graph_findings(machine, callable_machines, _Lines(machine.source))
+    return _graph_findings(machine, callable_machines, _Lines(machine.source, first_line=machine.first_line))
 
 
-def _graph_findings(machine: Machine, callable_machines: Collection[str] | None, lines: _Lines) -> list[Finding]:
+def _graph_findings(
+    machine: Machine, callable_machines: Collection[str] | None, lines: _Lines, *, paths: bool = True
+) -> list[Finding]:
     findings: list[Finding] = []
     if callable_machines is not None:
         findings += _call_findings(machine, callable_machines, lines)
-    if machine.entry in machine.states:
+    if paths and machine.entry in machine.states:
         findings += _path_findings(machine, lines)
     findings += _result_findings(machine, lines)
     tools = {declaration.name for declaration in machine.tools}
@@ -70,15 +87,16 @@ class _Lines:
     """Where keys sit in the source, for findings the model alone cannot place: the document already parsed,
     else the source parsed the first time a key is asked for."""
 
-    def __init__(self, source: str, doc: LocatedMap | None = None) -> None:
+    def __init__(self, source: str, doc: LocatedMap | None = None, first_line: int = 1) -> None:
         self._source = source
+        self._first_line = first_line
         if doc is not None:
             self._doc = doc
 
     @cached_property
     def _doc(self) -> LocatedMap | None:
         try:
-            doc = parse_located(self._source)
+            doc = parse_located(self._source, self._first_line)
         except YamlSyntaxError:
             return None
         return doc if isinstance(doc, LocatedMap) else None
@@ -316,8 +334,8 @@ def _call_findings(machine: Machine, callable_machines: Collection[str], lines: 
         _finding(
             "error",
             "unknown-call",
-            f"{_label(state)} calls machine '{state.call}', which is neither a machine file beside this one, "
-            "a machine defined in the notebook, nor one of the standard library's "
+            f"{_label(state)} calls machine '{state.call}'{did_you_mean(state.call, known)}: it is neither a "
+            "machine file beside this one, a machine defined in the notebook, nor one of the standard library's "
             f"({', '.join(stdlib.NAMES)}); the run would halt there",
             lines.state_key(state, "call"),
             state.id,

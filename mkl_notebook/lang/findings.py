@@ -46,7 +46,8 @@ class MachineError(UserError, ValueError):
 
     @classmethod
     def from_findings(cls, findings: list[Finding], source_name: str | None = None) -> MachineError:
-        errors = [f for f in findings if f.severity == "error"]
+        # The first in the document first, as ``mkl check`` lists them: what a person reads and fixes first.
+        errors = sorted((f for f in findings if f.severity == "error"), key=lambda f: f.line or 0)
         first = errors[0]
         where = first.location()
         name = f"{source_name}: " if source_name else ""

@@ -34,6 +34,8 @@ from .model import (
     State,
     StateKind,
 )
+from .references import unknown_state_names
+from .suggest import corrected_keys, did_you_mean, renamed_keys
 
 TOP_KEYS = frozenset(
     {"machine", "entry", "budget", "default_tier", "result", "context", "tools", "hooks", "states", "mklang"}
@@ -129,10 +131,20 @@ def _state_label(state_id: str) -> str:
 
 
 class _MachineBuilder:
-    def __init__(self, doc: LocatedMap, source: str) -> None:
+    """``correct``: read a key close to a known one as that key (reported once, with the suggestion), so one
+    typo is one error; off for unvalidated loading, which runs what is written."""
+
+    def __init__(self, doc: LocatedMap, source: str, *, correct: bool = True, first_line: int = 1) -> None:
         self.doc = doc
         self.source = source
         self.out = _Collector()
+        self.correct = correct
+        self.first_line = first_line
+        self.broken_states: set[str] = set()  # ids of states written but not built (reported already)
+
+    def _known_keys(self, mapping: LocatedMap, known: frozenset[str] | set[str]) -> LocatedMap:
+        """``mapping``, with its typos read as the keys they are close to when correcting."""
+        return corrected_keys(mapping, known)[0] if self.correct else mapping
 
     # -- typed accessors ---------------------------------------------------------
 
@@ -194,16 +206,19 @@ class _MachineBuilder:
     # -- document ----------------------------------------------------------------
 
     def build(self) -> Machine:
-        doc = self.doc
-        for key in doc:
+        written = self.doc
+        for key in written:
             if key not in TOP_KEYS:
+                hint = did_you_mean(key, TOP_KEYS - set(written))
                 self.out.error(
                     "unknown-key",
-                    f"unknown top-level key '{key}' (allowed: {', '.join(sorted(TOP_KEYS))})",
-                    doc.at(key),
+                    f"unknown top-level key '{key}'{hint}"
+                    + ("" if hint else f" (allowed: {', '.join(sorted(TOP_KEYS))})"),
+                    written.at(key),
                     None,
                     str(key),
                 )
+        doc = self.doc = self._known_keys(written, TOP_KEYS)
         self._duplicates(doc, None)
         for key in ("machine", "entry", "budget", "states"):
             if key not in doc:
@@ -217,7 +232,8 @@ class _MachineBuilder:
         if default_tier not in TIERS:
             self.out.error(
                 "bad-value",
-                f"'default_tier' must be one of {', '.join(TIERS)}, got '{default_tier}'",
+                f"'default_tier' must be one of {', '.join(TIERS)}, got '{default_tier}'"
+                + did_you_mean(default_tier, TIERS),
                 doc.at("default_tier"),
                 None,
                 "default_tier",
@@ -263,14 +279,6 @@ class _MachineBuilder:
         tools = self._declarations("tools")
         hooks = self._declarations("hooks")
         states = self._states()
-        if "entry" in doc and entry and states and entry not in states:
-            self.out.error(
-                "bad-reference",
-                f"entry '{entry}' names no state (states: {', '.join(states)})",
-                doc.at("entry"),
-                None,
-                "entry",
-            )
         if budget is None:
             budget = 0
         machine = Machine(
@@ -286,8 +294,9 @@ class _MachineBuilder:
             mklang=mklang,
             source=self.source,
             sha256=hashlib.sha256(self.source.encode("utf-8")).hexdigest(),
+            first_line=self.first_line,
         )
-        self._gate_targets(machine)
+        self._references(machine, doc.at("entry") if "entry" in doc else None)
         self._version_features(machine)
         return machine
 
@@ -383,13 +392,15 @@ class _MachineBuilder:
                 self.out.error(
                     "wrong-type", f"{_state_label(state_id)} must be a mapping, not {_type_name(body)}", where, state_id
                 )
+                self.broken_states.add(state_id)
                 continue
             states[state_id] = self._state(state_id, body)
         return states
 
-    def _state(self, sid: str, body: LocatedMap) -> State:
+    def _state(self, sid: str, written: LocatedMap) -> State:
         label = _state_label(sid)
-        self._duplicates(body, sid)
+        self._duplicates(written, sid)
+        body = self._state_keys(sid, written)
         present = [
             kind for kind, marker in (("tool", "tool"), ("call", "call"), ("generative", "prompt")) if marker in body
         ]
@@ -403,7 +414,7 @@ class _MachineBuilder:
                 sid,
             )
         allowed = KIND_KEYS[kind]
-        for key in body:
+        for key in written:
             if key in allowed:
                 continue
             if key in EXTENSION_KEYS:
@@ -411,7 +422,7 @@ class _MachineBuilder:
                     self.out.warning(
                         "extension-key",
                         f"{label}: '{key}' is an extension of mkl_notebook; other mklang runtimes will reject it",
-                        body.at(key),
+                        written.at(key),
                         sid,
                         str(key),
                     )
@@ -419,7 +430,7 @@ class _MachineBuilder:
                 self.out.error(
                     "misplaced-key",
                     f"{label}: '{key}' only applies to {EXTENSION_KEYS[key]} states, and this is a {kind} state",
-                    body.at(key),
+                    written.at(key),
                     sid,
                     str(key),
                 )
@@ -429,12 +440,13 @@ class _MachineBuilder:
                     "misplaced-key",
                     f"{label}: '{key}' does not apply to a {kind} state (it belongs to "
                     f"{' or '.join(kinds)} states); remove it",
-                    body.at(key),
+                    written.at(key),
                     sid,
                     str(key),
                 )
             else:
-                self.out.error("unknown-key", f"{label}: unknown key '{key}'", body.at(key), sid, str(key))
+                hint = did_you_mean(key, (allowed | {k for k, o in EXTENSION_KEYS.items() if o == kind}) - set(written))
+                self.out.error("unknown-key", f"{label}: unknown key '{key}'{hint}", written.at(key), sid, str(key))
         for key in REQUIRED[kind]:
             if key not in body:
                 self.out.error("missing-key", f"{label}: a {kind} state needs '{key}:'", body.where, sid, key)
@@ -463,7 +475,7 @@ class _MachineBuilder:
         if tier is not None and tier not in TIERS:
             self.out.error(
                 "bad-value",
-                f"{label}: 'tier' must be one of {', '.join(TIERS)}, got '{tier}'",
+                f"{label}: 'tier' must be one of {', '.join(TIERS)}, got '{tier}'{did_you_mean(tier, TIERS)}",
                 body.at("tier"),
                 sid,
                 "tier",
@@ -540,18 +552,21 @@ class _MachineBuilder:
             gates.append(self._gate(sid, index, item, where))
         return tuple(gates)
 
-    def _gate(self, sid: str, index: int, gate: LocatedMap, where: Where) -> Gate:
+    def _gate(self, sid: str, index: int, written: LocatedMap, where: Where) -> Gate:
         label = f"{_state_label(sid)}, gate {index + 1}"
-        self._duplicates(gate, sid)
-        for key in gate:
+        self._duplicates(written, sid)
+        for key in written:
             if key not in GATE_KEYS:
+                hint = did_you_mean(key, GATE_KEYS - set(written))
                 self.out.error(
                     "unknown-key",
-                    f"{label}: unknown key '{key}' (a gate takes {', '.join(sorted(GATE_KEYS))})",
-                    gate.at(key),
+                    f"{label}: unknown key '{key}'{hint}"
+                    + ("" if hint else f" (a gate takes {', '.join(sorted(GATE_KEYS))})"),
+                    written.at(key),
                     sid,
                     str(key),
                 )
+        gate = self._known_keys(written, GATE_KEYS)
         if "when" not in gate:
             self.out.error(
                 "missing-key", f"{label}: a gate needs 'when:' (a condition, or 'otherwise')", where, sid, "when"
@@ -642,14 +657,16 @@ class _MachineBuilder:
                 continue
             for key in item:
                 if key not in ON_ERROR_KEYS:
+                    hint = did_you_mean(key, ON_ERROR_KEYS - set(item))
                     self.out.error(
                         "unknown-key",
-                        f"{label} item {index + 1}: unknown key '{key}' (a matcher "
-                        "takes match and one of retry, route, fallback)",
+                        f"{label} item {index + 1}: unknown key '{key}'{hint}"
+                        + ("" if hint else " (a matcher takes match and one of retry, route, fallback)"),
                         item.at(key),
                         sid,
                         "on_error",
                     )
+            item = self._known_keys(item, ON_ERROR_KEYS)
             match = self._text(item, "match", label, sid, "") or ""
             try:
                 with warnings.catch_warnings():  # "possible nested set" and the like are not the user's problem here
@@ -689,29 +706,27 @@ class _MachineBuilder:
 
     # -- cross references ----------------------------------------------------------
 
-    def _gate_targets(self, machine: Machine) -> None:
-        names = ""  # the list of state ids every bad reference shows, joined once
-        for state in machine.states.values():
-            for index, gate in enumerate(state.gates):
-                if gate.to is not None and gate.to != END and gate.to not in machine.states:
-                    names = names or ", ".join(machine.states)
-                    self.out.error(
-                        "bad-reference",
-                        f"{_state_label(state.id)}, gate {index + 1}: 'to: {gate.to}' "
-                        f"names no state; use one of {names} or END",
-                        Where(gate.line, 1),
-                        state.id,
-                        "to",
-                    )
-            for matcher in state.on_error:
-                if matcher.route is not None and matcher.route != END and matcher.route not in machine.states:
-                    self.out.error(
-                        "bad-reference",
-                        f"{_state_label(state.id)}: on_error route '{matcher.route}' names no state",
-                        Where(matcher.line, 1),
-                        state.id,
-                        "on_error",
-                    )
+    def _state_keys(self, sid: str, written: LocatedMap) -> LocatedMap:
+        """A state's keys with its typos read as the keys they are close to, when correcting: only as keys of
+        the kind of state it then is, and never as a second kind's marker (``tool``, ``call``, ``prompt``)."""
+        if not self.correct:
+            return written
+        body, renames = corrected_keys(written, ALL_STATE_KEYS)
+        if not renames:
+            return written
+        kind = "tool" if "tool" in body else "call" if "call" in body else "generative"
+        allowed = KIND_KEYS[kind] | {key for key, owner in EXTENSION_KEYS.items() if owner == kind}
+        markers = [key for key in ("tool", "call", "prompt") if key in body]
+        keep = {
+            typo: key
+            for typo, key in renames.items()
+            if key in allowed and not (key in ("tool", "call", "prompt") and len(markers) > 1)
+        }
+        return body if keep == renames else renamed_keys(written, keep)
+
+    def _references(self, machine: Machine, entry_at: Where | None) -> None:
+        for message, where, owner, key in unknown_state_names(machine, self.doc, self.broken_states, entry_at):
+            self.out.error("bad-reference", message, where, owner, key)
 
     def _version_features(self, machine: Machine) -> None:
         """Warn where a state uses what a later version than the declared one introduced."""
@@ -739,11 +754,11 @@ class _MachineBuilder:
                     )
 
 
-def _parse(text: str) -> LocatedMap:
+def _parse(text: str, first_line: int = 1) -> LocatedMap:
     if not isinstance(text, str):
         raise MachineError(f"a machine document must be YAML text, not {_type_name(text)}")
     try:
-        doc = parse_located(text)
+        doc = parse_located(text, first_line)
     except YamlSyntaxError as exc:
         where = f"{exc.where}: " if exc.where else ""
         raise MachineError(
@@ -752,7 +767,7 @@ def _parse(text: str) -> LocatedMap:
                 Finding(
                     "error",
                     "yaml",
-                    exc.problem,
+                    f"the YAML does not parse: {exc.problem}",
                     exc.where.line if exc.where else None,
                     exc.where.column if exc.where else None,
                 ),
@@ -762,7 +777,7 @@ def _parse(text: str) -> LocatedMap:
         raise MachineError(
             f"a machine document must be a YAML mapping with machine, entry, budget and states; "
             f"this one is {_type_name(doc)}",
-            (Finding("error", "not-a-mapping", "the document is not a mapping", 1, 1),),
+            (Finding("error", "not-a-mapping", "the document is not a mapping", first_line, 1),),
         )
     return doc
 
@@ -776,25 +791,30 @@ def analyse(text: str) -> tuple[Machine | None, list[Finding]]:
     return machine, findings
 
 
-def analyse_located(text: str) -> tuple[LocatedMap | None, Machine | None, list[Finding]]:
-    """:func:`analyse`, with the parsed document too (where each key sits), for findings placed by key."""
+def analyse_located(text: str, first_line: int = 1) -> tuple[LocatedMap | None, Machine | None, list[Finding]]:
+    """:func:`analyse`, with the parsed document too (where each key sits), for findings placed by key.
+
+    ``first_line``: the number of the text's first line where the person sees it (see :func:`load`).
+    """
     try:
-        doc = _parse(text)
+        doc = _parse(text, first_line)
     except MachineError as exc:
         return None, None, list(exc.findings)
-    builder = _MachineBuilder(doc, text)
+    builder = _MachineBuilder(doc, text, first_line=first_line)
     machine = builder.build()
     return doc, machine, builder.out.findings
 
 
-def load(text: str, *, strict: bool = True, source_name: str | None = None) -> Machine:
+def load(text: str, *, strict: bool = True, source_name: str | None = None, first_line: int = 1) -> Machine:
     """Load a machine from YAML text.
 
     ``strict=False`` is for the scenario runner, which must run documents the
     checker would reject; it fails only where no machine can be built at all.
+    ``first_line`` is the number the text's first line has where the person wrote it (a ``%%mkl`` cell's
+    body begins on the cell's line 2): every position said, and the machine's, counts from it.
     """
-    doc = _parse(text) if not source_name else _parse_named(text, source_name)
-    builder = _MachineBuilder(doc, text)
+    doc = _parse(text, first_line) if not source_name else _parse_named(text, source_name)
+    builder = _MachineBuilder(doc, text, correct=strict, first_line=first_line)
     machine = builder.build()
     errors = [f for f in builder.out.findings if f.severity == "error"]
     if strict and errors:

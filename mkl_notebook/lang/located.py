@@ -28,6 +28,7 @@ from yaml.events import (
 )
 
 from ..errors import MklError
+from .yaml_words import yaml_problem_in_words
 
 try:  # libyaml is ~10x faster at parsing; fall back to pure Python.
     _Loader: type[yaml.CSafeLoader] | type[yaml.SafeLoader] = yaml.CSafeLoader
@@ -335,10 +336,10 @@ def _parsed(text: str, build: Any) -> Any:
         parser = _Loader(text)
         return build(parser)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = Where(mark.line + 1, mark.column + 1) if mark else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise YamlSyntaxError(problem, where) from None
+        marks = [_position(mark) if mark is not None else None for mark in (exc.problem_mark, exc.context_mark)]
+        problem, at = yaml_problem_in_words(exc.problem or "", marks[0], exc.context, marks[1], text)
+        at = at or marks[0] or marks[1]
+        raise YamlSyntaxError(problem or exc.context or "invalid YAML", Where(*at) if at else None) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(str(exc) or "invalid YAML", None) from None
     except RecursionError:
@@ -362,17 +363,46 @@ def _from_nodes(parser: Any) -> Any:
         raise YamlSyntaxError("the document nests too deeply", None) from None
 
 
-def parse_located(text: str) -> Any:
+def parse_located(text: str, first_line: int = 1) -> Any:
     """Parse one YAML document, returning plain values with positions attached.
 
-    Raises :class:`YamlSyntaxError` with a position for anything PyYAML rejects.
+    ``first_line`` is the line number the text's first line has where the person sees it (a ``%%mkl`` cell's
+    body starts on the cell's second line). Raises :class:`YamlSyntaxError` with a position for anything
+    PyYAML rejects.
     """
-    if not _Loader.yaml_path_resolvers:  # a path resolver needs the node graph's descent; SafeLoader has none
-        try:
-            return _parsed(text, lambda parser: _EventBuilder(parser).build())
-        except _NeedsNodes:
-            pass
-    return _parsed(text, _from_nodes)
+    try:
+        if not _Loader.yaml_path_resolvers:  # a path resolver needs the node graph's descent; SafeLoader has none
+            try:
+                return _shifted(_parsed(text, lambda parser: _EventBuilder(parser).build()), first_line - 1)
+            except _NeedsNodes:
+                pass
+        return _shifted(_parsed(text, _from_nodes), first_line - 1)
+    except YamlSyntaxError as exc:
+        if first_line == 1 or exc.where is None:
+            raise
+        raise YamlSyntaxError(exc.problem, Where(exc.where.line + first_line - 1, exc.where.column)) from None
+
+
+def _shifted(value: Any, lines: int) -> Any:
+    """``value`` with every position it holds moved down by ``lines`` lines (in place; shared values once)."""
+    if not lines:
+        return value
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, (LocatedMap, LocatedList)) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        item.position = (item.position[0] + lines, item.position[1])
+        if isinstance(item, LocatedMap):
+            item.key_positions = {key: (line + lines, column) for key, (line, column) in item.key_positions.items()}
+            item.duplicate_keys = [(key, (line + lines, column)) for key, (line, column) in item.duplicate_keys]
+            stack.extend(item.values())
+        else:
+            item.item_positions = [(line + lines, column) for line, column in item.item_positions]
+            stack.extend(item)
+    return value
 
 
 def parse_plain(text: str) -> Any:

@@ -118,6 +118,7 @@ class Machine:
     mklang: str | None = None
     source: str = ""
     sha256: str = ""
+    first_line: int = field(default=1, compare=False)  # the number of the source's first line where it was written
     _called_machines: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _has_tool_state: bool = field(init=False, repr=False, compare=False)
 

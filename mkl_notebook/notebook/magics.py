@@ -42,7 +42,11 @@ from .session import NotebookRun, NotebookSession, current_session
 @contextmanager
 def _running(view: RunView) -> Iterator[None]:
     """While a run advances in a cell: an interrupt ends in one line naming where and how to go on, and
-    neither it nor an error leaves the live "running" line behind."""
+    neither it nor an error leaves the live "running" line behind.
+
+    That line is the cell's error (so that Run All stops there), said once: the live line is cleared, not
+    replaced by a copy of it.
+    """
     try:
         yield
     except KeyboardInterrupt:
@@ -51,7 +55,7 @@ def _running(view: RunView) -> Iterator[None]:
             f"run '{view.run_id}' was interrupted{where} after {view.last_steps} step(s); every answer so far "
             "is journaled: run this cell again to continue from there"
         )
-        view.stop(line)
+        view.stop("")
         raise UsageError(line) from None
     except BaseException:
         view.stop("")  # the error itself shows below
@@ -115,7 +119,7 @@ class MklMagics(Magics):
     def _cell(self, words: list[str], cell: str) -> NotebookRun | None:
         if words and words[0] != "run":
             raise UsageError("%%mkl takes no arguments to define a machine, or 'run [flags]' to define and run it")
-        machine = self.session.define(cell)
+        machine = self.session.define(cell, first_line=self._body_first_line(cell))
         if not words:
             self._show_definition(machine)
             return None
@@ -125,6 +129,20 @@ class MklMagics(Magics):
                 f"%%mkl run defines '{machine.name}'; drop the name '{args.name}' or run it with %mkl run {args.name}"
             )
         return self._run(machine.name, args)
+
+    def _body_first_line(self, body: str) -> int:
+        """The number, in the cell as the person sees it, of the first line of a ``%%mkl`` cell's body.
+
+        IPython hands the magic the cell without its ``%%mkl`` line, so the body starts on line 2; and without
+        the empty lines above ``%%mkl``, which it drops first: the raw cell, in the history when it is kept,
+        says how many there were.
+        """
+        history = getattr(self.shell, "history_manager", None)
+        raw = history.input_hist_raw[-1] if history is not None and history.input_hist_raw else ""
+        above = raw[: len(raw) - len(raw.lstrip("\n\r\t "))]
+        if not raw.lstrip().startswith("%%") or not raw.rstrip().endswith(body.rstrip()) or "\n" not in above:
+            return 2
+        return 2 + above.count("\n")
 
     def _line(self, words: list[str]) -> NotebookRun | Batch | None:
         if not words or words[0] == "help":
@@ -145,7 +163,7 @@ class MklMagics(Magics):
         """The machine's diagram and its warnings (see :meth:`Workspace.definition_findings`)."""
         display(diagram_bundle(machine), raw=True)
         for finding in self.session.definition_findings(machine, calls_known=calls_known):
-            print(f"line {finding.line}: {finding.severity}: {finding.message}")
+            print(finding)
 
     def _cmd_run(self, words: list[str]) -> NotebookRun | None:
         args = self._parse("run", words)
@@ -447,7 +465,7 @@ class MklMagics(Magics):
         if not findings:
             print(f"{name}: no findings")
         for finding in findings:
-            print(f"line {finding.line}: {finding.severity}: {finding.message}")
+            print(finding)
 
     def _cmd_test(self, words: list[str]) -> None:
         args = self._parse("test", words)
