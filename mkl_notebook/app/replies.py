@@ -105,7 +105,22 @@ def read_reply(
     (a reply that names none is refused with the one it should name). Whether the run waits on exactly that
     question is checked where the reply is journaled, under the run's lease."""
     value = reply_from_flags(state, run_id, reply=reply, set_values=set_values)
+    refuse_placeholder(value)
     return value, require_question(state, run_id, question)
+
+
+def refuse_placeholder(value: Any) -> None:
+    """Refuse a reply that is only a placeholder such as a printed command shows (``…``, ``...``,
+    ``<your answer>``): pasted as it is, it would be journaled as the person's answer."""
+    if not isinstance(value, str):
+        return
+    text = value.strip()
+    bracketed = len(text) > 2 and text[0] == "<" and text[-1] == ">"
+    if bracketed or (text and not text.strip(".…")):
+        raise UsageProblem(
+            f"the reply {value!r} is a placeholder, not an answer: put your answer in its place "
+            "(e.g. --reply approve); nothing was recorded"
+        )
 
 
 def require_question(state: RunState, run_id: str, question: str | None) -> str:

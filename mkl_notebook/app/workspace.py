@@ -37,12 +37,12 @@ from ..lang.model import Machine, reachable
 from ..lang.siblings import load_siblings, sibling_names
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
-from ..render.commands import resume_command
 from . import batch, checkpoints, executors, oracles
 from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
+from .continuing import run_origin
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
-from .listing import run_summary, store_flag, store_runs
+from .listing import run_summary, store_flag, store_runs, stored_resume
 from .replies import answerer, checked_note, parse_resolve, read_reply
 from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
 from .settings import Settings, check_hitl
@@ -152,6 +152,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._forgotten: set[str] = set()  # runs forgotten here: never taken up from a file again
         self._files: dict[str, Path] = {}  # machine name -> the file it was loaded from
+        self._tools_file: str | None = None  # the tools file loaded last (``load_tools``)
         self._dask = executors.DaskStreams(start_local)  # the Dask clusters used, and what was started for them
 
     def __enter__(self) -> Workspace:
@@ -295,10 +296,15 @@ class Workspace:
         signer = self.signer()
         return signer.endorse if signer is not None else None
 
-    @staticmethod
-    def load_tools(path: str | Path) -> None:
+    def load_tools(self, path: str | Path) -> None:
         """Run a Python file whose ``@mkl_notebook.tool`` / ``@mkl_notebook.hook`` functions register themselves."""
         oracles.load_tools_file(path)
+        self._tools_file = str(path)
+
+    def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
+        flagged = self.settings.models.get("model") if self.settings.models_source == "flags" else None
+        made_from = self._files.get(machine.name) if self.follow_files else None
+        return run_origin(made_from, script, self._tools_file, model or flagged)
 
     def model_config(self, model: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, the settings and a run's ``--model``."""
@@ -418,7 +424,6 @@ class Workspace:
         )
         handle.set_aside = set_aside
         handle.carried = self.carried.pop(run_id, [])
-        origin = self._files.get(machine.name) if self.follow_files else None
         handle.outcome = durable.start(
             machine,
             handle.oracle,
@@ -429,7 +434,7 @@ class Workspace:
             options=options,
             fresh=fresh,
             observer=observer,
-            origin={"path": str(origin)} if origin is not None else None,
+            origin=self._origin(machine, script, model),
             place=None if fresh else self.place(run_id),
             retry=retry,
             endorse=self.endorser(),
@@ -716,8 +721,9 @@ class Workspace:
             return store_runs(self.settings.store) if self.settings.store.exists() else []
         flag = self.store_flag()
         return [
-            run_summary(run.run_id, self.store.read(run.run_id), resume_command(run.run_id, store=flag))
+            run_summary(run.run_id, records, stored_resume(run.run_id, records, flag))
             for run in self.store.runs()
+            for records in [self.store.read(run.run_id)]
         ]
 
     def map(
@@ -767,7 +773,6 @@ class Workspace:
         )
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in rows)
         make_oracle = self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)
-        origin = self._files.get(machine.name) if self.follow_files else None
         finished = 0
         if progress is not None:
             progress(0, len(rows))
@@ -781,7 +786,7 @@ class Workspace:
             input=host_input(input or {}, "input"),
             concurrency=concurrency,
             fresh=fresh,
-            origin={"path": str(origin)} if origin is not None else None,
+            origin=self._origin(machine, script, model),
             endorse=self.endorser(),
         ):
             if stopped is not None:

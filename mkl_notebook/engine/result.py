@@ -127,6 +127,9 @@ class RunResult:
     # A digest of the setup the run went on in (whether or not it waits): what the questions it asked and had
     # answered since the last edit were named by.
     setup: str | None = None
+    # The flags the run was started with that a command continuing it names (script, tools, model: the paths
+    # and model as given), from its start record (set by the journal that replays the run).
+    started_with: dict[str, str] = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float | None:

@@ -85,7 +85,8 @@ def batch_bundle(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -
 
 def _waiting_text(run_id: str, result: Any, notebook: str | None) -> str:
     lines = [f"{run_id} asks: {result.ask or result.question}"]
-    commands = continue_commands(result, resume_command(run_id, notebook=notebook), result.question_id(run_id))
+    base = resume_command(run_id, notebook=notebook, started_with=result.started_with)
+    commands = continue_commands(result, base, result.question_id(run_id))
     return "\n".join([*lines, *(f"  {command}" for command in commands)])
 
 

@@ -17,7 +17,7 @@ from .questions import _IN_DOUBT, _at_text, _questions_html, _questions_text, _r
 
 
 def _notebook_commands(run_id: str, result: RunResult, notebook: str | None = None) -> list[str]:
-    base = resume_command(run_id, notebook=notebook or UNKNOWN_NOTEBOOK)
+    base = resume_command(run_id, notebook=notebook or UNKNOWN_NOTEBOOK, started_with=result.started_with)
     return continue_commands(result, base, result.question_id(run_id))
 
 
