@@ -129,6 +129,12 @@ def continue_commands(result: RunResult, base: str, question: str | None = None)
     return reply_commands(base, question, result.error == "asked")
 
 
+def runs_command(store: str | None = None) -> str:
+    """``mkl runs``: the runs of a store (the default one when ``store`` is None), each waiting one with the
+    commands that answer it."""
+    return f"{program()} runs{' ' + shlex.quote(store) if store else ''}"
+
+
 def keep_command(notebook: str) -> str:
     """``mkl keep NOTEBOOK``: the command that puts a notebook's runs carried only in outputs into its metadata."""
     return f"{program()} keep {shlex.quote(notebook)}"
