@@ -31,7 +31,7 @@ from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle
 from ..lang import files, stdlib
 from ..lang.check import check
-from ..lang.findings import Finding, MachineError
+from ..lang.findings import Finding
 from ..lang.loader import load, load_file
 from ..lang.model import Machine, reachable
 from ..lang.siblings import load_siblings, sibling_names
@@ -39,7 +39,7 @@ from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 from . import batch, checkpoints, executors, oracles
 from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
-from .continuing import run_origin
+from .continuing import changed_files, run_origin
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import run_summary, store_flag, store_runs, stored_resume
@@ -77,38 +77,6 @@ def run_options(
         ask_human=ask_human,
         max_workers=max_workers or DEFAULT_MAX_WORKERS,
     )
-
-
-def _changed_files(run_id: str, index: JournalIndex, force: bool) -> tuple[dict[str, Machine], bool]:
-    """A run this person started from a file: its machines as the files are now, and whether any changed since
-    the run pinned them (refused unless ``force``: the person asked to resume with the edited machines)."""
-    origin = (index.start.get("origin") or {}).get("path")
-    if not isinstance(origin, str) or not origin or not Path(origin).is_file():
-        return {}, False
-    root = str(index.setup.get("root") or "")
-    try:
-        current_root = load_file(origin, strict=False)
-    except MachineError as exc:
-        current: dict[str, Machine] = {}
-        unloadable, changed = [str(exc)], [root]
-    else:
-        current, unloadable = load_siblings(Path(origin), current_root)
-        changed = [
-            name
-            for name, pin in index.machines.items()
-            if (name in current and current[name].sha256 != pin["sha256"]) or (name not in current and unloadable)
-        ]
-    if changed and not force:
-        names = ", ".join(repr(name) for name in changed)
-        if unloadable:
-            raise UsageProblem(
-                f"{unloadable[0]}; so machine {names} of run '{run_id}' cannot be read as it is now: fix the "
-                "file, or pass --force to resume with the copies the run pinned"
-            )
-        raise UsageProblem(
-            f"machine {names} changed since run '{run_id}' started; pass --force to resume with the edited machine"
-        )
-    return current, bool(changed)
 
 
 class Workspace:
@@ -443,20 +411,28 @@ class Workspace:
         self.runs[run_id] = handle
         return handle
 
-    def get_run(self, run_id: str, notebook: str | None = None, script: Any = None, *, trust_file: bool = False) -> Run:
+    def get_run(
+        self,
+        run_id: str,
+        notebook: str | None = None,
+        script: Any = None,
+        *,
+        trust_file: bool = False,
+        model: str | None = None,
+    ) -> Run:
         """A run by id, as it stands (or as the cells above left it, in a notebook); nothing runs. ``script``
-        (scripted answers) serves the calls it still has to make; ``trust_file`` takes it up from a notebook
-        file even when its checkpoint is not trusted."""
+        (scripted answers) or ``model`` serves the calls it still has to make; ``trust_file`` takes it up from a
+        notebook file even when its checkpoint is not trusted."""
         run_id = run_id if trust_file else self.own_runs.get(run_id, run_id)
         self.take_up(run_id, notebook, trust_file)
         if run_id in self.runs:
             handle = self.runs[run_id]
-            if script is not None:
-                handle.oracle = self.oracle(script)
+            if script is not None or model is not None:
+                handle.oracle = self.oracle(script, model)
             return handle
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)  # nor here, nor in a file in reach
-        handle = self.new_handle(run_id, "", self.oracle(script))
+        handle = self.new_handle(run_id, "", self.oracle(script, model))
         if not self.show_found(handle):
             handle.reload()
         self.runs[run_id] = handle
@@ -538,7 +514,7 @@ class Workspace:
             registry, current = defined, None
             if self.follow_files and not pinned and self.keyring.started_here(index.journal):
                 # (a run taken up from someone's file names a path of theirs: never followed)
-                current, changed = _changed_files(run_id, index, force)
+                current, changed = changed_files(run_id, index, force)
                 registry = current if changed else None
             value, named, answering = None, None, {}
             if given:

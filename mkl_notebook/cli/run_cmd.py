@@ -183,7 +183,7 @@ def _continue_with(args: argparse.Namespace, outcome: Outcome, **where: Any) -> 
     answers = {**outcome.result.started_with, **{key: value for key, value in given.items() if value}}
     return resume_command(
         outcome.run_id,
-        store=None if where else args.store,
+        store=None if "notebook" in where else args.store,
         api_base=command_api_base(args.api_base),
         **answers,
         **where,

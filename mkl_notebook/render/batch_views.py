@@ -99,7 +99,7 @@ def batch_continue_text(waiting: Sequence[tuple[str, Any]], store: str | None, a
     if not waiting:
         return ""
     count = len(waiting)
-    listed = f"{runs_command(store)} lists {'each' if count > 1 else 'it'} with the commands that answer it"
+    listed = f"`{runs_command(store)}` lists {'each' if count > 1 else 'it'} with the commands that answer it"
     head = f"{count} row{'s' if count != 1 else ''} wait{'s' if count == 1 else ''} for a person: {listed}"
     if count > SHOWN_WAITING:
         return head + "."

@@ -20,6 +20,7 @@ UNKNOWN_NOTEBOOK = "NOTEBOOK.ipynb"  # in commands, when the kernel was not told
 
 
 ANSWER_PLACEHOLDER = "<your answer>"  # in the command answering a model's question; refused as a reply (app)
+RESULT_PLACEHOLDER = "<what the tool returned>"  # of an in-doubt call that happened; refused as it is (app)
 GATE_REPLIES = ("approve", "reject")  # an approval gate's replies, as its form's buttons give them
 
 
@@ -34,6 +35,11 @@ def program() -> str:
             return "mkl"
         return shlex.quote(str(beside.absolute()))
     return f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell command (quoted only when it must be)."""
+    return shlex.quote(text)
 
 
 def _flag(name: str, value: str | None) -> str:
@@ -62,14 +68,14 @@ def resume_command(
     started_with: Mapping[str, str] | None = None,
 ) -> str:
     """``mkl resume`` for run ``run_id``: in a notebook file (``--run``), a checkpoint file, or a store (``--id``),
-    with ``--store`` when it is not the default one (for a notebook, the store it is resumed in), naming the
+    with ``--store`` when it is not the default one (for a file, the store it is resumed in), naming the
     answers it drew on (a script, tools, a model), and ``--trust-file`` for a file's run this person does not
     trust (taken up only when they say so). ``started_with`` (a run's ``RunResult.started_with``) gives the
     script, tools and model not given otherwise."""
     if notebook is not None:
         where = f" {shlex.quote(notebook)} --run {shlex.quote(run_id)}{_flag('--store', store)}"
     elif checkpoint is not None:
-        where = f" {shlex.quote(checkpoint)}"
+        where = f" {shlex.quote(checkpoint)}{_flag('--store', store)}"
     else:
         where = f" --id {shlex.quote(run_id)}{_flag('--store', store)}"
     drawn = started_with or {}
@@ -114,16 +120,17 @@ def continue_commands(result: RunResult, base: str, question: str | None = None)
     A reply names the ``question`` it answers (the run's :meth:`RunResult.question_id`).
     """
     if result.status == "in_doubt":
-        return [f"{base} --resolve completed=VALUE", f"{base} --resolve retry", f"{base} --resolve abort"]
+        completed = shlex.quote(f"completed={RESULT_PLACEHOLDER}")
+        return [f"{base} --resolve {completed}", f"{base} --resolve retry", f"{base} --resolve abort"]
     if result.status != "suspended":
         return []
     if result.error == "budget-exhausted":
         whose = f"the called machine '{result.machine}'" if result.machine else "the run"
-        return [f"{base} --max-steps N  (N is the new step budget of {whose})"]
+        return [f"{base} --max-steps N  # N: the new step budget of {whose}"]
     if result.error == "cost-exhausted":
         return [f"{base} --max-tokens N"]
     if result.error == "spend-exhausted":
-        return [f"{base} --max-cost USD  (a new limit for the whole run, in US dollars)"]
+        return [f"{base} --max-cost USD  # a new limit for the whole run, in US dollars"]
     if not result.waits_for_person:  # a provider outage, no model where it was resumed: go on as it is
         return [base]
     return reply_commands(base, question, result.error == "asked")
