@@ -172,7 +172,7 @@ def test_the_readme_shows_the_resume_command_the_run_prints(folder: Path) -> Non
     README spells the program `.venv/bin/mkl`, the venv not activated; the run id and question are the run's)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     tried = re.search(r"^python3 -m venv \.venv && .* && (\.venv/bin/mkl run .*)$", readme, re.M)
-    shown = re.search(r"\(`(\.venv/bin/mkl resume [^`]*)`,\s*as the run prints it\)", readme)
+    shown = re.search(r"\(`(\.venv/bin/mkl resume [^`]*)`,\s*as the run prints it", readme)
     assert tried is not None and shown is not None
     words = [*shlex.split(tried.group(1))[1:], "--hitl", "--id", "RUN"]
     shutil.copytree(ROOT / "examples", folder / "examples")

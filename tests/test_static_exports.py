@@ -84,7 +84,8 @@ def test_an_html_export_of_an_executed_notebook_shows_the_question_and_the_comma
     assert ASK in said
     assert f"About this (the output the question is about): {ABOUT}" in said
     assert "The machine's author asks:" in said
-    assert re.search(r"mkl resume \S+ --run waiting --question q-[0-9a-f]+ --set refund_approval=", said), said
+    answer = r"mkl resume \S+ --run waiting (--script \S+ )?--question q-[0-9a-f]+ --reply approve"
+    assert re.search(answer, said), said
     # printed once (besides the machine's source): the run's view leaves the question to its place above
     assert said.count(ASK) == 2 and said.count(f'ask: "{ASK}"') == 1
 
@@ -122,7 +123,7 @@ def test_chromium_offline_shows_the_exported_question_and_prints_the_trace(execu
         question = page.locator("blockquote", has_text=ASK)
         expect(question).to_have_count(1)
         expect(question).to_be_visible()
-        command = page.get_by_text(re.compile(r"mkl resume \S+ --run waiting --question q-"))
+        command = page.get_by_text(re.compile(r"mkl resume \S+ --run waiting (--script \S+ )?--question q-"))
         expect(command.first).to_be_visible()
         page.screenshot(path=str(ARTIFACTS / "executed-waiting-run.png"), full_page=True)
         page.emulate_media(media="print")  # as a printed page or a PDF: the run's trace is not folded away
