@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,9 @@ from support import MODEL_ENV, Cells, Recorder
 
 # The tests' signing keys and trusted keys, never the person's own (subprocesses inherit it).
 os.environ["JUPYTER_DATA_DIR"] = tempfile.mkdtemp(prefix="mkl-test-jupyter-data-")
+# As in an activated venv: this installation's `mkl` is on PATH, so printed commands start with plain `mkl`
+# whichever way pytest was started (tests/test_paste.py takes it off PATH to check the other spelling).
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -275,7 +275,7 @@ def test_the_batch_forms_place_says_what_was_answered_and_a_rerun_of_the_cell_sa
     form_output = ip.out.published[ip.out.published.index(place) + 1]
     assert form_output.data[WIDGET_MIME]["model_id"] == ip.shell.user_ns["b"].form.widget.model_id
     assert place.data["text/plain"].startswith("2 questions of this batch wait for a person: the form is here")
-    assert "\n  mkl resume --id refund-T0 --question q-" in place.data["text/plain"]
+    assert f"\n  mkl resume --id refund-T0 --script {REFUND_SCRIPT} --question q-" in place.data["text/plain"]
     ip.shell.user_ns["b"].form.approve_shown.click()
     said = [p for p in ip.out.published if p.display_id == place.display_id and p.update][-1].data["text/plain"]
     assert said.startswith("Answered in this cell's form:\nrefund-T0: Answered 'approve' (by ")

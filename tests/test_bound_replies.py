@@ -66,7 +66,7 @@ def waiting(tmp_path: Path) -> tuple[Path, str]:
     assert (status["ask"], status["at"]) == (FIRST, "confirm")
     assert status["question_id"].startswith("q-")
     # The command to continue is the one to type: it names the script the run was given.
-    assert f"mkl resume --id r --script {SCRIPT} --question {status['question_id']} --set refund_approval=…" in out
+    assert f"mkl resume --id r --script {SCRIPT} --question {status['question_id']} --reply approve\n" in out
     return tmp_path, status["question_id"]
 
 
@@ -291,22 +291,24 @@ def test_mkl_runs_on_a_folder_lists_every_waiting_question_with_its_command(wait
     code, status, out, _ = mkl(folder, "runs", ".")
     assert code == 1  # one file could not be read: said, and the rest still listed
     lines = out.splitlines()
-    assert lines[0] == (
-        f".mkl/runs.sqlite: r asks {FIRST!r} — mkl resume --id r --question {first} --set refund_approval=…"
-    )
-    assert lines[1].startswith("team/alice/shared.ipynb: shared-refund [NOT TRUSTED: made by an unknown key ")
-    assert (
-        f"(signed as 'alice')] asks {FIRST!r} — mkl resume team/alice/shared.ipynb --run shared-refund --question q-"
-    ) in lines[1]
-    assert lines[2] == "not read: team/broken.ipynb: is not a notebook (no cells)"
+    command = f"mkl resume --id r --script {SCRIPT} --question {first} --reply"
+    assert lines[:2] == [f".mkl/runs.sqlite: r asks {FIRST!r} — {command} approve", f"    or: {command} reject"]
+    assert lines[2].startswith("team/alice/shared.ipynb: shared-refund [NOT TRUSTED: made by an unknown key ")
+    assert (  # taken up only when the person says so; and naming no path of Alice's
+        f"(signed as 'alice')] asks {FIRST!r} — mkl resume team/alice/shared.ipynb --run shared-refund --trust-file "
+        "--question q-"
+    ) in lines[2]
+    assert lines[3].startswith("    or: mkl resume team/alice/shared.ipynb") and lines[3].endswith("--reply reject")
+    assert lines[4] == "not read: team/broken.ipynb: is not a notebook (no cells)"
     assert [(q["where"], q["run"]) for q in status["questions"]] == [
         (".mkl/runs.sqlite", "r"),
         ("team/alice/shared.ipynb", "shared-refund"),
     ]
-    answer = status["questions"][1]["command"].replace("…", "approve").split()  # the command, as printed
-    code, refused, _, err = mkl(folder, *answer[1:], "--script", str(SCRIPT))
+    answer = status["questions"][1]["command"].split()  # the command, as printed
+    untrusting = [word for word in answer if word != "--trust-file"]
+    code, refused, _, err = mkl(folder, *untrusting[1:], "--script", str(SCRIPT))
     assert code == 2 and "made by an unknown key" in refused["error"], err  # Alice's key is not trusted here
-    code, done, _, err = mkl(folder, *answer[1:], "--script", str(SCRIPT), "--trust-file")  # the choice, made
+    code, done, _, err = mkl(folder, *answer[1:], "--script", str(SCRIPT))  # the choice, as printed
     assert (code, done["ask"]) == (3, SECOND), err
 
 
@@ -320,7 +322,8 @@ def test_pending_all_shows_the_same_questions_in_a_notebook(
     assert shell.run_cell("%mkl pending --all").success
     text = published[-1]["text/plain"]
     assert "Waiting for a person — 1 question" in text and first in text and FIRST in text
-    assert f"<code>mkl resume --id r --question {first} --set refund_approval=…</code>" in published[-1]["text/html"]
+    command = f"mkl resume --id r --script {SCRIPT} --question {first} --reply approve"
+    assert f"<code>{command}</code>" in published[-1]["text/html"]
 
 
 PAY_100 = """\

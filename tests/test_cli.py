@@ -142,7 +142,7 @@ def test_more_steps_at_resume_reach_the_called_machine_that_ran_out(tmp_path: Pa
         started.stdout
     )
     assert (
-        "mkl resume --id N --script script.yaml --max-steps N  (N is the new step budget of the called machine 'child')"
+        "mkl resume --id N --script script.yaml --max-steps N  # N: the new step budget of the called machine 'child'"
         in started.stdout
     )
     assert status_line(started)["called_machine"] == "child"

@@ -123,7 +123,7 @@ def test_the_saved_run_output_carries_the_checkpoint_and_a_static_card(shared: P
     outputs = nb.cells[RUN_CELL].outputs
     assert WIDGET_MIME in outputs[outputs.index(place) + 1]["data"], "the form was shown, right below"
     question = place["data"][FORM_MIME]["question_id"]
-    command = f"mkl resume shared.ipynb --run refund --question {question} --set approval.answer="
+    command = f"mkl resume shared.ipynb --run refund --script {REFUND_SCRIPT} --question {question} --reply approve"
     card = place["data"]["text/html"]
     assert REFUND_ASK in card and command in card  # the real file name, the question to answer
     for forbidden in ("<script", "<style", "var(--", "style="):
@@ -297,7 +297,8 @@ def test_a_notebook_without_runs_is_a_clear_one_line_error(tmp_path: Path) -> No
 def _waiting_question(path: Path, run_id: str) -> str:
     """The question a run in a notebook file waits on, as `mkl runs FILE` tells it (with the command to answer)."""
     listed = next(run for run in _status(_mkl("runs", path.name, cwd=path.parent))["runs"] if run["run"] == run_id)
-    assert listed["command"].startswith(f"mkl resume {path.name} --run {run_id} --question {listed['question_id']} ")
+    assert listed["command"].startswith(f"mkl resume {path.name} --run {run_id} --script ")
+    assert listed["command"].endswith(f" --question {listed['question_id']} --reply approve")
     return str(listed["question_id"])
 
 

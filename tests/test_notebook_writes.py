@@ -287,7 +287,7 @@ def test_mkl_runs_says_when_a_files_run_was_left_mid_advance(shared: Path, tmp_p
     shutil.copy(shared, path)
     nbfile.mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite")
     listing = _mkl(tmp_path, "runs", path.name)
-    finish = "mkl resume shared.ipynb --run refund --store /elsewhere/.mkl/runs.sqlite"
+    finish = f"mkl resume shared.ipynb --run refund --store /elsewhere/.mkl/runs.sqlite --script {REFUND_SCRIPT}"
     assert f"was being advanced in the store /elsewhere/.mkl/runs.sqlite, and what it did there is not in this " \
         f"file yet; `{finish}` finishes it" in listing.stdout  # fmt: skip
     [listed] = json.loads(listing.stdout.splitlines()[-1])["runs"]

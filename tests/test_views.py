@@ -945,8 +945,8 @@ def test_pending_card_says_how_to_continue() -> None:
     )
     assert "%mkl pending" in card
     assert (
-        f"mkl resume NOTEBOOK.ipynb --run run-42 --question {result.question_id('run-42')} --set approval.answer=…"
-        in card
+        f"mkl resume NOTEBOOK.ipynb --run run-42 --question {result.question_id('run-42')} --reply approve\n"
+        f"  mkl resume NOTEBOOK.ipynb --run run-42 --question {result.question_id('run-42')} --reply reject" in card
     )
     bundle = views.run_bundle("run-42", root, result)
     assert "<code>%mkl pending</code>" in bundle["text/html"] and "%mkl pending" in bundle["text/plain"]
@@ -963,8 +963,10 @@ def test_in_doubt_card_names_the_doubt_and_the_ways_out() -> None:
         "the run goes on.",
         "in-doubt: send_reply at root/1:reply#1/tool",
     ]
-    assert "<code>mkl resume NOTEBOOK.ipynb --run run-7 --resolve completed=VALUE</code>" in views.pending_card_html(
-        "run-7", root.name, result
+    assert (
+        "<code>mkl resume NOTEBOOK.ipynb --run run-7 --resolve "
+        "&#x27;completed=&lt;what the tool returned&gt;&#x27;</code>"
+        in views.pending_card_html("run-7", root.name, result)
     )
 
 

@@ -161,8 +161,8 @@ def _pick_one(run_id: str, imported: Imported, store: RunStore) -> str:
         return f"Nothing was resumed; this store's run '{run_id}' is unchanged."
     place = store_place(store)
     return (
-        f"Nothing was resumed: go on with either, `{resume_command(run_id, store=place)} …` (this store's) "
-        f"or `{resume_command(imported.branch, store=place)} …` (the file's)."
+        f"Nothing was resumed: go on with either, `{resume_command(run_id, store=place)}` (this store's) "
+        f"or `{resume_command(imported.branch, store=place)}` (the file's)."
     )
 
 

@@ -18,8 +18,9 @@ from ..durable.errors import StoreError
 from ..durable.records import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
-from ..render.commands import keep_command, reply_command, resume_command
+from ..render.commands import keep_command, reply_commands, resume_command
 from .checkpoints import stale_note
+from .continuing import drawn_on
 from .status import with_keys
 from .trust import Keyring, Provenance
 
@@ -34,11 +35,25 @@ def store_flag(path: str | Path | None) -> str | None:
     return str(path)
 
 
+def stored_resume(run_id: str, records: list[dict[str, Any]], store: str | None) -> str:
+    """The command that continues run ``run_id`` of a store (``store``: its ``--store``, None for the default),
+    with the answers it was started with."""
+    return resume_command(run_id, store=store, started_with=drawn_on(records))
+
+
+def _file_resume(run_id: str, records: list[dict[str, Any]], notebook: str, store: str | None, trusted: bool) -> str:
+    """The command that continues a notebook file's run: ``--trust-file`` when this person does not trust it."""
+    return resume_command(
+        run_id, notebook=notebook, store=store, trust_file=not trusted, started_with=drawn_on(records, trusted=trusted)
+    )
+
+
 def run_summary(
     run_id: str, records: list[dict[str, Any]], resume: str, provenance: Provenance | None = None
 ) -> dict[str, Any]:
     """What a listing says of one run: where it stands, the question it waits on with the command that
-    answers it (``resume`` names the run, e.g. ``mkl resume --id RUN``), and every answer a person gave.
+    answers it (``resume`` names the run, e.g. ``mkl resume --id RUN``; a gate's question has two, approve and
+    reject: ``commands``), and every answer a person gave.
 
     A run read from a file says who made it (``provenance``): ``trusted`` and ``made_by``.
     """
@@ -56,12 +71,9 @@ def run_summary(
         listed["cost_usd"] = round(cost, 8)
     question = now.question_id(run_id)
     if question is not None:
-        listed.update(
-            ask=now.shown,
-            reply_to=now.reply_to,
-            question_id=question,
-            command=reply_command(resume, question, now.reply_to),
-        )
+        commands = reply_commands(resume, question, now.error == "asked")
+        listed.update(ask=now.shown, reply_to=now.reply_to, question_id=question, command=commands[0])
+        listed["commands"] = commands
         asked = (index.last or {}).get("time")
         if isinstance(asked, (int, float)) and not isinstance(asked, bool):
             listed["asked_at"] = asked
@@ -96,7 +108,7 @@ def listed_runs(store: RunStore, flag: str | None, *, waiting_only: bool = False
     last changed, the most recent last; ``flag`` is the ``--store`` its commands name."""
     runs = [run for run in store.runs() if not waiting_only or run.status == "suspended"]
     journals = sorted(((run.run_id, store.read(run.run_id)) for run in runs), key=lambda j: last_changed(j[1]))
-    return [run_summary(run_id, records, resume_command(run_id, store=flag)) for run_id, records in journals]
+    return [run_summary(run_id, records, stored_resume(run_id, records, flag)) for run_id, records in journals]
 
 
 def store_runs(path: Path, *, waiting_only: bool = False) -> list[dict[str, Any]]:
@@ -133,16 +145,17 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     for run in embedded:
         marked = marks.get(run.run_id)
         left_in = None if marked is None else str(marked["store"])
+        provenance = keyring.judge_history(run.records, run.seal)
         listed = run_summary(
             run.run_id,
             run.records,
-            resume_command(run.run_id, notebook=str(path), store=left_in),
-            keyring.judge_history(run.records, run.seal),
+            _file_resume(run.run_id, run.records, str(path), left_in, provenance.trusted),
+            provenance,
         )
         _mark_stale(listed, stale.get(run.run_id))
         if left_in is not None:
             listed["advancing_in"] = left_in
-            listed["finish"] = resume_command(run.run_id, notebook=str(path), store=left_in)
+            listed["finish"] = _file_resume(run.run_id, run.records, str(path), left_in, provenance.trusted)
         if run.run_id in outputs_only:  # stripping outputs would take it away; what keeps it
             listed["only_in_outputs"] = keep_command(str(path))
         cell = None if run.cell_index is None else run.cell_index + 1
@@ -183,7 +196,7 @@ def _mark_stale(listed: dict[str, Any], note: str | None) -> None:
     question to answer (an answer goes to the history as it stands)."""
     if note is not None:
         listed["stale"] = note
-        for key in ("question_id", "command"):
+        for key in ("question_id", "command", "commands"):
             listed.pop(key, None)
 
 
@@ -239,15 +252,11 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
             if path.suffix == ".ipynb":
                 embedded, damaged = nbfile.scan(path)
                 problems += [f"{shown}, {bad.where}: {bad.reason}" for bad in damaged]
-                listed = [
-                    run_summary(
-                        run.run_id,
-                        run.records,
-                        resume_command(run.run_id, notebook=shown),
-                        keyring.judge_history(run.records, run.seal),
-                    )
-                    for run in embedded
-                ]
+                listed = []
+                for run in embedded:
+                    provenance = keyring.judge_history(run.records, run.seal)
+                    resume = _file_resume(run.run_id, run.records, shown, None, provenance.trusted)
+                    listed.append(run_summary(run.run_id, run.records, resume, provenance))
                 older = _stale(embedded)
                 for item, run in zip(listed, embedded, strict=True):
                     _mark_stale(item, older.get(run.run_id))

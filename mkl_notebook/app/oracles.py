@@ -9,6 +9,7 @@ from typing import Any
 
 from ..durable.stores import RunStore
 from ..engine.oracle import Oracle
+from ..engine.result import NO_MODEL_REASON
 from ..lang.model import Machine
 from ..providers.config import ModelConfig, load_config
 from ..providers.host import HostOracle, Registry
@@ -16,7 +17,7 @@ from ..providers.scripted import NoModelOracle, oracle_from_file, oracle_from_sc
 from .errors import UsageProblem
 
 NO_MODEL = (
-    "no model is configured: set MKL_MODEL (e.g. MKL_MODEL=openai/gpt-4o-mini), pass --model MODEL, or set "
+    f"{NO_MODEL_REASON}: set MKL_MODEL (e.g. MKL_MODEL=openai/gpt-4o-mini), pass --model MODEL, or set "
     "a model under [tool.mkl] in pyproject.toml (in a notebook also %mkl config model=…); or pass --script "
     "FILE to run offline with scripted answers"
 )

@@ -105,7 +105,18 @@ def read_reply(
     (a reply that names none is refused with the one it should name). Whether the run waits on exactly that
     question is checked where the reply is journaled, under the run's lease."""
     value = reply_from_flags(state, run_id, reply=reply, set_values=set_values)
+    refuse_placeholder(value)
     return value, require_question(state, run_id, question)
+
+
+def refuse_placeholder(value: Any) -> None:
+    """Refuse a reply that is only a placeholder such as a printed command shows (``…``, ``...``,
+    ``<your answer>``): pasted as it is, it would be journaled as the person's answer."""
+    if isinstance(value, str) and _placeholder(value):
+        raise UsageProblem(
+            f"the reply {value!r} is a placeholder, not an answer: put your answer in its place "
+            "(e.g. --reply approve); nothing was recorded"
+        )
 
 
 def require_question(state: RunState, run_id: str, question: str | None) -> str:
@@ -192,12 +203,23 @@ def _paths(values: Mapping[str, Any], prefix: str = "") -> list[str]:
     return paths
 
 
+def _placeholder(value: str) -> bool:
+    """Whether ``value`` is only ``…``/``...`` or text in angle brackets, as printed commands show a blank."""
+    text = value.strip()
+    return (len(text) > 2 and text[0] == "<" and text[-1] == ">") or bool(text and not text.strip(".…"))
+
+
 def parse_resolve(text: str | None) -> Resolution | None:
     """``--resolve completed=VALUE``, ``retry`` or ``abort``."""
     if text is None:
         return None
     action, sep, value = text.partition("=")
     if action == "completed" and sep:
+        if value == "VALUE" or _placeholder(value):  # (VALUE: as the help says it, and commands printed before)
+            raise UsageProblem(
+                f"--resolve completed={value} names a placeholder, not what the tool returned: put that in its "
+                "place; nothing was recorded"
+            )
         return Resolution("completed", value)
     if action == "retry" and not sep:
         return Resolution("retry")

@@ -31,7 +31,7 @@ from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..engine.oracle import Oracle
 from ..lang import files, stdlib
 from ..lang.check import check, check_defined
-from ..lang.findings import Finding, MachineError
+from ..lang.findings import Finding
 from ..lang.loader import load, load_file
 from ..lang.model import Machine, reachable
 from ..lang.siblings import load_siblings, sibling_names
@@ -39,6 +39,7 @@ from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 from . import batch, checkpoints, executors, oracles
 from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
+from .continuing import changed_files, run_origin
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
@@ -76,38 +77,6 @@ def run_options(
         ask_human=ask_human,
         max_workers=max_workers or DEFAULT_MAX_WORKERS,
     )
-
-
-def _changed_files(run_id: str, index: JournalIndex, force: bool) -> tuple[dict[str, Machine], bool]:
-    """A run this person started from a file: its machines as the files are now, and whether any changed since
-    the run pinned them (refused unless ``force``: the person asked to resume with the edited machines)."""
-    origin = (index.start.get("origin") or {}).get("path")
-    if not isinstance(origin, str) or not origin or not Path(origin).is_file():
-        return {}, False
-    root = str(index.setup.get("root") or "")
-    try:
-        current_root = load_file(origin, strict=False)
-    except MachineError as exc:
-        current: dict[str, Machine] = {}
-        unloadable, changed = [str(exc)], [root]
-    else:
-        current, unloadable = load_siblings(Path(origin), current_root)
-        changed = [
-            name
-            for name, pin in index.machines.items()
-            if (name in current and current[name].sha256 != pin["sha256"]) or (name not in current and unloadable)
-        ]
-    if changed and not force:
-        names = ", ".join(repr(name) for name in changed)
-        if unloadable:
-            raise UsageProblem(
-                f"{unloadable[0]}; so machine {names} of run '{run_id}' cannot be read as it is now: fix the "
-                "file, or pass --force to resume with the copies the run pinned"
-            )
-        raise UsageProblem(
-            f"machine {names} changed since run '{run_id}' started; pass --force to resume with the edited machine"
-        )
-    return current, bool(changed)
 
 
 class Workspace:
@@ -151,6 +120,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._forgotten: set[str] = set()  # runs forgotten here: never taken up from a file again
         self._files: dict[str, Path] = {}  # machine name -> the file it was loaded from
+        self._tools_file: str | None = None  # the tools file loaded last (``load_tools``)
         self._dask = executors.DaskStreams(start_local)  # the Dask clusters used, and what was started for them
 
     def __enter__(self) -> Workspace:
@@ -293,10 +263,15 @@ class Workspace:
         signer = self.signer()
         return signer.endorse if signer is not None else None
 
-    @staticmethod
-    def load_tools(path: str | Path) -> None:
+    def load_tools(self, path: str | Path) -> None:
         """Run a Python file whose ``@mkl_notebook.tool`` / ``@mkl_notebook.hook`` functions register themselves."""
         oracles.load_tools_file(path)
+        self._tools_file = str(path)
+
+    def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
+        flagged = self.settings.models.get("model") if self.settings.models_source == "flags" else None
+        made_from = self._files.get(machine.name) if self.follow_files else None
+        return run_origin(made_from, script, self._tools_file, model or flagged)
 
     def model_config(self, model: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, the settings and a run's ``--model``."""
@@ -417,7 +392,6 @@ class Workspace:
         )
         handle.set_aside = set_aside
         handle.carried = self.carried.pop(run_id, [])
-        origin = self._files.get(machine.name) if self.follow_files else None
         handle.outcome = durable.start(
             machine,
             handle.oracle,
@@ -428,7 +402,7 @@ class Workspace:
             options=options,
             fresh=fresh,
             observer=observer,
-            origin={"path": str(origin)} if origin is not None else None,
+            origin=self._origin(machine, script, model),
             place=None if fresh else self.place(run_id),
             retry=retry,
             endorse=self.endorser(),
@@ -437,20 +411,28 @@ class Workspace:
         self.runs[run_id] = handle
         return handle
 
-    def get_run(self, run_id: str, notebook: str | None = None, script: Any = None, *, trust_file: bool = False) -> Run:
+    def get_run(
+        self,
+        run_id: str,
+        notebook: str | None = None,
+        script: Any = None,
+        *,
+        trust_file: bool = False,
+        model: str | None = None,
+    ) -> Run:
         """A run by id, as it stands (or as the cells above left it, in a notebook); nothing runs. ``script``
-        (scripted answers) serves the calls it still has to make; ``trust_file`` takes it up from a notebook
-        file even when its checkpoint is not trusted."""
+        (scripted answers) or ``model`` serves the calls it still has to make; ``trust_file`` takes it up from a
+        notebook file even when its checkpoint is not trusted."""
         run_id = run_id if trust_file else self.own_runs.get(run_id, run_id)
         self.take_up(run_id, notebook, trust_file)
         if run_id in self.runs:
             handle = self.runs[run_id]
-            if script is not None:
-                handle.oracle = self.oracle(script)
+            if script is not None or model is not None:
+                handle.oracle = self.oracle(script, model)
             return handle
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)  # nor here, nor in a file in reach
-        handle = self.new_handle(run_id, "", self.oracle(script))
+        handle = self.new_handle(run_id, "", self.oracle(script, model))
         if not self.show_found(handle):
             handle.reload()
         self.runs[run_id] = handle
@@ -532,7 +514,7 @@ class Workspace:
             registry, current = defined, None
             if self.follow_files and not pinned and self.keyring.started_here(index.journal):
                 # (a run taken up from someone's file names a path of theirs: never followed)
-                current, changed = _changed_files(run_id, index, force)
+                current, changed = changed_files(run_id, index, force)
                 registry = current if changed else None
             value, named, answering = None, None, {}
             if given:
@@ -764,7 +746,6 @@ class Workspace:
         )
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in rows)
         make_oracle = self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)
-        origin = self._files.get(machine.name) if self.follow_files else None
         finished = 0
         if progress is not None:
             progress(0, len(rows))
@@ -778,7 +759,7 @@ class Workspace:
             input=host_input(input or {}, "input"),
             concurrency=concurrency,
             fresh=fresh,
-            origin={"path": str(origin)} if origin is not None else None,
+            origin=self._origin(machine, script, model),
             endorse=self.endorser(),
         ):
             if stopped is not None:

@@ -52,8 +52,10 @@ def _mapping(value: Any) -> bool:
 
 
 def _origin(value: Any) -> bool:
-    """Where a run was started from: at most the path of its machine file, as text."""
-    return isinstance(value, dict) and set(value) <= {"path"} and all(_text(path) for path in value.values())
+    """Where a run was started from: at most the path of its machine file, and the script file, tools file
+    and model it was started with, each as text."""
+    keys = {"path", "script", "tools", "model"}
+    return isinstance(value, dict) and set(value) <= keys and all(_text(text) for text in value.values())
 
 
 def _flag(value: Any) -> bool:

@@ -6,8 +6,9 @@ import argparse
 import sys
 
 from ..app import batch
+from ..app.settings import command_api_base
 from ..app.terms import DEFAULT_STORE
-from ..render.batch_views import batch_table_text
+from ..render.batch_views import batch_continue_text, batch_table_text
 from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, host_values, machine_of, say, workspace
 from .run_cmd import executor_flags
 
@@ -74,6 +75,10 @@ def map_main(args: argparse.Namespace) -> int:
     counts = batch.counts(ran.rows)
     if not args.quiet:
         say(batch_table_text(summaries, counts))
+        stopped = [(row.run_id, row.outcome.result) for row in ran.rows if row.outcome is not None]
+        waiting = [(run_id, result) for run_id, result in stopped if result.status in ("suspended", "in_doubt")]
+        if waiting:
+            say("\n" + batch_continue_text(waiting, args.store, command_api_base(args.api_base)))
     status = batch.overall(ran.rows)
     emit_status({"status": status, "counts": counts, "rows": summaries})
     return BATCH_EXIT[status]

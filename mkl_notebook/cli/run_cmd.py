@@ -175,16 +175,17 @@ def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: s
     return STATUS_EXIT[outcome.result.status]
 
 
-def _continue_with(args: argparse.Namespace, run_id: str, **where: str) -> str:
+def _continue_with(args: argparse.Namespace, outcome: Outcome, **where: Any) -> str:
     """The command that continues the run as this one was run: where it is (its store, a checkpoint or a
-    notebook file), and the answers it drew on (a script, tools, a model, a server without credentials)."""
+    notebook file), and the answers it drew on (a script, tools, a model, a server without credentials): those
+    given to this command, else those the run was started with."""
+    given = {"script": args.script, "tools": args.tools, "model": args.model}
+    answers = {**outcome.result.started_with, **{key: value for key, value in given.items() if value}}
     return resume_command(
-        run_id,
-        store=None if where else args.store,
-        script=args.script,
-        tools=args.tools,
-        model=args.model,
+        outcome.run_id,
+        store=None if "notebook" in where else args.store,
         api_base=command_api_base(args.api_base),
+        **answers,
         **where,
     )
 
@@ -209,7 +210,7 @@ def run_main(args: argparse.Namespace) -> int:
             retry=args.retry,
         )
         assert run.outcome is not None
-        return _finish(args, ws, run.outcome, _continue_with(args, run.id))
+        return _finish(args, ws, run.outcome, _continue_with(args, run.outcome))
 
 
 def resume_main(args: argparse.Namespace) -> int:
@@ -238,14 +239,15 @@ def resume_main(args: argparse.Namespace) -> int:
         }
         if not args.target:
             outcome = ws.resume(args.run_id, **asked)
-            return _finish(args, ws, outcome, _continue_with(args, args.run_id))
+            return _finish(args, ws, outcome, _continue_with(args, outcome))
         if args.target.endswith(".ipynb"):
             notebook = Path(args.target)
             outcome = ws.resume_notebook(notebook, args.notebook_run, trust_file=args.trust_file, **asked)
-            resume = _continue_with(args, outcome.run_id, notebook=str(notebook))
+            resume = _continue_with(args, outcome, notebook=str(notebook), trust_file=args.trust_file)
             return _finish(args, ws, outcome, resume, written=str(notebook))
         outcome = ws.resume_checkpoint(args.target, trust_file=args.trust_file, **asked)
-        return _finish(args, ws, outcome, _continue_with(args, outcome.run_id, checkpoint=args.target), args.target)
+        resume = _continue_with(args, outcome, checkpoint=args.target, trust_file=args.trust_file)
+        return _finish(args, ws, outcome, resume, args.target)
 
 
 def runs_main(args: argparse.Namespace) -> int:
@@ -289,8 +291,8 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
         print(
             printable(f"    answered {answer['value']!r}{f' {note}' if note else ''}{f' ({facts})' if facts else ''}")
         )
-    if listed.get("command"):
-        print(f"    answer it: {printable(listed['command'])}")
+    for number, command in enumerate(listed.get("commands") or [], 1):
+        print(f"    {'answer it' if number == 1 else '       or'}: {printable(command)}")
 
 
 def _waiting_under(folder: Path) -> int:
@@ -301,6 +303,8 @@ def _waiting_under(folder: Path) -> int:
         print(
             printable(f"{question['where']}: {question['run']}{mark} asks {question['ask']!r} — {question['command']}")
         )
+        for command in question["commands"][1:]:
+            print(f"    or: {printable(command)}")
     for old in stale:
         print(printable(f"{old['where']}: {old['run']} STALE, asks {old['ask']!r} — {old['stale']}"))
     for problem in problems:

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..app.checkpoints import FileKey, keys_in
 from ..app.errors import UsageProblem
 from ..app.trust import KEY_PREFIX, Keyring, key_fingerprint
+from ..render.commands import trust_command
 from ..render.common import answer_time, printable
 from .common import Commands
 
@@ -85,7 +86,7 @@ def trust_main(args: argparse.Namespace) -> int:
     elif unknown:
         raise UsageProblem(
             f"nothing trusted: {args.what} holds {len(unknown)} key(s) you do not trust; once you know whose one "
-            f"is, trust it with `mkl trust {args.what} --key FINGERPRINT --name NAME`"
+            f"is, trust it with `{trust_command(args.what)} --key FINGERPRINT --name NAME`"
         )
     if not unknown:
         print(f"every key in {printable(args.what)} is yours or one you trust")

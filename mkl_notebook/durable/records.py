@@ -314,6 +314,18 @@ def start_record(run_id: str, setup: Setup, *, secret: bytes, package: str, orig
     }
 
 
+STARTED_WITH = ("script", "tools", "model")  # what a start record's origin keeps of the answers a run drew on
+
+
+def started_with(start: Mapping[str, Any] | None) -> dict[str, str]:
+    """The script file, tools file and model a run was started with, as its start record's ``origin`` keeps
+    them (each only when given): what a command continuing the run names."""
+    origin = (start or {}).get("origin")
+    if not isinstance(origin, Mapping):
+        return {}
+    return {key: origin[key] for key in STARTED_WITH if isinstance(origin.get(key), str) and origin[key]}
+
+
 def rerun_record(changes: Mapping[str, Any]) -> RerunRecord:
     """The parts of the setup that changed (all of it, or only the pinned machines)."""
     changed = {key: changes[key] for key in SETUP_KEYS if key in changes}

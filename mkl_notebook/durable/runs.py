@@ -263,7 +263,10 @@ def _run_journal(
         )
     except OutcomeUnknown as interrupted:  # a tool call started and never recorded as finished
         doubt = rec.Doubt(interrupted.position, interrupted.tool, interrupted.state)
-        return RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state), doubt
+        in_doubt = RunResult(status="in_doubt", error=f"in-doubt: {interrupted}", at=doubt.state)
+        in_doubt.started_with = rec.started_with(index.start)
+        return in_doubt, doubt
+    result.started_with = rec.started_with(index.start)
     result.asked_again = list(oracle.asked_again)
     last = index.last or {}
     same_question = rec.kind_of(last) == "suspend" and last.get("pos") == result.pending

@@ -78,6 +78,9 @@ def most_visited(visits: Mapping[str, int]) -> tuple[str, int] | None:
     return (state, count) if count >= 2 else None
 
 
+NO_MODEL_REASON = "no model is configured"  # how the reason of a suspension for want of a model begins
+
+
 def question_id(run_id: str, position: str, shown: str, about: str | None = None, pinned: str | None = None) -> str:
     """The identity of a question a run waits on: the run, where it asks, the text the person is shown,
     what the question is about (the output the gate decided on), when it is about one, and what the run
@@ -127,11 +130,20 @@ class RunResult:
     # A digest of the setup the run went on in (whether or not it waits): what the questions it asked and had
     # answered since the last edit were named by.
     setup: str | None = None
+    # The flags the run was started with that a command continuing it names (script, tools, model: the paths
+    # and model as given), from its start record (set by the journal that replays the run).
+    started_with: dict[str, str] = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float | None:
         """What the run's model calls cost in US dollars, None when unknown (see :func:`cost_of`)."""
         return cost_of(self.model_calls)
+
+    @property
+    def waits_for_model(self) -> bool:
+        """Suspended because no model is configured where it was advanced (it goes on where one is, or with a
+        script): not a question for a person, nor a reason of the machine's."""
+        return self.status == "suspended" and (self.error or "").startswith(NO_MODEL_REASON)
 
     @property
     def waits_for_person(self) -> bool:

@@ -315,9 +315,8 @@ class RunView:
         form = self._form(run, on_reply, pending, beside=previous is None)
         self._asked = form.question_id
         result = outcome.result
-        commands = continue_commands(
-            result, resume_command(run.id, notebook=self.notebook or UNKNOWN_NOTEBOOK), form.question_id
-        )
+        base = resume_command(run.id, notebook=self.notebook or UNKNOWN_NOTEBOOK, started_with=result.started_with)
+        commands = continue_commands(result, base, form.question_id)
         printed = {
             **form_place(run.id, outcome, notebook=self.notebook),  # its mark, for a headless resume to rewrite
             **question_place(Asked.of(run.id, pending), commands),

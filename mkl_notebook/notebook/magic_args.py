@@ -55,6 +55,7 @@ HELP = """\
     --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
 %mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
                [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
+               [--script FILE | --model MODEL] (what answers the calls it still has to make)
 %mkl runs                 the runs of this kernel's store: status, where, what each spent
 %mkl pending              the runs waiting for a person, each with its form
 %mkl pending --queue      the same questions in one review queue (filter, sort, approve the N shown)
@@ -163,6 +164,8 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     resume.add_argument("--max-cost")
     resume.add_argument("--resolve")
     resume.add_argument("--trust-file", action="store_true")
+    resume.add_argument("--script")
+    resume.add_argument("--model")
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget", "plan")}
     for parser in one_run.values():
         parser.add_argument("run_id")

@@ -325,7 +325,12 @@ class MklMagics(Magics):
     def _cmd_resume(self, words: list[str]) -> NotebookRun:
         args = self._parse("resume", words)
         text = self.values.maybe_text
-        run = self.session.get_run(self.values.text(args.run_id), trust_file=args.trust_file)
+        run = self.session.get_run(
+            self.values.text(args.run_id),
+            script=text(args.script),
+            trust_file=args.trust_file,
+            model=text(args.model),
+        )
         view = self._view(run.id, run.machine)
         view.start()
         with _running(view):

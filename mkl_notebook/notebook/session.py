@@ -279,9 +279,15 @@ class NotebookSession(Workspace):
     run = start  # the name this method had before the workspace
 
     def get_run(
-        self, run_id: str, notebook: str | None = None, script: Any = None, *, trust_file: bool = False
+        self,
+        run_id: str,
+        notebook: str | None = None,
+        script: Any = None,
+        *,
+        trust_file: bool = False,
+        model: str | None = None,
     ) -> NotebookRun:
-        handle = super().get_run(run_id, notebook, script, trust_file=trust_file)
+        handle = super().get_run(run_id, notebook, script, trust_file=trust_file, model=model)
         assert isinstance(handle, NotebookRun)
         return handle
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from .commands import continue_commands, resume_command
+from .commands import continue_commands, resume_command, runs_command
 from .common import NONE, answers_sentence, columns, money, table_row
 from .diagram import shorten
 
@@ -81,8 +81,29 @@ def batch_bundle(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -
 
 def _waiting_text(run_id: str, result: Any, notebook: str | None) -> str:
     lines = [f"{run_id} asks: {result.ask or result.question}"]
-    commands = continue_commands(result, resume_command(run_id, notebook=notebook), result.question_id(run_id))
+    base = resume_command(run_id, notebook=notebook, started_with=result.started_with)
+    commands = continue_commands(result, base, result.question_id(run_id))
     return "\n".join([*lines, *(f"  {command}" for command in commands)])
+
+
+SHOWN_WAITING = 3  # rows of a batch whose commands are printed after it; more are listed by `mkl runs`
+
+
+def batch_continue_text(waiting: Sequence[tuple[str, Any]], store: str | None, api_base: str | None = None) -> str:
+    """After ``mkl map``: how to continue the rows that wait (``waiting`` is (run id, result) pairs) in run store
+    ``store`` (None: the default): each one's commands, or, for many, the ``mkl runs`` that lists them all."""
+    if not waiting:
+        return ""
+    count = len(waiting)
+    listed = f"`{runs_command(store)}` lists {'each' if count > 1 else 'it'} with the commands that answer it"
+    head = f"{count} row{'s' if count != 1 else ''} wait{'s' if count == 1 else ''} for a person: {listed}"
+    if count > SHOWN_WAITING:
+        return head + "."
+    lines = [head + ", or:"]
+    for run_id, result in waiting:
+        base = resume_command(run_id, store=store, api_base=api_base, started_with=result.started_with)
+        lines += [f"  {command}" for command in continue_commands(result, base, result.question_id(run_id))]
+    return "\n".join(lines)
 
 
 def batch_waiting_bundle(waiting: Sequence[tuple[str, Any]], notebook: str | None = None) -> dict[str, str]:

@@ -11,13 +11,21 @@ from typing import Any
 from ..engine.result import RunResult
 from .commands import UNKNOWN_NOTEBOOK, continue_commands, resume_command, trust_command
 from .common import _code, _e, answers_sentence
-from .questions import _IN_DOUBT, _at_text, _questions_html, _questions_text, _resumes_text, _waiting_for
+from .questions import (
+    _IN_DOUBT,
+    _at_text,
+    _questions_html,
+    _questions_text,
+    _resumes_text,
+    _waiting_for,
+    needs_model_text,
+)
 
 # -- the pending card (a notebook opened without a kernel) ------------------------------------
 
 
 def _notebook_commands(run_id: str, result: RunResult, notebook: str | None = None) -> list[str]:
-    base = resume_command(run_id, notebook=notebook or UNKNOWN_NOTEBOOK)
+    base = resume_command(run_id, notebook=notebook or UNKNOWN_NOTEBOOK, started_with=result.started_with)
     return continue_commands(result, base, result.question_id(run_id))
 
 
@@ -42,6 +50,10 @@ def pending_card_html(
     left to the form shown above it, so that it is printed once.
     """
     title, what, detail = _pending_lines(run_id, machine_name, result)
+    if result.waits_for_model:
+        commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result, notebook))
+        sentence = _e(needs_model_text(result, run_id))
+        return f"<section><p><strong>{sentence}</strong></p><p>From a terminal:</p><ul>{commands}</ul></section>"
     if question_above and result.waits_for_person:
         return f"<section><p><strong>{_e(title)}:</strong> {_e(what)} {_e(_QUESTION_ABOVE)}</p></section>"
     commands = "".join(f"<li>{_code(command)}</li>" for command in _notebook_commands(run_id, result, notebook))
@@ -59,6 +71,9 @@ def pending_card_text(
 ) -> str:
     """The text twin of :func:`pending_card_html`."""
     title, what, detail = _pending_lines(run_id, machine_name, result)
+    if result.waits_for_model:
+        commands = [f"  {command}" for command in _notebook_commands(run_id, result, notebook)]
+        return "\n".join([needs_model_text(result, run_id), "From a terminal:", *commands])
     if question_above and result.waits_for_person:
         return f"{title}: {what} {_QUESTION_ABOVE}"
     lines = [f"{title}: {what}", *([detail] if detail else []), *_questions_text(result)]

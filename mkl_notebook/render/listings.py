@@ -141,11 +141,18 @@ class _QuestionsRow(NamedTuple):
 
     def html(self) -> tuple[str, ...]:
         """The cells as the HTML twin shows them."""
-        return (_code(self.where), _code(self.run), _e(self.asks), _code(self.command))
+        where, run = (_code(text) if text else "" for text in (self.where, self.run))
+        return (where, run, _e(self.asks), _code(self.command))
 
 
 def _questions_rows(questions: Sequence[Mapping[str, Any]]) -> list[_QuestionsRow]:
-    return [_QuestionsRow(str(q["where"]), str(q["run"]), asked_as_listed(q), str(q["command"])) for q in questions]
+    """A row for each question, and one below it for each other command that answers it (approve, reject)."""
+    rows = []
+    for q in questions:
+        first, *others = q.get("commands") or [q["command"]]
+        rows.append(_QuestionsRow(str(q["where"]), str(q["run"]), asked_as_listed(q), str(first)))
+        rows += [_QuestionsRow("", "", "", str(other)) for other in others]
+    return rows
 
 
 def _questions_caption(questions: Sequence[Any]) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..engine.result import RunResult
 from ..lang.interpolate import fmt
+from .commands import shell_word
 from .common import _code, _e, _indent, _lines_html, answered_by
 
 _WAITING_FOR = {
@@ -40,6 +41,24 @@ def _resumes_text(result: RunResult) -> str:
 def _resumes_html(result: RunResult) -> str:
     called = f" in called machine {_code(result.machine)}" if result.machine else ""
     return f" (resumes at {_code(result.at)}{called})" if result.at else ""
+
+
+def needs_model_text(result: RunResult, run_id: str | None = None) -> str:
+    """The one sentence a run stopped for want of a model says, with the fix: on the command line (no
+    ``run_id``) the flags to give, in a notebook (``run_id``) the magics, naming the script the run was
+    started with when it was."""
+    at = f" at {result.at}" if result.at else ""
+    script = shell_word(result.started_with.get("script") or "FILE")
+    if run_id is None:
+        return (
+            f"The run needs a model to go on{at}, and none is configured here: give the command below --model MODEL "
+            f"(or set MKL_MODEL, e.g. openai/gpt-4o-mini), or --script {script} to go on with scripted answers."
+        )
+    return (
+        f"Run {run_id} needs a model to go on{at}, and none is configured in this kernel: run "
+        f"%mkl resume {run_id} --model MODEL (e.g. openai/gpt-4o-mini; %mkl config model=MODEL sets it for "
+        f"every run), or %mkl resume {run_id} --script {script} to go on with scripted answers."
+    )
 
 
 def _waiting_for(result: RunResult) -> str:

@@ -65,6 +65,8 @@ class Shown:
 
 
 def _waited_here(result: RunResult) -> str:
+    if result.waits_for_model:
+        return f"This cell left the run needing a model{_resumes_text(result)}."
     return f"This cell left the run waiting for {_waiting_for(result)}{_resumes_text(result)}."
 
 

@@ -24,6 +24,7 @@ from .questions import (
     _waiting_for,
     asked_again,
     asked_again_html,
+    needs_model_text,
 )
 
 RESULT_INLINE = 120
@@ -111,6 +112,8 @@ def result_summary_html(result: RunResult, calls: Mapping[str, int] | None = Non
         parts.append(f"<p><strong>Halted:</strong> {_code(result.error or 'halt')}{_at_html(result)}</p>")
         diagnosis = _diagnosis_text(result)
         parts += [f"<p><mark>{_e(diagnosis)}</mark></p>"] if diagnosis else []
+    elif result.waits_for_model:
+        parts.append(f"<p><strong>{_e(needs_model_text(result))}</strong></p>")
     elif status == "suspended":
         waiting = f"waiting for {_e(_waiting_for(result))}{_resumes_html(result)}"
         parts.append(f"<p><strong>Suspended ({_e(result.error)}):</strong> {waiting}.</p>")
@@ -134,6 +137,8 @@ def result_summary_text(result: RunResult, calls: Mapping[str, int] | None = Non
         lines.append(f"Halted: {result.error or 'halt'}{_at_text(result)}")
         diagnosis = _diagnosis_text(result)
         lines += [diagnosis] if diagnosis else []
+    elif result.waits_for_model:
+        lines.append(needs_model_text(result))
     elif status == "suspended":
         lines.append(f"Suspended ({result.error}): waiting for {_waiting_for(result)}{_resumes_text(result)}.")
         lines += _asked_again_lines(asked_again(result))
