@@ -107,7 +107,8 @@ def listed_runs(store: RunStore, flag: str | None, *, waiting_only: bool = False
     """Every run of ``store`` (those suspended, with ``waiting_only``) as a listing says it, in the order they
     last changed, the most recent last; ``flag`` is the ``--store`` its commands name."""
     runs = [run for run in store.runs() if not waiting_only or run.status == "suspended"]
-    journals = sorted(((run.run_id, store.read(run.run_id)) for run in runs), key=lambda j: last_changed(j[1]))
+    runs.sort(key=lambda run: run.updated)  # a store's own clock of each run's last change (every store has it)
+    journals = [(run.run_id, store.read(run.run_id)) for run in runs]
     return [run_summary(run_id, records, stored_resume(run_id, records, flag)) for run_id, records in journals]
 
 
