@@ -440,7 +440,7 @@ def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
     assert _answers(root) == made and _printed_calls(path) == 0  # every answer came from the journal
     carried, referred, held = _copies(path)
     assert carried == []  # one copy, not two: with the extension, outputs refer to the metadata's copy
-    assert sorted(set(referred)) == held
+    assert set(referred) <= set(held)  # and runs made from Python, which no output shows, are held as well
     sizes = ARTIFACTS / "notebook-sizes.json"
     known = json.loads(sizes.read_text()) if sizes.exists() else {}
     shipped = (ROOT / "notebooks" / name).stat().st_size
@@ -449,6 +449,7 @@ def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
     assert len(saved) <= 2 * shipped, f"{name}: {shipped:,} bytes as shipped, {len(saved):,} after Run All and save"
     if name.startswith("02"):
         assert answered == 2  # both questions of the refund run were answered through the form
+        assert set(held) == {"approval-demo", "approval-api", "approval-rejected"}  # mkl_notebook.run()'s too
         assert any(text.startswith("Answered 'approve' (by ") for text in again)
 
 
