@@ -2,8 +2,15 @@
 
     python notebooks/build.py
 
-Cells whose output is stable carry ``# NBVAL_CHECK_OUTPUT`` so that the test suite
-(nbval, lax mode) holds them to it; everything else is only required to run.
+Cells whose output is stable carry nbval's ``nbval-check-output`` tag (in the cell's metadata, out of the
+reader's sight) so that the test suite (nbval, lax mode) holds them to it; everything else is only required
+to run.
+
+The tutorials ship with their outputs to read, but without the runs' checkpoints: a checkpoint is signed by
+whoever ran it (here, whoever built the tutorials), a key no reader knows, so a shipped run could only be
+taken up with a warning about a stranger's key. Without them, a reader's first Run All makes runs of their own.
+Their metadata names the kernel as the installed ipykernel does, and their diagrams carry no mermaid source,
+so that opening one in JupyterLab does not mark it modified.
 """
 
 from __future__ import annotations
@@ -15,12 +22,16 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+from jupyter_client.kernelspec import KernelSpecManager
+
+from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from lab_client import run_all  # noqa: E402  (executes as JupyterLab does: cell ids and the notebook's path)
 
-CHECK = "# NBVAL_CHECK_OUTPUT\n"
+CHECKED_TAG = "nbval-check-output"  # nbval holds the cell's output to the saved one, even in lax mode
+RUN_CHECKPOINTS = (MIME_TYPE, REF_MIME_TYPE, BATCH_MIME_TYPE)
 
 
 def md(text: str) -> nbformat.NotebookNode:
@@ -29,6 +40,12 @@ def md(text: str) -> nbformat.NotebookNode:
 
 def code(text: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(text.strip())
+
+
+def checked(text: str) -> nbformat.NotebookNode:
+    """A code cell whose output is stable: the tests hold it to its saved output (the tag, not a comment the
+    reader would see)."""
+    return nbformat.v4.new_code_cell(text.strip(), metadata={"tags": [CHECKED_TAG]})
 
 
 def machine_cell(name: str, header: str = "%%mkl") -> nbformat.NotebookNode:
@@ -73,9 +90,8 @@ mean. A run's id defaults to its machine's name.
 """),
     code("%mkl trace triage"),
     md("The same facts are there for Python code:"),
-    code(
-        CHECK
-        + """import mkl_notebook
+    checked(
+        """import mkl_notebook
 
 run = mkl_notebook.get_run("triage")
 print(run.status)
@@ -90,7 +106,7 @@ no model calls. (`--fresh` starts over.) The cell's output is the same too, so t
 does not change when an unchanged cell runs again; the run's `calls` say what this showing cost.
 """),
     code('%mkl run triage --set ticket="My card was charged twice for one order" --script data/triage.script.yaml'),
-    code(CHECK + 'print(mkl_notebook.get_run("triage").calls)'),
+    checked('print(mkl_notebook.get_run("triage").calls)'),
     md("""
 ## Watch it write
 
@@ -106,7 +122,7 @@ answer costs nothing, so no cost is shown (notebook 06 shows a real model).
 """),
     machine_cell("story"),
     code("r = %mkl run story --script data/story.script.yaml"),
-    code(CHECK + 'print(r.status, "-", len(r.result.split()), "words:", r.result[:40], "…")'),
+    checked('print(r.status, "-", len(r.result.split()), "words:", r.result[:40], "…")'),
 ]
 
 APPROVAL = [
@@ -142,9 +158,8 @@ From Python the same loop is available: `run.pending` says what a run waits for,
 `submit` answers exactly that question, as the form does. This cell runs the machine once
 more under another id and answers both questions itself:
 """),
-    code(
-        CHECK
-        + """import mkl_notebook
+    checked(
+        """import mkl_notebook
 
 api = mkl_notebook.run(
     "refund",
@@ -167,9 +182,8 @@ approval withdraws the reply instead of sending it (see `data/refund.mkl`). Text
 **Approve** or **Reject** is the answer's note: the decision stays exactly `approve` or `reject`, and
 the machine can read the note at `refund_approval_note` (`api.submit("approve", note="…")` gives one too):
 """),
-    code(
-        CHECK
-        + """rejected = mkl_notebook.run(
+    checked(
+        """rejected = mkl_notebook.run(
     "refund",
     id="approval-rejected",
     input={"ticket": "Parcel A-1001 arrived broken"},
@@ -199,14 +213,20 @@ appears again. No kernel at hand? `mkl resume` does it from a terminal.
 run is waiting for approval.
 """),
     code("%load_ext mkl_notebook\nimport mkl_notebook"),
-    code("""import shlex
+    code("""import json
+import shlex
 import sys
 
 # The `mkl` command of this kernel's environment, whether or not that environment is activated.
 mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
-"""),
+
+
+def for_a_person(lines):
+    \"\"\"What an `mkl` command printed for a person: all but its last line, the JSON status for programs.\"\"\"
+    return "\\n".join(lines[:-1])"""),
     md("## What does the shared notebook carry?"),
-    code(CHECK + "!cd data && {mkl} runs shared-approval.ipynb"),
+    checked("""listing = !cd data && {mkl} runs shared-approval.ipynb
+print(for_a_person(listing))"""),
     md("""
 ## Who made it?
 
@@ -226,9 +246,8 @@ at the command line), or trust her key for good: `mkl trust data/shared-approval
 `get_run` finds the run in the notebook file, verifies its checkpoint and replays it:
 zero model calls, and the same pending question.
 """),
-    code(
-        CHECK
-        + """run = mkl_notebook.get_run(
+    checked(
+        """run = mkl_notebook.get_run(
     "shared-refund",
     notebook="data/shared-approval.ipynb",
     script="data/refund.script.yaml",
@@ -238,9 +257,8 @@ print(run.status, "at", run.at, "-", run.pending["ask"])
 print(run.calls)"""
     ),
     md("Answering it here continues the run (the script supplies the model's next answers):"),
-    code(
-        CHECK
-        + """run.submit("approve")
+    checked(
+        """run.submit("approve")
 run.submit("approve")
 print(run.status, "-", run.result)"""
     ),
@@ -263,35 +281,32 @@ script = pathlib.Path("data/refund.script.yaml").resolve()"""),
     md("""
 A reply names the question it answers: `mkl runs` prints each waiting question's id and the
 command to answer it, and a reply to any other question is refused. The last line of every
-`mkl` command is a JSON status; here it gives the id.
+`mkl` command is a JSON status for programs; here it gives the id.
 """),
-    code(
-        CHECK
-        + """import json
-
-listing = !cd {work} && {mkl} runs shared.ipynb
-print("\\n".join(listing[:-1]))
+    checked(
+        """listing = !cd {work} && {mkl} runs shared.ipynb
+print(for_a_person(listing))
 first = json.loads(listing[-1])["runs"][0]["question_id"]
 resume = f"cd {work} && {mkl} resume shared.ipynb --run shared-refund --script {script} --trust-file --quiet"
 """
     ),
     md("The first approval: the run goes on to its second question, whose id the status line gives."),
-    code(
-        CHECK
-        + """status = !{resume} --question {first} --set refund_approval=approve
+    checked(
+        """status = !{resume} --question {first} --set refund_approval=approve
 line = json.loads(status[-1])
 print(line["status"], "at", line["at"], "-", line["ask"], "-", line["question_id"])
 second = line["question_id"]"""
     ),
     md("The same command again is refused: that question is answered, and nothing is recorded."),
-    code("!{resume} --question {first} --set refund_approval=approve"),
+    code("""refused = !{resume} --question {first} --set refund_approval=approve
+print(for_a_person(refused))"""),
     md("The second approval finishes it; the notebook file now carries the finished run, with who answered:"),
-    code(
-        CHECK
-        + """done = !{resume} --question {second} --reply approve
+    checked(
+        """done = !{resume} --question {second} --reply approve
 print(json.loads(done[-1])["status"], "-", json.loads(done[-1])["result"])"""
     ),
-    code("!{mkl} runs {copy}"),
+    code("""listing = !{mkl} runs {copy}
+print(for_a_person(listing))"""),
 ]
 
 DIAGNOSTICS = [
@@ -312,9 +327,8 @@ fifth entry halts the run with `loop-ceiling`, naming the state. The visits tabl
 state's entries against its `max_visits`.
 """),
     code('%mkl run polish --id ceiling --set product="a kettle" --script data/loop.script.yaml'),
-    code(
-        CHECK
-        + """run = mkl_notebook.get_run("ceiling")
+    checked(
+        """run = mkl_notebook.get_run("ceiling")
 print(run.status, run.error, "at", run.at)
 print(run.visits)"""
     ),
@@ -336,13 +350,12 @@ budget would suspend again at the same place.
     code(
         '%mkl run polish --id patient --suspend --max-steps 3 --set product="a kettle" --script data/loop.script.yaml'
     ),
-    code(
-        CHECK
-        + """run = mkl_notebook.get_run("patient")
+    checked(
+        """run = mkl_notebook.get_run("patient")
 print(run.status, run.error, "at", run.at)"""
     ),
     code("%mkl resume patient --max-steps 50"),
-    code(CHECK + """print(run.status, run.error, "at", run.at, "after", len(run.trace), "steps")"""),
+    checked("""print(run.status, run.error, "at", run.at, "after", len(run.trace), "steps")"""),
 ]
 
 TESTING = [
@@ -364,12 +377,12 @@ import sys
 # The `mkl` command of this kernel's environment, whether or not that environment is activated.
 mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
 """),
-    code(CHECK + "!{mkl} test data/refund.mkl --script data/refund.test.yaml"),
+    checked("!{mkl} test data/refund.mkl --script data/refund.test.yaml"),
     md("""
 `%mkl check NAME` (or `mkl check FILE`) reports static findings: unreachable states, no path to
 `END`, a budget below the shortest path, a `max_visits` that a repair loop is bound to hit.
 """),
-    code(CHECK + "%mkl check refund"),
+    checked("%mkl check refund"),
     md("""
 ## The standard library
 
@@ -397,7 +410,7 @@ states:
     output: answer
     gates: [{when: otherwise, then: ok, to: END}]"""),
     code("%mkl run polish --no-hitl --script data/polish.script.yaml"),
-    code(CHECK + 'run = mkl_notebook.get_run("polish")\nprint(run.status, "-", run.result)'),
+    checked('run = mkl_notebook.get_run("polish")\nprint(run.status, "-", run.result)'),
 ]
 
 REAL_MODELS = [
@@ -431,9 +444,8 @@ journals, checkpoints or outputs.
     md("""
 With no model configured, a run says so in one line and points to the scripted provider:
 """),
-    code(
-        CHECK
-        + """try:
+    checked(
+        """try:
     mkl_notebook.run("triage", id="real-model-demo", input={"ticket": "Where is my parcel?"})
 except ValueError as problem:
     print(problem)"""
@@ -475,6 +487,10 @@ row, with a progress bar, a table of results, and **one form** for every row's q
 
 The rows can be a list of dicts (as here), a pandas DataFrame, or a `.jsonl`, `.json` or `.csv`
 file; `mkl map FILE.mkl --over ROWS.jsonl` does the same from a terminal.
+
+The last part runs the calls on a Dask cluster, which the base install leaves out: install it
+first with `pip install 'mkl-notebook[dask]'` (in a clone: `.venv/bin/pip install -e '.[dask]'`)
+and restart the kernel. Everything above that part runs without it.
 """),
     code("%load_ext mkl_notebook"),
     machine_cell("refund"),
@@ -507,7 +523,8 @@ Python code, and `batch.waiting()` the runs that still wait, each a `Run` you ca
 When the calls are heavy (a local model, a parser, a GPU job), `--executor dask` makes each call
 on the notebook's Dask cluster. Only the calls travel: each row's run and its journal stay in this
 kernel. Here a small `LocalCluster` of process workers stands in for a real cluster (`pip install
-'mkl-notebook[dask]'`), and the triage machine of notebook 01 sorts the same tickets:
+'mkl-notebook[dask]'`), and the triage machine of notebook 01 sorts the same tickets, with scripted
+answers that fit them (`data/sort.script.yaml`):
 """),
     machine_cell("triage"),
     code(
@@ -516,8 +533,8 @@ kernel. Here a small `LocalCluster` of process workers stands in for a real clus
 cluster = LocalCluster(n_workers=2, processes=True, dashboard_address=None)
 client = Client(cluster)"""
     ),
-    code("on_dask = %mkl map triage --over $tickets --key id --script data/triage.script.yaml --executor dask"),
-    code(CHECK + "print(on_dask.counts)\nprint(on_dask.results[0])"),
+    code("on_dask = %mkl map triage --over $tickets --key id --script data/sort.script.yaml --executor dask"),
+    checked("print(on_dask.counts)\nprint(on_dask.results[0])"),
     code("client.close()\ncluster.close()"),
 ]
 
@@ -541,11 +558,18 @@ NOTEBOOKS = {
 }
 
 
+def kernelspec() -> dict[str, str]:
+    """The notebook metadata's kernelspec as JupyterLab writes it when it starts the ``python3`` kernel (from the
+    installed kernel's spec, "Python 3 (ipykernel)"): anything else, it rewrites on open, marking it modified."""
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    return {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+
+
 def notebook(cells: list[nbformat.NotebookNode], name: str) -> nbformat.NotebookNode:
     """The tutorial ``name``, its cell ids derived from its name, so that a rebuild changes the file only
     where a cell or an output changed."""
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = kernelspec()
     nb.metadata["language_info"] = {"name": "python"}
     for index, cell in enumerate(cells):
         cell.id = hashlib.sha256(f"{name}/{index}".encode()).hexdigest()[:8]
@@ -554,9 +578,22 @@ def notebook(cells: list[nbformat.NotebookNode], name: str) -> nbformat.Notebook
 
 
 def execute(nb: nbformat.NotebookNode, path: Path) -> None:
-    """Write ``nb`` to ``path`` and run it all there, as JupyterLab would, keeping its outputs."""
+    """Write ``nb`` to ``path`` and run it all there, as JupyterLab would, keeping its outputs to read but not
+    its runs' checkpoints (:func:`without_runs`)."""
     nbformat.write(nb, path)
-    run_all(path)
+    nbformat.write(without_runs(run_all(path)), path)
+
+
+def without_runs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` without the checkpoints of its runs (in outputs, or in its metadata), its views kept: the runs are
+    signed by the key of whoever built the tutorials, which no reader knows, so a reader's Run All would meet
+    them as a stranger's. Without them, it makes runs of the reader's own."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for mime in RUN_CHECKPOINTS:
+                output.get("data", {}).pop(mime, None)
+    nb.metadata.pop("mkl", None)
+    return nb
 
 
 def main() -> None:

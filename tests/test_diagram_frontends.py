@@ -1,7 +1,7 @@
 """A run's diagram is drawn in every frontend, by Debian's Chromium: an HTML export read offline (nbconvert,
-lab and classic templates) and Notebook 7 show its SVG drawing; JupyterLab still draws its mermaid, and
-only that. The notebook runs the refund machine until it waits at its first gate. Screenshots land in
-test-artifacts/diagram/."""
+lab and classic templates), Notebook 7 and JupyterLab show its SVG drawing (there is no mermaid source for
+JupyterLab's mermaid renderer, which would write its own drawing into the output). The notebook runs the
+refund machine until it waits at its first gate. Screenshots land in test-artifacts/diagram/."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_an_html_export_shows_the_diagram_offline(tmp_path: Path, template: str)
     drawings = [base64.b64decode(found).decode("utf-8") for found in SVG_URI.findall(page_source)]
     [drawing] = [svg for svg in drawings if "State diagram of machine refund" in svg]
     assert all(f">{state}" in drawing for state in STATES)
-    assert 'class="mermaid"' not in page_source  # nbconvert puts the SVG first: the mermaid is not drawn too
+    assert 'class="mermaid"' not in page_source  # the SVG only
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with browser_page() as page:
@@ -117,8 +117,10 @@ def test_notebook_7_draws_the_diagram(folder: tuple[Path, dict[str, str]], tmp_p
             page.screenshot(path=str(ARTIFACTS / "notebook7.png"), full_page=True)
 
 
-def test_jupyterlab_draws_the_mermaid_and_only_that(folder: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
-    """JupyterLab ranks its mermaid renderer before images: the SVG twin stays in the file, undrawn."""
+def test_jupyterlab_draws_the_svg_and_leaves_the_output_as_the_kernel_wrote_it(
+    folder: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """JupyterLab draws the SVG; no mermaid renderer rewrites the output, so the saved file holds the kernel's."""
     from playwright.sync_api import expect
 
     root, env = folder
@@ -130,11 +132,12 @@ def test_jupyterlab_draws_the_mermaid_and_only_that(folder: tuple[Path, dict[str
             view = run_cell.locator(".jp-OutputArea-output:has-text('Pending (escalated)')")
             expect(view).to_have_count(1, timeout=90_000)
             run_cell.locator(".jp-OutputArea").last.scroll_into_view_if_needed()
-            drawn = run_cell.locator(".jp-RenderedMermaid img[src^='data:image/svg+xml']")  # mermaid's own drawing
+            drawn = run_cell.locator(".jp-RenderedSVG img[src^='data:image/svg+xml']")
             expect(drawn).to_have_count(1, timeout=30_000)
             expect(drawn).to_be_visible()
+            assert "State diagram of machine refund" in drawn.evaluate(DRAWN_SVG)
             assert "confirm · pending" in drawn.evaluate(DRAWN_SVG)
-            expect(run_cell.locator(".jp-RenderedSVG")).to_have_count(0)  # not our drawing as well
+            expect(run_cell.locator(".jp-RenderedMermaid")).to_have_count(0)
             drawn.scroll_into_view_if_needed()
             # Lab's stylesheet right-aligns table cells: the trace's words read left, its numbers right.
             trace = view.locator("table", has=page.locator("caption", has_text=re.compile(r"^Trace")))

@@ -17,6 +17,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from lab_client import run_all
 from nbclient import NotebookClient
 
 from mkl_notebook.checkpoints import notebook_file as nbfile
@@ -83,8 +84,8 @@ def _texts(cell: Any) -> str:
 
 
 def _diagram(cell: Any) -> str:
-    """The mermaid source of the diagrams a cell shows."""
-    return "".join("".join(output.get("data", {}).get("text/vnd.mermaid", "")) for output in cell.outputs)
+    """The SVG drawings of the diagrams a cell shows."""
+    return "".join("".join(output.get("data", {}).get("image/svg+xml", "")) for output in cell.outputs)
 
 
 def _run_cell(notebook: Path) -> Any:
@@ -110,7 +111,7 @@ def _joined_streams(outputs: list[Any]) -> list[Any]:
     return joined
 
 
-FRESH_COPY_LISTING = "!{mkl} runs {copy}"  # tutorial 03's last cell: a temp copy just answered by `mkl resume`
+FRESH_COPY_LISTING = "listing = !{mkl} runs {copy}\nprint(for_a_person(listing))"  # tutorial 03's last cell
 
 
 def _outputs(notebook: Path) -> list[str]:
@@ -330,8 +331,15 @@ def test_without_mkl_keep_stripping_loses_the_run_as_mkl_runs_said(folder: Path,
 def test_mkl_resume_keeps_every_run_the_file_carries_only_in_outputs(folder: Path, tmp_path: Path) -> None:
     shutil.copytree(DATA, tmp_path / "data")
     notebook = nbformat.read(folder / "out-1.ipynb", as_version=4)
+    # A second run, its cell as tutorial 02 has it, run elsewhere (the tutorial ships without its runs)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(DATA, elsewhere / "data")
     tutorial = nbformat.read(ROOT / "notebooks" / "02-human-approval.ipynb", as_version=4)
-    notebook.cells += [cell for cell in tutorial.cells if "--id approval-demo" in cell.source]  # a second run
+    cells = [cell for cell in tutorial.cells if cell.cell_type == "code"][:3]  # %load_ext, the machine, the run
+    assert "--id approval-demo" in cells[-1].source
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), elsewhere / "02.ipynb")
+    ran = run_all(elsewhere / "02.ipynb")
+    notebook.cells += [cell for cell in ran.cells if "--id approval-demo" in cell.source]
     nbformat.write(notebook, tmp_path / "out.ipynb")
     assert nbfile.only_in_outputs(tmp_path / "out.ipynb") == ["approval-demo", "pm"]
     code, listing, _, err = mkl_cli(tmp_path, "runs", "out.ipynb")
@@ -343,7 +351,7 @@ def test_mkl_resume_keeps_every_run_the_file_carries_only_in_outputs(folder: Pat
     assert code == 3, err
     assert nbfile.only_in_outputs(tmp_path / "out.ipynb") == []  # the other run too, as the file held it
     runs = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))["metadata"]["mkl"]["runs"]
-    assert runs["approval-demo"] == nbfile.find_run(ROOT / "notebooks" / "02-human-approval.ipynb", "approval-demo").raw
+    assert runs["approval-demo"] == nbfile.find_run(elsewhere / "02.ipynb", "approval-demo").raw
 
 
 def test_a_notebook_paired_with_jupytext_carries_its_kept_runs_in_the_text_file(folder: Path, tmp_path: Path) -> None:

@@ -197,7 +197,7 @@ def test_the_notebook_lists_the_library_and_runs_a_call_to_it(shell: Any, load_m
     listed = published[-1]["text/plain"]
     assert all(name in listed for name in stdlib.NAMES)
     assert shell.run_cell("%mkl stdlib std_refine").success
-    assert "text/vnd.mermaid" in published[-2]  # its diagram, then its source
+    assert "image/svg+xml" in published[-2]  # its diagram, then its source
     assert "machine: std_refine" in published[-1]["text/plain"]
     failed = shell.run_cell("%mkl stdlib std_nothing")
     assert isinstance(failed.error_in_exec, UsageError) and "std_cot" in str(failed.error_in_exec)

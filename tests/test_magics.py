@@ -8,6 +8,7 @@ fresh mkl session.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -38,7 +39,7 @@ from support import (
     fetch_page_interrupted_once,
 )
 
-MERMAID = "text/vnd.mermaid"
+SVG = "image/svg+xml"
 
 LOOPER = """\
 machine: looper
@@ -116,8 +117,10 @@ def _assert_safe_html(html: str) -> None:
     assert "style=" not in lowered.replace(PROSE_LEFT, "")  # the one style: a cell of words, left-aligned
 
 
-def _mermaid_nodes(source: str) -> list[str]:
-    return re.findall(r'^\s*state "([^"]*)" as (s\d+)$', source, flags=re.MULTILINE)
+def _drawn_states(svg: str) -> list[str]:
+    """The labels of the states a diagram's SVG drawing shows, as it draws them."""
+    nodes = svg.split('<g class="nodes"', 1)[1]  # after the edges and their labels
+    return [html.unescape(label) for label in re.findall(r"<text [^>]*>([^<]*)</text>", nodes)]
 
 
 # -- defining machines --------------------------------------------------------------------------
@@ -125,10 +128,9 @@ def _mermaid_nodes(source: str) -> list[str]:
 
 def test_define_draws_one_node_per_state_with_a_text_twin(ip: Cells) -> None:
     ip.define(REFUND)
-    bundle = ip.out.last(MERMAID)
-    assert bundle[MERMAID].startswith("stateDiagram-v2")
-    labels = [label for label, _ in _mermaid_nodes(bundle[MERMAID])]
-    assert labels == ["lookup", "draft", "send"]
+    bundle = ip.out.last(SVG)
+    assert bundle[SVG].startswith("<svg ")
+    assert _drawn_states(bundle[SVG]) == ["lookup", "draft", "send"]
     text = bundle["text/plain"]
     assert text.startswith("machine refund: entry lookup, budget 12")
     for state in ("lookup", "draft", "send"):
@@ -148,8 +150,7 @@ def test_redefine_replaces_the_machine(ip: Cells) -> None:
     ip.define(edited)
     session = session_module.current_session()
     assert list(session.machines["refund"].states) == ["lookup", "draft", "send", "log"]
-    labels = [label for label, _ in _mermaid_nodes(ip.out.last(MERMAID)[MERMAID])]
-    assert labels == ["lookup", "draft", "send", "log"]
+    assert _drawn_states(ip.out.last(SVG)[SVG]) == ["lookup", "draft", "send", "log"]
 
 
 def test_cell_run_defines_and_runs(ip: Cells) -> None:
@@ -200,10 +201,9 @@ def test_finished_run_draws_the_diagram_with_visit_counts(ip: Cells) -> None:
     ip.define(REFUND)
     ip.out.clear()
     ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT}")
-    diagram = ip.out.last(MERMAID)
-    labels = [label for label, _ in _mermaid_nodes(diagram[MERMAID])]
-    assert labels == ["lookup ×1", "draft ×1", "send ×1"]
-    assert "✔" in diagram[MERMAID]  # the path taken is marked
+    diagram = ip.out.last(SVG)
+    assert _drawn_states(diagram[SVG]) == ["lookup ×1", "draft ×1", "send ×1"]
+    assert "✔" in diagram[SVG]  # the path taken is marked
     assert "lookup (tool) ×1" in diagram["text/plain"]
 
 
@@ -808,7 +808,7 @@ def test_load_defines_a_machine_from_a_file_with_the_machines_it_calls(ip: Cells
     )
     ip.out.clear()
     ip.run(f"%mkl load {folder / 'main.mkl'}")
-    assert "text/vnd.mermaid" in ip.out.published[0].data  # its diagram
+    assert "image/svg+xml" in ip.out.published[0].data  # its diagram
     import mkl_notebook
 
     machines = mkl_notebook.notebook.session.current_session().machines

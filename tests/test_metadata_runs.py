@@ -429,7 +429,8 @@ def test_with_the_extension_a_run_output_refers_to_the_metadata_and_an_unchanged
 
         again = kernel.execute(RUN)  # the same cell, unchanged: replayed
         assert _run_views(again) == [view]
-        assert [m["content"]["data"] for m in again if m["msg_type"] == "comm_msg"] == [put]  # byte for byte
+        # the checkpoint is the same byte for byte, so the metadata, which holds it already, is not sent it again
+        assert [m["content"]["data"] for m in again if m["msg_type"] == "comm_msg"] == []
     finally:
         kernel.close()
 
@@ -463,5 +464,27 @@ def test_outputs_drawn_before_the_extension_answered_are_redrawn_without_their_c
         assert {k: v for k, v in redrawn.items() if k != envelope.REF_MIME_TYPE} == {
             k: v for k, v in view.items() if k != envelope.MIME_TYPE
         }
+    finally:
+        kernel.close()
+
+
+def test_a_run_made_from_python_is_kept_in_the_metadata_like_one_a_magic_shows(waiting: Path, tmp_path: Path) -> None:
+    """``mkl_notebook.run()`` and ``submit`` display nothing, yet the notebook's metadata keeps the run as it
+    stands after each (issue 37): a new kernel with the file takes it up as a `%mkl run` one."""
+    kernel = _linked_kernel(waiting, tmp_path / "work")
+    try:
+        started = kernel.execute(
+            "import mkl_notebook\n"
+            "api = mkl_notebook.run('refund', id='api', input={'ticket': 'broken'}, script='refund.script.yaml')"
+        )
+        puts = [m["content"]["data"] for m in started if m["msg_type"] == "comm_msg"]
+        assert [(data["op"], data["run"]) for data in puts][-1:] == [("put", "api")]
+        header, _, _ = envelope.verify_checkpoint(puts[-1]["envelope"])
+        assert (header["status"], header["at"]) == ("suspended", "confirm")
+        answered = kernel.execute("api.submit('approve')\nprint(api.status)")  # nothing displays the run
+        puts = [m["content"]["data"] for m in answered if m["msg_type"] == "comm_msg"]
+        assert puts and {(data["op"], data["run"]) for data in puts} == {("put", "api")}
+        header, _, _ = envelope.verify_checkpoint(puts[-1]["envelope"])
+        assert (header["status"], header["at"]) == ("suspended", "release")  # the second question, as it stands
     finally:
         kernel.close()

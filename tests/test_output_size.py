@@ -87,8 +87,8 @@ def test_a_20000_step_runs_saved_output_stays_under_300_kb_and_trace_all_shows_e
     assert left_out in text.splitlines()
     assert "Trace and visits — 20,000 steps" in page and "<code>%mkl trace long --all</code> shows every step" in page
     assert "<td>19980</td>" not in page and "<td>19981</td>" in page
-    drawn = next(o for o in outputs if diagram.MERMAID_MIME in o.get("data", {}))
-    assert 'state "again ×20000 · halted" as s0' in "".join(drawn["data"][diagram.MERMAID_MIME])
+    drawn = next(o for o in outputs if diagram.SVG_MIME in o.get("data", {}))
+    assert ">again ×20000 · halted</text>" in "".join(drawn["data"][diagram.SVG_MIME])
 
     every = saved.cells[3].outputs
     assert not [o for o in every if o.output_type == "error"], every
@@ -126,20 +126,16 @@ def test_the_command_line_caps_its_trace_and_prints_it_whole_when_asked(tmp_path
 
 def test_a_big_machines_view_diagram_and_visits_stay_bounded_and_visits_all_lists_every_state(ip: Cells) -> None:
     ip.define(chain_source(5_000))
-    definition = ip.out.last(diagram.MERMAID_MIME)
-    assert (
-        len(definition[diagram.MERMAID_MIME]) < 50_000
-        and "… 4,940 more states, not drawn" in definition[diagram.MERMAID_MIME]
-    )
+    definition = ip.out.last(diagram.SVG_MIME)
     assert (
         len(definition[diagram.SVG_MIME]) < 40_000 and "… 4,940 more states, not drawn" in definition[diagram.SVG_MIME]
     )
     script = ip.script("s.yaml", {"llm": {"produce": []}})
     ip.out.clear()
     ip.run(f"%mkl run chain --id big --script {script} --max-steps 300")
-    view, drawn = ip.out.last(RUN_MIME), ip.out.last(diagram.MERMAID_MIME)
-    assert len(view["text/html"]) + len(view["text/plain"]) + len(drawn[diagram.MERMAID_MIME]) < 60_000
-    assert len(drawn[diagram.SVG_MIME]) < 40_000  # the same diagram drawn for frontends without mermaid
+    view, drawn = ip.out.last(RUN_MIME), ip.out.last(diagram.SVG_MIME)
+    assert len(view["text/html"]) + len(view["text/plain"]) < 60_000
+    assert len(drawn[diagram.SVG_MIME]) < 40_000
     assert "Visits of chain — the 40 states entered most, of 5,000" in view["text/plain"]
     assert "%mkl visits big --all lists every state" in view["text/plain"]
     assert "… and 4,940 more states, not shown" in drawn["text/plain"]

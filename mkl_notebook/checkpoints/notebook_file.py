@@ -23,7 +23,7 @@ from typing import Any
 from ..durable.records import chain_digest, common_prefix
 from ..errors import UserError
 from ..lang import files
-from ..render.diagram import MERMAID_MIME
+from ..render.diagram import MERMAID_MIME, SVG_MIME
 from . import envelope
 from .envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE, EnvelopeError
 from .seals import Seal, signatures
@@ -422,7 +422,7 @@ def write_run(
 
     ``form_place(marker)`` gives what now stands where a form of this run was shown (None: leave it): a single
     run's (its marker names the run and question) or a batch's (``{"runs": [...]}``, the batch's runs asked there);
-    ``diagram`` replaces the run's diagram, the output drawn right below its view (a mermaid one); ``table``
+    ``diagram`` replaces the run's diagram, the output drawn right below its view (its SVG image); ``table``
     the HTML and text of the batch table a row's run is carried in.
     """
     path = Path(path)
@@ -483,9 +483,14 @@ def _is_form_controls(output: Any) -> bool:
 
 
 def _is_diagram(output: Any) -> bool:
-    """Whether an output is a run's diagram as its view draws it below itself (a mermaid one, with its twins)."""
+    """Whether an output is a run's diagram as its view draws it below itself (an SVG image and its text twin; a
+    mermaid source too, as earlier versions drew it)."""
     data = output.get("data") if isinstance(output, dict) else None
-    return isinstance(data, dict) and MERMAID_MIME in data
+    if not isinstance(data, dict):
+        return False
+    drawing = data.get(SVG_MIME)
+    drawing = "".join(drawing) if isinstance(drawing, list) else drawing
+    return MERMAID_MIME in data or (isinstance(drawing, str) and "<title>State diagram of machine " in drawing[:2000])
 
 
 def _only_in_outputs(path: Path, notebook: dict[str, Any]) -> dict[str, Any]:

@@ -171,9 +171,10 @@ class MetadataLink:
         """The run's checkpoint now: the extension writes it into the notebook's metadata."""
         with self._lock:
             comm = self._comm
+            known = run_id in self._touched and self.runs.get(run_id) == envelope
             self.runs[run_id] = envelope
             self._touched.add(run_id)
-        if comm is not None:
+        if comm is not None and not known:  # a run shown as it was just kept is not sent twice
             comm.send(Put(op="put", run=run_id, envelope=envelope))
 
     def delete(self, run_id: str) -> None:

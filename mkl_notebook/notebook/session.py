@@ -191,14 +191,22 @@ class NotebookSession(Workspace):
             self._followers.setdefault(run_id, []).append(follower)
 
     def moved(self, handle: WorkspaceRun) -> None:
-        """Run ``handle`` changed (by any path): every form and view that shows it catches up."""
+        """Run ``handle`` changed (by any path): the notebook's metadata keeps it as it stands now, and every form
+        and view that shows it catches up. A run made from Python (``mkl_notebook.run()``, ``submit``) is kept
+        there like one a magic shows, though nothing displays it."""
         if not isinstance(handle, NotebookRun):
             return
+        self._keep_in_metadata(handle)
         with self._followers_lock:
             followers = list(self._followers.get(handle.id, ()))
         done = [follower for follower in followers if follower(handle)]
         with self._followers_lock:
             self._followers[handle.id] = [f for f in self._followers.get(handle.id, ()) if f not in done]
+
+    def _keep_in_metadata(self, handle: WorkspaceRun) -> None:
+        """The notebook's metadata keeps run ``handle`` as it stands (not as a replayed cell left it)."""
+        if handle.outcome is not None and handle.outcome.latest is None:
+            self.link.put(handle.id, handle.envelope())
 
     def output_bundle(self, handle: WorkspaceRun) -> dict[str, Any]:
         """The run's view; as it stands, its checkpoint goes to the notebook's metadata too."""
@@ -274,6 +282,7 @@ class NotebookSession(Workspace):
             self.taken_up.pop(run_id, None)  # the new run is this person's own
         handle = super().start(name, id=run_id, fresh=fresh, **options)
         assert isinstance(handle, NotebookRun)
+        self._keep_in_metadata(handle)  # shown or not: `mkl_notebook.run()` displays nothing
         return handle
 
     run = start  # the name this method had before the workspace

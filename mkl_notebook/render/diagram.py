@@ -1,7 +1,7 @@
-"""A machine drawn as a mermaid ``stateDiagram-v2`` (``text/vnd.mermaid``), with its text/plain twin.
+"""A machine drawn as a mermaid ``stateDiagram-v2`` (``text/vnd.mermaid``), as an SVG image, and as text.
 
-JupyterLab renders the mermaid source natively and redraws it from a saved
-notebook even without a kernel.  Pure Python: everything here returns strings.
+A notebook output carries the SVG and the text (:func:`diagram_bundle`); the mermaid source is for
+those who want it as text.  Pure Python: everything here returns strings.
 
 State ids become safe node ids (``s0``, ``s1`` …) declared with quoted labels,
 and every label is sanitized, so no state id or gate text can break the source.
@@ -474,15 +474,15 @@ def machine_text(
 
 
 def diagram_bundle(machine: Machine, **kw: Any) -> dict[str, str]:
-    """The MIME bundle of a diagram output (same keyword arguments as ``machine_mermaid``): the mermaid
-    source, the same diagram as an SVG image, and its text twin.
+    """The MIME bundle of a diagram output (same keyword arguments as ``machine_mermaid``): the diagram as an
+    SVG image, and its text twin.
 
-    Each frontend shows one of them: JupyterLab draws the mermaid (its mermaid renderer ranks before
-    images); Notebook 7 (which has no mermaid renderer for outputs), nbconvert's HTML (which puts SVG
-    first), VS Code and Git hosts show the SVG; a terminal shows the text.
+    Every frontend shows the SVG (JupyterLab, Notebook 7, nbconvert's HTML, VS Code, Git hosts); a terminal
+    shows the text. The mermaid source is left out: JupyterLab ranks its mermaid renderer before images, and
+    that renderer writes its own drawing (some 35 KB, and its version) back into the output, so merely opening
+    a notebook marked it modified and a saved one grew several times over.
     """
     return {
-        MERMAID_MIME: machine_mermaid(machine, **kw),
         SVG_MIME: machine_svg(machine, **kw),
         "text/plain": machine_text(machine, **kw),
     }
