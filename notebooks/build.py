@@ -16,6 +16,7 @@ so that opening one in JupyterLab does not mark it modified.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
 import tempfile
@@ -29,6 +30,10 @@ from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MI
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from lab_client import run_all  # noqa: E402  (executes as JupyterLab does: cell ids and the notebook's path)
+
+# As in an activated venv (and as the tests run them): this installation's `mkl` is on PATH, so the commands
+# the tutorials print start with plain `mkl` however the build was started.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 CHECKED_TAG = "nbval-check-output"  # nbval holds the cell's output to the saved one, even in lax mode
 RUN_CHECKPOINTS = (MIME_TYPE, REF_MIME_TYPE, BATCH_MIME_TYPE)
@@ -214,6 +219,7 @@ run is waiting for approval.
 """),
     code("%load_ext mkl_notebook\nimport mkl_notebook"),
     code("""import json
+import pathlib
 import shlex
 import sys
 
@@ -222,8 +228,11 @@ mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
 
 
 def for_a_person(lines):
-    \"\"\"What an `mkl` command printed for a person: all but its last line, the JSON status for programs.\"\"\"
-    return "\\n".join(lines[:-1])"""),
+    \"\"\"What an `mkl` command printed for a person: all but its last line, the JSON status for programs. The
+    commands it prints name this environment's `mkl` by its path when the environment is not activated; said
+    here as `mkl`, as in an activated one, so the page reads the same wherever the project lives.\"\"\"
+    here = shlex.quote(str(pathlib.Path(sys.executable).parent / "mkl"))
+    return "\\n".join(lines[:-1]).replace(here + " ", "mkl ")"""),
     md("## What does the shared notebook carry?"),
     checked("""listing = !cd data && {mkl} runs shared-approval.ipynb
 print(for_a_person(listing))"""),

@@ -465,7 +465,9 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     assert SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").read("refund-T0")[0]["secret"] == secret
 
     code, listing, _ = _mkl(tmp_path, "runs", "batch.ipynb")
-    assert [(run["run"], run["status"]) for run in listing["runs"]] == [(f"refund-T{n}", "suspended") for n in range(3)]
+    assert sorted((run["run"], run["status"]) for run in listing["runs"]) == [
+        (f"refund-T{n}", "suspended") for n in range(3)
+    ]
     question = next(run["question_id"] for run in listing["runs"] if run["run"] == "refund-T1")
     printed = _printed_questions(nbformat.read(path, as_version=4))
     assert question in printed and "mkl resume batch.ipynb --run refund-T1" in printed  # the file's own command
@@ -502,4 +504,9 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     ]
     assert saved.metadata["mkl"]["runs"]["refund-T1"]["status"] == "done"
     code, listing, _ = _mkl(tmp_path, "runs", "batch.ipynb")
-    assert [run["status"] for run in listing["runs"]] == ["suspended", "done", "suspended"]
+    assert {run["run"]: run["status"] for run in listing["runs"]} == {
+        "refund-T0": "suspended",
+        "refund-T1": "done",
+        "refund-T2": "suspended",
+    }
+    assert listing["runs"][-1]["run"] == "refund-T1"  # the most recently changed is listed last
