@@ -445,6 +445,7 @@ def test_each_tutorial_clicked_through_then_restart_and_run_all_reads_the_same(
     with browser_page() as page:
         try:
             _opened_quietly(page, base, path)
+            _watch_prompts(page)
             page.click(".lm-MenuBar-itemLabel:text-is('Run')")
             page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
             _wait_until_run(page, base, path)
