@@ -566,3 +566,7 @@ def test_get_run_and_resume_refuse_an_untrusted_run_in_one_line_until_told(
     assert "made by an unknown key" in str(result.error_in_exec) and "--trust-file" in str(result.error_in_exec)
     run = mkl_notebook.get_run("r", trust_file=True)
     assert (run.status, run.pending and run.pending["ask"]) == ("suspended", REFUND_ASK)
+    # Alice's run names her script file in its start record: a run taken up untrusted names none of her paths
+    # in the commands shown here (a tools file there would be code that pasting the command runs).
+    assert run.run_result.started_with == {}
+    assert str(REFUND_SCRIPT) not in run._repr_mimebundle_()["text/plain"]

@@ -243,6 +243,8 @@ class Run:
         """Take the outcome of ``step``; a ``request`` of the executing cell moves that cell's place on."""
         with self._lock:
             self.outcome = step()
+        if self.id in self.workspace.taken_up:  # another person's run, not trusted: its paths name none of ours
+            self.outcome.result.started_with = {}  # (a tools file there is code a pasted command would run)
         if not self.machine_name:
             self.machine_name = self.outcome.root
         if request:
