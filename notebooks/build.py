@@ -539,7 +539,7 @@ answers that fit them (`data/sort.script.yaml`):
     code(
         """from distributed import Client, LocalCluster
 
-cluster = LocalCluster(n_workers=2, processes=True, dashboard_address=None)
+cluster = LocalCluster(n_workers=2, processes=True, dashboard_address=":0")  # any free port
 client = Client(cluster)"""
     ),
     code("on_dask = %mkl map triage --over $tickets --key id --script data/sort.script.yaml --executor dask"),

@@ -317,8 +317,9 @@ class MklMagics(Magics):
             result.form = form
         else:
             answered = result.answered_in(cell)
-            if answered:  # this cell's form answered them before: it says so again, as it did
+            if answered:  # this cell's queue answered them before: it says so again, as it read once answered
                 display(batch_answered_bundle(answered), raw=True)
+                display({"text/plain": ""}, raw=True)  # where the queue stood, emptied (see ReviewQueue.answered)
         result.drawn_in = self.shell.execution_count if self.shell is not None else None
         return result
 
