@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_magics import INTERRUPTIBLE  # the machine a person interrupts, one tool call long
 
 from mkl_notebook.lang.findings import MachineError
 from mkl_notebook.lang.loader import load
@@ -268,19 +269,6 @@ def test_readme_states_the_exit_codes_the_commands_give() -> None:
 
 
 # -- each message once -----------------------------------------------------------------------------------
-
-INTERRUPTIBLE = """\
-machine: slow
-entry: fetch
-budget: 5
-tools:
-  - { name: fetch_page, description: a tool a person interrupts }
-states:
-  fetch:
-    tool: fetch_page
-    output: page
-    gates: [{ when: otherwise, then: ok, to: END }]
-"""
 
 
 def test_an_interrupt_is_said_once_in_the_cell(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
