@@ -279,8 +279,7 @@ the reply, and writes the updated checkpoint back into the file (other cells unt
 with your key. `--trust-file` is the same choice as above: take up Alice's run though her key
 is not one you trust; without it, the command refuses and names her key.
 """),
-    code("""import pathlib
-import shutil
+    code("""import shutil
 import tempfile
 
 work = pathlib.Path(tempfile.mkdtemp())
