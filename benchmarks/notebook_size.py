@@ -140,9 +140,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|")
     for who, count, got in rows:
         per = got["widgets_kb"] / count
-        print(
-            f"| {who} | {count} | {got['file_kb']:.0f} | {got['widgets_kb']:.0f} | {got['models']} | {per:.2f} |"
-        )
+        print(f"| {who} | {count} | {got['file_kb']:.0f} | {got['widgets_kb']:.0f} | {got['models']} | {per:.2f} |")
 
 
 if __name__ == "__main__":
