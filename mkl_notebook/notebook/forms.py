@@ -65,7 +65,7 @@ def shared(cls: type[W], **traits: Any) -> W:
     live = _shared.get(model_id)
     if live is None or live.comm is None:  # not made yet in this kernel, or closed since (Widget.close_all)
         live = _shared[model_id] = cls(model_id=model_id, **traits)
-    return live  # type: ignore[return-value]
+    return live
 
 
 def made(cls: type[W], key: str, **traits: Any) -> W:
