@@ -11,10 +11,14 @@
  * The hello also names the Jupyter server's authenticated user, as this page got it from the server's
  * identity API (`/api/me`): the kernel answers a click from this page (its messages' session) as that user,
  * "established by the Jupyter server, as the page reports it". The kernel cannot check the name itself.
+ *
+ * It also keeps the forms' widget models out of the widget state a saved notebook carries (see formstate.ts).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import { keepFormsOutOfSavedState } from './formstate';
 
 const TARGET = 'mkl.metadata';
 const KEY = 'mkl';
@@ -91,11 +95,12 @@ function attach(app: JupyterFrontEnd, panel: NotebookPanel, kernel: Kernel.IKern
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'mkl-notebook:metadata',
-  description: 'Keeps the mkl runs of a notebook in its metadata.',
+  description: 'Keeps the mkl runs of a notebook in its metadata, and its forms out of its widget state.',
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
     tracker.widgetAdded.connect((_tracker, panel) => {
+      keepFormsOutOfSavedState(panel.context.model);
       panel.sessionContext.kernelChanged.connect((_context, change) => {
         if (change.newValue) {
           attach(app, panel, change.newValue);

@@ -38,7 +38,7 @@ from ..render import views
 from ..render.commands import UNKNOWN_NOTEBOOK, continue_commands, resume_command
 from ..render.questions import Asked, question_place
 from ..render.views import Live, progress_bundle
-from .forms import QuestionForm, TakeUpChoice, made
+from .forms import FORM_CLASS, QuestionForm, TakeUpChoice, made
 from .metadata_link import MetadataLink
 from .session import NotebookRun, NotebookSession
 
@@ -349,7 +349,7 @@ class RunView:
     def _box(self, children: list[widgets.Widget]) -> widgets.VBox:
         """The widget in the form's place, holding ``children`` now (made with them: no update to send)."""
         if self.box is None:
-            self.box = made(widgets.VBox, f"{self.place}/box", children=children)
+            self.box = made(widgets.VBox, f"{self.place}/box", children=children, _dom_classes=[FORM_CLASS])
         else:
             self.box.children = children
         return self.box

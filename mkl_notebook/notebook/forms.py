@@ -11,12 +11,19 @@ comes too late says what became of the question instead.
 Every widget here has a model id derived from where it stands and what it shows (:func:`made`), not a random
 one: executing an unchanged notebook again saves the same ids (in the outputs, and in the widget state nbclient
 keeps in the file's metadata), so the file is byte for byte as it was.
+
+A saved notebook carries the state of every widget model its client saw (nbclient always, JupyterLab with
+ipywidgets' *save widget state* on), so the forms keep their models few: the layouts and styles, which were two
+thirds of a form's models, are shared by every widget that asks for the same ones (:func:`shared`), and the
+root of each form carries the DOM class :data:`FORM_CLASS`, by which the project's JupyterLab extension leaves
+a form's models out of the state it saves (the question and its commands are printed beside every form).
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
+import json
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -35,6 +42,9 @@ OnReply = Callable[[Any, "str | None", "str | None"], None]  # (reply, question 
 W = TypeVar("W", bound=widgets.Widget)
 
 _made: dict[str, widgets.Widget] = {}  # model id -> the live widget made with it here
+_shared: dict[str, widgets.Widget] = {}  # model id -> a live layout or style every widget asking for it shares
+SHARED = (widgets.Layout, widgets.widget_style.Style)  # the kinds of widget shared rather than made per widget
+FORM_CLASS = "mkl-form"  # the DOM class of a form's root: its models stay out of a saved notebook's widget state
 
 
 def widget_id(key: str) -> str:
@@ -48,8 +58,19 @@ def unplaced() -> str:
     return f"unplaced/{uuid.uuid4().hex}"
 
 
+def shared(cls: type[W], **traits: Any) -> W:
+    """The one live ``cls`` (a layout or a style) with ``traits``, shared by every widget made with them; its model
+    id derives from them. Never change it in place: give the widget another (``widget.layout = shared(...)``)."""
+    model_id = widget_id(f"shared/{cls.__module__}.{cls.__qualname__}/{json.dumps(traits, sort_keys=True)}")
+    live = _shared.get(model_id)
+    if live is None or live.comm is None:  # not made yet in this kernel, or closed since (Widget.close_all)
+        live = _shared[model_id] = cls(model_id=model_id, **traits)
+    return live
+
+
 def made(cls: type[W], key: str, **traits: Any) -> W:
-    """A ``cls`` widget whose model id, and its layout's and style's, derive from ``key``.
+    """A ``cls`` widget whose model id derives from ``key``; its layout and style are :func:`shared` ones (made
+    from the traits given for them, as a dict).
 
     A live widget made earlier with the same id (the same cell executed again) is closed first, so that two
     live widgets never share an id in one kernel; the frontend drops the old model and takes the new one.
@@ -62,7 +83,10 @@ def made(cls: type[W], key: str, **traits: Any) -> W:
             continue
         given = traits.get(name)
         if given is None or isinstance(given, dict):  # made here too, or its default gets a random id
-            traits[name] = made(klass, f"{key}/{name}", **(given or {}))
+            if issubclass(klass, SHARED):
+                traits[name] = shared(klass, **(given or {}))
+            else:
+                traits[name] = made(klass, f"{key}/{name}", **(given or {}))
     model_id = widget_id(key)
     earlier = _made.pop(model_id, None)
     if earlier is not None:
@@ -100,13 +124,13 @@ class QuestionForm:
         hidden = {"display": "none"} if beside else {}
         self.header = made(widgets.HTML, f"{self.place}/header", value=self._ready(pending), layout=hidden)
         self.buttons = made(widgets.HBox, f"{self.place}/buttons", children=self._row_children())
-        self.widget = made(widgets.VBox, f"{self.place}/form", children=self._children())
+        self.widget = made(widgets.VBox, f"{self.place}/form", children=self._children(), _dom_classes=[FORM_CLASS])
 
     def ask(self, pending: Pending) -> None:
         """Show ``pending`` in this form's place, with controls of its own (those of an answered question leave
         the page, so a click can only ever answer the question it was shown with)."""
         self.header.value = self._ready(pending)
-        self.header.layout.display = None  # no output beside the form prints this question: the form does
+        self.header.layout = shared(widgets.Layout)  # no output beside the form prints this question: the form does
         self.buttons.children = self._row_children()
         self.widget.children = self._children()
 
@@ -227,7 +251,9 @@ class TakeUpChoice:
         for button, (label, action) in zip(self.buttons, choices, strict=True):
             button.on_click(lambda _, label=label, action=action: self._choose(label, action))
         row = made(widgets.HBox, f"{key}/choices", children=self.buttons)
-        self.widget = made(widgets.VBox, f"{key}/take-up", children=[self.header, row, self.status])
+        self.widget = made(
+            widgets.VBox, f"{key}/take-up", children=[self.header, row, self.status], _dom_classes=[FORM_CLASS]
+        )
 
     def _choose(self, label: str, action: Callable[[], None]) -> None:
         with self._lock:

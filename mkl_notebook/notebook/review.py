@@ -28,7 +28,7 @@ from ..app.errors import USER_ERRORS, Superseded
 from ..app.handle import Run
 from ..app.replies import APPROVE, REJECT, Decision, clicked_by, form_reply
 from ..render.diagram import shorten
-from .forms import Pending, made
+from .forms import FORM_CLASS, Pending, made
 from .metadata_link import clicking_user
 from .session import NotebookSession
 
@@ -164,6 +164,7 @@ class ReviewQueue:
             widgets.VBox,
             f"{key}/queue",
             children=[self.header, tools, self.paging, self.grid, bulk, self.status],
+            _dom_classes=[FORM_CLASS],
         )
         self.shown: list[QueueRow] = []
         self.printed: Any = None  # the output printing the questions, above the queue

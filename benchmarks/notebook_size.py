@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""How many bytes a notebook of N waiting runs takes once saved, and how much of it is widget state.
+
+    .venv/bin/python benchmarks/notebook_size.py                   # N = 10 and 50, nbclient and JupyterLab
+    .venv/bin/python benchmarks/notebook_size.py --sizes 50 --no-lab
+
+The notebook loads the extension, defines the tutorials' refund machine and starts N runs of it, each
+waiting for a person (scripted answers: no model). It is executed twice:
+
+- by nbclient (``store_widget_state=True``, its default: what ``jupyter nbconvert --execute`` and papermill
+  save);
+- by a real JupyterLab in Chromium, with ipywidgets' *Save Jupyter widget state in notebooks* turned on
+  (``saveState``: off by default, on for whoever wants widgets to redraw without a kernel): Run All, wait
+  until every form is drawn, Ctrl+S. The page loads the project's extension as built in this checkout.
+
+For each it prints the file's size, the bytes of ``metadata.widgets`` and the number of widget models saved
+there. Sizes, not times: the machine's load does not change them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+DATA = ROOT / "notebooks" / "data"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def waiting_runs(path: Path, count: int) -> None:
+    """A notebook of ``count`` cells, each starting a run of the refund machine that waits for a person."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
+    ]
+    for index in range(count):
+        ticket = f"Parcel A-{1000 + index} arrived broken"
+        cells.append(
+            nbformat.v4.new_code_cell(
+                f'%mkl run refund --id waiting-{index:03d} --set ticket="{ticket}" --script refund.script.yaml'
+            )
+        )
+    notebook.cells = cells
+    nbformat.write(notebook, path)
+    shutil.copy(DATA / "refund.script.yaml", path.parent / "refund.script.yaml")
+
+
+def measure(path: Path) -> dict[str, Any]:
+    """The saved file's size, its widget state's and the number of models in it (in bytes as saved)."""
+    notebook = nbformat.read(path, as_version=4)
+    state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    widgets = notebook.metadata.get("widgets")
+    return {
+        "file_kb": path.stat().st_size / 1024,
+        "widgets_kb": len(json.dumps(widgets, indent=1)) / 1024 if widgets else 0.0,
+        "models": len(state),
+    }
+
+
+def by_nbclient(folder: Path, count: int) -> dict[str, Any]:
+    from lab_client import run_all
+
+    path = folder / f"nbclient-{count}.ipynb"
+    waiting_runs(path, count)
+    run_all(path, timeout=600)
+    return measure(path)
+
+
+def by_lab(folder: Path, count: int) -> dict[str, Any]:
+    from browser_support import browser_page, checkout_extension, lab_env, serve
+    from playwright.sync_api import expect
+
+    root = folder / f"lab-{count}"
+    root.mkdir()
+    name = f"waiting-{count}.ipynb"
+    waiting_runs(root / name, count)
+    env = lab_env(folder / f"lab-env-{count}")
+    checkout_extension(env)  # this checkout's extension, as built by `jlpm build:prod`
+    manager = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyter-widgets" / "jupyterlab-manager"
+    manager.mkdir(parents=True)
+    (manager / "plugin.jupyterlab-settings").write_text(json.dumps({"saveState": True}))
+    with serve(root, env, folder / f"lab-{count}.log") as base, browser_page() as page:
+        page.goto(f"{base}/lab/tree/{name}")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+        deadline = time.monotonic() + 60
+        while not _kernel_idle(base):
+            assert time.monotonic() < deadline, "the kernel never became idle"
+            page.wait_for_timeout(300)
+        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+        page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+        approve = page.locator(".jp-OutputArea-output button:has-text('Approve')")
+        expect(approve).to_have_count(count, timeout=600_000)
+        deadline = time.monotonic() + 600
+        while not _kernel_idle(base) or page.locator(".jp-InputPrompt:text-is('[*]:')").count():
+            assert time.monotonic() < deadline, "Run All never finished"
+            page.wait_for_timeout(500)
+        page.wait_for_timeout(2000)  # the extension's metadata writes, after the last cell
+        page.locator(".jp-InputPrompt").first.click()
+        page.keyboard.press("Control+s")
+        expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=60_000)
+    return measure(root / name)
+
+
+def _kernel_idle(base: str) -> bool:
+    from browser_support import get_json
+
+    try:
+        kernels = get_json(f"{base}/api/kernels")
+    except OSError:
+        return False
+    return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50])
+    parser.add_argument("--no-lab", action="store_true", help="nbclient only (no browser)")
+    parser.add_argument("--no-nbclient", action="store_true", help="JupyterLab only")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for count in args.sizes:
+            if not args.no_nbclient:
+                rows.append(("nbclient", count, by_nbclient(folder, count)))
+            if not args.no_lab:
+                rows.append(("JupyterLab (saveState on)", count, by_lab(folder, count)))
+    print("| saved by | waiting runs | file (KB) | widget state (KB) | widget models | per run (KB) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for who, count, got in rows:
+        per = got["widgets_kb"] / count
+        print(f"| {who} | {count} | {got['file_kb']:.0f} | {got['widgets_kb']:.0f} | {got['models']} | {per:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

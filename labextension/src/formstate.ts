@@ -1,0 +1,109 @@
+/**
+ * Keeps the widget models of mkl's forms out of the widget state a notebook is saved with.
+ *
+ * With ipywidgets' "Save Jupyter widget state in notebooks" on, JupyterLab writes every live widget model
+ * into `metadata.widgets` when the notebook is saved: about 20 models per form a run waits on, most of a
+ * notebook of many waiting runs. A form says nothing its outputs do not: the question and the commands that
+ * answer it are printed beside it, and without a kernel its buttons answer nothing. So the models that only
+ * forms use (a form's root carries the DOM class `mkl-form`; its children, layouts and styles are found
+ * through the `IPY_MODEL_` references) leave the saved state; every other widget's stay, with all they use.
+ */
+import { INotebookModel } from '@jupyterlab/notebook';
+
+export const FORM_CLASS = 'mkl-form';
+const KEY = 'widgets';
+const WIDGET_STATE = 'application/vnd.jupyter.widget-state+json';
+const REFERENCE = /IPY_MODEL_([0-9A-Za-z_-]+)/g;
+
+type Json = { [key: string]: unknown };
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Add to `found` the model ids `value` refers to (`IPY_MODEL_<id>`, anywhere in it). */
+function references(value: unknown, found: string[]): void {
+  if (typeof value === 'string') {
+    REFERENCE.lastIndex = 0;
+    for (let match = REFERENCE.exec(value); match !== null; match = REFERENCE.exec(value)) {
+      found.push(match[1]);
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach(item => references(item, found));
+  } else if (isObject(value)) {
+    Object.values(value).forEach(item => references(item, found));
+  }
+}
+
+/** The models of `models` that `roots` use, directly or not (the roots too). */
+function reachable(models: Json, roots: string[]): Set<string> {
+  const seen = new Set<string>();
+  const todo = [...roots];
+  while (todo.length > 0) {
+    const id = todo.pop() as string;
+    const model = models[id];
+    if (seen.has(id) || !isObject(model)) {
+      continue;
+    }
+    seen.add(id);
+    references(model.state, todo);
+  }
+  return seen;
+}
+
+function isForm(model: unknown): boolean {
+  const classes = isObject(model) && isObject(model.state) ? model.state._dom_classes : undefined;
+  return Array.isArray(classes) && classes.includes(FORM_CLASS);
+}
+
+/** `widgets` (the `metadata.widgets` JupyterLab saves) without the models only forms use; null when it has
+ * none of them. */
+export function withoutForms(widgets: unknown): Json | null {
+  if (!isObject(widgets)) {
+    return null;
+  }
+  const saved = widgets[WIDGET_STATE];
+  if (!isObject(saved) || !isObject(saved.state)) {
+    return null;
+  }
+  const models = saved.state;
+  const ids = Object.keys(models);
+  const forms = reachable(
+    models,
+    ids.filter(id => isForm(models[id]))
+  );
+  if (forms.size === 0) {
+    return null;
+  }
+  const kept = reachable(
+    models,
+    ids.filter(id => !forms.has(id))
+  );
+  const state: Json = {};
+  for (const id of ids) {
+    if (kept.has(id)) {
+      state[id] = models[id];
+    }
+  }
+  return { ...widgets, [WIDGET_STATE]: { ...saved, state } };
+}
+
+/** From now on, whenever widget state is written into `model`'s metadata (the widget manager does it as the
+ * notebook is saved, before the file is written), take the forms' models out of it. */
+export function keepFormsOutOfSavedState(model: INotebookModel): void {
+  model.metadataChanged.connect((_model, change) => {
+    if (change.key !== KEY) {
+      return;
+    }
+    const trimmed = withoutForms(model.getMetadata(KEY));
+    if (trimmed === null) {
+      return;
+    }
+    const left = (trimmed[WIDGET_STATE] as Json).state as Json;
+    if (Object.keys(left).length === 0) {
+      model.deleteMetadata(KEY);
+    } else {
+      model.setMetadata(KEY, trimmed);
+    }
+  });
+}
