@@ -18,7 +18,6 @@ The tools file (written by these tests) keeps a ledger line for every real effec
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from mkl_notebook.durable.stores import SQLiteStore
+
 from support import mkl_cli
 
 TOOLS_PY = r"""
