@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..durable.stores import DEFAULT_STORE
+from ..durable.stores import DEFAULT_STORE, DURABILITY
 from ..lang.model import TIERS
 from ..lang.stdlib import LIBRARY_PATH_ENV, library_path
 from ..providers.config import ModelConfig
@@ -21,13 +21,22 @@ from .values import parse_budget
 
 HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
-RUN_SETTINGS = ("store", "hitl", "user", "max_workers", "executor", "max_model_calls", "library")
+RUN_SETTINGS = ("store", "durability", "hitl", "user", "max_workers", "executor", "max_model_calls", "library")
+DURABILITY_ENV = "MKL_DURABILITY"  # the durability of the store when no flag or setting names one
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 
 def command_api_base(address: str | None) -> str | None:
     """A server address a printed command may repeat: None when it carries a credential or a key."""
     return address if address and shown_url(address) == address else None
+
+
+def check_durability(value: str, given_as: str) -> str:
+    """``durability``: what a run's records survive (``process``: a killed process, and a power cut for a person's
+    answers and a tool's intents; ``power``: a power cut, every record). ``given_as`` names where it was given."""
+    if value not in DURABILITY:
+        raise UsageProblem(f"{given_as} must be one of {', '.join(DURABILITY)}, not {value!r}")
+    return value
 
 
 def check_hitl(value: str) -> str:
@@ -50,6 +59,7 @@ class Settings:
     models: dict[str, Any] = field(default_factory=dict)  # tier models and their server, over files and environment
     models_source: str = NOTEBOOK_SETTINGS  # where ``models`` were given, as %mkl models says
     library: tuple[Path, ...] | None = None  # folders `call:` searches before the shipped library; None: the env's
+    durability: str | None = None  # "process" or "power" (see DURABILITY); None: $MKL_DURABILITY, else "process"
 
     @classmethod
     def from_flags(
@@ -62,10 +72,12 @@ class Settings:
         executor: str | None = None,
         max_model_calls: Any = None,
         library: str | None = None,
+        durability: str | None = None,
     ) -> Settings:
         """The settings of one ``mkl`` command: escalate gates suspend only with ``--hitl`` (the language's
         default), models from ``--model`` and ``--api-base``, calls capped only on a Dask cluster, library
-        folders from ``--library`` (else ``$MKL_LIBRARY_PATH``)."""
+        folders from ``--library`` (else ``$MKL_LIBRARY_PATH``), durability from ``--durability`` (else
+        ``$MKL_DURABILITY``)."""
         chosen = check_executor(executor)
         limit = parse_budget("max_model_calls", "--max-model-calls", max_model_calls)
         if chosen is None and limit is not None:
@@ -79,12 +91,15 @@ class Settings:
             models=given,
             models_source="flags",
             library=None if library is None else library_path(library, "--library"),
+            durability=None if durability is None else check_durability(durability, "--durability"),
         )
 
     def change(self, key: str, value: str) -> None:
         """Set one setting from its text (``%mkl config key=value``); a bad value is refused and nothing changes."""
         if key == "store":
             self.store = Path(value)
+        elif key == "durability":
+            self.durability = check_durability(value, "durability")
         elif key == "hitl":
             self.hitl = check_hitl(value)
         elif key == "user":
@@ -111,6 +126,14 @@ class Settings:
             return self.library
         return library_path(os.environ.get(LIBRARY_PATH_ENV, ""), LIBRARY_PATH_ENV)
 
+    def store_durability(self) -> str:
+        """What the store's records survive: the ``durability`` setting, else ``$MKL_DURABILITY`` (checked now,
+        naming it when it is not a durability), else ``process``."""
+        if self.durability is not None:
+            return self.durability
+        given = os.environ.get(DURABILITY_ENV, "").strip()
+        return check_durability(given, f"${DURABILITY_ENV}") if given else "process"
+
     def model_config(self, model: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, these settings, and a run's ``--model``."""
         if model:
@@ -124,6 +147,7 @@ class Settings:
         capped = f" (at most {self.max_model_calls} model calls at once)" if self.max_model_calls else ""
         return [
             f"store = {self.store}",
+            f"durability = {self._durability_shown()}",
             f"hitl = {self.hitl}",
             f"user = {self.user or who()}",
             f"max_workers = {self.max_workers or 'default'}",
@@ -138,3 +162,9 @@ class Settings:
             return os.pathsep.join(map(str, self.library)) or "the shipped library only"
         given = os.environ.get(LIBRARY_PATH_ENV, "")
         return f"{given} (${LIBRARY_PATH_ENV})" if given.strip() else "the shipped library only"
+
+    def _durability_shown(self) -> str:
+        if self.durability is not None:
+            return self.durability
+        given = os.environ.get(DURABILITY_ENV, "").strip()
+        return f"{given} (${DURABILITY_ENV})" if given else "process"

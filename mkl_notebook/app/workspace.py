@@ -223,7 +223,7 @@ class Workspace:
         """The run store, opened on first use."""
         with self._lock:
             if self._store is None:
-                self._store = SQLiteStore(self.settings.store)
+                self._store = SQLiteStore(self.settings.store, durability=self.settings.store_durability())
             return self._store
 
     def store_opened(self) -> RunStore | None:

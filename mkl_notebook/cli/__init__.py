@@ -17,12 +17,22 @@ from typing import NoReturn
 from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
 from . import audit_cmd, check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
-from .common import EXIT_USAGE, StatusFileProblem, copy_status_to, emit_status, library_flag, output_file_flag
+from .common import (
+    EXIT_USAGE,
+    StatusFileProblem,
+    copy_status_to,
+    durability_flag,
+    emit_status,
+    library_flag,
+    output_file_flag,
+)
 
 # The commands that end with the JSON status line: each takes --output-file.
 STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
 # The commands that load machines (a resumed run goes on in the machines it pinned): each takes --library.
 LIBRARY_COMMANDS = ("check", "run", "map")
+# The commands that write runs to a store: each takes --durability.
+DURABILITY_COMMANDS = ("run", "resume", "map")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         output_file_flag(commands.choices[name])
     for name in LIBRARY_COMMANDS:
         library_flag(commands.choices[name])
+    for name in DURABILITY_COMMANDS:
+        durability_flag(commands.choices[name])
     return parser
 
 

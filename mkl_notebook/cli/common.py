@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..app.checkpoints import check_file_to_write
 from ..app.errors import UsageProblem
-from ..app.settings import LIBRARY_PATH_ENV, Settings
+from ..app.settings import DURABILITY_ENV, LIBRARY_PATH_ENV, Settings
 from ..app.status import write_status_file
 from ..app.terms import Machine
 from ..app.values import merge, parse_assignments, parse_input
@@ -55,6 +55,17 @@ def library_flag(parser: argparse.ArgumentParser) -> None:
         metavar="FOLDERS",
         help=f"folders ({os.pathsep}-separated) whose NAME.mkl files a `call: NAME` finds before the standard "
         f"library's (default: ${LIBRARY_PATH_ENV}); they are read as machines, never run as code",
+    )
+
+
+def durability_flag(parser: argparse.ArgumentParser) -> None:
+    """``--durability process|power`` on a command that writes runs: what their records survive."""
+    parser.add_argument(
+        "--durability",
+        metavar="process|power",
+        help="process (default): a killed process loses nothing journaled, and a person's answers and a "
+        "non-idempotent tool's intents are synced to disk too; power: every record is synced, to survive a "
+        f"power cut (default: ${DURABILITY_ENV}, when set)",
     )
 
 
@@ -117,6 +128,7 @@ def workspace(args: argparse.Namespace) -> Workspace:
         executor=getattr(args, "executor", None),
         max_model_calls=getattr(args, "max_model_calls", None),
         library=getattr(args, "library", None),
+        durability=getattr(args, "durability", None),
     )
     return Workspace(settings, follow_files=True, start_local=True)
 

@@ -221,6 +221,9 @@ Record = (
     | SignRecord
 )
 ENDINGS = ("suspend", "finish")  # the kinds that end an advance
+# The kinds no one can give again if a power cut took them: a person's answer, a person's settlement of a call
+# in doubt, and the intent written before a non-idempotent tool runs (lost, the tool could run twice).
+PRECIOUS = ("reply", "resolve", "intent")
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
 
 
@@ -732,6 +735,11 @@ def kind_of(record: Mapping[str, Any]) -> str | None:
 def is_ending(record: Mapping[str, Any]) -> bool:
     """Whether ``record`` ends an advance of the run (a ``suspend`` or ``finish``)."""
     return kind_of(record) in ENDINGS
+
+
+def is_precious(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is synced to disk before it is used, whatever the store's durability (:data:`PRECIOUS`)."""
+    return kind_of(record) in PRECIOUS
 
 
 def is_sign(record: Mapping[str, Any]) -> bool:

@@ -1,7 +1,9 @@
 """Where journals live: a small store protocol, an SQLite store and an in-memory store.
 
 Every append is committed before the answer it carries is used, so a process
-that dies loses at most the calls in flight.  One writer per run: a lease held
+that dies loses at most the calls in flight. A person's answer and a non-idempotent
+tool's intent are also synced to disk before they are used, so that a power cut loses
+neither; ``durability="power"`` syncs every record.  One writer per run: a lease held
 through an OS lock, released by the kernel if the holder dies (``leases``).
 """
 
@@ -22,9 +24,12 @@ from typing import Any, Protocol
 
 from .errors import RunBusy, StoreError
 from .leases import RunLeases
-from .records import canonical
+from .records import canonical, is_precious
 
 DEFAULT_STORE = Path(".mkl") / "runs.sqlite"
+# process: a killed process loses nothing committed, a power cut may lose the last model answers (never a
+# person's answer nor a tool's intent: those are synced); power: every record is synced before it is used.
+DURABILITY = ("process", "power")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$")
 
 
@@ -306,6 +311,7 @@ class _Pending:
     body: str
     record: dict[str, Any] | None = None  # the body read back, when the run is leased here (see SQLiteStore)
     status: RunStatus | None = None  # the run's status, set in the same transaction (an advance's ending)
+    synced: bool = False  # synced to disk by its commit, whatever the store's durability (records.is_precious)
     done: bool = False
     error: StoreError | None = None
 
@@ -313,8 +319,10 @@ class _Pending:
 class SQLiteStore:
     """The default store: ``.mkl/runs.sqlite`` in WAL mode, one committed row per record.
 
-    ``durability="process"`` (default) survives a killed process; ``"power"``
-    also fsyncs every append, to survive losing the machine.
+    ``durability="process"`` (default): every record survives a killed process; commits run with
+    ``synchronous=NORMAL``, so a power cut may lose the last ones, except that a person's answer (a reply or
+    a settlement) and a non-idempotent tool's intent are committed with ``synchronous=FULL``, which syncs
+    the WAL (and every record before them) before they are used. ``"power"``: every commit is synced.
 
     Appends from concurrent threads (the branches of a fan-out, the rows of a batch) are committed
     together: records that arrive while a commit is under way wait, and the next commit takes them
@@ -331,8 +339,11 @@ class SQLiteStore:
     def __init__(
         self, path: str | Path = DEFAULT_STORE, *, durability: str = "process", read_only: bool = False
     ) -> None:
+        if durability not in DURABILITY:
+            raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         self.path = Path(path)
         self.location = str(self.path)
+        self.durability = durability
         if read_only:
             self._db = reading_connection(self.path)
         else:
@@ -406,12 +417,12 @@ class SQLiteStore:
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
         """Commit ``record`` as the next of run ``run_id``'s journal; it is durable when this returns."""
-        self._append(_Pending(run_id, canonical(record)))
+        self._append(_Pending(run_id, canonical(record), synced=is_precious(record)))
 
     def append_ending(self, run_id: str, record: Mapping[str, Any], status: RunStatus) -> None:
         """Commit the record that ends an advance and the run's new status in one transaction: the runs list
         never says a run stopped where its journal does not, and the advance pays one commit, not two."""
-        self._append(_Pending(run_id, canonical(record), status=status))
+        self._append(_Pending(run_id, canonical(record), status=status, synced=is_precious(record)))
 
     def _append(self, pending: _Pending) -> None:
         run_id = pending.run_id
@@ -428,8 +439,13 @@ class SQLiteStore:
             raise pending.error
 
     def _commit(self, group: list[_Pending]) -> None:
-        """Write ``group`` in one transaction (one statement when it is one record); the lock is held."""
+        """Write ``group`` in one transaction (one statement when it is one record); the lock is held.
+        A group holding a record to be synced is committed with ``synchronous=FULL``: SQLite takes the
+        setting per connection between transactions, and in WAL mode FULL syncs the WAL at the commit."""
+        sync = self.durability != "power" and any(pending.synced for pending in group)
         try:
+            if sync:
+                self._db.execute("PRAGMA synchronous=FULL")
             seqs: dict[str, int] = {}
             rows = []
             kept: list[tuple[str, int, dict[str, Any] | None]] = []
@@ -471,6 +487,9 @@ class SQLiteStore:
             if not isinstance(exc, sqlite3.DatabaseError):
                 raise
         finally:
+            if sync:
+                with contextlib.suppress(sqlite3.DatabaseError):  # left FULL, it only syncs more
+                    self._db.execute("PRAGMA synchronous=NORMAL")
             for pending in group:
                 pending.done = True
 

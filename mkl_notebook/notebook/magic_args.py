@@ -72,7 +72,8 @@ HELP = """\
 %mkl notebook [PATH]      which notebook this kernel runs and how it knows; with PATH, say which (as
                           MKL_NOTEBOOK=PATH does), where a headless client (papermill, nbconvert) leaves it unclear
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
-%mkl config [key=value]   show or change settings: store, hitl, user, max_workers, executor, max_model_calls,
+%mkl config [key=value]   show or change settings: store, durability (process, or power: every record synced
+                          to disk, as MKL_DURABILITY), hitl, user, max_workers, executor, max_model_calls,
                           library (folders call: searches first, as MKL_LIBRARY_PATH), and models: model,
                           fast, balanced, reasoning, judge, api_base, timeout, retries
                           (also %config MklMagics.model = "openai/gpt-4o-mini")

@@ -528,7 +528,7 @@ class MklMagics(Magics):
             if not sep:
                 raise UsageError(f"%mkl config takes key=value, got {word!r}")
             settings.change(key, self.values.text(value))
-            if key == "store":
+            if key in ("store", "durability"):  # the store is opened again, as the settings now say
                 self.session.reset_store()
         print("\n".join(settings.lines()))
 
