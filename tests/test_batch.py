@@ -6,6 +6,7 @@ widgets (clicked as a person would), pandas DataFrames, and the ``mkl`` command 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -252,11 +253,12 @@ def test_a_large_batchs_tally_keeps_the_rows_not_done_first_in_order_and_counts_
     rows = batch.plan_rows([{"name": f"n{n}"} for n in range(10)], "g")
     oracle = lambda: oracle_from_script({"tools": {"shout": ["HI"]}})  # noqa: E731
     tally = batch.Tally(total=10, keep=3)
-    with store.lease(rows[1].run_id), store.lease(rows[4].run_id), store.lease(rows[7].run_id):
-        with store.lease(rows[8].run_id):  # held by another process: these four rows cannot run
-            for row in batch.run_rows(machine, rows, store=store, oracle_for=oracle, concurrency=3):
-                if row is not None:
-                    tally.add(row)
+    with contextlib.ExitStack() as held:
+        for index in (1, 4, 7, 8):  # held by another process: these four rows cannot run
+            held.enter_context(store.lease(rows[index].run_id))
+        for row in batch.run_rows(machine, rows, store=store, oracle_for=oracle, concurrency=3):
+            if row is not None:
+                tally.add(row)
     assert tally.counts == {"done": 6, "error": 4} and tally.status == "error"
     assert [(row["row"], row["status"]) for row in tally.rows()] == [(2, "error"), (5, "error"), (8, "error")]
     assert tally.left_out == 7  # the six done, and the last error past the three kept

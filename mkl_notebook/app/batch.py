@@ -219,7 +219,7 @@ def _digest(run_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(run_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
 
 
-class Plan:
+class RowPlan:
     """A batch's rows, each with its run id, checked before any runs: a ``key`` column's value (unique per row)
     names a row's run ``BATCH-VALUE``, else ``BATCH-`` and a digest of its content (a repeated row gets
     ``.2``, ``.3`` …, in order).
@@ -290,8 +290,8 @@ class Plan:
 
 
 def plan_rows(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = None) -> list[RowRun]:
-    """Each of ``rows`` with its run id, as :class:`Plan` names them."""
-    return list(Plan(rows, batch, key))
+    """Each of ``rows`` with its run id, as :class:`RowPlan` names them."""
+    return list(RowPlan(rows, batch, key))
 
 
 # -- running ------------------------------------------------------------------------------------------------

@@ -744,7 +744,7 @@ class Workspace:
         """
         machine = self.machine(name)
         callees = self.callees(machine)
-        plan = batch.Plan(over, id or name, key)
+        plan = batch.RowPlan(over, id or name, key)
         carried = self.carried_runs() if not fresh else set()
         for row in plan if carried else ():
             if row.run_id in carried and not self.store.exists(row.run_id):
