@@ -6,12 +6,14 @@ widgets (clicked as a person would), pandas DataFrames, and the ``mkl`` command 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +188,81 @@ def test_mkl_map_over_jsonl_prints_the_table_and_a_status_line_with_counts(tmp_p
     assert {row["ask"] for row in line["rows"]} == {REFUND_ASK} and all(row["question_id"] for row in line["rows"])
     code, line, _ = _mkl(tmp_path, "map", "refund.mkl", "--over", "rows.jsonl", "--key", "nope")
     assert code == 2 and "--key nope: row 1 has no 'nope'" in line["error"]
+
+
+COUNTING_TOOLS = """\
+import gc, json, pathlib, threading
+
+import mkl_notebook
+from mkl_notebook.durable.runs import Outcome
+
+_lock = threading.Lock()
+_calls = [0]
+
+
+@mkl_notebook.tool(effect="read")
+def shout(name: str) -> str:
+    with _lock:
+        _calls[0] += 1
+        if _calls[0] % 25 == 0:  # how many rows' outcomes the batch holds while it runs
+            alive = sum(1 for thing in gc.get_objects() if type(thing) is Outcome)
+            seen = pathlib.Path("alive.json")
+            before = json.loads(seen.read_text()) if seen.exists() else []
+            seen.write_text(json.dumps([*before, alive]))
+    return name.upper() + "!"
+"""
+
+
+def test_mkl_map_holds_the_rows_running_not_every_rows_outcome(tmp_path: Path) -> None:
+    """Outcomes alive while 400 rows run, 4 at a time: a handful (the rows running and the one being counted),
+    not one per row finished; the status line's counts are what the store holds, and a batch of more rows than
+    its table shows prints the first of them and says where the rest are."""
+    (tmp_path / "greeter.mkl").write_text(GREETER, encoding="utf-8")
+    (tmp_path / "tools.py").write_text(COUNTING_TOOLS, encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"name": "n{n}"}}\n' for n in range(400)), encoding="utf-8")
+    code, line, out = _mkl(
+        tmp_path, "map", "greeter.mkl", "--over", "rows.jsonl", "--tools", "tools.py", "--concurrency", "4"
+    )
+    alive = json.loads((tmp_path / "alive.json").read_text())
+    assert len(alive) == 16 and max(alive) <= 12, alive  # old: the 16th count saw ~400
+    stored = Counter(run.status for run in SQLiteStore(tmp_path / ".mkl" / "runs.sqlite").runs())
+    assert (code, line["counts"], dict(stored)) == (0, {"done": 400}, {"done": 400})
+    assert [row["result"] for row in line["rows"]] == [f"N{n}!" for n in range(400)]  # every row, in row order
+    lines = out.splitlines()
+    assert lines[0] == "Batch — 400 rows: 400 done · 0 tokens · cost —"
+    assert [(row.split()[0], row.split()[2]) for row in lines[2:52]] == [(str(n), "done") for n in range(1, 51)]
+    assert len(lines) == 1 + 1 + 50 + 1 + 1  # caption, head, 50 rows, where the rest are, the status line
+    assert lines[-2] == "350 more rows: the status line below holds them; `mkl runs` lists every run."
+
+
+def test_a_bad_line_far_into_the_rows_is_refused_before_any_row_runs(tmp_path: Path) -> None:
+    """The rows are read a line at a time, but all of them are checked before the first row's run starts."""
+    (tmp_path / "greeter.mkl").write_text(GREETER, encoding="utf-8")
+    (tmp_path / "tools.py").write_text(COUNTING_TOOLS, encoding="utf-8")
+    good = "".join(f'{{"name": "n{n}"}}\n' for n in range(30))
+    (tmp_path / "rows.jsonl").write_text(good + '{"name": \n', encoding="utf-8")
+    code, line, _ = _mkl(tmp_path, "map", "greeter.mkl", "--over", "rows.jsonl", "--tools", "tools.py")
+    assert code == 2 and "--over rows.jsonl, line 31: is not valid JSON" in line["error"]
+    store = tmp_path / ".mkl" / "runs.sqlite"
+    assert not store.exists() or SQLiteStore(store).runs() == []
+
+
+def test_a_large_batchs_tally_keeps_the_rows_not_done_first_in_order_and_counts_the_rest(tmp_path: Path) -> None:
+    machine = load(GREETER)
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    rows = batch.plan_rows([{"name": f"n{n}"} for n in range(10)], "g")
+    oracle = lambda: oracle_from_script({"tools": {"shout": ["HI"]}})  # noqa: E731
+    tally = batch.Tally(total=10, keep=3)
+    with contextlib.ExitStack() as held:
+        for index in (1, 4, 7, 8):  # held by another process: these four rows cannot run
+            held.enter_context(store.lease(rows[index].run_id))
+        for row in batch.run_rows(machine, rows, store=store, oracle_for=oracle, concurrency=3):
+            if row is not None:
+                tally.add(row)
+    assert tally.counts == {"done": 6, "error": 4} and tally.status == "error"
+    assert [(row["row"], row["status"]) for row in tally.rows()] == [(2, "error"), (5, "error"), (8, "error")]
+    assert tally.left_out == 7  # the six done, and the last error past the three kept
+    assert tally.spent() == {"tokens": 0, "cost_usd": None}  # a tool's call has no price
 
 
 # -- in a notebook --------------------------------------------------------------------------------------------

@@ -7,20 +7,22 @@ goes on where it stopped: the runs that finished replay, the others start or con
 
 from __future__ import annotations
 
+import array
 import csv
 import hashlib
-import io
+import heapq
+import itertools
 import json
 import math
 import queue
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..durable import runs as durable
 from ..durable.errors import StoreError
@@ -70,7 +72,39 @@ class RowRun:
         return self.outcome is not None and self.outcome.result.waits_for_person
 
 
+@dataclass
+class Running:
+    """A batch whose rows are checked and named, to be run by iterating: each row as its run stops (``total`` in
+    all), and the oracle each row's run was given."""
+
+    name: str
+    total: int
+    stops: Iterator[RowRun]
+    oracle_for: Callable[[], Oracle]
+
+    def __iter__(self) -> Iterator[RowRun]:
+        return self.stops
+
+
+def told(stops: Iterator[RowRun | None], total: int, progress: Callable[[int, int], None] | None) -> Iterator[RowRun]:
+    """The rows of ``stops`` (see :func:`run_rows`), telling ``progress(done, total)`` at the start, as each
+    stops and at every tick between."""
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    for stopped in stops:
+        if stopped is not None:
+            done += 1
+        if progress is not None:
+            progress(done, total)
+        if stopped is not None:
+            yield stopped
+
+
 # -- reading rows ------------------------------------------------------------------------------------
+
+ROWS_FILE_LIMIT = 4 * 1024**3  # a .jsonl or .csv file is read a line at a time: its lines, not its size, cost memory
+LINE_LIMIT = files.SCRIPT_LIMIT  # one line of it
 
 
 def read_rows(source: Any, *, where: str = "--over") -> list[dict[str, Any]]:
@@ -79,70 +113,97 @@ def read_rows(source: Any, *, where: str = "--over") -> list[dict[str, Any]]:
     Every row becomes plain JSON values (a run's input is journaled as JSON); a row that is not a mapping
     of names, or a file line that is not a JSON object, is refused with its place.
     """
+    return list(iter_rows(source, where=where))
+
+
+def iter_rows(source: Any, *, where: str = "--over") -> Iterator[dict[str, Any]]:
+    """The rows of ``source`` as :func:`read_rows` gives them, one at a time: a .jsonl or .csv file is read a
+    line at a time (a batch holds a row of it, not the file); a .json file is one list, read whole."""
     if isinstance(source, (str, Path)):
-        return _rows_from_file(Path(source), f"{where} {source}")
-    if hasattr(source, "to_dict") and hasattr(source, "columns"):  # a DataFrame: one mapping per row
-        source = source.to_dict(orient="records")
-    if not isinstance(source, Sequence) or isinstance(source, (bytes, bytearray)):
-        raise UsageProblem(
-            f"{where} must be a list of dicts, a pandas DataFrame, or a .jsonl, .json or .csv file, "
-            f"not {type(source).__name__}"
-        )
-    return _checked([*source], where)
+        rows: Iterator[Any] = _rows_from_file(Path(source), f"{where} {source}")
+    else:
+        if hasattr(source, "to_dict") and hasattr(source, "columns"):  # a DataFrame: one mapping per row
+            source = source.to_dict(orient="records")
+        if not isinstance(source, Sequence) or isinstance(source, (bytes, bytearray)):
+            raise UsageProblem(
+                f"{where} must be a list of dicts, a pandas DataFrame, or a .jsonl, .json or .csv file, "
+                f"not {type(source).__name__}"
+            )
+        rows = iter(source)
+    for index, row in enumerate(rows):
+        if index == MAX_ROWS:
+            raise UsageProblem(f"{where}: more than {MAX_ROWS:,} rows is more than one batch takes; split it")
+        yield _checked(row, index, where)
 
 
-def _rows_from_file(path: Path, where: str) -> list[dict[str, Any]]:
+def _rows_from_file(path: Path, where: str) -> Iterator[Any]:
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".jsonl", ".ndjson", ".csv"):
+        raise UsageProblem(f"{where}: rows are read from .jsonl, .json or .csv files, not {suffix or 'a bare name'}")
     try:
-        text = files.read_text(path, files.SCRIPT_LIMIT)
+        if suffix == ".json":
+            yield from _json_list(files.read_text(path, files.SCRIPT_LIMIT), where)
+            return
+        files.check_regular(path, ROWS_FILE_LIMIT)
+        with path.open(encoding="utf-8", newline="" if suffix == ".csv" else None) as handle:
+            if suffix == ".csv":
+                yield from csv.DictReader(_lines(handle, where))
+                return
+            for number, line in enumerate(_lines(handle, where), 1):
+                if line.strip():
+                    yield _json_line(line, f"{where}, line {number}")
     except OSError as exc:
         raise UsageProblem(f"{where}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise UsageProblem(f"{where}: is not UTF-8 text") from None
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return _checked(list(csv.DictReader(io.StringIO(text))), where)
-    if suffix in (".json", ".jsonl", ".ndjson"):
-        try:  # measured whole: a list of rows, or a row a line
-            files.check_json(text)
-        except files.UnfitJson as exc:
-            raise UsageProblem(f"{where}: {exc} to be read as rows") from None
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise UsageProblem(f"{where}: is not valid JSON ({exc})") from None
-        if not isinstance(data, list):
-            raise UsageProblem(f"{where}: must hold a JSON list of objects, one per row")
-        return _checked(data, where)
-    if suffix not in (".jsonl", ".ndjson"):
-        raise UsageProblem(f"{where}: rows are read from .jsonl, .json or .csv files, not {suffix or 'a bare name'}")
-    rows: list[Any] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise UsageProblem(f"{where}, line {number}: is not valid JSON ({exc})") from None
-        if not isinstance(row, dict):
-            raise UsageProblem(f"{where}, line {number}: must be a JSON object, not {type(row).__name__}")
-        rows.append(row)
-    return _checked(rows, where)
 
 
-def _checked(rows: list[Any], where: str) -> list[dict[str, Any]]:
-    if len(rows) > MAX_ROWS:
-        raise UsageProblem(f"{where}: {len(rows):,} rows is more than one batch takes ({MAX_ROWS:,}); split it")
-    checked = []
-    for index, row in enumerate(rows):
-        if not isinstance(row, Mapping) or not all(isinstance(key, str) for key in row):
-            raise UsageProblem(f"{where}: row {index + 1} must be a mapping of names to values, not {row!r:.80}")
-        # A missing value (a DataFrame's NaN) is null; then as the journal will hold it, in JSON values.
-        values = {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
-        try:
-            checked.append(json.loads(json.dumps(values, ensure_ascii=False, default=str, allow_nan=False)))
-        except ValueError as exc:  # infinity has no JSON form
-            raise UsageProblem(f"{where}: row {index + 1} holds a value JSON cannot carry ({exc})") from None
+def _lines(handle: IO[str], where: str) -> Iterator[str]:
+    for number in itertools.count(1):
+        line = handle.readline(LINE_LIMIT + 1)
+        if not line:
+            return
+        if len(line) > LINE_LIMIT:
+            raise UsageProblem(f"{where}, line {number}: is longer than a row may be ({LINE_LIMIT:,} characters)")
+        yield line
+
+
+def _json_list(text: str, where: str) -> list[Any]:
+    try:  # measured whole before it is parsed
+        files.check_json(text)
+    except files.UnfitJson as exc:
+        raise UsageProblem(f"{where}: {exc} to be read as rows") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageProblem(f"{where}: is not valid JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise UsageProblem(f"{where}: must hold a JSON list of objects, one per row")
+    return data
+
+
+def _json_line(line: str, where: str) -> dict[str, Any]:
+    try:
+        files.check_json(line)
+        row = json.loads(line)
+    except files.UnfitJson as exc:
+        raise UsageProblem(f"{where}: {exc} to be read as a row") from None
+    except ValueError as exc:
+        raise UsageProblem(f"{where}: is not valid JSON ({exc})") from None
+    if not isinstance(row, dict):
+        raise UsageProblem(f"{where}: must be a JSON object, not {type(row).__name__}")
+    return row
+
+
+def _checked(row: Any, index: int, where: str) -> dict[str, Any]:
+    if not isinstance(row, Mapping) or not all(isinstance(key, str) for key in row):
+        raise UsageProblem(f"{where}: row {index + 1} must be a mapping of names to values, not {row!r:.80}")
+    # A missing value (a DataFrame's NaN) is null; then as the journal will hold it, in JSON values.
+    values = {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
+    try:
+        checked: dict[str, Any] = json.loads(json.dumps(values, ensure_ascii=False, default=str, allow_nan=False))
+    except ValueError as exc:  # infinity has no JSON form
+        raise UsageProblem(f"{where}: row {index + 1} holds a value JSON cannot carry ({exc})") from None
     return checked
 
 
@@ -154,41 +215,83 @@ def _id_part(value: Any, room: int) -> str:
     return _ID_UNSAFE.sub("_", text).strip("_")[:room] or "_"
 
 
-def plan_rows(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = None) -> list[RowRun]:
-    """A run id for each row: ``BATCH-KEYVALUE`` with a ``key`` column (unique per row), else
-    ``BATCH-`` and a digest of the row's content (a repeated row gets ``-2``, ``-3`` …, in order)."""
-    try:
-        check_run_id(batch)
-    except StoreError:
-        raise UsageProblem(
-            f"batch id {batch!r}: use letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
-        ) from None
-    room = RUN_ID_MAX - len(batch) - 8  # for the dash and a repeat's suffix
-    if room < 10:
-        raise UsageProblem(f"batch id {batch!r} is too long to name its rows' runs: keep it under 60 characters")
-    planned: list[RowRun] = []
-    seen: dict[str, int] = {}
-    for index, row in enumerate(rows):
-        if key is not None:
-            if key not in row:
-                raise UsageProblem(
-                    f"--key {key}: row {index + 1} has no '{key}' (it has {', '.join(row) or 'nothing'})"
-                )
-            run_id = f"{batch}-{_id_part(row[key], room)}"
+def _digest(run_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(run_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+class RowPlan:
+    """A batch's rows, each with its run id, checked before any runs: a ``key`` column's value (unique per row)
+    names a row's run ``BATCH-VALUE``, else ``BATCH-`` and a digest of its content (a repeated row gets
+    ``.2``, ``.3`` …, in order).
+
+    Iterating gives the rows as :class:`RowRun` one at a time, reading the source again, so a batch of a
+    .jsonl or .csv file holds the rows running, not all of them. To find the ids rows share it keeps 8 bytes
+    a row (a digest of each id), and the ids of the few rows whose digests repeat.
+    """
+
+    def __init__(self, source: Any, batch: str, key: str | None = None, *, where: str = "--over") -> None:
+        try:
+            check_run_id(batch)
+        except StoreError:
+            raise UsageProblem(
+                f"batch id {batch!r}: use letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
+            ) from None
+        self.room = RUN_ID_MAX - len(batch) - 8  # for the dash and a repeat's suffix
+        if self.room < 10:
+            raise UsageProblem(f"batch id {batch!r} is too long to name its rows' runs: keep it under 60 characters")
+        self.source, self.batch, self.key, self.where = source, batch, key, where
+        digests = array.array("Q", (_digest(self._base_id(row, index)) for index, row in self._read()))
+        self.total = len(digests)
+        digests = array.array("Q", sorted(digests))
+        self._shared = {one for one, two in itertools.pairwise(digests) if one == two}  # a repeat, or a collision
+        if key is not None and self._shared:
+            self._refuse_repeated_keys()
+
+    def _read(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        return enumerate(iter_rows(self.source, where=self.where))
+
+    def _base_id(self, row: Mapping[str, Any], index: int) -> str:
+        if self.key is None:
+            content = json.dumps(row, ensure_ascii=False, sort_keys=True).encode("utf-8", "surrogatepass")
+            return f"{self.batch}-{hashlib.blake2b(content, digest_size=5).hexdigest()}"
+        if self.key not in row:
+            raise UsageProblem(
+                f"--key {self.key}: row {index + 1} has no '{self.key}' (it has {', '.join(row) or 'nothing'})"
+            )
+        return f"{self.batch}-{_id_part(row[self.key], self.room)}"
+
+    def _refuse_repeated_keys(self) -> None:
+        seen: dict[str, int] = {}
+        for index, row in self._read():
+            run_id = self._base_id(row, index)
+            if _digest(run_id) not in self._shared:
+                continue
             if run_id in seen:
                 raise UsageProblem(
-                    f"--key {key}: rows {seen[run_id] + 1} and {index + 1} both make run id '{run_id}'; a key names "
-                    "one row"
+                    f"--key {self.key}: rows {seen[run_id] + 1} and {index + 1} both make run id '{run_id}'; a key "
+                    "names one row"
                 )
-        else:
-            content = json.dumps(row, ensure_ascii=False, sort_keys=True).encode("utf-8", "surrogatepass")
-            run_id = f"{batch}-{hashlib.blake2b(content, digest_size=5).hexdigest()}"
-            base, repeat = run_id, 2
-            while run_id in seen:
-                run_id, repeat = f"{base}.{repeat}", repeat + 1
-        seen[run_id] = index
-        planned.append(RowRun(index, run_id, dict(row)))
-    return planned
+            seen[run_id] = index
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[RowRun]:
+        repeats: Counter[str] = Counter()  # of the ids whose digests repeat
+        for index, row in self._read():
+            if index == self.total:
+                return  # the file grew since it was read: the rows checked are the batch
+            run_id = self._base_id(row, index)
+            if _digest(run_id) in self._shared:
+                repeats[run_id] += 1
+                if repeats[run_id] > 1:
+                    run_id = f"{run_id}.{repeats[run_id]}"
+            yield RowRun(index, run_id, row)
+
+
+def plan_rows(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = None) -> list[RowRun]:
+    """Each of ``rows`` with its run id, as :class:`RowPlan` names them."""
+    return list(RowPlan(rows, batch, key))
 
 
 # -- running ------------------------------------------------------------------------------------------------
@@ -196,7 +299,7 @@ def plan_rows(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = N
 
 def run_rows(
     machine: Machine,
-    rows: Sequence[RowRun],
+    rows: Iterable[RowRun],
     *,
     store: RunStore,
     oracle_for: Callable[[], Oracle],
@@ -211,11 +314,12 @@ def run_rows(
 ) -> Iterator[RowRun | None]:
     """Run every row, ``concurrency`` at a time; yield each row as its run stops, on the caller's thread.
 
-    ``input`` is laid under every row (values each row shares). Between rows it yields None every
-    ``tick`` seconds, so a progress display can redraw from the caller's thread. A row whose run
-    cannot be made (its run is held by another process, say) comes back with ``error`` and the others
-    go on. If the caller stops (an interrupt), rows not yet started are not started, and the rows
-    already running finish their runs: every finished or suspended run is journaled, so running the
+    ``input`` is laid under every row (values each row shares). Rows are taken from ``rows`` as there is room
+    to run them, and a row yielded is the caller's to drop: the batch holds the rows running, not all of them.
+    Between rows it yields None every ``tick`` seconds, so a progress display can redraw from the caller's
+    thread. A row whose run cannot be made (its run is held by another process, say) comes back with ``error``
+    and the others go on. If the caller stops (an interrupt), rows not yet started are not started, and the
+    rows already running finish their runs: every finished or suspended run is journaled, so running the
     batch again goes on from there.
     """
     if concurrency < 1:
@@ -247,19 +351,29 @@ def run_rows(
             raise
         return row
 
-    pool = ThreadPoolExecutor(max_workers=min(concurrency, max(1, len(rows))), thread_name_prefix="mkl-row")
+    workers = min(concurrency, len(rows)) if isinstance(rows, Sized) else concurrency
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="mkl-row")
     finished: queue.SimpleQueue[Future[RowRun]] = queue.SimpleQueue()  # each row as it ends: waiting costs no scan
+    waiting = iter(rows)
+    running = 0
     try:
-        for row in rows:
-            pool.submit(one, row).add_done_callback(finished.put)
-        for _ in rows:
-            while True:
-                try:
-                    future = finished.get(timeout=tick)
+        while True:
+            while running < 2 * workers:  # each worker has a row to take up next
+                row = next(waiting, None)
+                if row is None:
                     break
-                except queue.Empty:
-                    yield None
+                pool.submit(one, row).add_done_callback(finished.put)
+                running += 1
+            if not running:
+                return
+            try:
+                future = finished.get(timeout=tick)
+            except queue.Empty:
+                yield None
+                continue
+            running -= 1
             yield future.result()
+            del future  # the row is the caller's now
     finally:
         stopping.set()
         pool.shutdown(wait=True, cancel_futures=True)
@@ -291,7 +405,74 @@ def counts(rows: Sequence[RowRun]) -> dict[str, int]:
 STATUS_ORDER = ("error", "halt", "in_doubt", "suspended", "done")
 
 
-def overall(rows: Sequence[RowRun]) -> str:
-    """The batch's status: its worst row's (an error, a halt, a doubt, a wait), ``done`` when all are done."""
-    present = {row.status for row in rows}
+def overall(rows: Iterable[RowRun] | Mapping[str, int]) -> str:
+    """The batch's status: its worst row's (an error, a halt, a doubt, a wait), ``done`` when all are done
+    (``rows``, or the count at each status)."""
+    present = set(rows) if isinstance(rows, Mapping) else {row.status for row in rows}
     return next((status for status in STATUS_ORDER if status in present), "done")
+
+
+KEPT_ROWS = 1_000  # a batch's rows a summary holds: all of a batch this size, else the rows not done
+KEPT_WAITING = 4  # rows that wait whose questions are kept for their commands (more are listed by `mkl runs`)
+
+
+class Tally:
+    """What a batch's rows came to, told a row at a time in bounded memory: the count at each status, tokens and
+    cost summed, how many rows wait for a person (the first few with their results, for the commands that answer
+    them), and the summaries (:func:`row_summary`) of at most ``keep`` rows: every row of a batch of ``total`` no
+    more than ``keep``, else the rows not done, the first in row order."""
+
+    def __init__(self, total: int, keep: int = KEPT_ROWS) -> None:
+        self.total, self.keep = total, keep
+        self.statuses: Counter[str] = Counter()
+        self.tokens = 0
+        self.cost = 0.0  # of the rows whose calls have a price
+        self.unpriced = 0  # rows that ran with a call whose price is not known
+        self.waiting = 0
+        self.questions: list[tuple[int, str, Any]] = []  # (index, run id, result) of the first rows that wait
+        self._kept: list[tuple[int, dict[str, Any]]] = []  # a heap on -index: the row last in order goes first
+        self.left_out = 0
+
+    def add(self, row: RowRun) -> None:
+        """Count ``row`` in, keeping its summary or the question it waits on only where there is room."""
+        self.statuses[row.status] += 1
+        summary = row_summary(row)
+        spent = summary.get("usage") or {}
+        self.tokens += int(spent.get("input_tokens") or 0) + int(spent.get("output_tokens") or 0)
+        if "cost_usd" in spent:
+            self.cost += spent["cost_usd"]
+        elif row.outcome is not None:
+            self.unpriced += 1
+        if row.outcome is not None and row.outcome.result.status in ("suspended", "in_doubt"):
+            self.waiting += 1
+            self.questions.append((row.index, row.run_id, row.outcome.result))
+            self.questions = sorted(self.questions, key=lambda question: question[0])[:KEPT_WAITING]
+        if self.total > self.keep and row.status == "done":
+            self.left_out += 1
+            return
+        heapq.heappush(self._kept, (-row.index, summary))
+        if len(self._kept) > self.keep:
+            heapq.heappop(self._kept)
+            self.left_out += 1
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many rows stand at each status, most common first."""
+        return dict(self.statuses.most_common())
+
+    @property
+    def status(self) -> str:
+        return overall(self.statuses)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The summaries kept, in row order."""
+        return [summary for _, summary in sorted(self._kept, key=lambda kept: -kept[0])]
+
+    def waiting_rows(self) -> list[tuple[str, Any]]:
+        """(run id, result) of the first rows that wait for a person, in row order."""
+        return [(run_id, result) for _, run_id, result in self.questions]
+
+    def spent(self) -> dict[str, Any]:
+        """The batch's tokens, and its cost in US dollars when every row that ran has a price (else None)."""
+        priced = self.unpriced == 0 and sum(self.statuses.values()) > self.statuses.get("error", 0)
+        return {"tokens": self.tokens, "cost_usd": round(self.cost, 8) if priced else None}

@@ -698,7 +698,22 @@ class Workspace:
             return store_runs(self.settings.store) if self.settings.store.exists() else []
         return listed_runs(self.store, self.store_flag())
 
-    def map(
+    def map(self, name: str, over: Any, **options: Any) -> batch.Ran:
+        """Every row of :meth:`map_rows` (the same options), kept: each row's outcome and a handle on its run, as a
+        notebook shows a batch and carries each row's checkpoint."""
+        running = self.map_rows(name, over, **options)
+        rows = sorted(running, key=lambda row: row.index)
+        handles: dict[str, Run] = {}
+        for row in rows:
+            if row.outcome is None:
+                continue
+            handle = self.new_handle(row.run_id, name, running.oracle_for())
+            handle.outcome = row.outcome
+            self.runs[row.run_id] = handle
+            handles[row.run_id] = handle
+        return batch.Ran(running.name, rows, handles)
+
+    def map_rows(
         self,
         name: str,
         over: Any,
@@ -717,19 +732,21 @@ class Workspace:
         fresh: bool = False,
         progress: Callable[[int, int], None] | None = None,
         executor: str | None = None,
-    ) -> batch.Ran:
+    ) -> batch.Running:
         """Run machine ``name`` once per row of ``over`` (a list of dicts, a DataFrame, or a .jsonl, .json or
         .csv path): a durable run per row, ``concurrency`` at a time; the batch's id (``id``, default the
         machine's name) and the row's ``key`` column, or the row's content, name each run, so running the
-        same rows again replays them. ``progress(done, total)`` is told, on this thread, as rows finish.
+        same rows again replays them. The rows are checked and named first; iterating what this returns runs
+        them and gives each row as it stops, to be dropped once used (a batch of any size holds the rows
+        running). ``progress(done, total)`` is told, on the iterating thread, as rows finish.
 
         A row's run the store does not hold but a copy in reach does is taken up from it when trusted.
         """
         machine = self.machine(name)
         callees = self.callees(machine)
-        rows = batch.plan_rows(batch.read_rows(over), id or name, key)
+        plan = batch.RowPlan(over, id or name, key)
         carried = self.carried_runs() if not fresh else set()
-        for row in rows:
+        for row in plan if carried else ():
             if row.run_id in carried and not self.store.exists(row.run_id):
                 try:
                     self.take_up(row.run_id, None)
@@ -744,14 +761,11 @@ class Workspace:
             hitl=hitl or self.settings.hitl,
             max_workers=self.settings.max_workers,
         )
-        needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in rows)
+        needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
         make_oracle = self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)
-        finished = 0
-        if progress is not None:
-            progress(0, len(rows))
-        for stopped in batch.run_rows(
+        stops = batch.run_rows(
             machine,
-            rows,
+            plan,
             store=self.store,
             oracle_for=make_oracle,
             registry=callees,
@@ -761,20 +775,8 @@ class Workspace:
             fresh=fresh,
             origin=self._origin(machine, script, model),
             endorse=self.endorser(),
-        ):
-            if stopped is not None:
-                finished += 1
-            if progress is not None:
-                progress(finished, len(rows))
-        handles: dict[str, Run] = {}
-        for row in rows:
-            if row.outcome is None:
-                continue
-            handle = self.new_handle(row.run_id, name, make_oracle())
-            handle.outcome = row.outcome
-            self.runs[row.run_id] = handle
-            handles[row.run_id] = handle
-        return batch.Ran(id or name, rows, handles)
+        )
+        return batch.Running(id or name, len(plan), batch.told(stops, len(plan), progress), make_oracle)
 
     # -- copies of runs in reach ------------------------------------------------------------
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..app import batch
 from ..app.settings import command_api_base
 from ..app.terms import DEFAULT_STORE
-from ..render.batch_views import batch_continue_text, batch_table_text
+from ..render.batch_views import batch_continue_text, batch_summary_text
 from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, host_values, machine_of, say, workspace
 from .run_cmd import executor_flags
 
@@ -54,7 +55,7 @@ def map_main(args: argparse.Namespace) -> int:
 
     with workspace(args) as ws:
         machine = machine_of(ws, args)
-        ran = ws.map(
+        running = ws.map_rows(
             machine.name,
             args.over,
             id=args.batch,
@@ -69,16 +70,20 @@ def map_main(args: argparse.Namespace) -> int:
             fresh=args.fresh,
             progress=progress,
         )
+        tally = batch.Tally(running.total)
+        for row in running:  # each row is counted in and dropped: a batch of any size holds the rows running
+            tally.add(row)
     if watched:
         print(file=sys.stderr)
-    summaries = [batch.row_summary(row) for row in ran.rows]
-    counts = batch.counts(ran.rows)
+    summaries = tally.rows()
+    listed = tally.left_out == 0
     if not args.quiet:
-        say(batch_table_text(summaries, counts))
-        stopped = [(row.run_id, row.outcome.result) for row in ran.rows if row.outcome is not None]
-        waiting = [(run_id, result) for run_id, result in stopped if result.status in ("suspended", "in_doubt")]
+        say(batch_summary_text(summaries, tally.counts, tally.spent(), args.store, listed=listed))
+        waiting = tally.waiting_rows()
         if waiting:
-            say("\n" + batch_continue_text(waiting, args.store, command_api_base(args.api_base)))
-    status = batch.overall(ran.rows)
-    emit_status({"status": status, "counts": counts, "rows": summaries})
-    return BATCH_EXIT[status]
+            say("\n" + batch_continue_text(waiting, args.store, command_api_base(args.api_base), tally.waiting))
+    status: dict[str, Any] = {"status": tally.status, "counts": tally.counts, **tally.spent(), "rows": summaries}
+    if not listed:
+        status["rows_left_out"] = tally.left_out  # done rows of a large batch: each is in the store
+    emit_status(status)
+    return BATCH_EXIT[tally.status]

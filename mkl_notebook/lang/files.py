@@ -38,8 +38,8 @@ def _size(count: int) -> str:
     return f"{count} GB"  # pragma: no cover - the loop always returns
 
 
-def read_bytes(path: str | Path, limit: int) -> bytes:
-    """The bytes of regular file ``path``, refusing other kinds of files and files over ``limit`` bytes."""
+def check_regular(path: str | Path, limit: int) -> Path:
+    """``path``, once it is known to be a regular file of at most ``limit`` bytes (:class:`UnfitFile` if not)."""
     path = Path(path)
     info = os.stat(path)  # follows a symlink: what it points at must be a regular file too
     if stat.S_ISDIR(info.st_mode):
@@ -48,6 +48,12 @@ def read_bytes(path: str | Path, limit: int) -> bytes:
         raise UnfitFile("is not a regular file (a pipe, a device or a socket)")
     if info.st_size > limit:
         raise UnfitFile(f"is {_size(info.st_size)}, more than the {_size(limit)} such a file may be")
+    return path
+
+
+def read_bytes(path: str | Path, limit: int) -> bytes:
+    """The bytes of regular file ``path``, refusing other kinds of files and files over ``limit`` bytes."""
+    path = check_regular(path, limit)
     with open(path, "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:  # it grew while being read

@@ -75,6 +75,40 @@ def batch_table_text(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int
     return "\n".join([caption(counts), *columns([HEAD, *(cells(row) for row in rows)])])
 
 
+TABLE_ROWS = 50  # rows of a batch ``mkl map`` prints in its table; a larger batch's status line and store have the rest
+
+
+def batch_summary_text(
+    rows: Sequence[Mapping[str, Any]],
+    counts: Mapping[str, int],
+    spent: Mapping[str, Any],
+    store: str | None,
+    *,
+    listed: bool,
+) -> str:
+    """After ``mkl map``: the table of its rows (``rows``: the row summaries kept, ``listed`` when they are every
+    row), or for a batch of many rows its counts, tokens and cost, the first rows that are not done, and where
+    every row is."""
+    total = sum(counts.values())
+    if listed and total <= TABLE_ROWS:
+        return batch_table_text(rows, counts)
+    cost = spent.get("cost_usd")
+    lines = [f"{caption(counts)} · {spent.get('tokens', 0):,} tokens · cost {NONE if cost is None else money(cost)}"]
+    shown = rows[:TABLE_ROWS]
+    if shown:
+        lines += columns([HEAD, *(cells(row) for row in shown)])
+    left = total - len(shown)
+    if listed:
+        kept = "the status line below holds them"
+    elif rows:
+        kept = f"the status line below holds the {len(rows):,} first in order that are not done"
+    else:
+        kept = "every one is done"
+    if left:
+        lines.append(f"{left:,} more row{'s' if left != 1 else ''}: {kept}; `{runs_command(store)}` lists every run.")
+    return "\n".join(lines)
+
+
 def batch_bundle(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> dict[str, str]:
     return {"text/html": batch_table_html(rows, counts), "text/plain": batch_table_text(rows, counts)}
 
@@ -89,12 +123,15 @@ def _waiting_text(run_id: str, result: Any, notebook: str | None) -> str:
 SHOWN_WAITING = 3  # rows of a batch whose commands are printed after it; more are listed by `mkl runs`
 
 
-def batch_continue_text(waiting: Sequence[tuple[str, Any]], store: str | None, api_base: str | None = None) -> str:
-    """After ``mkl map``: how to continue the rows that wait (``waiting`` is (run id, result) pairs) in run store
-    ``store`` (None: the default): each one's commands, or, for many, the ``mkl runs`` that lists them all."""
+def batch_continue_text(
+    waiting: Sequence[tuple[str, Any]], store: str | None, api_base: str | None = None, count: int | None = None
+) -> str:
+    """After ``mkl map``: how to continue the rows that wait (``waiting`` is (run id, result) pairs of the first
+    of them, ``count`` in all) in run store ``store`` (None: the default): each one's commands, or, for many,
+    the ``mkl runs`` that lists them all."""
     if not waiting:
         return ""
-    count = len(waiting)
+    count = len(waiting) if count is None else count
     listed = f"`{runs_command(store)}` lists {'each' if count > 1 else 'it'} with the commands that answer it"
     head = f"{count} row{'s' if count != 1 else ''} wait{'s' if count == 1 else ''} for a person: {listed}"
     if count > SHOWN_WAITING:
