@@ -157,6 +157,22 @@ def _kernel_idle(base: str) -> bool:
     return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore[union-attr]
 
 
+def shut_down_kernels(page: Any, base: str) -> None:
+    """Shut down every kernel, as the page would (its cookies, and the XSRF token the server gave it)."""
+    from browser_support import get_json
+
+    xsrf = next((c["value"] for c in page.context.cookies() if c["name"] == "_xsrf"), "")
+    for kernel in get_json(f"{base}/api/kernels"):  # type: ignore[union-attr]
+        answer = page.request.delete(f"{base}/api/kernels/{kernel['id']}", headers={"X-XSRFToken": xsrf})
+        if not answer.ok:
+            raise SystemExit(f"could not shut the kernel down: {answer.status} {answer.text()[:200]}")
+    deadline = time.monotonic() + 60
+    while get_json(f"{base}/api/kernels"):
+        if time.monotonic() > deadline:
+            raise SystemExit("the notebook's kernel did not shut down")
+        time.sleep(0.2)
+
+
 def click_through(page: Any, base: str, name: str, gates: int) -> list[float]:
     """Open notebook ``name``, run all, and approve each of its ``gates`` questions: the milliseconds from each
     click until the next question (or the result) is drawn."""
@@ -199,6 +215,7 @@ def approval_times(gates: int, notebooks: int) -> list[float]:
             taken = click_through(page, base, f"gates{index}.ipynb", gates)
             print(f"notebook {index}: " + ", ".join(f"{each:.0f}" for each in taken) + " ms", file=sys.stderr)
             samples += taken[1:]  # the first click is the warm-up
+            shut_down_kernels(page, base)  # so that the next notebook's kernel is the only one to wait for
             page.goto("about:blank")
     return samples
 
