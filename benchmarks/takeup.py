@@ -154,7 +154,7 @@ def measure(tree: Path, made: dict[int, Path], work: Path, env: dict[str, str], 
 def table(made: dict[int, Path], trees: dict[str, dict[int, Any]], rounds: int, load: str) -> str:
     names = list(trees)
     lines = [
-        "### A notebook of many waiting runs: the first `%mkl pending` in a new kernel (issue 38)",
+        "## A notebook of many waiting runs: the first `%mkl pending` in a new kernel (`python benchmarks/takeup.py`)",
         "",
         f"{datetime.date.today().isoformat()}, load average before the run {load}; medians of {rounds} "
         "rounds, each a new kernel on a fresh copy of the notebook (no store: every run is taken up and "
