@@ -16,7 +16,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -156,34 +156,78 @@ def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> boo
     return len(longer) >= len(shorter) and common_prefix(longer, shorter) == len(shorter)
 
 
-_READS_KEPT = 8  # notebooks whose reading is kept per reader, keyed by their state on disk
-_KEPT: dict[tuple[str, Path], tuple[tuple[int, int, int], Any]] = {}
+@dataclass
+class _Index:
+    """One notebook file as read in one state on disk (its inode, size and modification time): the parsed
+    document, which no reader changes, and what readers found in it (by reader), found once per state."""
+
+    state: tuple[int, int, int]
+    document: dict[str, Any]
+    found: dict[str, Any] = field(default_factory=dict)
 
 
-def _once_per_state(reader: Callable[[Path], Any], path: str | Path) -> Any:
-    """``reader(path)``, read again only when the file changed on disk (its inode, size or modification time)."""
+_FILES_KEPT = 8  # notebooks whose index is kept, each for one state of the file on disk
+_INDEXES: dict[Path, _Index] = {}
+
+
+def _state(status: os.stat_result) -> tuple[int, int, int]:
+    return (status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def _index(path: str | Path) -> _Index:
+    """The index of the notebook at ``path``: kept while the file on disk is in the state it was read in, read
+    again once anyone changes it (an editor, Jupyter saving it, another process)."""
     path = Path(path)  # (as given: the messages name it so)
     try:
-        status = path.stat()
+        state = _state(path.stat())
     except OSError:
-        return reader(path)  # says what is wrong with it
-    state = (status.st_ino, status.st_size, status.st_mtime_ns)
-    key = (reader.__name__, path)
-    kept = _KEPT.get(key)
-    if kept is not None and kept[0] == state:
-        return kept[1]
-    found = reader(path)
-    if len(_KEPT) >= _READS_KEPT:
-        _KEPT.pop(next(iter(_KEPT)))
-    _KEPT[key] = (state, found)
-    return found
+        return _Index((0, 0, 0), read_json(path))  # says what is wrong with it
+    kept = _INDEXES.get(path)
+    if kept is not None and kept.state == state:
+        return kept
+    index = _Index(state, read_json(path))
+    _keep(path, index)
+    return index
+
+
+def _keep(path: Path, index: _Index) -> None:
+    _INDEXES.pop(path, None)
+    if len(_INDEXES) >= _FILES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[path] = index
+
+
+def _once_per_state(reader: Callable[[Path, _Index], Any], path: str | Path) -> Any:
+    """``reader(path, index)``, found again only when the file changed on disk."""
+    index = _index(path)
+    name = reader.__name__
+    if name not in index.found:
+        index.found[name] = reader(Path(path), index)
+    return index.found[name]
+
+
+def _document(path: str | Path) -> dict[str, Any]:
+    """The notebook at ``path`` as its index holds it: read it, never change it (a writer reads its own copy)."""
+    return _index(path).document
+
+
+@dataclass(frozen=True)
+class _Scan:
+    runs: tuple[EmbeddedRun, ...]
+    damaged: tuple[DamagedRun, ...]
+    by_id: dict[str, EmbeddedRun]
+
+
+def _scanned(path: Path, index: _Index) -> _Scan:
+    runs, damaged = _scan_document(path, index.document, index.state[1])
+    return _Scan(tuple(runs), tuple(damaged), {run.run_id: run for run in runs})
 
 
 def scan(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
-    """:func:`scan_file`, read once per state of the file on disk: a kernel taking up many runs from one
+    """:func:`scan_file`, found once per state of the file on disk: a kernel taking up many runs from one
     notebook reads and checks it once, not once per run."""
-    runs, damaged = _once_per_state(scan_file, path)
-    return list(runs), list(damaged)
+    found: _Scan = _once_per_state(_scanned, path)
+    return list(found.runs), list(found.damaged)
 
 
 def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
@@ -196,9 +240,13 @@ def scan_file(path: str | Path) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
     JupyterLab extension) names where the run is shown; a reference the metadata cannot answer is reported.
     """
     notebook = read_json(path)
+    return _scan_document(path, notebook, Path(path).stat().st_size)
+
+
+def _scan_document(path: str | Path, notebook: dict[str, Any], size: int) -> tuple[list[EmbeddedRun], list[DamagedRun]]:
     found: dict[str, EmbeddedRun] = {}
     damaged: list[DamagedRun] = []
-    inflation = envelope.Inflation(Path(path).stat().st_size)  # what its compressed journals inflate to, together
+    inflation = envelope.Inflation(size)  # what its compressed journals inflate to, together
     for (cell_index, output_index, entry_index), data in _carried(notebook):
         try:
             header, records, seal = _checked(data, f"{path}, cell {cell_index + 1}", inflation)
@@ -299,16 +347,17 @@ def embedded_runs(path: str | Path) -> list[EmbeddedRun]:
 def find_run(path: str | Path, run_id: str) -> EmbeddedRun:
     """The checkpoint of run ``run_id`` a notebook carries; a damaged copy of it in a later cell is refused
     rather than passed over for an older one (the damaged copy may hold the run's newest state)."""
-    runs, damaged = scan(path)
-    for run in runs:
-        if run.run_id == run_id:
-            later = [bad for bad in damaged if bad.run_id == run_id and _maybe_newer(bad, run)]
-            if later:
-                raise NotebookFileError(
-                    f"{later[-1].reason}; it may hold run '{run_id}''s newest state, so the older copy in "
-                    f"{run.where} is not resumed in its place"
-                )
-            return run
+    found: _Scan = _once_per_state(_scanned, path)
+    runs, damaged = found.runs, found.damaged
+    run = found.by_id.get(run_id)
+    if run is not None:
+        later = [bad for bad in damaged if bad.run_id == run_id and _maybe_newer(bad, run)]
+        if later:
+            raise NotebookFileError(
+                f"{later[-1].reason}; it may hold run '{run_id}''s newest state, so the older copy in "
+                f"{run.where} is not resumed in its place"
+            )
+        return run
     for bad in damaged:
         if bad.run_id == run_id or bad.run_id is None:
             raise NotebookFileError(bad.reason)
@@ -336,7 +385,7 @@ def _lines(text: str) -> list[str]:
 
 def has_form(path: str | Path, run_id: str) -> bool:
     """Whether a notebook shows a form's place for run ``run_id`` (see :data:`FORM_MIME`)."""
-    for cell in read_json(path).get("cells") or []:
+    for cell in _document(path).get("cells") or []:
         for output in _cell_outputs(cell):
             data = output.get("data") if isinstance(output, dict) else None
             marker = data.get(FORM_MIME) if isinstance(data, dict) else None
@@ -346,9 +395,14 @@ def has_form(path: str | Path, run_id: str) -> bool:
 
 
 def cell_ids(path: str | Path) -> list[str]:
-    """The ids of a notebook's cells, top to bottom (nbformat 4.5 gives every cell one)."""
-    cells = read_json(path).get("cells") or []
-    return [cell["id"] for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str)]
+    """The ids of a notebook's cells, top to bottom (nbformat 4.5 gives every cell one); read once per state of
+    the file, as a kernel asks for them for every run it shows."""
+    return list(_once_per_state(_read_cell_ids, path))
+
+
+def _read_cell_ids(path: Path, index: _Index) -> tuple[str, ...]:
+    cells = index.document.get("cells") or []
+    return tuple(cell["id"] for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str))
 
 
 def code_cells(path: str | Path) -> list[tuple[str, str]]:
@@ -357,16 +411,16 @@ def code_cells(path: str | Path) -> list[tuple[str, str]]:
     return list(_once_per_state(_read_code_cells, path))
 
 
-def _read_code_cells(path: Path) -> list[tuple[str, str]]:
+def _read_code_cells(path: Path, index: _Index) -> tuple[tuple[str, str], ...]:
     found = []
-    for cell in read_json(path).get("cells") or []:
+    for cell in index.document.get("cells") or []:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code" or not isinstance(cell.get("id"), str):
             continue
         source = cell.get("source")
         text = "".join(source) if isinstance(source, list) else source
         if isinstance(text, str):
             found.append((cell["id"], text))
-    return found
+    return tuple(found)
 
 
 def papermill_writing(path: str | Path) -> tuple[str, list[str]] | None:
@@ -374,7 +428,7 @@ def papermill_writing(path: str | Path) -> tuple[str, list[str]] | None:
     (``metadata.papermill.output_path``) and the sources of its cells papermill marks as running; None when
     papermill is not writing it (no papermill metadata, or its run ended: ``end_time`` is set). Papermill saves
     its output as each cell starts, so a kernel executing a cell for papermill finds that cell marked there."""
-    notebook = read_json(path)
+    notebook = _document(path)
     metadata = notebook.get("metadata")
     papermill = metadata.get("papermill") if isinstance(metadata, dict) else None
     if not isinstance(papermill, dict) or papermill.get("end_time") is not None:
@@ -404,10 +458,10 @@ def _jupyter_data(bundle: dict[str, Any]) -> dict[str, Any]:
 def output_data(path: str | Path, cell_index: int, output_index: int) -> dict[str, Any]:
     """The data of one output of a notebook (empty when the file holds no such output)."""
     try:
-        data = _cell_outputs(read_json(path)["cells"][cell_index])[output_index].get("data")
+        data = _cell_outputs(_document(path)["cells"][cell_index])[output_index].get("data")
     except (IndexError, KeyError, TypeError, AttributeError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return dict(data) if isinstance(data, dict) else {}
 
 
 def write_run(
@@ -509,7 +563,7 @@ def _only_in_outputs(path: Path, notebook: dict[str, Any]) -> dict[str, Any]:
 def only_in_outputs(path: str | Path) -> list[str]:
     """The ids of the runs a notebook carries only in its outputs (or newer there than in its metadata): those
     that Clear All Outputs, ``nbstripout`` or ``jupyter nbconvert --clear-output`` would take away."""
-    return sorted(_only_in_outputs(Path(path), read_json(path)))
+    return sorted(_only_in_outputs(Path(path), _document(path)))
 
 
 def keep_in_metadata(path: str | Path) -> list[str]:
@@ -579,7 +633,7 @@ def advancing(path: str | Path, run_id: str) -> dict[str, Any] | None:
 
 def advancing_marks(path: str | Path) -> dict[str, dict[str, Any]]:
     """Every run the notebook says was being advanced when it was last written, by id (one read of the file)."""
-    metadata = read_json(path).get("metadata")
+    metadata = _document(path).get("metadata")
     mkl = metadata.get("mkl") if isinstance(metadata, dict) else None
     found = mkl.get(ADVANCING_KEY) if isinstance(mkl, dict) else None
     if not isinstance(found, dict):
@@ -594,18 +648,25 @@ def advancing_marks(path: str | Path) -> dict[str, dict[str, Any]]:
 def mark_advancing(path: str | Path, run_id: str, store: str) -> None:
     """Say in the file, before a run is advanced, in which store: until the write-back clears it, no other
     store may take the run up from this file (its progress would be lost, its effects repeated)."""
-    path = Path(path)
-    notebook = read_json(path)
-    _set_advancing(notebook, run_id, {"store": store, "since": time.time()})
-    _replace(path, dumps_notebook(notebook))
+    _write_advancing(Path(path), run_id, {"store": store, "since": time.time()})
 
 
 def clear_advancing(path: str | Path, run_id: str) -> None:
     """The advance recorded nothing (it was refused): the file is the run's state again."""
-    path = Path(path)
-    notebook = read_json(path)
-    _set_advancing(notebook, run_id, None)
-    _replace(path, dumps_notebook(notebook))
+    _write_advancing(Path(path), run_id, None)
+
+
+def _write_advancing(path: Path, run_id: str, where: dict[str, Any] | None) -> None:
+    """Write the file's mark of run ``run_id`` (None: take it away). Its index is updated, not thrown away: the
+    mark changes nothing else, so what was found in the file (its runs, checked, and its cells) holds for
+    what is written, when the file this writer read is the one indexed."""
+    index = _index(path)
+    notebook = read_json(path)  # this writer's own copy, to change
+    unchanged = notebook == index.document
+    _set_advancing(notebook, run_id, where)
+    written = _replace(path, dumps_notebook(notebook))
+    if unchanged and written is not None:
+        _keep(path, _Index(written, notebook, dict(index.found)))
 
 
 # -- which store a kernel is advancing a file's run in ---------------------------------------------------
@@ -657,8 +718,9 @@ def set_side_mark(path: str | Path, run_id: str, store: str | None, held: int = 
     _replace(side, json.dumps(marks, sort_keys=True) + "\n")
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temp file of this writer's own, fsynced, then renamed over it."""
+def _replace(path: Path, text: str) -> tuple[int, int, int] | None:
+    """Write ``text`` to ``path`` atomically: a temp file of this writer's own, fsynced, then renamed over it.
+    The state on disk of what it wrote, while the file is still in it (None: someone changed it since)."""
     mode = path.stat().st_mode & 0o777
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     temp = Path(temp_name)
@@ -667,11 +729,16 @@ def _replace(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, mode)
+            os.chmod(temp, mode)
+            written = _state(os.fstat(handle.fileno()))
         os.replace(temp, path)
     finally:
         if temp.exists():
             temp.unlink()
+    try:
+        return written if _state(path.stat()) == written else None
+    except OSError:
+        return None
 
 
 @contextlib.contextmanager
