@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from ..errors import UserError
 from . import LOCAL
 from .dask_calls import DaskCalls, NoWorkers, WorkerLost
 
+LOCAL_WORKERS = 2  # the command's own cluster: its calls mostly wait, so few processes serve many
 CLOSE_SECONDS = 30  # the longest the command's own LocalCluster may take to close
 DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
 
@@ -58,9 +61,10 @@ def distributed() -> Any:
         raise ExecutorError(DASK_HINT) from None
 
 
-def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], None]]:
+def client_for(executor: str, *, start_local: bool, calls: int = 1) -> tuple[Any, Callable[[], None]]:
     """A Dask client for ``executor`` and how to let it go. ``dask`` is the current client of this process
-    (a notebook's ``Client()``), or with ``start_local`` a LocalCluster of process workers started now."""
+    (a notebook's ``Client()``), or with ``start_local`` a LocalCluster started now for ``calls`` calls at once
+    (:func:`local_cluster`)."""
     dask = distributed()
     if executor != LOCAL:
         address = executor.removeprefix("dask://")
@@ -78,7 +82,7 @@ def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], N
                 "executor=dask uses this notebook's Dask client, and there is none: run "
                 "`from distributed import Client; client = Client()` first, or give executor=dask://ADDRESS"
             ) from None
-    cluster = dask.LocalCluster(processes=True, dashboard_address=None)
+    cluster = local_cluster(calls)
     client = dask.Client(cluster)
 
     def close() -> None:
@@ -94,6 +98,23 @@ def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], N
             quiet.setLevel(level)
 
     return client, close
+
+
+def local_cluster(calls: int) -> Any:
+    """The command's own LocalCluster, sized for calls that wait rather than for CPU work: a few worker
+    processes (``LOCAL_WORKERS``, fewer on fewer cores; more only when ``calls`` exceeds their call slots),
+    one CPU thread each, as the calls run on each worker's own pool (``CALL_THREADS``). It binds no fixed port:
+    its scheduler and HTTP server take free ports of this machine, and it serves no dashboard."""
+    worker_side = importlib.import_module(f"{__package__}.dask_worker")
+    workers = max(min(LOCAL_WORKERS, os.cpu_count() or 1), math.ceil(calls / worker_side.CALL_THREADS))
+    return distributed().LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",  # None would still serve HTTP on 8787, warning when that is taken
+        scheduler_kwargs={"dashboard": False},
+    )
 
 
 def _not_made(why: str) -> OracleError:

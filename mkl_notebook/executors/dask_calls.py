@@ -240,11 +240,34 @@ class DaskCalls:
             raise value
         return value
 
+    def shortfall(self, calls: int) -> str | None:
+        """One line saying why this cluster cannot have ``calls`` calls in flight at once, and what to do: it has
+        no worker, or fewer call slots (``CALL_THREADS`` a worker) than that. None when it can, or when its
+        scheduler cannot be asked now (the calls will say so themselves)."""
+        listed = self._listed(fresh=True)
+        if listed is None:
+            return None
+        where = getattr(self.client.scheduler, "address", None) or "its address"
+        if not listed:
+            return (
+                f"The Dask cluster at {where} has no worker: calls wait for one up to {self._no_workers_seconds:g}s, "
+                f"then fail. Start workers for it (dask worker {where}), or make the calls here (executor threads)."
+            )
+        slots = len(listed) * _worker_side().CALL_THREADS
+        if slots >= calls:
+            return None
+        workers = f"{len(listed)} worker{'s' if len(listed) > 1 else ''}"
+        return (
+            f"The Dask cluster at {where} has {workers}, room for {slots} calls at once, fewer than the {calls} "
+            "asked for: the rest wait their turn. Add workers to it, or ask for fewer at once."
+        )
+
     def task(self, call: Callable[[], Any], limit: int | None, key: str) -> Any:
         """The answer of ``call`` made as one Dask task, which Dask reschedules if its worker is lost; NoWorkers
         when no worker has been alive for the time allowed while it waited (the task is cancelled)."""
         dask = _distributed()
-        future = self.client.submit(_task, call, limit, key=key, pure=False)
+        with importlib.import_module("dask").annotate(executor=_worker_side().CALL_POOL):  # a wait, not CPU work
+            future = self.client.submit(_task, call, limit, key=key, pure=False)
         while not future.done():
             try:
                 dask.wait(future, timeout=CHECK_SECONDS)
