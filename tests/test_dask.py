@@ -419,6 +419,30 @@ def test_map_in_a_notebook_on_the_kernels_dask_client(client: Any, ip: Any) -> N
     assert all(row.outcome.calls == {"made": 0, "replayed": 1} for row in ip.shell.user_ns["b"].rows if row.outcome)
 
 
+def test_a_tool_defined_in_the_notebook_runs_on_the_workers_with_the_globals_of_each_command(
+    client: Any, ip: Any
+) -> None:
+    ip.run(
+        "import os\nimport mkl_notebook\nGREETING = 'hello'\n"
+        "@mkl_notebook.tool(effect='read')\n"
+        "def whereabouts(name: str) -> str:\n    return f'{GREETING} {name} from {os.getpid()}'\n"
+    )
+    ip.define(GREETER.replace("greeter_on_dask", "greeter_here"))
+    ip.shell.user_ns["people"] = [{"name": "ada"}, {"name": "bo"}, {"name": "cy"}]
+    script = ip.script("none.yaml", {"llm": {}})
+    ip.run(f"b = %mkl map greeter_here --over $people --executor dask --script {script}")
+    first = ip.shell.user_ns["b"].results
+    assert [line.split(" from ")[0] for line in first] == ["hello ada", "hello bo", "hello cy"]
+    assert str(os.getpid()) not in {line.split(" from ")[1] for line in first}  # made on the cluster's workers
+    ip.run("GREETING = 'welcome'")  # the next command's calls carry the notebook's globals as they are now
+    ip.run(f"b = %mkl map greeter_here --id again --over $people --executor dask --script {script}")
+    assert [line.split(" from ")[0] for line in ip.shell.user_ns["b"].results] == [
+        "welcome ada",
+        "welcome bo",
+        "welcome cy",
+    ]
+
+
 # -- a batch whose workers all die -------------------------------------------------------------------------------
 
 HELD = """\

@@ -68,8 +68,8 @@ class DaskStreams:
             short = known.shortfall(calls)
             if short is not None:
                 self.notice(short)
-        served = known
-        return lambda oracle: dask.DaskExecutor(oracle, served, max_model_calls)
+        served, packer = known, dask.Packer()  # one per command: its tools pickled once, not once a call
+        return lambda oracle: dask.DaskExecutor(oracle, served, max_model_calls, packer)
 
     def close(self) -> None:
         """Close the streams, then what was started for them (a LocalCluster)."""

@@ -26,7 +26,7 @@ import math
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.oracle import (
@@ -42,7 +42,7 @@ from ..engine.oracle import (
 )
 from ..errors import UserError
 from . import LOCAL
-from .dask_calls import DaskCalls, NoWorkers, WorkerLost
+from .dask_calls import DaskCalls, NoWorkers, Packer, WorkerLost
 
 LOCAL_WORKERS = 2  # the command's own cluster: its calls mostly wait, so few processes serve many
 CLOSE_SECONDS = 30  # the longest the command's own LocalCluster may take to close
@@ -134,6 +134,7 @@ class DaskExecutor(Oracle):
     inner: Oracle
     calls: DaskCalls
     max_model_calls: int | None = None
+    packer: Packer = field(default_factory=Packer)  # share one across a command's runs: see Packer
 
     def ask(self, request: OracleRequest) -> Any:
         call = self.inner.remote_call(request)
@@ -143,7 +144,7 @@ class DaskExecutor(Oracle):
         once = isinstance(request, ToolRequest) and not request.idempotent
         limit = self.max_model_calls if model else None
         try:
-            return self.calls.call(call, limit)
+            return self.calls.call(call, limit, self.packer)
         except NoWorkers as none:  # the call was not sent
             raise _not_made(f"{none} (the call was not sent)") from None
         except WorkerLost as lost:
