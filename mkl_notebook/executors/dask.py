@@ -15,6 +15,12 @@ a provider's outage would, and nothing is journaled for them: running the run ag
 ``max_model_calls`` caps the model calls in flight across the whole cluster (a
 ``distributed.Semaphore``), for rate limits.
 
+Calls wait far more than they compute, so on every cluster they run on a pool each worker keeps for
+them (``dask_worker.CALL_THREADS`` a worker), never on its CPU threads: a command has as many calls in
+flight as it asks for. The command line's own cluster (:func:`local_cluster`) is sized for that: few
+worker processes, free ports. A cluster given (a notebook's client, a scheduler's address) is taken as
+it is, and :meth:`DaskCalls.shortfall` says when it cannot hold the calls a command asks for.
+
 Dask is optional (``pip install mkl-notebook[dask]``) and imported only when chosen.
 """
 
@@ -44,7 +50,8 @@ from ..errors import UserError
 from . import LOCAL
 from .dask_calls import DaskCalls, NoWorkers, Packer, WorkerLost
 
-LOCAL_WORKERS = 2  # the command's own cluster: its calls mostly wait, so few processes serve many
+CORES_PER_WORKER = 4  # the command's own cluster: its calls mostly wait, so few processes serve many
+MOST_WORKERS = 4
 CLOSE_SECONDS = 30  # the longest the command's own LocalCluster may take to close
 DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
 
@@ -101,12 +108,15 @@ def client_for(executor: str, *, start_local: bool, calls: int = 1) -> tuple[Any
 
 
 def local_cluster(calls: int) -> Any:
-    """The command's own LocalCluster, sized for calls that wait rather than for CPU work: a few worker
-    processes (``LOCAL_WORKERS``, fewer on fewer cores; more only when ``calls`` exceeds their call slots),
-    one CPU thread each, as the calls run on each worker's own pool (``CALL_THREADS``). It binds no fixed port:
-    its scheduler and HTTP server take free ports of this machine, and it serves no dashboard."""
+    """The command's own LocalCluster, sized for calls that wait rather than for CPU work: one worker process
+    for every ``CORES_PER_WORKER`` cores (at least one, at most ``MOST_WORKERS``; more only when ``calls``
+    exceeds their call slots), one CPU thread each, as the calls run on each worker's own pool
+    (``CALL_THREADS``); a process more would cost the command its start (seconds on a busy machine) and
+    serve only the CPU share of the calls. It binds no fixed port: its scheduler and HTTP server take free
+    ports of this machine, and it serves no dashboard."""
     worker_side = importlib.import_module(f"{__package__}.dask_worker")
-    workers = max(min(LOCAL_WORKERS, os.cpu_count() or 1), math.ceil(calls / worker_side.CALL_THREADS))
+    few = max(1, min((os.cpu_count() or 1) // CORES_PER_WORKER, MOST_WORKERS))
+    workers = max(few, math.ceil(calls / worker_side.CALL_THREADS))
     return distributed().LocalCluster(
         n_workers=workers,
         threads_per_worker=1,
