@@ -258,7 +258,7 @@ def cli_once(workload: str, executor: str, rows: int, items: int) -> float:
         folder = Path(name)
         _cli_folder(folder, rows, items)
         common = ["--tools", "tools.py", "--script", "none.yaml", "--executor", executor, "--quiet"]
-        if workload == "batch":
+        if workload != "fan-out":
             args = ["map", "waits.mkl", "--over", "rows.jsonl", "--concurrency", str(CLI_CONCURRENCY), *common]
         else:
             args = ["run", "wide.mkl", "--input", "@items.json", *common]
@@ -301,12 +301,13 @@ def _waited(n: str) -> str:
 
 def cli_section(rounds: int, rows: int, items: int) -> list[str]:
     """The table of the commands as a user runs them (and the client's CPU per call)."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     walls: dict[tuple[str, str], float] = {}
-    for workload in ("batch", "fan-out"):
+    for workload in ("one row", "batch", "fan-out"):
         samples: dict[str, list[float]] = {"threads": [], "dask": []}
         for _ in range(rounds):  # interleaved, so that both executors meet the same moments of a shared machine
             for executor in samples:
-                samples[executor].append(cli_once(workload, executor, rows, items))
+                samples[executor].append(cli_once(workload, executor, 1 if workload == "one row" else rows, items))
                 print(workload, executor, f"{samples[executor][-1]:.2f} s", file=sys.stderr)
         for executor, walls_seen in samples.items():
             walls[(workload, executor)] = statistics.median(walls_seen)
@@ -315,10 +316,12 @@ def cli_section(rounds: int, rows: int, items: int) -> list[str]:
         for executor in ("threads", "dask")
     }
     ideal = {
+        "one row": LATENCY * 3,
         "batch": LATENCY * 3 * math.ceil(rows / CLI_CONCURRENCY),
         "fan-out": LATENCY * math.ceil(items / CLI_BRANCHES),
     }
     what = {
+        "one row": "`mkl map` 1 row × 3 calls (what starting costs)",
         "batch": f"`mkl map` {rows:,} rows × 3 calls, `--concurrency {CLI_CONCURRENCY}`",
         "fan-out": f"`mkl run` over {items:,} items, {CLI_BRANCHES} branches at a time",
     }
@@ -329,7 +332,8 @@ def cli_section(rounds: int, rows: int, items: int) -> list[str]:
         "dask` starts the command's own LocalCluster, as it always does. Wall = the whole command (start, "
         "cluster, journal, exit); ideal = latency × calls per row × ceil(rows / concurrency). Median of "
         f"{rounds} interleaved rounds. Measured {datetime.datetime.now():%Y-%m-%d %H:%M} on {machine_description()}; "
-        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end.",
+        f"load average (1, 5, 15 min) {load} at the start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+        "at the end.",
         "",
         "| workload | executor | wall | ideal | wall / ideal | vs threads |",
         "|---|---|---|---|---|---|",
