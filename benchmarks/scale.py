@@ -191,11 +191,11 @@ def batch_once(wrap: Callable[[Oracle], Oracle] | None, folder: Path) -> Measure
     machine = load(THREE_STATES)
     store = TimedStore(folder / "batch.sqlite")
     TimedStore.spans = []
-    rows = batch.plan([{"n": n} for n in range(ROWS)], "row")
+    rows = batch.plan_rows([{"n": n} for n in range(ROWS)], "row")
     started = time.perf_counter()
     done = [
         row
-        for row in batch.run(machine, rows, store=store, oracle_for=_scripted(wrap), concurrency=ROW_CONCURRENCY)
+        for row in batch.run_rows(machine, rows, store=store, oracle_for=_scripted(wrap), concurrency=ROW_CONCURRENCY)
         if row
     ]
     wall = time.perf_counter() - started
