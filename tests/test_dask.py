@@ -86,7 +86,7 @@ states:
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=4, processes=True, dashboard_address=None, silence_logs=40
+        n_workers=2, threads_per_worker=4, processes=True, dashboard_address=":0", silence_logs=40
     )
     with distributed.Client(cluster) as dask_client:
         yield dask_client
@@ -346,7 +346,7 @@ def test_the_semaphore_holds_concurrent_model_calls_at_n(calls: DaskCalls, tmp_p
 def workerless() -> Iterator[DaskCalls]:
     """The streams to a cluster that has no worker, and waits half a second for one."""
     with dask.config.set({"distributed.scheduler.no-workers-timeout": "0.5s"}):
-        cluster = distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None, silence_logs=40)
+        cluster = distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0", silence_logs=40)
         client = distributed.Client(cluster, set_as_default=False)
         servers = DaskCalls(client)
     yield servers
@@ -417,6 +417,30 @@ def test_map_in_a_notebook_on_the_kernels_dask_client(client: Any, ip: Any) -> N
     ip.run("%mkl config executor=dask max_model_calls=2")
     ip.run(f"b = %mkl map greeter_on_dask --over $people --script {script}")
     assert all(row.outcome.calls == {"made": 0, "replayed": 1} for row in ip.shell.user_ns["b"].rows if row.outcome)
+
+
+def test_a_tool_defined_in_the_notebook_runs_on_the_workers_with_the_globals_of_each_command(
+    client: Any, ip: Any
+) -> None:
+    ip.run(
+        "import os\nimport mkl_notebook\nGREETING = 'hello'\n"
+        "@mkl_notebook.tool(effect='read')\n"
+        "def whereabouts(name: str) -> str:\n    return f'{GREETING} {name} from {os.getpid()}'\n"
+    )
+    ip.define(GREETER.replace("greeter_on_dask", "greeter_here"))
+    ip.shell.user_ns["people"] = [{"name": "ada"}, {"name": "bo"}, {"name": "cy"}]
+    script = ip.script("none.yaml", {"llm": {}})
+    ip.run(f"b = %mkl map greeter_here --over $people --executor dask --script {script}")
+    first = ip.shell.user_ns["b"].results
+    assert [line.split(" from ")[0] for line in first] == ["hello ada", "hello bo", "hello cy"]
+    assert str(os.getpid()) not in {line.split(" from ")[1] for line in first}  # made on the cluster's workers
+    ip.run("GREETING = 'welcome'")  # the next command's calls carry the notebook's globals as they are now
+    ip.run(f"b = %mkl map greeter_here --id again --over $people --executor dask --script {script}")
+    assert [line.split(" from ")[0] for line in ip.shell.user_ns["b"].results] == [
+        "welcome ada",
+        "welcome bo",
+        "welcome cy",
+    ]
 
 
 # -- a batch whose workers all die -------------------------------------------------------------------------------
@@ -603,3 +627,115 @@ def test_a_batch_whose_workers_all_die_ends_and_running_it_again_finishes_it(
             assert again[run_id]["calls"]["replayed"] == len(journaled[run_id])  # what was answered replays
     assert code == (4 if "in_doubt" in statuses.values() else 0)
     assert (tmp_path / "started").read_text(encoding="utf-8").count("pay ada") == 1
+
+
+# -- the command's own cluster, and the clusters a notebook gives ------------------------------------------------
+
+MEETING = """\
+machine: meeting
+entry: meet
+budget: 3
+result: line
+context:
+  name: ""
+states:
+  meet:
+    tool: meet
+    input: { name: "{{name}}" }
+    output: line
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+# Each call says it arrived, then waits until all of them have: it answers only if they were all in flight at once.
+MEETING_TOOLS = """\
+import os
+import time
+
+import mkl_notebook
+
+FOLDER = os.path.dirname(os.path.abspath(__file__))
+EVERYONE = int(os.environ["MEETING_SIZE"])
+
+
+@mkl_notebook.tool(effect="read")
+def meet(name: str) -> str:
+    open(os.path.join(FOLDER, f"arrived-{name}"), "w").close()
+    deadline = time.monotonic() + 30
+    while sum(entry.startswith("arrived-") for entry in os.listdir(FOLDER)) < EVERYONE:
+        if time.monotonic() > deadline or os.path.exists(os.path.join(FOLDER, "gave-up")):
+            open(os.path.join(FOLDER, "gave-up"), "w").close()  # the calls after it give up at once
+            raise RuntimeError("the others never came: not all calls were in flight at once")
+        time.sleep(0.02)
+    return f"{name} met everyone in process {os.getpid()}"
+"""
+
+
+def test_the_commands_own_cluster_makes_as_many_calls_at_once_as_asked_binding_no_fixed_port(tmp_path: Path) -> None:
+    import socket
+
+    everyone = 3 * (os.cpu_count() or 1) + 6  # more than the cores, so more than Dask's CPU sizing makes at once
+    (tmp_path / "meeting.mkl").write_text(MEETING, encoding="utf-8")
+    (tmp_path / "tools.py").write_text(MEETING_TOOLS, encoding="utf-8")
+    (tmp_path / "none.yaml").write_text("llm: {}\n", encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"name": "p{n}"}}\n' for n in range(everyone)), encoding="utf-8")
+    with contextlib.ExitStack() as held:
+        taken = held.enter_context(socket.socket())
+        with contextlib.suppress(OSError):  # Dask's default HTTP port, taken: a cluster wanting it would warn
+            taken.bind(("127.0.0.1", 8787))
+            taken.listen()
+        code, line, _, err = mkl_cli(
+            tmp_path,
+            *("map", "meeting.mkl", "--over", "rows.jsonl", "--tools", "tools.py", "--script", "none.yaml"),
+            *("--concurrency", str(everyone), "--executor", "dask"),
+            env={"MEETING_SIZE": str(everyone)},
+            timeout=180,
+        )
+    assert code == 0 and line["counts"] == {"done": everyone}, (line, err)
+    assert all("met everyone" in row["result"] for row in line["rows"])
+    assert str(os.getpid()) not in {row["result"].rsplit(" ", 1)[1] for row in line["rows"]}
+    assert "8787" not in err and "already in use" not in err and "Traceback" not in err, err
+
+
+def _scheduler_without_workers() -> Any:
+    return distributed.LocalCluster(
+        n_workers=0, processes=False, dashboard_address=":0", scheduler_kwargs={"dashboard": False}, silence_logs=40
+    )
+
+
+def test_a_cluster_given_that_cannot_hold_the_calls_asked_says_so_in_one_line(
+    client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mkl_notebook.app.executors import DaskStreams
+    from mkl_notebook.executors.dask_worker import CALL_THREADS
+
+    told: list[str] = []
+    streams = DaskStreams(start_local=False, notice=told.append)
+    address = client.scheduler.address
+    try:
+        streams.wrapper(f"dask://{address}", None, 8)
+        streams.wrapper(f"dask://{address}", None, 2 * CALL_THREADS)
+        assert told == []  # two workers hold that many calls at once: nothing to say
+        streams.wrapper(f"dask://{address}", None, 2 * CALL_THREADS + 1)
+        assert len(told) == 1
+        assert f"has 2 workers, room for {2 * CALL_THREADS} calls at once, fewer than the" in told[0]
+        assert "Add workers" in told[0]
+    finally:
+        streams.close()
+
+    from mkl_notebook.app.settings import Settings
+    from mkl_notebook.app.workspace import Workspace
+
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "0.5s"}), _scheduler_without_workers() as empty:
+        settings = Settings.from_flags(store=str(tmp_path / "s.sqlite"), executor=f"dask://{empty.scheduler_address}")
+        registry = Registry()
+        registry.tool(whereabouts, name="meet", effect="read")
+        with Workspace(settings, registry=registry) as ws:
+            ws.define(MEETING)
+            ran = ws.map("meeting", [{"name": "ada"}], script={"llm": {}})
+    assert ran.rows[0].status == "halt"  # no worker came: the call was not made
+    lines = [text for text in capsys.readouterr().err.splitlines() if text]
+    assert lines == [
+        f"The Dask cluster at {empty.scheduler_address} has no worker: calls wait for one up to 0.5s, then fail. "
+        f"Start workers for it (dask worker {empty.scheduler_address}), or make the calls here (executor threads)."
+    ]

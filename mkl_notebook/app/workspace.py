@@ -277,11 +277,13 @@ class Workspace:
         """Tier models from pyproject/mkl.toml, the environment, the settings and a run's ``--model``."""
         return self.settings.model_config(model)
 
-    def executor(self, chosen: str | None = None) -> Callable[[Oracle], Oracle] | None:
+    def executor(self, chosen: str | None = None, calls: int | None = None) -> Callable[[Oracle], Oracle] | None:
         """Where calls are made: here (None), or on the Dask cluster ``chosen`` (else the setting) names: a
-        scheduler's address, the current client, or with ``start_local`` a LocalCluster started once."""
+        scheduler's address, the current client, or with ``start_local`` a LocalCluster started once, for
+        ``calls`` in flight at once (default: a run's fan-out branches, ``max_workers``)."""
         chosen = executors.check_executor(chosen or self.settings.executor)
-        return None if chosen is None else self._dask.wrapper(chosen, self.settings.max_model_calls)
+        calls = calls or self.settings.max_workers or DEFAULT_MAX_WORKERS
+        return None if chosen is None else self._dask.wrapper(chosen, self.settings.max_model_calls, calls)
 
     def oracle_factory(
         self,
@@ -291,9 +293,10 @@ class Workspace:
         needs_model: bool = False,
         machine: Machine | None = None,
         executor: str | None = None,
+        calls: int | None = None,
     ) -> Callable[[], Oracle]:
         """A maker of one oracle per run (a script read once, a model checked once), its calls made where
-        ``executor`` (else the setting) says."""
+        ``executor`` (else the setting) says, ``calls`` at once (see :meth:`executor`)."""
         return oracles.factory(
             script=script,
             config=None if script is not None or self.model_factory else self.model_config(model),
@@ -301,7 +304,7 @@ class Workspace:
             needs_model=needs_model,
             machine=machine,
             registry=self.registry,
-            executor=self.executor(executor),
+            executor=self.executor(executor, calls),
         )
 
     def oracle(
@@ -762,7 +765,14 @@ class Workspace:
             max_workers=self.settings.max_workers,
         )
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
-        make_oracle = self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)
+        make_oracle = self.oracle_factory(
+            script,
+            model,
+            needs_model=needs_model,
+            machine=machine,
+            executor=executor,
+            calls=min(concurrency, len(plan)),
+        )
         stops = batch.run_rows(
             machine,
             plan,

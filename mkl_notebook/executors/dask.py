@@ -15,6 +15,12 @@ a provider's outage would, and nothing is journaled for them: running the run ag
 ``max_model_calls`` caps the model calls in flight across the whole cluster (a
 ``distributed.Semaphore``), for rate limits.
 
+Calls wait far more than they compute, so on every cluster they run on a pool each worker keeps for
+them (``dask_worker.CALL_THREADS`` a worker), never on its CPU threads: a command has as many calls in
+flight as it asks for. The command line's own cluster (:func:`local_cluster`) is sized for that: few
+worker processes, free ports. A cluster given (a notebook's client, a scheduler's address) is taken as
+it is, and :meth:`DaskCalls.shortfall` says when it cannot hold the calls a command asks for.
+
 Dask is optional (``pip install mkl-notebook[dask]``) and imported only when chosen.
 """
 
@@ -22,9 +28,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
+import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.oracle import (
@@ -40,8 +48,10 @@ from ..engine.oracle import (
 )
 from ..errors import UserError
 from . import LOCAL
-from .dask_calls import DaskCalls, NoWorkers, WorkerLost
+from .dask_calls import DaskCalls, NoWorkers, Packer, WorkerLost
 
+CORES_PER_WORKER = 4  # the command's own cluster: its calls mostly wait, so few processes serve many
+MOST_WORKERS = 4
 CLOSE_SECONDS = 30  # the longest the command's own LocalCluster may take to close
 DASK_HINT = "Dask is not installed: pip install 'mkl-notebook[dask]' (or pip install distributed)"
 
@@ -58,9 +68,10 @@ def distributed() -> Any:
         raise ExecutorError(DASK_HINT) from None
 
 
-def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], None]]:
+def client_for(executor: str, *, start_local: bool, calls: int = 1) -> tuple[Any, Callable[[], None]]:
     """A Dask client for ``executor`` and how to let it go. ``dask`` is the current client of this process
-    (a notebook's ``Client()``), or with ``start_local`` a LocalCluster of process workers started now."""
+    (a notebook's ``Client()``), or with ``start_local`` a LocalCluster started now for ``calls`` calls at once
+    (:func:`local_cluster`)."""
     dask = distributed()
     if executor != LOCAL:
         address = executor.removeprefix("dask://")
@@ -78,7 +89,7 @@ def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], N
                 "executor=dask uses this notebook's Dask client, and there is none: run "
                 "`from distributed import Client; client = Client()` first, or give executor=dask://ADDRESS"
             ) from None
-    cluster = dask.LocalCluster(processes=True, dashboard_address=None)
+    cluster = local_cluster(calls)
     client = dask.Client(cluster)
 
     def close() -> None:
@@ -94,6 +105,26 @@ def client_for(executor: str, *, start_local: bool) -> tuple[Any, Callable[[], N
             quiet.setLevel(level)
 
     return client, close
+
+
+def local_cluster(calls: int) -> Any:
+    """The command's own LocalCluster, sized for calls that wait rather than for CPU work: one worker process
+    for every ``CORES_PER_WORKER`` cores (at least one, at most ``MOST_WORKERS``; more only when ``calls``
+    exceeds their call slots), one CPU thread each, as the calls run on each worker's own pool
+    (``CALL_THREADS``); a process more would cost the command its start (seconds on a busy machine) and
+    serve only the CPU share of the calls. It binds no fixed port: its scheduler and HTTP server take free
+    ports of this machine, and it serves no dashboard."""
+    worker_side = importlib.import_module(f"{__package__}.dask_worker")
+    few = max(1, min((os.cpu_count() or 1) // CORES_PER_WORKER, MOST_WORKERS))
+    workers = max(few, math.ceil(calls / worker_side.CALL_THREADS))
+    return distributed().LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",  # None would still serve HTTP on 8787, warning when that is taken
+        scheduler_kwargs={"dashboard": False},
+    )
 
 
 def _not_made(why: str) -> OracleError:
@@ -113,6 +144,7 @@ class DaskExecutor(Oracle):
     inner: Oracle
     calls: DaskCalls
     max_model_calls: int | None = None
+    packer: Packer = field(default_factory=Packer)  # share one across a command's runs: see Packer
 
     def ask(self, request: OracleRequest) -> Any:
         call = self.inner.remote_call(request)
@@ -122,7 +154,7 @@ class DaskExecutor(Oracle):
         once = isinstance(request, ToolRequest) and not request.idempotent
         limit = self.max_model_calls if model else None
         try:
-            return self.calls.call(call, limit)
+            return self.calls.call(call, limit, self.packer)
         except NoWorkers as none:  # the call was not sent
             raise _not_made(f"{none} (the call was not sent)") from None
         except WorkerLost as lost:

@@ -26,9 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import io
 import itertools
+import pickle
 import threading
 import time
+import types
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -59,6 +62,59 @@ def _dumps(value: Any) -> bytes:
 
 def _loads(data: bytes) -> Any:
     return _distributed().protocol.pickle.loads(data)
+
+
+class Packer:
+    """Pickles the calls of one command. A function that cannot be pickled by reference (defined in a notebook,
+    a tools file or a lambda) goes by value, as Dask sends it; cloudpickle takes most of a millisecond of this
+    process's CPU for one, so it is pickled once per command and its bytes sent with each of its calls. Its
+    globals travel as they were at the command's first call of it (the next command pickles it again)."""
+
+    def __init__(self) -> None:
+        self._by_value: dict[int, tuple[Any, bytes | None]] = {}  # id -> the function (kept alive), its bytes
+
+    def dumps(self, call: Callable[[], Any]) -> bytes:
+        """``call`` pickled, for a worker to load with ``pickle.loads``; raises when it cannot be."""
+        buffer = io.BytesIO()
+        try:
+            _CallPickler(buffer, self).dump(call)
+        except Exception:  # something else cannot go by reference: pickle it all as Dask would (or fail so)
+            return _dumps(call)
+        return buffer.getvalue()
+
+    def function(self, function: Any) -> bytes | None:
+        """The bytes of ``function`` pickled by value, or None when it pickles by reference (importable there)."""
+        known = self._by_value.get(id(function))
+        if known is not None and known[0] is function:
+            return known[1]
+        try:
+            by_reference: bytes | None = pickle.dumps(function, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            by_reference = None
+        if by_reference is not None and b"__main__" not in by_reference:
+            pickled = None
+        else:
+            pickled = _cloudpickle().dumps(function, protocol=pickle.HIGHEST_PROTOCOL)
+        self._by_value[id(function)] = (function, pickled)  # threads may race here: each pickles the same
+        return pickled
+
+
+class _CallPickler(pickle.Pickler):
+    def __init__(self, buffer: io.BytesIO, packer: Packer) -> None:
+        super().__init__(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        self.packer = packer
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type) and obj.__module__ == "__main__":
+            raise pickle.PicklingError("a class of __main__ goes by value")  # a notebook's: the workers have none
+        if type(obj) is not types.FunctionType:
+            return NotImplemented
+        pickled = self.packer.function(obj)
+        return NotImplemented if pickled is None else (pickle.loads, (pickled,))
+
+
+def _cloudpickle() -> Any:
+    return importlib.import_module("cloudpickle")  # Dask's own dependency
 
 
 # -- here --------------------------------------------------------------------------------------
@@ -123,15 +179,10 @@ class _Stream:
         """The calls sent here that have not answered yet."""
         return len(self.waiting)
 
-    def call(self, call: Callable[[], Any], limit: int | None) -> Future[tuple[bool, Any]] | None:
-        """Queue ``call`` (from any thread); the future answers ``(made, answer)``, or raises WorkerLost. None if
-        this stream was lost already (the call was not sent)."""
+    def call(self, pickled: bytes, limit: int | None) -> Future[tuple[bool, Any]] | None:
+        """Queue a call, pickled (from any thread); the future answers ``(made, answer)``, or raises WorkerLost.
+        None if this stream was lost already (the call was not sent)."""
         answer: Future[tuple[bool, Any]] = Future()
-        try:
-            pickled = _dumps(call)
-        except Exception as exc:  # a call that cannot be sent fails as its own error
-            answer.set_result((False, RuntimeError(f"this call cannot be sent to the Dask cluster's workers: {exc}")))
-            return answer
         with self.lock:
             if self.lost is not None:
                 return None
@@ -221,13 +272,18 @@ class DaskCalls:
         self._unlisted_since: float | None = None  # since when the scheduler has listed no worker, if so
         self._listing: tuple[float, set[str] | None] = (float("-inf"), None)  # when the scheduler was asked, what
 
-    def call(self, call: Callable[[], Any], limit: int | None) -> Any:
+    def call(self, call: Callable[[], Any], limit: int | None, packer: Packer | None = None) -> Any:
         """The answer of ``call`` made on a worker (or the exception it raised there); WorkerLost when the worker
-        went away first; NoWorkers when no worker could be reached for the time allowed (it was not sent)."""
+        went away first; NoWorkers when no worker could be reached for the time allowed (it was not sent).
+        ``packer`` pickles it (one per command: see :class:`Packer`)."""
+        try:
+            pickled = (packer or Packer()).dumps(call)
+        except Exception as exc:  # a call that cannot be sent fails as its own error
+            raise RuntimeError(f"this call cannot be sent to the Dask cluster's workers: {exc}") from None
         answer = None
         while answer is None:
             stream = self._choose()
-            answer = stream.call(call, limit)
+            answer = stream.call(pickled, limit)
         while True:
             try:
                 made, value = answer.result(timeout=CHECK_SECONDS)
@@ -240,11 +296,34 @@ class DaskCalls:
             raise value
         return value
 
+    def shortfall(self, calls: int) -> str | None:
+        """One line saying why this cluster cannot have ``calls`` calls in flight at once, and what to do: it has
+        no worker, or fewer call slots (``CALL_THREADS`` a worker) than that. None when it can, or when its
+        scheduler cannot be asked now (the calls will say so themselves)."""
+        listed = self._listed(fresh=True)
+        if listed is None:
+            return None
+        where = getattr(self.client.scheduler, "address", None) or "its address"
+        if not listed:
+            return (
+                f"The Dask cluster at {where} has no worker: calls wait for one up to {self._no_workers_seconds:g}s, "
+                f"then fail. Start workers for it (dask worker {where}), or make the calls here (executor threads)."
+            )
+        slots = len(listed) * _worker_side().CALL_THREADS
+        if slots >= calls:
+            return None
+        workers = f"{len(listed)} worker{'s' if len(listed) > 1 else ''}"
+        return (
+            f"The Dask cluster at {where} has {workers}, room for {slots} calls at once, fewer than the {calls} "
+            "asked for: the rest wait their turn. Add workers to it, or ask for fewer at once."
+        )
+
     def task(self, call: Callable[[], Any], limit: int | None, key: str) -> Any:
         """The answer of ``call`` made as one Dask task, which Dask reschedules if its worker is lost; NoWorkers
         when no worker has been alive for the time allowed while it waited (the task is cancelled)."""
         dask = _distributed()
-        future = self.client.submit(_task, call, limit, key=key, pure=False)
+        with importlib.import_module("dask").annotate(executor=_worker_side().CALL_POOL):  # a wait, not CPU work
+            future = self.client.submit(_task, call, limit, key=key, pure=False)
         while not future.done():
             try:
                 dask.wait(future, timeout=CHECK_SECONDS)

@@ -4,8 +4,15 @@ A worker plugin adds one handler to each worker, ``mkl_calls``: a client opens a
 (Dask's own, with the cluster's security), names the handler once, and from then on the comm is a
 stream both ways. Each message this way is a list of calls ``(number, pickled call, limit)``; each
 message back is a list of answers ``(number, pickled (made, value))``, sent as the calls finish
-(those that finish while a message is being written go together in the next). A call runs in one
-of the worker's threads, under the cluster's model-call semaphore when its ``limit`` caps it.
+(those that finish while a message is being written go together in the next). A call runs under
+the cluster's model-call semaphore when its ``limit`` caps it.
+
+Calls mostly wait (on a model's answer, a tool's server), so they do not run on the worker's own
+thread pool, which Dask sizes for CPU work (one thread per core): that would hold the calls in
+flight to the cluster's core count. The plugin gives each worker a pool of its own for them,
+``CALL_POOL`` in ``worker.executors`` (so a call made again as a task runs there too): up to
+``CALL_THREADS`` threads, each made only when a call finds no idle one. A client never has more
+calls in flight than its own threads wait on, so the cap is a bound, not a size.
 
 This module imports ``distributed``: only a chosen Dask executor (and the workers) import it.
 """
@@ -16,6 +23,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import distributed
@@ -25,6 +33,8 @@ from distributed.protocol import pickle as dask_pickle
 HANDLER = "mkl_calls"
 MODEL_CALLS = "mkl-model-calls"  # the cluster-wide semaphore's name
 READY = "mkl-calls ready"  # the first message of every stream: the worker has the handler
+CALL_POOL = "mkl-calls"  # the name of each worker's pool for calls, in ``worker.executors``
+CALL_THREADS = 256  # the most calls one worker makes at once (its threads are made as calls need them)
 
 
 def capped_call(call: Callable[[], Any], capped: Any) -> Any:
@@ -59,14 +69,18 @@ class CallStreams(distributed.WorkerPlugin):
     idempotent = True  # registered again by another executor of the same cluster: nothing changes
 
     def setup(self, worker: Any) -> None:
-        worker.handlers[HANDLER] = _Calls(worker).serve
+        pool = worker.executors.get(CALL_POOL)
+        if pool is None:  # the worker shuts it down with its own executors when it closes
+            pool = worker.executors[CALL_POOL] = ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="mkl-call")
+        worker.handlers[HANDLER] = _Calls(worker, pool).serve
 
 
 class _Calls:
-    """What one worker's streams share: its threads and its semaphore leases, one holder per cap."""
+    """What one worker's streams share: its pool for calls and its semaphore leases, one holder per cap."""
 
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: Any, pool: ThreadPoolExecutor) -> None:
         self.worker = worker
+        self.pool = pool
         self.semaphores: dict[int, Any] = {}
 
     def capped(self, limit: int | None) -> Any:
@@ -103,7 +117,7 @@ class _Calls:
         try:
             while not sender.done():
                 for number, call, limit in await comm.read():
-                    done = loop.run_in_executor(self.worker.executor, outcome, call, self.capped(limit))
+                    done = loop.run_in_executor(self.pool, outcome, call, self.capped(limit))
                     done.add_done_callback(functools.partial(answer, number))
         except (CommClosedError, OSError):
             pass  # the client went away: its calls still running finish, with no one to tell
