@@ -107,3 +107,24 @@ export function keepFormsOutOfSavedState(model: INotebookModel): void {
     }
   });
 }
+
+/** Take the forms' models out of the widget state `model` was opened with (nbclient and papermill save every
+ * model they saw), leaving the notebook as clean or as modified as it was. The widget manager restores saved
+ * state only once the kernel is connected and has told which models it holds; a form of the kernel running the
+ * notebook again has the same model id as the saved one (its ids derive from where it stands), and a saved model
+ * restored in between would replace the live one in the page: a stale, dead form where the run's current question
+ * belongs. Nothing is lost: each form's question and commands are printed beside it. */
+export function dropSavedForms(model: INotebookModel): void {
+  const trimmed = withoutForms(model.getMetadata(KEY));
+  if (trimmed === null) {
+    return;
+  }
+  const dirty = model.dirty;
+  const left = (trimmed[WIDGET_STATE] as Json).state as Json;
+  if (Object.keys(left).length === 0) {
+    model.deleteMetadata(KEY);
+  } else {
+    model.setMetadata(KEY, trimmed);
+  }
+  model.dirty = dirty;
+}

@@ -18,7 +18,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
-import { keepFormsOutOfSavedState } from './formstate';
+import { dropSavedForms, keepFormsOutOfSavedState } from './formstate';
 
 const TARGET = 'mkl.metadata';
 const KEY = 'mkl';
@@ -101,6 +101,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
     tracker.widgetAdded.connect((_tracker, panel) => {
       keepFormsOutOfSavedState(panel.context.model);
+      void panel.context.ready.then(() => dropSavedForms(panel.context.model));
       panel.sessionContext.kernelChanged.connect((_context, change) => {
         if (change.newValue) {
           attach(app, panel, change.newValue);
