@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -77,11 +78,17 @@ def painted(root: ET.Element, element: ET.Element, name: str) -> str | None:
 def boxes(root: ET.Element) -> list[tuple[float, float, float, float, str]]:
     """The rectangles of every state's box and every edge label: x, y, width, height and what it says."""
     found = []
-    for group in [*groups(root, "box"), *groups(root, "labels")]:
+    for group in groups(root, "box"):
         rects = [r for r in group.iter(f"{SVG}rect") if r.get("fill") != "none"]  # not the ring of the current
         for rect, text in zip(rects, texts(group), strict=True):
             x, y, w, h = (float(rect.get(k, "0")) for k in ("x", "y", "width", "height"))
             found.append((x, y, w, h, text))
+    for group in groups(root, "labels"):
+        [ground] = group.iter(f"{SVG}path")  # the labels' grounds, one rectangle each
+        shapes = re.findall(r"M(-?\d+),(-?\d+)h(\d+)v(\d+)h-\3z", ground.get("d", ""))
+        assert "".join(f"M{x},{y}h{w}v{h}h-{w}z" for x, y, w, h in shapes) == ground.get("d")
+        for (x, y, w, h), text in zip(shapes, texts(group), strict=True):
+            found.append((float(x), float(y), float(w), float(h), text))
     return found
 
 

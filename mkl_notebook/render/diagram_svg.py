@@ -365,15 +365,17 @@ def _simplified(points: Sequence[tuple[float, float]]) -> list[tuple[float, floa
 
 
 def _edge_path(points: Sequence[tuple[float, float]]) -> str:
-    """A path through ``points``: straight where it drops straight, else curved (vertical at each point)."""
-    kept = _simplified(points)
-    parts = [f"M{_num(kept[0][0])},{_num(kept[0][1])}"]
+    """A path through ``points``: straight where it drops straight, else curved (vertical at each point).
+    Relative moves after the first point (shorter), between the same whole pixels as absolute ones."""
+    kept = [(round(x) + 0, y) for x, y in _simplified(points)]
+    parts = [f"M{kept[0][0]},{_num(kept[0][1])}"]
     for (x0, y0), (x1, y1) in itertools.pairwise(kept):
-        if _num(x0) == _num(x1):
-            parts.append(f"V{_num(y1)}")
+        top, bottom = round(y0), round(y1)
+        if x0 == x1:
+            parts.append(f"v{bottom - top}")
         else:
-            middle = _num((y0 + y1) / 2)
-            parts.append(f"C{_num(x0)},{middle} {_num(x1)},{middle} {_num(x1)},{_num(y1)}")
+            middle = round((y0 + y1) / 2) - top
+            parts.append(f"c0,{middle} {x1 - x0},{middle} {x1 - x0},{bottom - top}")
     return "".join(parts)
 
 
@@ -383,19 +385,21 @@ def _attr(name: str, value: str) -> str:
 
 
 def _edge_label(x: float, y: float, text: str, *, start: bool = False) -> tuple[str, str]:
-    """An edge's label centred on (``x``, ``y``), or starting there: its pale ground and its text."""
+    """An edge's label centred on (``x``, ``y``), or starting there: its pale ground (a rectangle of a path)
+    and its text."""
     width = _text_width(text, LABEL_FONT_SIZE) + 6
     left = x if start else x - width / 2
     anchor = f"x='{_num(left + 3)}' text-anchor='start'" if start else f"x='{_num(x)}'"
+    right = _num(width)
     return (
-        f"<rect x='{_num(left)}' y='{_num(y - LABEL_HEIGHT / 2)}' width='{_num(width)}' height='{LABEL_HEIGHT}'/>",
+        f"M{_num(left)},{_num(y - LABEL_HEIGHT / 2)}h{right}v{LABEL_HEIGHT}h-{right}z",
         f"<text {anchor} y='{_num(y + LABEL_FONT_SIZE * 0.35)}'>{escape(text)}</text>",
     )
 
 
 def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
     """The edges, grouped by kind (the taken ones drawn last, over the others), then their labels over all:
-    the labels' grounds, then their texts (labels never overlap, so the order within them is free)."""
+    the labels' grounds in one path, then their texts (labels never overlap: the order within them is free)."""
     ports = _ports(layout)
     paths: dict[str, list[str]] = {kind: [] for kind in EDGE_STYLES}
     grounds: list[str] = []
@@ -434,8 +438,8 @@ def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
             )
     if labels:
         lines.append(
-            f"<g class='labels' font-size='{LABEL_FONT_SIZE}'><g fill='#ffffff' fill-opacity='0.9'>{''.join(grounds)}"
-            f"</g><g fill='#1f2328'>{''.join(labels)}</g></g>"
+            f"<g class='labels' font-size='{LABEL_FONT_SIZE}'><path d='{''.join(grounds)}' fill='#fff' "
+            f"fill-opacity='0.9'/><g fill='#1f2328'>{''.join(labels)}</g></g>"
         )
     return lines
 
@@ -454,7 +458,7 @@ def _circle_svg(node: SvgNode, x: float, y: float) -> str:
     if node.shape == "start":
         return f"<g class='node start'><circle cx='{_num(x)}' cy='{_num(y)}' r='{START_RADIUS}' fill='#1f2328'/></g>"
     return (
-        f"<g class='node end'><circle cx='{_num(x)}' cy='{_num(y)}' r='{END_RADIUS}' fill='#ffffff' "
+        f"<g class='node end'><circle cx='{_num(x)}' cy='{_num(y)}' r='{END_RADIUS}' fill='#fff' "
         f"stroke='#1f2328' stroke-width='1.5'/><circle cx='{_num(x)}' cy='{_num(y)}' r='{END_RADIUS - 4}' "
         "fill='#1f2328'/></g>"
     )
