@@ -84,7 +84,12 @@ def by_kind(path: Path) -> dict[str, float]:
     runs = [cell for cell in notebook.cells if cell.source.startswith("%mkl run")]
     whole = len(nbformat.writes(notebook).encode("utf-8"))
     keys = sorted(
-        {(_kind(output), mime) for cell in runs for output in cell.get("outputs", []) for mime in output.get("data", {})}
+        {
+            (_kind(output), mime)
+            for cell in runs
+            for output in cell.get("outputs", [])
+            for mime in output.get("data", {})
+        }
     )
     sizes: dict[str, float] = {}
     for kind, mime in keys:

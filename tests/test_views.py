@@ -822,7 +822,10 @@ def test_states_never_entered_and_without_a_ceiling_are_named_in_one_line() -> N
     plain = views.visits_table_text(looper, {"check": 2})
     assert plain.splitlines()[2:] == ["  draft  0 / 4", "  check  2 / –", "  not entered: unused"]
     markup = views.visits_table_html(looper, {"check": 2})
-    rows = [" ".join(parsed(f"<tr>{row}").text.split()) for row in markup.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]]
+    rows = [
+        " ".join(parsed(f"<tr>{row}").text.split())
+        for row in markup.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
+    ]
     assert rows == ["draft 0 / 4", "check 2 / –", "not entered: unused"]
     assert "<code>unused</code></td></tr></tbody>" in markup
     assert len(views.visits_table_text(looper, {"check": 2}, cap=views.Cap(full=True)).splitlines()) == 2 + 3
