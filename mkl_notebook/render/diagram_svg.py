@@ -52,7 +52,8 @@ class SvgNode:
     """A node: a rounded box with one line of text, or the start (``start``) or end (``end``) circle.
 
     ``style`` holds mermaid-like ``classDef`` properties (fill, stroke, color, stroke-width,
-    stroke-dasharray); ``css_class`` names the style on the node's group, for readers of the SVG.
+    stroke-dasharray); ``css_class`` names the style on the group of the boxes drawn in it, for readers of
+    the SVG.
     """
 
     key: str
