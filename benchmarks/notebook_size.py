@@ -72,14 +72,16 @@ def measure(path: Path) -> dict[str, Any]:
 KINDS = {  # the mime type that names an output's kind: the output is a form, a run view, a diagram, a widget
     "application/vnd.mkl.form+json": "form",
     "application/vnd.mkl.run+json": "run view",
+    "application/vnd.mkl.run-ref+json": "run view",  # JupyterLab's: the checkpoint moved to the metadata
     "image/svg+xml": "diagram",
     "application/vnd.jupyter.widget-view+json": "widget",
 }
 
 
 def by_kind(path: Path) -> dict[str, float]:
-    """Bytes per waiting run each kind of output (``form text/html``, ``diagram image/svg+xml``, ...) takes in the
-    saved file at ``path``: what the file, as nbformat writes it, loses without it, over the number of runs."""
+    """Bytes per waiting run each kind of output (``form text/html``, ``diagram image/svg+xml``, ...) and each key
+    of the notebook's metadata (the checkpoints JupyterLab's extension keeps there) take in the saved file at
+    ``path``: what the file, as nbformat writes it, loses without it, over the number of runs."""
     notebook = nbformat.read(path, as_version=4)
     runs = [cell for cell in notebook.cells if cell.source.startswith("%mkl run")]
     whole = len(nbformat.writes(notebook).encode("utf-8"))
@@ -105,6 +107,10 @@ def by_kind(path: Path) -> dict[str, float]:
         if cell.source.startswith("%mkl run"):
             cell.outputs = []
     sizes["all outputs"] = (whole - len(nbformat.writes(bare).encode("utf-8"))) / len(runs)
+    for key in sorted(set(notebook.metadata) - {"widgets", "kernelspec", "language_info"}):
+        trimmed = nbformat.from_dict(json.loads(json.dumps(notebook)))
+        del trimmed.metadata[key]
+        sizes[f"notebook metadata {key}"] = (whole - len(nbformat.writes(trimmed).encode("utf-8"))) / len(runs)
     return sizes
 
 
