@@ -14,7 +14,8 @@ waiting for a person (scripted answers: no model). It is executed twice:
   until every form is drawn, Ctrl+S. The page loads the project's extension as built in this checkout.
 
 For each it prints the file's size, the bytes of ``metadata.widgets`` and the number of widget models saved
-there. Sizes, not times: the machine's load does not change them.
+there, then the bytes each waiting run's cell adds to the file by kind of output (as saved: what the file
+loses without them, over the number of runs). Sizes, not times: the machine's load does not change them.
 """
 
 from __future__ import annotations
@@ -68,13 +69,62 @@ def measure(path: Path) -> dict[str, Any]:
     }
 
 
+KINDS = {  # the mime type that names an output's kind: the output is a form, a run view, a diagram, a widget
+    "application/vnd.mkl.form+json": "form",
+    "application/vnd.mkl.run+json": "run view",
+    "application/vnd.mkl.run-ref+json": "run view",  # JupyterLab's: the checkpoint moved to the metadata
+    "image/svg+xml": "diagram",
+    "application/vnd.jupyter.widget-view+json": "widget",
+}
+
+
+def by_kind(path: Path) -> dict[str, float]:
+    """Bytes per waiting run each kind of output (``form text/html``, ``diagram image/svg+xml``, ...) and each key
+    of the notebook's metadata (the checkpoints JupyterLab's extension keeps there) take in the saved file at
+    ``path``: what the file, as nbformat writes it, loses without it, over the number of runs."""
+    notebook = nbformat.read(path, as_version=4)
+    runs = [cell for cell in notebook.cells if cell.source.startswith("%mkl run")]
+    whole = len(nbformat.writes(notebook).encode("utf-8"))
+    keys = sorted(
+        {
+            (_kind(output), mime)
+            for cell in runs
+            for output in cell.get("outputs", [])
+            for mime in output.get("data", {})
+        }
+    )
+    sizes: dict[str, float] = {}
+    for kind, mime in keys:
+        trimmed = nbformat.from_dict(json.loads(json.dumps(notebook)))
+        for cell in trimmed.cells:
+            if cell.source.startswith("%mkl run"):
+                for output in cell.get("outputs", []):
+                    if _kind(output) == kind:
+                        output.get("data", {}).pop(mime, None)
+        sizes[f"{kind} {mime}"] = (whole - len(nbformat.writes(trimmed).encode("utf-8"))) / len(runs)
+    bare = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    for cell in bare.cells:
+        if cell.source.startswith("%mkl run"):
+            cell.outputs = []
+    sizes["all outputs"] = (whole - len(nbformat.writes(bare).encode("utf-8"))) / len(runs)
+    for key in sorted(set(notebook.metadata) - {"widgets", "kernelspec", "language_info"}):
+        trimmed = nbformat.from_dict(json.loads(json.dumps(notebook)))
+        del trimmed.metadata[key]
+        sizes[f"notebook metadata {key}"] = (whole - len(nbformat.writes(trimmed).encode("utf-8"))) / len(runs)
+    return sizes
+
+
+def _kind(output: Any) -> str:
+    return next((KINDS[mime] for mime in output.get("data", {}) if mime in KINDS), "other")
+
+
 def by_nbclient(folder: Path, count: int) -> dict[str, Any]:
     from lab_client import run_all
 
     path = folder / f"nbclient-{count}.ipynb"
     waiting_runs(path, count)
     run_all(path, timeout=600)
-    return measure(path)
+    return {**measure(path), "kinds": by_kind(path)}
 
 
 def by_lab(folder: Path, count: int) -> dict[str, Any]:
@@ -109,7 +159,7 @@ def by_lab(folder: Path, count: int) -> dict[str, Any]:
         page.locator(".jp-InputPrompt").first.click()
         page.keyboard.press("Control+s")
         expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=60_000)
-    return measure(root / name)
+    return {**measure(root / name), "kinds": by_kind(root / name)}
 
 
 def _kernel_idle(base: str) -> bool:
@@ -141,6 +191,12 @@ def main() -> None:
     for who, count, got in rows:
         per = got["widgets_kb"] / count
         print(f"| {who} | {count} | {got['file_kb']:.0f} | {got['widgets_kb']:.0f} | {got['models']} | {per:.2f} |")
+    print()
+    print("| saved by | waiting runs | output | bytes per run |")
+    print("|---|---:|---|---:|")
+    for who, count, got in rows:
+        for kind, size in got["kinds"].items():
+            print(f"| {who} | {count} | {kind} | {size:.0f} |")
 
 
 if __name__ == "__main__":

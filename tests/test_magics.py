@@ -119,7 +119,7 @@ def _assert_safe_html(html: str) -> None:
 
 def _drawn_states(svg: str) -> list[str]:
     """The labels of the states a diagram's SVG drawing shows, as it draws them."""
-    nodes = svg.split('<g class="nodes"', 1)[1]  # after the edges and their labels
+    nodes = svg.split("<g class='nodes'", 1)[1]  # after the edges and their labels
     return [html.unescape(label) for label in re.findall(r"<text [^>]*>([^<]*)</text>", nodes)]
 
 

@@ -3,7 +3,9 @@
 A 20,000-step run is executed in a real kernel (nbclient) and its saved outputs are measured as the
 .ipynb holds them; ``%mkl trace RUN --all`` in the next cell shows every step. The command line caps
 its trace the same way, and a big machine's visits and a wide fan-out's live line are capped in a real
-IPython shell.
+IPython shell. A notebook of many runs waiting for a person stays small: each waiting run's outputs (its
+form's printout, its view with its checkpoint, its diagram) are measured as a notebook executed like
+JupyterLab saves them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
+from lab_client import run_all
 from nbclient import NotebookClient
 
 from mkl_notebook.render import diagram, views
@@ -23,6 +26,9 @@ from support import RUN_MIME, Cells, chain_source, env_without_models, mkl_cli
 
 STEPS = 20_000
 SAVED_MAX = 300_000  # bytes of a run cell's outputs in the saved file
+WAITING_RUN_MAX = 13_000  # bytes of a waiting run's outputs in the saved file (14.7 KB before issue 38)
+WAITING_SVG_MAX = 4_500  # ... of them its diagram's, the drawing and its text twin (6.3 KB before)
+DATA = Path(__file__).resolve().parent.parent / "notebooks" / "data"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -54,6 +60,14 @@ def _step_numbers(text: str) -> list[int]:
 def _saved_bytes(outputs: list[Any]) -> int:
     """The bytes a cell's outputs take in the saved file (as nbformat writes them: one-space indent)."""
     return len(json.dumps(outputs, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8"))
+
+
+def _written_bytes(cell: Any) -> int:
+    """The bytes ``cell``'s outputs add to a notebook file, exactly as nbformat writes it (lines split)."""
+    bare = nbformat.from_dict(json.loads(json.dumps(cell)))
+    bare.outputs = []
+    one, none = nbformat.v4.new_notebook(cells=[cell]), nbformat.v4.new_notebook(cells=[bare])
+    return len(nbformat.writes(one).encode("utf-8")) - len(nbformat.writes(none).encode("utf-8"))
 
 
 def _text(output: Any) -> str:
@@ -96,6 +110,37 @@ def test_a_20000_step_runs_saved_output_stays_under_300_kb_and_trace_all_shows_e
     assert whole.splitlines()[0] == "Trace — 20,000 steps" and "not shown" not in whole
     assert _step_numbers(whole) == list(range(1, STEPS + 1))
     assert "".join(every[-1]["data"]["text/html"]).count("<tr>") == STEPS + 1  # the head and every step
+
+
+def test_a_waiting_runs_saved_outputs_stay_under_13_kb(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
+        *(
+            nbformat.v4.new_code_cell(
+                f'%mkl run refund --id waiting-{index} --set ticket="Parcel A-{index} arrived broken"'
+                " --script refund.script.yaml"
+            )
+            for index in range(2)
+        ),
+    ]
+    path = tmp_path / "waiting.ipynb"
+    nbformat.write(nb, path)
+    (tmp_path / "refund.script.yaml").write_text((DATA / "refund.script.yaml").read_text(encoding="utf-8"))
+    run_all(path, env=env_without_models())
+    for cell in nbformat.read(path, as_version=4).cells[2:]:
+        outputs = cell.outputs
+        view = next(o for o in outputs if RUN_MIME in o.get("data", {}))
+        drawn = next(o for o in outputs if diagram.SVG_MIME in o.get("data", {}))
+        assert "Pending (escalated)" in _text(view), outputs  # the run waits, and its form was drawn
+        assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+        assert ">confirm · pending</text>" in "".join(drawn["data"][diagram.SVG_MIME])
+        assert _written_bytes(cell) < WAITING_RUN_MAX, _written_bytes(cell)
+        diagram_only = nbformat.from_dict(json.loads(json.dumps(cell)))
+        diagram_only.outputs = [drawn]
+        assert _written_bytes(diagram_only) < WAITING_SVG_MAX, _written_bytes(diagram_only)
+        assert "  not entered: confirm, release, send, withdraw" in _text(view).splitlines()
 
 
 def test_the_command_line_caps_its_trace_and_prints_it_whole_when_asked(tmp_path: Path) -> None:

@@ -656,7 +656,8 @@ def _facts(root: Machine, result: RunResult) -> list[str]:
         facts += [step["state"], step.get("policy"), step.get("to"), f"{sum(cost.values()):,}", decided]
     for sid, state in root.states.items():
         bound = "–" if state.max_visits is None else state.max_visits
-        facts.append(f"{result.visits.get(sid, 0)} / {bound}")
+        entered = result.visits.get(sid, 0)
+        facts.append(f"{entered} / {bound}" if entered or state.max_visits else sid)  # else named as not entered
     return [str(fact) for fact in facts if fact]
 
 
@@ -803,7 +804,7 @@ def test_budget_halt_highlights_the_most_visited_state() -> None:
     assert markup.count("<mark>") == 2  # the row, and the diagnosis line of the summary
     plain = views.run_text("run-1", root, result)
     assert re.search(r"^\* draft +3 / 4 +most visited$", plain, re.M)
-    assert re.search(r"^  check +2 / – *$", plain, re.M) and re.search(r"^  unused +0 / – *$", plain, re.M)
+    assert re.search(r"^  check +2 / – *$", plain, re.M) and re.search(r"^  not entered: unused$", plain, re.M)
     assert "Most visited state: draft (3 entries)" in plain
 
 
@@ -814,6 +815,22 @@ def test_visits_table_shows_entries_against_max_visits() -> None:
     looper = machine(LOOPER)
     assert "ceiling reached" in views.visits_table_text(looper, {"draft": 4})
     assert "4 / 4" in parsed(views.visits_table_html(looper, {"draft": 4})).text
+
+
+def test_states_never_entered_and_without_a_ceiling_are_named_in_one_line() -> None:
+    looper = machine(LOOPER)
+    plain = views.visits_table_text(looper, {"check": 2})
+    assert plain.splitlines()[2:] == ["  draft  0 / 4", "  check  2 / –", "  not entered: unused"]
+    markup = views.visits_table_html(looper, {"check": 2})
+    rows = [
+        " ".join(parsed(f"<tr>{row}").text.split())
+        for row in markup.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
+    ]
+    assert rows == ["draft 0 / 4", "check 2 / –", "not entered: unused"]
+    assert "<code>unused</code></td></tr></tbody>" in markup
+    assert len(views.visits_table_text(looper, {"check": 2}, cap=views.Cap(full=True)).splitlines()) == 2 + 3
+    everything = views.visits_table_text(looper, {"draft": 1, "check": 1, "unused": 1})
+    assert "not entered" not in everything and "  unused  1 / –" in everything
 
 
 def test_budget_suspension_highlights_the_maximum_without_a_diagnosis() -> None:

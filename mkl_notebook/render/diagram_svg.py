@@ -20,7 +20,7 @@ import math
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
 FONT_SIZE = 13
 LABEL_FONT_SIZE = 11
@@ -44,7 +44,7 @@ EDGE_STYLES = {  # stroke, width, arrow marker
     "taken": ("#1f2328", "2.2", "mkl-arrow-taken"),
     "untaken": ("#afb8c1", "1.2", "mkl-arrow-untaken"),
 }
-FONT_FAMILY = "-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
+FONT_FAMILY = "-apple-system, Segoe UI, Helvetica, Arial, sans-serif"  # unquoted: one name of two words
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ class SvgNode:
     """A node: a rounded box with one line of text, or the start (``start``) or end (``end``) circle.
 
     ``style`` holds mermaid-like ``classDef`` properties (fill, stroke, color, stroke-width,
-    stroke-dasharray); ``css_class`` names the style on the node's group, for readers of the SVG.
+    stroke-dasharray); ``css_class`` names the style on the group of the boxes drawn in it, for readers of
+    the SVG.
     """
 
     key: str
@@ -365,34 +366,44 @@ def _simplified(points: Sequence[tuple[float, float]]) -> list[tuple[float, floa
 
 
 def _edge_path(points: Sequence[tuple[float, float]]) -> str:
-    """A path through ``points``: straight where it drops straight, else curved (vertical at each point)."""
-    kept = _simplified(points)
-    parts = [f"M{_num(kept[0][0])},{_num(kept[0][1])}"]
+    """A path through ``points``: straight where it drops straight, else curved (vertical at each point).
+    Relative moves after the first point (shorter), between the same whole pixels as absolute ones."""
+    kept = [(round(x) + 0, y) for x, y in _simplified(points)]
+    parts = [f"M{kept[0][0]},{_num(kept[0][1])}"]
     for (x0, y0), (x1, y1) in itertools.pairwise(kept):
-        if _num(x0) == _num(x1):
-            parts.append(f"V{_num(y1)}")
+        top, bottom = round(y0), round(y1)
+        if x0 == x1:
+            parts.append(f"v{bottom - top}")
         else:
-            middle = _num((y0 + y1) / 2)
-            parts.append(f"C{_num(x0)},{middle} {_num(x1)},{middle} {_num(x1)},{_num(y1)}")
+            middle = round((y0 + y1) / 2) - top
+            parts.append(f"c0,{middle} {x1 - x0},{middle} {x1 - x0},{bottom - top}")
     return "".join(parts)
 
 
-def _edge_label(x: float, y: float, text: str, *, start: bool = False) -> list[str]:
-    """An edge's label centred on (``x``, ``y``), or starting there, on a pale ground over the lines."""
+def _attr(name: str, value: str) -> str:
+    """`` name='value'``: single quotes, which a saved notebook's JSON keeps as they are (it escapes ``"``)."""
+    return f" {name}='{escape(value, {chr(39): '&apos;', chr(34): '&quot;'})}'"
+
+
+def _edge_label(x: float, y: float, text: str, *, start: bool = False) -> tuple[str, str]:
+    """An edge's label centred on (``x``, ``y``), or starting there: its pale ground (a rectangle of a path)
+    and its text."""
     width = _text_width(text, LABEL_FONT_SIZE) + 6
     left = x if start else x - width / 2
-    anchor = f'x="{_num(left + 3)}"' if start else f'x="{_num(x)}" text-anchor="middle"'
-    return [
-        f'<rect x="{_num(left)}" y="{_num(y - LABEL_HEIGHT / 2)}" width="{_num(width)}" height="{LABEL_HEIGHT}" '
-        'rx="3" fill="#ffffff" fill-opacity="0.9"/>',
-        f'<text {anchor} y="{_num(y + LABEL_FONT_SIZE * 0.35)}">{escape(text)}</text>',
-    ]
+    anchor = f"x='{_num(left + 3)}' text-anchor='start'" if start else f"x='{_num(x)}'"
+    right = _num(width)
+    return (
+        f"M{_num(left)},{_num(y - LABEL_HEIGHT / 2)}h{right}v{LABEL_HEIGHT}h-{right}z",
+        f"<text {anchor} y='{_num(y + LABEL_FONT_SIZE * 0.35)}'>{escape(text)}</text>",
+    )
 
 
 def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
-    """The edges, grouped by kind (the taken ones drawn last, over the others), then their labels over all."""
+    """The edges, grouped by kind (the taken ones drawn last, over the others), then their labels over all:
+    the labels' grounds in one path, then their texts (labels never overlap: the order within them is free)."""
     ports = _ports(layout)
     paths: dict[str, list[str]] = {kind: [] for kind in EDGE_STYLES}
+    grounds: list[str] = []
     labels: list[str] = []
     for number, chain in enumerate(layout.chains):
         edge = edges[chain.edge]
@@ -402,31 +413,40 @@ def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
         points.append((ports[(number, 1)], layout.centre_y[lower.rank] - lower.height / 2))
         if chain.reversed:
             points.reverse()
-        paths[edge.kind if edge.kind in paths else "plain"].append(f'<path d="{_edge_path(points)}"/>')
+        paths[_kind(edge)].append(f"<path d='{_edge_path(points)}'/>")
         if chain.label_slot is not None:
             slot = layout.slots[chain.label_slot]
-            labels += _edge_label(slot.x, layout.centre_y[slot.rank], edge.label)
+            ground, label = _edge_label(slot.x, layout.centre_y[slot.rank], edge.label)
+            grounds.append(ground)
+            labels.append(label)
     for number, at in layout.loops:
         edge, node = edges[number], layout.slots[at]
         x, y = node.x + node.left, layout.centre_y[node.rank]  # the box's right side (its slot reaches further)
         reach, top, bottom = _num(x + LOOP_WIDTH), _num(y - 7), _num(y + 7)
         loop = f"M{_num(x)},{top}C{reach},{_num(y - 16)} {reach},{_num(y + 16)} {_num(x)},{bottom}"
-        paths[edge.kind if edge.kind in paths else "plain"].append(f'<path d="{loop}"/>')
+        paths[_kind(edge)].append(f"<path d='{loop}'/>")
         if edge.label:
-            labels += _edge_label(x + LOOP_WIDTH + 4, y, edge.label, start=True)
+            ground, label = _edge_label(x + LOOP_WIDTH + 4, y, edge.label, start=True)
+            grounds.append(ground)
+            labels.append(label)
     lines: list[str] = []
     for kind in ("untaken", "plain", "taken"):
         if paths[kind]:
             stroke, width, marker = EDGE_STYLES[kind]
             lines.append(
-                f'<g class="edges {kind}" fill="none" stroke="{stroke}" stroke-width="{width}" '
-                f'marker-end="url(#{marker})">'
+                f"<g class='edges {kind}' fill='none' stroke='{stroke}' stroke-width='{width}' "
+                f"marker-end='url(#{marker})'>{''.join(paths[kind])}</g>"
             )
-            lines += [*paths[kind], "</g>"]
     if labels:
-        lines.append(f'<g class="labels" font-size="{LABEL_FONT_SIZE}" fill="#1f2328">')
-        lines += [*labels, "</g>"]
+        lines.append(
+            f"<g class='labels' font-size='{LABEL_FONT_SIZE}'><path d='{''.join(grounds)}' fill='#fff' "
+            f"fill-opacity='0.9'/><g fill='#1f2328'>{''.join(labels)}</g></g>"
+        )
     return lines
+
+
+def _kind(edge: SvgEdge) -> str:
+    return edge.kind if edge.kind in EDGE_STYLES else "plain"
 
 
 def _style(node: SvgNode) -> dict[str, str]:
@@ -435,55 +455,81 @@ def _style(node: SvgNode) -> dict[str, str]:
     return style
 
 
-def _node_svg(node: SvgNode, slot: _Slot, y: float) -> list[str]:
-    x = slot.x
-    classes = " ".join(part for part in ("node", node.shape, node.css_class) if part)
-    lines = [f"<g class={quoteattr(classes)}>"]
+def _circle_svg(node: SvgNode, x: float, y: float) -> str:
     if node.shape == "start":
-        lines.append(f'<circle cx="{_num(x)}" cy="{_num(y)}" r="{START_RADIUS}" fill="#1f2328"/>')
-    elif node.shape == "end":
-        lines.append(
-            f'<circle cx="{_num(x)}" cy="{_num(y)}" r="{END_RADIUS}" fill="#ffffff" stroke="#1f2328" '
-            f'stroke-width="1.5"/><circle cx="{_num(x)}" cy="{_num(y)}" r="{END_RADIUS - 4}" fill="#1f2328"/>'
-        )
-    else:
-        style = _style(node)
-        dash = f' stroke-dasharray="{escape(style["stroke-dasharray"])}"' if "stroke-dasharray" in style else ""
-        left, top = x - slot.left, y - NODE_HEIGHT / 2
+        return f"<g class='node start'><circle cx='{_num(x)}' cy='{_num(y)}' r='{START_RADIUS}' fill='#1f2328'/></g>"
+    return (
+        f"<g class='node end'><circle cx='{_num(x)}' cy='{_num(y)}' r='{END_RADIUS}' fill='#fff' "
+        f"stroke='#1f2328' stroke-width='1.5'/><circle cx='{_num(x)}' cy='{_num(y)}' r='{END_RADIUS - 4}' "
+        "fill='#1f2328'/></g>"
+    )
+
+
+def _boxes_svg(boxes: Sequence[tuple[SvgNode, _Slot, float]]) -> str:
+    """Boxes of one style in one group that paints them all: their rectangles (each with the ring of the
+    state where the run is before it), then their texts, in one colour (boxes never overlap)."""
+    first = boxes[0][0]
+    style = _style(first)
+    classes = " ".join(part for part in ("node", "box", first.css_class) if part)
+    paint = "".join(
+        _attr(name, style[name]) for name in ("fill", "stroke", "stroke-width", "stroke-dasharray") if name in style
+    )
+    rects: list[str] = []
+    texts: list[str] = []
+    for node, slot, y in boxes:
+        left, top = slot.x - slot.left, y - NODE_HEIGHT / 2
         if node.marked:
-            lines.append(
-                f'<rect x="{_num(left - RING)}" y="{_num(top - RING)}" width="{_num(2 * (slot.left + RING))}" '
-                f'height="{NODE_HEIGHT + 2 * RING}" rx="12" fill="none" stroke={quoteattr(style["stroke"])} '
-                'stroke-width="2"/>'
+            rects.append(
+                f"<rect x='{_num(left - RING)}' y='{_num(top - RING)}' width='{_num(2 * (slot.left + RING))}' "
+                f"height='{NODE_HEIGHT + 2 * RING}' rx='12' fill='none' stroke-width='2'/>"
             )
-        lines.append(
-            f'<rect x="{_num(left)}" y="{_num(top)}" width="{_num(2 * slot.left)}" height="{NODE_HEIGHT}" '
-            f'rx="8" fill={quoteattr(style["fill"])} stroke={quoteattr(style["stroke"])} '
-            f"stroke-width={quoteattr(style['stroke-width'])}{dash}/>"
+        rects.append(
+            f"<rect x='{_num(left)}' y='{_num(top)}' width='{_num(2 * slot.left)}' height='{NODE_HEIGHT}' rx='8'/>"
         )
-        weight = ' font-weight="bold"' if node.bold else ""
-        lines.append(
-            f'<text x="{_num(x)}" y="{_num(y + FONT_SIZE * 0.35)}" '
-            f"fill={quoteattr(style['color'])}{weight}>{escape(node.label)}</text>"
-        )
-    lines.append("</g>")
-    return lines
+        texts.append(f"<text x='{_num(slot.x)}' y='{_num(y + FONT_SIZE * 0.35)}'>{escape(node.label)}</text>")
+    weight = " font-weight='bold'" if first.bold else ""
+    return (
+        f"<g{_attr('class', classes)}{paint}>{''.join(rects)}"
+        f"<g{_attr('fill', style['color'])} stroke='none'{weight}>{''.join(texts)}</g></g>"
+    )
 
 
-def _markers() -> list[str]:
-    lines = ["<defs>"]
-    for stroke, _, marker in EDGE_STYLES.values():
-        lines.append(
-            f'<marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" markerHeight="9" '
-            f'markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0L10,5L0,10z" fill="{stroke}"/></marker>'
-        )
-    lines.append("</defs>")
-    return lines
+def _nodes_svg(layout: _Layout, nodes: Sequence[SvgNode]) -> list[str]:
+    """The nodes: circles each on its own, boxes by style (in the order their styles first appear)."""
+    lines: list[str] = []
+    styles: dict[tuple[object, ...], list[tuple[SvgNode, _Slot, float]]] = {}
+    for number, node in enumerate(nodes):
+        slot = layout.slots[number]
+        y = layout.centre_y[slot.rank]
+        if node.shape == "box":
+            key = (node.css_class, tuple(sorted(_style(node).items())), node.bold)
+            if key not in styles:
+                styles[key] = []
+                lines.append("")  # this style's group, filled in below
+            styles[key].append((node, slot, y))
+        else:
+            lines.append(_circle_svg(node, slot.x, y))
+    groups = iter(_boxes_svg(boxes) for boxes in styles.values())
+    return [line or next(groups) for line in lines]
+
+
+def _markers(kinds: set[str]) -> str:
+    """The arrow heads of the kinds of edges drawn (in user units: one size for every stroke width)."""
+    found = [
+        f"<marker id='{marker}' refX='8.1' refY='4.5' markerWidth='9' markerHeight='9' markerUnits='userSpaceOnUse' "
+        f"orient='auto'><path d='M0,0L9,4.5L0,9z' fill='{stroke}'/></marker>"
+        for kind, (stroke, _, marker) in EDGE_STYLES.items()
+        if kind in kinds
+    ]
+    return f"<defs>{''.join(found)}</defs>" if found else ""
 
 
 def graph_svg(title: str, nodes: Sequence[SvgNode], edges: Sequence[SvgEdge]) -> str:
     """The SVG image of the graph of ``nodes`` (their keys unique) and ``edges`` between them, laid out
-    from the top; ``title`` names it for screen readers and as the image's tooltip."""
+    from the top; ``title`` names it for screen readers and as the image's tooltip.
+
+    Paint is set once per group (every frontend honours inherited presentation attributes; GitHub and
+    untrusted classic notebooks drop ``<style>`` from an SVG they inline), one group to a line."""
     nodes = [SvgNode(n.key, _clean(n.label), n.shape, n.style, _clean(n.css_class), n.bold, n.marked) for n in nodes]
     edges = [SvgEdge(e.source, e.target, _clean(e.label), e.kind) for e in edges]
     if not nodes:
@@ -491,15 +537,14 @@ def graph_svg(title: str, nodes: Sequence[SvgNode], edges: Sequence[SvgEdge]) ->
     layout = _layout(nodes, edges)
     width, height = _num(layout.width), _num(layout.height)
     lines = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" font-family="{FONT_FAMILY}" font-size="{FONT_SIZE}">',
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' viewBox='0 0 {width} {height}' "
+        f"role='img' font-family='{FONT_FAMILY}' font-size='{FONT_SIZE}' text-anchor='middle'>",
         f"<title>{escape(_clean(title))}</title>",
-        *_markers(),
+        _markers({_kind(edge) for edge in edges}),
         *_edges_svg(layout, edges),
+        "<g class='nodes'>",
+        *_nodes_svg(layout, nodes),
+        "</g>",
+        "</svg>",
     ]
-    lines.append('<g class="nodes" text-anchor="middle">')
-    for number, node in enumerate(nodes):
-        slot = layout.slots[number]
-        lines += _node_svg(node, slot, layout.centre_y[slot.rank])
-    lines += ["</g>", "</svg>"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(line for line in lines if line) + "\n"

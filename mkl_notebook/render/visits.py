@@ -2,6 +2,7 @@
 
 Both twins are drawn from one row model (:class:`_VisitRow`). The state to look at (the diagnosis's, or
 the one entered most when a budget ran out) is marked; a big machine's table lists the states entered most.
+A state never entered and without a ceiling gets no row of its own: one line names them all.
 """
 
 from __future__ import annotations
@@ -13,7 +14,20 @@ from typing import Any
 
 from ..engine.result import most_visited
 from ..lang.model import Machine
-from .common import DEFAULT_CAP, WHOLE_ROWS, Cap, _code, _e, _how, _how_html, _plural, columns, table_cell, table_row
+from .common import (
+    DEFAULT_CAP,
+    WHOLE_ROWS,
+    Cap,
+    _code,
+    _e,
+    _how,
+    _how_html,
+    _plural,
+    columns,
+    printable,
+    table_cell,
+    table_row,
+)
 
 UNBOUNDED = "–"
 VISITS_ROWS = 40  # a visits table of more than WHOLE_ROWS states shows the states entered most
@@ -41,24 +55,32 @@ def highlighted_state(
 
 def _listed_states(
     machine: Machine, visits: Mapping[str, int], hot: str | None, full: bool
-) -> tuple[list[str], list[str]]:
-    """The states a visits table lists (in document order, then states the machine lacks) and those it
-    leaves out: of more than ``WHOLE_ROWS`` states, the ``VISITS_ROWS`` entered most (the highlighted
-    one always, then the first in document order among equals)."""
+) -> tuple[list[str], list[str], list[str]]:
+    """The states a visits table lists (in document order, then states the machine lacks), those it counts
+    in one row, and those it names in one line. Of at most ``WHOLE_ROWS`` states, a row each for those
+    entered, with a ceiling or highlighted, the others named; of more, the ``VISITS_ROWS`` entered most
+    (the highlighted one always, then the first in document order among equals), the others counted."""
     states = [*machine.states, *(sid for sid in visits if sid not in machine.states)]
-    if full or len(states) <= WHOLE_ROWS:
-        return states, []
+    if full:
+        return states, [], []
+    if len(states) <= WHOLE_ROWS:
+        shown = [sid for sid in states if visits.get(sid, 0) or sid == hot or _ceiling(machine, sid) is not None]
+        return shown, [], [sid for sid in states if sid not in set(shown)]
     order = {sid: index for index, sid in enumerate(states)}
     most = heapq.nsmallest(VISITS_ROWS, states, key=lambda sid: (sid != hot, -visits.get(sid, 0), order[sid]))
     chosen = set(most)
-    return [sid for sid in states if sid in chosen], [sid for sid in states if sid not in chosen]
+    return [sid for sid in states if sid in chosen], [sid for sid in states if sid not in chosen], []
+
+
+def _ceiling(machine: Machine, sid: str) -> int | None:
+    state = machine.states.get(sid)
+    return state.max_visits if state is not None else None
 
 
 def _visit_rows(machine: Machine, visits: Mapping[str, int], hot: str | None, states: Sequence[str]) -> list[_VisitRow]:
     rows = []
     for sid in states:
-        state = machine.states.get(sid)
-        ceiling = state.max_visits if state is not None else None
+        ceiling = _ceiling(machine, sid)
         entries = visits.get(sid, 0)
         notes = [
             note
@@ -84,6 +106,9 @@ def _states_left_out(left: Sequence[str], visits: Mapping[str, int]) -> str:
     return f"… {_plural(len(left), 'more state')}, entered {_plural(entries, 'time')} in all{unentered}"
 
 
+NOT_ENTERED = "not entered:"
+
+
 def _visits_caption(machine: Machine, listed: Sequence[str], left: Sequence[str]) -> str:
     if not left:
         return f"Visits of {machine.name}"
@@ -101,7 +126,7 @@ def visits_table_html(
     """Entries per state against ``max_visits``; the most visited state is marked. Of a big machine it
     lists the states entered most unless ``cap.full``."""
     hot = highlighted_state(visits, diagnosis, highlight_max)
-    listed, left = _listed_states(machine, visits, hot, cap.full)
+    listed, left, unentered = _listed_states(machine, visits, hot, cap.full)
     body = []
     for row in _visit_rows(machine, visits, hot, listed):
         state, entries, note = _code(row.state), _e(row.entries), _e(row.note)
@@ -115,6 +140,9 @@ def visits_table_html(
     if left:
         more = f"<em>{_e(_states_left_out(left, visits))}</em>{_how_html(cap.visits, 'lists every state')}"
         body.append(f"<tr>{table_cell(more, span=3)}</tr>")
+    if unentered:
+        names = ", ".join(_code(sid) for sid in unentered)
+        body.append(f"<tr>{table_cell(f'<em>{_e(NOT_ENTERED)}</em> {names}', span=3)}</tr>")
     head = table_row(("state", "entries / max_visits", "note"), numbers=(1,), tag="th")
     caption = _e(_visits_caption(machine, listed, left))
     return f"<table><caption>{caption}</caption><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
@@ -130,7 +158,7 @@ def visits_table_text(
 ) -> str:
     """The text twin of :func:`visits_table_html` (the most visited state starred)."""
     hot = highlighted_state(visits, diagnosis, highlight_max)
-    listed, left = _listed_states(machine, visits, hot, cap.full)
+    listed, left, unentered = _listed_states(machine, visits, hot, cap.full)
     rows = _visit_rows(machine, visits, hot, listed)
     table = columns(
         [
@@ -139,4 +167,6 @@ def visits_table_text(
         ]
     )
     more = [f"  {_states_left_out(left, visits)}{_how(cap.visits, 'lists every state')}"] if left else []
+    if unentered:
+        more.append(f"  {NOT_ENTERED} " + ", ".join(printable(sid) for sid in unentered))
     return "\n".join([_visits_caption(machine, listed, left), *table, *more])
