@@ -387,7 +387,8 @@ def test_deeply_nested_rows_are_one_line(folder: Path, suffix: str) -> None:
     row = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
     (folder / f"rows{suffix}").write_text(f"[{row}]" if suffix == ".json" else f'{{"x": 1}}\n{row}\n')
     error = bounded_line(folder, "map", "ok.mkl", "--over", f"rows{suffix}", "--script", "script.yaml")
-    assert f"--over rows{suffix}: nests too deeply (more than 200 levels)" in error
+    where = f"rows{suffix}" if suffix == ".json" else f"rows{suffix}, line 2"  # a .jsonl row is read line by line
+    assert f"--over {where}: nests too deeply (more than 200 levels)" in error
     assert not (folder / ".mkl" / "runs.sqlite").exists() or _journaled(folder) == 0
 
 
