@@ -228,6 +228,9 @@ def test_the_audit_of_each_answer_shows_in_the_trace_the_listing_and_the_envelop
     keys = [a["key"] for a in answers]  # the fingerprint of the CLI's key, whose signature covers each answer
     assert keys[0] and keys[0] == keys[1] and f"via cli · key {keys[0]})" in out
     assert [(a["key"], a["signature"]) for a in said] == [(keys[0], "verifies")] * 2  # the status line says it too
+    code, _, out, _ = mkl(folder, "trace", "--id", "r")  # read later from the journal, the trace names the key too
+    assert code == 0
+    assert sum(f"via cli · key {keys[0]})" in line for line in out.splitlines() if "↳ answered" in line) == 2
     code, _, out, _ = mkl(folder, "audit", "r", "--json")
     assert [(a["by"], a["established"], a["claimed"], a["key"], a["signature"]) for a in json.loads(out)] == [
         (ACCOUNT, "os-account", "alice", keys[0], "verifies"),
