@@ -118,6 +118,8 @@ def test_approve_with_a_note_in_the_form_is_an_approval_and_the_machine_and_the_
     [traced] = [p.data for p in ip.out.published if str(p.data.get("text/plain", "")).startswith("Trace")]
     assert said in traced["text/plain"] and "answered approve → send_approval (by " in traced["text/plain"]
     assert html.escape(f"with the note {NOTE!r}") in traced["text/html"]
+    answered = [line for line in traced["text/plain"].splitlines() if "↳ answered" in line]
+    assert len(answered) == 2 and all(" · via form · key " in line for line in answered)  # who signed each
 
 
 def test_reject_with_a_note_in_the_form_is_a_rejection_and_keeps_the_note(

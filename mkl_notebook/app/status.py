@@ -86,6 +86,14 @@ def usage(result: RunResult) -> dict[str, Any]:
     return {**result.usage, **({"cost_usd": round(cost, 8)} if cost is not None else {})}
 
 
+def traced(outcome: Outcome) -> tuple[list[Any], list[Mapping[str, Any]]]:
+    """A run's trace as its journal holds it (with a call a suspension left open, if any) and the people's
+    answers below their steps, each naming the key whose signature covers it: what ``mkl trace`` and
+    ``%mkl trace`` show."""
+    result = keyed(outcome)
+    return list(result.trace_with_open_call()), views.traced_answers(result)
+
+
 def describe(outcome: Outcome, resume: str, cap: views.Cap | None = None) -> str:
     """A run as text: its trace, how it ended (and what showing it cost), and the commands that continue it.
 

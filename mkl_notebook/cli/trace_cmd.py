@@ -25,9 +25,10 @@ def add_trace_parser(commands: Commands) -> None:
 def trace_main(args: argparse.Namespace) -> int:
     with workspace(args) as ws:
         outcome = ws.read(args.run_id)  # nothing is called or recorded
-    result = status.keyed(outcome)  # each answer names the key whose signature covers it
+    result = outcome.result
+    steps, answers = status.traced(outcome)
     cap = cli_cap(args.run_id, args.store, args.full)
-    say(views.trace_table_text(result.trace_with_open_call(), answers=views.traced_answers(result), cap=cap))
+    say(views.trace_table_text(steps, answers=answers, cap=cap))
     print()
     say(views.result_summary_text(result, None, cap))
     emit_status(status.status_line(outcome))

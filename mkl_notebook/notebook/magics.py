@@ -24,7 +24,7 @@ from ..app.audit import workspace_audit
 from ..app.checkpoints import batch_place
 from ..app.errors import USER_ERRORS, Superseded, without_secrets
 from ..app.listing import waiting_questions
-from ..app.status import cell_answers
+from ..app.status import cell_answers, traced
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
 from ..render import views
@@ -354,8 +354,7 @@ class MklMagics(Magics):
     def _cmd_trace(self, words: list[str]) -> None:
         args = self._parse("trace", words)
         outcome = self.session.read(self.values.text(args.run_id))  # nothing is called or recorded
-        steps = outcome.result.trace_with_open_call()  # with a call a suspension left open, if any
-        answers = views.traced_answers(outcome.result)  # the people's answers (and notes), as `mkl trace` shows
+        steps, answers = traced(outcome)  # as `mkl trace` shows them, each answer with the key that signed it
         cap = replace(views.notebook_cap(outcome.run_id), full=args.full)
         display(
             {
