@@ -7,6 +7,7 @@ its embedded checkpoint must now say done. Screenshots land in test-artifacts/br
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -508,6 +510,66 @@ def test_a_shared_notebook_opened_without_running_reads_the_question_and_the_com
         run_cell.scroll_into_view_if_needed()
         run_cell.screenshot(path=str(ARTIFACTS / "shared-unrun-run-cell.png"))
     assert run_index > 0
+
+
+def test_a_notebook_reopened_with_a_new_kernel_shows_no_broken_form_below_its_question(tmp_path: Path) -> None:
+    """Run All, save, close (the kernel shut down), open it again: a new kernel holds none of the forms' models,
+    so where a form stood ipywidgets would say "Error displaying widget: model not found" below the question.
+    The extension hides those views; the question and its commands read as printed, and running the cell
+    draws a live form again."""
+    from playwright.sync_api import expect
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    shutil.copytree(ROOT / "notebooks" / "data", root / "data", ignore=shutil.ignore_patterns(".mkl"))
+    env = lab_env(tmp_path)
+    checkout_extension(env)
+    path = root / NOTEBOOK
+    no_xsrf = ["--ServerApp.disable_check_xsrf=True"]  # the test shuts the kernel down through the REST API
+    with serve(root, env, tmp_path / "jupyter.log", options=no_xsrf) as base, browser_page() as page:
+        _open_and_run_all(page, base, NOTEBOOK)
+        _wait_until_run(page, base, path)
+        run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
+        expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_have_count(1, timeout=60_000)
+        _save_once_outputs_refer(page, path)
+        saved = nbformat.read(path, as_version=4)
+        forms = [  # the saved form views of waiting runs: a widget view right below a question's printed place
+            output
+            for cell in saved.cells
+            for before, output in itertools.pairwise(cell.get("outputs", []))
+            if "application/vnd.mkl.form+json" in before.get("data", {})
+            and "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+        ]
+        assert forms, "the saved notebook holds a waiting run's form"
+
+        page.goto("about:blank")
+        for session in get_json(f"{base}/api/sessions"):  # type: ignore[union-attr]
+            request = urllib.request.Request(f"{base}/api/sessions/{session['id']}", method="DELETE")
+            urllib.request.urlopen(request, timeout=10).close()
+        deadline = time.monotonic() + 30
+        while get_json(f"{base}/api/kernels"):
+            assert time.monotonic() < deadline, "the kernel was not shut down"
+            time.sleep(0.2)
+
+        _open(page, base, NOTEBOOK)  # the next day: a new kernel, none of yesterday's widgets
+        run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
+        expect(run_cell).to_contain_text("The draft promises a refund. Approve it?", timeout=30_000)
+        expect(run_cell).to_contain_text(re.compile(r"mkl resume \S+ --run approval-demo"))
+        form = run_cell.locator(".jp-OutputArea-output").nth(1)  # where the form stood, below the question
+        expect(form).to_have_class(re.compile(r"\blm-mod-hidden\b"), timeout=60_000)  # not "model not found"
+        expect(page.get_by_text("Error displaying widget")).to_have_count(0)
+        expect(run_cell.locator(".jp-OutputArea-output:not(.lm-mod-hidden)")).to_have_count(3)  # the rest reads
+        assert page.locator(".jp-mod-dirty").count() == 0, "hiding the dead forms marked the notebook modified"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        run_cell.screenshot(path=str(ARTIFACTS / "reopened-dead-form-hidden.png"))
+
+        _watch_prompts(page)  # Run All in the new kernel: the run's live form again
+        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+        page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+        expect(run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(
+            1, timeout=60_000
+        )
 
 
 ALICES = "from-alice.ipynb"

@@ -8,7 +8,8 @@
  * forms use (a form's root carries the DOM class `mkl-form`; its children, layouts and styles are found
  * through the `IPY_MODEL_` references) leave the saved state; every other widget's stay, with all they use.
  */
-import { INotebookModel } from '@jupyterlab/notebook';
+import { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel } from '@jupyterlab/services';
 
 export const FORM_CLASS = 'mkl-form';
 const KEY = 'widgets';
@@ -125,6 +126,90 @@ export function dropSavedForms(model: INotebookModel): void {
     model.deleteMetadata(KEY);
   } else {
     model.setMetadata(KEY, trimmed);
+  }
+  model.dirty = dirty;
+}
+
+const PLACE = 'application/vnd.mkl.form+json';
+const VIEW = 'application/vnd.jupyter.widget-view+json';
+const WIDGET_TARGET = 'jupyter.widget';
+
+/** What is used here of an output and of a cell's outputs (`IOutputModel`, `IOutputAreaModel`). */
+interface Output {
+  readonly data: { readonly [mime: string]: unknown };
+  toJSON(): { [key: string]: unknown };
+}
+interface Outputs {
+  readonly length: number;
+  get(index: number): Output;
+  set(index: number, value: any): void;
+}
+
+/** The forms `model` holds: each widget view drawn right below a question's printed place (the output the
+ * kernel marks with `application/vnd.mkl.form+json`), with the outputs that hold it. */
+function formViews(model: INotebookModel): { outputs: Outputs; view: Output }[] {
+  const found: { outputs: Outputs; view: Output }[] = [];
+  for (const cell of model.cells) {
+    const outputs = (cell as unknown as { outputs?: Outputs }).outputs;
+    if (cell.type !== 'code' || !outputs) {
+      continue;
+    }
+    for (let index = 1; index < outputs.length; index++) {
+      if (PLACE in outputs.get(index - 1).data && VIEW in outputs.get(index).data) {
+        found.push({ outputs, view: outputs.get(index) });
+      }
+    }
+  }
+  return found;
+}
+
+/** The model ids of the widgets `kernel` holds (ipywidgets' comms: a widget's comm id is its model id); null
+ * when it cannot tell. No kernel holds none. */
+async function liveWidgets(kernel: Kernel.IKernelConnection | null | undefined): Promise<Set<string> | null> {
+  if (!kernel) {
+    return new Set();
+  }
+  try {
+    const reply = await kernel.requestCommInfo({ target_name: WIDGET_TARGET });
+    return reply.content.status === 'ok' ? new Set(Object.keys(reply.content.comms)) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Once the notebook's kernel is known, empty the forms it was opened with whose widgets that kernel does not
+ * hold (a new kernel, or none): their saved views refer to models gone with the kernel that drew them, which
+ * the widget manager draws as "Error displaying widget: model not found" (or "Loading widget..." for ever)
+ * below each question. A view with no model id is hidden, as ipywidgets does for a view taken away. The
+ * question and the commands that answer it stay printed above; running the cell, or `%mkl pending`, draws a
+ * live form again. A page opened on the kernel that drew the forms keeps them; the notebook is left as clean
+ * or as modified as it was. */
+export async function hideDeadForms(panel: NotebookPanel): Promise<void> {
+  const model = panel.context.model;
+  const opened = formViews(model);
+  if (opened.length === 0) {
+    return;
+  }
+  await panel.sessionContext.ready;
+  const live = await liveWidgets(panel.sessionContext.session?.kernel);
+  if (live === null || panel.isDisposed) {
+    return;
+  }
+  const dirty = model.dirty;
+  for (const { outputs, view } of opened) {
+    let index = 0;
+    while (index < outputs.length && outputs.get(index) !== view) {
+      index++;
+    }
+    const shown = view.data[VIEW];
+    if (index === outputs.length || !isObject(shown) || typeof shown.model_id !== 'string') {
+      continue; // the cell ran again since: its outputs are new
+    }
+    if (shown.model_id === '' || live.has(shown.model_id)) {
+      continue;
+    }
+    const json = view.toJSON();
+    outputs.set(index, { ...json, data: { ...(json.data as Json), [VIEW]: { ...shown, model_id: '' } } });
   }
   model.dirty = dirty;
 }

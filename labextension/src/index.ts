@@ -12,13 +12,14 @@
  * identity API (`/api/me`): the kernel answers a click from this page (its messages' session) as that user,
  * "established by the Jupyter server, as the page reports it". The kernel cannot check the name itself.
  *
- * It also keeps the forms' widget models out of the widget state a saved notebook carries (see formstate.ts).
+ * It also keeps the forms' widget models out of the widget state a saved notebook carries, and hides the forms a
+ * notebook was opened with once its kernel turns out not to hold them (see formstate.ts).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
-import { dropSavedForms, keepFormsOutOfSavedState } from './formstate';
+import { dropSavedForms, hideDeadForms, keepFormsOutOfSavedState } from './formstate';
 
 const TARGET = 'mkl.metadata';
 const KEY = 'mkl';
@@ -101,7 +102,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
     tracker.widgetAdded.connect((_tracker, panel) => {
       keepFormsOutOfSavedState(panel.context.model);
-      void panel.context.ready.then(() => dropSavedForms(panel.context.model));
+      void panel.context.ready.then(() => {
+        dropSavedForms(panel.context.model);
+        void hideDeadForms(panel);
+      });
       panel.sessionContext.kernelChanged.connect((_context, change) => {
         if (change.newValue) {
           attach(app, panel, change.newValue);
