@@ -543,6 +543,15 @@ def test_a_notebook_reopened_with_a_new_kernel_shows_no_broken_form_below_its_qu
         ]
         assert forms, "the saved notebook holds a waiting run's form"
 
+        page.reload()  # the page again, on the kernel that drew the forms: they stay live
+        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+        _wait_for_kernel(page, base)
+        run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
+        page.wait_for_selector(".jp-NotebookPanel[data-mkl-forms-checked='true']", timeout=60_000)
+        approve = run_cell.locator("button.jupyter-button:has-text('Approve'):not([disabled]):visible")
+        expect(approve).to_have_count(1, timeout=60_000)
+        expect(run_cell.locator(".jp-OutputArea-output").nth(1)).not_to_have_class(re.compile(r"\blm-mod-hidden\b"))
+
         page.goto("about:blank")
         for session in get_json(f"{base}/api/sessions"):  # type: ignore[union-attr]
             request = urllib.request.Request(f"{base}/api/sessions/{session['id']}", method="DELETE")
@@ -553,6 +562,7 @@ def test_a_notebook_reopened_with_a_new_kernel_shows_no_broken_form_below_its_qu
             time.sleep(0.2)
 
         _open(page, base, NOTEBOOK)  # the next day: a new kernel, none of yesterday's widgets
+        page.wait_for_selector(".jp-NotebookPanel[data-mkl-forms-checked='true']", timeout=60_000)
         run_cell = page.locator(".jp-CodeCell:has(.jp-InputArea:has-text('--id approval-demo'))")
         expect(run_cell).to_contain_text("The draft promises a refund. Approve it?", timeout=30_000)
         expect(run_cell).to_contain_text(re.compile(r"mkl resume \S+ --run approval-demo"))
