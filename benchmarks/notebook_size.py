@@ -1,14 +1,17 @@
 #!/usr/bin/env python
 """How many bytes a notebook of N waiting runs takes once saved, and how much of it is widget state.
 
-    .venv/bin/python benchmarks/notebook_size.py                   # N = 10 and 50, nbclient and JupyterLab
+    .venv/bin/python benchmarks/notebook_size.py                   # N = 10 and 50, every way
     .venv/bin/python benchmarks/notebook_size.py --sizes 50 --no-lab
 
 The notebook loads the extension, defines the tutorials' refund machine and starts N runs of it, each
-waiting for a person (scripted answers: no model). It is executed twice:
+waiting for a person (scripted answers: no model). It is executed three ways:
 
-- by nbclient (``store_widget_state=True``, its default: what ``jupyter nbconvert --execute`` and papermill
-  save);
+- by nbclient in a kernel that believes a Jupyter server started it (``JPY_SESSION_NAME`` set, as
+  ``tests/lab_client.py`` does), so it draws every form, and nbclient saves every widget model it saw
+  (``store_widget_state=True``, its default): the most widget state a client may keep;
+- by ``jupyter nbconvert --to notebook --execute --inplace``: a headless client, where nobody can click, so
+  no form is drawn (papermill alike);
 - by a real JupyterLab in Chromium, with ipywidgets' *Save Jupyter widget state in notebooks* turned on
   (``saveState``: off by default, on for whoever wants widgets to redraw without a kernel): Run All, wait
   until every form is drawn, Ctrl+S. The page loads the project's extension as built in this checkout.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,6 +131,15 @@ def by_nbclient(folder: Path, count: int) -> dict[str, Any]:
     return {**measure(path), "kinds": by_kind(path)}
 
 
+def by_nbconvert(folder: Path, count: int) -> dict[str, Any]:
+    """``jupyter nbconvert --to notebook --execute --inplace``: a headless client, where nobody can click a form."""
+    path = folder / f"nbconvert-{count}.ipynb"
+    waiting_runs(path, count)
+    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace", path.name]
+    subprocess.run(command, cwd=folder, check=True, capture_output=True, timeout=1200)
+    return {**measure(path), "kinds": by_kind(path)}
+
+
 def by_lab(folder: Path, count: int) -> dict[str, Any]:
     from browser_support import browser_page, checkout_extension, lab_env, serve
     from playwright.sync_api import expect
@@ -176,7 +189,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--no-lab", action="store_true", help="nbclient only (no browser)")
-    parser.add_argument("--no-nbclient", action="store_true", help="JupyterLab only")
+    parser.add_argument("--no-nbclient", action="store_true", help="JupyterLab only (no nbclient, no nbconvert)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,6 +197,7 @@ def main() -> None:
         for count in args.sizes:
             if not args.no_nbclient:
                 rows.append(("nbclient", count, by_nbclient(folder, count)))
+                rows.append(("jupyter nbconvert --execute", count, by_nbconvert(folder, count)))
             if not args.no_lab:
                 rows.append(("JupyterLab (saveState on)", count, by_lab(folder, count)))
     print("| saved by | waiting runs | file (KB) | widget state (KB) | widget models | per run (KB) |")

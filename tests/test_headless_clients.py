@@ -219,7 +219,9 @@ def test_a_headless_resume_redraws_the_runs_diagram_and_forms(folder: Path, tmp_
     here = tmp_path / "resumed"
     shutil.copytree(folder, here, ignore=shutil.ignore_patterns(".mkl"))
     before = _run_cell(here / "out-1.ipynb")
-    assert any(WIDGET_MIME in output.get("data", {}) for output in before.outputs)
+    # papermill saved no form: nobody could click it, and its widgets would be dead controls in the file
+    assert FIRST in _texts(before) and not any(WIDGET_MIME in output.get("data", {}) for output in before.outputs)
+    assert "widgets" not in nbformat.read(here / "out-1.ipynb", as_version=4).metadata
     assert "confirm · pending" in _diagram(before)
     code, listing, _, err = mkl_cli(here, "runs", "out-1.ipynb")
     assert code == 0, err
@@ -234,7 +236,64 @@ def test_a_headless_resume_redraws_the_runs_diagram_and_forms(folder: Path, tmp_
     assert "release · pending" in _diagram(after) and "· pending" not in _diagram(after).replace("release · ", "")
     assert "* release (generative) (not visited) · pending" in shown  # the diagram's text too
     assert SECOND in shown and FIRST not in shown.split("Trace of pm")[0]  # the question asked now, not the old
+    assert not any(WIDGET_MIME in output.get("data", {}) for output in after.outputs)
+
+    # A notebook run where a person could click (a Jupyter server's kernel) keeps its form; answered from a terminal,
+    # the file is left with no dead form below the question.
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    shutil.copytree(DATA, lab / "data")
+    _parameterised(lab / "lab.ipynb")
+    run_all(lab / "lab.ipynb", env={**env_without_models(), "MKL_NOTEBOOK": "lab.ipynb"})
+    before = _run_cell(lab / "lab.ipynb")
+    assert any(WIDGET_MIME in output.get("data", {}) for output in before.outputs)
+    [listed] = mkl_cli(lab, "runs", "lab.ipynb")[1]["runs"]
+    code, _, _, err = mkl_cli(
+        lab, "resume", "lab.ipynb", "--run", "pm", "--question", listed["question_id"],
+        "--set", "refund_approval=approve", "--script", "data/refund.script.yaml",
+    )  # fmt: skip
+    assert code == 3, err
+    after = _run_cell(lab / "lab.ipynb")
+    assert SECOND in _texts(after)
     assert not any(WIDGET_MIME in output.get("data", {}) for output in after.outputs)  # no dead form left
+
+
+def test_nbconvert_saves_no_form_nor_queue_where_nobody_can_click_and_the_commands_answer(tmp_path: Path) -> None:
+    """A run and a batch waiting for people in a notebook ``jupyter nbconvert --execute`` runs: the questions and
+    the commands are printed, no form's or queue's widget is saved into the file (nothing a reader could click),
+    and a printed command answers a row in the file."""
+    shutil.copytree(DATA, tmp_path / "data")
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
+        nbformat.v4.new_code_cell(f"ticket = {TICKET!r}"),
+        nbformat.v4.new_code_cell(RUN_CELL),
+        nbformat.v4.new_code_cell(
+            'rows = [{"id": f"t{n}", "ticket": f"Parcel A-{n} arrived broken"} for n in range(3)]\n'
+            "%mkl map refund --over $rows --key id --hitl --script data/refund.script.yaml"
+        ),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "nb.ipynb")
+    _nbconvert(tmp_path, "nb.ipynb", "--inplace")
+
+    saved = nbformat.read(tmp_path / "nb.ipynb", as_version=4)
+    models = saved.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    assert not [m for m in models.values() if "mkl-form" in m["state"].get("_dom_classes", [])], models
+    run_cell, map_cell = saved.cells[3], saved.cells[4]
+    assert not any(WIDGET_MIME in output.get("data", {}) for output in run_cell.outputs)
+    printed = _texts(map_cell)
+    commands = re.findall(r"mkl resume nb\.ipynb --run (\S+) .*--question (q-[0-9a-f]+) .*--reply approve", printed)
+    assert len(commands) == 3, printed  # each row's question, with the command that answers it
+    assert FIRST in _texts(run_cell) and "mkl resume nb.ipynb --run pm" in _texts(run_cell)
+
+    run_id, question = commands[0]
+    code, status, _, err = mkl_cli(
+        tmp_path, "resume", "nb.ipynb", "--run", run_id, "--question", question,
+        "--set", "refund_approval=approve", "--script", "data/refund.script.yaml",
+    )  # fmt: skip
+    assert (code, status["ask"]) == (3, SECOND), err
 
 
 @pytest.mark.parametrize("tutorial", ["02-human-approval", "03-share-and-resume", "04-diagnostics", "waiting"])

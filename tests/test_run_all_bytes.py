@@ -12,9 +12,10 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from test_static_exports import DATA, WIDGET_STATE, waiting_notebook
+from test_static_exports import DATA, waiting_notebook
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def _execute(source: Path, out: Path) -> bytes:

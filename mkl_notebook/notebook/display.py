@@ -67,8 +67,10 @@ class RunView:
         notebook: str | None = None,
         signer: Signer | None = None,
         link: MetadataLink | None = None,
+        unattended: str | None = None,
     ) -> None:
         self.run_id = run_id
+        self.unattended = unattended  # the headless client executing the notebook (no form then), if it is one
         self.link = link  # the notebook's metadata: each checkpoint of the run as it stands goes there too
         self.signer = signer  # seals the checkpoint the view carries
         self.note: str | None = None  # said above the run: that the notebook's saved copy was set aside
@@ -312,15 +314,15 @@ class RunView:
         of the last one, and the new question in the form (its printed twin beside the widget)."""
         previous, previous_asked = self.current_form, self._asked
         pending = {**(run.pending or {}), "taken_up": run.workspace.taken_up.get(run.id)}
+        if self.unattended is not None:
+            # Nobody can click here: the question and its commands are printed, and no form goes into the file
+            # the client saves, where its widgets would be dead controls (a run of the cell in Jupyter draws one).
+            asked = pending.get("question_id")
+            self.current_form, self._asked = None, asked if isinstance(asked, str) else None
+            return self._printed(run, outcome, pending, self._asked), {"text/plain": ""}
         form = self._form(run, on_reply, pending, beside=previous is None)
         self._asked = form.question_id
-        result = outcome.result
-        base = resume_command(run.id, notebook=self.notebook or UNKNOWN_NOTEBOOK, started_with=result.started_with)
-        commands = continue_commands(result, base, form.question_id)
-        printed = {
-            **form_place(run.id, outcome, notebook=self.notebook),  # its mark, for a headless resume to rewrite
-            **question_place(Asked.of(run.id, pending), commands),
-        }
+        printed = self._printed(run, outcome, pending, form.question_id)
         if previous is None:
             box = self._box([form.widget])
             return printed, {**box._repr_mimebundle_(), "text/plain": ""}
@@ -330,6 +332,15 @@ class RunView:
         became = [] if redrawn else [self._what_became(run, previous_asked)]
         box = self._box([*became, form.widget])
         return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
+
+    def _printed(self, run: NotebookRun, outcome: Outcome, pending: dict[str, Any], asked: Any) -> dict[str, Any]:
+        """The question's printed place: the question, what it is about, and the commands that answer it."""
+        result = outcome.result
+        base = resume_command(run.id, notebook=self.notebook or UNKNOWN_NOTEBOOK, started_with=result.started_with)
+        return {
+            **form_place(run.id, outcome, notebook=self.notebook),  # its mark, for a headless resume to rewrite
+            **question_place(Asked.of(run.id, pending), continue_commands(result, base, asked)),
+        }
 
     def _asked_no_more(self, run: NotebookRun, outcome: Outcome, top: dict[str, Any]) -> dict[str, Any] | None:
         """The form's place when no question waits there: what became of the form's question and the run's

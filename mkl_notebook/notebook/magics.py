@@ -231,7 +231,15 @@ class MklMagics(Magics):
         path = self.session.notebook_path()
         cell = current[0] if current else None
         name = path.name if path else None
-        return RunView(run_id, machine, cell=cell, notebook=name, signer=self.session.signer(), link=self.session.link)
+        return RunView(
+            run_id,
+            machine,
+            cell=cell,
+            notebook=name,
+            signer=self.session.signer(),
+            link=self.session.link,
+            unattended=self.session.unattended(),
+        )
 
     def present(self, run: NotebookRun, view: RunView) -> None:
         """Show a run and, when it waits for a person, a form whose click resumes it here."""
@@ -294,7 +302,14 @@ class MklMagics(Magics):
         current = self.session.current_cell()
         cell = current[0] if current else None
         waiting = result.waiting()
-        if waiting:
+        if waiting and self.session.unattended() is not None:
+            # Nobody can click here (papermill, nbconvert): the questions and their commands are printed, and no
+            # queue's widgets go into the file the client saves.
+            path = self.session.notebook_path()
+            asked = [(run.id, run.run_result) for run in waiting]
+            display(batch_place(asked, [run.id for run in waiting], path.name if path else None), raw=True)
+            display({"text/plain": ""}, raw=True)  # where the queue stands when a person runs the cell
+        elif waiting:
             place: list[Any] = []
             path = self.session.notebook_path()
             notebook = path.name if path is not None else None

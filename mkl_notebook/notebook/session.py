@@ -79,6 +79,7 @@ class NotebookSession(Workspace):
         self._told_unclear = False  # that it cannot tell which it runs was said (once)
         self._cell_position = -1  # of the last cell found by its source: the next one executing is below it
         self._cell_found: tuple[str | None, str | None] = (None, None)  # execution -> the cell found for it
+        self._program: str | None = None  # the program that started this kernel, once asked
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -123,6 +124,22 @@ class NotebookSession(Workspace):
         if found is not None and (found.path is None or found.path.is_file()):
             return found
         return Found(None, "no client named it, and no cell of it that uses mkl has been found in its folder yet")
+
+    def unattended(self) -> str | None:
+        """The headless client executing this kernel's notebook, when it is known to be one: papermill or
+        ``jupyter nbconvert --execute`` (the program that started the kernel, or papermill's own metadata in the
+        file it writes). Nobody can click a form there, and such a client saves the widgets it saw into the file,
+        where a form would only be dead controls. None wherever a person may be looking: a Jupyter server's page
+        (JupyterLab, Notebook 7, Voila), VS Code, or a client this cannot tell."""
+        served = self.user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
+        if served or "__vsc_ipynb_file__" in self.user_ns:
+            return None
+        if self._program is None:
+            self._program = _client_command()[0]
+        if self._program in HEADLESS_PROGRAMS:
+            return HEADLESS_PROGRAMS[self._program]
+        found = self._found
+        return "papermill" if found is not None and found.how.startswith("papermill") else None
 
     def choose_notebook(self, path: str) -> Found:
         """``%mkl notebook PATH``: this kernel runs the notebook at ``path`` (a file that must exist)."""
@@ -305,6 +322,15 @@ class NotebookSession(Workspace):
         from the notebook's outputs again (a new run of that id starts afresh)."""
         super().forget(run_id)
         self.link.delete(run_id)
+
+
+# The programs that execute a notebook with nobody looking (their name as the kernel's parent's command line
+# shows it), and how to say them.
+HEADLESS_PROGRAMS = {
+    "papermill": "papermill",
+    "jupyter-nbconvert": "jupyter nbconvert",
+    "nbconvert": "jupyter nbconvert",
+}
 
 
 def _client_command() -> tuple[str, set[Path]]:
