@@ -285,6 +285,22 @@ def test_a_flip_in_the_name_of_a_null_header_field_is_refused(key: str) -> None:
         envelope.loads(bytes(data))
 
 
+def test_a_checkpoint_carries_its_options_once_and_one_from_an_earlier_release_still_reads() -> None:
+    """The run's options are in its start record; earlier releases copied them into every checkpoint's header
+    (a few hundred bytes in each of a notebook's runs). Such a checkpoint still reads, covered by its digest."""
+    assert "options" not in PLAIN and PLAIN_RUN.records[0]["options"]  # once: in the journal's start record
+    earlier = {key: value for key, value in PLAIN.items() if key not in ("journal", "digest")}
+    earlier["options"] = PLAIN_RUN.records[0]["options"]
+    earlier["digest"] = envelope._digest(earlier, PLAIN_RUN.records)
+    earlier["journal"] = PLAIN["journal"]
+    header, records, _ = envelope.loads(json.dumps(earlier))
+    assert header["options"] == PLAIN_RUN.records[0]["options"] and records == PLAIN_RUN.records
+    with pytest.raises(EnvelopeError, match="digest"):
+        envelope.loads(json.dumps({**earlier, "options": {**earlier["options"], "max_steps": 1}}))
+    with pytest.raises(EnvelopeError, match="digest"):
+        envelope.loads(json.dumps({**PLAIN, "options": earlier["options"]}))  # added afterwards
+
+
 # -- the command line -----------------------------------------------------------------------
 
 REVIEW = """

@@ -49,12 +49,12 @@ HEADER_KEYS = (
     "ask",
     "reply_to",
     "question",
-    "options",
     "machines",
 )
-# Written by earlier releases: what the showing that wrote the checkpoint cost. It changed with every
-# replay, so a re-run cell changed the saved file; it is read (and covered by the digest) but no longer written.
-LEGACY_HEADER_KEYS = ("calls",)
+# Written by earlier releases, read (and covered by the digest) but no longer written: what the showing that
+# wrote the checkpoint cost (it changed with every replay, so a re-run cell changed the saved file), and the
+# run's options, which its start record holds (a copy of them in each checkpoint of a notebook of many runs).
+LEGACY_HEADER_KEYS = ("calls", "options")
 MIME_TYPE = "application/vnd.mkl.run+json"
 # What a cell output carries instead of the checkpoint when the notebook's metadata holds it (one copy, not
 # two): ``{"run": RUN, "records": N}``, the run and how much of its journal the cell shows.
@@ -124,7 +124,6 @@ def outcome_header(outcome: Outcome) -> dict[str, Any]:
         "ask": result.ask,
         "reply_to": result.reply_to,
         "question": result.question,
-        "options": index.options,
         # The sources travel once, in the journal's start/rerun record; the header names and hashes them.
         "machines": [{"name": name, "sha256": pin["sha256"]} for name, pin in index.machines.items()],
     }

@@ -292,7 +292,7 @@ _HEADER: dict[str, Check] = {
     "ask": _maybe_text,
     "reply_to": _maybe_text,
     "question": _maybe_text,
-    "options": _options,
+    "options": lambda value: value is None or _options(value),  # written by earlier releases only
     "machines": lambda value: (
         isinstance(value, list)
         and all(isinstance(item, dict) and _text(item.get("name")) and _text(item.get("sha256")) for item in value)
