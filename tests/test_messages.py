@@ -9,6 +9,8 @@ in the cell (whose line 1 is ``%%mkl``, so its body starts on line 2).
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -285,18 +287,46 @@ def test_an_interrupt_is_said_once_in_the_cell(ip: Cells, capsys: pytest.Capture
     assert not ip.out.with_mime(RUN_MIME)
 
 
-def test_an_interrupted_mkl_run_says_so_once(tmp_path: Path) -> None:
-    (tmp_path / "slow.mkl").write_text(INTERRUPTIBLE, encoding="utf-8")
+TWO_TOOLS = """\
+machine: slow
+entry: fetch
+budget: 5
+tools:
+  - { name: fetch_page, description: a tool that answers }
+  - { name: count_words, description: a tool a person interrupts }
+states:
+  fetch:
+    tool: fetch_page
+    output: page
+    gates: [{ when: otherwise, then: ok, to: count }]
+  count:
+    tool: count_words
+    output: words
+    gates: [{ when: otherwise, then: ok, to: END }]
+"""
+
+
+def test_an_interrupted_mkl_run_says_so_once_with_its_status_line_and_the_command_that_goes_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "slow.mkl").write_text(TWO_TOOLS, encoding="utf-8")
     (tmp_path / "tools.py").write_text(
-        "import os, signal, mkl_notebook\n\n"
+        "import os, pathlib, signal, mkl_notebook\n\n"
         "@mkl_notebook.tool(effect='read')\n"
         "def fetch_page() -> str:\n"
-        "    os.kill(os.getpid(), signal.SIGINT)  # the person presses Ctrl-C while the tool works\n"
-        "    return 'the page'\n",
+        "    with open('fetched', 'a') as calls:\n"
+        "        calls.write('.')\n"
+        "    return 'the page'\n\n"
+        "@mkl_notebook.tool(effect='read')\n"
+        "def count_words() -> str:\n"
+        "    if not pathlib.Path('interrupted').exists():\n"
+        "        pathlib.Path('interrupted').touch()\n"
+        "        os.kill(os.getpid(), signal.SIGINT)  # the person presses Ctrl-C while the tool works\n"
+        "    return '2 words'\n",
         encoding="utf-8",
     )
     done = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", "run", "slow.mkl", "--tools", "tools.py"],
+        [sys.executable, "-m", "mkl_notebook.cli", "run", "slow.mkl", "--tools", "tools.py", "--output-file", "st"],
         cwd=tmp_path,
         env=env_without_models(),
         capture_output=True,
@@ -305,7 +335,25 @@ def test_an_interrupted_mkl_run_says_so_once(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 130, done.stderr
-    assert (done.stdout + done.stderr).count("interrupted") == 1, done.stdout + done.stderr
+    assert done.stderr.count("interrupted") == 1, done.stderr  # said once
+    status = json.loads(done.stdout.splitlines()[-1])  # and the status line a driver reads, as always last
+    assert status["status"] == "interrupted" and status["run"].startswith("run-"), done.stdout
+    assert json.loads((tmp_path / "st").read_text(encoding="utf-8")) == status
+    [command] = re.findall(r"`([^`]+)` goes on from there", done.stderr)
+    assert f"resume --id {status['run']} --tools tools.py" in command
+
+    again = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *shlex.split(command)[1:]],
+        cwd=tmp_path,
+        env=env_without_models(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1])["result"] == "2 words"
+    assert (tmp_path / "fetched").read_text() == "."  # the answer journaled before Ctrl-C was not asked again
 
 
 def test_the_status_line_says_the_question_it_waits_on(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..checkpoints.seals import Signer
 from ..durable.places import Place
-from ..durable.runs import Observer, Outcome, Resolution
+from ..durable.runs import Observer, Outcome, Resolution, new_run_id
 from ..durable.stores import DEFAULT_STORE
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult
@@ -24,4 +24,5 @@ __all__ = [
     "Resolution",
     "RunResult",
     "Signer",
+    "new_run_id",
 ]

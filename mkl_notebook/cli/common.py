@@ -25,6 +25,7 @@ else:
     Commands = argparse._SubParsersAction
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SUSPENDED, EXIT_IN_DOUBT = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a program Ctrl-C stopped
 STATUS_EXIT = {"done": EXIT_OK, "halt": EXIT_FAILED, "suspended": EXIT_SUSPENDED, "in_doubt": EXIT_IN_DOUBT}
 
 
@@ -35,6 +36,15 @@ def say(text: str) -> None:
 
 
 OUTPUT_FILE_ENV = "MKL_OUTPUT_FILE"  # --output-file's default: where a driver polls for the status line
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a command ran run ``run_id``: every answer journaled before it stays, and ``again`` (a
+    command) goes on from there."""
+
+    def __init__(self, run_id: str | None = None, again: str | None = None) -> None:
+        super().__init__(run_id)
+        self.run_id, self.again = run_id, again
 
 
 class StatusFileProblem(UsageProblem):

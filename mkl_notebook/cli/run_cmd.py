@@ -16,7 +16,7 @@ from ..app.checkpoints import check_checkpoint_folder, write_checkpoint
 from ..app.errors import UsageProblem
 from ..app.listing import notebook_runs, store_runs, waiting_questions
 from ..app.settings import command_api_base
-from ..app.terms import DEFAULT_STORE, Observer, Outcome
+from ..app.terms import DEFAULT_STORE, Observer, Outcome, new_run_id
 from ..app.values import parse_assignments
 from ..app.workspace import Workspace
 from ..render import views
@@ -26,6 +26,7 @@ from .common import (
     EXIT_FAILED,
     STATUS_EXIT,
     Commands,
+    Interrupted,
     all_flag,
     cli_cap,
     emit_status,
@@ -175,6 +176,14 @@ def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: s
     return STATUS_EXIT[outcome.result.status]
 
 
+def _go_on(args: argparse.Namespace, run_id: str) -> str:
+    """The command that goes on with run ``run_id`` of this command's store after an interruption (its answers
+    journaled so far replay), with the answers this command drew on."""
+    given = {"script": args.script, "tools": args.tools, "model": getattr(args, "model", None)}
+    answers = {key: value for key, value in given.items() if value}
+    return resume_command(run_id, store=args.store, api_base=command_api_base(args.api_base), **answers)
+
+
 def _continue_with(args: argparse.Namespace, outcome: Outcome, **where: Any) -> str:
     """The command that continues the run as this one was run: where it is (its store, a checkpoint or a
     notebook file), and the answers it drew on (a script, tools, a model, a server without credentials): those
@@ -194,21 +203,25 @@ def run_main(args: argparse.Namespace) -> int:
     check_checkpoint_folder(args.checkpoint)
     with workspace(args) as ws:
         machine = machine_of(ws, args)
-        run = ws.start(
-            machine.name,
-            id=args.run_id,
-            input=host_values(args),
-            suspend=args.suspend,
-            max_steps=args.max_steps,
-            max_tokens=args.max_tokens,
-            max_cost=args.max_cost,
-            script=args.script,
-            fresh=args.fresh,
-            observer=_observer(args),
-            on_untrusted_flow=args.on_untrusted_flow,
-            ask_human=args.ask_human,
-            retry=args.retry,
-        )
+        run_id = args.run_id or new_run_id()  # named now, so that an interrupted run can be named
+        try:
+            run = ws.start(
+                machine.name,
+                id=run_id,
+                input=host_values(args),
+                suspend=args.suspend,
+                max_steps=args.max_steps,
+                max_tokens=args.max_tokens,
+                max_cost=args.max_cost,
+                script=args.script,
+                fresh=args.fresh,
+                observer=_observer(args),
+                on_untrusted_flow=args.on_untrusted_flow,
+                ask_human=args.ask_human,
+                retry=args.retry,
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(run_id, _go_on(args, run_id)) from None
         assert run.outcome is not None
         return _finish(args, ws, run.outcome, _continue_with(args, run.outcome))
 
@@ -238,7 +251,10 @@ def resume_main(args: argparse.Namespace) -> int:
             "script": args.script,
         }
         if not args.target:
-            outcome = ws.resume(args.run_id, **asked)
+            try:
+                outcome = ws.resume(args.run_id, **asked)
+            except KeyboardInterrupt:
+                raise Interrupted(args.run_id, _go_on(args, args.run_id)) from None
             return _finish(args, ws, outcome, _continue_with(args, outcome))
         if args.target.endswith(".ipynb"):
             notebook = Path(args.target)
