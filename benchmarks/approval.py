@@ -176,7 +176,8 @@ def shut_down_kernels(page: Any, base: str) -> None:
 def click_through(page: Any, base: str, name: str, gates: int) -> list[float]:
     """Open notebook ``name``, run all, and approve each of its ``gates`` questions: the milliseconds from each
     click until the next question (or the result) is drawn."""
-    page.goto(f"{base}/lab/tree/{name}")
+    # A workspace of its own (?reset): the last notebook's tab, restored, could take the Run All.
+    page.goto(f"{base}/lab/tree/{name}?reset")
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
     deadline = time.monotonic() + 60
     while not _kernel_idle(base):

@@ -356,6 +356,43 @@ def test_an_interrupted_mkl_run_says_so_once_with_its_status_line_and_the_comman
     assert (tmp_path / "fetched").read_text() == "."  # the answer journaled before Ctrl-C was not asked again
 
 
+def test_an_interrupted_mkl_map_ends_with_its_status_line_and_the_same_command_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "slow.mkl").write_text(TWO_TOOLS, encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"n": {n}}}\n' for n in range(3)), encoding="utf-8")
+    (tmp_path / "tools.py").write_text(
+        "import os, pathlib, signal, mkl_notebook\n\n"
+        "@mkl_notebook.tool(effect='read')\n"
+        "def fetch_page() -> str:\n"
+        "    return 'the page'\n\n"
+        "@mkl_notebook.tool(effect='read')\n"
+        "def count_words() -> str:\n"
+        "    if not pathlib.Path('interrupted').exists():\n"
+        "        pathlib.Path('interrupted').touch()\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return '2 words'\n",
+        encoding="utf-8",
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "mkl_notebook.cli",
+        "map",
+        "slow.mkl",
+        "--over",
+        "rows.jsonl",
+        "--tools",
+        "tools.py",
+    ]
+    env = env_without_models()
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.count("interrupted") == 1 and "the same mkl map command again" in done.stderr, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"status": "interrupted", "error": "interrupted"}
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1])["counts"] == {"done": 3}
+
+
 def test_the_status_line_says_the_question_it_waits_on(tmp_path: Path) -> None:
     machine = bad(  # review escalates to a person before publishing
         "      - when: otherwise\n        then: ok\n        to: END\n",

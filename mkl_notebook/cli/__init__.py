@@ -68,11 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _interrupted(exc: KeyboardInterrupt) -> int:
     """Ctrl-C: said once, the run named with the command that goes on from where it stopped (its answers so far
     are journaled), and the status line a driver reads, as every run-like command ends with one."""
-    run_id, again = (exc.run_id, exc.again) if isinstance(exc, Interrupted) else (None, None)
-    said = "mkl: interrupted"
-    if run_id and again:
-        said += f": run {run_id} keeps every answer journaled so far; `{again}` goes on from there"
-    print(printable(said), file=sys.stderr)
+    run_id = exc.run_id if isinstance(exc, Interrupted) else None
+    said = f": {exc.said}" if isinstance(exc, Interrupted) else ""
+    print(printable(f"mkl: interrupted{said}"), file=sys.stderr)
     # The line is printed first; an --output-file that cannot be written now was checked as the command began.
     with contextlib.suppress(StatusFileProblem, OSError):
         emit_status({"status": "interrupted", "error": "interrupted", **({"run": run_id} if run_id else {})})

@@ -39,12 +39,12 @@ OUTPUT_FILE_ENV = "MKL_OUTPUT_FILE"  # --output-file's default: where a driver p
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C while a command ran run ``run_id``: every answer journaled before it stays, and ``again`` (a
-    command) goes on from there."""
+    """Ctrl-C while a command ran: what stays and how to go on from there (``said``), and the run it stopped
+    (``run_id``), where there is one."""
 
-    def __init__(self, run_id: str | None = None, again: str | None = None) -> None:
-        super().__init__(run_id)
-        self.run_id, self.again = run_id, again
+    def __init__(self, said: str, run_id: str | None = None) -> None:
+        super().__init__(said)
+        self.said, self.run_id = said, run_id
 
 
 class StatusFileProblem(UsageProblem):

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..app import batch
 from ..app.settings import command_api_base
 from ..app.terms import DEFAULT_STORE
 from ..render.batch_views import batch_continue_text, batch_summary_text
-from .common import EXIT_FAILED, STATUS_EXIT, Commands, emit_status, host_values, machine_of, say, workspace
+from .common import (
+    EXIT_FAILED,
+    STATUS_EXIT,
+    Commands,
+    Interrupted,
+    emit_status,
+    host_values,
+    machine_of,
+    say,
+    workspace,
+)
 from .run_cmd import executor_flags
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
@@ -53,6 +64,29 @@ def map_main(args: argparse.Namespace) -> int:
             shown[0] = done
             print(f"\r{done}/{total} rows", end="", file=sys.stderr, flush=True)
 
+    try:
+        tally = _map(args, progress)
+    except KeyboardInterrupt:
+        said = "every row's answers journaled so far stay; the same mkl map command again (without --fresh) goes on"
+        raise Interrupted(said) from None
+    if watched:
+        print(file=sys.stderr)
+    summaries = tally.rows()
+    listed = tally.left_out == 0
+    if not args.quiet:
+        say(batch_summary_text(summaries, tally.counts, tally.spent(), args.store, listed=listed))
+        waiting = tally.waiting_rows()
+        if waiting:
+            say("\n" + batch_continue_text(waiting, args.store, command_api_base(args.api_base), tally.waiting))
+    status: dict[str, Any] = {"status": tally.status, "counts": tally.counts, **tally.spent(), "rows": summaries}
+    if not listed:
+        status["rows_left_out"] = tally.left_out  # done rows of a large batch: each is in the store
+    emit_status(status)
+    return BATCH_EXIT[tally.status]
+
+
+def _map(args: argparse.Namespace, progress: Callable[[int, int], None]) -> batch.Tally:
+    """Every row's run, as the flags say, each counted into the tally and dropped."""
     with workspace(args) as ws:
         machine = machine_of(ws, args)
         running = ws.map_rows(
@@ -73,17 +107,4 @@ def map_main(args: argparse.Namespace) -> int:
         tally = batch.Tally(running.total)
         for row in running:  # each row is counted in and dropped: a batch of any size holds the rows running
             tally.add(row)
-    if watched:
-        print(file=sys.stderr)
-    summaries = tally.rows()
-    listed = tally.left_out == 0
-    if not args.quiet:
-        say(batch_summary_text(summaries, tally.counts, tally.spent(), args.store, listed=listed))
-        waiting = tally.waiting_rows()
-        if waiting:
-            say("\n" + batch_continue_text(waiting, args.store, command_api_base(args.api_base), tally.waiting))
-    status: dict[str, Any] = {"status": tally.status, "counts": tally.counts, **tally.spent(), "rows": summaries}
-    if not listed:
-        status["rows_left_out"] = tally.left_out  # done rows of a large batch: each is in the store
-    emit_status(status)
-    return BATCH_EXIT[tally.status]
+    return tally

@@ -177,11 +177,12 @@ def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: s
 
 
 def _go_on(args: argparse.Namespace, run_id: str) -> str:
-    """The command that goes on with run ``run_id`` of this command's store after an interruption (its answers
-    journaled so far replay), with the answers this command drew on."""
+    """What is kept of run ``run_id`` after an interruption, and the command that goes on with it from this
+    command's store (its answers journaled so far replay), with the answers this command drew on."""
     given = {"script": args.script, "tools": args.tools, "model": getattr(args, "model", None)}
     answers = {key: value for key, value in given.items() if value}
-    return resume_command(run_id, store=args.store, api_base=command_api_base(args.api_base), **answers)
+    again = resume_command(run_id, store=args.store, api_base=command_api_base(args.api_base), **answers)
+    return f"run {run_id} keeps every answer journaled so far; `{again}` goes on from there"
 
 
 def _continue_with(args: argparse.Namespace, outcome: Outcome, **where: Any) -> str:
@@ -221,7 +222,7 @@ def run_main(args: argparse.Namespace) -> int:
                 retry=args.retry,
             )
         except KeyboardInterrupt:
-            raise Interrupted(run_id, _go_on(args, run_id)) from None
+            raise Interrupted(_go_on(args, run_id), run_id) from None
         assert run.outcome is not None
         return _finish(args, ws, run.outcome, _continue_with(args, run.outcome))
 
@@ -254,7 +255,7 @@ def resume_main(args: argparse.Namespace) -> int:
             try:
                 outcome = ws.resume(args.run_id, **asked)
             except KeyboardInterrupt:
-                raise Interrupted(args.run_id, _go_on(args, args.run_id)) from None
+                raise Interrupted(_go_on(args, args.run_id), args.run_id) from None
             return _finish(args, ws, outcome, _continue_with(args, outcome))
         if args.target.endswith(".ipynb"):
             notebook = Path(args.target)
