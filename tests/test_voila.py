@@ -44,8 +44,15 @@ def test_a_click_in_voila_redraws_the_form_in_place_until_the_result(tmp_path: P
             page.screenshot(path=str(ARTIFACTS / "2-next-question.png"), full_page=True)
 
             approve.click()
-            expect(page.locator(".jupyter-widgets").get_by_text("Sent to the customer.")).to_be_visible(timeout=60_000)
+            expect(page.locator(".jupyter-widgets").get_by_text("Sent to the customer.").first).to_be_visible(
+                timeout=60_000
+            )
             expect(page.locator("button.jupyter-button")).to_have_count(0)
+            # The whole view follows, not only the form: no place still says the run waits, or how to answer it.
+            expect(page.get_by_text("Pending (escalated)")).to_have_count(0)
+            expect(page.get_by_text("--reply approve")).to_have_count(0)
+            expect(page.get_by_text("· pending")).to_have_count(0)  # the diagram redrawn: nothing pending
+            expect(page.get_by_text("Answered 'approve' (by ")).to_have_count(1)  # the last answer, said once
             assert page.url == url
             page.screenshot(path=str(ARTIFACTS / "3-result.png"), full_page=True)
         finally:

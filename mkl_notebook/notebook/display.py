@@ -68,22 +68,25 @@ class RunView:
         signer: Signer | None = None,
         link: MetadataLink | None = None,
         unattended: str | None = None,
+        mirrored: bool = False,
     ) -> None:
         self.run_id = run_id
         self.unattended = unattended  # the headless client executing the notebook (no form then), if it is one
+        # Voila draws a cell's outputs once and then follows only widgets: every place of the view is one then.
+        self.mirrored = mirrored
         self.link = link  # the notebook's metadata: each checkpoint of the run as it stands goes there too
         self.signer = signer  # seals the checkpoint the view carries
         self.note: str | None = None  # said above the run: that the notebook's saved copy was set aside
         self.machine = machine
         self.cell = cell  # the notebook cell showing it: its forms' replies belong to it
         self.notebook = notebook  # the file's name, for the commands that continue the run
-        self.top: DisplayHandle | None = None
+        self.top: Place | None = None
         self.form_out: DisplayHandle | None = None  # the form's place, right below the question's
         self.box: widgets.VBox | None = None  # the widget standing there: the form, or what became of it
-        self.handle: DisplayHandle | None = None
+        self.handle: Place | None = None
         self.current_form: Any = None
         self.place = _place(cell, run_id)  # the form's widgets' model ids derive from it
-        self.diagram: DisplayHandle | None = None
+        self.diagram: Place | None = None
         self.shown: Outcome | None = None
         self._asked: str | None = None  # the question whose form this view shows
         self._replying = False
@@ -107,7 +110,7 @@ class RunView:
 
     def start(self) -> None:
         self._started = time.monotonic()
-        self.top = display(progress_bundle(None, 0, {}, 0.0), raw=True, display_id=True)
+        self.top = self._shown("top", progress_bundle(None, 0, {}, 0.0))
 
     def stop(self, line: str) -> None:
         """The run stopped without a result to show (an interrupt, an error): one line instead of the live one."""
@@ -206,16 +209,16 @@ class RunView:
         self.current_form = None
         bundle = {**choice.widget._repr_mimebundle_(), **banner}
         if self.top is None:
-            self.top = display(bundle, raw=True, display_id=True)
+            self.top = self._shown("top", bundle)
         else:
             self.top.update(bundle, raw=True)
         # A click runs in the widget's message, not in this cell: the outputs it will fill must exist now.
         if self.form_out is None:
             self.form_out = display({"text/plain": ""}, raw=True, display_id=True)
         if self.handle is None:
-            self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+            self.handle = self._shown("view", {"text/plain": ""})
         if self.diagram is None:
-            self.diagram = display({"text/plain": ""}, raw=True, display_id=True)
+            self.diagram = self._shown("diagram", {"text/plain": ""})
 
     # -- final state ------------------------------------------------------------------
 
@@ -235,7 +238,7 @@ class RunView:
             top = self._top_bundle(run, outcome)
             form_place_now = self._asked_no_more(run, outcome, top)
         if self.top is None:
-            self.top = display(top, raw=True, display_id=True)
+            self.top = self._shown("top", top)
         else:
             self.top.update(top, raw=True)
         if form_place_now is not None:
@@ -252,7 +255,7 @@ class RunView:
         if machine is not None:
             diagram = run_diagram(machine, outcome)
             if self.diagram is None:
-                self.diagram = display(diagram, raw=True, display_id=True)
+                self.diagram = self._shown("diagram", diagram)
             else:
                 self.diagram.update(diagram, raw=True)
         if not self._following:
@@ -282,7 +285,7 @@ class RunView:
         if self.link is not None:  # the run as it stands goes to the metadata, not a cell's part of it
             bundle = self.link.carry(run_id, bundle, as_it_stands=outcome.latest is None)
         if self.handle is None:
-            self.handle = display(bundle, raw=True, display_id=True)
+            self.handle = self._shown("view", bundle)
             if self.link is not None:
                 self.link.when_linked(self._redraw_view)
         else:
@@ -328,7 +331,7 @@ class RunView:
             return printed, {**box._repr_mimebundle_(), "text/plain": ""}
         # The place above says what became of the last question wherever outputs are redrawn (a page whose
         # extension answered: JupyterLab, Notebook 7); elsewhere (Voila) only widgets move, so the box says it.
-        redrawn = self.link is not None and self.link.linked
+        redrawn = self.mirrored or (self.link is not None and self.link.linked)
         became = [] if redrawn else [self._what_became(run, previous_asked)]
         box = self._box([*became, form.widget])
         return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
@@ -346,6 +349,10 @@ class RunView:
         """The form's place when no question waits there: what became of the form's question and the run's
         result in the widget (for a frontend that only follows widgets), and nothing in the output (the
         question's place says what was answered). None: leave it as it is."""
+        if self.current_form is not None and self.mirrored:  # the places above say what became of it
+            self._box([])
+            self.current_form = None
+            return {"text/plain": ""}
         if self.current_form is not None:
             result = outcome.result
             done = views.result_summary_html(result, None, views.notebook_cap(run.id))
@@ -356,6 +363,12 @@ class RunView:
         if self.form_out is None and top.get("text/plain"):
             return {"text/plain": ""}  # as the cell read when its form was answered in it
         return None
+
+    def _shown(self, name: str, bundle: dict[str, Any]) -> Place:
+        """Show ``bundle`` in a place of this view (``name``: top, view, diagram) that later updates redraw."""
+        if self.mirrored:
+            return Mirrored(f"{self.place}/{name}", bundle)
+        return display(bundle, raw=True, display_id=True)
 
     def _box(self, children: list[widgets.Widget]) -> widgets.VBox:
         """The widget in the form's place, holding ``children`` now (made with them: no update to send)."""
@@ -401,6 +414,35 @@ class RunView:
             if self.form_out is not None:
                 self.form_out.update({"text/plain": ""}, raw=True)  # the widget stays, settled, where only it is seen
         return run.status in ("done", "halt")
+
+
+class Mirrored:
+    """A place of a view drawn as a widget (in Voila, which draws outputs once and then follows only widgets):
+    an HTML widget whose value follows each update, as a display handle's output would."""
+
+    def __init__(self, key: str, bundle: dict[str, Any]) -> None:
+        self.widget = made(widgets.HTML, key, value=as_html(bundle))
+        display(self.widget)
+
+    def update(self, bundle: dict[str, Any], raw: bool = True) -> None:
+        self.widget.value = as_html(bundle)
+
+
+Place = DisplayHandle | Mirrored
+
+
+def as_html(bundle: dict[str, Any]) -> str:
+    """What a view's output shows, as HTML: its HTML, else its drawing (our SVG), else its text, escaped."""
+
+    def joined(value: Any) -> str:
+        return "".join(value) if isinstance(value, list) else str(value)
+
+    if "text/html" in bundle:
+        return joined(bundle["text/html"])
+    if "image/svg+xml" in bundle:
+        return joined(bundle["image/svg+xml"])
+    text = joined(bundle.get("text/plain", ""))
+    return f"<pre>{html.escape(text)}</pre>" if text else ""
 
 
 def _place(cell: str | None, run_id: str) -> str:

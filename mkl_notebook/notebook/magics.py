@@ -36,7 +36,7 @@ from .batch import Batch, run_batch
 from .display import RunView
 from .magic_args import HELP, SUBCOMMANDS, HelpShown, Values, hitl_flag, parsers, split_words
 from .review import ReviewQueue
-from .session import NotebookRun, NotebookSession, current_session
+from .session import NotebookRun, NotebookSession, current_session, served_by_voila
 
 
 @contextmanager
@@ -239,6 +239,7 @@ class MklMagics(Magics):
             signer=self.session.signer(),
             link=self.session.link,
             unattended=self.session.unattended(),
+            mirrored=served_by_voila(),
         )
 
     def present(self, run: NotebookRun, view: RunView) -> None:

@@ -333,6 +333,11 @@ HEADLESS_PROGRAMS = {
 }
 
 
+def served_by_voila() -> bool:
+    """Whether Voila started this kernel: it draws a notebook's outputs once, then follows only its widgets."""
+    return os.environ.get("SERVER_SOFTWARE", "").startswith("voila/") or "VOILA_BASE_URL" in os.environ
+
+
 def _client_command() -> tuple[str, set[Path]]:
     """The program that started this kernel (its parent process: nbclient, papermill and ``jupyter nbconvert``
     start their kernels themselves) and the notebooks its command line names, resolved in its folder; nothing
