@@ -101,6 +101,25 @@ def test_a_library_folder_is_searched_before_the_shipped_library(tmp_path: Path)
     assert _run(work, "think.mkl", "--library", path)[1]["result"] == "from beside the caller"
 
 
+def test_mkl_test_finds_the_library_folders_machines_as_mkl_run_does(tmp_path: Path) -> None:
+    work, first, _second = _folders(tmp_path)
+    (work / "summarize.test.yaml").write_text(
+        "scenarios:\n"
+        "  - name: summarized by the trusted folder's machine\n"
+        '    llm: {produce: {"trusted summary": "from the trusted folder"}}\n'
+        '    expect: {status: done, result: "from the trusted folder"}\n',
+        encoding="utf-8",
+    )
+    test = ("test", "summarize.mkl", "--script", "summarize.test.yaml")
+    code, _status, out, _err = mkl_cli(work, *test)
+    assert code == 1 and "unknown machine 'std_summarize'" in out  # no library path: no such machine
+    for flags, env in ((("--library", str(first)), None), ((), {"MKL_LIBRARY_PATH": str(first)})):
+        code, _status, out, err = mkl_cli(work, *test, *flags, env=env)
+        assert code == 0 and "1 passed, 0 failed" in out, out + err
+    code, status, _out, err = mkl_cli(work, *test, "--library", str(tmp_path / "nowhere"))
+    assert code == 2 and "does not exist" in status["error"], err
+
+
 def test_a_missing_folder_or_a_bad_library_file_is_one_line_and_nothing_runs(tmp_path: Path) -> None:
     work, first, _second = _folders(tmp_path)
     missing = tmp_path / "not-there"

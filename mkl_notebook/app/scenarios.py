@@ -18,7 +18,7 @@ import yaml
 from ..engine.options import DEFAULT_MAX_WORKERS, RunOptions
 from ..engine.result import RunResult
 from ..engine.runner import run_machine
-from ..lang import files
+from ..lang import files, stdlib
 from ..lang.findings import MachineError
 from ..lang.loader import load_file, machine_from_mapping
 from ..lang.located import parse_plain
@@ -158,14 +158,16 @@ def load_cases(paths: Iterable[str | Path]) -> list[Scenario]:
     return scenarios
 
 
-def load_scenarios(machine_path: str | Path, script_path: str | Path) -> list[Scenario]:
-    """A scenario list (``*.test.yaml``) run against one ``.mkl`` file and the ``.mkl`` files beside it."""
+def load_scenarios(machine_path: str | Path, script_path: str | Path, library: tuple[Path, ...] = ()) -> list[Scenario]:
+    """A scenario list (``*.test.yaml``) run against one ``.mkl`` file, its calls finding the ``.mkl`` files
+    beside it, else the library (the ``library`` folders first), as ``mkl run`` finds them."""
     machine_path = Path(machine_path)
     try:
         machine = load_file(machine_path, strict=False)
     except MachineError as exc:
         raise ScenarioFileError(str(exc)) from None
-    return scenarios_from_file(machine, Path(script_path), sibling_registry(machine_path, machine))
+    callees = stdlib.with_library(machine, sibling_registry(machine_path, machine), library)
+    return scenarios_from_file(machine, Path(script_path), callees)
 
 
 def scenarios_from_file(machine: Machine, script_path: Path, registry: Mapping[str, Machine]) -> list[Scenario]:

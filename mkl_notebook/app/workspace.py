@@ -204,14 +204,16 @@ class Workspace:
         return run_all(scenarios_from_file(machine := self.machine(name), script, self.callees(machine)))
 
     @staticmethod
-    def test_files(machine: str | None, script: str | None, cases: list[str] | None) -> list[ScenarioResult]:
-        """Conformance ``cases``, or a machine file's scripted scenarios."""
+    def test_files(
+        machine: str | None, script: str | None, cases: list[str] | None, library: tuple[Path, ...] = ()
+    ) -> list[ScenarioResult]:
+        """Conformance ``cases``, or a machine file's scripted scenarios (its calls find ``library``'s too)."""
         if cases and (machine or script):
             raise UsageProblem("give either --case FILE... or MACHINE --script FILE, not both")
         if cases:
             return run_all(load_cases(cases))
         if machine and script:
-            return run_all(load_scenarios(machine, script))
+            return run_all(load_scenarios(machine, script, library))
         raise UsageProblem(
             "give conformance cases (--case FILE...) or a machine and its scenarios (MACHINE --script FILE)"
         )

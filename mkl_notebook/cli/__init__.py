@@ -33,7 +33,7 @@ from .common import (
 # The commands that end with the JSON status line: each takes --output-file.
 STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
 # The commands that load machines (a resumed run goes on in the machines it pinned): each takes --library.
-LIBRARY_COMMANDS = ("check", "run", "map")
+LIBRARY_COMMANDS = ("check", "run", "map", "test")
 # The commands that write runs to a store: each takes --durability.
 DURABILITY_COMMANDS = ("run", "resume", "map")
 

@@ -6,7 +6,7 @@ import argparse
 
 from ..app.scenarios import scenarios_summary
 from ..app.workspace import Workspace
-from .common import EXIT_FAILED, EXIT_OK, Commands, say
+from .common import EXIT_FAILED, EXIT_OK, Commands, library_of, say
 
 
 def add_test_parser(commands: Commands) -> None:
@@ -18,7 +18,8 @@ def add_test_parser(commands: Commands) -> None:
 
 
 def test_main(args: argparse.Namespace) -> int:
-    outcomes = Workspace.test_files(args.machine, args.script, args.case)
+    library = library_of(args) if args.machine else ()  # a library folder that is not there: one line, exit 2
+    outcomes = Workspace.test_files(args.machine, args.script, args.case, library)
     for outcome in outcomes:
         say(outcome.line())
     say(scenarios_summary(outcomes))
