@@ -169,8 +169,17 @@ def test_an_unreachable_state_is_a_warning_at_its_line() -> None:
     )
     finding = only(text, "unreachable-state")
     assert finding.severity == "warning" and finding.state == "orphan"
-    assert finding.line == line_of(text, "orphan:") + 1
+    assert (finding.line, finding.column) == (line_of(text, "orphan:"), 3)  # the state's name, where it is written
     assert "'orphan'" in finding.message and "'a'" in finding.message
+
+
+def test_a_feature_of_a_later_version_is_warned_at_its_key() -> None:
+    text = (
+        'mklang: "0.3"\nmachine: m\nentry: a\nbudget: 5\nstates:\n  a:\n    structure: s\n    prompt: p\n'
+        "    output: o\n    max_visits: 2\n    gates:\n      - {when: otherwise, then: ok, to: END}\n"
+    )
+    finding = only(text, "version-feature")
+    assert (finding.line, finding.column) == (line_of(text, "max_visits:"), 5) and "max_visits" in finding.message
 
 
 def test_states_reached_through_escalate_and_repair_gates_are_reachable() -> None:

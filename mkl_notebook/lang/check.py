@@ -108,6 +108,14 @@ class _Lines:
         where = doc.at(key)
         return where.line, where.column
 
+    def state(self, state: State) -> tuple[int | None, int | None]:
+        """Where the state's name is written under ``states:``."""
+        states = self._doc.get("states") if self._doc is not None else None
+        if isinstance(states, LocatedMap) and state.id in states.key_positions:
+            where = states.at(state.id)
+            return where.line, where.column
+        return state.line or None, None
+
     def state_key(self, state: State, key: str) -> tuple[int | None, int | None]:
         states = self._doc.get("states") if self._doc is not None else None
         body = states.get(state.id) if isinstance(states, LocatedMap) else None
@@ -186,7 +194,7 @@ def _path_findings(machine: Machine, lines: _Lines) -> list[Finding]:
             "unreachable-state",
             f"{_label(state)} cannot be reached from the entry state "
             f"'{machine.entry}'; route a gate to it or remove it",
-            (state.line or None, None),
+            lines.state(state),
             state.id,
         )
         for state in machine.states.values()

@@ -733,23 +733,27 @@ class _MachineBuilder:
         declared = machine.mklang
         if declared == "0.4" or (declared is not None and declared not in SPEC_VERSIONS):
             return
+        states = self.doc.get("states")
         for state in machine.states.values():
-            since: dict[str, list[str]] = {"0.3": [], "0.4": []}
+            since: dict[str, list[tuple[str, str]]] = {"0.3": [], "0.4": []}  # (what, the key it is written at)
             if state.parse == "list" and declared == "0.2":
-                since["0.3"].append("parse: list")
+                since["0.3"].append(("parse: list", "parse"))
             if state.max_visits is not None:
-                since["0.4"].append("max_visits")
+                since["0.4"].append(("max_visits", "max_visits"))
             if state.parse == "json":
-                since["0.4"].append("parse: json")
+                since["0.4"].append(("parse: json", "parse"))
             if any(g.ask is not None or g.reply_to is not None for g in state.gates):
-                since["0.4"].append("ask/reply_to")
+                since["0.4"].append(("ask/reply_to", "gates"))
+            body = states.get(state.id) if isinstance(states, LocatedMap) else None
             for version, used in since.items():
                 if used:
+                    key = used[0][1]
+                    where = body.at(key) if isinstance(body, LocatedMap) else Where(state.line, 1)
                     self.out.warning(
                         "version-feature",
-                        f"{_state_label(state.id)} uses {', '.join(used)}, which "
+                        f"{_state_label(state.id)} uses {', '.join(what for what, _ in used)}, which "
                         f'mklang {version} introduced; declare mklang: "{version}"',
-                        Where(state.line, 1),
+                        where,
                         state.id,
                     )
 
