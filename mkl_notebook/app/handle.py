@@ -21,6 +21,7 @@ from ..engine.result import question_id as question_id_of
 from ..lang.model import Machine
 from ..render.common import answers_sentence
 from ..render.views import asked_again
+from .continuing import drawn_on
 from .errors import UsageProblem
 from .status import with_keys
 
@@ -243,8 +244,8 @@ class Run:
         """Take the outcome of ``step``; a ``request`` of the executing cell moves that cell's place on."""
         with self._lock:
             self.outcome = step()
-        if self.id in self.workspace.taken_up:  # another person's run, not trusted: its paths name none of ours
-            self.outcome.result.started_with = {}  # (a tools file there is code a pasted command would run)
+        if self.id in self.workspace.taken_up:  # another person's run, not trusted: the commands name none of its paths
+            self.outcome.result.started_with = drawn_on(self.outcome.records, trusted=False)
         if not self.machine_name:
             self.machine_name = self.outcome.root
         if request:

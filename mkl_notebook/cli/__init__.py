@@ -9,7 +9,6 @@ commands end stdout with one JSON status line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -19,13 +18,12 @@ from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
 from . import audit_cmd, check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import (
-    EXIT_INTERRUPTED,
     EXIT_USAGE,
-    Interrupted,
     StatusFileProblem,
     copy_status_to,
     durability_flag,
     emit_status,
+    interrupted,
     library_flag,
     output_file_flag,
 )
@@ -65,18 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _interrupted(exc: KeyboardInterrupt) -> int:
-    """Ctrl-C: said once, the run named with the command that goes on from where it stopped (its answers so far
-    are journaled), and the status line a driver reads, as every run-like command ends with one."""
-    run_id = exc.run_id if isinstance(exc, Interrupted) else None
-    said = f": {exc.said}" if isinstance(exc, Interrupted) else ""
-    print(printable(f"mkl: interrupted{said}"), file=sys.stderr)
-    # The line is printed first; an --output-file that cannot be written now was checked as the command began.
-    with contextlib.suppress(StatusFileProblem, OSError):
-        emit_status({"status": "interrupted", "error": "interrupted", **({"run": run_id} if run_id else {})})
-    return EXIT_INTERRUPTED
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -91,8 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mkl: error: {printable(message)}", file=sys.stderr)  # one line, whatever a file put in it
         emit_status({"status": "error", "error": message})
         return EXIT_USAGE
-    except KeyboardInterrupt as exc:
-        return _interrupted(exc)
+    except KeyboardInterrupt:
+        return interrupted()
     except BrokenPipeError:  # `mkl runs … | head -1`: the reader left, which is not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

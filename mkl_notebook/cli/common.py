@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,15 +38,6 @@ def say(text: str) -> None:
 
 
 OUTPUT_FILE_ENV = "MKL_OUTPUT_FILE"  # --output-file's default: where a driver polls for the status line
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C while a command ran: what stays and how to go on from there (``said``), and the run it stopped
-    (``run_id``), where there is one."""
-
-    def __init__(self, said: str, run_id: str | None = None) -> None:
-        super().__init__(said)
-        self.said, self.run_id = said, run_id
 
 
 class StatusFileProblem(UsageProblem):
@@ -122,6 +115,16 @@ def emit_status(status: dict[str, Any]) -> None:
             raise StatusFileProblem(
                 f"{_StatusCopy.given_as} {path}: the status line could not be written ({reason})"
             ) from None
+
+
+def interrupted(said: str | None = None, run_id: str | None = None) -> int:
+    """Ctrl-C: said once, with what stays and how to go on from there (``said``), and the status line a driver
+    reads, as every run-like command ends with one (naming ``run_id``, the run it stopped, where there is one)."""
+    print(printable(f"mkl: interrupted{f': {said}' if said else ''}"), file=sys.stderr)
+    # The line is printed first; an --output-file that cannot be written now was checked as the command began.
+    with contextlib.suppress(StatusFileProblem, OSError):
+        emit_status({"status": "interrupted", "error": "interrupted", **({"run": run_id} if run_id else {})})
+    return EXIT_INTERRUPTED
 
 
 def workspace(args: argparse.Namespace) -> Workspace:

@@ -15,9 +15,9 @@ from .common import (
     EXIT_FAILED,
     STATUS_EXIT,
     Commands,
-    Interrupted,
     emit_status,
     host_values,
+    interrupted,
     machine_of,
     say,
     workspace,
@@ -68,7 +68,7 @@ def map_main(args: argparse.Namespace) -> int:
         tally = _map(args, progress)
     except KeyboardInterrupt:
         said = "every row's answers journaled so far stay; the same mkl map command again (without --fresh) goes on"
-        raise Interrupted(said) from None
+        return interrupted(said)
     if watched:
         print(file=sys.stderr)
     summaries = tally.rows()

@@ -26,11 +26,11 @@ from .common import (
     EXIT_FAILED,
     STATUS_EXIT,
     Commands,
-    Interrupted,
     all_flag,
     cli_cap,
     emit_status,
     host_values,
+    interrupted,
     machine_of,
     say,
     workspace,
@@ -222,7 +222,7 @@ def run_main(args: argparse.Namespace) -> int:
                 retry=args.retry,
             )
         except KeyboardInterrupt:
-            raise Interrupted(_go_on(args, run_id), run_id) from None
+            return interrupted(_go_on(args, run_id), run_id)
         assert run.outcome is not None
         return _finish(args, ws, run.outcome, _continue_with(args, run.outcome))
 
@@ -255,7 +255,7 @@ def resume_main(args: argparse.Namespace) -> int:
             try:
                 outcome = ws.resume(args.run_id, **asked)
             except KeyboardInterrupt:
-                raise Interrupted(_go_on(args, args.run_id), args.run_id) from None
+                return interrupted(_go_on(args, args.run_id), args.run_id)
             return _finish(args, ws, outcome, _continue_with(args, outcome))
         if args.target.endswith(".ipynb"):
             notebook = Path(args.target)
