@@ -306,6 +306,13 @@ states:
 """
 
 
+def _mkl(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mkl ARGS`` in ``folder`` as a person runs it (a process of its own, no model configured)."""
+    command = [sys.executable, "-m", "mkl_notebook.cli", *args]
+    env = env_without_models()
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
 def test_an_interrupted_mkl_run_says_so_once_with_its_status_line_and_the_command_that_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -325,15 +332,7 @@ def test_an_interrupted_mkl_run_says_so_once_with_its_status_line_and_the_comman
         "    return '2 words'\n",
         encoding="utf-8",
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", "run", "slow.mkl", "--tools", "tools.py", "--output-file", "st"],
-        cwd=tmp_path,
-        env=env_without_models(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _mkl(tmp_path, "run", "slow.mkl", "--tools", "tools.py", "--output-file", "st")
     assert done.returncode == 130, done.stderr
     assert done.stderr.count("interrupted") == 1, done.stderr  # said once
     status = json.loads(done.stdout.splitlines()[-1])  # and the status line a driver reads, as always last
@@ -342,15 +341,7 @@ def test_an_interrupted_mkl_run_says_so_once_with_its_status_line_and_the_comman
     [command] = re.findall(r"`([^`]+)` goes on from there", done.stderr)
     assert f"resume --id {status['run']} --tools tools.py" in command
 
-    again = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", *shlex.split(command)[1:]],
-        cwd=tmp_path,
-        env=env_without_models(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    again = _mkl(tmp_path, *shlex.split(command)[1:])  # pasted, as this checkout's mkl
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["result"] == "2 words"
     assert (tmp_path / "fetched").read_text() == "."  # the answer journaled before Ctrl-C was not asked again
@@ -372,23 +363,12 @@ def test_an_interrupted_mkl_map_ends_with_its_status_line_and_the_same_command_g
         "    return '2 words'\n",
         encoding="utf-8",
     )
-    command = [
-        sys.executable,
-        "-m",
-        "mkl_notebook.cli",
-        "map",
-        "slow.mkl",
-        "--over",
-        "rows.jsonl",
-        "--tools",
-        "tools.py",
-    ]
-    env = env_without_models()
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    command = ["map", "slow.mkl", "--over", "rows.jsonl", "--tools", "tools.py"]
+    done = _mkl(tmp_path, *command)
     assert done.returncode == 130, done.stderr
     assert done.stderr.count("interrupted") == 1 and "the same mkl map command again" in done.stderr, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == {"status": "interrupted", "error": "interrupted"}
-    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    again = _mkl(tmp_path, *command)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["counts"] == {"done": 3}
 
