@@ -258,10 +258,11 @@ def test_a_headless_resume_redraws_the_runs_diagram_and_forms(folder: Path, tmp_
     assert not any(WIDGET_MIME in output.get("data", {}) for output in after.outputs)  # no dead form left
 
 
-def test_nbconvert_saves_no_form_nor_queue_where_nobody_can_click_and_the_commands_answer(tmp_path: Path) -> None:
-    """A run and a batch waiting for people in a notebook ``jupyter nbconvert --execute`` runs: the questions and
-    the commands are printed, no form's or queue's widget is saved into the file (nothing a reader could click),
-    and a printed command answers a row in the file."""
+@pytest.mark.parametrize("client", ["nbconvert", "execute"])
+def test_a_headless_client_saves_no_form_nor_queue_and_the_printed_commands_answer(tmp_path: Path, client: str) -> None:
+    """A run and a batch waiting for people in a notebook ``jupyter nbconvert --execute`` (or ``jupyter execute``)
+    runs: the questions and the commands are printed, no form's or queue's widget is saved into the file (nothing
+    a reader could click), and a printed command answers a row in the file."""
     shutil.copytree(DATA, tmp_path / "data")
     cells = [
         nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
@@ -276,7 +277,10 @@ def test_nbconvert_saves_no_form_nor_queue_where_nobody_can_click_and_the_comman
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, tmp_path / "nb.ipynb")
-    _nbconvert(tmp_path, "nb.ipynb", "--inplace")
+    if client == "nbconvert":
+        _nbconvert(tmp_path, "nb.ipynb", "--inplace")
+    else:  # nbclient's own command
+        _client(tmp_path, "jupyter", "execute", "--inplace", "nb.ipynb")
 
     saved = nbformat.read(tmp_path / "nb.ipynb", as_version=4)
     models = saved.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})

@@ -126,11 +126,11 @@ class NotebookSession(Workspace):
         return Found(None, "no client named it, and no cell of it that uses mkl has been found in its folder yet")
 
     def unattended(self) -> str | None:
-        """The headless client executing this kernel's notebook, when it is known to be one: papermill or
-        ``jupyter nbconvert --execute`` (the program that started the kernel, or papermill's own metadata in the
-        file it writes). Nobody can click a form there, and such a client saves the widgets it saw into the file,
-        where a form would only be dead controls. None wherever a person may be looking: a Jupyter server's page
-        (JupyterLab, Notebook 7, Voila), VS Code, or a client this cannot tell."""
+        """The headless client executing this kernel's notebook, when it is known to be one: papermill,
+        ``jupyter nbconvert --execute`` or ``jupyter execute`` (the program that started the kernel, or
+        papermill's own metadata in the file it writes). Nobody can click a form there, and such a client saves
+        the widgets it saw into the file, where a form would only be dead controls. None wherever a person may be
+        looking: a Jupyter server's page (JupyterLab, Notebook 7, Voila), VS Code, or a client this cannot tell."""
         served = self.user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
         if served or "__vsc_ipynb_file__" in self.user_ns:
             return None
@@ -330,6 +330,7 @@ HEADLESS_PROGRAMS = {
     "papermill": "papermill",
     "jupyter-nbconvert": "jupyter nbconvert",
     "nbconvert": "jupyter nbconvert",
+    "jupyter-execute": "jupyter execute",  # nbclient's own command
 }
 
 
