@@ -103,17 +103,17 @@ def _outputs(notebook: dict[str, Any], mime: str = MIME_TYPE) -> Iterator[tuple[
                 yield cell_index, output_index, output
 
 
-Place = tuple[int, int, int | None]  # cell, output, entry of a batch output (None: a run's own output)
+OutputAt = tuple[int, int, int | None]  # cell, output, entry of a batch output (None: a run's own output)
 
 
-def _batch_entries(notebook: dict[str, Any]) -> Iterator[tuple[Place, Any]]:
+def _batch_entries(notebook: dict[str, Any]) -> Iterator[tuple[OutputAt, Any]]:
     for cell_index, output_index, output in _outputs(notebook, BATCH_MIME_TYPE):
         entries = output["data"][BATCH_MIME_TYPE]
         for entry_index, entry in enumerate(entries if isinstance(entries, list) else []):
             yield (cell_index, output_index, entry_index), entry
 
 
-def _carried(notebook: dict[str, Any]) -> Iterator[tuple[Place, Any]]:
+def _carried(notebook: dict[str, Any]) -> Iterator[tuple[OutputAt, Any]]:
     """Every checkpoint an output carries: a run's own output's, and each of a batch output's."""
     for cell_index, output_index, output in _outputs(notebook):
         yield (cell_index, output_index, None), output["data"][MIME_TYPE]
@@ -122,7 +122,7 @@ def _carried(notebook: dict[str, Any]) -> Iterator[tuple[Place, Any]]:
             yield place, entry
 
 
-def _referred(notebook: dict[str, Any]) -> Iterator[tuple[Place, Any]]:
+def _referred(notebook: dict[str, Any]) -> Iterator[tuple[OutputAt, Any]]:
     """Every reference an output makes to the metadata's copy of a run: a run's own output's, a batch's."""
     for cell_index, output_index, output in _outputs(notebook, REF_MIME_TYPE):
         yield (cell_index, output_index, None), output["data"][REF_MIME_TYPE]

@@ -80,13 +80,13 @@ class RunView:
         self.machine = machine
         self.cell = cell  # the notebook cell showing it: its forms' replies belong to it
         self.notebook = notebook  # the file's name, for the commands that continue the run
-        self.top: Place | None = None
+        self.top: ViewPlace | None = None
         self.form_out: DisplayHandle | None = None  # the form's place, right below the question's
         self.box: widgets.VBox | None = None  # the widget standing there: the form, or what became of it
-        self.handle: Place | None = None
+        self.handle: ViewPlace | None = None
         self.current_form: Any = None
         self.place = _place(cell, run_id)  # the form's widgets' model ids derive from it
-        self.diagram: Place | None = None
+        self.diagram: ViewPlace | None = None
         self.shown: Outcome | None = None
         self._asked: str | None = None  # the question whose form this view shows
         self._replying = False
@@ -364,7 +364,7 @@ class RunView:
             return {"text/plain": ""}  # as the cell read when its form was answered in it
         return None
 
-    def _shown(self, name: str, bundle: dict[str, Any]) -> Place:
+    def _shown(self, name: str, bundle: dict[str, Any]) -> ViewPlace:
         """Show ``bundle`` in a place of this view (``name``: top, view, diagram) that later updates redraw."""
         if self.mirrored:
             return Mirrored(f"{self.place}/{name}", bundle)
@@ -428,7 +428,7 @@ class Mirrored:
         self.widget.value = as_html(bundle)
 
 
-Place = DisplayHandle | Mirrored
+ViewPlace = DisplayHandle | Mirrored
 
 
 def as_html(bundle: dict[str, Any]) -> str:
