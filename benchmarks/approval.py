@@ -31,7 +31,6 @@ import contextlib
 import datetime
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -51,9 +50,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
 from run import machine_description  # noqa: E402  (benchmarks/run.py, beside this file)
 
-START, END = "<!-- approval:start -->", "<!-- approval:end -->"
 RESUME_STEPS = 20
 RESULT = "All the gates were approved."
 
@@ -369,14 +368,7 @@ def report(gates: int, notebooks: int, rounds: int) -> str:
 
 
 def write_section(text: str) -> None:
-    path = HERE / "RESULTS.md"
-    old = path.read_text(encoding="utf-8")
-    section = f"{START}\n{text}\n{END}"
-    if START in old:
-        new = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: section, old, flags=re.DOTALL)
-    else:
-        new = old.rstrip() + "\n\n" + section + "\n"
-    path.write_text(new, encoding="utf-8")
+    sections.write_section("approval", text)
 
 
 def main() -> None:

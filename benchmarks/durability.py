@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -34,10 +33,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
+
 from mkl_notebook.durable import records as rec  # noqa: E402
 from mkl_notebook.durable.stores import SQLiteStore  # noqa: E402
 
-START, END = "<!-- durability:start -->", "<!-- durability:end -->"
 TEXT = "A model's answer of a few sentences, as a step of a machine gets it back. " * 6  # ~450 characters
 
 
@@ -157,14 +157,7 @@ def main() -> None:
     text = section(results, syncs, args)
     print(text)
     if not args.no_write:
-        path = ROOT / "benchmarks" / "RESULTS.md"
-        old = path.read_text(encoding="utf-8")
-        block = f"{START}\n{text}\n{END}"
-        if START in old:
-            new = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, old, flags=re.DOTALL)
-        else:
-            new = old.rstrip() + "\n\n" + block + "\n"
-        path.write_text(new, encoding="utf-8")
+        sections.write_section("durability", text)
 
 
 if __name__ == "__main__":

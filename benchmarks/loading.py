@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (1000, 2000, 5000, 8000)
-START, END = "<!-- loading:start -->", "<!-- loading:end -->"
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
 
 
 def timed(work: Callable[[], Any], rounds: int) -> dict[str, list[float]]:
@@ -193,14 +192,7 @@ def main() -> None:
     section = table(results, parse, args)
     print(section)
     if not args.no_write:
-        path = ROOT / "benchmarks" / "RESULTS.md"
-        text = path.read_text(encoding="utf-8")
-        block = f"{START}\n{section}\n{END}"
-        if START in text:
-            text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.DOTALL)
-        else:
-            text = text.rstrip() + "\n\n" + block + "\n"
-        path.write_text(text, encoding="utf-8")
+        sections.write_section("loading", section)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-START, END = "<!-- memory:start -->", "<!-- memory:end -->"
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
+
 SIZES = (1_000, 20_000, 100_000)
 TARGET = 1.5
 
@@ -97,7 +97,6 @@ def section(results: list[dict[str, float]]) -> str:
     worst = max(result["peak"] / results[0]["peak"] for result in results)
     return "\n".join(
         [
-            START,
             "## Memory of `mkl map` in the number of rows",
             "",
             f"Measured {datetime.date.today().isoformat()}, load average {load[0]:.2f} / {load[1]:.2f} / "
@@ -107,19 +106,12 @@ def section(results: list[dict[str, float]]) -> str:
             f"the child's `ru_maxrss`. Target: every size within {TARGET}× of the first. Worst here: {worst:.2f}×.",
             "",
             table(results),
-            END,
         ]
     )
 
 
 def write_section(text: str) -> None:
-    path = ROOT / "benchmarks" / "RESULTS.md"
-    current = path.read_text(encoding="utf-8")
-    if START in current:
-        current = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: text, current, flags=re.S)
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(current, encoding="utf-8")
+    sections.write_section("memory", text)
 
 
 def main() -> None:

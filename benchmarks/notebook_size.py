@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How many bytes a notebook of N waiting runs takes once saved, and how much of it is widget state.
 
-    .venv/bin/python benchmarks/notebook_size.py                   # N = 10 and 50, every way
+    .venv/bin/python benchmarks/notebook_size.py --sizes 50        # every way; writes its section of RESULTS.md
     .venv/bin/python benchmarks/notebook_size.py --sizes 50 --no-lab
 
 The notebook loads the extension, defines the tutorials' refund machine and starts N runs of it, each
@@ -24,8 +24,8 @@ loses without them, over the number of runs). Sizes, not times: the machine's lo
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,28 +37,17 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-DATA = ROOT / "notebooks" / "data"
+
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
+
+from support import refund_notebook  # noqa: E402  (tests/support.py)
+
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def waiting_runs(path: Path, count: int) -> None:
     """A notebook of ``count`` cells, each starting a run of the refund machine that waits for a person."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
-    ]
-    for index in range(count):
-        ticket = f"Parcel A-{1000 + index} arrived broken"
-        cells.append(
-            nbformat.v4.new_code_cell(
-                f'%mkl run refund --id waiting-{index:03d} --set ticket="{ticket}" --script refund.script.yaml'
-            )
-        )
-    notebook.cells = cells
-    nbformat.write(notebook, path)
-    shutil.copy(DATA / "refund.script.yaml", path.parent / "refund.script.yaml")
+    refund_notebook(path, {f"waiting-{index:03d}": f"Parcel A-{1000 + index} arrived broken" for index in range(count)})
 
 
 def measure(path: Path) -> dict[str, Any]:
@@ -190,6 +179,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--no-lab", action="store_true", help="nbclient only (no browser)")
     parser.add_argument("--no-nbclient", action="store_true", help="JupyterLab only (no nbclient, no nbconvert)")
+    parser.add_argument("--no-write", action="store_true", help="print the section, leave RESULTS.md as it is")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,17 +190,46 @@ def main() -> None:
                 rows.append(("jupyter nbconvert --execute", count, by_nbconvert(folder, count)))
             if not args.no_lab:
                 rows.append(("JupyterLab (saveState on)", count, by_lab(folder, count)))
-    print("| saved by | waiting runs | file (KB) | widget state (KB) | widget models | per run (KB) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    text = report(rows, args.sizes)
+    print(text)
+    if not args.no_write and not args.no_lab and not args.no_nbclient:  # every way measured: the section whole
+        sections.write_section("notebook-size", text)
+
+
+def report(rows: list[tuple[str, int, dict[str, Any]]], sizes: list[int]) -> str:
+    """The section of RESULTS.md: what was measured, each saved file, and the bytes each waiting run adds."""
+    counts = " and ".join(str(size) for size in sizes)
+    lines = [
+        f"## A notebook of {counts} waiting runs, saved (`python benchmarks/notebook_size.py --sizes "
+        f"{' '.join(map(str, sizes))}`)",
+        "",
+        f"Measured {datetime.date.today().isoformat()} (sizes, not times: load does not change them). The refund "
+        "machine, one cell per run, each run waiting for a person; saved three ways (see the script's docstring): "
+        "nbclient in a kernel that believes a Jupyter server started it (it draws every form and nbclient keeps "
+        "every widget model: the most state a client may save), `jupyter nbconvert --execute` (a headless client: "
+        "no form is drawn where nobody can click; papermill alike), and a real JupyterLab with ipywidgets' *Save "
+        "widget state* on (the extension keeps the forms' models out). Before issue 38, 50 waiting runs saved by "
+        "JupyterLab took 1,570 KB, 910 KB of it widget state (1,100 models).",
+        "",
+        "| saved by | waiting runs | file (KB) | widget state (KB) | widget models | per run (KB) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for who, count, got in rows:
         per = got["widgets_kb"] / count
-        print(f"| {who} | {count} | {got['file_kb']:.0f} | {got['widgets_kb']:.0f} | {got['models']} | {per:.2f} |")
-    print()
-    print("| saved by | waiting runs | output | bytes per run |")
-    print("|---|---:|---|---:|")
+        lines.append(
+            f"| {who} | {count} | {got['file_kb']:.0f} | {got['widgets_kb']:.0f} | {got['models']} | {per:.2f} |"
+        )
+    lines += [
+        "",
+        "Bytes each waiting run adds, by kind of output (and, for JupyterLab, the checkpoint the extension keeps in "
+        "the notebook's metadata):",
+        "",
+        "| saved by | waiting runs | output | bytes per run |",
+        "|---|---:|---|---:|",
+    ]
     for who, count, got in rows:
-        for kind, size in got["kinds"].items():
-            print(f"| {who} | {count} | {kind} | {size:.0f} |")
+        lines += [f"| {who} | {count} | {kind} | {size:.0f} |" for kind, size in got["kinds"].items()]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,6 @@ import contextlib
 import datetime
 import gc
 import importlib.metadata
-import re
 import sqlite3
 import statistics
 import subprocess
@@ -75,9 +74,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
 from run import linear, machine_description  # noqa: E402  (benchmarks/run.py, beside this file)
 
-START, END = "<!-- peers:start -->", "<!-- peers:end -->"
 ASK = "Approve the last step?"
 # How long a DBOS workflow waits for the reply before its thread gives up; the wait is durable, so a resumed
 # workflow whose message was sent before finds it however late it is resumed.
@@ -567,14 +566,7 @@ def report(steps: int, rounds: int) -> str:
 
 
 def write_section(text: str) -> None:
-    path = HERE / "RESULTS.md"
-    old = path.read_text(encoding="utf-8")
-    section = f"{START}\n{text}\n{END}"
-    if START in old:
-        new = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: section, old, flags=re.DOTALL)
-    else:
-        new = old.rstrip() + "\n\n" + section + "\n"
-    path.write_text(new, encoding="utf-8")
+    sections.write_section("peers", text)
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ import argparse
 import gc
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (1_000, 5_000, 10_000, 20_000)
 SLOW = 10.0  # seconds: a renderer slower than this once is not run again
-START, END = "<!-- render:start -->", "<!-- render:end -->"
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
+
 RENDERERS = ("machine_text", "machine_mermaid", "trace table (HTML + text)", "run_bundle")
 RUN_MIME = "application/vnd.mkl.run+json"
 MERMAID_MIME = "text/vnd.mermaid"
@@ -261,14 +261,7 @@ def main() -> None:
     text = table(after, before, args.rounds, sizes)
     print(text)
     if not args.no_write and sizes == SIZES:  # a quick run with other sizes never replaces the section
-        path = ROOT / "benchmarks" / "RESULTS.md"
-        results = path.read_text(encoding="utf-8")
-        section = f"{START}\n{text}\n{END}"
-        if START in results:
-            results = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: section, results, flags=re.DOTALL)
-        else:
-            results = results.rstrip() + "\n\n" + section + "\n"
-        path.write_text(results, encoding="utf-8")
+        sections.write_section("render", text)
 
 
 if __name__ == "__main__":

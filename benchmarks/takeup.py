@@ -40,7 +40,7 @@ from lab_client import LabClient, run_all  # noqa: E402  (JupyterLab's way of ex
 
 SIZES = (10, 50, 200)
 DATA = ROOT / "notebooks" / "data"
-START, END = "<!-- takeup:start -->", "<!-- takeup:end -->"
+import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
 
 # Run in the kernel on the notebook: the first `%mkl pending`, timed and counted.
 PENDING = """
@@ -203,14 +203,7 @@ def main() -> None:
         section = table(made, trees, args.rounds, load)
     print(section)
     if not args.no_write:
-        path = ROOT / "benchmarks" / "RESULTS.md"
-        text = path.read_text(encoding="utf-8")
-        block = f"{START}\n{section}\n{END}"
-        if START in text:
-            text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.DOTALL)
-        else:
-            text = text.rstrip() + "\n\n" + block + "\n"
-        path.write_text(text, encoding="utf-8")
+        sections.write_section("takeup", section)
 
 
 if __name__ == "__main__":
