@@ -205,3 +205,30 @@ class Cells:
         path = self.tmp / name
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
         return path
+
+
+def refund_notebook(path: Path, runs: dict[str, str], *, first: tuple[str, ...] = ()) -> None:
+    """A notebook at ``path`` with the tutorials' refund machine and one cell per entry of ``runs`` (run id ->
+    ticket), each leaving its run waiting for a person (scripted answers, copied beside it: no model); the cells
+    ``first`` come right after ``%load_ext``."""
+    import shutil
+
+    import nbformat
+
+    data = ROOT / "notebooks" / "data"
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        *(nbformat.v4.new_code_cell(source) for source in first),
+        nbformat.v4.new_code_cell("%%mkl\n" + (data / "refund.mkl").read_text(encoding="utf-8")),
+        *(
+            nbformat.v4.new_code_cell(
+                f'%mkl run refund --id {run_id} --set ticket="{ticket}" --script refund.script.yaml'
+            )
+            for run_id, ticket in runs.items()
+        ),
+    ]
+    nbformat.write(notebook, path)
+    if path.parent != data:
+        shutil.copy(data / "refund.script.yaml", path.parent / "refund.script.yaml")

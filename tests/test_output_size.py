@@ -22,13 +22,12 @@ from nbclient import NotebookClient
 
 from mkl_notebook.render import diagram, views
 
-from support import RUN_MIME, Cells, chain_source, env_without_models, mkl_cli
+from support import RUN_MIME, Cells, chain_source, env_without_models, mkl_cli, refund_notebook
 
 STEPS = 20_000
 SAVED_MAX = 300_000  # bytes of a run cell's outputs in the saved file
 WAITING_RUN_MAX = 13_000  # bytes of a waiting run's outputs in the saved file (14.7 KB before issue 38)
 WAITING_SVG_MAX = 4_500  # ... of them its diagram's, the drawing and its text twin (6.3 KB before)
-DATA = Path(__file__).resolve().parent.parent / "notebooks" / "data"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -113,21 +112,8 @@ def test_a_20000_step_runs_saved_output_stays_under_300_kb_and_trace_all_shows_e
 
 
 def test_a_waiting_runs_saved_outputs_stay_under_13_kb(tmp_path: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
-        *(
-            nbformat.v4.new_code_cell(
-                f'%mkl run refund --id waiting-{index} --set ticket="Parcel A-{index} arrived broken"'
-                " --script refund.script.yaml"
-            )
-            for index in range(2)
-        ),
-    ]
     path = tmp_path / "waiting.ipynb"
-    nbformat.write(nb, path)
-    (tmp_path / "refund.script.yaml").write_text((DATA / "refund.script.yaml").read_text(encoding="utf-8"))
+    refund_notebook(path, {f"waiting-{index}": f"Parcel A-{index} arrived broken" for index in range(2)})
     run_all(path, env=env_without_models())
     for cell in nbformat.read(path, as_version=4).cells[2:]:
         outputs = cell.outputs

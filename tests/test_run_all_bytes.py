@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from test_static_exports import DATA, waiting_notebook
+from test_static_exports import waiting_notebook
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -35,7 +35,6 @@ def _execute(source: Path, out: Path) -> bytes:
 
 
 def test_two_executions_of_a_notebook_with_a_waiting_form_write_the_same_bytes(tmp_path: Path) -> None:
-    shutil.copy(DATA / "refund.script.yaml", tmp_path / "refund.script.yaml")
     waiting_notebook(tmp_path / "waiting.ipynb")
     # Written elsewhere, as a person keeps an executed copy: two notebooks of the same cells in the kernel's folder
     # would leave it unable to tell which one it runs (and it would say so).

@@ -16,6 +16,8 @@ import nbformat
 import pytest
 from browser_support import browser_page
 
+from support import refund_notebook
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "notebooks" / "data"
 ARTIFACTS = ROOT / "test-artifacts" / "exports"
@@ -25,16 +27,7 @@ ABOUT = "We are sorry: your order A-1001 will be refunded in full."
 
 def waiting_notebook(path: Path, run_id: str = "waiting") -> None:
     """A notebook whose last cell leaves a run waiting for a person (the tutorials' refund machine, scripted)."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
-        nbformat.v4.new_code_cell(
-            f'%mkl run refund --id {run_id} --set ticket="Parcel A-1001 arrived broken" --script refund.script.yaml'
-        ),
-    ]
-    nbformat.write(notebook, path)
+    refund_notebook(path, {run_id: "Parcel A-1001 arrived broken"})
 
 
 def nbconvert(*args: str) -> None:
@@ -47,7 +40,6 @@ def nbconvert(*args: str) -> None:
 def executed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The waiting notebook as ``jupyter nbconvert --to notebook --execute`` leaves it."""
     folder = tmp_path_factory.mktemp("exports")
-    shutil.copy(DATA / "refund.script.yaml", folder / "refund.script.yaml")
     waiting_notebook(folder / "waiting.ipynb")
     nbconvert("--to", "notebook", "--execute", str(folder / "waiting.ipynb"), "--output", "executed.ipynb")
     executed = folder / "executed.ipynb"

@@ -3,7 +3,6 @@ widget itself. Voila 0.5 (a Jupyter server extension, offline) and Debian's Chro
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ from browser_support import browser_page, lab_env, serve
 from test_static_exports import waiting_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "notebooks" / "data"
 ARTIFACTS = ROOT / "test-artifacts" / "voila"
 FIRST = "The draft promises a refund. Approve it?"
 SECOND = "Send this reply to the customer now?"
@@ -23,7 +21,6 @@ def test_a_click_in_voila_redraws_the_form_in_place_until_the_result(tmp_path: P
 
     root = tmp_path / "site"
     root.mkdir()
-    shutil.copy(DATA / "refund.script.yaml", root / "refund.script.yaml")
     waiting_notebook(root / "refund.ipynb", "voila-demo")  # its run waits for a person twice
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     voila = serve(root, lab_env(tmp_path), tmp_path / "voila.log", app=("jupyter", "server"))

@@ -11,7 +11,6 @@ any other widget's state is kept as ipywidgets saves it.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ import pytest
 from browser_support import browser_page, checkout_extension, get_json, lab_env, serve
 from lab_client import run_all
 
+from support import refund_notebook
+
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "notebooks" / "data"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 SLIDER = "import ipywidgets\nslider = ipywidgets.IntSlider(value=7, description='mine')\nslider"
 
@@ -30,22 +30,8 @@ SLIDER = "import ipywidgets\nslider = ipywidgets.IntSlider(value=7, description=
 def waiting_runs(path: Path, count: int, *, slider: bool = False) -> None:
     """A notebook of ``count`` cells each leaving a run of the refund machine waiting for a person (scripted:
     no model), after a cell showing a slider of the person's own when ``slider``."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        *([nbformat.v4.new_code_cell(SLIDER)] if slider else []),
-        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
-        *(
-            nbformat.v4.new_code_cell(
-                f'%mkl run refund --id waiting-{index} --set ticket="Parcel A-{index} arrived broken"'
-                " --script refund.script.yaml"
-            )
-            for index in range(count)
-        ),
-    ]
-    nbformat.write(notebook, path)
-    shutil.copy(DATA / "refund.script.yaml", path.parent / "refund.script.yaml")
+    runs = {f"waiting-{index}": f"Parcel A-{index} arrived broken" for index in range(count)}
+    refund_notebook(path, runs, first=(SLIDER,) if slider else ())
 
 
 def saved_state(path: Path) -> dict[str, Any]:
