@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints.journal_words import WORDS
+
 from support import env_without_models
 
 MEMORY_CAP = 1024**3
@@ -241,15 +244,17 @@ START = b'{"kind":"start","run_id":"bomb"},'
 Pieces = tuple[tuple[bytes, int], ...]  # text as (piece, times repeated), compressed without being held whole
 
 
-def _packed(pieces: Pieces) -> str:
-    packer = zlib.compressobj(9)
+def _packed(pieces: Pieces, encoding: str) -> str:
+    """``pieces`` compressed as a journal in ``encoding`` (today's, with the preset dictionary, or the first)."""
+    packer = zlib.compressobj(9, zdict=WORDS) if encoding == envelope.PACKED else zlib.compressobj(9)
     packed = []
     for piece, times in pieces:
         while times > 0:
             step = min(times, 1 << 20)
             packed.append(packer.compress(piece * step))
             times -= step
-    return base64.b64encode(b"".join(packed) + packer.flush()).decode("ascii")
+    encode = base64.b85encode if encoding == envelope.PACKED else base64.b64encode
+    return encode(b"".join(packed) + packer.flush()).decode("ascii")
 
 
 def _bombs() -> dict[str, tuple[Pieces, int]]:
@@ -266,7 +271,7 @@ def _bombs() -> dict[str, tuple[Pieces, int]]:
 BOMBS = _bombs()
 
 
-def bomb_checkpoint(name: str, run_id: str = "bomb") -> dict[str, Any]:
+def bomb_checkpoint(name: str, run_id: str = "bomb", encoding: str = envelope.PACKED) -> dict[str, Any]:
     """A checkpoint envelope whose compressed journal is bomb ``name`` (its digest is never reached)."""
     pieces, count = BOMBS[name]
     header = dict.fromkeys(("machine", "status", "error", "at", "ask", "reply_to", "question", "options"))
@@ -276,15 +281,16 @@ def bomb_checkpoint(name: str, run_id: str = "bomb") -> dict[str, Any]:
         "run_id": run_id,
         **header,
         "machines": [],
-        "journal": {"encoding": "zlib+base64", "count": count, "data": _packed(pieces)},
+        "journal": {"encoding": encoding, "count": count, "data": _packed(pieces, encoding)},
         "digest": "0" * 64,
     }
 
 
+@pytest.mark.parametrize("encoding", [envelope.PACKED, envelope.PACKED_BEFORE])
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
-def test_a_compressed_journal_bomb_in_a_checkpoint_file_is_one_line(folder: Path, bomb: str) -> None:
+def test_a_compressed_journal_bomb_in_a_checkpoint_file_is_one_line(folder: Path, bomb: str, encoding: str) -> None:
     path = folder / "bomb.json"
-    path.write_text(json.dumps(bomb_checkpoint(bomb)), encoding="utf-8")
+    path.write_text(json.dumps(bomb_checkpoint(bomb, encoding=encoding)), encoding="utf-8")
     kept = path.read_bytes()
     assert len(kept) < 210_000  # what arrives is small: it is what it inflates to that is not
     expected = {"deep": "nests too deeply", "wide": "holds too many values", "big": "inflates to more than 32 MB"}
@@ -343,7 +349,7 @@ def test_the_journals_of_one_notebook_inflate_within_one_bound_together(folder: 
     together: the one past 128 MB is not inflated at all, so reading the notebook stays bounded."""
     many = 5
     text = bomb_checkpoint("deep")
-    text["journal"]["data"] = _packed(((b'["', 1), (b"x", 31 * 1024 * 1024), (b'"]', 1)))
+    text["journal"]["data"] = _packed(((b'["', 1), (b"x", 31 * 1024 * 1024), (b'"]', 1)), envelope.PACKED)
     outputs = [{"output_type": "display_data", "metadata": {}, "data": {"application/vnd.mkl.run+json": text}}]
     cell = {"cell_type": "code", "source": "", "metadata": {}, "execution_count": 1, "outputs": outputs}
     notebook = {"cells": [{**cell, "id": f"c{index}"} for index in range(many)], "metadata": {}}
