@@ -311,7 +311,9 @@ class RunView:
         """The question's place once no question waits there (see :func:`answered_place`)."""
         return answered_place(run_id, records, self.cell, asked)
 
-    def _asking(self, run: NotebookRun, outcome: Outcome, on_reply: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _asking(
+        self, run: NotebookRun, outcome: Outcome, on_reply: Any
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The question's place and the form's while the run waits for a person: the question printed, the
         controls below it; once a click of this view's form moved the run on to another question, what became
         of the last one, and the new question in the form (its printed twin beside the widget)."""
@@ -322,7 +324,7 @@ class RunView:
             # the client saves, where its widgets would be dead controls (a run of the cell in Jupyter draws one).
             asked = pending.get("question_id")
             self.current_form, self._asked = None, asked if isinstance(asked, str) else None
-            return self._printed(run, outcome, pending, self._asked), {"text/plain": ""}
+            return self._printed(run, outcome, pending, self._asked), None  # and no empty place for a form
         form = self._form(run, on_reply, pending, beside=previous is None)
         self._asked = form.question_id
         printed = self._printed(run, outcome, pending, form.question_id)
@@ -360,7 +362,7 @@ class RunView:
             self._box([self._what_became(run, self._asked), said])
             self.current_form = None
             return {"text/plain": ""}
-        if self.form_out is None and top.get("text/plain"):
+        if self.form_out is None and top.get("text/plain") and self.unattended is None:
             return {"text/plain": ""}  # as the cell read when its form was answered in it
         return None
 
