@@ -92,6 +92,18 @@ def boxes(root: ET.Element) -> list[tuple[float, float, float, float, str]]:
     return found
 
 
+def _end(path: str) -> tuple[float, float]:
+    """Where an edge's path (``M`` then ``v`` and ``c`` moves, relative) ends, just past it downwards."""
+    x, y = map(float, path[1:].split("v")[0].split("c")[0].split(","))
+    for move in re.findall(r"([vc])([^vc]+)", path):
+        if move[0] == "v":
+            y += float(move[1])
+        else:
+            last = move[1].split()[-1].split(",")
+            x, y = x + float(last[0]), y + float(last[1])
+    return x, y + 0.9
+
+
 def test_a_small_machines_drawing_names_every_state_and_arrow_and_marks_where_the_run_waits() -> None:
     machine, kw = pending_refund()
     svg = diagram.machine_svg(machine, **kw)
@@ -125,9 +137,13 @@ def test_a_small_machines_drawing_names_every_state_and_arrow_and_marks_where_th
     [unvisited] = [g for g in groups(root, "dim") if "send" in texts(g)]
     assert [painted(root, rect, "stroke-dasharray") for rect in unvisited.iter(f"{SVG}rect")] == ["4 4"] * 3
     assert [painted(root, text, "stroke") for text in unvisited.iter(f"{SVG}text")] == ["none"] * 3
-    [taken] = groups(root, "taken")
-    assert len(list(taken.iter(f"{SVG}path"))) == 2  # [*] -> draft -> confirm
-    assert len(list(next(groups(root, "untaken")).iter(f"{SVG}path"))) == 7
+    for kind, count in (("taken", 2), ("untaken", 7)):  # [*] -> draft -> confirm taken; the other seven not
+        [group] = groups(root, kind)
+        *lines, heads = group.iter(f"{SVG}path")
+        assert len(lines) == count and heads.get("stroke") == "none" and heads.get("fill") == group.get("stroke")
+        # one arrow head an edge, its tip just past the edge's end, pointing down it (each edge ends going down)
+        tips = [tuple(map(float, head.split("l")[0].split(","))) for head in heads.get("d").split("M")[1:]]
+        assert tips == [_end(line.get("d")) for line in lines] and all(".9" in str(y) for _, y in tips)
 
 
 def test_nothing_overlaps_and_the_picture_is_as_big_as_its_parts() -> None:

@@ -39,11 +39,14 @@ LOOP_WIDTH = 22  # how far a self-loop reaches right of its node
 START_RADIUS = 7
 END_RADIUS = 9
 DEFAULT_STYLE = {"fill": "#ffffff", "stroke": "#57606a", "color": "#1f2328", "stroke-width": "1.5"}
-EDGE_STYLES = {  # stroke, width, arrow marker
-    "plain": ("#57606a", "1.4", "mkl-arrow"),
-    "taken": ("#1f2328", "2.2", "mkl-arrow-taken"),
-    "untaken": ("#afb8c1", "1.2", "mkl-arrow-untaken"),
+EDGE_STYLES = {  # stroke, width
+    "plain": ("#57606a", "1.4"),
+    "taken": ("#1f2328", "2.2"),
+    "untaken": ("#afb8c1", "1.2"),
 }
+ARROW_LENGTH = 9.0  # an arrow head: its length along the edge and its width across, in pixels at any stroke
+ARROW_WIDTH = 9.0
+ARROW_REACH = 0.9  # how far its tip reaches past the edge's end (onto the box's border)
 FONT_FAMILY = "-apple-system, Segoe UI, Helvetica, Arial, sans-serif"  # unquoted: one name of two words
 
 
@@ -365,9 +368,29 @@ def _simplified(points: Sequence[tuple[float, float]]) -> list[tuple[float, floa
         bend *= 2
 
 
-def _edge_path(points: Sequence[tuple[float, float]]) -> str:
-    """A path through ``points``: straight where it drops straight, else curved (vertical at each point).
-    Relative moves after the first point (shorter), between the same whole pixels as absolute ones."""
+def _arrow_head(x: float, y: float, dx: float, dy: float) -> str:
+    """The arrow head of an edge ending at (``x``, ``y``) heading along (``dx``, ``dy``): a filled triangle,
+    drawn in the edge's group (one path for them all) rather than as an SVG marker, whose definitions would
+    take a tenth of a run's drawing."""
+    length = math.hypot(dx, dy) or 1.0
+    ux, uy = dx / length, dy / length
+    tip_x, tip_y = x + ux * ARROW_REACH, y + uy * ARROW_REACH
+    back_x, back_y = -ux * ARROW_LENGTH, -uy * ARROW_LENGTH
+    half_x, half_y = -uy * ARROW_WIDTH / 2, ux * ARROW_WIDTH / 2
+    corners = (back_x + half_x, back_y + half_y, -2 * half_x, -2 * half_y)
+    return f"M{_dec(tip_x)},{_dec(tip_y)}l{_dec(corners[0])},{_dec(corners[1])}l{_dec(corners[2])},{_dec(corners[3])}z"
+
+
+def _dec(value: float) -> str:
+    """A coordinate to a tenth of a pixel, as short as it writes ("4.5", "-9", "0")."""
+    text = f"{round(value, 1) + 0:.1f}".removesuffix(".0")
+    return "0" if text == "-0" else text
+
+
+def _edge_path(points: Sequence[tuple[float, float]]) -> tuple[str, str]:
+    """A path through ``points``: straight where it drops straight, else curved (vertical at each point), and
+    its arrow head at the last point. Relative moves after the first point (shorter), between the same whole
+    pixels as absolute ones."""
     kept = [(round(x) + 0, y) for x, y in _simplified(points)]
     parts = [f"M{kept[0][0]},{_num(kept[0][1])}"]
     for (x0, y0), (x1, y1) in itertools.pairwise(kept):
@@ -377,7 +400,8 @@ def _edge_path(points: Sequence[tuple[float, float]]) -> str:
         else:
             middle = round((y0 + y1) / 2) - top
             parts.append(f"c0,{middle} {x1 - x0},{middle} {x1 - x0},{bottom - top}")
-    return "".join(parts)
+    (_, first), (last_x, last) = kept[-2], kept[-1]
+    return "".join(parts), _arrow_head(last_x, round(last), 0, round(last) - round(first))  # each ends vertical
 
 
 def _attr(name: str, value: str) -> str:
@@ -403,6 +427,7 @@ def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
     the labels' grounds in one path, then their texts (labels never overlap: the order within them is free)."""
     ports = _ports(layout)
     paths: dict[str, list[str]] = {kind: [] for kind in EDGE_STYLES}
+    heads: dict[str, list[str]] = {kind: [] for kind in EDGE_STYLES}
     grounds: list[str] = []
     labels: list[str] = []
     for number, chain in enumerate(layout.chains):
@@ -413,7 +438,9 @@ def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
         points.append((ports[(number, 1)], layout.centre_y[lower.rank] - lower.height / 2))
         if chain.reversed:
             points.reverse()
-        paths[_kind(edge)].append(f"<path d='{_edge_path(points)}'/>")
+        line, head = _edge_path(points)
+        paths[_kind(edge)].append(f"<path d='{line}'/>")
+        heads[_kind(edge)].append(head)
         if chain.label_slot is not None:
             slot = layout.slots[chain.label_slot]
             ground, label = _edge_label(slot.x, layout.centre_y[slot.rank], edge.label)
@@ -425,6 +452,7 @@ def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
         reach, top, bottom = _num(x + LOOP_WIDTH), _num(y - 7), _num(y + 7)
         loop = f"M{_num(x)},{top}C{reach},{_num(y - 16)} {reach},{_num(y + 16)} {_num(x)},{bottom}"
         paths[_kind(edge)].append(f"<path d='{loop}'/>")
+        heads[_kind(edge)].append(_arrow_head(round(x), round(y + 7), -LOOP_WIDTH, -9))  # along its last control
         if edge.label:
             ground, label = _edge_label(x + LOOP_WIDTH + 4, y, edge.label, start=True)
             grounds.append(ground)
@@ -432,10 +460,10 @@ def _edges_svg(layout: _Layout, edges: Sequence[SvgEdge]) -> list[str]:
     lines: list[str] = []
     for kind in ("untaken", "plain", "taken"):
         if paths[kind]:
-            stroke, width, marker = EDGE_STYLES[kind]
+            stroke, width = EDGE_STYLES[kind]
             lines.append(
-                f"<g class='edges {kind}' fill='none' stroke='{stroke}' stroke-width='{width}' "
-                f"marker-end='url(#{marker})'>{''.join(paths[kind])}</g>"
+                f"<g class='edges {kind}' fill='none' stroke='{stroke}' stroke-width='{width}'>{''.join(paths[kind])}"
+                f"<path d='{''.join(heads[kind])}' fill='{stroke}' stroke='none'/></g>"
             )
     if labels:
         lines.append(
@@ -513,17 +541,6 @@ def _nodes_svg(layout: _Layout, nodes: Sequence[SvgNode]) -> list[str]:
     return [line or next(groups) for line in lines]
 
 
-def _markers(kinds: set[str]) -> str:
-    """The arrow heads of the kinds of edges drawn (in user units: one size for every stroke width)."""
-    found = [
-        f"<marker id='{marker}' refX='8.1' refY='4.5' markerWidth='9' markerHeight='9' markerUnits='userSpaceOnUse' "
-        f"orient='auto'><path d='M0,0L9,4.5L0,9z' fill='{stroke}'/></marker>"
-        for kind, (stroke, _, marker) in EDGE_STYLES.items()
-        if kind in kinds
-    ]
-    return f"<defs>{''.join(found)}</defs>" if found else ""
-
-
 def graph_svg(title: str, nodes: Sequence[SvgNode], edges: Sequence[SvgEdge]) -> str:
     """The SVG image of the graph of ``nodes`` (their keys unique) and ``edges`` between them, laid out
     from the top; ``title`` names it for screen readers and as the image's tooltip.
@@ -540,11 +557,8 @@ def graph_svg(title: str, nodes: Sequence[SvgNode], edges: Sequence[SvgEdge]) ->
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' viewBox='0 0 {width} {height}' "
         f"role='img' font-family='{FONT_FAMILY}' font-size='{FONT_SIZE}' text-anchor='middle'>",
         f"<title>{escape(_clean(title))}</title>",
-        _markers({_kind(edge) for edge in edges}),
         *_edges_svg(layout, edges),
-        "<g class='nodes'>",
         *_nodes_svg(layout, nodes),
-        "</g>",
         "</svg>",
     ]
     return "\n".join(line for line in lines if line) + "\n"
