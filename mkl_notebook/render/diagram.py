@@ -445,6 +445,10 @@ def machine_text(
 ) -> str:
     """The text/plain twin: one line per state with its transitions (and visit counts when given).
 
+    A run's drawing (``path`` given) says in text what it adds to its machine's: the states entered, how
+    often, and the transitions taken from each, where the run is, and the states not entered on one line;
+    the transitions it did not take are its machine's, in the definition's twin.
+
     Of a machine too big to draw whole it lists the states the drawing shows, and says how many it leaves out.
     """
     edges = _edges(machine)
@@ -452,18 +456,38 @@ def machine_text(
     drawing = _drawing(machine, edges, missing, visits, path, current)
     by_source = _by_source(edges)
     taken = _taken(path)
-    lines = [f"machine {machine.name}: entry {machine.entry}, budget {machine.budget}"]
+    if path is not None:
+        lines = [f"machine {machine.name}: the path taken (entry {machine.entry}, budget {machine.budget})"]
+    else:
+        lines = [f"machine {machine.name}: entry {machine.entry}, budget {machine.budget}"]
     listed = set(drawing.states)
     lines += [f"  missing state {sid}" for sid in missing if sid in listed]
+    not_entered = []
     for sid in drawing.states:
         state = machine.states.get(sid)
         if state is None:
             continue  # a missing state: listed above
+        if path is not None:
+            count = (visits or {}).get(sid, 0)
+            if not count and sid != current:
+                not_entered.append(sid)
+                continue
+            head = f"{sid} ×{count}" if count else sid
+            head = f"* {head} · {current_kind or 'current'}" if sid == current else head
+            went = [
+                f"-> {_target_text(e.target)} [{_merged_label(e, taken[(sid, e.target)])}]"
+                for e in by_source.get(sid, ())
+                if taken[(sid, e.target)]
+            ]
+            lines.append(f"  {head}  {' | '.join(went)}" if went else f"  {head}")
+            continue
         transitions = [
             f"-> {_target_text(e.target)} [{_merged_label(e, taken[(sid, e.target)])}]" for e in by_source.get(sid, ())
         ]
         head = _state_text(sid, state.kind, visits, current, current_kind)
         lines.append(f"  {head}  {' | '.join(transitions) or '(no transitions)'}")
+    if not_entered:
+        lines.append(f"  not entered: {', '.join(not_entered)}")
     if drawing.states_left:
         left = drawing.states_left
         lines.append(
