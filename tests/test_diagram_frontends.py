@@ -112,7 +112,7 @@ def test_notebook_7_draws_the_diagram(folder: tuple[Path, dict[str, str]], tmp_p
             assert "State diagram of machine refund" in svg and all(f">{state}" in svg for state in STATES), svg[:2000]
             expect(run_cell.locator(".jp-RenderedMermaid")).to_have_count(0)
             expect(run_cell.locator(".jp-OutputArea-output:has-text('stateDiagram-v2')")).to_have_count(0)
-            expect(run_cell.locator(".jp-OutputArea-output:has-text('draft (generative) ×1')")).to_have_count(0)
+            expect(run_cell.locator(".jp-OutputArea-output:has-text('the path taken (entry draft')")).to_have_count(0)
         finally:
             page.screenshot(path=str(ARTIFACTS / "notebook7.png"), full_page=True)
 
@@ -140,7 +140,8 @@ def test_jupyterlab_draws_the_svg_and_leaves_the_output_as_the_kernel_wrote_it(
             expect(run_cell.locator(".jp-RenderedMermaid")).to_have_count(0)
             drawn.scroll_into_view_if_needed()
             # Lab's stylesheet right-aligns table cells: the trace's words read left, its numbers right.
-            trace = view.locator("table", has=page.locator("caption", has_text=re.compile(r"^Trace")))
+            summary = page.locator("summary", has_text=re.compile(r"^Trace of"))  # a run's view: the trace first
+            trace = view.locator("details", has=summary).locator("table")
             aligned = trace.first.evaluate(FIRST_ROW_ALIGNMENT)
             assert aligned == ["right", "left", "left", "left", "left", "left", "right", "left"], aligned
         finally:

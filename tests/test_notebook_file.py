@@ -115,7 +115,7 @@ def test_the_saved_run_output_carries_the_checkpoint_and_a_static_card(shared: P
     assert (header["run_id"], header["status"], header["error"]) == ("refund", "suspended", "escalated")
     assert (header["at"], header["ask"], header["reply_to"]) == ("send", REFUND_ASK, "approval.answer")
     assert records[0]["t"] == "start"
-    assert "The question and its form are above." in output["data"]["text/plain"]
+    assert "The question is above." in output["data"]["text/plain"]
     assert REFUND_ASK not in output["data"]["text/plain"]  # printed once: where the form is
     place = _form_place(nb)
     assert nb.cells[RUN_CELL].outputs.index(place) < nb.cells[RUN_CELL].outputs.index(output)  # the question first
@@ -230,7 +230,7 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     assert WIDGET_MIME not in place
     assert "".join(place["text/plain"]).startswith("Answered 'approve' (by ")
     assert "via notebook-file" in "".join(place["text/html"])
-    assert "The question and its form are above" not in shown
+    assert "The question is above" not in shown
 
     listing = _mkl("runs", copy_of.name, cwd=folder)
     assert listing.returncode == 0

@@ -7,6 +7,7 @@ durable store or a real model and are built as the engine would report them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -31,6 +32,8 @@ from mkl_notebook.render import diagram, views
 from mkl_notebook.render.audit_views import audit_bundle
 from mkl_notebook.render.batch_views import batch_bundle
 from mkl_notebook.render.plan_views import plan_lines
+from mkl_notebook.render.run_view import BUDGET_HALTS
+from mkl_notebook.render.visits import visits_say_more
 from mkl_notebook.testing import Outcome
 
 from support import REFUND as REFUND_EXAMPLE
@@ -521,7 +524,7 @@ def test_html_is_plain_semantic_markup(name: str) -> None:
         page = parsed(markup)
         assert set(page.tags) <= ALLOWED_TAGS, set(page.tags) - ALLOWED_TAGS
         assert {key for key, _ in page.attrs} <= {"colspan", "start", "title", "open", "style"}
-        assert {value for key, value in page.attrs if key == "style"} <= {"text-align: left"}  # the one style
+        assert {value for key, value in page.attrs if key == "style"} <= {"text-align:left"}  # the one style
 
 
 class _Cells(HTMLParser):
@@ -538,7 +541,7 @@ class _Cells(HTMLParser):
         if tag == "tr":
             self.rows.append([])
         elif tag in ("td", "th"):
-            self._cell = ([], found.get("style") == "text-align: left", int(found.get("colspan") or 1))
+            self._cell = ([], found.get("style") == "text-align:left", int(found.get("colspan") or 1))
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._cell is not None:
@@ -654,11 +657,30 @@ def _facts(root: Machine, result: RunResult) -> list[str]:
         cost = step.get("cost") or {}
         decided = {"llm": "the model", "on_error": "on_error route"}.get(step.get("gate_via"), step.get("gate_via"))
         facts += [step["state"], step.get("policy"), step.get("to"), f"{sum(cost.values()):,}", decided]
+    if not visits_say_more(root, result.visits, result.diagnosis, result.error in BUDGET_HALTS):
+        return [str(fact) for fact in facts if fact]  # the view leaves the visits out: the trace says them
     for sid, state in root.states.items():
         bound = "–" if state.max_visits is None else state.max_visits
         entered = result.visits.get(sid, 0)
         facts.append(f"{entered} / {bound}" if entered or state.max_visits else sid)  # else named as not entered
     return [str(fact) for fact in facts if fact]
+
+
+def test_a_run_view_shows_its_visits_when_they_say_more_than_its_trace() -> None:
+    """A visits table of rows that each read "1 / –" repeats the trace; one with a state entered again, a
+    ceiling anywhere in the machine, or a state to look at does not, and the view shows it."""
+    root, result = resumed()
+    assert set(result.visits.values()) == {1} and not any(s.max_visits for s in root.states.values())
+    plain, page = (views.run_bundle("run-1", root, result)[mime] for mime in ("text/plain", "text/html"))
+    assert "Visits of" not in plain and "Visits of" not in page
+    assert "<summary>Trace of run-1 — 2 steps</summary>" in page
+    looped = dataclasses.replace(result, visits={**result.visits, "draft": 2})
+    plain, page = (views.run_bundle("run-1", root, looped)[mime] for mime in ("text/plain", "text/html"))
+    assert "  draft   2 / –" in plain.splitlines() and "<summary>Trace and visits of run-1 — 2 steps</summary>" in page
+    assert "<td>2 / –</td>" in page
+    ceiling, budget_result = budget_halt()
+    once = dataclasses.replace(budget_result, visits={"draft": 1}, error="gate-fail", diagnosis=None)
+    assert "  draft  1 / 4" in views.run_bundle("run-1", ceiling, once)["text/plain"].splitlines()
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -798,8 +820,8 @@ def test_budget_halt_highlights_the_most_visited_state() -> None:
     assert result.error == "budget-exhausted" and result.diagnosis == {"most_visited_state": "draft", "visits": 3}
     markup = views.run_bundle("run-1", root, result)["text/html"]
     assert (
-        '<tr><td style="text-align: left"><mark><strong><code>draft</code></strong></mark></td>'
-        '<td><strong>3 / 4</strong></td><td style="text-align: left"><em>most visited</em></td></tr>' in markup
+        '<tr><td style="text-align:left"><mark><strong><code>draft</code></strong></mark></td>'
+        '<td><strong>3 / 4</strong></td><td style="text-align:left"><em>most visited</em></td></tr>' in markup
     )
     assert markup.count("<mark>") == 2  # the row, and the diagnosis line of the summary
     plain = views.run_text("run-1", root, result)
@@ -1142,8 +1164,12 @@ def test_mermaid_after_a_run_shows_visits_path_and_current_state() -> None:
     assert f"    class {check} visited" in lines
     assert any(line.startswith("    classDef halted fill:") for line in lines)
     text = diagram.machine_text(root, result.visits, path=path, current="draft", current_kind="halted")
-    assert "* draft (generative) ×3 · halted  -> check [otherwise ✔×3]" in text
-    assert "unused (generative) (not visited)" in text
+    assert text.splitlines() == [  # what the run's drawing adds to its machine's: the path taken
+        "machine looper: the path taken (entry draft, budget 5)",
+        "  * draft ×3 · halted  -> check [otherwise ✔×3]",
+        "  check ×2  -> draft [otherwise ✔×2]",
+        "  not entered: unused",
+    ]
 
 
 def test_mermaid_current_state_of_a_pending_run() -> None:
@@ -1310,7 +1336,7 @@ def test_a_run_view_caps_its_trace_and_says_the_step_count() -> None:
     assert len(bundle["text/html"]) + len(bundle["text/plain"]) < 20_000
     assert "Trace of long — 2,000 steps" in bundle["text/plain"] and "%mkl trace long --all" in bundle["text/plain"]
     page = parsed(bundle["text/html"])
-    assert "Trace and visits — 2,000 steps" in page.text and "%mkl trace long --all" in page.text
+    assert "Trace and visits of long — 2,000 steps" in page.text and "%mkl trace long --all" in page.text
 
 
 def test_wide_fan_outs_show_their_first_and_last_branches_and_sub_runs() -> None:
@@ -1374,9 +1400,10 @@ def test_a_big_machine_is_drawn_around_its_entry_and_where_the_run_stopped() -> 
     assert "    s2501 --> more : otherwise" in lines and "    class more more" in lines
     assert sum(1 for line in lines if TRANSITION.match(line)) <= diagram.DRAWN_EDGES + len(drawn) + 1
     text = diagram.machine_text(root, **kw)
-    listed = [line for line in text.splitlines()[1:] if " (generative)" in line]
-    assert {line.split()[0] if not line.startswith("  *") else line.split()[1] for line in listed} == drawn
-    assert "  * s2500 (generative) (not visited) · pending  -> s2501 [otherwise]" in text.splitlines()
+    entered = [line.split()[0] for line in text.splitlines()[1:] if " ×" in line and not line.startswith("  *")]
+    [not_entered] = [line for line in text.splitlines() if line.startswith("  not entered: ")]
+    assert {*entered, "s2500", *not_entered.removeprefix("  not entered: ").split(", ")} == drawn
+    assert "  * s2500 · pending" in text.splitlines()
     assert text.splitlines()[-1].startswith("  … and 4,940 more states, not shown")
     unrun = diagram.machine_mermaid(root)  # the definition's diagram: the entry and what follows it
     assert {label for node, label in _nodes(unrun).items() if node != "more"} == {f"s{i}" for i in range(60)}

@@ -37,7 +37,7 @@ def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[s
     return f"Pending ({result.error})", f"run {run_id} of {machine_name} {waiting}", None
 
 
-_QUESTION_ABOVE = "The question and its form are above."
+_QUESTION_ABOVE = "The question is above."  # its form, while a kernel draws one, and its commands
 
 
 def pending_card_html(

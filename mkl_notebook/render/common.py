@@ -67,7 +67,7 @@ def printable(value: Any, lines: bool = False) -> str:
 # JupyterLab right-aligns every cell of a table in an output, as for numbers; a cell of words (a state, a
 # question, a model's output) reads left-aligned. A constant, never built from data; JupyterLab's sanitizer
 # keeps ``text-align`` in an untrusted notebook too, and a viewer that drops it loses only the alignment.
-PROSE_LEFT = ' style="text-align: left"'
+PROSE_LEFT = ' style="text-align:left"'
 
 
 def table_row(cells: Sequence[str], numbers: Sequence[int] = (), *, tag: str = "td") -> str:

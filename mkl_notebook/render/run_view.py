@@ -24,7 +24,7 @@ from .questions import (
 )
 from .summary import _steps, _usage_text, result_summary_html, result_summary_text
 from .trace import trace_table_html, trace_table_text, traced_answers
-from .visits import visits_table_html, visits_table_text
+from .visits import visits_say_more, visits_table_html, visits_table_text
 
 BUDGET_HALTS = ("budget-exhausted", "cost-exhausted", "spend-exhausted")
 UNDEFINED_MACHINE = "(machine not defined)"
@@ -99,21 +99,30 @@ def run_html(
         head = f"<p><mark>{_e(shown.note)}</mark></p>{head}"
     trace = trace_table_html(
         result.trace_with_open_call(),
-        caption=f"Trace of {run_id}",
+        caption=None,  # the summary says it
         answers=traced_answers(result),
         replayed=shown.replayed,
         cap=cap,
     )
+    with_visits = _with_visits(machine, result)
     visits = (
-        ""
-        if machine is None
-        else visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result), cap=cap)
+        visits_table_html(machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result), cap=cap)
+        if machine is not None and with_visits
+        else ""
     )
+    title = f"Trace and visits of {run_id}" if with_visits else f"Trace of {run_id}"
     details = (
-        f"<details open><summary>Trace and visits — {_e(_plural(_steps(result.trace), 'step'))}</summary>"
+        f"<details open><summary>{_e(title)} — {_e(_plural(_steps(result.trace), 'step'))}</summary>"
         f"{trace}{visits}</details>"
     )
     return f"<div>{head}{details}</div>"
+
+
+def _with_visits(machine: Machine | None, result: RunResult) -> bool:
+    """Whether the run's view shows its visits table (``%mkl visits`` always does)."""
+    if machine is None:
+        return False
+    return visits_say_more(machine, result.visits, result.diagnosis, _highlight_max(result))
 
 
 def run_text(
@@ -145,7 +154,7 @@ def run_text(
         cap=cap,
     )
     parts = [head, trace]
-    if machine is not None:
+    if machine is not None and _with_visits(machine, result):
         visits = visits_table_text(
             machine, result.visits, result.diagnosis, highlight_max=_highlight_max(result), cap=cap
         )

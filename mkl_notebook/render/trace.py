@@ -340,7 +340,7 @@ def _steps_left_out(trace: Sequence[Step], first: range, last: range, after: Map
 def trace_table_html(
     trace: Sequence[Step],
     *,
-    caption: str = "Trace",
+    caption: str | None = "Trace",
     answers: Sequence[Mapping[str, Any]] = (),
     replayed: int = 0,
     cap: Cap = DEFAULT_CAP,
@@ -351,10 +351,11 @@ def trace_table_html(
     ``answers`` (a result's ``answers``) are rows of their own, after the step they followed; the
     first ``replayed`` steps are marked as answered from the journal. A long trace shows its first and
     last steps unless ``cap.full`` (see :func:`cut`). One line under the table says what its words and
-    marks mean (:func:`legend`; a sub-run's table, ``with_legend=False``, leaves that to the run's).
+    marks mean (:func:`legend`; a sub-run's table, ``with_legend=False``, leaves that to the run's). A
+    ``caption`` of None leaves the caption to what holds the table (a run's view says it in its summary).
     """
     if not trace:
-        return f"<p><em>{_e(caption)}: no steps recorded.</em></p>"
+        return f"<p><em>{_e(caption or 'Trace')}: no steps recorded.</em></p>"
     head = table_row([_e(name) for name in _trace_head(trace)], _TRACE_NUMBERS, tag="th")
     after = _answers_by_step(answers)
     first, last = cut(len(trace), cap.full)
@@ -374,7 +375,7 @@ def trace_table_html(
         more = f"<em>{_e(left)}</em>{_how_html(cap.trace, 'shows every step')}"
         body.append(f"<tr>{table_cell(more, span=len(_TRACE_HEAD))}</tr>")
         body += rows(last)
-    caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>"
+    caption_html = f"<caption>{_e(caption)} — {_e(_plural(len(trace), 'step'))}</caption>" if caption else ""
     table = f"<table>{caption_html}<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
     said = legend(trace, replayed=replayed, answered=bool(answers)) if with_legend else ""
     return table + (f"<p><small>{_e(said)}</small></p>" if said else "")

@@ -53,6 +53,20 @@ def highlighted_state(
     return None if busiest is None else busiest[0]
 
 
+def visits_say_more(
+    machine: Machine, visits: Mapping[str, int], diagnosis: Mapping[str, Any] | None = None, highlight_max: bool = False
+) -> bool:
+    """Whether a run's visits table says what its trace does not: a state entered more than once, a ceiling
+    (``max_visits``) anywhere in the machine, a state to look at, or more states than a table lists whole.
+    Otherwise each row reads "1 / –" for a state the trace names once, and the run's view leaves it out."""
+    return (
+        any(count > 1 for count in visits.values())
+        or any(state.max_visits is not None for state in machine.states.values())
+        or highlighted_state(visits, diagnosis, highlight_max) is not None
+        or len(machine.states) > WHOLE_ROWS
+    )
+
+
 def _listed_states(
     machine: Machine, visits: Mapping[str, int], hot: str | None, full: bool
 ) -> tuple[list[str], list[str], list[str]]:
