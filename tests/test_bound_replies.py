@@ -392,3 +392,24 @@ def test_a_reply_prepared_before_an_edit_of_the_amount_is_refused_after_it(tmp_p
     )  # fmt: skip
     assert code == 0 and done["status"] == "done", out
     assert ledger.read_text(encoding="utf-8") == "100000\n"
+
+
+def test_a_terminal_shows_what_a_question_is_about_whole_before_anyone_answers_it(tmp_path: Path) -> None:
+    """An answer records the subject the person saw: from a terminal they see it too, whole (the trace's preview
+    of the same output is cut), its lines kept and any control character shown, not obeyed."""
+    from support import mkl_cli
+
+    draft = "Dear customer,\n" + "we will refund order A-1001 in full, " * 8 + "\x1b[31mtoday\x1b[0m.\nRegards"
+    script = ROOT / "examples" / "refund.script.yaml"
+    text = script.read_text(encoding="utf-8").replace(
+        '"Hello! Your order A-1001 qualifies: we will refund it today."', json.dumps(draft)
+    )
+    (tmp_path / "s.yaml").write_text(text, encoding="utf-8")
+    machine = str(ROOT / "examples" / "refund.mkl")
+    code, status, out, err = mkl_cli(tmp_path, "run", machine, "--script", "s.yaml", "--hitl", "--id", "r")
+    assert (code, status["status"]) == (3, "suspended"), err
+    lines = out.splitlines()
+    at = lines.index(views.ABOUT_LABEL)
+    shown = [line.removeprefix("    ") for line in lines[at + 1 : at + 4]]
+    assert shown == ["Dear customer,", draft.splitlines()[1].replace("\x1b", "\\x1b"), "Regards"]
+    assert "\x1b" not in out

@@ -71,9 +71,17 @@ _IN_DOUBT = (
 )
 
 
+ABOUT_LABEL = "About this (the output the question is about):"
+
+
 def _questions(result: RunResult) -> list[tuple[str, str]]:
-    """(label, literal text) of what the run asks: the author's ``ask`` and a model's question."""
-    asked = [("The machine's author asks:", result.ask), ("The model asks (model output):", result.question)]
+    """(label, literal text) of what the run asks: the author's ``ask`` and a model's question, and what they are
+    about (a person answering from a terminal reads it here, whole, as the form shows it)."""
+    asked = [
+        ("The machine's author asks:", result.ask),
+        ("The model asks (model output):", result.question),
+        (ABOUT_LABEL, result.about if result.waits_for_person else None),
+    ]
     return [(label, text) for label, text in asked if text]
 
 
@@ -176,11 +184,7 @@ def question_html(asked: Asked) -> str:
         label = f"<strong>Not trusted:</strong> {_e(asked.taken_up)}.</p><p>{label}"
     if asked.asked_by:
         label += f" <small>({_e(asked.asked_by)})</small>"
-    about = (
-        f"<p>About this (the output the question is about):</p><blockquote>{_e(asked.about)}</blockquote>"
-        if asked.about
-        else ""
-    )
+    about = f"<p>{_e(ABOUT_LABEL)}</p><blockquote>{_e(asked.about)}</blockquote>" if asked.about else ""
     return (
         f"{asked_again_html(asked.again)}<p>{label}</p><blockquote>{_e(asked.text)}</blockquote>{about}"
         f"<p><small>Run {_code(asked.run_id)} continues at {_code(asked.at)}; your reply lands at "
@@ -196,7 +200,7 @@ def question_text(asked: Asked) -> str:
     lines.append(asked._label() + (f" ({asked.asked_by})" if asked.asked_by else ""))
     lines.append(_indent(asked.text, "    "))
     if asked.about:
-        lines += ["About this (the output the question is about):", _indent(asked.about, "    ")]
+        lines += [ABOUT_LABEL, _indent(asked.about, "    ")]
     lines.append(f"Run {asked.run_id} continues at {asked.at}; your reply lands at {asked.reply_to}.")
     return "\n".join(lines)
 

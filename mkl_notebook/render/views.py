@@ -71,13 +71,14 @@ from .listings import (
     spent_cell,
 )
 from .live import LIVE_TAIL, Live, progress_bundle, progress_html, progress_text
-from .questions import DIFF_LINES, asked_again, changed
+from .questions import ABOUT_LABEL, DIFF_LINES, asked_again, changed
 from .run_view import BUDGET_HALTS, UNDEFINED_MACHINE, Later, Shown, run_bundle, run_html, run_text
 from .summary import RESULT_INLINE, RESULT_MAX, result_summary_html, result_summary_text
 from .trace import ASKED_AGAIN, BRANCH_PREVIEW, GATE_MAX, trace_table_html, trace_table_text, traced_answers
 from .visits import UNBOUNDED, VISITS_ROWS, highlighted_state, visits_table_html, visits_table_text
 
 __all__ = [
+    "ABOUT_LABEL",
     "ASKED_AGAIN",
     "BRANCH_PREVIEW",
     "BUDGET_HALTS",
