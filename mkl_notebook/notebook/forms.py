@@ -58,19 +58,26 @@ def unplaced() -> str:
     return f"unplaced/{uuid.uuid4().hex}"
 
 
-def shared(cls: type[W], **traits: Any) -> W:
-    """The one live ``cls`` (a layout or a style) with ``traits``, shared by every widget made with them; its model
-    id derives from them. Never change it in place: give the widget another (``widget.layout = shared(...)``)."""
-    model_id = widget_id(f"shared/{cls.__module__}.{cls.__qualname__}/{json.dumps(traits, sort_keys=True)}")
+def shared(cls: type[W], scope: str, **traits: Any) -> W:
+    """The one live ``cls`` (a layout or a style) with ``traits`` in ``scope`` (the place of the widgets made
+    together: one form, one row), shared by the widgets made there with them; its model id derives from both.
+    Never change it in place: give the widget another (``widget.layout = shared(...)``).
+
+    Not shared wider: every view of a widget listens to its layout and style models, and ipywidgets does not
+    always let go when a view leaves the page (a form redrawn per answer), so a model shared by every form of
+    a kernel gathered listeners that each view's removal scanned; a click late in a long run (gate 20) spent
+    40 ms in that scan alone."""
+    kind = f"{cls.__module__}.{cls.__qualname__}"
+    model_id = widget_id(f"shared/{scope}/{kind}/{json.dumps(traits, sort_keys=True)}")
     live = _shared.get(model_id)
     if live is None or live.comm is None:  # not made yet in this kernel, or closed since (Widget.close_all)
         live = _shared[model_id] = cls(model_id=model_id, **traits)
     return live
 
 
-def made(cls: type[W], key: str, **traits: Any) -> W:
-    """A ``cls`` widget whose model id derives from ``key``; its layout and style are :func:`shared` ones (made
-    from the traits given for them, as a dict).
+def made(cls: type[W], key: str, scope: str | None = None, **traits: Any) -> W:
+    """A ``cls`` widget whose model id derives from ``key``; its layout and style are :func:`shared` ones in
+    ``scope`` (by default the place ``key`` is in), made from the traits given for them, as a dict.
 
     A live widget made earlier with the same id (the same cell executed again) is closed first, so that two
     live widgets never share an id in one kernel; the frontend drops the old model and takes the new one.
@@ -84,9 +91,9 @@ def made(cls: type[W], key: str, **traits: Any) -> W:
         given = traits.get(name)
         if given is None or isinstance(given, dict):  # made here too, or its default gets a random id
             if issubclass(klass, SHARED):
-                traits[name] = shared(klass, **(given or {}))
+                traits[name] = shared(klass, key.rpartition("/")[0] if scope is None else scope, **(given or {}))
             else:
-                traits[name] = made(klass, f"{key}/{name}", **(given or {}))
+                traits[name] = made(klass, f"{key}/{name}", scope, **(given or {}))
     model_id = widget_id(key)
     earlier = _made.pop(model_id, None)
     if earlier is not None:
@@ -120,17 +127,19 @@ class QuestionForm:
         self.place = place or unplaced()
         self._on_reply = on_reply
         self._lock = threading.Lock()
-        self.status = made(widgets.HTML, f"{self.place}/status", value="")
+        self.status = made(widgets.HTML, f"{self.place}/status", self.place, value="")
         hidden = {"display": "none"} if beside else {}
-        self.header = made(widgets.HTML, f"{self.place}/header", value=self._ready(pending), layout=hidden)
-        self.buttons = made(widgets.HBox, f"{self.place}/buttons", children=self._row_children())
-        self.widget = made(widgets.VBox, f"{self.place}/form", children=self._children(), _dom_classes=[FORM_CLASS])
+        self.header = made(widgets.HTML, f"{self.place}/header", self.place, value=self._ready(pending), layout=hidden)
+        self.buttons = made(widgets.HBox, f"{self.place}/buttons", self.place, children=self._row_children())
+        self.widget = made(
+            widgets.VBox, f"{self.place}/form", self.place, children=self._children(), _dom_classes=[FORM_CLASS]
+        )
 
     def ask(self, pending: Pending) -> None:
         """Show ``pending`` in this form's place, with controls of its own (those of an answered question leave
         the page, so a click can only ever answer the question it was shown with)."""
         self.header.value = self._ready(pending)
-        self.header.layout = shared(widgets.Layout)  # no output beside the form prints this question: the form does
+        self.header.layout = shared(widgets.Layout, self.place)  # no output beside prints this question: the form does
         self.buttons.children = self._row_children()
         self.widget.children = self._children()
 
@@ -142,12 +151,15 @@ class QuestionForm:
         self.settled = False  # answered or moved past, by this form or by any other path
         key = f"{self.place}/{pending.get('question_id') or pending.get('at')}"
         placeholder = "Reply, or a note for Approve / Reject (optional)"
-        self.reply = made(widgets.Textarea, f"{key}/reply", placeholder=placeholder, layout={"width": "100%"})
+        scope = self.place  # one form's widgets share their layouts and styles (see shared)
+        self.reply = made(widgets.Textarea, f"{key}/reply", scope, placeholder=placeholder, layout={"width": "100%"})
         self.approve = made(
-            widgets.Button, f"{key}/approve", description="Approve", button_style="success", icon="check"
+            widgets.Button, f"{key}/approve", scope, description="Approve", button_style="success", icon="check"
         )
-        self.reject = made(widgets.Button, f"{key}/reject", description="Reject", button_style="danger", icon="times")
-        self.send = made(widgets.Button, f"{key}/send", description="Send reply", icon="paper-plane")
+        self.reject = made(
+            widgets.Button, f"{key}/reject", scope, description="Reject", button_style="danger", icon="times"
+        )
+        self.send = made(widgets.Button, f"{key}/send", scope, description="Send reply", icon="paper-plane")
         self.approve.on_click(lambda _: self.submit(APPROVE))
         self.reject.on_click(lambda _: self.submit(REJECT))
         self.send.on_click(lambda _: self.submit(None))
