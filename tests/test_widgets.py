@@ -352,6 +352,11 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     assert "Answered 'approve' (by " in nb.out.latest(view.top.display_id)["text/plain"]  # where it was asked
     assert not any(control.disabled for control in second.controls)
     assert all(control.disabled for control in first.controls)
+    # Each form's widgets share their layouts; the second form shares none of the first's (ipywidgets keeps a
+    # listener on a layout for every view drawn with it: one shared along a long run made each click slower).
+    first_layouts = {control.layout.model_id for control in (*first.controls, first.header, first.buttons)}
+    second_layouts = {control.layout.model_id for control in (*second.controls, second.header, second.buttons)}
+    assert len(first_layouts) < len(first.controls) + 2 and not first_layouts & second_layouts
     assert {shown_id for data, shown_id in nb.out.published if WIDGET_MIME in data} == {view.form_out.display_id}
     second.reply.value = "ok"
     second.send.click()
