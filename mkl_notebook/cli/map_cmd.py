@@ -16,9 +16,9 @@ from .common import (
     STATUS_EXIT,
     Commands,
     emit_status,
-    host_values,
     interrupted,
     machine_of,
+    run_settings,
     say,
     workspace,
 )
@@ -94,15 +94,9 @@ def _map(args: argparse.Namespace, progress: Callable[[int, int], None]) -> batc
             args.over,
             id=args.batch,
             key=args.key,
-            input=host_values(args),
-            suspend=args.suspend,
-            max_steps=args.max_steps,
-            max_tokens=args.max_tokens,
-            max_cost=args.max_cost,
-            script=args.script,
             concurrency=args.concurrency,
-            fresh=args.fresh,
             progress=progress,
+            **run_settings(args),
         )
         tally = batch.Tally(running.total)
         for row in running:  # each row is counted in and dropped: a batch of any size holds the rows running

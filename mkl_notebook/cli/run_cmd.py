@@ -29,9 +29,9 @@ from .common import (
     all_flag,
     cli_cap,
     emit_status,
-    host_values,
     interrupted,
     machine_of,
+    run_settings,
     say,
     workspace,
 )
@@ -209,17 +209,11 @@ def run_main(args: argparse.Namespace) -> int:
             run = ws.start(
                 machine.name,
                 id=run_id,
-                input=host_values(args),
-                suspend=args.suspend,
-                max_steps=args.max_steps,
-                max_tokens=args.max_tokens,
-                max_cost=args.max_cost,
-                script=args.script,
-                fresh=args.fresh,
                 observer=_observer(args),
                 on_untrusted_flow=args.on_untrusted_flow,
                 ask_human=args.ask_human,
                 retry=args.retry,
+                **run_settings(args),
             )
         except KeyboardInterrupt:
             return interrupted(_go_on(args, run_id), run_id)
