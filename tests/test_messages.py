@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,6 @@ from mkl_notebook.lang.loader import load
 from support import (
     RUN_MIME,
     Cells,
-    env_without_models,
     fetch_page_interrupted_once,
     mkl_cli,
 )
@@ -306,71 +303,56 @@ states:
 """
 
 
-def _mkl(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``mkl ARGS`` in ``folder`` as a person runs it (a process of its own, no model configured)."""
-    command = [sys.executable, "-m", "mkl_notebook.cli", *args]
-    env = env_without_models()
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False)
+# The tools of TWO_TOOLS: the first counts its calls in the file ``fetched``; the second is interrupted by the
+# person (Ctrl-C, SIGINT) the first time it works, and answers the next time.
+INTERRUPTING_TOOLS = (
+    "import os, pathlib, signal, mkl_notebook\n\n"
+    "@mkl_notebook.tool(effect='read')\n"
+    "def fetch_page() -> str:\n"
+    "    with open('fetched', 'a') as calls:\n"
+    "        calls.write('.')\n"
+    "    return 'the page'\n\n"
+    "@mkl_notebook.tool(effect='read')\n"
+    "def count_words() -> str:\n"
+    "    if not pathlib.Path('interrupted').exists():\n"
+    "        pathlib.Path('interrupted').touch()\n"
+    "        os.kill(os.getpid(), signal.SIGINT)  # the person presses Ctrl-C while the tool works\n"
+    "    return '2 words'\n"
+)
 
 
 def test_an_interrupted_mkl_run_says_so_once_with_its_status_line_and_the_command_that_goes_on(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "slow.mkl").write_text(TWO_TOOLS, encoding="utf-8")
-    (tmp_path / "tools.py").write_text(
-        "import os, pathlib, signal, mkl_notebook\n\n"
-        "@mkl_notebook.tool(effect='read')\n"
-        "def fetch_page() -> str:\n"
-        "    with open('fetched', 'a') as calls:\n"
-        "        calls.write('.')\n"
-        "    return 'the page'\n\n"
-        "@mkl_notebook.tool(effect='read')\n"
-        "def count_words() -> str:\n"
-        "    if not pathlib.Path('interrupted').exists():\n"
-        "        pathlib.Path('interrupted').touch()\n"
-        "        os.kill(os.getpid(), signal.SIGINT)  # the person presses Ctrl-C while the tool works\n"
-        "    return '2 words'\n",
-        encoding="utf-8",
-    )
-    done = _mkl(tmp_path, "run", "slow.mkl", "--tools", "tools.py", "--output-file", "st")
-    assert done.returncode == 130, done.stderr
-    assert done.stderr.count("interrupted") == 1, done.stderr  # said once
-    status = json.loads(done.stdout.splitlines()[-1])  # and the status line a driver reads, as always last
-    assert status["status"] == "interrupted" and status["run"].startswith("run-"), done.stdout
+    (tmp_path / "tools.py").write_text(INTERRUPTING_TOOLS, encoding="utf-8")
+    code, status, out, err = mkl_cli(tmp_path, "run", "slow.mkl", "--tools", "tools.py", "--output-file", "st")
+    assert code == 130, err
+    assert err.count("interrupted") == 1, err  # said once
+    # and the status line a driver reads, as always last
+    assert status["status"] == "interrupted" and status["run"].startswith("run-"), out
     assert json.loads((tmp_path / "st").read_text(encoding="utf-8")) == status
-    [command] = re.findall(r"`([^`]+)` goes on from there", done.stderr)
+    [command] = re.findall(r"`([^`]+)` goes on from there", err)
     assert f"resume --id {status['run']} --tools tools.py" in command
 
-    again = _mkl(tmp_path, *shlex.split(command)[1:])  # pasted, as this checkout's mkl
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout.splitlines()[-1])["result"] == "2 words"
+    code, status, _, err = mkl_cli(tmp_path, *shlex.split(command)[1:])  # pasted, as this checkout's mkl
+    assert code == 0, err
+    assert status["result"] == "2 words"
     assert (tmp_path / "fetched").read_text() == "."  # the answer journaled before Ctrl-C was not asked again
 
 
 def test_an_interrupted_mkl_map_ends_with_its_status_line_and_the_same_command_goes_on(tmp_path: Path) -> None:
     (tmp_path / "slow.mkl").write_text(TWO_TOOLS, encoding="utf-8")
     (tmp_path / "rows.jsonl").write_text("".join(f'{{"n": {n}}}\n' for n in range(3)), encoding="utf-8")
-    (tmp_path / "tools.py").write_text(
-        "import os, pathlib, signal, mkl_notebook\n\n"
-        "@mkl_notebook.tool(effect='read')\n"
-        "def fetch_page() -> str:\n"
-        "    return 'the page'\n\n"
-        "@mkl_notebook.tool(effect='read')\n"
-        "def count_words() -> str:\n"
-        "    if not pathlib.Path('interrupted').exists():\n"
-        "        pathlib.Path('interrupted').touch()\n"
-        "        os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return '2 words'\n",
-        encoding="utf-8",
-    )
+    (tmp_path / "tools.py").write_text(INTERRUPTING_TOOLS, encoding="utf-8")
     command = ["map", "slow.mkl", "--over", "rows.jsonl", "--tools", "tools.py"]
-    done = _mkl(tmp_path, *command)
-    assert done.returncode == 130, done.stderr
-    assert done.stderr.count("interrupted") == 1 and "the same mkl map command again" in done.stderr, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == {"status": "interrupted", "error": "interrupted"}
-    again = _mkl(tmp_path, *command)
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout.splitlines()[-1])["counts"] == {"done": 3}
+    code, status, _, err = mkl_cli(tmp_path, *command)
+    assert code == 130, err
+    assert err.count("interrupted") == 1 and "the same mkl map command again" in err, err
+    assert status == {"status": "interrupted", "error": "interrupted"}
+    code, status, _, err = mkl_cli(tmp_path, *command)
+    assert code == 0, err
+    assert status["counts"] == {"done": 3}
 
 
 def test_the_status_line_says_the_question_it_waits_on(tmp_path: Path) -> None:
