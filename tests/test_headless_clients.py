@@ -289,6 +289,8 @@ def test_a_headless_client_saves_no_form_nor_queue_and_the_printed_commands_answ
     assert not any(WIDGET_MIME in output.get("data", {}) for output in run_cell.outputs)
     # nor an empty place kept for a form: the question, the run's view and its diagram, each saying something
     assert [bool("".join(o.get("data", {}).get("text/plain", ""))) for o in run_cell.outputs] == [True] * 3
+    shown = [o for o in map_cell.outputs if o.output_type == "display_data"]
+    assert shown and all("".join(o.get("data", {}).get("text/plain", "")) for o in shown), shown  # none empty
     printed = _texts(map_cell)
     commands = re.findall(r"mkl resume nb\.ipynb --run (\S+) .*--question (q-[0-9a-f]+) .*--reply approve", printed)
     assert len(commands) == 3, printed  # each row's question, with the command that answers it

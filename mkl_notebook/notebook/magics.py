@@ -309,7 +309,6 @@ class MklMagics(Magics):
             path = self.session.notebook_path()
             asked = [(run.id, run.run_result) for run in waiting]
             display(batch_place(asked, [run.id for run in waiting], path.name if path else None), raw=True)
-            display({"text/plain": ""}, raw=True)  # where the queue stands when a person runs the cell
         elif waiting:
             place: list[Any] = []
             path = self.session.notebook_path()
