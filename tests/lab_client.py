@@ -73,3 +73,52 @@ def run_all(
     LabClient(nb, path, timeout=timeout, allow_errors=allow_errors).execute(env=env)
     nbformat.write(nb, path)
     return nb
+
+
+class KeptKernel:
+    """A person's kernel kept running across several Run Alls of their notebook (no restart), as JupyterLab
+    keeps it while they wait for an approver: each :meth:`run_all` executes every cell in that same kernel, as
+    JupyterLab would, and saves the notebook as its page would (outputs; no extension writes metadata here)."""
+
+    def __init__(self, path: Path, env: Mapping[str, str] | None = None) -> None:
+        from jupyter_client.manager import KernelManager
+
+        self.path = path
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(cwd=str(path.parent), env={**os.environ, **(env or {}), "JPY_SESSION_NAME": str(path)})
+
+    def run_all(self, *, timeout: int = 120, allow_errors: bool = False) -> nbformat.NotebookNode:
+        """Run All (cells top to bottom in this kernel, as the file on disk has them), then save."""
+        nb = nbformat.read(self.path, as_version=4)
+        LabClient(nb, self.path, km=self.km, timeout=timeout, allow_errors=allow_errors).execute()
+        nbformat.write(nb, self.path)
+        return nb
+
+    def execute(self, code: str, timeout: float = 60) -> str:
+        """What ``code`` prints, executed in the kernel as no cell (a form's click runs so)."""
+        client = self.km.client()
+        client.start_channels()
+        printed: list[str] = []
+
+        def output(message: dict[str, Any]) -> None:
+            content = message["content"]
+            if message["msg_type"] == "stream":
+                printed.append(content["text"])
+            elif message["msg_type"] == "error":
+                printed.append("\n".join(content["traceback"]))
+
+        try:
+            client.wait_for_ready(timeout=timeout)
+            client.execute_interactive(code, output_hook=output, timeout=timeout)
+        finally:
+            client.stop_channels()
+        return "".join(printed)
+
+    def close(self) -> None:
+        self.km.shutdown_kernel(now=True)
+
+    def __enter__(self) -> KeptKernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

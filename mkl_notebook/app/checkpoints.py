@@ -18,21 +18,21 @@ from typing import Any, NamedTuple
 
 from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
-from ..checkpoints.seals import Seal, Signer, key_fingerprint, signatures
+from ..checkpoints.seals import Signer, key_fingerprint, signatures
 from ..durable import runs as durable
 from ..durable.leases import file_lease
-from ..durable.records import claimed_name, common_prefix, established_how, replies, run_state
+from ..durable.records import replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
-from ..lang.interpolate import fmt
 from ..render.batch_views import batch_answered_bundle, batch_bundle, batch_waiting_bundle
 from ..render.commands import resume_command
-from ..render.common import answer_time, who_answered
+from ..render.common import answer_time
 from . import batch
 from .errors import UsageProblem
+from .reconcile import Copy, parted_note, reconcile
 from .status import answers_to, form_place, run_diagram, run_output, with_keys
-from .trust import Keyring, Provenance, Untrusted
+from .trust import Keyring
 
 NotebookFileError = nbfile.NotebookFileError
 CHECKPOINT_MIME = envelope.MIME_TYPE  # a run output's checkpoint
@@ -45,50 +45,6 @@ referring = envelope.referring  # a run output that refers to the metadata's cop
 checkpoint_of = envelope.checkpoint_of  # a run's checkpoint
 
 
-class Copy(NamedTuple):
-    """A verified copy of a run from a file (a notebook's metadata or output, a checkpoint file): its header and
-    journal, its seal (None: unsigned), and where it came from, as a person would name it."""
-
-    header: dict[str, Any]
-    records: list[dict[str, Any]]
-    seal: Seal | None
-    source: str
-    raw: Any = None  # the checkpoint as the file holds it, when it is to be carried on unchanged
-
-    @property
-    def run_id(self) -> str:
-        return str(self.header["run_id"])
-
-
-class Imported(NamedTuple):
-    """What reconciling a copy of a run with the store did: the run, whose the records taken from the copy are
-    (None: nothing was taken), and when the copy parted from the store's history, the id it is kept under
-    (``branch``; None: not kept, it is not trusted) and the record where they part."""
-
-    run_id: str
-    provenance: Provenance | None
-    branch: str | None = None
-    parted_at: int | None = None
-    untrusted: Untrusted | None = None  # a parted copy not kept: whose it is
-
-
-def checked_copy(data: Any, where: str, source: str) -> Copy:
-    """A checkpoint handed over unverified (the notebook's metadata, through the extension), checked like a
-    file's before anything of it is used."""
-    header, records, seal = envelope.verify_checkpoint(data, where)
-    return Copy(header, records, seal, source, data)
-
-
-def notebook_copy(notebook: Path, run_id: str) -> Copy | None:
-    """The newest verified copy of ``run_id`` a notebook file carries (metadata or outputs), None when it has none
-    or cannot be read."""
-    try:
-        found = nbfile.find_run(notebook, run_id)
-    except nbfile.NotebookFileError:
-        return None
-    return Copy(found.header, found.records, found.seal, notebook.name, found.raw)
-
-
 def notebook_run_ids(notebook: Path, *, waiting_only: bool = False) -> list[str]:
     """The runs a notebook file carries (those that wait, with ``waiting_only``); none when it cannot be read."""
     try:
@@ -98,71 +54,26 @@ def notebook_run_ids(notebook: Path, *, waiting_only: bool = False) -> list[str]
     return [run.run_id for run in carried if not waiting_only or run.header.get("status") == "suspended"]
 
 
-def take_up(store: RunStore, copy: Copy, *, keyring: Keyring, trust_file: bool = False) -> Imported:
-    """Reconcile a verified copy of a run with what ``store`` holds of it: one history, wherever its copies are.
-
-    - The store holds none of it, or holds a prefix of it (the copy goes on past it): what the store lacks is
-      taken from the copy when every stretch of it is signed by this person or a key they trust, or
-      ``trust_file`` says they chose to take it up anyway; otherwise :class:`Untrusted` says whose it is and
-      what it adds, and nothing is taken.
-    - The store holds it all, or more: nothing to do.
-    - The copy and the store's history part (each goes on differently from where they last agree): both are
-      kept. The store's stays under its id, the copy's is taken up under :func:`branch_id` (when trusted), and
-      :class:`Imported` says where they part.
-    """
-    try:
-        return _reconciled(store, copy, keyring, trust_file)
-    except Untrusted as problem:
-        problem.checkpoint = copy.raw  # so that what shows the refusal can keep the file's run as it was
-        raise
+def _take_up_one(store: RunStore, copy: Copy, keyring: Keyring, trust_file: bool) -> None:
+    """Reconcile the one copy a command names with ``store``: an untrusted copy that adds to the run is refused
+    (:class:`Untrusted`); one whose history parts from the store's is kept beside it, and nothing is resumed
+    until the person picks which goes on."""
+    reconciled = reconcile(store, copy.run_id, [copy], keyring, trust_file=trust_file)
+    problem = reconciled.untrusted
+    if problem is not None:
+        raise problem
+    for parted in reconciled.parted:
+        raise UsageProblem(f"{parted_note(copy.run_id, parted)} {_pick_one(copy.run_id, parted.branch, store)}")
 
 
-def _reconciled(store: RunStore, copy: Copy, keyring: Keyring, trust_file: bool) -> Imported:
-    run_id = copy.run_id
-    if not store.exists(run_id):
-        provenance = keyring.judge_history(copy.records, copy.seal)
-        if not provenance.trusted and not trust_file:
-            raise Untrusted(run_id, copy.source, provenance, run_state(copy.records))
-        return Imported(durable.import_envelope(store, copy.header, copy.records), provenance)
-    held = store.read(run_id)
-    shared = common_prefix(held, copy.records)
-    if shared == len(copy.records):
-        return Imported(run_id, None)  # the copy adds nothing to what this store holds
-    provenance = keyring.judge_history(copy.records, copy.seal, shared)
-    if shared == len(held):
-        if not provenance.trusted and not trust_file:
-            added = added_answers(copy.records[shared:])
-            raise Untrusted(run_id, copy.source, provenance, run_state(copy.records), added)
-        durable.extend_run(store, run_id, shared, copy.records)
-        return Imported(run_id, provenance)
-    branch = nbfile.branch_id(run_id, copy.records, shared)
-    if not provenance.trusted and not trust_file:
-        added = added_answers(copy.records[shared:])
-        problem = Untrusted(branch, copy.source, provenance, run_state(copy.records), added)
-        return Imported(run_id, None, None, shared, problem)
-    kept = _reconciled(store, copy._replace(header={**copy.header, "run_id": branch}), keyring, True)
-    return Imported(run_id, kept.provenance, branch, shared)
-
-
-def parted_note(run_id: str, copy: Copy, imported: Imported) -> str:
-    """What became of a copy whose history parts from the store's (see :func:`take_up`), in a sentence or two."""
-    at = imported.parted_at or 0
-    added = added_answers(copy.records[at:])
-    said = f"{copy.source} holds another history of run '{run_id}', which parts from this one after record {at}"
-    if imported.branch is not None:
-        return f"{said} ({added}). Both are kept: that one as run '{imported.branch}'."
-    assert imported.untrusted is not None
-    return f"{said}. {imported.untrusted}"
-
-
-def _pick_one(run_id: str, imported: Imported, store: RunStore) -> str:
+def _pick_one(run_id: str, branch: str | None, store: RunStore) -> str:
     """How to go on with one of two histories that parted (nothing is resumed until the person picks)."""
-    if imported.branch is None:
+    if branch is None:
         return f"Nothing was resumed; this store's run '{run_id}' is unchanged."
     place = store_place(store)
     return (
         f"Nothing was resumed: go on with either, `{resume_command(run_id, store=place)}` (this store's) "
-        f"or `{resume_command(imported.branch, store=place)}` (the file's)."
+        f"or `{resume_command(branch, store=place)}` (the file's)."
     )
 
 
@@ -172,31 +83,6 @@ def own_run_id(run_id: str, signer: Signer | None) -> str:
     if signer is None:
         return nbfile.derived_id(run_id, "here", "0000")
     return nbfile.derived_id(run_id, signer.by, key_fingerprint(signer.key)[:4])
-
-
-def added_answers(records: list[dict[str, Any]]) -> str:
-    """What a copy's records past the held history say a person answered, in a phrase for a message."""
-    said = [
-        f"{fmt(reply.get('value'))!r}"
-        + (
-            f" by {who_answered(reply.get('by'), established_how(reply), claimed_name(reply))[:80]!r}"
-            if reply.get("by")
-            else ""
-        )
-        for reply in replies(records)
-    ]
-    return ("answered " + ", then ".join(said)) if said else f"{len(records)} more records, no answer of a person"
-
-
-def stale_note(held: list[dict[str, Any]] | None, records: list[dict[str, Any]]) -> str | None:
-    """What makes a file's copy of a run (``records``) stale, when the history in reach (``held``: the store's)
-    goes on past it: a signed copy proves who made it, not that it is the newest. None when it is not older."""
-    if not held or len(held) <= len(records) or common_prefix(held, records) != len(records):
-        return None
-    return (
-        "an older copy: your store holds a newer history of this run "
-        f"({added_answers(held[len(records) :])}; now {run_state(held)})"
-    )
 
 
 def resume_checkpoint_file(
@@ -209,11 +95,8 @@ def resume_checkpoint_file(
     with file_lease(lock, f"checkpoint {path}"):
         header, records, seal = envelope.read_file(path)
         copy = Copy(header, records, seal, path)
-        imported = take_up(store, copy, keyring=keyring, trust_file=trust_file)
-        if imported.parted_at is not None:  # two histories: the person picks which goes on
-            run_id = imported.run_id
-            raise UsageProblem(f"{parted_note(run_id, copy, imported)} {_pick_one(run_id, imported, store)}")
-        outcome = advance(imported.run_id)
+        _take_up_one(store, copy, keyring, trust_file)
+        outcome = advance(copy.run_id)
         envelope.write_file(path, envelope.checkpoint_of(outcome, keyring.signer()))
     return outcome
 
@@ -275,9 +158,7 @@ def resume_in_notebook(
         if elsewhere is not None:
             raise AdvancedElsewhere(elsewhere)
         copy = Copy(embedded.header, embedded.records, embedded.seal, str(notebook), embedded.raw)
-        imported = take_up(store, copy, keyring=keyring, trust_file=trust_file)
-        if imported.parted_at is not None:
-            raise UsageProblem(f"{parted_note(run_id, copy, imported)} {_pick_one(run_id, imported, store)}")
+        _take_up_one(store, copy, keyring, trust_file)
         signer = keyring.signer()
         caught = _catch_up(notebook, embedded, store, signer, marked is not None)
         if caught is not None:

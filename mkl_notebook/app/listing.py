@@ -19,8 +19,8 @@ from ..durable.records import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_commands, resume_command
-from .checkpoints import stale_note
 from .continuing import drawn_on
+from .reconcile import stale_note
 from .status import with_keys
 from .trust import Keyring, Provenance
 

@@ -13,7 +13,7 @@ from ..engine.result import NO_MODEL_REASON
 from ..lang.model import Machine
 from ..providers.config import ModelConfig, load_config
 from ..providers.host import HostOracle, Registry
-from ..providers.scripted import NoModelOracle, oracle_from_file, oracle_from_script, read_script
+from ..providers.scripted import NoModelOracle, ScriptMissing, oracle_from_file, oracle_from_script, read_script
 from .errors import UsageProblem
 
 NO_MODEL = (
@@ -39,6 +39,17 @@ def scripted(script: Script) -> Oracle:
     if isinstance(script, Mapping):
         return oracle_from_script(dict(script), where="script")
     return oracle_from_file(script, where=f"--script {script}")
+
+
+def readable(script: Script | None) -> bool:
+    """Whether ``script`` is a script here: given as answers, or a file this machine can read."""
+    if script is None or isinstance(script, (Oracle, Mapping)):
+        return script is not None
+    try:
+        read_script(script, where=f"--script {script}")
+    except ScriptMissing:
+        return False
+    return True
 
 
 def starts_anew(store: RunStore, run_id: str | None, fresh: bool) -> bool:
@@ -119,7 +130,14 @@ def factory(
     copy (its answers in order, as for a single run); a model is checked once and shared (it keeps no state).
     """
     if script is not None and not isinstance(script, (Oracle, Mapping)):
-        script = read_script(script, where=f"--script {script}")
+        try:
+            script = read_script(script, where=f"--script {script}")
+        except ScriptMissing as missing:
+            if needs_model:
+                raise  # the run starts anew: its first call needs those answers at once
+            # Replaying needs no script: a run taken up from a notebook that came without its files shows, and
+            # is answered, here; it stops at the first new call, and goes on where the script (or a model) is.
+            script = NoModelOracle(f"{NO_MODEL_REASON} here: {missing}; it goes on where that file is")
     if script is not None:
         given = script
         return lambda: choose(

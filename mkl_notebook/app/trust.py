@@ -205,7 +205,7 @@ class Keyring:
         """When the question ``records`` end waiting on was asked, and who signed that, for a question someone
         else's copy brought ("asked 2026-… UTC, made by Alice (trusted key …)"); None when it is this person's
         own or there is no such question. A signature says who, and their clock when: not that it is the
-        newest copy (see :func:`checkpoints.stale_note`)."""
+        newest copy (see :func:`reconcile.stale_note`)."""
         asked = next((at for at in range(len(records) - 1, -1, -1) if kind_of(records[at]) == "suspend"), None)
         if asked is None:
             return None

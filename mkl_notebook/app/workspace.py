@@ -7,7 +7,7 @@ list what waits, forget a run, run a machine over many rows. Front ends parse wh
 these, and render what comes back.
 
 A notebook's session is a workspace that also knows cells: the hooks :meth:`place`, :meth:`reached`,
-:meth:`moved`, :meth:`copy_of`, :meth:`carried_runs`, :meth:`carried_waiting`, :meth:`show_found`,
+:meth:`moved`, :meth:`copies_of`, :meth:`carried_runs`, :meth:`carried_waiting`, :meth:`show_found`,
 :meth:`output_bundle` and :meth:`new_handle` are where it adds them; here they do nothing a command needs.
 """
 
@@ -38,11 +38,12 @@ from ..lang.siblings import load_siblings, sibling_names
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 from . import batch, checkpoints, executors, oracles
-from .checkpoints import Copy, checkpoint_of, own_run_id, parted_note
+from .checkpoints import checkpoint_of, own_run_id
 from .continuing import changed_files, run_origin
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
+from .reconcile import Copy, notebook_copy, parted_note, reconcile
 from .replies import answerer, checked_note, parse_resolve, read_reply
 from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
 from .settings import Settings, check_hitl
@@ -374,7 +375,7 @@ class Workspace:
             try:
                 self.take_up(run_id, notebook, trust_file)
             except Untrusted as problem:
-                if (script is None and not anew) or problem.added is not None:
+                if (not oracles.readable(script) and not anew) or problem.added is not None:
                     # Running it afresh would call a model and replace what its author saw; going on with the
                     # copy held here would part from the file's, which holds more: ask first.
                     raise
@@ -793,33 +794,39 @@ class Workspace:
     # -- copies of runs in reach ------------------------------------------------------------
 
     def take_up(self, run_id: str, notebook: str | None = None, trust_file: bool = False) -> bool:
-        """Reconcile run ``run_id`` of the store with the copy in reach (``notebook``'s file, or what the
-        workspace knows of); whether anything was taken from it. A copy that holds more of the run's history is
-        taken up when trusted, unless ``trust_file`` takes an untrusted one anyway (:class:`Untrusted` says
-        whose it is); one taken up by choice stays marked as such. A copy whose history parts from the
-        store's is kept beside it under another id (:attr:`parted` says so)."""
+        """Reconcile run ``run_id`` of the store with every copy in reach (``notebook``'s file, or what the
+        workspace knows of: see :func:`~.reconcile.reconcile`); whether anything was taken from them. What a
+        trusted copy holds past the store's history is taken up; an untrusted one only when ``trust_file`` says
+        to take it up anyway (:class:`Untrusted` says whose it is otherwise), and it then stays marked as such. A
+        copy whose history parts from the store's is kept beside it under another id (:attr:`parted` says so)."""
         if run_id in self._forgotten:
             return False
-        copy = self.copy_of(run_id, notebook)
-        if copy is None:
+        copies = self.copies_of(run_id, notebook)
+        if not copies:
             return False
-        imported = checkpoints.take_up(self.store, copy, keyring=self.keyring, trust_file=trust_file)
-        provenance = imported.provenance
-        if provenance is not None and not provenance.trusted:
-            taken = imported.branch or run_id
-            self.taken_up[taken] = f"taken up from {copy.source} by your choice; it is {provenance.mark}"
-        if imported.parted_at is not None:
-            self.parted[run_id] = parted_note(run_id, copy, imported)
-            if imported.branch is not None:
-                self.kept_branch(imported.branch)
-                self.carried[run_id] = [(imported.branch, checkpoint_of(self.read(imported.branch)))]
-        if provenance is not None and run_id in self.runs:
-            self.runs[run_id].reload()  # what the copy added is the run's history now
-        return provenance is not None
+        reconciled = reconcile(self.store, run_id, copies, self.keyring, trust_file=trust_file)
+        for judged in reconciled.taken:
+            provenance = judged.provenance
+            if provenance is not None and not provenance.trusted:
+                taken = judged.branch or run_id
+                self.taken_up[taken] = f"taken up from {judged.copy.source} by your choice; it is {provenance.mark}"
+        for judged in reconciled.parted:
+            self.parted[run_id] = parted_note(run_id, judged)
+            if judged.branch is not None:
+                self.kept_branch(judged.branch)
+                self.carried[run_id] = [(judged.branch, checkpoint_of(self.read(judged.branch)))]
+        problem = reconciled.untrusted
+        if problem is not None:
+            raise problem
+        extended = any(judged.branch is None for judged in reconciled.taken)
+        if extended and run_id in self.runs:
+            self.runs[run_id].reload()  # what the copies added is the run's history now
+        return extended
 
-    def copy_of(self, run_id: str, notebook: str | None) -> Copy | None:
-        """The copy of ``run_id`` in reach: here, the one ``notebook``'s file carries."""
-        return checkpoints.notebook_copy(Path(notebook), run_id) if notebook else None
+    def copies_of(self, run_id: str, notebook: str | None) -> list[Copy]:
+        """The copies of ``run_id`` in reach besides the store: here, the one ``notebook``'s file carries."""
+        found = notebook_copy(Path(notebook), run_id) if notebook else None
+        return [found] if found is not None else []
 
     def file_holding(self, run_id: str) -> Path | None:
         """The notebook file that may hold ``run_id`` while this workspace advances it from its own store (a

@@ -15,19 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..app.checkpoints import (
-    Copy,
-    cell_order,
-    cell_running,
-    checked_copy,
-    checkpoint_of,
-    notebook_copy,
-    notebook_run_ids,
-)
+from ..app.checkpoints import cell_order, cell_running, checkpoint_of, notebook_run_ids
 from ..app.errors import UsageProblem
 from ..app.finding import Found, named_notebook, notebook_running
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
+from ..app.reconcile import Copy, checked_copy, notebook_copy
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
 from ..app.terms import Oracle, Outcome, Place
 from ..app.workspace import Workspace
@@ -236,17 +229,20 @@ class NotebookSession(Workspace):
 
     # -- the notebook's own copies of its runs ----------------------------------------------------
 
-    def copy_of(self, run_id: str, notebook: str | None) -> Copy | None:
-        """The notebook's copy of ``run_id``: its metadata's, as the extension handed it over (checked like a
-        file's), else the newest its file carries (``notebook``'s, else this kernel's)."""
+    def copies_of(self, run_id: str, notebook: str | None) -> list[Copy]:
+        """The notebook's copies of ``run_id``: its metadata's as the page holds it (handed over by the extension,
+        checked like a file's), and the newest the file on disk carries (``notebook``'s, else this kernel's),
+        which someone may have replaced since the page opened it (an answer that came back)."""
         path = self.notebook_path(notebook)
+        copies = []
         held = self.link.held(run_id) if notebook is None else None
         if held is not None:
             name = path.name if path is not None else "this notebook"
-            return checked_copy(held, f"{name}, metadata run '{run_id}'", name)
+            copies.append(checked_copy(held, f"{name}, metadata run '{run_id}'", name))
         if path is None and notebook is None:
             self._refuse_anew(run_id)
-        return notebook_copy(path, run_id) if path is not None else None
+        on_disk = notebook_copy(path, run_id) if path is not None else None
+        return [*copies, *([on_disk] if on_disk is not None else [])]
 
     def _refuse_anew(self, run_id: str) -> None:
         """This kernel cannot tell which notebook it runs, and one it may run carries run ``run_id``, which its

@@ -46,6 +46,10 @@ class ScriptError(UserError, ValueError):
     """A script file or mapping that does not have the shape of docs/language.md §8."""
 
 
+class ScriptMissing(ScriptError):
+    """A script file that cannot be read here (a notebook came without the files beside it)."""
+
+
 class _Sequence:
     """Values read in order; the last one repeats forever."""
 
@@ -331,7 +335,7 @@ def read_script(path: str | Path, *, where: str | None = None) -> dict[str, Any]
     try:
         text = files.read_text(path, files.SCRIPT_LIMIT)
     except OSError as exc:
-        raise ScriptError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+        raise ScriptMissing(f"{where}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise ScriptError(f"{where}: is not UTF-8 text") from None
     try:
