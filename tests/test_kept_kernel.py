@@ -65,7 +65,7 @@ def test_bob_answers_with_the_ipynb_alone_and_alices_running_kernel_takes_his_an
         ran = run_all(bob.notebook, env=bob.env, allow_errors=True)
         assert _errors(ran) == []  # no "--script … cannot be read": showing a run replays, it calls nothing
         assert GATE_A in _texts(ran)
-        code, _, out, err = bob.mkl("trust", bob.notebook.name, "--name", "alice")  # the one key it holds
+        code, _, _, err = bob.mkl("trust", bob.notebook.name, "--name", "alice")  # the one key it holds
         assert code == 0, err
         code, status, _, err = bob.mkl(
             "resume", bob.notebook.name, "--run", "r", "--question", _question(bob), "--reply", "approve"
