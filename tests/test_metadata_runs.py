@@ -217,24 +217,27 @@ def test_pending_in_a_new_kernel_shows_the_form_of_a_run_only_the_stripped_files
 class _Kernel:
     """A real ipykernel driven over its channels, as a frontend drives it."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, notebook: str = "untitled.ipynb", env: dict[str, str] | None = None) -> None:
         from jupyter_client.manager import KernelManager
 
         self.manager = KernelManager(kernel_name="python3")
         # as a Jupyter server starts it: it names the notebook's session, so a frontend with the extension may listen
-        env = {**env_without_models(), "JPY_SESSION_NAME": str(folder / "untitled.ipynb")}
+        env = {**env_without_models(), **(env or {}), "JPY_SESSION_NAME": str(folder / notebook)}
         self.manager.start_kernel(cwd=str(folder), env=env)
         self.client = self.manager.client()
         self.client.start_channels()
         self.client.wait_for_ready(timeout=60)
 
-    def execute(self, code: str) -> list[dict[str, Any]]:
-        """Run ``code``; every iopub message it caused, until the kernel is idle again."""
+    def execute(self, code: str, *, every: bool = False) -> list[dict[str, Any]]:
+        """Run ``code``; every iopub message it caused (with ``every``, also those another message caused before
+        it: a comm message's), until the kernel is idle again."""
         msg_id = self.client.execute(code)
         seen: list[dict[str, Any]] = []
         while True:
             message = self.client.get_iopub_msg(timeout=60)
             if message["parent_header"].get("msg_id") != msg_id:
+                if every:
+                    seen.append(message)
                 continue
             seen.append(message)
             if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
@@ -272,12 +275,20 @@ def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_chec
         shown = kernel.execute("%mkl pending")
         texts = "".join(str(m["content"].get("data", {}).get("text/plain", "")) for m in shown)
         assert SECOND in texts  # the waiting run, from the metadata alone
+        held = kernel.execute("import mkl_notebook; print(len(mkl_notebook.get_run('r').outcome.records))")
+        printed = "".join(m["content"].get("text", "") for m in held if m["msg_type"] == "stream")
+        assert int(printed) == len(envelope.verify_checkpoint(runs["r"]).records)  # taken up as it was
         sent = [m["content"]["data"] for m in shown if m["msg_type"] == "comm_msg"]
-        assert [(data["op"], data["run"]) for data in sent] == [("put", "r")]
-        header, records, seal = envelope.verify_checkpoint(sent[0]["envelope"])
-        assert header["status"] == "suspended" and seal is None and records[-1]["t"] == "sign"
-        assert [stretch.seal is not None and stretch.seal.holds for stretch in signatures(records)] == [True, True]
-        assert records == envelope.verify_checkpoint(runs["r"]).records  # taken up as it was: nothing re-run
+        assert sent == []  # the metadata holds it as it stands: nothing to send back
+        answered = kernel.execute("mkl_notebook.get_run('r').submit('approve')")
+        sent = [m["content"]["data"] for m in answered if m["msg_type"] == "comm_msg" and "op" in m["content"]["data"]]
+        assert {(data["op"], data["run"]) for data in sent} == {("put", "r")}
+        header, records, seal = envelope.verify_checkpoint(sent[-1]["envelope"])
+        assert header["status"] == "suspended" and seal is None and records[-1]["t"] == "sign"  # (needs a model)
+        assert [stretch.seal is not None and stretch.seal.holds for stretch in signatures(records)] == [True] * 3
+        assert records[: len(envelope.verify_checkpoint(runs["r"]).records)] == envelope.verify_checkpoint(
+            runs["r"]
+        ).records  # the history it was handed, and the answer after it
     finally:
         kernel.close()
 

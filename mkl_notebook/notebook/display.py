@@ -294,8 +294,8 @@ class RunView:
 
     def _redraw_view(self) -> None:
         """Draw the view again as it stands now: when the extension answers, the checkpoint leaves it."""
-        if self.shown is not None:
-            self._draw_view(self.run_id, self.shown, question_above=self._question_above)
+        if self.shown is not None:  # (the run shown: this cell's own run, when the file's was set aside)
+            self._draw_view(self.shown.run_id, self.shown, question_above=self._question_above)
 
     def _top_bundle(self, run: NotebookRun, outcome: Outcome) -> dict[str, Any]:
         """The question's place when no form of this view asks: what this cell's forms answered, if anything."""
