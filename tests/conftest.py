@@ -15,7 +15,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from mkl_notebook.notebook import session as session_module
 
-from support import MODEL_ENV, Cells, Recorder
+from support import MODEL_ENV, ROOT, Cells, Recorder
 
 # The tests' signing keys and trusted keys, never the person's own (subprocesses inherit it).
 os.environ["JUPYTER_DATA_DIR"] = tempfile.mkdtemp(prefix="mkl-test-jupyter-data-")
@@ -70,3 +70,28 @@ def ip(shell: InteractiveShell, load_mkl: Any, tmp_path: Path) -> Cells:
     recorder = Recorder()
     load_mkl(recorder.publish)
     return Cells(shell, recorder, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A notebook run as JupyterLab runs it (no extension): its refund run waits at the first question, and
+    the run lives in the run cell's output only (the metadata tests' and the page link tests')."""
+    import shutil
+
+    import nbformat
+    from lab_client import run_all
+
+    data = ROOT / "notebooks" / "data"
+    folder = tmp_path_factory.mktemp("made")
+    for name in ("refund.mkl", "refund.script.yaml"):
+        shutil.copy(data / name, folder / name)
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + (data / "refund.mkl").read_text(encoding="utf-8")),
+        nbformat.v4.new_code_cell("%mkl run refund --id r --script refund.script.yaml --set ticket=broken"),
+    ]
+    path = folder / "shared.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    run_all(path)
+    shutil.rmtree(folder / ".mkl")  # the file alone carries the run
+    return path

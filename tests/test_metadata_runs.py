@@ -17,7 +17,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from lab_client import run_all
 
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
@@ -28,25 +27,6 @@ from support import ROOT, env_without_models, mkl_cli
 DATA = ROOT / "notebooks" / "data"
 FIRST = "The draft promises a refund. Approve it?"
 SECOND = "Send this reply to the customer now?"
-
-
-@pytest.fixture(scope="module")
-def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A notebook run as JupyterLab runs it (no extension): its refund run waits at the first question, and
-    the run lives in the run cell's output only."""
-    folder = tmp_path_factory.mktemp("made")
-    for name in ("refund.mkl", "refund.script.yaml"):
-        shutil.copy(DATA / name, folder / name)
-    cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + (DATA / "refund.mkl").read_text(encoding="utf-8")),
-        nbformat.v4.new_code_cell("%mkl run refund --id r --script refund.script.yaml --set ticket=broken"),
-    ]
-    path = folder / "shared.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
-    run_all(path)
-    shutil.rmtree(folder / ".mkl")  # the file alone carries the run
-    return path
 
 
 def _copy(waiting: Path, folder: Path) -> Path:
@@ -286,9 +266,10 @@ def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_chec
         header, records, seal = envelope.verify_checkpoint(sent[-1]["envelope"])
         assert header["status"] == "suspended" and seal is None and records[-1]["t"] == "sign"  # (needs a model)
         assert [stretch.seal is not None and stretch.seal.holds for stretch in signatures(records)] == [True] * 3
-        assert records[: len(envelope.verify_checkpoint(runs["r"]).records)] == envelope.verify_checkpoint(
-            runs["r"]
-        ).records  # the history it was handed, and the answer after it
+        assert (
+            records[: len(envelope.verify_checkpoint(runs["r"]).records)]
+            == envelope.verify_checkpoint(runs["r"]).records
+        )  # the history it was handed, and the answer after it
     finally:
         kernel.close()
 

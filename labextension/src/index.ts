@@ -63,6 +63,9 @@ function onMessage(panel: NotebookPanel, msg: KernelMessage.ICommMsgMsg): void {
   }
   const runs = savedRuns(panel);
   if (data.op === 'put' && isObject(data.envelope)) {
+    if (data.envelope.run_id !== data.run) {
+      return; // a checkpoint goes under its own run's id, never over another run's entry
+    }
     runs[data.run] = data.envelope;
   } else if (data.op === 'delete') {
     delete runs[data.run];
@@ -84,13 +87,43 @@ async function serverUser(app: JupyterFrontEnd): Promise<{ user?: string; user_s
   }
 }
 
+/** This page's hello: the runs its notebook's metadata holds now, and the server's user. */
+async function hello(app: JupyterFrontEnd, panel: NotebookPanel): Promise<{ [key: string]: unknown }> {
+  const [, user] = await Promise.all([panel.context.ready, serverUser(app)]);
+  return { op: 'hello', runs: savedRuns(panel) as any, path: panel.context.path, ...user };
+}
+
 function attach(app: JupyterFrontEnd, panel: NotebookPanel, kernel: Kernel.IKernelConnection): void {
-  kernel.registerCommTarget(TARGET, (comm: Kernel.IComm) => {
+  const comms: Kernel.IComm[] = [];
+  const keep = (comm: Kernel.IComm): void => {
+    comms.push(comm);
     comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => onMessage(panel, msg);
-    void Promise.all([panel.context.ready, serverUser(app)]).then(([, user]) => {
-      const hello = { op: 'hello', runs: savedRuns(panel) as any, path: panel.context.path };
-      comm.send({ ...hello, ...user });
-    });
+    comm.onClose = () => {
+      comms.splice(comms.indexOf(comm), 1);
+    };
+  };
+  // The kernel opens its comm when `%load_ext mkl_notebook` runs; this page answers it with a hello.
+  kernel.registerCommTarget(TARGET, (comm: Kernel.IComm) => {
+    keep(comm);
+    void hello(app, panel).then(said => comm.send(said as any));
+  });
+  // A page that comes later (reloaded, or a second page of the notebook) opens a comm of its own, when the
+  // kernel has loaded mkl already: its hello is the open message.
+  void kernel.requestCommInfo({ target_name: TARGET }).then(async reply => {
+    const open = reply.content.status === 'ok' ? Object.keys(reply.content.comms ?? {}) : [];
+    if (open.length === 0 || kernel.isDisposed) {
+      return;
+    }
+    const comm = kernel.createComm(TARGET);
+    keep(comm);
+    comm.open((await hello(app, panel)) as any);
+  });
+  // Saved or reverted from disk: the metadata may now hold other copies of the runs than the kernel sent.
+  panel.context.fileChanged.connect(() => {
+    if (kernel.isDisposed) {
+      return;
+    }
+    void hello(app, panel).then(said => comms.forEach(comm => comm.send(said as any)));
   });
 }
 

@@ -9,7 +9,12 @@ kernel opens a comm to it (target ``mkl.metadata``) and from then on:
   the page got it from the server's identity API (``/api/me``). Each page that answers is known by its
   messages' session: a click from that page is answered as that user (:func:`clicking_user`);
 - the kernel sends ``{"op": "put", "run": ID, "envelope": {...}}`` whenever it shows a run as it
-  stands, and the extension writes that checkpoint into ``metadata.mkl.runs[ID]``.
+  stands, and the extension writes that checkpoint into ``metadata.mkl.runs[ID]`` (never another run's entry).
+
+A page that comes after the kernel opened its comm (reloaded, or a second page of the notebook) opens a comm of
+its own, its hello as the open message; a page whose notebook is reverted from disk or saved says hello again.
+After each hello the kernel brings the page's copies of its runs up to date (:attr:`MetadataLink.on_hello`):
+a page's metadata is one more copy of each run, which may be older than the kernel's.
 
 Once the extension has answered, the metadata holds the one copy of each run: a run's output carries its
 views and a reference to the run (``application/vnd.mkl.run-ref+json``) instead of the checkpoint, and the
@@ -106,33 +111,52 @@ def clicking_user() -> str | None:
 
 
 class MetadataLink:
-    """The comm to the notebook's extension, and the runs its metadata held when it said hello."""
+    """The comms to the notebook's pages (the extension in each), and the runs the page's metadata holds as far
+    as this kernel knows: what a page said in its last hello, and each checkpoint put or deleted since."""
 
     def __init__(self) -> None:
-        self._comm: Any = None
+        self._comms: dict[str, Any] = {}  # comm id -> comm: the kernel's own, and each page's that opened one
+        self._opened = False
         self._lock = threading.Lock()
-        self.runs: dict[str, Any] = {}  # run id -> envelope, as the metadata held them (unverified)
-        self.linked = False  # the extension answered: the notebook's metadata is written
-        self._touched: set[str] = set()  # runs put or deleted here: the hello's copies of them are older
+        self.runs: dict[str, Any] = {}  # run id -> envelope, as the metadata holds it (unverified)
+        self.linked = False  # a page answered: the notebook's metadata is written
+        self._kept: set[str] = set()  # the runs this kernel put there (and has not deleted since)
+        # Told after each hello, with the runs the kernel keeps in the metadata: the page's metadata is (again)
+        # what the hello says, perhaps older than the runs (a page reloaded, a notebook reverted from disk).
+        self.on_hello: Callable[[set[str]], None] | None = None
         # Outputs to redraw once the extension answers, held (a view whose run went on is otherwise let go)
         # until it answers or the frontend closes the comm for want of it.
         self._redraws: deque[Callable[[], None]] = deque(maxlen=MAX_REDRAWS)
 
     def open(self) -> None:
-        """Open the comm (once per kernel); harmless where no frontend listens."""
-        from comm import create_comm
+        """Open the comm to the notebook's pages (once per kernel), and take the comm a page opens later (a page
+        reloaded, a second page of the notebook) from then on; harmless where no frontend listens."""
+        from comm import create_comm, get_comm_manager
 
         with self._lock:
-            if self._comm is not None:
+            if self._opened:
                 return
-            self._comm = create_comm(target_name=TARGET, data={"protocol": PROTOCOL})
-            self._comm.on_msg(self._received)
-            self._comm.on_close(self._closed)
+            self._opened = True
+            kernels = create_comm(target_name=TARGET, data={"protocol": PROTOCOL})
+            self._comms[kernels.comm_id] = kernels
+        kernels.on_msg(self._received)
+        kernels.on_close(lambda message: self._closed(kernels.comm_id))
+        get_comm_manager().register_target(TARGET, self._page_opened)
 
-    def _closed(self, _message: dict[str, Any]) -> None:
-        """The frontend closed the comm: no extension listens, and no output will be redrawn."""
+    def _page_opened(self, comm: Any, message: dict[str, Any]) -> None:
+        """A page opened a comm (it came after the kernel's own was opened); its open message is its hello."""
         with self._lock:
-            self._redraws.clear()
+            self._comms[comm.comm_id] = comm
+        comm.on_msg(self._received)
+        comm.on_close(lambda closing: self._closed(comm.comm_id))
+        self._received(message)
+
+    def _closed(self, comm_id: str) -> None:
+        """A frontend closed a comm; once none is left unanswered, no output will be redrawn."""
+        with self._lock:
+            self._comms.pop(comm_id, None)
+            if not self._comms:
+                self._redraws.clear()
 
     def _received(self, message: dict[str, Any]) -> None:
         data = (message.get("content") or {}).get("data")
@@ -144,10 +168,12 @@ class MetadataLink:
             if isinstance(session, str) and user is not None:
                 _page_users[session] = user
             self.linked = True
-            # what this kernel put or deleted since it opened the comm is newer than the hello
-            self.runs = {**{k: v for k, v in hello["runs"].items() if k not in self._touched}, **self.runs}
+            self.runs = dict(hello["runs"])  # what the page's metadata holds now
+            kept = set(self._kept)
             redraws = list(self._redraws)
             self._redraws.clear()
+        if self.on_hello is not None:
+            self.on_hello(kept | set(hello["runs"]))
         for redraw in redraws:
             redraw()
 
@@ -168,22 +194,25 @@ class MetadataLink:
                 self._redraws.append(redraw)
 
     def put(self, run_id: str, envelope: dict[str, Any]) -> None:
-        """The run's checkpoint now: the extension writes it into the notebook's metadata."""
+        """The run's checkpoint now: the extension writes it into the notebook's metadata, under its run's id."""
+        if envelope.get("run_id") != run_id:  # another run's entry is never written over
+            raise ValueError(f"the checkpoint of run {envelope.get('run_id')!r} is not run {run_id!r}'s")
         with self._lock:
-            comm = self._comm
-            known = run_id in self._touched and self.runs.get(run_id) == envelope
+            comms = list(self._comms.values())
+            known = self.runs.get(run_id) == envelope  # the metadata holds it so already: not sent twice
             self.runs[run_id] = envelope
-            self._touched.add(run_id)
-        if comm is not None and not known:  # a run shown as it was just kept is not sent twice
-            comm.send(Put(op="put", run=run_id, envelope=envelope))
+            self._kept.add(run_id)
+        if not known:
+            for comm in comms:
+                comm.send(Put(op="put", run=run_id, envelope=envelope))
 
     def delete(self, run_id: str) -> None:
         """The run is gone (started afresh, forgotten): its entry leaves the notebook's metadata."""
         with self._lock:
-            comm = self._comm
+            comms = list(self._comms.values())
             self.runs.pop(run_id, None)
-            self._touched.add(run_id)
-        if comm is not None:
+            self._kept.discard(run_id)
+        for comm in comms:
             comm.send(Delete(op="delete", run=run_id))
 
     def held(self, run_id: str) -> dict[str, Any] | None:

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from ..app.checkpoints import cell_order, cell_running, checkpoint_of, notebook_run_ids
-from ..app.errors import UsageProblem
+from ..app.errors import USER_ERRORS, UsageProblem
 from ..app.finding import Found, named_notebook, notebook_running
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
-from ..app.reconcile import Copy, checked_copy, notebook_copy
+from ..app.reconcile import STALE, Copy, checked_copy, judge, notebook_copy
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
 from ..app.terms import Oracle, Outcome, Place
 from ..app.workspace import Workspace
@@ -62,6 +62,7 @@ class NotebookSession(Workspace):
         # The notebook cell executing now and an id of this execution of it (None outside a notebook cell).
         self.current_cell: Callable[[], tuple[str, str] | None] = lambda: None
         self.link = MetadataLink()  # to the notebook's metadata, through the extension
+        self.link.on_hello = self._page_said_hello
         self._execution: str | None = None
         self._reached: dict[str, int] = {}  # run id -> journal position this execution reached
         # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
@@ -217,6 +218,26 @@ class NotebookSession(Workspace):
         """The notebook's metadata keeps run ``handle`` as it stands (not as a replayed cell left it)."""
         if handle.outcome is not None and handle.outcome.latest is None:
             self.link.put(handle.id, handle.envelope())
+
+    def _page_said_hello(self, runs: set[str]) -> None:
+        """A page said what the notebook's metadata holds (a page opened, reloaded, or its notebook reverted from
+        disk): where it holds an older copy of a run of this store than the store, or none of one this kernel
+        kept there, the run as it stands goes there again. A copy that goes on past the store's stays as it is
+        (the next road that reads the run takes it up when trusted), and so does one nobody here can read."""
+        signer = self.signer()
+        for run_id in sorted(runs):
+            if run_id in self._forgotten or not self.store.exists(run_id):
+                continue
+            held = self.store.read(run_id)
+            page = self.link.held(run_id)
+            if page is not None:
+                try:
+                    copy = checked_copy(page, f"the notebook's metadata, run '{run_id}'", "the notebook's metadata")
+                except USER_ERRORS:
+                    continue  # a damaged copy is left for whoever reads it to be told so
+                if judge(held, copy, self.keyring).status != STALE:
+                    continue
+            self.link.put(run_id, checkpoint_of(self.read(run_id), signer))
 
     def output_bundle(self, handle: WorkspaceRun) -> dict[str, Any]:
         """The run's view; as it stands, its checkpoint goes to the notebook's metadata too."""
