@@ -28,7 +28,7 @@ from browser_support import browser_page, checkout_extension, get_json, lab_env,
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
 from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
-from mkl_notebook.checkpoints.seals import signatures
+from mkl_notebook.checkpoints.seals import key_fingerprint, signatures
 from mkl_notebook.render.common import who_answered
 
 from support import mkl_cli, store_rows
@@ -816,7 +816,7 @@ def test_a_notebook_goes_to_bob_who_approves_gate_a_in_jupyterlab_and_comes_back
     ran = run_all(alice.notebook, env=alice.env)
     text = _texts(ran)
     assert f"goes on past the copy you hold ({answered})" in text
-    assert f"mkl trust {bobs_key} --name {signed.seal.by}" in text
+    assert f"mkl trust flow.ipynb --key {key_fingerprint(bobs_key).replace(' ', '')} --name {signed.seal.by}" in text
     assert _forms(ran) == []  # gate A is not asked again
 
     shutil.copy(root / "flow.ipynb", alice.notebook)  # the file as Bob saved it, opened in her JupyterLab

@@ -9,6 +9,7 @@ Alice's one kernel kept alive across her Run Alls; Bob's notebook runs in a kern
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from typing import Any
 import nbformat
 import pytest
 from lab_client import KeptKernel, run_all
-from test_one_history import GATE_A, GATE_B, Person, _forms, _notebook, _texts
+from test_one_history import ACCOUNT, GATE_A, GATE_B, Person, _forms, _notebook, _texts
 
 from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.seals import key_fingerprint
 
 
 def _same_account(root: Path, name: str) -> Person:
@@ -103,3 +105,36 @@ def test_bob_answers_with_the_ipynb_alone_and_alices_running_kernel_takes_his_an
     assert [answer["value"] for answer in listed["answers"]] == ["approve", "yes"]
     assert nbfile.find_run(alice.notebook, "r").records == alice.store().read("r")  # one history
     nbformat.validate(nbformat.read(alice.notebook, as_version=4))
+    code, _, out, err = alice.mkl("audit", alice.notebook.name, "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    # Both answered as the one OS account; what tells them apart is whose key signed each, as Alice knows it
+    assert [(row["value"], row["by"], row["trusted_as"]) for row in rows] == [
+        ("approve", ACCOUNT, "bob"),
+        ("yes", ACCOUNT, "you"),
+    ]
+    code, _, out, err = alice.mkl("audit", alice.notebook.name)
+    assert code == 0 and "trusted as bob" in out and "trusted as you" in out, out + err
+
+
+def test_the_trust_step_offered_to_someone_of_the_same_account_works_as_printed(pair: tuple[Person, Person]) -> None:
+    """Both people sign as the one OS account's name: the step offered names a name free for Alice (not her own),
+    and pasted as printed it trusts Bob's key, after which his answer is taken up."""
+    alice, bob = pair
+    with KeptKernel(alice.notebook, alice.env) as kernel:
+        kernel.run_all()
+        bob.receive(alice)
+        bob.mkl("trust", bob.notebook.name, "--name", "alice")
+        code, _, _, err = bob.mkl(
+            "resume", bob.notebook.name, "--run", "r", "--question", _question(bob), "--reply", "approve"
+        )
+        assert code == 3, err
+        shutil.copy(bob.notebook, alice.notebook)
+        text = _texts(kernel.run_all())
+        assert "NOT TRUSTED" in text and _forms(nbformat.read(alice.notebook, as_version=4)) == []
+        [offered] = {line.strip().strip("`") for line in text.splitlines() if line.strip().startswith("mkl trust ")}
+        fingerprint = key_fingerprint(bob.key()).replace(" ", "")
+        assert offered == f"mkl trust flow.ipynb --key {fingerprint} --name {ACCOUNT}-{fingerprint[:4]}", offered
+        code, _, _, err = alice.mkl(*shlex.split(offered)[1:])
+        assert code == 0, err  # pasted as printed, it works
+        assert GATE_B in _texts(kernel.run_all())  # and the next Run All takes his answer up

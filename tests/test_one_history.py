@@ -22,7 +22,7 @@ from lab_client import run_all
 
 from mkl_notebook.app.replies import os_account
 from mkl_notebook.checkpoints import notebook_file as nbfile
-from mkl_notebook.checkpoints.seals import signatures
+from mkl_notebook.checkpoints.seals import key_fingerprint, signatures
 from mkl_notebook.durable.stores import SQLiteStore
 
 from support import mkl_cli
@@ -200,7 +200,8 @@ def test_bobs_answer_signed_by_a_key_alice_does_not_know_is_shown_not_used(
     text = _texts(ran)
     past = "NOT TRUSTED: run r in flow.ipynb goes on past the copy you hold"
     assert f"{past} (answered 'approve' by '{ACCOUNT} (OS account)')" in text
-    assert f"mkl trust {bob.key()} --name bob" in text  # the one step that trusts him
+    fingerprint = key_fingerprint(bob.key()).replace(" ", "")
+    assert f"mkl trust flow.ipynb --key {fingerprint} --name bob" in text  # the one step that trusts him
     assert text.count("goes on past the copy you hold") == 2  # the run cell, and %mkl pending
     assert _forms(ran) == []  # gate A is not asked again: no live form anywhere
     assert alice.store().read("r") == before  # nothing of Bob's was taken, nothing ran

@@ -522,7 +522,8 @@ def test_a_run_cell_shows_whose_the_files_run_is_and_takes_it_up_only_on_a_click
     assert html.escape(REFUND_ASK) in choice.header.value and "(signed as &#x27;alice&#x27;)" in choice.header.value
     labels = [button.description for button in choice.buttons]
     assert labels[1:] == ["Take up the file's run", "Run it here as a new run"]
-    assert labels[0].startswith("Trust alice's key ") and labels[0].endswith(" and take it up")
+    assert labels[0].startswith("Trust key ") and labels[0].endswith(" under that name, take it up")
+    assert choice.name is not None and choice.name.value == "alice"  # the name its signatures claim: free here
     assert not session.store.exists("r") and view.current_form is None  # nothing of it runs before the click
 
     choice.buttons[1].click()
@@ -549,11 +550,22 @@ def test_the_trust_button_refuses_a_name_another_trusted_key_has_and_takes_nothi
     session = mkl_notebook.notebook.session.current_session()
     assert shell.run_cell("%mkl run refund --id r --hitl --set ticket=broken").success
     choice = made[-1].choice
-    assert isinstance(choice, TakeUpChoice) and choice.buttons[0].description.startswith("Trust alice's key ")
+    assert isinstance(choice, TakeUpChoice) and choice.name is not None
+    alices = key_fingerprint(_key_of(tmp_path / "shared", tmp_path / "alice"))
+    assert choice.name.value == f"alice-{alices.replace(' ', '')[:4]}"  # the claimed name is taken: a free one
+    choice.name.value = "alice"  # typed over: someone else's name here
     choice.buttons[0].click()
     assert "Could not go on:</strong> &#x27;alice&#x27; is already the name of key " in choice.status.value
     assert key_fingerprint(someone) in choice.status.value
     assert _trusted_keys(bob) == {someone: "alice"} and not session.store.exists("r")
+    assert not any(button.disabled for button in choice.buttons)  # nothing was done: choose again
+    choice.name.value = "alice at the office"
+    choice.buttons[0].click()  # trusted under the name typed, and taken up
+    assert _trusted_keys(bob) == {
+        someone: "alice",
+        _key_of(tmp_path / "shared", tmp_path / "alice"): ("alice at the office"),
+    }
+    assert session.store.exists("r")
 
 
 def test_get_run_and_resume_refuse_an_untrusted_run_in_one_line_until_told(

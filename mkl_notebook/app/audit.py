@@ -49,6 +49,7 @@ FIELDS = (
     "signed_as",
     "signature",
     "key_trusted",
+    "trusted_as",
     "asked_at",
     "answered_at",
     "seconds_to_decide",
@@ -116,30 +117,41 @@ def _number(value: Any) -> float | None:
 
 
 class _Judge:
-    """Whether a signing key is trusted here, judged without making a key (a listing writes nothing)."""
+    """Whether a signing key is trusted here, and under which name (the name this reader gave it; "you" for their
+    own), judged without making a key (a listing writes nothing)."""
 
     def __init__(self, keyring: Keyring) -> None:
         self.keyring = keyring
-        self._trusted: set[str] | None = None
+        self._names: dict[str, str] | None = None
+
+    def trusted_as(self, key: str) -> str | None:
+        if self._names is None:
+            self._names = {key: str(entry.get("name")) for key, entry in self.keyring.trusted().items()}
+            if (self.keyring.folder / KEY_FILE).exists():
+                self._names[self.keyring.own_key()] = "you"
+        return self._names.get(key)
 
     def trusts(self, key: str) -> bool:
-        if self._trusted is None:
-            self._trusted = set(self.keyring.trusted())
-            if (self.keyring.folder / KEY_FILE).exists():
-                self._trusted.add(self.keyring.own_key())
-        return key in self._trusted
+        return self.trusted_as(key) is not None
 
 
 def _signature(stretch: Signed | None, judge: _Judge) -> tuple[dict[str, Any], str | None]:
     """The signature facts of a reply record's row, and the problem they make (None: it verifies)."""
     seal = stretch.seal if stretch is not None else None
     if seal is None:
-        return {"key": None, "signed_as": None, "signature": "none", "key_trusted": None}, "not signed"
+        return {
+            "key": None,
+            "signed_as": None,
+            "signature": "none",
+            "key_trusted": None,
+            "trusted_as": None,
+        }, "not signed"
     facts = {
         "key": key_fingerprint(seal.key),
         "signed_as": seal.by,
         "signature": "verifies" if seal.holds else "fails",
         "key_trusted": judge.trusts(seal.key),
+        "trusted_as": judge.trusted_as(seal.key),  # whose this reader knows the key to be (None: nobody's)
     }
     return facts, None if seal.holds else "signature does not verify (changed after it was signed)"
 

@@ -46,6 +46,7 @@ class Provenance:
     mark: str  # "made by you", "made by Alice (trusted key 1a2b …)", "made by an unknown key …", …
     key: str | None = None
     by: str | None = None  # the name the key's signatures claim
+    name: str | None = None  # of a key not trusted: a name to trust it under that no one here has yet
 
 
 def keyring_folder() -> Path:
@@ -180,9 +181,19 @@ class Keyring:
         known = self.trusted().get(seal.key)
         if known is not None:
             return Provenance(True, f"made by {known.get('name')} (trusted key {seal.fingerprint})", seal.key)
-        return Provenance(
-            False, f"made by an unknown key {seal.fingerprint} (signed as {seal.by!r})", seal.key, seal.by
-        )
+        mark = f"made by an unknown key {seal.fingerprint} (signed as {seal.by!r})"
+        return Provenance(False, mark, seal.key, seal.by, self.free_name(seal.by, seal.key))
+
+    def free_name(self, claimed: str, key: str) -> str:
+        """A name to trust ``key`` under that no one here has: the name its signatures claim when it is free,
+        else that name and the start of the key's fingerprint (people who share an OS account, all ``jovyan``,
+        sign as one name): "jovyan-1c3e". A person may give any other free name instead."""
+        base = "-".join("".join(char for char in claimed if char.isprintable()).split())[:40] or "someone"
+        tail = key_fingerprint(key).replace(" ", "")
+        for name in (base, *(f"{base}-{tail[:size]}" for size in (4, 8, len(tail)))):
+            if self.name_taken(name) is None:
+                return name
+        return f"{base}-{tail}"
 
     def judge_history(self, records: list[dict[str, Any]], seal: Seal | None = None, since: int = 0) -> Provenance:
         """Whether the records of a history from ``since`` on are all signed by this person or keys they trust
@@ -253,9 +264,13 @@ class Untrusted(UsageProblem):
         added: str | None = None,
     ) -> None:
         hint = ""
-        if provenance.trusted is False and provenance.key and provenance.by is not None:
-            command = trust_key_command(provenance.key, provenance.by)
-            hint = f"if {key_fingerprint(provenance.key)} is the key of someone you trust, `{command}`; or "
+        self.trust: str | None = None  # the command that trusts the key that signed it, under a name free here
+        if provenance.trusted is False and provenance.key and provenance.name is not None:
+            if source.endswith(".ipynb"):  # the key by its fingerprint among those that signed the notebook
+                self.trust = trust_key_command(key_fingerprint(provenance.key), provenance.name, source)
+            else:
+                self.trust = trust_key_command(provenance.key, provenance.name)
+            hint = f"if {key_fingerprint(provenance.key)} is the key of someone you trust, `{self.trust}`; or "
         what = f"run '{run_id}' is {provenance.mark}"
         if added is not None:
             what = f"run '{run_id}' goes on past the copy you hold ({added}), and that is {provenance.mark}"

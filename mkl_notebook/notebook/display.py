@@ -188,7 +188,7 @@ class RunView:
 
     # -- a run the notebook carries but this person does not trust --------------------------
 
-    def untrusted(self, problem: Untrusted, choices: list[tuple[str, Callable[[], None]]]) -> None:
+    def untrusted(self, problem: Untrusted, choices: list[tuple[str, Callable[[str], None]]]) -> None:
         """Show whose the file's run is, how the file shows it and what it adds, with buttons that trust its
         signer, take it up, or make a run of this cell's own beside it; nothing of it runs until one is clicked.
         The outputs the run will fill are kept, and one carries the file's copy along as it was."""
@@ -196,15 +196,12 @@ class RunView:
         ask = found.shown if found is not None and found.waits_for_reply else None
         where = "in an unknown state" if found is None else views.status_phrase(found.status, found.error, found.at)
         provenance = problem.provenance
-        trust = None
-        if provenance.key is not None and provenance.by is not None:
-            trust = views.trust_key_command(provenance.key, provenance.by)
         banner = views.untrusted_bundle(
-            problem.run_id, problem.source, provenance.mark, where, ask, added=problem.added, trust=trust
+            problem.run_id, problem.source, provenance.mark, where, ask, added=problem.added, trust=problem.trust
         )
         if problem.checkpoint is not None:  # the outputs this replaces may have held the file's only copy
             self._carry(problem.run_id, problem.checkpoint)
-        choice = TakeUpChoice(banner, choices, place=self.place)
+        choice = TakeUpChoice(banner, choices, place=self.place, name=provenance.name)
         self.choice: TakeUpChoice | None = choice
         self.current_form = None
         bundle = {**choice.widget._repr_mimebundle_(), **banner}

@@ -238,17 +238,32 @@ GateForm = QuestionForm  # the single run's form had this name before there was 
 
 
 class TakeUpChoice:
-    """The choice a notebook's untrusted run waits on: trust its signer's key, take the file's run up anyway,
-    or (for a run cell) make a run of its own beside it. Each button is ``(label, action)``; the first click
-    disables them all."""
+    """The choice a notebook's untrusted run waits on: trust its signer's key under a name the person types (the
+    key's claimed name when it is free here), take the file's run up anyway, or (for a run cell) make a run of its
+    own beside it. Each choice is ``(label, action)``, the action given the name typed; a click disables them all,
+    until the action fails (a name someone has already), which says why and lets the person choose again."""
 
     def __init__(
-        self, banner: dict[str, str], choices: list[tuple[str, Callable[[], None]]], place: str | None = None
+        self,
+        banner: dict[str, str],
+        choices: list[tuple[str, Callable[[str], None]]],
+        place: str | None = None,
+        name: str | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self.chosen: str | None = None
         key = place or unplaced()
         self.header = made(widgets.HTML, f"{key}/banner", value=banner["text/html"])
+        self.name = None  # where the person types whose key it is, when a key can be trusted
+        if name is not None:
+            self.name = made(
+                widgets.Text,
+                f"{key}/name",
+                value=name,
+                description="Whose key:",
+                placeholder="the name you know them by",
+                layout={"width": "auto"},
+            )
         self.buttons = [
             made(
                 widgets.Button,
@@ -263,11 +278,10 @@ class TakeUpChoice:
         for button, (label, action) in zip(self.buttons, choices, strict=True):
             button.on_click(lambda _, label=label, action=action: self._choose(label, action))
         row = made(widgets.HBox, f"{key}/choices", children=self.buttons)
-        self.widget = made(
-            widgets.VBox, f"{key}/take-up", children=[self.header, row, self.status], _dom_classes=[FORM_CLASS]
-        )
+        above = [self.header, *([self.name] if self.name is not None else []), row, self.status]
+        self.widget = made(widgets.VBox, f"{key}/take-up", children=above, _dom_classes=[FORM_CLASS])
 
-    def _choose(self, label: str, action: Callable[[], None]) -> None:
+    def _choose(self, label: str, action: Callable[[str], None]) -> None:
         with self._lock:
             if self.chosen is not None:
                 return
@@ -276,6 +290,10 @@ class TakeUpChoice:
                 button.disabled = True
         self.status.value = f"<em>{html.escape(label)}…</em>"
         try:
-            action()
+            action(self.name.value.strip() if self.name is not None else "")
         except Exception as exc:  # errors in click handlers never reach the cell: show them here
             self.status.value = f"<strong>Could not go on:</strong> {html.escape(str(exc))}"
+            with self._lock:  # nothing was done: the person may choose again (another name, say)
+                self.chosen = None
+                for button in self.buttons:
+                    button.disabled = False

@@ -204,25 +204,29 @@ class MklMagics(Magics):
         except Untrusted as problem:
             choices = self._take_up_choices(problem, again)
             if problem.added is None:  # the store holds none of it: a run of this cell's own may begin beside it
-                choices.append(("Run it here as a new run", lambda: again(anew=True)))
+                choices.append(("Run it here as a new run", lambda _name: again(anew=True)))
             view.untrusted(problem, choices)
             return None
         self.present(run, view)
         return run
 
-    def _take_up_choices(self, problem: Untrusted, again: Callable[..., None]) -> list[tuple[str, Callable[[], None]]]:
-        """The buttons of a run a file holds that is not trusted: trust its signer's key (the one step the
-        view names), or take it up this once; each then runs ``again`` (with ``trust_file`` for the latter)."""
-        choices = [("Take up the file's run", lambda: again(trust_file=True))]
-        key, by = problem.provenance.key, problem.provenance.by
-        if key is not None and by is not None:  # signed by a key unknown here
+    def _take_up_choices(
+        self, problem: Untrusted, again: Callable[..., None]
+    ) -> list[tuple[str, Callable[[str], None]]]:
+        """The buttons of a run a file holds that is not trusted: trust its signer's key under the name the
+        person typed (the one step the view names), or take it up this once; each then runs ``again`` (with
+        ``trust_file`` for the latter)."""
+        choices: list[tuple[str, Callable[[str], None]]] = [
+            ("Take up the file's run", lambda _name: again(trust_file=True))
+        ]
+        key = problem.provenance.key
+        if key is not None and problem.provenance.name is not None:  # signed by a key unknown here
 
-            def trust_and_take_up(key: str = key, by: str = by) -> None:
-                self.session.trust_key(key, by)
+            def trust_and_take_up(name: str, key: str = key) -> None:
+                self.session.trust_key(key, name)
                 again()
 
-            label = "".join(char for char in by if char.isprintable())[:30]
-            choices.insert(0, (f"Trust {label}'s key {key_fingerprint(key)} and take it up", trust_and_take_up))
+            choices.insert(0, (f"Trust key {key_fingerprint(key)} under that name, take it up", trust_and_take_up))
         return choices
 
     def _view(self, run_id: str, machine: Machine | None) -> RunView:

@@ -15,7 +15,7 @@ from ..lang.interpolate import fmt
 from .common import NONE, _code, _e, _plural, columns, printable, table_row, who_answered
 
 CELL = 28  # characters of a text table's cell, at most (the key's: KEY_CELL; the mark is shown whole)
-KEY_CELL = 36
+KEY_CELL = 44
 MARK = "MARKED"
 _HEAD = ("run", "question", "about", "value", "note", "by", "key", "asked", "answered", "decided in", "via", "mark")
 _AUDIT_NUMBERS = (7, 8, 9)  # the columns of times and durations: asked, answered, decided in
@@ -68,7 +68,8 @@ def _by(row: Row) -> str:
 def _key(row: Row) -> str:
     if not row.get("key"):
         return "unsigned"
-    trust = "trusted" if row.get("key_trusted") else "not trusted"
+    named = row.get("trusted_as")
+    trust = f"trusted as {named}" if named else "trusted" if row.get("key_trusted") else "not trusted"
     return f"{row['key'][:9]}… {row.get('signature')}, {trust}"
 
 

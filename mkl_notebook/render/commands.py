@@ -94,9 +94,13 @@ def trust_command(source: str) -> str:
     return f"{program()} trust {shlex.quote(source)}"
 
 
-def trust_key_command(key: str, name: str) -> str:
-    """``mkl trust`` for one key, under the name its signatures claim (printable characters only)."""
+def trust_key_command(key: str, name: str, source: str | None = None) -> str:
+    """``mkl trust`` for one key under ``name`` (a name free here; printable characters only): with ``source``
+    (a file whose runs the key signed), the key by its fingerprint (``key`` is the fingerprint then), else
+    ``key`` is the key itself."""
     shown = "".join(char for char in name if char.isprintable())[:60] or "NAME"
+    if source:
+        return f"{program()} trust {shlex.quote(source)} --key {key.replace(' ', '')} --name {shlex.quote(shown)}"
     return f"{program()} trust {shlex.quote(key)} --name {shlex.quote(shown)}"
 
 
