@@ -138,3 +138,44 @@ def test_the_trust_step_offered_to_someone_of_the_same_account_works_as_printed(
         code, _, _, err = alice.mkl(*shlex.split(offered)[1:])
         assert code == 0, err  # pasted as printed, it works
         assert GATE_B in _texts(kernel.run_all())  # and the next Run All takes his answer up
+
+
+CLICK = """
+import mkl_notebook.notebook.session as s
+session = s.current_session()
+run = session.runs["r"]
+try:
+    session.answer(run, "approve", run.question_id, form_of="clicked")
+    print("ANSWERED", run.status)
+except Exception as problem:
+    print(type(problem).__name__, problem)
+"""
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["bob trusted", "bob not trusted"])
+def test_a_click_on_a_form_whose_question_was_answered_in_the_file_records_nothing(
+    pair: tuple[Person, Person], trusted: bool
+) -> None:
+    """Alice's form for gate A is still drawn when the file comes back answered by Bob: her click is not a second
+    answer to that question. Trusted, his answer is taken up and the form says who answered; not trusted, the
+    click is refused, since going on from her older copy would fork the run."""
+    alice, bob = pair
+    shutil.copy(alice.folder / "twogates.script.json", bob.folder / "twogates.script.json")
+    with KeptKernel(alice.notebook, alice.env) as kernel:
+        kernel.run_all()
+        if trusted:
+            alice.trusts(bob)
+        bob.receive(alice)
+        bob.mkl("trust", bob.notebook.name, "--name", "alice")
+        assert bob.answer("a", "reject")["ask"] == GATE_B
+        shutil.copy(bob.notebook, alice.notebook)  # back, while her form for gate A is still drawn
+
+        said = kernel.execute(CLICK)
+        held = alice.store().read("r")
+        if trusted:
+            assert said.startswith("Superseded Answered 'reject'"), said
+            assert [r["value"] for r in held if r["t"] == "reply"] == ["reject"]  # Bob's, and only his
+        else:
+            assert said.startswith("UsageProblem flow.ipynb: run 'r' goes on past the copy you hold"), said
+            assert "nothing was recorded here" in said
+            assert [r for r in held if r["t"] == "reply"] == []

@@ -274,3 +274,17 @@ def run_all(scenarios: Iterable[Scenario]) -> list[ScenarioResult]:
 def scenarios_summary(outcomes: list[ScenarioResult]) -> str:
     passed = sum(1 for outcome in outcomes if outcome.passed)
     return f"{passed} passed, {len(outcomes) - passed} failed"
+
+
+def run_test_files(
+    machine: str | None, script: str | None, cases: list[str] | None, library: tuple[Path, ...] = ()
+) -> list[ScenarioResult]:
+    """``mkl test``: conformance ``cases``, or a machine file's scripted scenarios (its calls find ``library``'s
+    too)."""
+    if cases and (machine or script):
+        raise UsageProblem("give either --case FILE... or MACHINE --script FILE, not both")
+    if cases:
+        return run_all(load_cases(cases))
+    if machine and script:
+        return run_all(load_scenarios(machine, script, library))
+    raise UsageProblem("give conformance cases (--case FILE...) or a machine and its scenarios (MACHINE --script FILE)")

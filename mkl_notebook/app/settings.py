@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..durable.stores import DEFAULT_STORE, DURABILITY
+from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
 from ..lang.model import TIERS
 from ..lang.stdlib import LIBRARY_PATH_ENV, library_path
 from ..providers.config import ModelConfig
@@ -17,7 +18,7 @@ from .errors import UsageProblem
 from .executors import check_executor
 from .oracles import model_config
 from .replies import who
-from .values import parse_budget
+from .values import parse_budget, parse_cost
 
 HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
@@ -168,3 +169,32 @@ class Settings:
             return self.durability
         given = os.environ.get(DURABILITY_ENV, "").strip()
         return f"{given} (${DURABILITY_ENV})" if given else "process"
+
+
+ON_UNTRUSTED_FLOW = ("report", "halt")
+
+
+def run_options(
+    *,
+    max_steps: Any = None,
+    max_tokens: Any = None,
+    max_cost: Any = None,
+    suspend: bool = False,
+    hitl: str = "none",
+    on_untrusted_flow: str = "report",
+    ask_human: bool = False,
+    max_workers: int | None = None,
+) -> RunOptions:
+    """The options of a new run from what a front end was given; budgets as flag text or numbers."""
+    if on_untrusted_flow not in ON_UNTRUSTED_FLOW:
+        raise UsageProblem(f"--on-untrusted-flow must be 'report' or 'halt', not {on_untrusted_flow!r}")
+    return RunOptions(
+        cost_budget=parse_budget("max_tokens", "--max-tokens", max_tokens),
+        max_cost=parse_cost(max_cost),
+        max_steps=parse_budget("max_steps", "--max-steps", max_steps),
+        suspendable=suspend,
+        hitl=cast(Hitl, check_hitl(hitl)),
+        on_untrusted_flow="halt" if on_untrusted_flow == "halt" else "report",
+        ask_human=ask_human,
+        max_workers=max_workers or DEFAULT_MAX_WORKERS,
+    )

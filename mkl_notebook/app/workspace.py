@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ..checkpoints.seals import Signer
 from ..durable import places
@@ -27,7 +27,7 @@ from ..durable.plan import Plan
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Preparation, Resolution
 from ..durable.stores import RunStore, SQLiteStore, UnknownRun
-from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
+from ..engine.options import DEFAULT_MAX_WORKERS
 from ..engine.oracle import Oracle
 from ..lang import files, stdlib
 from ..lang.check import check, check_defined
@@ -45,39 +45,11 @@ from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
 from .reconcile import Copy, notebook_copy, parted_note, reconcile
 from .replies import answerer, checked_note, parse_resolve, read_reply
-from .scenarios import ScenarioResult, load_cases, load_scenarios, run_all, scenarios_from_file
-from .settings import Settings, check_hitl
+from .scenarios import ScenarioResult, run_all, scenarios_from_file
+from .settings import Settings, run_options
 from .status import run_output
 from .trust import Keyring, Untrusted
 from .values import host_input, parse_budget, parse_cost
-
-ON_UNTRUSTED_FLOW = ("report", "halt")
-
-
-def run_options(
-    *,
-    max_steps: Any = None,
-    max_tokens: Any = None,
-    max_cost: Any = None,
-    suspend: bool = False,
-    hitl: str = "none",
-    on_untrusted_flow: str = "report",
-    ask_human: bool = False,
-    max_workers: int | None = None,
-) -> RunOptions:
-    """The options of a new run from what a front end was given; budgets as flag text or numbers."""
-    if on_untrusted_flow not in ON_UNTRUSTED_FLOW:
-        raise UsageProblem(f"--on-untrusted-flow must be 'report' or 'halt', not {on_untrusted_flow!r}")
-    return RunOptions(
-        cost_budget=parse_budget("max_tokens", "--max-tokens", max_tokens),
-        max_cost=parse_cost(max_cost),
-        max_steps=parse_budget("max_steps", "--max-steps", max_steps),
-        suspendable=suspend,
-        hitl=cast(Hitl, check_hitl(hitl)),
-        on_untrusted_flow="halt" if on_untrusted_flow == "halt" else "report",
-        ask_human=ask_human,
-        max_workers=max_workers or DEFAULT_MAX_WORKERS,
-    )
 
 
 class Workspace:
@@ -203,21 +175,6 @@ class Workspace:
     def test(self, name: str, script: Path) -> list[ScenarioResult]:
         """Scripted scenarios (docs/language.md §8) against a defined machine."""
         return run_all(scenarios_from_file(machine := self.machine(name), script, self.callees(machine)))
-
-    @staticmethod
-    def test_files(
-        machine: str | None, script: str | None, cases: list[str] | None, library: tuple[Path, ...] = ()
-    ) -> list[ScenarioResult]:
-        """Conformance ``cases``, or a machine file's scripted scenarios (its calls find ``library``'s too)."""
-        if cases and (machine or script):
-            raise UsageProblem("give either --case FILE... or MACHINE --script FILE, not both")
-        if cases:
-            return run_all(load_cases(cases))
-        if machine and script:
-            return run_all(load_scenarios(machine, script, library))
-        raise UsageProblem(
-            "give conformance cases (--case FILE...) or a machine and its scenarios (MACHINE --script FILE)"
-        )
 
     # -- the store -------------------------------------------------------------------
 
@@ -429,7 +386,7 @@ class Workspace:
         """A run by id, as it stands (or as the cells above left it, in a notebook); nothing runs. ``script``
         (scripted answers) or ``model`` serves the calls it still has to make; ``trust_file`` takes it up from a
         notebook file even when its checkpoint is not trusted."""
-        run_id = run_id if trust_file else self.own_runs.get(run_id, run_id)
+        run_id = run_id if trust_file else self._meant(run_id)
         self.take_up(run_id, notebook, trust_file)
         if run_id in self.runs:
             handle = self.runs[run_id]
@@ -446,9 +403,15 @@ class Workspace:
 
     def read(self, run_id: str, *, trust_file: bool = False) -> Outcome:
         """Run ``run_id`` as its journal stands, calling and recording nothing: what a trace, the visits table
-        and a late answer's check show. A run cut off mid-advance shows its steps so far."""
-        run_id = run_id if trust_file else self.own_runs.get(run_id, run_id)
-        self.take_up(run_id, None, trust_file)
+        and a late answer's check show. A run cut off mid-advance shows its steps so far; a copy in reach that
+        goes on past this store's history, signed by a key not trusted, is not read (going on from here says
+        so)."""
+        run_id = run_id if trust_file else self._meant(run_id)
+        try:
+            self.take_up(run_id, None, trust_file, reload=False)
+        except Untrusted as problem:
+            if problem.added is None:
+                raise  # the store holds none of it: there is nothing else to read
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)
         return durable.read_run(run_id, self.store.read(run_id), known=self.machines)
@@ -490,7 +453,8 @@ class Workspace:
         its files as they are now (changed ones refused unless ``force``). A notebook cell (``place``) that
         already asked for exactly this is shown the run as it left it, and nothing is checked or recorded again.
         """
-        run_id = self.own_runs.get(run_id, run_id)
+        run_id = self._meant(run_id)
+        self._abreast(run_id)
         asked = {
             "reply": reply,
             "set": dict(set_values or {}),
@@ -793,7 +757,9 @@ class Workspace:
 
     # -- copies of runs in reach ------------------------------------------------------------
 
-    def take_up(self, run_id: str, notebook: str | None = None, trust_file: bool = False) -> bool:
+    def take_up(
+        self, run_id: str, notebook: str | None = None, trust_file: bool = False, *, reload: bool = True
+    ) -> bool:
         """Reconcile run ``run_id`` of the store with every copy in reach (``notebook``'s file, or what the
         workspace knows of: see :func:`~.reconcile.reconcile`); whether anything was taken from them. What a
         trusted copy holds past the store's history is taken up; an untrusted one only when ``trust_file`` says
@@ -815,13 +781,45 @@ class Workspace:
             if judged.branch is not None:
                 self.kept_branch(judged.branch)
                 self.carried[run_id] = [(judged.branch, checkpoint_of(self.read(judged.branch)))]
+        marked = run_id in self.taken_up and self.store.exists(run_id)  # taken up by choice: trusted since?
+        if marked and self.keyring.judge_history(self.store.read(run_id)).trusted:
+            del self.taken_up[run_id]
         problem = reconciled.untrusted
         if problem is not None:
             raise problem
         extended = any(judged.branch is None for judged in reconciled.taken)
-        if extended and run_id in self.runs:
+        if extended and reload and run_id in self.runs:
             self.runs[run_id].reload()  # what the copies added is the run's history now
         return extended
+
+    def _meant(self, run_id: str) -> str:
+        """The run asking for ``run_id`` means: this person's own run made in its place while the copy of
+        ``run_id`` in reach could not be used (see :meth:`start`), else (and once it can: trusted since, say)
+        ``run_id`` itself. Decided again each time: trust and the files in reach change."""
+        mine = self.own_runs.get(run_id)
+        if mine is None:
+            return run_id
+        try:
+            self.take_up(run_id, None, reload=False)
+        except Untrusted:
+            return mine
+        if not self.store.exists(run_id):
+            return mine
+        del self.own_runs[run_id]
+        return run_id
+
+    def _abreast(self, run_id: str) -> None:
+        """Before a run is advanced here, the newest history in reach is taken up: a kernel never goes on from
+        a copy older than one a file holds (an answer that came back in it). One that goes on past this store's
+        history but that no key this person trusts signed stops the advance: going on here would fork the run."""
+        try:
+            self.take_up(run_id, None, reload=False)  # (its handle, being advanced, takes the outcome)
+        except Untrusted as problem:
+            if problem.added is None:
+                return  # the store holds none of that run: nothing here to fork
+            raise UsageProblem(
+                f"{problem}; nothing was recorded here, so that the run's history does not fork"
+            ) from None
 
     def copies_of(self, run_id: str, notebook: str | None) -> list[Copy]:
         """The copies of ``run_id`` in reach besides the store: here, the one ``notebook``'s file carries."""

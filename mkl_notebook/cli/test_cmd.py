@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..app.scenarios import scenarios_summary
-from ..app.workspace import Workspace
+from ..app.scenarios import run_test_files, scenarios_summary
 from .common import EXIT_FAILED, EXIT_OK, Commands, library_of, say
 
 
@@ -19,7 +18,7 @@ def add_test_parser(commands: Commands) -> None:
 
 def test_main(args: argparse.Namespace) -> int:
     library = library_of(args) if args.machine else ()  # a library folder that is not there: one line, exit 2
-    outcomes = Workspace.test_files(args.machine, args.script, args.case, library)
+    outcomes = run_test_files(args.machine, args.script, args.case, library)
     for outcome in outcomes:
         say(outcome.line())
     say(scenarios_summary(outcomes))
