@@ -182,3 +182,35 @@ def test_the_readme_shows_the_resume_command_the_run_prints(folder: Path) -> Non
     question = re.search(r"--question (q-[0-9a-f]+)", printed[0])
     assert question is not None
     assert shown.group(1).replace("q-…", question.group(1)) == printed[0]
+
+
+def test_the_commands_saved_into_a_notebook_name_plain_mkl_wherever_they_are_written(folder: Path) -> None:
+    """A notebook travels: the commands its outputs print say ``mkl``, never this machine's venv path, whether a
+    kernel without the venv on its PATH wrote them or ``mkl resume FILE`` did (which prints the path on the
+    terminal it was typed in, where it pastes)."""
+    import nbformat
+    from lab_client import run_all
+
+    notebook = folder / "shared.ipynb"
+    two_gates = ROOT / "notebooks" / "data"  # the tutorials' refund machine: a second question after the first
+    shutil.copy(two_gates / "refund.script.yaml", folder / "two.script.yaml")
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + (two_gates / "refund.mkl").read_text(encoding="utf-8")),
+        nbformat.v4.new_code_cell("%mkl run refund --id r --script two.script.yaml --set ticket=broken"),
+    ]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), notebook)
+    run_all(notebook, env={"PATH": _unactivated()["PATH"]})
+    saved = notebook.read_text(encoding="utf-8")
+    assert "mkl resume shared.ipynb --run r" in saved and str(VENV_BIN) not in saved
+
+    code, _, out, err = mkl_cli(folder, "runs", "shared.ipynb", env=_unactivated())
+    assert code == 0 and f"{PROGRAM} resume shared.ipynb --run r" in out, err  # on this terminal: as it pastes
+    question = next(line.split("--question ")[1].split()[0] for line in out.splitlines() if "--question " in line)
+    code, _, out, err = mkl_cli(
+        folder, "resume", "shared.ipynb", "--run", "r", "--question", question, "--set", "refund_approval=approve",
+        "--script", "two.script.yaml", env=_unactivated(),
+    )  # fmt: skip
+    assert code == 3 and f"{PROGRAM} resume shared.ipynb --run r" in out, err  # the next question's, here
+    saved = notebook.read_text(encoding="utf-8")
+    assert "mkl resume shared.ipynb --run r" in saved and str(VENV_BIN) not in saved  # in the file: plain mkl

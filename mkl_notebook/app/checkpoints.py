@@ -26,7 +26,7 @@ from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
 from ..render.batch_views import batch_answered_bundle, batch_bundle, batch_waiting_bundle
-from ..render.commands import resume_command
+from ..render.commands import on_this_terminal, resume_command
 from ..render.common import answer_time
 from . import batch
 from .errors import UsageProblem
@@ -275,7 +275,12 @@ def _catch_up(
 
 def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:
     """Write ``outcome``'s checkpoint, view and diagram over the run's outputs, and its state where its forms
-    were: what the file shows of the run is what it now holds."""
+    were: what the file shows of the run is what it now holds (its commands as plain ``mkl``: the file travels)."""
+    with on_this_terminal(False):
+        _write_view(notebook, embedded, outcome, signer)
+
+
+def _write_view(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:
     run_id = outcome.run_id
     root = str(embedded.header.get("machine"))
     machine = outcome.machines.get(root)  # the machine the run just ran; a journal's pinned copy otherwise

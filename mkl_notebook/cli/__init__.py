@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..app.errors import USER_ERRORS, without_secrets
+from ..render.commands import on_this_terminal
 from ..render.common import printable
 from . import audit_cmd, check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
 from .common import (
@@ -65,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with on_this_terminal():  # (what is written into a notebook says plain `mkl`: see app.checkpoints)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         copy_status_to(args)
         code: int = args.handler(args)

@@ -7,10 +7,12 @@ answers then come from the model the person configures instead.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,10 +26,17 @@ RESULT_PLACEHOLDER = "<what the tool returned>"  # of an in-doubt call that happ
 GATE_REPLIES = ("approve", "reject")  # an approval gate's replies, as its form's buttons give them
 
 
+_ON_THIS_TERMINAL: ContextVar[bool] = ContextVar("mkl_commands_on_this_terminal", default=False)
+
+
 def program() -> str:
-    """The ``mkl`` as a person can type it here: ``mkl`` when that is on PATH and is this installation's
-    script, else the absolute path of the script beside this Python (a venv not activated), quoted for a POSIX
-    shell; where there is no script, this Python running the package."""
+    """The ``mkl`` a printed command starts with. In what is saved into a file that travels (a notebook's
+    outputs, whoever writes them), plain ``mkl``: a path of this machine means nothing on the recipient's. On
+    the person's own terminal (:func:`on_this_terminal`), ``mkl`` as they can type it here: ``mkl`` when that is
+    on PATH and is this installation's script, else the absolute path of the script beside this Python (a venv
+    not activated), quoted for a POSIX shell; where there is no script, this Python running the package."""
+    if not _ON_THIS_TERMINAL.get():
+        return "mkl"
     beside = Path(sys.executable).parent / "mkl"
     found = shutil.which("mkl")
     if beside.is_file():
@@ -35,6 +44,17 @@ def program() -> str:
             return "mkl"
         return shlex.quote(str(beside.absolute()))
     return f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
+
+
+@contextlib.contextmanager
+def on_this_terminal(here: bool = True) -> Iterator[None]:
+    """Commands printed meanwhile are for the person's own terminal (``here``), or (``here`` False: a notebook
+    written from the command line) for a file that travels."""
+    token = _ON_THIS_TERMINAL.set(here)
+    try:
+        yield
+    finally:
+        _ON_THIS_TERMINAL.reset(token)
 
 
 def shell_word(text: str) -> str:
