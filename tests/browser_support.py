@@ -84,6 +84,22 @@ def browser_page() -> Iterator[Any]:
             browser.close()
 
 
+@contextlib.contextmanager
+def browser_pages(count: int) -> Iterator[list[Any]]:
+    """``count`` pages of one headless Chromium, each in a context of its own (its own cookies and storage, as
+    two people's browsers have): two people's JupyterLabs open side by side."""
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS, headless=True)
+        try:
+            yield [browser.new_context(viewport={"width": 1400, "height": 1000}).new_page() for _ in range(count)]
+        finally:
+            browser.close()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

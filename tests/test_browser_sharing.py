@@ -1,0 +1,168 @@
+"""Sharing the way two people really share, in two real JupyterLabs driven through Chromium: two HOMEs, both
+servers run by the one OS account (as every ``jovyan`` is), Alice's kernel running throughout, and only the
+.ipynb travelling (no script beside it, no model on Bob's side).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from browser_support import browser_pages, checkout_extension, lab_env, serve
+from test_browser import ARTIFACTS, _open_and_run_all, _run_cell, _save, _save_once_outputs_refer, _wait_until_run
+from test_one_history import GATE_A, GATE_B, SCRIPT, TWO_GATES
+
+from mkl_notebook.checkpoints import envelope
+
+from support import mkl_cli
+
+pytestmark = pytest.mark.browser  # every test here drives Chromium
+NAME = "flow.ipynb"
+
+
+class Person:
+    """One person: their folder, served by their own JupyterLab with their own HOME and Jupyter folders (their
+    key), known to the OS by the account everyone shares."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.name = name
+        self.folder = root / name
+        self.folder.mkdir()
+        self.env = lab_env(root / f"{name}-lab")
+        self.env["HOME"] = str(root / f"{name}-home")
+        Path(self.env["HOME"]).mkdir()
+        self.env.pop("JUPYTERHUB_USER", None)
+        checkout_extension(self.env)
+        self.log = root / f"{name}-jupyter.log"
+
+    @property
+    def notebook(self) -> Path:
+        return self.folder / NAME
+
+    def mkl(self, *args: str) -> tuple[int, dict[str, Any], str, str]:
+        env = {key: self.env[key] for key in ("HOME", "JUPYTER_DATA_DIR")}
+        return mkl_cli(self.folder, *args, env=env)
+
+    def key(self) -> str:
+        code, _, out, err = self.mkl("trust")
+        assert code == 0, err
+        return out.split()[6]  # "your key: xxxx xxxx xxxx xxxx  ed25519:…"
+
+
+@pytest.fixture
+def people(tmp_path: Path) -> Iterator[tuple[Person, Person]]:
+    alice, bob = Person(tmp_path, "alice"), Person(tmp_path, "bob")
+    (alice.folder / "twogates.script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + TWO_GATES),
+        nbformat.v4.new_code_cell("%mkl run twogates --id r --hitl --script twogates.script.json"),
+        nbformat.v4.new_code_cell("%mkl pending"),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, alice.notebook)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    yield alice, bob
+
+
+def _cell(page: Any, index: int) -> Any:
+    return page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+
+def _errors(path: Path) -> list[str]:
+    return [
+        f"{output.get('ename')}: {output.get('evalue')}"
+        for cell in nbformat.read(path, as_version=4).cells
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "error"
+    ]
+
+
+def test_bob_answers_with_the_ipynb_alone_and_alices_open_page_and_running_kernel_go_on_from_his_answer(
+    people: tuple[Person, Person],
+) -> None:
+    from playwright.sync_api import expect
+
+    alice, bob = people
+    with serve(alice.folder, alice.env, alice.log) as alices, browser_pages(2) as (page, bobs_page):
+        try:
+            _open_and_run_all(page, alices, NAME)
+            expect(_cell(page, 2).locator("button.jupyter-button:has-text('Approve')")).to_have_count(1, timeout=90_000)
+            _wait_until_run(page, alices, alice.notebook)
+            _save_once_outputs_refer(page, alice.notebook)
+            code, _, _, err = alice.mkl("trust", bob.key(), "--name", "bob")  # he gave her his key
+            assert code == 0, err
+
+            shutil.copy(alice.notebook, bob.notebook)  # the .ipynb alone
+            with serve(bob.folder, bob.env, bob.log) as bobs:
+                try:
+                    _open_and_run_all(bobs_page, bobs, NAME)
+                    run = _cell(bobs_page, 2)
+                    expect(run).to_contain_text(GATE_A, timeout=90_000)
+                    expect(run).to_contain_text("Not trusted:")
+                    _wait_until_run(bobs_page, bobs, bob.notebook)
+                    name = run.locator(".widget-text input")
+                    expect(name).to_have_value(f"{_account(bob)}-{_fingerprint(alice)[:4]}")  # free here
+                    name.fill("alice")  # he knows whose key it is: he types her name
+                    run.locator("button.jupyter-button:has-text('Trust key')").click()
+                    approve = run.locator("button.jupyter-button:has-text('Approve'):not([disabled])")
+                    expect(approve).to_have_count(1, timeout=60_000)
+                    approve.click()
+                    expect(run).to_contain_text("Run r needs a model to go on at review", timeout=60_000)
+                    _save(bobs_page)
+                finally:
+                    bobs_page.screenshot(path=str(ARTIFACTS / "sharing-bob.png"), full_page=True)
+            assert _errors(bob.notebook) == []  # no "--script … cannot be read": nothing called for one
+            held = envelope.verify_checkpoint(nbformat.read(bob.notebook, as_version=4).metadata["mkl"]["runs"]["r"])
+            assert [r["value"] for r in held.records if r["t"] == "reply"] == ["approve"]
+
+            shutil.copy(bob.notebook, alice.notebook)  # back over hers on disk, her page open, her kernel running
+            _run_cell(page, 2)
+            run = _cell(page, 2)
+            expect(run).to_contain_text(GATE_B, timeout=60_000)
+            expect(run.locator("button.jupyter-button:has-text('Approve'):not([disabled])")).to_have_count(1)
+            expect(page.locator(f".jp-OutputArea-output:has-text('{GATE_A}') button.jupyter-button")).to_have_count(0)
+            _run_cell(page, 3)  # %mkl pending: gate B's form, never gate A's
+            expect(_cell(page, 3)).to_contain_text(GATE_B)
+            expect(_cell(page, 3).locator("button.jupyter-button:has-text('Approve')")).to_have_count(1)
+            expect(page.locator(f".jp-OutputArea-output:has-text('{GATE_A}') button.jupyter-button")).to_have_count(0)
+
+            run.locator("button.jupyter-button:has-text('Approve'):not([disabled])").click()
+            expect(run).to_contain_text("Done.", timeout=60_000)
+            page.locator(".jp-InputPrompt").first.click()
+            page.keyboard.press("Control+s")  # the file changed on disk since she saved: she keeps her page's
+            page.locator(".jp-Dialog-button:has-text('Overwrite')").click()
+            expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=30_000)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "sharing-alice.png"), full_page=True)
+
+    code, listing, _, err = alice.mkl("runs", NAME)
+    assert code == 0, err
+    [listed] = listing["runs"]
+    assert listed["status"] == "done" and "stale" not in listed, listed
+    assert [answer["value"] for answer in listed["answers"]] == ["approve", "approve"]
+    code, _, out, err = alice.mkl("audit", NAME, "--json")
+    assert code == 0, err
+    assert [(row["value"], row["trusted_as"]) for row in json.loads(out)] == [("approve", "bob"), ("approve", "you")]
+    shutil.copy(alice.notebook, bob.notebook)  # and to Bob: the first answer his, the second Alice's
+    code, _, out, err = bob.mkl("audit", NAME, "--json")
+    assert code == 0, err
+    assert [(row["value"], row["trusted_as"]) for row in json.loads(out)] == [("approve", "you"), ("approve", "alice")]
+
+
+def _account(person: Person) -> str:
+    from mkl_notebook.app.replies import os_account
+
+    return os_account() or "unknown"
+
+
+def _fingerprint(person: Person) -> str:
+    from mkl_notebook.checkpoints.seals import key_fingerprint
+
+    return key_fingerprint(person.key()).replace(" ", "")
