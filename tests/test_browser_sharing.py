@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,81 @@ def _fingerprint(person: Person) -> str:
     from mkl_notebook.checkpoints.seals import key_fingerprint
 
     return key_fingerprint(person.key()).replace(" ", "")
+
+
+def test_bob_not_trusting_alice_runs_all_answers_his_own_run_and_saves_and_her_runs_stay_byte_for_byte(
+    people: tuple[Person, Person],
+) -> None:
+    """Bob does not trust Alice's key: his Run All makes runs of his own beside hers (his script answers them),
+    he answers one and saves. Her runs stay in the file's metadata byte for byte, and a git merge of his file
+    with hers after she approved one of her runs (nbdime's driver) leaves every run resumable."""
+    from playwright.sync_api import expect
+    from test_one_history import _git
+
+    alice, bob = people
+    cells = nbformat.read(alice.notebook, as_version=4)
+    cells.cells[2:] = [
+        nbformat.v4.new_code_cell(f"%mkl run twogates --id {run} --hitl --script twogates.script.json")
+        for run in ("r1", "r2")
+    ]
+    nbformat.write(cells, alice.notebook)
+    with serve(alice.folder, alice.env, alice.log) as alices, browser_pages(1) as [page]:
+        _open_and_run_all(page, alices, NAME)
+        expect(page.locator("button.jupyter-button:has-text('Approve')")).to_have_count(2, timeout=90_000)
+        _wait_until_run(page, alices, alice.notebook)
+        _save_once_outputs_refer(page, alice.notebook)
+    hers = nbformat.read(alice.notebook, as_version=4).metadata["mkl"]["runs"]
+    assert sorted(hers) == ["r1", "r2"]
+    assert _git(alice.folder, "init").returncode == 0
+    _git(alice.folder, "add", NAME, "twogates.script.json")
+    assert _git(alice.folder, "commit", "-m", "two runs wait").returncode == 0
+    shutil.rmtree(bob.folder)
+    assert _git(alice.folder.parent, "clone", str(alice.folder), str(bob.folder)).returncode == 0
+
+    with serve(bob.folder, bob.env, bob.log) as bobs, browser_pages(1) as [page]:
+        try:
+            _open_and_run_all(page, bobs, NAME)
+            expect(page.locator("button.jupyter-button:has-text('Approve')")).to_have_count(2, timeout=90_000)
+            _wait_until_run(page, bobs, bob.notebook)
+            first = _cell(page, 2)
+            expect(first).to_contain_text("Not the run saved in flow.ipynb")
+            first.locator("button.jupyter-button:has-text('Approve'):not([disabled])").click()
+            expect(first).to_contain_text(GATE_B, timeout=60_000)
+            _save_once_outputs_refer(page, bob.notebook)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "sharing-untrusting-bob.png"), full_page=True)
+    his = nbformat.read(bob.notebook, as_version=4).metadata["mkl"]["runs"]
+    assert {run: his[run] for run in hers} == hers  # hers, byte for byte
+    own = sorted(set(his) - set(hers))
+    assert [run.split(":")[0] for run in own] == ["r1", "r2"], own  # his own runs, beside hers
+    answered = envelope.verify_checkpoint(his[own[0]])
+    assert [r["value"] for r in answered.records if r["t"] == "reply"] == ["approve"]
+    assert _git(bob.folder, "commit", "-am", "bob's own runs").returncode == 0
+
+    code, listing, _, err = alice.mkl("runs", NAME)  # meanwhile Alice approves r2 in her copy
+    question = next(run["question_id"] for run in listing["runs"] if run["run"] == "r2")
+    code, _, _, err = alice.mkl(
+        "resume", NAME, "--run", "r2", "--question", question, "--reply", "approve", "--script", "twogates.script.json"
+    )
+    assert code == 3, err
+    assert _git(alice.folder, "commit", "-am", "alice approves r2").returncode == 0
+    driver = f"{Path(sys.executable).parent / 'git-nbmergedriver'} merge %O %A %B %L %P"
+    _git(alice.folder, "config", "merge.jupyternotebook.driver", driver)
+    (alice.folder / ".git" / "info" / "attributes").write_text("*.ipynb merge=jupyternotebook\n", encoding="utf-8")
+    _git(alice.folder, "pull", "--no-rebase", "--no-edit", str(bob.folder), "main")
+    merged = nbformat.read(alice.notebook, as_version=4)  # both ran the cells: their outputs may conflict, ...
+    assert "nbdime-conflicts" not in merged.metadata  # ... the runs, in the metadata, do not
+    assert sorted(merged.metadata["mkl"]["runs"]) == sorted([*hers, *own])
+
+    code, listing, out, err = alice.mkl("runs", NAME)
+    assert code == 0 and "damaged" not in out, out + err
+    runs = {run["run"]: run for run in listing["runs"]}
+    assert set(runs) == {"r1", "r2", *own}
+    assert (runs["r1"]["ask"], runs["r2"]["ask"]) == (GATE_A, GATE_B)  # hers: r2 as she approved it
+    for run_id, listed in runs.items():  # and every run goes on (Bob's, by Alice's choice: she does not know him)
+        trusting = [] if run_id in hers else ["--trust-file"]
+        code, status, _, err = alice.mkl(
+            "resume", NAME, "--run", run_id, "--question", listed["question_id"], "--reply", "approve",
+            "--script", "twogates.script.json", *trusting,
+        )  # fmt: skip
+        assert code in (0, 3) and status["status"] in ("done", "suspended"), err

@@ -265,9 +265,17 @@ class RunView:
         """An output that keeps another run a copy in reach held (the file's run set aside, a history that
         parted), unchanged, so that the saved notebook still carries it where no extension writes metadata."""
         bundle = {CHECKPOINT_MIME: checkpoint, "text/plain": f"(run '{run_id}' as the notebook held it, kept)"}
-        if self.link is not None and self.link.linked and self.link.held(run_id) is not None:
+        link = self.link
+        if link is not None and link.linked and link.held(run_id) is not None:
             bundle = referring(bundle)  # the metadata keeps it
-        display(bundle, raw=True)
+        kept = display(bundle, raw=True, display_id=True)
+        if link is not None and not link.linked and kept is not None:
+
+            def refer() -> None:  # once the page says its metadata keeps it, the output refers to that copy
+                if link.held(run_id) == checkpoint:
+                    kept.update(referring(bundle), raw=True)
+
+            link.when_linked(refer)
 
     def _draw_view(self, run_id: str, outcome: Outcome, *, question_above: bool) -> None:
         bundle = run_output(
