@@ -245,3 +245,49 @@ def test_bob_not_trusting_alice_runs_all_answers_his_own_run_and_saves_and_her_r
             "--script", "twogates.script.json", *trusting,
         )  # fmt: skip
         assert code in (0, 3) and status["status"] in ("done", "suspended"), err
+
+
+def test_a_page_reloaded_on_a_running_kernel_answers_reads_the_next_questions_commands_and_saves_the_run(
+    people: tuple[Person, Person],
+) -> None:
+    """Alice reloads her page (her kernel runs on): a click there is sent back where the page can see it (the
+    next question with the commands that answer it, in the form's place), and the run as it stands reaches the
+    metadata the page saves, though the kernel opened its link to the page that is gone."""
+    from playwright.sync_api import expect
+
+    alice, _bob = people
+    with serve(alice.folder, alice.env, alice.log) as alices, browser_pages(1) as [page]:
+        try:
+            _open_and_run_all(page, alices, NAME)
+            expect(_cell(page, 2).locator("button.jupyter-button:has-text('Approve')")).to_have_count(1, timeout=90_000)
+            _wait_until_run(page, alices, alice.notebook)
+            _save_once_outputs_refer(page, alice.notebook)
+
+            page.reload()
+            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+            run = _cell(page, 2)
+            approve = run.locator("button.jupyter-button:has-text('Approve'):not([disabled])")
+            expect(approve).to_have_count(1, timeout=60_000)  # the kernel that drew the form holds it: still live
+            approve.click()
+            commands = run.locator(".jupyter-widgets", has_text="mkl resume flow.ipynb --run r")
+            expect(commands.filter(has_text=GATE_B).first).to_be_visible(timeout=60_000)
+            assert _saved_after_click(page, alice.notebook) == GATE_B
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "sharing-reloaded.png"), full_page=True)
+
+
+def _saved_after_click(page: Any, path: Path) -> str | None:
+    """What the metadata saved holds of run r once the click has reached the page: each time the page has
+    something new to save (the kernel puts the run into its metadata), save it and read the question it holds."""
+    import time
+
+    deadline = time.monotonic() + 30
+    ask = None
+    while ask != GATE_B and time.monotonic() < deadline:
+        if page.locator(".jp-mod-dirty").count():
+            _save(page)  # (waits until the page says it is saved: the file is whole)
+            runs = nbformat.read(path, as_version=4).metadata.get("mkl", {}).get("runs", {})
+            ask = envelope.verify_checkpoint(runs["r"]).header.get("ask") if "r" in runs else None
+        else:
+            page.wait_for_timeout(200)
+    return ask

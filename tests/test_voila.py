@@ -35,7 +35,9 @@ def test_a_click_in_voila_redraws_the_form_in_place_until_the_result(tmp_path: P
 
             approve.click()
             # No reload: the form's widget shows what became of the question, then the next one.
-            expect(page.locator(".jupyter-widgets").get_by_text(SECOND)).to_be_visible(timeout=60_000)
+            expect(page.locator(".jupyter-widgets").get_by_text(SECOND).filter(visible=True)).to_be_visible(
+                timeout=60_000
+            )
             expect(page.locator(".jupyter-widgets").get_by_text("Answered 'approve' (by ")).to_be_visible()
             expect(approve).to_have_count(1)
             page.screenshot(path=str(ARTIFACTS / "2-next-question.png"), full_page=True)

@@ -330,7 +330,7 @@ class RunView:
             asked = pending.get("question_id")
             self.current_form, self._asked = None, asked if isinstance(asked, str) else None
             return self._printed(run, outcome, pending, self._asked), None  # and no empty place for a form
-        form = self._form(run, on_reply, pending, beside=previous is None)
+        form = self._form(run, on_reply, pending, beside=True)
         self._asked = form.question_id
         printed = self._printed(run, outcome, pending, form.question_id)
         if previous is None:
@@ -340,7 +340,10 @@ class RunView:
         # extension answered: JupyterLab, Notebook 7); elsewhere (Voila) only widgets move, so the box says it.
         redrawn = self.mirrored or (self.link is not None and self.link.linked)
         became = [] if redrawn else [self._what_became(run, previous_asked)]
-        box = self._box([*became, form.widget])
+        # The new question with the commands that answer it, in the box too: a page that cannot follow the outputs'
+        # updates (reloaded, another person's) follows widgets, and the output's own twin is drawn only without one.
+        asked = made(widgets.HTML, f"{self.place}/{form.question_id}/printed", value=printed["text/html"])
+        box = self._box([*became, asked, form.widget])
         return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
 
     def _printed(self, run: NotebookRun, outcome: Outcome, pending: dict[str, Any], asked: Any) -> dict[str, Any]:
