@@ -181,6 +181,8 @@ def test_a_kernels_answer_not_yet_saved_keeps_mkl_resume_of_the_file_from_paying
     _, err = bob.communicate(timeout=120)
     assert bob.returncode == 2 and "is not waiting for a reply (it is done)" in err, err  # nothing left to pay
     assert _paid(folder) == ["42"]
+    # and nothing stays beside the notebook: neither the spent mark nor a lock
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".pay.ipynb")) == []
 
 
 def test_two_kernels_answering_one_file_pay_once(tmp_path: Path) -> None:

@@ -349,3 +349,30 @@ def test_mkl_runs_never_opens_a_database_a_received_notebook_names_as_its_store(
     assert (_untouched(path), _untouched(app)) == before
     [listed] = json.loads(listing.stdout.splitlines()[-1])["runs"]
     assert listed["advancing_in"] == str(app.resolve())
+
+
+_COUNT = """
+import sys
+from pathlib import Path
+from mkl_notebook.checkpoints import notebook_file as nbfile
+notebook, counter = Path(sys.argv[1]), Path(sys.argv[2])
+for _ in range(int(sys.argv[3])):
+    with nbfile.locked(notebook):
+        value = int(counter.read_text())
+        counter.write_text(str(value + 1))
+"""
+
+
+def test_the_notebooks_lock_lets_one_writer_in_at_a_time_and_leaves_no_file_behind(tmp_path: Path) -> None:
+    """Four processes take a notebook's lock 150 times each to add one to a counter (a read, then a write: lost
+    updates show two writers at once). The lock file is made for the while it is held and removed as it is let
+    go; a writer that waited on a file removed meanwhile takes the new one, so none is ever let in beside another."""
+    notebook, counter = tmp_path / "n.ipynb", tmp_path / "counter"
+    nbformat.write(nbformat.v4.new_notebook(), notebook)
+    counter.write_text("0")
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _COUNT, str(notebook), str(counter), "150"]) for _ in range(4)
+    ]
+    assert [writer.wait(timeout=240) for writer in writers] == [0, 0, 0, 0]
+    assert counter.read_text() == "600"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["counter", "n.ipynb"]

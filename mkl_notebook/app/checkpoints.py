@@ -152,6 +152,7 @@ def resume_in_notebook(
     """
     where = store_place(store)
     with nbfile.locked(notebook):
+        nbfile.drop_spent_marks(notebook)
         embedded = nbfile.find_run(notebook, run_id)
         marked = nbfile.advancing(notebook, run_id)
         elsewhere = advanced_elsewhere(notebook, run_id, store, len(embedded.records))
@@ -231,6 +232,7 @@ def kernel_advance(notebook: Path | None, run_id: str, store: RunStore) -> Itera
         return
     _refuse_if_elsewhere(notebook, run_id, store)  # before waiting for the lock: a resume holds it while it works
     with nbfile.locked(notebook):
+        nbfile.drop_spent_marks(notebook)
         held = _refuse_if_elsewhere(notebook, run_id, store)
         if held is not None:
             before = len(store.read(run_id))
@@ -245,6 +247,15 @@ def kernel_advance(notebook: Path | None, run_id: str, store: RunStore) -> Itera
             with nbfile.locked(notebook):
                 nbfile.set_side_mark(notebook, run_id, None)
         raise
+
+
+def drop_spent_marks(notebook: Path | None) -> None:
+    """The marks a kernel left beside its notebook that the file now holds past (its page saved what the kernel
+    did) are taken back, and the file of marks with the last one: nothing stays beside the person's notebook."""
+    if notebook is None or not nbfile.side_marks(notebook):
+        return
+    with contextlib.suppress(nbfile.NotebookFileError), nbfile.locked(notebook, wait=1.0):
+        nbfile.drop_spent_marks(notebook)
 
 
 def notebook_run_names(notebook: Path) -> str:

@@ -699,6 +699,22 @@ def side_marks(path: str | Path) -> dict[str, dict[str, Any]]:
     }
 
 
+def drop_spent_marks(path: str | Path) -> None:
+    """Take back the marks beside the notebook that are spent (the file holds more of the run than the copy the
+    advance started from: its front end saved what the advance did), and the file of marks once none is left.
+    Call with the notebook's lock held."""
+    marks = side_marks(path)
+    if not marks:
+        return
+    try:
+        runs = {run.run_id: len(run.records) for run in embedded_runs(path)}
+    except NotebookFileError:
+        return  # the file cannot be read now: the marks stay
+    for run_id, mark in list(marks.items()):
+        if runs.get(run_id, -1) > mark["held"]:
+            set_side_mark(path, run_id, None)
+
+
 def set_side_mark(path: str | Path, run_id: str, store: str | None, held: int = 0) -> None:
     """Say beside the notebook that run ``run_id`` is being advanced in ``store`` from a copy of ``held``
     records (``store`` None: take the mark back). Call with the notebook's lock held."""
@@ -745,36 +761,50 @@ def _replace(path: Path, text: str) -> tuple[int, int, int] | None:
 def locked(path: str | Path, wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the notebook's own lock from reading it to replacing it: one writer at a time, whatever its store.
 
-    The lock is a file beside the notebook (the notebook itself is replaced, so it cannot hold a lock).
-    A writer that finds it held waits up to ``wait`` seconds, then gives up with one line. Temp files a
-    killed writer left behind are removed once the lock is held.
+    The lock is a file beside the notebook (the notebook itself is replaced, so it cannot hold a lock), made
+    for the while it is held and removed before it is let go, so nothing of it stays in the person's folder. A
+    writer that finds it held waits up to ``wait`` seconds, then gives up with one line; one that got hold of a
+    lock file removed meanwhile takes the new one. Temp files a killed writer left behind are removed once the
+    lock is held.
     """
     import fcntl
 
     path = Path(path)
     lock = path.with_name(f".{path.name}.mkl-lock")
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise NotebookFileError(f"{path}: cannot be locked for writing ({exc.strerror or exc})") from None
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise NotebookFileError(
-                        f"{path}: another process is writing this notebook; try again when it is done"
-                    ) from None
-                time.sleep(0.05)
+    deadline = time.monotonic() + wait
+    while True:
         try:
-            for stale in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
-                with contextlib.suppress(OSError):
-                    stale.unlink()  # no writer holds the lock: these were left by one that was killed
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise NotebookFileError(f"{path}: cannot be locked for writing ({exc.strerror or exc})") from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise NotebookFileError(
+                            f"{path}: another process is writing this notebook; try again when it is done"
+                        ) from None
+                    time.sleep(0.05)
+            try:
+                held = os.stat(lock).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                held = False  # its holder removed it as it let go: the lock is the next file made there
+        except BaseException:
+            os.close(fd)
+            raise
+        if held:
+            break
+        os.close(fd)
+    try:
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                stale.unlink()  # no writer holds the lock: these were left by one that was killed
+        yield
     finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()  # still held: a writer waiting on this file finds it gone and takes a new one
+        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
