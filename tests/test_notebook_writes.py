@@ -370,9 +370,7 @@ def test_the_notebooks_lock_lets_one_writer_in_at_a_time_and_leaves_no_file_behi
     notebook, counter = tmp_path / "n.ipynb", tmp_path / "counter"
     nbformat.write(nbformat.v4.new_notebook(), notebook)
     counter.write_text("0")
-    writers = [
-        subprocess.Popen([sys.executable, "-c", _COUNT, str(notebook), str(counter), "150"]) for _ in range(4)
-    ]
+    writers = [subprocess.Popen([sys.executable, "-c", _COUNT, str(notebook), str(counter), "150"]) for _ in range(4)]
     assert [writer.wait(timeout=240) for writer in writers] == [0, 0, 0, 0]
     assert counter.read_text() == "600"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["counter", "n.ipynb"]
