@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -440,3 +441,46 @@ def test_a_notebook_paired_with_jupytext_carries_its_kept_runs_in_the_text_file(
         "--set", "refund_approval=approve", "--script", "data/refund.script.yaml",
     )  # fmt: skip
     assert (code, status["ask"], status["calls"]["replayed"]) == (3, SECOND, 2), err
+
+
+def test_papermill_writing_into_another_folder_names_its_output_and_the_command_pastes(tmp_path: Path) -> None:
+    """``papermill param.ipynb runs/today.ipynb``: the commands its output prints name that output as the person
+    types it in their folder (``runs/today.ipynb``), not the template beside them, and pasted they answer it."""
+    folder = tmp_path / "work"
+    shutil.copytree(DATA, folder / "data")
+    _parameterised(folder / "param.ipynb")
+    (folder / "runs").mkdir()
+    _papermill(folder, "param.ipynb", "runs/today.ipynb")
+    shown = _texts(_run_cell(folder / "runs" / "today.ipynb"))
+    assert FIRST in shown and UNCLEAR not in shown
+    [command] = [line.strip() for line in shown.splitlines() if line.strip().endswith("--reply approve")]
+    assert command.startswith("mkl resume runs/today.ipynb --run pm "), command
+    assert "param.ipynb" not in shown
+    done = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *shlex.split(command)[1:]],
+        cwd=folder,
+        env=env_without_models(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr  # answered: the next question waits in that file
+    assert SECOND in json.dumps(nbformat.read(folder / "runs" / "today.ipynb", as_version=4).metadata["mkl"])
+
+
+def test_a_notebook_planted_beside_the_one_executed_does_not_decide_which_file_the_kernel_runs(tmp_path: Path) -> None:
+    """``jupyter nbconvert --execute mine.ipynb`` in a folder where someone left ``evil.ipynb``: the same cells,
+    and papermill's metadata claiming it is being written with this very cell running. The command line names
+    the notebook a person chose; a file merely lying there, whatever it says of itself, never wins over it."""
+    folder = tmp_path / "work"
+    shutil.copytree(DATA, folder / "data")
+    _parameterised(folder / "mine.ipynb")
+    evil = nbformat.read(folder / "mine.ipynb", as_version=4)
+    evil.metadata["papermill"] = {"output_path": "evil.ipynb", "start_time": "2026-12-01T00:00:00", "end_time": None}
+    for cell in evil.cells:
+        cell.metadata["papermill"] = {"status": "running"}
+    nbformat.write(evil, folder / "evil.ipynb")
+    _nbconvert(folder, "mine.ipynb", "--inplace")
+    shown = _texts(_run_cell(folder / "mine.ipynb"))
+    assert "mkl resume mine.ipynb --run pm" in shown and "evil.ipynb" not in shown and UNCLEAR not in shown

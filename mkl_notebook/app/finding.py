@@ -45,14 +45,7 @@ class Found(NamedTuple):
 def notebooks_holding(code: str, folder: Path) -> list[Path]:
     """The notebooks in ``folder`` (the first ``MAX_NOTEBOOKS_LOOKED_AT`` by name) with a code cell whose source
     is ``code``; unreadable files are passed over."""
-    found = []
-    for path in sorted(folder.glob("*.ipynb"))[:MAX_NOTEBOOKS_LOOKED_AT]:
-        try:
-            if any(source == code for _, source in nbfile.code_cells(path)):
-                found.append(path)
-        except (nbfile.NotebookFileError, OSError):
-            continue
-    return found
+    return [path for path in sorted(folder.glob("*.ipynb"))[:MAX_NOTEBOOKS_LOOKED_AT] if _holds(path, code)]
 
 
 def _written_by_papermill(path: Path, code: str) -> bool:
@@ -66,28 +59,41 @@ def _written_by_papermill(path: Path, code: str) -> bool:
 
 
 def notebook_running(code: str, folder: Path, named: Iterable[Path] = (), program: str = "") -> Found:
-    """The notebook in ``folder`` a kernel executing ``code`` runs, as far as the files tell:
+    """The notebook a kernel executing ``code`` in ``folder`` runs, as far as the files tell: of the notebooks
+    holding a code cell of that source (those in ``folder``, and those the program that started the kernel,
+    ``program``, was given by name, ``named``: resolved paths, in any folder),
 
-    - the only one holding a code cell of that source;
-    - of several, the one papermill is writing now (it names itself as papermill's ``output_path``, and marks
-      this cell as running): that is where the run's outputs go and where a person will look for them;
-    - else the only one of them the program that started the kernel (``program``) was given by name
-      (``named``, resolved paths: ``jupyter nbconvert --execute X.ipynb`` names X.ipynb);
+    - the only one;
+    - else the only one of them named on the program's command line (``jupyter nbconvert --execute X.ipynb``
+      names X.ipynb): a file merely lying in the folder never wins over the one a person named;
+    - else, of those named (papermill names its input and its output) or, when none is, of all, the one
+      papermill is writing now (it names itself as papermill's ``output_path`` and marks this cell as running):
+      that is where the run's outputs go and where a person will look for them;
     - else none: the kernel cannot tell, and :class:`Found` lists them.
     """
+    wanted = {path.resolve() for path in named}
     holding = notebooks_holding(code, folder)
+    seen = {path.resolve() for path in holding}
+    holding += [path for path in sorted(wanted - seen) if _holds(path, code)]
     if not holding:
         return Found(None, f"no notebook in {folder} holds the cell executing now")
     if len(holding) == 1:
         return Found(holding[0], f"the one notebook in {folder} that holds the cells it executes")
-    written = [path for path in holding if _written_by_papermill(path, code)]
-    if len(written) == 1:
-        return Found(written[0], "papermill is writing its output there (metadata.papermill.output_path)")
-    wanted = set(named)
     given = [path for path in holding if path.resolve() in wanted]
     if len(given) == 1:
         return Found(given[0], f"named to {program or 'the program'} that started this kernel")
+    written = [path for path in (given or holding) if _written_by_papermill(path, code)]
+    if len(written) == 1:
+        return Found(written[0], "papermill is writing its output there (metadata.papermill.output_path)")
     return Found(None, "several notebooks in its folder hold the cells it executes", tuple(holding))
+
+
+def _holds(path: Path, code: str) -> bool:
+    """Whether the notebook at ``path`` has a code cell whose source is ``code`` (an unreadable file has none)."""
+    try:
+        return path.is_file() and any(source == code for _, source in nbfile.code_cells(path))
+    except (nbfile.NotebookFileError, OSError):
+        return False
 
 
 def named_notebook(chosen: str | None, folder: Path) -> Found | None:

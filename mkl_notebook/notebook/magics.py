@@ -232,9 +232,8 @@ class MklMagics(Magics):
     def _view(self, run_id: str, machine: Machine | None) -> RunView:
         """The outputs of a run in the executing cell, which its forms' replies will belong to."""
         current = self.session.current_cell()
-        path = self.session.notebook_path()
         cell = current[0] if current else None
-        name = path.name if path else None
+        name = self.session.notebook_named()
         return RunView(
             run_id,
             machine,
@@ -310,13 +309,11 @@ class MklMagics(Magics):
         if waiting and self.session.unattended() is not None:
             # Nobody can click here (papermill, nbconvert): the questions and their commands are printed, and no
             # queue's widgets go into the file the client saves.
-            path = self.session.notebook_path()
             asked = [(run.id, run.run_result) for run in waiting]
-            display(batch_place(asked, [run.id for run in waiting], path.name if path else None), raw=True)
+            display(batch_place(asked, [run.id for run in waiting], self.session.notebook_named()), raw=True)
         elif waiting:
             place: list[Any] = []
-            path = self.session.notebook_path()
-            notebook = path.name if path is not None else None
+            notebook = self.session.notebook_named()
 
             def moved() -> None:
                 if table is not None:
@@ -470,9 +467,8 @@ class MklMagics(Magics):
 
         where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
         queue = ReviewQueue(runs, moved, cell, self.session, place=f"{where}/pending-queue")
-        path = self.session.notebook_path()
         asked = [(run.id, run.run_result) for run in runs]
-        queue.show(batch_place(asked, [run.id for run in runs], path.name if path is not None else None))
+        queue.show(batch_place(asked, [run.id for run in runs], self.session.notebook_named()))
         place.append(queue)
         return queue
 

@@ -119,6 +119,14 @@ class NotebookSession(Workspace):
             return found
         return Found(None, "no client named it, and no cell of it that uses mkl has been found in its folder yet")
 
+    def notebook_named(self) -> str | None:
+        """The notebook this kernel runs as a person in its folder types it in a command (``flow.ipynb``, or
+        ``out/run.ipynb`` for papermill's output written into another folder); None when it is not known."""
+        path = self.notebook_path()
+        if path is None:
+            return None
+        return path.name if path.parent.resolve() == Path.cwd().resolve() else os.path.relpath(path)
+
     def unattended(self) -> str | None:
         """The headless client executing this kernel's notebook, when it is known to be one: papermill,
         ``jupyter nbconvert --execute`` or ``jupyter execute`` (the program that started the kernel, or
