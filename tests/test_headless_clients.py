@@ -484,3 +484,21 @@ def test_a_notebook_planted_beside_the_one_executed_does_not_decide_which_file_t
     _nbconvert(folder, "mine.ipynb", "--inplace")
     shown = _texts(_run_cell(folder / "mine.ipynb"))
     assert "mkl resume mine.ipynb --run pm" in shown and "evil.ipynb" not in shown and UNCLEAR not in shown
+
+
+def test_papermill_re_executing_an_outputs_only_notebook_in_a_fresh_folder_takes_its_run_up(tmp_path: Path) -> None:
+    """A papermill output (its run in its outputs only) executed again by papermill where no store is: the run is
+    taken up from the notebook papermill was given, whose outputs the copy it writes no longer has; replayed,
+    with no call, the same history, not made anew."""
+    first = tmp_path / "first"
+    shutil.copytree(DATA, first / "data")
+    _parameterised(first / "param.ipynb")
+    _papermill(first, "param.ipynb", "out.ipynb")
+    made = _journal(first)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(DATA, fresh / "data")
+    shutil.copy(first / "out.ipynb", fresh / "in.ipynb")  # the outputs carry the run; no store here
+    _papermill(fresh, "in.ipynb", "again.ipynb")
+    shown = _texts(_run_cell(fresh / "again.ipynb"))
+    assert FIRST in shown and "mkl resume again.ipynb --run pm" in shown
+    assert _journal(fresh) == made  # taken up as the file had it: no call made, nothing signed anew

@@ -74,6 +74,7 @@ class NotebookSession(Workspace):
         self._cell_position = -1  # of the last cell found by its source: the next one executing is below it
         self._cell_found: tuple[str | None, str | None] = (None, None)  # execution -> the cell found for it
         self._program: str | None = None  # the program that started this kernel, once asked
+        self._given: set[Path] = set()  # the notebooks its command line names, once the kernel looked for its own
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -163,6 +164,7 @@ class NotebookSession(Workspace):
         path = found.path
         if path is None and named_notebook(self.chosen_notebook, Path.cwd()) is None:
             program, named = _client_command()
+            self._given = named
             self._found = found = notebook_running(code, Path.cwd(), named, program)
             path = found.path
             if found.ambiguous and not self._told_unclear:
@@ -273,7 +275,14 @@ class NotebookSession(Workspace):
             self._refuse_anew(run_id)
         drop_spent_marks(path)  # (a mark of this kernel's that the file holds past is taken back now)
         on_disk = notebook_copy(path, run_id) if path is not None else None
-        return [*copies, *([on_disk] if on_disk is not None else [])]
+        copies += [on_disk] if on_disk is not None else []
+        if notebook is None and self._found is not None and self._found.path == path:
+            # The notebooks the client was given besides (papermill's input, whose outputs it clears in the copy
+            # it writes): copies too, so a run one carries is taken up, not made anew.
+            for given in sorted(self._given - ({path.resolve()} if path is not None else set())):
+                found = notebook_copy(given, run_id)
+                copies += [found] if found is not None else []
+        return copies
 
     def _refuse_anew(self, run_id: str) -> None:
         """This kernel cannot tell which notebook it runs, and one it may run carries run ``run_id``, which its
