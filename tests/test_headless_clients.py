@@ -8,11 +8,13 @@ call it made, so an unchanged journal is a re-execution that called nothing).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,10 +147,10 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _parameterised(folder / "param.ipynb")
     shutil.copy(folder / "param.ipynb", folder / "ip.ipynb")
     stderr = []
-    for time in (1, 2):
+    for turn in (1, 2):
         stderr.append(_papermill(folder, "param.ipynb", "out.ipynb").stderr)
-        shutil.copy(folder / "out.ipynb", folder / f"out-{time}.ipynb")
-        (folder / f"journal-{time}.json").write_text(json.dumps(_journal(folder)), encoding="utf-8")
+        shutil.copy(folder / "out.ipynb", folder / f"out-{turn}.ipynb")
+        (folder / f"journal-{turn}.json").write_text(json.dumps(_journal(folder)), encoding="utf-8")
     stderr.append(_nbconvert(folder, "ip.ipynb", "--inplace").stderr)
     (folder / "stderr.txt").write_text("\n".join(stderr), encoding="utf-8")
     return folder
@@ -502,3 +504,38 @@ def test_papermill_re_executing_an_outputs_only_notebook_in_a_fresh_folder_takes
     shown = _texts(_run_cell(fresh / "again.ipynb"))
     assert FIRST in shown and "mkl resume again.ipynb --run pm" in shown
     assert _journal(fresh) == made  # taken up as the file had it: no call made, nothing signed anew
+
+
+def test_an_edit_of_the_paired_text_file_is_named_by_mkl_resume_and_kept_by_the_command_it_gives(
+    folder: Path, tmp_path: Path
+) -> None:
+    """A notebook paired with a .py by jupytext; the person edits the .py, then answers with ``mkl resume``: the
+    notebook written back is now the newer file, so ``jupytext --sync`` would take its cells over the edit. The
+    resume says so on stderr, with the command that keeps the edit and the answer both."""
+    shutil.copytree(DATA, tmp_path / "data")
+    shutil.copy(folder / "out-1.ipynb", tmp_path / "out.ipynb")
+    assert mkl_cli(tmp_path, "keep", "out.ipynb")[0] == 0
+    pairing = {"jupytext": {"formats": "ipynb,py:percent", "notebook_metadata_filter": "mkl"}}
+    _client(tmp_path, "jupytext", "--update-metadata", json.dumps(pairing), "out.ipynb")
+    _client(tmp_path, "jupytext", "--sync", "out.ipynb")
+    text = tmp_path / "out.py"
+    edited = text.read_text(encoding="utf-8").replace('ticket = "nothing yet"', 'ticket = "edited in the .py"')
+    assert edited != text.read_text(encoding="utf-8")
+    text.write_text(edited, encoding="utf-8")
+    os.utime(text, (time.time() + 5, time.time() + 5))  # (changed after the notebook, as a person's edit is)
+    code, listing, _, err = mkl_cli(tmp_path, "runs", "out.ipynb")
+    question = listing["runs"][0]["question_id"]
+    code, _, _, err = mkl_cli(
+        tmp_path, "resume", "out.ipynb", "--run", "pm", "--question", question,
+        "--set", "refund_approval=approve", "--script", "data/refund.script.yaml",
+    )  # fmt: skip
+    assert code == 3, err
+    [warning] = [line for line in err.splitlines() if line.startswith("mkl: warning: ")]
+    assert "out.py (paired with out.ipynb by jupytext) was changed after out.ipynb" in warning
+    keep = warning.split("keep them with `")[1].split("`")[0]
+    assert keep == "jupytext --update --to ipynb out.py"
+    _client(tmp_path, *shlex.split(keep))
+    kept = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert any('ticket = "edited in the .py"' in cell.source for cell in kept.cells)  # the edit is kept
+    [listed] = mkl_cli(tmp_path, "runs", "out.ipynb")[1]["runs"]
+    assert listed["ask"] == SECOND  # and so is the answer

@@ -258,6 +258,26 @@ def drop_spent_marks(notebook: Path | None) -> None:
         nbfile.drop_spent_marks(notebook)
 
 
+def paired_edits(notebook: Path) -> str | None:
+    """What a write-back of ``notebook`` would put at risk, said before it is written: a text file jupytext pairs
+    it with that was changed after it (an edit not synced yet). Once the notebook is written it is the newer, and
+    ``jupytext --sync`` would take its cells over the text's edits; the edits are kept by updating the notebook
+    from the text instead. None when nothing is paired, or nothing is newer."""
+    try:
+        written = notebook.stat().st_mtime
+        newer = [text for text in nbfile.paired_texts(notebook) if text.stat().st_mtime > written]
+    except (OSError, nbfile.NotebookFileError):
+        return None
+    if not newer:
+        return None
+    text = newer[0]
+    return (
+        f"{text} (paired with {notebook.name} by jupytext) was changed after {notebook.name}, which this resume has "
+        f"now written: `jupytext --sync` would take the notebook's cells over those edits; keep them with "
+        f"`jupytext --update --to ipynb {text}` (it keeps the notebook's outputs and its runs)"
+    )
+
+
 def notebook_run_names(notebook: Path) -> str:
     """The ids of the runs a notebook carries, for a message ("none" when it carries none)."""
     return ", ".join(run.run_id for run in nbfile.embedded_runs(notebook)) or "none"

@@ -423,6 +423,28 @@ def _read_code_cells(path: Path, index: _Index) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
+def paired_texts(path: str | Path) -> list[Path]:
+    """The text files jupytext pairs the notebook with (``metadata.jupytext.formats``, e.g. ``ipynb,py:percent``
+    or ``ipynb,scripts//py``), those that exist; none when it is not paired. Only read, never followed to write."""
+    path = Path(path)
+    metadata = _document(path).get("metadata")
+    jupytext = metadata.get("jupytext") if isinstance(metadata, dict) else None
+    formats = jupytext.get("formats") if isinstance(jupytext, dict) else None
+    if not isinstance(formats, str):
+        return []
+    found = []
+    for entry in formats.split(",")[:8]:
+        where, _, extension = entry.strip().rpartition("//")
+        extension = extension.split(":")[0].strip().lstrip(".")
+        if not extension or extension == "ipynb" or not extension.isalnum():
+            continue
+        folder = path.parent / where if where and ".." not in Path(where).parts else path.parent
+        paired = folder / f"{path.stem}.{extension}"
+        if paired.is_file():
+            found.append(paired)
+    return found
+
+
 def papermill_writing(path: str | Path) -> tuple[str, list[str]] | None:
     """What a notebook papermill is writing now says of itself: the output path its metadata names
     (``metadata.papermill.output_path``) and the sources of its cells papermill marks as running; None when

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..app import status
-from ..app.checkpoints import check_checkpoint_folder, write_checkpoint
+from ..app.checkpoints import check_checkpoint_folder, paired_edits, write_checkpoint
 from ..app.errors import UsageProblem
 from ..app.listing import notebook_runs, store_runs, waiting_questions
 from ..app.settings import command_api_base
@@ -253,7 +253,10 @@ def resume_main(args: argparse.Namespace) -> int:
             return _finish(args, ws, outcome, _continue_with(args, outcome))
         if args.target.endswith(".ipynb"):
             notebook = Path(args.target)
+            at_risk = paired_edits(notebook)  # (asked before the write makes the notebook the newer file)
             outcome = ws.resume_notebook(notebook, args.notebook_run, trust_file=args.trust_file, **asked)
+            if at_risk is not None:
+                print(f"mkl: warning: {printable(at_risk)}", file=sys.stderr)
             resume = _continue_with(args, outcome, notebook=str(notebook), trust_file=args.trust_file)
             return _finish(args, ws, outcome, resume, written=str(notebook))
         outcome = ws.resume_checkpoint(args.target, trust_file=args.trust_file, **asked)
