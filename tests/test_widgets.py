@@ -492,6 +492,10 @@ def test_a_click_from_a_page_that_named_the_servers_user_records_that_user(
     nb.form().approve.click()
     [reply] = nb.replies()
     assert (reply["by"], reply["established"], reply.get("claimed")) == ("carol", "jupyter-server", None)
+    with sqlite3.connect(nb.tmp / ".mkl" / "runs.sqlite") as db:
+        bodies = [json.loads(body) for (body,) in db.execute("SELECT body FROM records ORDER BY seq")]
+    # the kernel signs as the server's user its page reported (a server behind a login knows the person)
+    assert [body["by"] for body in bodies if body.get("t") == "sign"][-1] == "carol"
     assert (
         "by carol (Jupyter server, as the page reports it) · "
         in nb.out.latest(nb.view().handle.display_id)["text/plain"]

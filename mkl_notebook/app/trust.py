@@ -67,8 +67,11 @@ class Keyring:
 
     def signer(self, by: str | None = None) -> Signer:
         """The signer of this person's checkpoints; the key is made the first time one is needed."""
+        name = who(by)
         if self._signer is None:
-            self._signer = Signer(self._private_key(), who(by))
+            self._signer = Signer(self._private_key(), name)
+        elif self._signer.by != name[: seals.MAX_NAME]:  # the same key, signing as the name given now
+            self._signer = Signer(self._signer.private, name)
         return self._signer
 
     def own_key(self) -> str:

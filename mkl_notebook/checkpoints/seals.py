@@ -96,6 +96,11 @@ class Signer:
         self.by = by[:MAX_NAME]
         self.key = key_text(private.public_key())
 
+    @property
+    def private(self) -> Ed25519PrivateKey:
+        """The key it signs with (to sign as another name: ``Signer(signer.private, name)``)."""
+        return self._private
+
     def seal(self, digest: str) -> dict[str, str]:
         signature = self._private.sign(_signed_bytes(digest, self.key, self.by))
         return {"key": self.key, "by": self.by, "signature": base64.b64encode(signature).decode("ascii")}

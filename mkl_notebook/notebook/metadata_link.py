@@ -120,6 +120,7 @@ class MetadataLink:
         self._lock = threading.Lock()
         self.runs: dict[str, Any] = {}  # run id -> envelope, as the metadata holds it (unverified)
         self.linked = False  # a page answered: the notebook's metadata is written
+        self.server_user: str | None = None  # the Jupyter server's user the first page that named one reported
         self._kept: set[str] = set()  # the runs this kernel put there (and has not deleted since)
         # Told after each hello, with the runs the kernel keeps in the metadata: the page's metadata is (again)
         # what the hello says, perhaps older than the runs (a page reloaded, a notebook reverted from disk).
@@ -167,6 +168,8 @@ class MetadataLink:
         with self._lock:
             if isinstance(session, str) and user is not None:
                 _page_users[session] = user
+            if self.server_user is None:
+                self.server_user = user
             self.linked = True
             self.runs = dict(hello["runs"])  # what the page's metadata holds now
             kept = set(self._kept)

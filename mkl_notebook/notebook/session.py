@@ -22,7 +22,7 @@ from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
 from ..app.reconcile import STALE, Copy, checked_copy, judge, notebook_copy
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
-from ..app.terms import Oracle, Outcome, Place
+from ..app.terms import Oracle, Outcome, Place, Signer
 from ..app.workspace import Workspace
 from .metadata_link import MetadataLink
 
@@ -228,6 +228,16 @@ class NotebookSession(Workspace):
         """The notebook's metadata keeps run ``handle`` as it stands (not as a replayed cell left it)."""
         if handle.outcome is not None and handle.outcome.latest is None:
             self.link.put(handle.id, handle.envelope())
+
+    def signer(self) -> Signer | None:
+        """This person's key, signing as the name they gave (``%mkl config user=``), else as the Jupyter server's
+        user the notebook's page reported (a server behind a login: the person it knows), else as JupyterHub's
+        user or the OS account (see :func:`~mkl_notebook.app.replies.who`)."""
+        try:
+            return self.keyring.signer(self.settings.user or self.link.server_user)
+        except (OSError, UsageProblem) as exc:
+            self.keyring_problem = str(exc)
+            return None
 
     def _page_said_hello(self, runs: set[str]) -> None:
         """A page said what the notebook's metadata holds (a page opened, reloaded, or its notebook reverted from
