@@ -389,3 +389,20 @@ def test_a_notebook_whose_copy_parts_from_the_kernels_run_shows_both_and_carries
     carried = {run.run_id: run for run in nbfile.embedded_runs(alice.notebook)}
     assert set(carried) >= {"r", branch}  # and the saved file carries both
     assert [r["value"] for r in carried[branch].records if r["t"] == "reply"] == ["reject"]
+
+
+def test_a_run_nobody_changed_renders_the_same_for_every_reader(returned: tuple[Person, Person]) -> None:
+    """Alice and Bob each run the returned notebook (each trusting the other): the run cell shows the same thing
+    byte for byte, whoever renders it; what the history says of who asked the question Bob's answer brought is
+    a fact of the history (signed as, by key), not the reader's judgement of it. (Outputs that differed by
+    reader made every merge of two people's runs conflict.)"""
+    alice, bob = returned
+    alice.trusts(bob)  # (Bob trusts Alice already)
+    mine = alice.run_all()
+    bob.receive(alice)
+    theirs = bob.run_all()
+    run_cell = next(index for index, cell in enumerate(mine.cells) if "--id r" in cell.source)
+    assert json.dumps(mine.cells[run_cell].outputs, sort_keys=True) == json.dumps(
+        theirs.cells[run_cell].outputs, sort_keys=True
+    )
+    assert "signed as " in _texts(mine) and "trusted key" not in _texts(mine)

@@ -23,7 +23,7 @@ from ..render.common import answers_sentence
 from ..render.views import asked_again
 from .continuing import drawn_on
 from .errors import UsageProblem
-from .status import with_keys
+from .status import asked_by, with_keys
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -123,7 +123,7 @@ class Run:
             "question_id": result.question_id(self.id),
             "about": result.about,
             "asked_again": asked_again(result),
-            "asked_by": self.workspace.keyring.asked_by(self.outcome.records) if self.outcome else None,
+            "asked_by": asked_by(self.outcome.records) if self.outcome else None,
         }
 
     @property

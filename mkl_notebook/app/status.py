@@ -15,6 +15,7 @@ from ..durable.runs import Outcome
 from ..engine.result import RunResult
 from ..lang.model import Machine
 from ..render import views
+from ..render.common import answer_time
 from ..render.diagram import diagram_bundle, path_from_trace
 
 
@@ -230,6 +231,26 @@ def reply_seals(records: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], d
                 "signature": "verifies" if seal.holds else "fails",
             }
     return found
+
+
+def asked_by(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """When the question ``records`` end waiting on was asked, and by whose key, when someone other than the one
+    who started the run asked it (an advance of another person's brought it): "asked 2026-… UTC, signed as 'bob'
+    by key 1c3e …". A fact of the history, the same for every reader (a run nobody changed renders alike for
+    all), never whether the reader trusts that key: that is said where it matters, before anything is taken up.
+    None for a question the run's starter asked, or one no signature covers."""
+    asked = next((at for at in range(len(records) - 1, -1, -1) if kind_of(records[at]) == "suspend"), None)
+    if asked is None:
+        return None
+    stretches = signatures(records)  # type: ignore[arg-type]
+    first = stretches[0].seal if stretches else None
+    stretch = covering(stretches, asked)
+    seal = stretch.seal if stretch is not None else None
+    if seal is None or (first is not None and seal.key == first.key):
+        return None
+    at = answer_time(records[asked].get("time"))
+    who = f"signed as {seal.by!r} by key {key_fingerprint(seal.key)}"
+    return f"asked {at}, {who}" if at else f"asked, {who}"
 
 
 def with_keys(

@@ -24,10 +24,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..checkpoints import seals
 from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
-from ..durable.records import RunState, is_ending, kind_of
+from ..durable.records import RunState, is_ending
 from ..lang import files
 from ..render.commands import trust_key_command
-from ..render.common import answer_time
 from .errors import UsageProblem
 from .replies import who
 
@@ -214,22 +213,6 @@ class Keyring:
         if not marks:
             return Provenance(True, "nothing new")
         return Provenance(True, "made by " + ", ".join(marks), judged[-1].key)
-
-    def asked_by(self, records: list[dict[str, Any]]) -> str | None:
-        """When the question ``records`` end waiting on was asked, and who signed that, for a question someone
-        else's copy brought ("asked 2026-… UTC, made by Alice (trusted key …)"); None when it is this person's
-        own or there is no such question. A signature says who, and their clock when: not that it is the
-        newest copy (see :func:`reconcile.stale_note`)."""
-        asked = next((at for at in range(len(records) - 1, -1, -1) if kind_of(records[at]) == "suspend"), None)
-        if asked is None:
-            return None
-        stretch = next((s for s in seals.signatures(records) if s.start <= asked < s.end), None)
-        provenance = self.judge(stretch.seal if stretch is not None else None)
-        if provenance.mark == "made by you":
-            return None
-        when = records[asked].get("time")
-        at = answer_time(when)
-        return f"asked {at}, {provenance.mark}" if at else f"asked {provenance.mark}"
 
     def started_here(self, records: list[dict[str, Any]]) -> bool:
         """Whether this person started the run ``records`` hold: its first advance (the start record up to the
