@@ -98,11 +98,15 @@ def test_bob_answers_with_the_ipynb_alone_and_alices_running_kernel_takes_his_an
         assert said.strip() == "done", said
         kernel.run_all()  # saved again
 
-    code, listing, _, err = alice.mkl("runs", alice.notebook.name)
+    code, listing, out, err = alice.mkl("runs", alice.notebook.name)
     assert code == 0, err
+    assert "(trusted as bob)" in out  # whose key signed Bob's answer, as Alice knows it
     [listed] = listing["runs"]
     assert listed["status"] == "done" and "stale" not in listed
-    assert [answer["value"] for answer in listed["answers"]] == ["approve", "yes"]
+    assert [(answer["value"], answer["trusted_as"]) for answer in listed["answers"]] == [
+        ("approve", "bob"),
+        ("yes", "you"),
+    ]
     assert nbfile.find_run(alice.notebook, "r").records == alice.store().read("r")  # one history
     nbformat.validate(nbformat.read(alice.notebook, as_version=4))
     code, _, out, err = alice.mkl("audit", alice.notebook.name, "--json")

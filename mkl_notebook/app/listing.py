@@ -49,13 +49,18 @@ def _file_resume(run_id: str, records: list[dict[str, Any]], notebook: str, stor
 
 
 def run_summary(
-    run_id: str, records: list[dict[str, Any]], resume: str, provenance: Provenance | None = None
+    run_id: str,
+    records: list[dict[str, Any]],
+    resume: str,
+    provenance: Provenance | None = None,
+    known: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """What a listing says of one run: where it stands, the question it waits on with the command that
     answers it (``resume`` names the run, e.g. ``mkl resume --id RUN``; a gate's question has two, approve and
     reject: ``commands``), and every answer a person gave.
 
-    A run read from a file says who made it (``provenance``): ``trusted`` and ``made_by``.
+    A run read from a file says who made it (``provenance``): ``trusted`` and ``made_by``; each answer says the
+    name the reader trusts its key under (``trusted_as``, from ``known``: :meth:`Keyring.known_as`).
     """
     index = JournalIndex.build(records)
     now = index.state
@@ -86,6 +91,7 @@ def run_summary(
             "claimed": claimed_name(answer),
             "key": answer.get("key"),
             "signature": answer.get("signature"),
+            "trusted_as": (known or {}).get(str(answer.get("key"))),
             "via": answer.get("via"),
             "time": answer.get("time"),
             **({"note": answer["note"]} if answer.get("note") is not None else {}),
@@ -137,6 +143,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     resumes it there: the store the file names is not opened (the file is anyone's, and so is the path it
     names)."""
     keyring = keyring or Keyring()
+    known = keyring.known_as()
     marks = nbfile.advancing_marks(path)
     embedded, damaged = nbfile.scan(path)
     embedded = sorted(embedded, key=lambda run: last_changed(run.records))  # the most recently changed last
@@ -152,6 +159,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
             run.records,
             _file_resume(run.run_id, run.records, str(path), left_in, provenance.trusted),
             provenance,
+            known,
         )
         _mark_stale(listed, stale.get(run.run_id))
         if left_in is not None:
@@ -242,6 +250,7 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
     and for a notebook's run who made it), and one line for each file that could not be read or was refused:
     a link out of ``folder``, or a store file that is not one of ours. Stores are opened read-only."""
     keyring = keyring or Keyring()
+    known = keyring.known_as()
     questions: list[dict[str, Any]] = []
     problems: list[str] = []
     stale: list[dict[str, Any]] = []
@@ -257,7 +266,7 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
                 for run in embedded:
                     provenance = keyring.judge_history(run.records, run.seal)
                     resume = _file_resume(run.run_id, run.records, shown, None, provenance.trusted)
-                    listed.append(run_summary(run.run_id, run.records, resume, provenance))
+                    listed.append(run_summary(run.run_id, run.records, resume, provenance, known))
                 older = _stale(embedded)
                 for item, run in zip(listed, embedded, strict=True):
                     _mark_stale(item, older.get(run.run_id))

@@ -155,6 +155,14 @@ class Keyring:
                 )
         return None
 
+    def known_as(self) -> dict[str, str]:
+        """The fingerprint of each key this person knows, with the name they trust it under (``you`` for their
+        own): how a listing names whose key signed each answer. Reading only: their own key is not made for it."""
+        known = {key_fingerprint(key): str(entry.get("name")) for key, entry in self.trusted().items()}
+        if (self.folder / KEY_FILE).exists():
+            known[key_fingerprint(self.own_key())] = "you"
+        return known
+
     def remove(self, key: str) -> bool:
         keys = self.trusted()
         if keys.pop(key, None) is None:

@@ -190,7 +190,10 @@ def signed_with(answer: Mapping[str, Any]) -> str:
     key = answer.get("key")
     if not isinstance(key, str) or not key:
         return ""
-    return f"key {key}" if answer.get("signature") != "fails" else f"key {key}, whose signature FAILS"
+    if answer.get("signature") == "fails":
+        return f"key {key}, whose signature FAILS"
+    named = answer.get("trusted_as")  # (a listing's: the name its reader trusts the key under)
+    return f"key {key}" + (f" (trusted as {named})" if isinstance(named, str) and named else "")
 
 
 def answered_by(answer: Mapping[str, Any]) -> str:
