@@ -87,6 +87,7 @@ class RunView:
         self.current_form: Any = None
         self.place = _place(cell, run_id)  # the form's widgets' model ids derive from it
         self.diagram: ViewPlace | None = None
+        self._kept: dict[str, DisplayHandle] = {}  # outputs keeping a run a copy held, by the run's id
         self.shown: Outcome | None = None
         self._asked: str | None = None  # the question whose form this view shows
         self._replying = False
@@ -248,6 +249,9 @@ class RunView:
         carried, run.carried = run.carried, []
         for carried_id, checkpoint in carried:
             self._carry(carried_id, checkpoint)
+        kept = self._kept.pop(run.id, None)
+        if kept is not None:  # the run the file held, taken up since: its view below carries it now
+            kept.update({"text/plain": ""}, raw=True)
         self._draw_view(run.id, outcome, question_above=asking)
         if machine is not None:
             diagram = run_diagram(machine, outcome)
@@ -269,6 +273,8 @@ class RunView:
         if link is not None and link.linked and link.held(run_id) is not None:
             bundle = referring(bundle)  # the metadata keeps it
         kept = display(bundle, raw=True, display_id=True)
+        if kept is not None:
+            self._kept[run_id] = kept
         if link is not None and not link.linked and kept is not None:
 
             def refer() -> None:  # once the page says its metadata keeps it, the output refers to that copy
