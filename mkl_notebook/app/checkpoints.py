@@ -249,7 +249,7 @@ def kernel_advance(notebook: Path | None, run_id: str, store: RunStore) -> Itera
         raise
 
 
-def drop_spent_marks(notebook: Path | None) -> None:
+def tidy_beside(notebook: Path | None) -> None:
     """The marks a kernel left beside its notebook that the file now holds past (its page saved what the kernel
     did) are taken back, and the file of marks with the last one: nothing stays beside the person's notebook."""
     if notebook is None or not nbfile.side_marks(notebook):

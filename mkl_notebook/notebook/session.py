@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..app.checkpoints import cell_order, cell_running, checkpoint_of, drop_spent_marks, notebook_run_ids
+from ..app.checkpoints import cell_order, cell_running, checkpoint_of, notebook_run_ids, tidy_beside
 from ..app.errors import USER_ERRORS, UsageProblem
 from ..app.finding import Found, named_notebook, notebook_running
 from ..app.handle import Run as WorkspaceRun
@@ -244,7 +244,7 @@ class NotebookSession(Workspace):
         disk): where it holds an older copy of a run of this store than the store, or none of one this kernel
         kept there, the run as it stands goes there again. A copy that goes on past the store's stays as it is
         (the next road that reads the run takes it up when trusted), and so does one nobody here can read."""
-        drop_spent_marks(self.notebook_path())  # a page saying hello after a save: what it saved is in the file
+        tidy_beside(self.notebook_path())  # a page saying hello after a save: what it saved is in the file
         signer = self.signer()
         for run_id in sorted(runs):
             if run_id in self._forgotten or not self.store.exists(run_id):
@@ -283,7 +283,7 @@ class NotebookSession(Workspace):
             copies.append(checked_copy(held, f"{name}, metadata run '{run_id}'", name))
         if path is None and notebook is None:
             self._refuse_anew(run_id)
-        drop_spent_marks(path)  # (a mark of this kernel's that the file holds past is taken back now)
+        tidy_beside(path)  # (a mark of this kernel's that the file holds past is taken back now)
         on_disk = notebook_copy(path, run_id) if path is not None else None
         copies += [on_disk] if on_disk is not None else []
         if notebook is None and self._found is not None and self._found.path == path:
