@@ -16,6 +16,7 @@ import nbformat
 import pytest
 from browser_support import browser_pages, checkout_extension, lab_env, serve
 from test_browser import ARTIFACTS, _open_and_run_all, _run_cell, _save, _save_once_outputs_refer, _wait_until_run
+from test_kept_kernel import _errors
 from test_one_history import GATE_A, GATE_B, SCRIPT, TWO_GATES
 
 from mkl_notebook.checkpoints import envelope
@@ -76,15 +77,6 @@ def _cell(page: Any, index: int) -> Any:
     return page.locator(".jp-Notebook .jp-Cell").nth(index)
 
 
-def _errors(path: Path) -> list[str]:
-    return [
-        f"{output.get('ename')}: {output.get('evalue')}"
-        for cell in nbformat.read(path, as_version=4).cells
-        for output in cell.get("outputs", [])
-        if output.get("output_type") == "error"
-    ]
-
-
 def test_bob_answers_with_the_ipynb_alone_and_alices_open_page_and_running_kernel_go_on_from_his_answer(
     people: tuple[Person, Person],
 ) -> None:
@@ -120,7 +112,9 @@ def test_bob_answers_with_the_ipynb_alone_and_alices_open_page_and_running_kerne
                     _save(bobs_page)
                 finally:
                     bobs_page.screenshot(path=str(ARTIFACTS / "sharing-bob.png"), full_page=True)
-            assert _errors(bob.notebook) == []  # no "--script … cannot be read": nothing called for one
+            assert (
+                _errors(nbformat.read(bob.notebook, as_version=4)) == []
+            )  # no "--script … cannot be read": nothing called for one
             held = envelope.verify_checkpoint(nbformat.read(bob.notebook, as_version=4).metadata["mkl"]["runs"]["r"])
             assert [r["value"] for r in held.records if r["t"] == "reply"] == ["approve"]
 

@@ -458,16 +458,8 @@ def test_papermill_writing_into_another_folder_names_its_output_and_the_command_
     [command] = [line.strip() for line in shown.splitlines() if line.strip().endswith("--reply approve")]
     assert command.startswith("mkl resume runs/today.ipynb --run pm "), command
     assert "param.ipynb" not in shown
-    done = subprocess.run(
-        [sys.executable, "-m", "mkl_notebook.cli", *shlex.split(command)[1:]],
-        cwd=folder,
-        env=env_without_models(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 3, done.stderr  # answered: the next question waits in that file
+    code, _, _, err = mkl_cli(folder, *shlex.split(command)[1:])
+    assert code == 3, err  # answered: the next question waits in that file
     assert SECOND in json.dumps(nbformat.read(folder / "runs" / "today.ipynb", as_version=4).metadata["mkl"])
 
 
