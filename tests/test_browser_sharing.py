@@ -103,6 +103,7 @@ def test_bob_answers_with_the_ipynb_alone_and_alices_open_page_and_running_kerne
                     name = run.locator(".widget-text input")
                     expect(name).to_have_value(f"{_account(bob)}-{_fingerprint(alice)[:4]}")  # free here
                     run.screenshot(path=str(ARTIFACTS / "sharing-bob-trust.png"))
+                    expect(run.locator("button:has-text('Run it here as a new run')")).to_have_count(0)  # no calls here
                     name.fill("alice")  # he knows whose key it is: he types her name
                     run.locator("button.jupyter-button:has-text('Trust key')").click()
                     approve = run.locator("button.jupyter-button:has-text('Approve'):not([disabled])")

@@ -267,6 +267,10 @@ class Workspace:
             executor=self.executor(executor, calls),
         )
 
+    def can_call(self, script: Any = None, model: str | None = None) -> bool:
+        """Whether a run made here could make its calls: a script that can be read here, or a model."""
+        return oracles.readable(script) or self.model_factory is not None or self.model_config(model).configured
+
     def oracle(
         self,
         script: Any = None,

@@ -203,7 +203,8 @@ class MklMagics(Magics):
                 run = self.session.start(name, **asked)
         except Untrusted as problem:
             choices = self._take_up_choices(problem, again)
-            if problem.added is None:  # the store holds none of it: a run of this cell's own may begin beside it
+            if problem.added is None and self.session.can_call(asked["script"], asked["model"]):
+                # the store holds none of it, and calls can be made here: a run of this cell's own may begin beside it
                 choices.append(("Run it here as a new run", lambda _name: again(anew=True)))
             view.untrusted(problem, choices)
             return None
