@@ -28,7 +28,7 @@ from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..engine.result import question_id
 from .errors import UsageProblem
 from .listing import files_under
-from .trust import KEY_FILE, Keyring
+from .trust import Keyring
 from .workspace import Workspace
 
 # The fields of an answer's row, in the order a CSV file's columns have them.
@@ -118,18 +118,16 @@ def _number(value: Any) -> float | None:
 
 class _Judge:
     """Whether a signing key is trusted here, and under which name (the name this reader gave it; "you" for their
-    own), judged without making a key (a listing writes nothing)."""
+    own: :meth:`Keyring.known_as`), judged without making a key (a listing writes nothing)."""
 
     def __init__(self, keyring: Keyring) -> None:
         self.keyring = keyring
-        self._names: dict[str, str] | None = None
+        self._names: dict[str, str] | None = None  # by fingerprint
 
     def trusted_as(self, key: str) -> str | None:
         if self._names is None:
-            self._names = {key: str(entry.get("name")) for key, entry in self.keyring.trusted().items()}
-            if (self.keyring.folder / KEY_FILE).exists():
-                self._names[self.keyring.own_key()] = "you"
-        return self._names.get(key)
+            self._names = self.keyring.known_as()
+        return self._names.get(key_fingerprint(key))
 
     def trusts(self, key: str) -> bool:
         return self.trusted_as(key) is not None
