@@ -75,6 +75,7 @@ class NotebookSession(Workspace):
         self._cell_found: tuple[str | None, str | None] = (None, None)  # execution -> the cell found for it
         self._program: str | None = None  # the program that started this kernel, once asked
         self._given: set[Path] = set()  # the notebooks its command line names, once the kernel looked for its own
+        self._page_copies: dict[str, tuple[Any, Copy]] = {}  # run id -> (the page's checkpoint, it verified)
 
     # -- where requests come from: notebook cells ------------------------------------------
 
@@ -253,7 +254,7 @@ class NotebookSession(Workspace):
             page = self.link.held(run_id)
             if page is not None:
                 try:
-                    copy = checked_copy(page, f"the notebook's metadata, run '{run_id}'", "the notebook's metadata")
+                    copy = self._page_copy(run_id, page, "the notebook's metadata")
                 except USER_ERRORS:
                     continue  # a damaged copy is left for whoever reads it to be told so
                 if judge(held, copy, self.keyring).status != STALE:
@@ -279,8 +280,7 @@ class NotebookSession(Workspace):
         copies = []
         held = self.link.held(run_id) if notebook is None else None
         if held is not None:
-            name = path.name if path is not None else "this notebook"
-            copies.append(checked_copy(held, f"{name}, metadata run '{run_id}'", name))
+            copies.append(self._page_copy(run_id, held, path.name if path is not None else "this notebook"))
         if path is None and notebook is None:
             self._refuse_anew(run_id)
         tidy_beside(path)  # (a mark of this kernel's that the file holds past is taken back now)
@@ -293,6 +293,16 @@ class NotebookSession(Workspace):
                 found = notebook_copy(given, run_id)
                 copies += [found] if found is not None else []
         return copies
+
+    def _page_copy(self, run_id: str, held: dict[str, Any], name: str) -> Copy:
+        """The page's copy of ``run_id``, verified like a file's, once for each checkpoint the page's metadata
+        holds (a put or a hello puts another object there; a click on a long run read it several times)."""
+        checked = self._page_copies.get(run_id)
+        if checked is not None and checked[0] is held:
+            return checked[1]
+        copy = checked_copy(held, f"{name}, metadata run '{run_id}'", name)
+        self._page_copies[run_id] = (held, copy)
+        return copy
 
     def _refuse_anew(self, run_id: str) -> None:
         """This kernel cannot tell which notebook it runs, and one it may run carries run ``run_id``, which its
