@@ -20,7 +20,7 @@ from test_metadata_runs import _Kernel
 
 from mkl_notebook.checkpoints import notebook_file as nbfile
 
-from support import refund_notebook
+from support import mkl_cli, refund_notebook
 
 
 def _alices_notebook(folder: Path) -> dict[str, Any]:
@@ -72,3 +72,37 @@ def test_a_run_all_by_someone_who_does_not_trust_the_files_runs_never_puts_over_
     assert all(key.startswith(("run-a:", "run-b:")) for key, _ in put), put  # his own runs, beside hers
     on_disk = {run.run_id: run.raw for run in nbfile.embedded_runs(bobs / "shared.ipynb")}
     assert json.dumps(alices) == json.dumps(on_disk)  # (the kernel only read the file)
+
+
+def test_asking_for_the_files_run_means_it_again_once_its_signer_is_trusted(tmp_path: Path) -> None:
+    """While Bob does not trust Alice, asking his kernel for run-a means the run of his own made in its place; once
+    he trusts her key (the kernel still running), it means her run again, taken up from the file: nothing decided
+    is kept across a change of trust."""
+    _alices_notebook(tmp_path / "alice")
+    bobs = tmp_path / "bob"
+    bobs.mkdir()
+    shutil.copy(tmp_path / "alice" / "shared.ipynb", bobs / "shared.ipynb")
+    shutil.copy(tmp_path / "alice" / "refund.script.yaml", bobs / "refund.script.yaml")
+    cells = [cell.source for cell in nbformat.read(bobs / "shared.ipynb", as_version=4).cells]
+    bob = {"JUPYTER_DATA_DIR": str(bobs / "bob-jupyter")}
+    ask = "import mkl_notebook\nrun = mkl_notebook.get_run('run-a')\nprint(run.id, run.status)"
+    kernel = _Kernel(bobs, "shared.ipynb", bob)
+    try:
+        kernel.load_mkl()
+        for source in cells[1:3]:
+            kernel.execute(source)
+        before = _printed(kernel.execute(ask))
+        assert before.startswith("run-a:") and before.endswith(" suspended"), before  # his own, in its place
+        alice = mkl_cli(
+            tmp_path / "alice", "trust", env={"JUPYTER_DATA_DIR": str(tmp_path / "alice" / "alice-jupyter")}
+        )
+        key = alice[2].split()[6]
+        code, _, _, err = mkl_cli(bobs, "trust", key, "--name", "alice", env=bob)
+        assert code == 0, err
+        assert _printed(kernel.execute(ask)) == "run-a suspended"  # hers, now that he trusts her
+    finally:
+        kernel.close()
+
+
+def _printed(messages: list[dict[str, Any]]) -> str:
+    return "".join(m["content"].get("text", "") for m in messages if m["msg_type"] == "stream").strip()
