@@ -248,8 +248,9 @@ def test_a_page_reloaded_on_a_running_kernel_answers_reads_the_next_questions_co
     people: tuple[Person, Person],
 ) -> None:
     """Alice reloads her page (her kernel runs on): a click there is sent back where the page can see it (the
-    next question with the commands that answer it, in the form's place), and the run as it stands reaches the
-    metadata the page saves, though the kernel opened its link to the page that is gone."""
+    next question with the commands that answer it, in the form's place), the whole view of the run is redrawn
+    there (what was answered, the status, the trace), and the run as it stands reaches the metadata the page
+    saves, though the kernel opened its link to the page that is gone."""
     from playwright.sync_api import expect
 
     alice, _bob = people
@@ -268,6 +269,11 @@ def test_a_page_reloaded_on_a_running_kernel_answers_reads_the_next_questions_co
             approve.click()
             commands = run.locator(".jupyter-widgets", has_text="mkl resume flow.ipynb --run r")
             expect(commands.filter(has_text=GATE_B).first).to_be_visible(timeout=60_000)
+            # The whole view moved on in this page too, not the form alone: what gate A's place says, the status.
+            printed = run.locator(".jp-OutputArea-output:not(:has(.jupyter-widgets))")
+            expect(printed.filter(has_text="Answered 'approve'")).to_have_count(1)
+            expect(printed.filter(has_text="resumes at send")).to_have_count(1)
+            expect(printed.filter(has_text="resumes at review")).to_have_count(0)
             assert _saved_after_click(page, alice.notebook) == GATE_B
         finally:
             page.screenshot(path=str(ARTIFACTS / "sharing-reloaded.png"), full_page=True)

@@ -261,7 +261,7 @@ def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_chec
         sent = [m["content"]["data"] for m in shown if m["msg_type"] == "comm_msg"]
         assert sent == []  # the metadata holds it as it stands: nothing to send back
         answered = kernel.execute("mkl_notebook.get_run('r').submit('approve')")
-        sent = [m["content"]["data"] for m in answered if m["msg_type"] == "comm_msg" and "op" in m["content"]["data"]]
+        sent = [m["content"]["data"] for m in answered if _stored(m)]
         assert {(data["op"], data["run"]) for data in sent} == {("put", "r")}
         header, records, seal = envelope.verify_checkpoint(sent[-1]["envelope"])
         assert header["status"] == "suspended" and seal is None and records[-1]["t"] == "sign"  # (needs a model)
@@ -272,6 +272,11 @@ def test_the_kernel_takes_up_runs_the_metadata_hands_it_and_sends_back_each_chec
         )  # the history it was handed, and the answer after it
     finally:
         kernel.close()
+
+
+def _stored(message: dict[str, Any]) -> bool:
+    """Whether a kernel's message asks the page to store or remove a run in its metadata (not to redraw an output)."""
+    return message["msg_type"] == "comm_msg" and message["content"]["data"].get("op") in ("put", "delete")
 
 
 def test_a_forged_run_handed_over_by_the_metadata_is_refused_in_one_line(waiting: Path, tmp_path: Path) -> None:
@@ -301,13 +306,13 @@ def test_forget_removes_a_run_from_the_store_and_the_metadata_and_fresh_replaces
     kernel = _linked_kernel(waiting, tmp_path / "work")
     try:
         ran = kernel.execute("%mkl run refund --id mine --script refund.script.yaml --set ticket=broken")
-        assert [m["content"]["data"]["op"] for m in ran if m["msg_type"] == "comm_msg"] == ["put"]
+        assert [m["content"]["data"]["op"] for m in ran if _stored(m)] == ["put"]
         again = kernel.execute("%mkl run refund --id mine --script refund.script.yaml --set ticket=broken --fresh")
-        assert [m["content"]["data"]["op"] for m in again if m["msg_type"] == "comm_msg"] == ["delete", "put"]
+        assert [m["content"]["data"]["op"] for m in again if _stored(m)] == ["delete", "put"]
         forgot = kernel.execute("%mkl forget mine")
-        assert [
-            (m["content"]["data"]["op"], m["content"]["data"]["run"]) for m in forgot if m["msg_type"] == "comm_msg"
-        ] == [("delete", "mine")]
+        assert [(m["content"]["data"]["op"], m["content"]["data"]["run"]) for m in forgot if _stored(m)] == [
+            ("delete", "mine")
+        ]
         listed = kernel.execute("%mkl runs")
         assert "mine" not in "".join(str(m["content"].get("data", {}).get("text/plain", "")) for m in listed)
         msg_id = kernel.client.execute("%mkl forget mine")
@@ -469,12 +474,12 @@ def test_a_run_made_from_python_is_kept_in_the_metadata_like_one_a_magic_shows(w
             "import mkl_notebook\n"
             "api = mkl_notebook.run('refund', id='api', input={'ticket': 'broken'}, script='refund.script.yaml')"
         )
-        puts = [m["content"]["data"] for m in started if m["msg_type"] == "comm_msg"]
+        puts = [m["content"]["data"] for m in started if _stored(m)]
         assert [(data["op"], data["run"]) for data in puts][-1:] == [("put", "api")]
         header, _, _ = envelope.verify_checkpoint(puts[-1]["envelope"])
         assert (header["status"], header["at"]) == ("suspended", "confirm")
         answered = kernel.execute("api.submit('approve')\nprint(api.status)")  # nothing displays the run
-        puts = [m["content"]["data"] for m in answered if m["msg_type"] == "comm_msg"]
+        puts = [m["content"]["data"] for m in answered if _stored(m)]
         assert puts and {(data["op"], data["run"]) for data in puts} == {("put", "api")}
         header, _, _ = envelope.verify_checkpoint(puts[-1]["envelope"])
         assert (header["status"], header["at"]) == ("suspended", "release")  # the second question, as it stands

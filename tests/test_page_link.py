@@ -81,3 +81,48 @@ def _comms(kernel: _Kernel) -> set[str]:
         reply = kernel.client.get_shell_msg(timeout=60)
         if reply["parent_header"].get("msg_id") == msg_id:
             return set(reply["content"]["comms"])
+
+
+def _draws(messages: list[dict[str, Any]], comm_id: str) -> dict[str, dict[str, Any]]:
+    """The outputs the kernel asked the page on comm ``comm_id`` to redraw: the latest data of each place."""
+    return {
+        m["content"]["data"]["place"]: m["content"]["data"]["data"]
+        for m in messages
+        if m["msg_type"] == "comm_msg"
+        and m["content"]["comm_id"] == comm_id
+        and m["content"]["data"].get("op") == "draw"
+    }
+
+
+def _places(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The outputs the kernel drew or redrew, by the place each stands in (``metadata.mkl.place``)."""
+    return {
+        m["content"]["metadata"]["mkl"]["place"]: m["content"]["data"]
+        for m in messages
+        if m["msg_type"] in ("display_data", "update_display_data") and "mkl" in m["content"].get("metadata", {})
+    }
+
+
+def test_a_page_that_did_not_draw_a_view_is_sent_its_outputs_as_they_stand_and_each_redraw_after(
+    waiting: Path, tmp_path: Path
+) -> None:
+    """A reloaded page shows the outputs it was opened with and knows none of their display ids: its extension is
+    sent the outputs of each place as the kernel drew them last when it comes, and each redraw from then on
+    (the page that ran the cell follows its outputs by their display ids, and is sent none)."""
+    kernel = _linked_kernel(waiting, tmp_path / "work")
+    try:
+        first = kernel.execute(RUN.replace("--no-hitl", "--hitl"))
+        drawn = _places(first)
+        view = next(place for place in drawn if place.endswith("/view"))
+        [put] = _sent(first)
+        page = _open_from_the_page(kernel, {"op": "hello", "runs": {"mine": put["envelope"]}})
+        came = kernel.execute("pass", every=True)
+        assert _draws(came, page) == drawn  # every place, as it stands
+        answered = kernel.execute("import mkl_notebook\nmkl_notebook.get_run('mine').submit('approve')")
+        redrawn = _places(answered)
+        assert redrawn[view] != drawn[view]  # the view of the run moved on ...
+        assert _draws(answered, page)[view] == redrawn[view]  # ... in the page that came later too
+        [kernels] = _comms(kernel) - {page}
+        assert _draws(came + answered, kernels) == {}  # the page that ran the cell redraws by display id
+    finally:
+        kernel.close()

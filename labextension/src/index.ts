@@ -12,6 +12,10 @@
  * identity API (`/api/me`): the kernel answers a click from this page (its messages' session) as that user,
  * "established by the Jupyter server, as the page reports it". The kernel cannot check the name itself.
  *
+ * A page that did not draw a run's view (reloaded, opened since) knows none of its outputs' display ids: the
+ * kernel sends it each redraw of an output with the place the output stands in (`metadata.mkl.place`), and this
+ * extension redraws the output standing there.
+ *
  * It also keeps the forms' widget models out of the widget state a saved notebook carries, and hides the forms a
  * notebook was opened with once its kernel turns out not to hold them (see formstate.ts).
  */
@@ -25,6 +29,13 @@ const TARGET = 'mkl.metadata';
 const KEY = 'mkl';
 
 type Runs = { [run: string]: unknown };
+
+/** The part of a code cell's outputs (`IOutputAreaModel`, of @jupyterlab/outputarea) a redraw uses. */
+interface IOutputAreaModel {
+  readonly length: number;
+  get(index: number): { metadata: unknown; toJSON(): { data?: unknown } };
+  set(index: number, output: { output_type: string; data: any; metadata: any }): void;
+}
 
 function isObject(value: unknown): value is { [key: string]: unknown } {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -56,8 +67,44 @@ function writeRuns(panel: NotebookPanel, runs: Runs): void {
   }
 }
 
+/** The place an output of a run's view stands in (`metadata.mkl.place`), if it is one. */
+function placeOf(metadata: unknown): string | null {
+  const mkl = isObject(metadata) ? metadata[KEY] : null;
+  return isObject(mkl) && typeof mkl.place === 'string' ? mkl.place : null;
+}
+
+/** Redraw the output standing in `place` with what the kernel draws there now. The page that ran the cell has
+ * drawn it already (by its display id: nothing changes then); a page that did not (reloaded, a collaborator's)
+ * knows no display id, and would otherwise show the view as it was when the page was opened. */
+function draw(panel: NotebookPanel, place: string, data: { [key: string]: unknown }, metadata: unknown): void {
+  const model = panel.content.model;
+  if (!model || placeOf(metadata) !== place) {
+    return;
+  }
+  for (const cell of model.cells) {
+    if (cell.type !== 'code') {
+      continue;
+    }
+    const outputs = (cell as unknown as { outputs: IOutputAreaModel }).outputs;
+    for (let index = 0; index < outputs.length; index++) {
+      const output = outputs.get(index);
+      if (placeOf(output.metadata) !== place) {
+        continue;
+      }
+      const shown = output.toJSON();
+      if (JSON.stringify(shown.data) !== JSON.stringify(data)) {
+        outputs.set(index, { output_type: 'display_data', data: data as any, metadata: metadata as any });
+      }
+    }
+  }
+}
+
 function onMessage(panel: NotebookPanel, msg: KernelMessage.ICommMsgMsg): void {
   const data = msg.content.data;
+  if (isObject(data) && data.op === 'draw' && typeof data.place === 'string' && isObject(data.data)) {
+    draw(panel, data.place, data.data, data.metadata);
+    return;
+  }
   if (!isObject(data) || typeof data.run !== 'string') {
     return;
   }

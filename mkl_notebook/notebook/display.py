@@ -81,13 +81,13 @@ class RunView:
         self.cell = cell  # the notebook cell showing it: its forms' replies belong to it
         self.notebook = notebook  # the file's name, for the commands that continue the run
         self.top: ViewPlace | None = None
-        self.form_out: DisplayHandle | None = None  # the form's place, right below the question's
+        self.form_out: Placed | None = None  # the form's place, right below the question's
         self.box: widgets.VBox | None = None  # the widget standing there: the form, or what became of it
         self.handle: ViewPlace | None = None
         self.current_form: Any = None
         self.place = _place(cell, run_id)  # the form's widgets' model ids derive from it
         self.diagram: ViewPlace | None = None
-        self._kept: dict[str, DisplayHandle] = {}  # outputs keeping a run a copy held, by the run's id
+        self._kept: dict[str, Placed] = {}  # outputs keeping a run a copy held, by the run's id
         self.shown: Outcome | None = None
         self._asked: str | None = None  # the question whose form this view shows
         self._replying = False
@@ -212,7 +212,7 @@ class RunView:
             self.top.update(bundle, raw=True)
         # A click runs in the widget's message, not in this cell: the outputs it will fill must exist now.
         if self.form_out is None:
-            self.form_out = display({"text/plain": ""}, raw=True, display_id=True)
+            self.form_out = self._placed("form", {"text/plain": ""})
         if self.handle is None:
             self.handle = self._shown("view", {"text/plain": ""})
         if self.diagram is None:
@@ -241,7 +241,7 @@ class RunView:
             self.top.update(top, raw=True)
         if form_place_now is not None:
             if self.form_out is None:
-                self.form_out = display(form_place_now, raw=True, display_id=True)
+                self.form_out = self._placed("form", form_place_now)
             else:
                 self.form_out.update(form_place_now, raw=True)
         if run.set_aside:  # said once, by the view of the cell that made the run anew
@@ -272,10 +272,9 @@ class RunView:
         link = self.link
         if link is not None and link.linked and link.held(run_id) is not None:
             bundle = referring(bundle)  # the metadata keeps it
-        kept = display(bundle, raw=True, display_id=True)
-        if kept is not None:
-            self._kept[run_id] = kept
-        if link is not None and not link.linked and kept is not None:
+        kept = self._placed(f"kept:{run_id}", bundle)
+        self._kept[run_id] = kept
+        if link is not None and not link.linked:
 
             def refer() -> None:  # once the page says its metadata keeps it, the output refers to that copy
                 if link.held(run_id) == checkpoint:
@@ -384,7 +383,11 @@ class RunView:
         """Show ``bundle`` in a place of this view (``name``: top, view, diagram) that later updates redraw."""
         if self.mirrored:
             return Mirrored(f"{self.place}/{name}", bundle)
-        return display(bundle, raw=True, display_id=True)
+        return self._placed(name, bundle)
+
+    def _placed(self, name: str, bundle: dict[str, Any]) -> Placed:
+        """Show ``bundle`` as a display output of this view (``name``: its place) that later updates redraw."""
+        return Placed(f"{self.place}/{name}", bundle, None if self.unattended is not None else self.link)
 
     def _box(self, children: list[widgets.Widget]) -> widgets.VBox:
         """The widget in the form's place, holding ``children`` now (made with them: no update to send)."""
@@ -432,6 +435,29 @@ class RunView:
         return run.status in ("done", "halt")
 
 
+class Placed:
+    """A place of a view drawn as a display output. The page that ran the cell redraws it by its display id; a page
+    that shows the notebook's outputs but did not draw them (reloaded, a collaborator's, a second page) knows no
+    display id, so the output also carries its place (``metadata.mkl.place``) and each redraw goes to every page
+    through the notebook's link too, where the extension redraws the output that stands in that place."""
+
+    def __init__(self, key: str, bundle: dict[str, Any], link: MetadataLink | None) -> None:
+        self.key, self.link = key, link
+        self.metadata = {"mkl": {"place": key}}
+        self.handle: DisplayHandle = display(bundle, raw=True, display_id=True, metadata=self.metadata)
+        if link is not None:
+            link.drawn(key, bundle, self.metadata)
+
+    @property
+    def display_id(self) -> str:
+        return str(self.handle.display_id)
+
+    def update(self, bundle: dict[str, Any], raw: bool = True) -> None:
+        self.handle.update(bundle, raw=True, metadata=self.metadata)
+        if self.link is not None:
+            self.link.draw(self.key, bundle, self.metadata)
+
+
 class Mirrored:
     """A place of a view drawn as a widget (in Voila, which draws outputs once and then follows only widgets):
     an HTML widget whose value follows each update, as a display handle's output would."""
@@ -444,7 +470,7 @@ class Mirrored:
         self.widget.value = as_html(bundle)
 
 
-ViewPlace = DisplayHandle | Mirrored
+ViewPlace = Placed | Mirrored
 
 
 def as_html(bundle: dict[str, Any]) -> str:

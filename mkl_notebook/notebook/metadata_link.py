@@ -10,6 +10,10 @@ kernel opens a comm to it (target ``mkl.metadata``) and from then on:
   messages' session: a click from that page is answered as that user (:func:`clicking_user`);
 - the kernel sends ``{"op": "put", "run": ID, "envelope": {...}}`` whenever it shows a run as it
   stands, and the extension writes that checkpoint into ``metadata.mkl.runs[ID]`` (never another run's entry).
+- the kernel sends ``{"op": "draw", "place": PLACE, "data": {...}}`` when it redraws an output of a run's view to
+  each page that did not draw that output itself (a page reloaded or opened since: it knows no display id to
+  follow), and the extension redraws the output whose ``metadata.mkl.place`` is PLACE. A page that comes is sent
+  the outputs of each place as they stand.
 
 A page that comes after the kernel opened its comm (reloaded, or a second page of the notebook) opens a comm of
 its own, its hello as the open message; a page whose notebook is reverted from disk or saved says hello again.
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
@@ -50,6 +54,15 @@ class Put(TypedDict):
     envelope: dict[str, Any]
 
 
+class Draw(TypedDict):
+    """The kernel's: the output standing in ``place`` (its ``metadata.mkl.place``) shows ``data`` now."""
+
+    op: Literal["draw"]
+    place: str
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+
+
 class Delete(TypedDict):
     """The kernel's: the run is gone (started afresh, forgotten); its entry leaves the metadata."""
 
@@ -62,6 +75,7 @@ PROTOCOL = 1
 MAX_RUNS = 1000  # runs taken from one hello; a notebook with more is not one a person reads
 MAX_NAME = 200  # characters of a user name a page reports; a longer one is not taken
 MAX_REDRAWS = 256  # outputs kept to redraw until the extension answers (Run All of a long notebook)
+MAX_PLACES = 64  # the latest outputs of views kept to draw in a page that comes later (a page reloaded)
 
 
 def read_hello(data: Any) -> Hello | None:
@@ -128,6 +142,12 @@ class MetadataLink:
         # Outputs to redraw once the extension answers, held (a view whose run went on is otherwise let go)
         # until it answers or the frontend closes the comm for want of it.
         self._redraws: deque[Callable[[], None]] = deque(maxlen=MAX_REDRAWS)
+        self._places: OrderedDict[str, Draw] = OrderedDict()  # the latest output drawn in each place, the newest last
+        # Which pages did not draw a place themselves: a page whose comm opened after the place was first drawn (the
+        # page that ran the cell follows its output by its display id). Comms are counted as they open.
+        self._opens = 0
+        self._opened_at: dict[str, int] = {}  # comm id -> how many comms opened before it
+        self._first_drawn: dict[str, int] = {}  # place -> how many comms had opened when its output was first drawn
 
     def open(self) -> None:
         """Open the comm to the notebook's pages (once per kernel), and take the comm a page opens later (a page
@@ -140,6 +160,7 @@ class MetadataLink:
             self._opened = True
             kernels = create_comm(target_name=TARGET, data={"protocol": PROTOCOL})
             self._comms[kernels.comm_id] = kernels
+            self._opened_at[kernels.comm_id], self._opens = self._opens, self._opens + 1
         kernels.on_msg(self._received)
         kernels.on_close(lambda message: self._closed(kernels.comm_id))
         get_comm_manager().register_target(TARGET, self._page_opened)
@@ -148,14 +169,20 @@ class MetadataLink:
         """A page opened a comm (it came after the kernel's own was opened); its open message is its hello."""
         with self._lock:
             self._comms[comm.comm_id] = comm
+            self._opened_at[comm.comm_id], self._opens = self._opens, self._opens + 1
         comm.on_msg(self._received)
         comm.on_close(lambda closing: self._closed(comm.comm_id))
         self._received(message)
+        with self._lock:  # the page shows the outputs it was opened with: as they stand now, where they differ
+            draws = list(self._places.values())
+        for draw in draws:
+            comm.send(draw)
 
     def _closed(self, comm_id: str) -> None:
         """A frontend closed a comm; once none is left unanswered, no output will be redrawn."""
         with self._lock:
             self._comms.pop(comm_id, None)
+            self._opened_at.pop(comm_id, None)
             if not self._comms:
                 self._redraws.clear()
 
@@ -195,6 +222,31 @@ class MetadataLink:
         with self._lock:
             if not self.linked:
                 self._redraws.append(redraw)
+
+    def drawn(self, place: str, data: dict[str, Any], metadata: dict[str, Any]) -> None:
+        """An output was first drawn in ``place`` (a cell ran): kept, to draw in a page that comes later."""
+        with self._lock:
+            self._first_drawn[place] = self._opens
+            self._keep(Draw(op="draw", place=place, data=data, metadata=metadata))
+
+    def draw(self, place: str, data: dict[str, Any], metadata: dict[str, Any]) -> None:
+        """The output in ``place`` shows ``data`` now: each page that did not draw it itself (a page opened since,
+        reloaded) redraws the output standing there; the page that ran the cell follows it by its display id."""
+        said = Draw(op="draw", place=place, data=data, metadata=metadata)
+        with self._lock:
+            self._keep(said)
+            since = self._first_drawn.get(place, 0)
+            comms = [comm for comm_id, comm in self._comms.items() if self._opened_at.get(comm_id, 0) >= since]
+        for comm in comms:
+            comm.send(said)
+
+    def _keep(self, said: Draw) -> None:
+        """Keep the latest output of a place, and of the :data:`MAX_PLACES` latest places only (the lock is held)."""
+        self._places[said["place"]] = said
+        self._places.move_to_end(said["place"])
+        while len(self._places) > MAX_PLACES:
+            gone, _ = self._places.popitem(last=False)
+            self._first_drawn.pop(gone, None)
 
     def put(self, run_id: str, envelope: dict[str, Any]) -> None:
         """The run's checkpoint now: the extension writes it into the notebook's metadata, under its run's id."""
