@@ -113,7 +113,8 @@ def get_json(url: str) -> object:
 
 def lab_env(folder: Path) -> dict[str, str]:
     """The environment of one person's JupyterLab: Jupyter's config, data (their signing key), runtime and
-    settings folders of their own under ``folder``, no model configured, autosave and news off."""
+    settings folders of their own under ``folder``, no model configured, autosave, news and real-time
+    collaboration off."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
     for name in (
         "JUPYTER_CONFIG_DIR",
@@ -131,6 +132,10 @@ def lab_env(folder: Path) -> dict[str, str]:
     notices = folder / "jupyterlab_settings_dir" / "@jupyterlab" / "apputils-extension"
     notices.mkdir(parents=True)
     (notices / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    # jupyter-collaboration is installed (for the tests of real-time collaboration, which turn it on): a person's
+    # own Lab is not shared in real time.
+    server_config = Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
+    server_config.write_text(json.dumps({"YDocExtension": {"disable_rtc": True}}))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 

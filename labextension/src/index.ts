@@ -16,6 +16,8 @@
  * kernel sends it each redraw of an output with the place the output stands in (`metadata.mkl.place`), and this
  * extension redraws the output standing there.
  *
+ * Shared in real time, it keeps the runs' views true in every person's page (see collaboration.ts).
+ *
  * It also keeps the forms' widget models out of the widget state a saved notebook carries, and hides the forms a
  * notebook was opened with once its kernel turns out not to hold them (see formstate.ts).
  */
@@ -23,6 +25,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
+import { followCollaborators } from './collaboration';
 import { dropSavedForms, hideDeadForms, keepFormsOutOfSavedState } from './formstate';
 
 const TARGET = 'mkl.metadata';
@@ -78,8 +81,8 @@ function placeOf(metadata: unknown): string | null {
  * knows no display id, and would otherwise show the view as it was when the page was opened. */
 function draw(panel: NotebookPanel, place: string, data: { [key: string]: unknown }, metadata: unknown): void {
   const model = panel.content.model;
-  if (!model || placeOf(metadata) !== place) {
-    return;
+  if (!model || placeOf(metadata) !== place || panel.context.model.collaborative === true) {
+    return; // (shared in real time, every page follows the outputs the page that ran the cell redraws)
   }
   for (const cell of model.cells) {
     if (cell.type !== 'code') {
@@ -185,6 +188,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       void panel.context.ready.then(() => {
         dropSavedForms(panel.context.model);
         void hideDeadForms(panel);
+        followCollaborators(panel);
       });
       panel.sessionContext.kernelChanged.connect((_context, change) => {
         if (change.newValue) {
