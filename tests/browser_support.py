@@ -133,9 +133,13 @@ def lab_env(folder: Path) -> dict[str, str]:
     notices.mkdir(parents=True)
     (notices / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     # jupyter-collaboration is installed (for the tests of real-time collaboration, which turn it on): a person's
-    # own Lab is not shared in real time.
-    server_config = Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
-    server_config.write_text(json.dumps({"YDocExtension": {"disable_rtc": True}}))
+    # own Lab is not shared in real time, and a shared one keeps its documents' updates in its own folder (not the
+    # current folder, the checkout).
+    server_config = {
+        "YDocExtension": {"disable_rtc": True},
+        "SQLiteYStore": {"db_path": str(folder / "jupyter_ystore.db")},
+    }
+    (Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json").write_text(json.dumps(server_config))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 
