@@ -1,11 +1,11 @@
 """A run a notebook file holds is advanced by one store at a time, whichever road reaches it: a payment behind an
 approval is made once when a kernel and ``mkl resume`` (or two kernels) answer the same question from one file.
 
-The file says in which store a run is being advanced: ``mkl resume NOTEBOOK`` marks the file itself, and a
-kernel, which never writes the notebook (its front end saves it), marks it beside the file until the file is
-saved with what it did. Every road honours both marks under the file's lock. Real components: kernels driven
-by nbclient as JupyterLab drives them, the ``mkl`` command in subprocesses, SQLite stores, a ledger file the
-payment tool writes.
+The file says in which store a run is being advanced, with one mark read by one rule: ``mkl resume NOTEBOOK``
+keeps it in the file itself, and a kernel, which never writes the notebook (its front end saves it), beside the
+file until the file is saved with what it did. Every road honours the marks under the file's lock. Real
+components: kernels driven by nbclient as JupyterLab drives them, the ``mkl`` command in subprocesses, SQLite
+stores, a ledger file the payment tool writes.
 """
 
 from __future__ import annotations
@@ -175,6 +175,13 @@ def test_a_kernels_answer_not_yet_saved_keeps_mkl_resume_of_the_file_from_paying
     assert bob.returncode == 2 and err.count("\n") == 1, err
     assert "by a notebook kernel in the store" in err and "has not been saved since" in err
     assert _paid(folder) == ["42"]
+    # One mark, whichever road left it: the listing of the file says where the run is being advanced, as it
+    # says it of a resume stopped before its write-back
+    listed = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", "runs", "pay.ipynb"],
+        cwd=folder, env={**env_without_models(), **_env(folder, "b")}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert f"was being advanced in the store {folder / 'a' / 'runs.sqlite'}" in listed.stdout, listed
 
     alice.save()  # Alice's front end saves what her kernel did: the mark is spent
     bob = _cli(folder, "b", question)

@@ -282,10 +282,15 @@ def test_a_damaged_newer_copy_of_a_run_is_not_passed_over_for_an_older_one(share
     assert path.read_bytes() == before  # nothing was written
 
 
+def _held(path: Path) -> int:
+    """How many records of run 'refund' the notebook holds: what an advance marked in it starts from."""
+    return len(nbfile.find_run(path, "refund").records)
+
+
 def test_mkl_runs_says_when_a_files_run_was_left_mid_advance(shared: Path, tmp_path: Path) -> None:
     path = tmp_path / "shared.ipynb"
     shutil.copy(shared, path)
-    nbfile.mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite")
+    nbfile.mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite", _held(path))
     listing = _mkl(tmp_path, "runs", path.name)
     finish = f"mkl resume shared.ipynb --run refund --store /elsewhere/.mkl/runs.sqlite --script {REFUND_SCRIPT}"
     assert f"was being advanced in the store /elsewhere/.mkl/runs.sqlite, and what it did there is not in this " \
@@ -315,7 +320,7 @@ def test_mkl_runs_leaves_a_write_back_a_stopped_resume_never_made_to_the_resume_
     assert done.returncode == 0, done.stderr
     path.write_bytes(stranded)  # as if the write-back never came
     store = (tmp_path / "ours.sqlite").resolve()
-    nbfile.mark_advancing(path, "refund", str(store))
+    nbfile.mark_advancing(path, "refund", str(store), _held(path))
     before = _untouched(path), _untouched(store)
     listing = _mkl(tmp_path, "runs", path.name)
     assert listing.returncode == 0, listing.stderr
@@ -328,7 +333,7 @@ def test_mkl_runs_leaves_a_write_back_a_stopped_resume_never_made_to_the_resume_
     [listed] = json.loads(_mkl(tmp_path, "runs", path.name).stdout.splitlines()[-1])["runs"]
     assert listed["status"] == "done" and "question_id" not in listed and "advancing_in" not in listed
     assert [answer["value"] for answer in listed["answers"]] == ["approve"]
-    assert nbfile.advancing(path, "refund") is None
+    assert nbfile.advancing(path, "refund") == []
     nbformat.validate(nbformat.read(path, as_version=4))
 
 
@@ -342,7 +347,7 @@ def test_mkl_runs_never_opens_a_database_a_received_notebook_names_as_its_store(
         db.execute("CREATE TABLE outcomes (id INTEGER PRIMARY KEY, body TEXT)")
         db.executemany("INSERT INTO outcomes (body) VALUES (?)", [("one",), ("two",)])
     app.chmod(0o644)
-    nbfile.mark_advancing(path, "refund", str(app.resolve()))
+    nbfile.mark_advancing(path, "refund", str(app.resolve()), _held(path))
     before = _untouched(path), _untouched(app)
     listing = _mkl(tmp_path, "runs", path.name)
     assert listing.returncode == 0, listing.stderr

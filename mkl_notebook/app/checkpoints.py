@@ -154,19 +154,19 @@ def resume_in_notebook(
     with nbfile.locked(notebook):
         nbfile.drop_spent_marks(notebook)
         embedded = nbfile.find_run(notebook, run_id)
-        marked = nbfile.advancing(notebook, run_id)
+        marked = any(mark.holds(len(embedded.records)) for mark in nbfile.advancing(notebook, run_id))
         elsewhere = advanced_elsewhere(notebook, run_id, store, len(embedded.records))
         if elsewhere is not None:
             raise AdvancedElsewhere(elsewhere)
         copy = Copy(embedded.header, embedded.records, embedded.seal, str(notebook), embedded.raw)
         _take_up_one(store, copy, keyring, trust_file)
         signer = keyring.signer()
-        caught = _catch_up(notebook, embedded, store, signer, marked is not None)
+        caught = _catch_up(notebook, embedded, store, signer, marked)
         if caught is not None:
             if run_state(caught.records).finished:
                 return caught  # the stopped resume finished the run: its write-back was all that was left
             embedded = nbfile.find_run(notebook, run_id)
-        nbfile.mark_advancing(notebook, run_id, where)
+        nbfile.mark_advancing(notebook, run_id, where, len(embedded.records))
         try:
             outcome = advance(run_id)
         except BaseException:
@@ -201,19 +201,19 @@ def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) 
     before its write-back), or a kernel beside it advanced it from another store and the file has not been
     saved since. Call with the notebook's lock held. The store named is only compared, never opened."""
     mine = (store_place(store), store.location)
-    marked = nbfile.advancing(notebook, run_id)
-    if marked is not None and marked["store"] not in mine:
-        return (
-            f"{notebook}: run '{run_id}' was being advanced in the store {marked['store']} when that stopped, "
-            "and what it did there is not in this file; resume it with that store (--store), so that "
-            "nothing it did runs twice"
-        )
-    beside = nbfile.side_marks(notebook).get(run_id)
-    if beside is not None and beside["store"] not in mine and held <= beside["held"]:
-        since = answer_time(beside.get("since"))
+    for mark in nbfile.advancing(notebook, run_id):
+        if mark.store in mine or not mark.holds(held):
+            continue
+        if not mark.beside:
+            return (
+                f"{notebook}: run '{run_id}' was being advanced in the store {mark.store} when that stopped, "
+                "and what it did there is not in this file; resume it with that store (--store), so that "
+                "nothing it did runs twice"
+            )
+        since = answer_time(mark.since)
         when = f" at {since}" if since else ""
         return (
-            f"{notebook}: run '{run_id}' was advanced{when} by a notebook kernel in the store {beside['store']}, "
+            f"{notebook}: run '{run_id}' was advanced{when} by a notebook kernel in the store {mark.store}, "
             "and the notebook has not been saved since, so what it did is not in this file: save the notebook "
             "in that kernel, then try again (or resume it with that store, --store), so that nothing it did "
             "runs twice"

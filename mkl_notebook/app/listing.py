@@ -151,8 +151,8 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     stale = _stale(embedded)
     outputs_only = set(nbfile.only_in_outputs(path))
     for run in embedded:
-        marked = marks.get(run.run_id)
-        left_in = None if marked is None else str(marked["store"])
+        marked = [mark for mark in marks.get(run.run_id, []) if mark.holds(len(run.records))]
+        left_in = marked[0].store if marked else None
         provenance = keyring.judge_history(run.records, run.seal)
         listed = run_summary(
             run.run_id,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..durable.records import chain_digest, common_prefix
 from ..errors import UserError
@@ -647,30 +647,67 @@ def _set_advancing(notebook: dict[str, Any], run_id: str, where: dict[str, Any] 
         advancing[run_id] = where
 
 
-def advancing(path: str | Path, run_id: str) -> dict[str, Any] | None:
-    """Where run ``run_id`` of the notebook was being advanced when the file was last written, if it was:
-    ``{"store": LOCATION, "since": TIME}`` — a write-back that never came (the writer was stopped)."""
-    return advancing_marks(path).get(run_id)
+class AdvancingMark(NamedTuple):
+    """That run's history is being advanced in ``store`` from a copy of ``held`` records the notebook held: until
+    the file holds more of it, no other store may take the run up from this file (what the advance did would be
+    lost, its effects done twice). One mark, kept where its writer can write: in the file's metadata by a writer
+    of the file (``mkl resume``, so a file sent on after a stopped resume still says it), beside the file by a
+    notebook kernel, which cannot write its notebook (``beside``)."""
+
+    store: str
+    since: float | None
+    held: int | None  # None: a mark written before its copy's length was (it holds until it is taken back)
+    beside: bool
+
+    def holds(self, in_file: int) -> bool:
+        """Whether the mark still holds while the file's copy of the run has ``in_file`` records."""
+        return self.held is None or in_file <= self.held
 
 
-def advancing_marks(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Every run the notebook says was being advanced when it was last written, by id (one read of the file)."""
-    metadata = _document(path).get("metadata")
-    mkl = metadata.get("mkl") if isinstance(metadata, dict) else None
-    found = mkl.get(ADVANCING_KEY) if isinstance(mkl, dict) else None
+def _read_marks(found: Any, beside: bool) -> dict[str, AdvancingMark]:
+    """The marks an object of marks (run id -> ``{store, since, held}``) holds; misshapen ones count as none."""
     if not isinstance(found, dict):
         return {}
-    return {
-        run_id: where
-        for run_id, where in found.items()
-        if isinstance(run_id, str) and isinstance(where, dict) and isinstance(where.get("store"), str)
-    }
+    marks = {}
+    for run_id, where in found.items():
+        if not (isinstance(run_id, str) and isinstance(where, dict) and isinstance(where.get("store"), str)):
+            continue
+        held, since = where.get("held"), where.get("since")
+        if beside and not isinstance(held, int):
+            continue
+        marks[run_id] = AdvancingMark(
+            where["store"],
+            float(since) if isinstance(since, int | float) and not isinstance(since, bool) else None,
+            held if isinstance(held, int) and not isinstance(held, bool) else None,
+            beside,
+        )
+    return marks
 
 
-def mark_advancing(path: str | Path, run_id: str, store: str) -> None:
-    """Say in the file, before a run is advanced, in which store: until the write-back clears it, no other
-    store may take the run up from this file (its progress would be lost, its effects repeated)."""
-    _write_advancing(Path(path), run_id, {"store": store, "since": time.time()})
+def advancing(path: str | Path, run_id: str) -> list[AdvancingMark]:
+    """The marks of run ``run_id`` of the notebook (in the file first, then beside it): where it is being
+    advanced while the file does not hold what that did."""
+    return advancing_marks(path).get(run_id, [])
+
+
+def advancing_marks(path: str | Path) -> dict[str, list[AdvancingMark]]:
+    """Every run the notebook has marks of, by id: the file's own (a resume stopped before its write-back), then
+    those beside it (a kernel advanced it since the file was last saved)."""
+    metadata = _document(path).get("metadata")
+    mkl = metadata.get("mkl") if isinstance(metadata, dict) else None
+    marks: dict[str, list[AdvancingMark]] = {}
+    for run_id, mark in _read_marks(mkl.get(ADVANCING_KEY) if isinstance(mkl, dict) else None, False).items():
+        marks.setdefault(run_id, []).append(mark)
+    for run_id, mark in side_marks(path).items():
+        marks.setdefault(run_id, []).append(mark)
+    return marks
+
+
+def mark_advancing(path: str | Path, run_id: str, store: str, held: int) -> None:
+    """Say in the file, before a run is advanced from its copy of ``held`` records, in which store: until the
+    write-back, no other store may take the run up from this file (its progress would be lost, its effects
+    repeated)."""
+    _write_advancing(Path(path), run_id, {"store": store, "since": time.time(), "held": held})
 
 
 def clear_advancing(path: str | Path, run_id: str) -> None:
@@ -700,25 +737,15 @@ def _side_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.mkl-advancing.json")
 
 
-def side_marks(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The runs of the notebook a kernel advanced from its own store since the file last held them, by id:
-    ``{"store", "since", "held"}`` (``held``: how many records the file's copy had then). A kernel does not
-    write the notebook (its front end saves it), so it says so beside the file; a mark is spent once the file
-    holds more of the run than ``held``. Unreadable or misshapen marks count as none."""
+def side_marks(path: str | Path) -> dict[str, AdvancingMark]:
+    """The marks a notebook kernel left beside the file (:class:`AdvancingMark`): a kernel does not write the
+    notebook (its front end saves it), so it says beside the file which runs it advanced from its own store
+    since the file last held them. Unreadable or misshapen marks count as none."""
     try:
         found = files.parse_json(files.read_text(_side_path(Path(path)), SIDE_MARK_LIMIT))
     except (OSError, ValueError):  # (an unfit file is an OSError, unfit JSON a ValueError)
         return {}
-    if not isinstance(found, dict):
-        return {}
-    return {
-        run_id: where
-        for run_id, where in found.items()
-        if isinstance(run_id, str)
-        and isinstance(where, dict)
-        and isinstance(where.get("store"), str)
-        and isinstance(where.get("held"), int)
-    }
+    return _read_marks(found, True)
 
 
 def drop_spent_marks(path: str | Path) -> None:
@@ -733,7 +760,7 @@ def drop_spent_marks(path: str | Path) -> None:
     except NotebookFileError:
         return  # the file cannot be read now: the marks stay
     for run_id, mark in list(marks.items()):
-        if runs.get(run_id, -1) > mark["held"]:
+        if not mark.holds(runs.get(run_id, -1)):
             set_side_mark(path, run_id, None)
 
 
@@ -741,7 +768,7 @@ def set_side_mark(path: str | Path, run_id: str, store: str | None, held: int = 
     """Say beside the notebook that run ``run_id`` is being advanced in ``store`` from a copy of ``held``
     records (``store`` None: take the mark back). Call with the notebook's lock held."""
     path = Path(path)
-    marks = side_marks(path)
+    marks = {run: {"store": m.store, "since": m.since, "held": m.held} for run, m in side_marks(path).items()}
     if store is None:
         if marks.pop(run_id, None) is None:
             return
