@@ -124,7 +124,7 @@ def add_run_parsers(commands: Commands) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id", dest="run_id", metavar="RUN", help="the run id (default: a new one for run)")
     parser.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
-    parser.add_argument("--checkpoint", metavar="PATH", help="also write the run's checkpoint envelope here")
+    parser.add_argument("--checkpoint", metavar="PATH", help="also write the run's checkpoint here")
     parser.add_argument("--script", metavar="FILE", help="scripted oracles (llm/tools/hooks) to run offline")
     parser.add_argument("--model", metavar="MODEL", help="litellm model for every tier, e.g. openai/gpt-4o-mini")
     parser.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
