@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..checkpoints import seals
 from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
+from ..durable.disk import sync_folder
 from ..durable.records import RunState, is_ending
 from ..lang import files
 from ..render.commands import trust_key_command
@@ -102,6 +103,7 @@ class Keyring:
                 os.fsync(handle.fileno())
             with contextlib.suppress(FileExistsError):  # another process made one first: use theirs
                 os.link(temp, path)
+            sync_folder(self.folder)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(temp)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._version import __version__
+from ..durable.disk import replace_file
 from ..durable.records import FORMAT, canonical, chain_digest, kind_of, unsigned_from
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
@@ -323,7 +324,7 @@ def write_private(path: str | Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp, path)
+        replace_file(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)

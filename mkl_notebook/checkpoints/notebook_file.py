@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..durable.disk import replace_file
 from ..durable.records import chain_digest, common_prefix
 from ..errors import UserError
 from ..lang import files
@@ -796,7 +797,7 @@ def _replace(path: Path, text: str) -> tuple[int, int, int] | None:
             os.fsync(handle.fileno())
             os.chmod(temp, mode)
             written = _state(os.fstat(handle.fileno()))
-        os.replace(temp, path)
+        replace_file(temp, path)
     finally:
         if temp.exists():
             temp.unlink()
