@@ -419,3 +419,16 @@ def test_a_checkpoint_naming_a_folder_is_refused_before_anything_runs(folder: Pa
     assert mkl(folder, *args)[0] == 2
     assert not (folder / ".mkl" / "runs.sqlite").exists() or _journaled(folder) == before  # nothing was journaled
     assert list((folder / "out").iterdir()) == []
+
+
+def test_a_pipe_where_a_run_store_should_be_is_refused_in_one_line_and_never_opened(folder: Path) -> None:
+    """A folder someone handed over, its `.mkl/runs.sqlite` a FIFO: listing the folder, or naming it as the
+    store, would block for good on opening it; each says in one line that it is no run store."""
+    (folder / ".mkl").mkdir()
+    os.mkfifo(folder / ".mkl" / "runs.sqlite")
+    listed = _run(folder, "runs", ".")
+    assert "Traceback" not in listed.stderr, listed.stderr
+    assert "runs.sqlite: is not a regular file, so not a run store" in listed.stdout + listed.stderr
+    assert "not a regular file" in one_line(*mkl(folder, "runs", "--store", ".mkl/runs.sqlite"))
+    (folder / "ok.mkl").write_text(MACHINE.format(name="ok"), encoding="utf-8")
+    assert "not a regular file" in one_line(*mkl(folder, "run", "ok.mkl", "--script", "script.yaml"))

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -201,8 +202,14 @@ def check_ours(path: Path, *, new_ok: bool = False) -> None:
     ``new_ok``: no file, or an empty one, is accepted too (a store is to be made there). Nothing is written,
     nor any file made beside it."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as file:
+        # Opened without blocking and looked at before it is read: a FIFO would block a read (or even the
+        # open) for good, a device never ends.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as file:
+            found = os.fstat(file.fileno())
+            if not stat.S_ISREG(found.st_mode):
+                raise StoreError(f"{path}: is not a regular file, so not a run store")
+            size = found.st_size
             header = file.read(100)
     except FileNotFoundError:
         if new_ok:
