@@ -174,6 +174,7 @@ def test_a_kernels_answer_not_yet_saved_keeps_mkl_resume_of_the_file_from_paying
     _, err = bob.communicate(timeout=120)
     assert bob.returncode == 2 and err.count("\n") == 1, err
     assert "by a notebook kernel in the store" in err and "has not been saved since" in err
+    assert ".pay.ipynb.mkl-advancing.json beside the notebook" in err  # where the kernel says it
     assert _paid(folder) == ["42"]
     # One mark, whichever road left it: the listing of the file says where the run is being advanced, as it
     # says it of a resume stopped before its write-back
@@ -223,3 +224,26 @@ def test_a_mark_beside_the_file_that_is_not_ours_to_read_counts_as_none(tmp_path
     for text in ("[" * 100_000, '{"P": {"store": 5}}', "not json"):
         beside.write_text(text, encoding="utf-8")
         assert nbfile.side_marks(notebook) == {}
+
+
+def test_a_mark_is_never_written_through_a_link_or_over_a_folder_beside_the_notebook(tmp_path: Path) -> None:
+    """What stands where a kernel keeps its marks came with the folder: a link is not followed (nothing is made
+    where it points), a folder is not written over; either stops the advance with one line naming it."""
+    import pytest
+
+    notebook = tmp_path / "pay.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), notebook)
+    beside = tmp_path / ".pay.ipynb.mkl-advancing.json"
+    target = tmp_path / "elsewhere" / "planted.json"
+    target.parent.mkdir()
+    beside.symlink_to(target)  # dangling: writing through it would make the file it names
+    with pytest.raises(nbfile.NotebookFileError, match=r"\.pay\.ipynb\.mkl-advancing\.json: is not a regular file"):
+        nbfile.set_side_mark(notebook, "P", "/a/store", 3)
+    assert not target.exists() and beside.is_symlink()
+    beside.unlink()
+    beside.mkdir()
+    with pytest.raises(nbfile.NotebookFileError, match="move it away"):
+        nbfile.set_side_mark(notebook, "P", "/a/store", 3)
+    beside.rmdir()
+    nbfile.set_side_mark(notebook, "P", "/a/store", 3)  # nothing there: the mark is made, a file of its own
+    assert oct(beside.stat().st_mode & 0o777) == "0o644" and nbfile.side_marks(notebook)["P"].held == 3

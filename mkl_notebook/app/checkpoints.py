@@ -216,7 +216,8 @@ def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) 
             f"{notebook}: run '{run_id}' was advanced{when} by a notebook kernel in the store {mark.store}, "
             "and the notebook has not been saved since, so what it did is not in this file: save the notebook "
             "in that kernel, then try again (or resume it with that store, --store), so that nothing it did "
-            "runs twice"
+            f"runs twice (the kernel says so in {nbfile.mark_file(notebook).name} beside the notebook: remove "
+            "it only if no kernel of that store has the notebook open)"
         )
     return None
 

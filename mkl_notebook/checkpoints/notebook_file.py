@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -734,7 +735,8 @@ def _write_advancing(path: Path, run_id: str, where: dict[str, Any] | None) -> N
 SIDE_MARK_LIMIT = 256 * 1024
 
 
-def _side_path(path: Path) -> Path:
+def mark_file(path: Path) -> Path:
+    """The file beside notebook ``path`` where a kernel keeps its marks."""
     return path.with_name(f".{path.name}.mkl-advancing.json")
 
 
@@ -743,7 +745,7 @@ def side_marks(path: str | Path) -> dict[str, AdvancingMark]:
     notebook (its front end saves it), so it says beside the file which runs it advanced from its own store
     since the file last held them. Unreadable or misshapen marks count as none."""
     try:
-        found = files.parse_json(files.read_text(_side_path(Path(path)), SIDE_MARK_LIMIT))
+        found = files.parse_json(files.read_text(mark_file(Path(path)), SIDE_MARK_LIMIT))
     except (OSError, ValueError):  # (an unfit file is an OSError, unfit JSON a ValueError)
         return {}
     return _read_marks(found, True)
@@ -775,19 +777,27 @@ def set_side_mark(path: str | Path, run_id: str, store: str | None, held: int = 
             return
     else:
         marks[run_id] = {"store": store, "since": time.time(), "held": held}
-    side = _side_path(path)
+    side = mark_file(path)
+    try:
+        found = os.lstat(side)
+    except FileNotFoundError:
+        found = None
+    if found is not None and not stat.S_ISREG(found.st_mode):  # never written, or removed, through what is there
+        raise NotebookFileError(
+            f"{side}: is not a regular file (a link, a folder), so the mark that says a run of {path.name} is "
+            "being advanced cannot be kept there and nothing was advanced; move it away"
+        )
     if not marks:
         side.unlink(missing_ok=True)
         return
-    if not side.exists():
-        side.touch(mode=0o644)
-    _replace(side, json.dumps(marks, sort_keys=True) + "\n")
+    _replace(side, json.dumps(marks, sort_keys=True) + "\n", mode=0o644)
 
 
-def _replace(path: Path, text: str) -> tuple[int, int, int] | None:
-    """Write ``text`` to ``path`` atomically: a temp file of this writer's own, fsynced, then renamed over it.
-    The state on disk of what it wrote, while the file is still in it (None: someone changed it since)."""
-    mode = path.stat().st_mode & 0o777
+def _replace(path: Path, text: str, mode: int | None = None) -> tuple[int, int, int] | None:
+    """Write ``text`` to ``path`` atomically: a temp file of this writer's own, fsynced, then renamed over it
+    (with ``mode``, else the file's own). The state on disk of what it wrote, while the file is still in it (None:
+    someone changed it since)."""
+    mode = path.stat().st_mode & 0o777 if mode is None else mode
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     temp = Path(temp_name)
     try:
