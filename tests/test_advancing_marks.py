@@ -247,3 +247,17 @@ def test_a_mark_is_never_written_through_a_link_or_over_a_folder_beside_the_note
     beside.rmdir()
     nbfile.set_side_mark(notebook, "P", "/a/store", 3)  # nothing there: the mark is made, a file of its own
     assert oct(beside.stat().st_mode & 0o777) == "0o644" and nbfile.side_marks(notebook)["P"].held == 3
+
+
+def test_the_notebooks_lock_is_never_taken_through_a_link_beside_it(tmp_path: Path) -> None:
+    import pytest
+
+    notebook = tmp_path / "pay.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), notebook)
+    target = tmp_path / "elsewhere" / "planted"
+    target.parent.mkdir()
+    (tmp_path / ".pay.ipynb.mkl-lock").symlink_to(target)
+    refused = pytest.raises(nbfile.NotebookFileError, match=r"pay\.ipynb: cannot be locked for writing \(\.pay\.ipynb")
+    with refused, nbfile.locked(notebook):
+        pass
+    assert not target.exists()

@@ -833,10 +833,15 @@ def locked(path: str | Path, wait: float = LOCK_WAIT) -> Iterator[None]:
     lock = path.with_name(f".{path.name}.mkl-lock")
     deadline = time.monotonic() + wait
     while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:  # a link there is not followed (nothing is made where it points), anything but a file refused
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK, 0o600)
         except OSError as exc:
-            raise NotebookFileError(f"{path}: cannot be locked for writing ({exc.strerror or exc})") from None
+            raise NotebookFileError(
+                f"{path}: cannot be locked for writing ({lock.name}: {exc.strerror or exc})"
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotebookFileError(f"{path}: cannot be locked for writing ({lock.name} is not a regular file)")
         try:
             while True:
                 try:
