@@ -261,3 +261,32 @@ def test_the_notebooks_lock_is_never_taken_through_a_link_beside_it(tmp_path: Pa
     with refused, nbfile.locked(notebook):
         pass
     assert not target.exists()
+
+
+def test_a_kernel_whose_copy_went_stale_while_its_form_waited_never_pays_again(tmp_path: Path) -> None:
+    """Alice's kernel takes the run up from the notebook and draws its form; Bob answers the same question with
+    `mkl resume` from his own store, which pays and writes the file back; then Alice clicks Approve on her form
+    (her kernel's copy is older than the file's now). The reply goes to the newest history in reach: her kernel
+    takes up Bob's answer and pays nothing; the same through ``get_run(…, notebook=FILE)`` in a kernel that does
+    not know its notebook."""
+    from lab_client import KeptKernel
+
+    folder = _folder(tmp_path)
+    question = _question(folder)
+    with KeptKernel(folder / "pay.ipynb", _env(folder, "c")) as alice:  # a store that never saw the run
+        assert "suspended" in _text(alice.run_all().cells[-1])  # her form, drawn from the file's copy
+        with KeptKernel(folder / "elsewhere.ipynb", _env(folder, "d")) as other:
+            held = other.execute(
+                "import mkl_notebook\nh = mkl_notebook.get_run('P', notebook='pay.ipynb')\nprint(h.status)"
+            )
+            assert "suspended" in held, held
+            bob = _cli(folder, "b", question)
+            _, err = bob.communicate(timeout=120)
+            assert bob.returncode == 0, err
+            assert _paid(folder) == ["42"]
+
+            clicked = alice.execute("r.submit('approve', question=r.question_id)\nprint(r.status)")
+            assert _paid(folder) == ["42"], clicked  # no second payment
+            assert "done" in clicked, clicked  # her kernel took up what Bob's answer did
+            again = other.execute("h.submit('approve', question=h.question_id)\nprint(h.status)")
+            assert _paid(folder) == ["42"], again
