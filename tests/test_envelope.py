@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints import notebook_file as nbfile
 from mkl_notebook.checkpoints.envelope import EnvelopeError
 from mkl_notebook.checkpoints.journal_words import WORDS
 from mkl_notebook.durable import runs
@@ -527,3 +528,27 @@ def test_resume_names_a_machine_file_that_no_longer_loads_and_runs_the_pinned_co
     forced = _mkl(folder, "resume", "cp.json", "--max-steps", "20", "--script", "s.json", "--force")
     assert forced.returncode == 0, forced.stderr
     assert _status(forced)["result"] == "F"  # the copies the run pinned
+
+
+def _relabelled(run_id: str) -> dict[str, Any]:
+    """PLAIN under another run id, its digest made again (anyone can): only the signed start record is left
+    to say whose history it is."""
+    relabelled = {key: value for key, value in PLAIN.items() if key not in ("journal", "digest")}
+    relabelled["run_id"] = run_id
+    relabelled["digest"] = envelope._digest(relabelled, PLAIN_RUN.records)
+    relabelled["journal"] = PLAIN["journal"]
+    return relabelled
+
+
+def test_a_run_relabelled_with_its_digest_made_again_is_refused_as_another_runs_history() -> None:
+    with pytest.raises(EnvelopeError, match="says it is run 'r9', but the history it carries is that of run 'env-run'"):
+        envelope.loads(json.dumps(_relabelled("r9")))
+    with pytest.raises(EnvelopeError, match="history it carries is that of run 'env-run'"):
+        envelope.loads(json.dumps(_relabelled("other:alice-ab12")))  # an id derived from another run's
+    # A copy kept apart under an id derived from its own (a history that parted, nested too), or of an id cut
+    # short to fit, is the run's own history
+    for derived in ("env-run:bob-0a1b2c", "env-run:bob-0a1b2c:carol-33aa", nbfile.derived_id("env-run", "a", "ff00")):
+        assert envelope.loads(json.dumps(_relabelled(derived)))[0]["run_id"] == derived
+    long = "x" * 80
+    assert envelope.names_run(nbfile.derived_id(long, "bob", "0a1b2c"), long)
+    assert not envelope.names_run(nbfile.derived_id("x" * 20, "bob", "0a1b2c"), long)  # not cut short: not its own

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 import zlib
 from pathlib import Path
@@ -210,6 +211,25 @@ def _records(journal: Any, where: str, inflation: Inflation | None = None) -> li
     return records
 
 
+RUN_ID_MAX = 80  # characters of a run id; an id derived from a longer one cuts it short (``derived_id``)
+_DERIVED = re.compile(r"(.+):[A-Za-z0-9_.-]{1,16}-[0-9a-f]{4,6}")  # RUN:NAME-TAIL, as ``derived_id`` makes it
+
+
+def names_run(run_id: str, started: str) -> bool:
+    """Whether a checkpoint's ``run_id`` may name a history started as run ``started``: its own id, or an id
+    derived from it to keep a copy apart (``RUN:NAME-TAIL``, of RUN cut short when the whole would be too long,
+    or of an id derived so in turn). The header is outside the signatures; the start record is inside."""
+    while run_id != started:
+        found = _DERIVED.fullmatch(run_id)
+        if found is None:
+            return False
+        base = found.group(1)
+        if len(run_id) == RUN_ID_MAX and started.startswith(base):
+            return True
+        run_id = base
+    return True
+
+
 def verify(envelope: Any, where: str = "checkpoint") -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Check an envelope's format and digest; return its header and records."""
     checked = verify_checkpoint(envelope, where)
@@ -242,6 +262,12 @@ def verify_checkpoint(envelope: Any, where: str = "checkpoint", inflation: Infla
     if problem is not None:
         where_in = "its header" if shapes.header_problem(header) else "its journal"
         raise EnvelopeError(f"{where}: the checkpoint is misshapen ({where_in}: {problem}); it is not used")
+    started = records[0].get("run")
+    if isinstance(started, str) and not names_run(header["run_id"], started):
+        raise EnvelopeError(
+            f"{where}: the checkpoint says it is run {header['run_id']!r}, but the history it carries is that of "
+            f"run {started!r} (as its start record says, which its signatures cover); it is not used"
+        )
     seal = None
     if "seal" in envelope:
         try:

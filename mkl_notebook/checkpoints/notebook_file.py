@@ -339,7 +339,7 @@ def derived_id(run_id: str, name: str, tail: str) -> str:
     the whole within a run id's 80 characters)."""
     shown = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:16] or "someone"
     suffix = f":{shown}-{tail}"
-    return run_id[: 80 - len(suffix)] + suffix
+    return run_id[: envelope.RUN_ID_MAX - len(suffix)] + suffix
 
 
 def embedded_runs(path: str | Path) -> list[EmbeddedRun]:
