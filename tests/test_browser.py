@@ -25,6 +25,7 @@ import pytest
 import yaml
 from browser_support import browser_page, checkout_extension, get_json, lab_env, serve
 
+from mkl_notebook.app.replies import os_account
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
 from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE
@@ -954,7 +955,7 @@ def test_a_click_on_approve_in_a_lab_with_a_named_user_journals_that_user_establ
         expect(
             run_cell.locator(".jp-OutputArea-output:has-text('Send this reply to the customer now?')").first
         ).to_be_visible(timeout=60_000)
-        expect(run_cell).to_contain_text(f"by {NAME} (Jupyter server, as the page reports it) · ", timeout=30_000)
+        expect(run_cell).to_contain_text(f" (OS account; claims {NAME}) · ", timeout=30_000)
         expect(run_cell).to_contain_text(" · via form · key ", timeout=30_000)  # the kernel's key signed it
         expect(run_cell.get_by_text("Answered 'approve'")).to_have_count(1)  # said once: above the next question
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -962,5 +963,5 @@ def test_a_click_on_approve_in_a_lab_with_a_named_user_journals_that_user_establ
     rows = store_rows(root / ".mkl" / "runs.sqlite")
     replies = [body for run_id, _, text in rows if run_id == RUN_ID and (body := json.loads(text))["t"] == "reply"]
     assert [(r["value"], r["by"], r["established"], r.get("claimed"), r["via"]) for r in replies] == [
-        ("approve", NAME, "jupyter-server", None, "form")
+        ("approve", os_account(), "os-account", NAME, "form")
     ], replies

@@ -482,7 +482,8 @@ def test_a_click_from_a_page_that_named_the_servers_user_records_that_user(
     nb: Notebook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The extension's hello names the server's user for its page (its messages' session); a click from that
-    page is answered as that user, a click from a page that said none as the kernel's own account."""
+    page records that user as claimed (any client of the kernel could send such a hello) beside what the kernel
+    can check itself (the Hub's user of its server, here), a click from a page that said none the latter alone."""
     monkeypatch.setenv("JUPYTERHUB_USER", "hub-owner")
     link = current_session().link
     hello = {"op": "hello", "runs": {}, "user": "carol"}
@@ -491,15 +492,12 @@ def test_a_click_from_a_page_that_named_the_servers_user_records_that_user(
     monkeypatch.setattr(nb.shell, "kernel", _Kernel("page-of-carol"), raising=False)
     nb.form().approve.click()
     [reply] = nb.replies()
-    assert (reply["by"], reply["established"], reply.get("claimed")) == ("carol", "jupyter-server", None)
+    assert (reply["by"], reply["established"], reply.get("claimed")) == ("hub-owner", "jupyterhub", "carol")
     with sqlite3.connect(nb.tmp / ".mkl" / "runs.sqlite") as db:
         bodies = [json.loads(body) for (body,) in db.execute("SELECT body FROM records ORDER BY seq")]
     # the kernel signs as the server's user its page reported (a server behind a login knows the person)
     assert [body["by"] for body in bodies if body.get("t") == "sign"][-1] == "carol"
-    assert (
-        "by carol (Jupyter server, as the page reports it) · "
-        in nb.out.latest(nb.view().handle.display_id)["text/plain"]
-    )
+    assert "by hub-owner (JupyterHub; claims carol) · " in nb.out.latest(nb.view().handle.display_id)["text/plain"]
 
 
 def test_a_click_from_a_page_whose_server_knows_only_a_shared_token_is_not_answered_as_its_anonymous_user(

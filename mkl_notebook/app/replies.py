@@ -66,18 +66,20 @@ CLI_VIAS = frozenset({"cli", "notebook-file"})  # answers given on the command l
 def answerer(claimed: str | None, *, via: str) -> Answerer:
     """Who answers, and how that is established.
 
-    On the command line (``via`` one of :data:`CLI_VIAS`) it is the OS account. In a kernel it is the Jupyter
-    server's authenticated user as the page the click came from reports it (:func:`clicked_by`), else
-    ``$JUPYTERHUB_USER`` (which the Hub sets for the user's own server), else the kernel's OS account.
-    ``claimed`` (``--as``, ``user=``, ``by=``) is recorded beside the established name, never in its place;
-    with nothing established it is the name, as claimed.
+    Established is only what the process can check itself: on the command line (``via`` one of
+    :data:`CLI_VIAS`) the OS account; in a kernel ``$JUPYTERHUB_USER`` (which the Hub set for the user's own
+    server, in the kernel's own environment), else the kernel's OS account. Whatever a client says is
+    ``claimed``, recorded beside the established name, never in its place: the Jupyter server's user as the
+    page a click came from reports it (:func:`clicked_by`: the kernel cannot tell that page's hello from one
+    another client of the kernel sends), else ``--as``, ``user=``, ``by=``. With nothing established the
+    claimed name is the name.
     """
     cli = via in CLI_VIAS
     page_user = None if cli else _page_user.get()
     hub_user = None if cli else os.environ.get("JUPYTERHUB_USER")
     account = os_account()
-    if page_user:
-        return Answerer(page_user, "jupyter-server", claimed)
+    if page_user:  # what the page a click came from says: any client of the kernel could say it, so a claim
+        claimed = page_user
     if hub_user:
         return Answerer(hub_user, "jupyterhub", claimed)
     if account:

@@ -155,7 +155,9 @@ Partial = Callable[[str], None]
 ESTABLISHED_BY = {
     "os-account": "OS account",  # the operating system account the answering process runs as
     "jupyterhub": "JupyterHub",  # JUPYTERHUB_USER, set by the Hub for the user's own server
-    "jupyter-server": "Jupyter server, as the page reports it",  # the server's user, as the page passes it on
+    # The server's user as a page passed it on, in journals written before it was recorded as claimed (a page's
+    # word is any kernel client's to give), and read as it was written.
+    "jupyter-server": "Jupyter server, as the page reported it",
 }
 
 
