@@ -587,3 +587,46 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
         "refund-T2": "suspended",
     }
     assert listing["runs"][-1]["run"] == "refund-T1"  # the most recently changed is listed last
+
+
+def test_a_batch_output_that_lists_a_run_twice_is_answered_once_and_the_file_says_what_the_store_says(
+    tmp_path: Path,
+) -> None:
+    """A received notebook whose batch output lists one row's run twice (edited, or merged badly): answering that
+    run from the file journals the reply once, and the file then lists it as the store holds it (done), never
+    'suspended' beside a store that says done."""
+    from lab_client import run_all
+
+    from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE
+
+    from support import mkl_cli
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
+        nbformat.v4.new_code_cell(f"rows = {TICKETS[:3]!r}"),
+        nbformat.v4.new_code_cell(f"b = %mkl map refund --over $rows --key id --script {REFUND_SCRIPT} --hitl"),
+    ]
+    path = tmp_path / "batch.ipynb"
+    nbformat.write(notebook, path)
+    run_all(path)
+    edited = nbformat.read(path, as_version=4)
+    table = next(o for o in edited.cells[3].outputs if BATCH_MIME_TYPE in o.get("data", {}))
+    entries = table["data"][BATCH_MIME_TYPE]
+    entries[2] = entries[1]  # refund-T1 twice, refund-T2 gone
+    nbformat.write(edited, path)
+    code, listing, _, err = mkl_cli(tmp_path, "runs", "batch.ipynb")
+    question = next(run["question_id"] for run in listing["runs"] if run["run"] == "refund-T1")
+    store = tmp_path / "elsewhere.sqlite"
+    code, line, _, err = mkl_cli(
+        tmp_path, "resume", "batch.ipynb", "--run", "refund-T1", "--question", question, "--reply", "approve",
+        "--store", str(store), "--script", str(REFUND_SCRIPT), "--trust-file",
+    )  # fmt: skip
+    assert (code, line.get("status")) == (0, "done"), err
+    replies = [record for record in SQLiteStore(store).read("refund-T1") if record["t"] == "reply"]
+    assert len(replies) == 1
+    code, listing, _, err = mkl_cli(tmp_path, "runs", "batch.ipynb")
+    assert code == 0, err
+    assert {run["run"]: run["status"] for run in listing["runs"]}["refund-T1"] == "done"
