@@ -552,3 +552,29 @@ def test_a_run_relabelled_with_its_digest_made_again_is_refused_as_another_runs_
     long = "x" * 80
     assert envelope.names_run(nbfile.derived_id(long, "bob", "0a1b2c"), long)
     assert not envelope.names_run(nbfile.derived_id("x" * 20, "bob", "0a1b2c"), long)  # not cut short: not its own
+
+
+def test_where_a_run_stands_is_read_from_its_signed_history_not_from_a_header_edited_beside_it(
+    waiting: Path, tmp_path: Path
+) -> None:
+    """A header is outside the signatures (anyone can make its digest again): a run the header says is done
+    while its history waits for an answer is listed as waiting."""
+    from mkl_notebook.app.checkpoints import notebook_run_ids
+
+    path = tmp_path / "shared.ipynb"
+    notebook = json.loads(waiting.read_text(encoding="utf-8"))
+    edited = 0
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            carried = output.get("data", {}).get(envelope.MIME_TYPE)
+            if carried is None:
+                continue
+            _, records = envelope.verify(carried)
+            header = {key: value for key, value in carried.items() if key not in ("journal", "digest")}
+            header.update(status="done", at=None, ask=None, machine="somewhere-else")
+            carried.update(header, digest=envelope._digest(header, records))
+            edited += 1
+    assert edited
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    assert nbfile.find_run(path, "r").header["status"] == "done"  # what the header says ...
+    assert notebook_run_ids(path, waiting_only=True) == ["r"]  # ... is not where the run stands

@@ -51,7 +51,8 @@ def notebook_run_ids(notebook: Path, *, waiting_only: bool = False) -> list[str]
         carried = nbfile.embedded_runs(notebook)
     except nbfile.NotebookFileError:
         return []
-    return [run.run_id for run in carried if not waiting_only or run.header.get("status") == "suspended"]
+    # (where a run stands is read from its history, which its signatures cover, never from the header beside it)
+    return [run.run_id for run in carried if not waiting_only or run_state(run.records).status == "suspended"]
 
 
 def _take_up_one(store: RunStore, copy: Copy, keyring: Keyring, trust_file: bool) -> None:
@@ -314,10 +315,11 @@ def _write_back(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
 
 def _write_view(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, signer: Signer) -> None:
     run_id = outcome.run_id
-    root = str(embedded.header.get("machine"))
+    index = JournalIndex.build(outcome.records)
+    root = str(index.setup.get("root"))  # (from the history its signatures cover, not the header beside it)
     machine = outcome.machines.get(root)  # the machine the run just ran; a journal's pinned copy otherwise
     if machine is None:
-        machine = durable.machines_from_pins(JournalIndex.build(outcome.records).machines, run_id).get(root)
+        machine = durable.machines_from_pins(index.machines, run_id).get(root)
     name = notebook.name
 
     def form_place_now(marker: dict[str, Any]) -> dict[str, Any] | None:
