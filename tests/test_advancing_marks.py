@@ -290,3 +290,21 @@ def test_a_kernel_whose_copy_went_stale_while_its_form_waited_never_pays_again(t
             assert "done" in clicked, clicked  # her kernel took up what Bob's answer did
             again = other.execute("h.submit('approve', question=h.question_id)\nprint(h.status)")
             assert _paid(folder) == ["42"], again
+
+
+def test_a_mark_beside_the_notebook_that_no_kernel_left_is_set_aside_in_one_line(tmp_path: Path) -> None:
+    """A mark beside the notebook naming a store that holds no such advance of the run (someone wrote it, or the
+    store is gone) would block every answer for good: `mkl resume` sets it aside, says so in one line naming
+    the file, and answers (one payment)."""
+    folder = _folder(tmp_path)
+    notebook = folder / "pay.ipynb"
+    held = len(nbfile.find_run(notebook, "P").records)
+    with nbfile.locked(notebook):
+        nbfile.set_side_mark(notebook, "P", str(folder / "nowhere" / "runs.sqlite"), held)
+    bob = _cli(folder, "b", _question(folder))
+    _, err = bob.communicate(timeout=120)
+    assert bob.returncode == 0, err
+    [line] = err.splitlines()
+    assert ".pay.ipynb.mkl-advancing.json: says run 'P' is being advanced in the store" in line, err
+    assert line.endswith("set aside")
+    assert _paid(folder) == ["42"]

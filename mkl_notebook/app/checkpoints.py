@@ -25,6 +25,7 @@ from ..durable.records import replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
+from ..errors import UserError
 from ..render.batch_views import batch_answered_bundle, batch_bundle, batch_waiting_bundle
 from ..render.commands import on_this_terminal, resume_command
 from ..render.common import answer_time
@@ -200,10 +201,11 @@ def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) 
     """Why run ``run_id``, of which the notebook's file holds ``held`` records, must not be advanced in ``store``
     now, or None: the file says another store was advancing it when its writer stopped (a resume cut off
     before its write-back), or a kernel beside it advanced it from another store and the file has not been
-    saved since. Call with the notebook's lock held. The store named is only compared, never opened."""
+    saved since. Call with the notebook's lock held. The store a mark in the file names is only compared, never
+    opened; one a mark beside it names is read to tell a kernel's mark from one set there (:func:`_stands`)."""
     mine = (store_place(store), store.location)
     for mark in nbfile.advancing(notebook, run_id):
-        if mark.store in mine or not mark.holds(held):
+        if mark.store in mine or not mark.holds(held) or not _stands(mark, run_id):
             continue
         if not mark.beside:
             return (
@@ -221,6 +223,42 @@ def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) 
             "it only if no kernel of that store has the notebook open)"
         )
     return None
+
+
+def _stands(mark: nbfile.AdvancingMark, run_id: str) -> bool:
+    """Whether a mark is heeded. One in the file travels with it, and the store it names is never opened. One
+    beside the file is a kernel's, which took the run up into the store it names before it marked it: unless that
+    store is a run store of ours holding the run at least as far as the file held it then, the mark is not a
+    kernel's (someone wrote it, or the store was since removed) and is set aside. The store is only read, as a
+    listing reads one: nothing is made or written there."""
+    if not mark.beside:
+        return True
+    try:
+        named = SQLiteStore(Path(mark.store), read_only=True)
+    except (OSError, ValueError, UserError):
+        return False
+    try:
+        held = len(named.read(run_id))
+    except (OSError, ValueError, UserError):
+        return False
+    finally:
+        named.close()
+    return held > 0 and (mark.held is None or held >= mark.held)
+
+
+def unheeded_marks(notebook: Path, run_id: str) -> list[str]:
+    """One line for each mark beside ``notebook`` of ``run_id`` that is set aside (see :func:`_stands`), naming
+    its file: a resume goes on as if it were not there."""
+    try:
+        marks = nbfile.advancing(notebook, run_id)
+    except nbfile.NotebookFileError:
+        return []
+    return [
+        f"{nbfile.mark_file(notebook)}: says run '{run_id}' is being advanced in the store {mark.store}, which "
+        "holds no such advance of it; set aside"
+        for mark in marks
+        if mark.beside and not _stands(mark, run_id)
+    ]
 
 
 @contextlib.contextmanager

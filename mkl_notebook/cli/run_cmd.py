@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..app import status
-from ..app.checkpoints import check_checkpoint_folder, paired_edits, write_checkpoint
+from ..app.checkpoints import check_checkpoint_folder, paired_edits, unheeded_marks, write_checkpoint
 from ..app.errors import UsageProblem
 from ..app.listing import notebook_runs, store_runs, waiting_questions
 from ..app.settings import command_api_base
@@ -254,6 +254,8 @@ def resume_main(args: argparse.Namespace) -> int:
         if args.target.endswith(".ipynb"):
             notebook = Path(args.target)
             at_risk = paired_edits(notebook)  # (asked before the write makes the notebook the newer file)
+            for aside in unheeded_marks(notebook, args.notebook_run) if args.notebook_run else []:
+                print(f"mkl: warning: {printable(aside)}", file=sys.stderr)
             outcome = ws.resume_notebook(notebook, args.notebook_run, trust_file=args.trust_file, **asked)
             if at_risk is not None:
                 print(f"mkl: warning: {printable(at_risk)}", file=sys.stderr)
