@@ -480,6 +480,24 @@ def test_a_notebook_planted_beside_the_one_executed_does_not_decide_which_file_t
     assert "mkl resume mine.ipynb --run pm" in shown and "evil.ipynb" not in shown and UNCLEAR not in shown
 
 
+def test_a_notebook_planted_beside_papermills_input_neither_stops_the_job_nor_decides_its_file(tmp_path: Path) -> None:
+    """``papermill mine.ipynb out.ipynb`` in a folder where someone left ``evil.ipynb`` claiming papermill is
+    writing it with this very cell running: papermill's own command line names its input and output, and the
+    output it writes is where the run goes; the planted file neither wins nor stops the job."""
+    folder = tmp_path / "work"
+    shutil.copytree(DATA, folder / "data")
+    _parameterised(folder / "mine.ipynb")
+    evil = nbformat.read(folder / "mine.ipynb", as_version=4)
+    evil.metadata["papermill"] = {"output_path": "evil.ipynb", "start_time": "2026-12-01T00:00:00", "end_time": None}
+    for cell in evil.cells:
+        cell.metadata["papermill"] = {"status": "running"}
+    nbformat.write(evil, folder / "evil.ipynb")
+    done = _papermill(folder, "mine.ipynb", "out.ipynb")
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = _texts(_run_cell(folder / "out.ipynb"))
+    assert "mkl resume out.ipynb --run pm" in shown and "evil.ipynb" not in shown and UNCLEAR not in shown
+
+
 def test_papermill_re_executing_an_outputs_only_notebook_in_a_fresh_folder_takes_its_run_up(tmp_path: Path) -> None:
     """A papermill output (its run in its outputs only) executed again by papermill where no store is: the run is
     taken up from the notebook papermill was given, whose outputs the copy it writes no longer has; replayed,
