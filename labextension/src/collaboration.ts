@@ -21,12 +21,18 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 
 type Json = { [key: string]: unknown };
 
+/** What of a shared cell changed (`CellChange`, of @jupyter/ydoc): only its outputs and metadata matter here. */
+interface ICellChange {
+  outputsChange?: unknown;
+  metadataChange?: unknown;
+}
+
 /** The parts of a code cell's model the mending uses (`CodeCellModel`, of @jupyterlab/cells). */
 interface ISharedCell {
   readonly type: string;
   trusted: boolean;
   readonly sharedModel: {
-    readonly changed: { connect(slot: () => void, thisArg?: unknown): boolean };
+    readonly changed: { connect(slot: (sender: unknown, change: ICellChange) => void, thisArg?: unknown): boolean };
     getOutputs(): Json[];
     getMetadata(key: string): unknown;
   };
@@ -110,7 +116,11 @@ export function followCollaborators(panel: NotebookPanel): void {
         continue;
       }
       followed.add(cell);
-      shared.sharedModel.changed.connect(() => mend(shared));
+      shared.sharedModel.changed.connect((_sender, change) => {
+        if (change.outputsChange !== undefined || change.metadataChange !== undefined) {
+          mend(shared); // (not on each keystroke in the cell's source)
+        }
+      });
       mend(shared);
     }
   };
