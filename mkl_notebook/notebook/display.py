@@ -437,9 +437,10 @@ class RunView:
 
 class Placed:
     """A place of a view drawn as a display output. The page that ran the cell redraws it by its display id; a page
-    that shows the notebook's outputs but did not draw them (reloaded, a collaborator's, a second page) knows no
-    display id, so the output also carries its place (``metadata.mkl.place``) and each redraw goes to every page
-    through the notebook's link too, where the extension redraws the output that stands in that place."""
+    that shows the notebook's outputs but did not draw them (reloaded, a second page) knows no display id, so the
+    output also carries its place (``metadata.mkl.place``) and each redraw goes to such pages through the
+    notebook's link too, where the extension redraws the output that stands in that place. (Shared in real time,
+    every person's page follows the shared notebook, which the page that ran the cell writes.)"""
 
     def __init__(self, key: str, bundle: dict[str, Any], link: MetadataLink | None) -> None:
         self.key, self.link = key, link
