@@ -173,6 +173,65 @@ def test_layers_depend_downward_only() -> None:
     assert not violations, "\n".join(violations)
 
 
+def import_graph(found: Iterator[tuple[str, Path]]) -> dict[str, set[str]]:
+    """Which modules of the package each module imports (a name imported from a module counts as that module;
+    imports only type checkers read count too: they tie the modules as much for a reader)."""
+    paths = dict(found)
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        targets = set()
+        for target, _ in imports_of(module, path):
+            while target and target not in paths:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other in a circle, each sorted (Tarjan's strongly connected
+    components of more than one module)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return cycles
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """A circle of imports (even one only type checkers read) is a knot a reader cannot start from: none."""
+    assert import_cycles(import_graph(modules())) == []
+
+
+def test_the_circle_check_sees_a_circle_through_a_type_checking_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+
+
 def test_the_contract_sees_upward_and_sideways_imports() -> None:
     """The checker itself finds what it must (so its passing means something)."""
     source = (

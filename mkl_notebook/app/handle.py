@@ -1,8 +1,9 @@
 """A handle on one durable run: read where it stands, answer its question, give it more budget.
 
-A handle belongs to a :class:`~mkl_notebook.app.workspace.Workspace`, which does the work; the handle keeps
-the outcome it last showed (the run as it stands, or as a notebook cell left it) and the oracle that answers
-its calls. It imports no Jupyter: a notebook's handle adds its display on top.
+A handle belongs to a workspace (:class:`RunHost`: a :class:`~mkl_notebook.app.workspace.Workspace` is one),
+which does the work; the handle keeps the outcome it last showed (the run as it stands, or as a notebook cell
+left it) and the oracle that answers its calls. It imports no Jupyter: a notebook's handle adds its display on
+top.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import copy
 import importlib
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from ..checkpoints.envelope import checkpoint_of
+from ..checkpoints.seals import Signer
+from ..durable.places import Place
 from ..durable.runs import Observer, Outcome, Resolution
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult, TraceStep
@@ -25,8 +28,62 @@ from .continuing import drawn_on
 from .errors import UsageProblem
 from .status import asked_by, with_keys
 
-if TYPE_CHECKING:
-    from .workspace import Workspace
+
+class RunHost(Protocol):
+    """What a handle needs of the workspace it belongs to (a :class:`~mkl_notebook.app.workspace.Workspace`, or a
+    notebook's): the handle calls these and nothing else, and the workspace's module is not imported here."""
+
+    machines: dict[str, Machine]
+    taken_up: dict[str, str]
+
+    def signer(self) -> Signer | None: ...
+
+    def read(self, run_id: str, *, trust_file: bool = False) -> Outcome: ...
+
+    def replay_outcome(self, run_id: str, oracle: Oracle, observer: Observer | None = None) -> Outcome: ...
+
+    def continue_run(
+        self,
+        run_id: str,
+        oracle: Oracle,
+        *,
+        reply: Any = None,
+        set_values: Mapping[str, Any] | None = None,
+        question: str | None = None,
+        by: str | None = None,
+        via: str = "api",
+        note: str | None = None,
+        max_steps: Any = None,
+        max_tokens: Any = None,
+        max_cost: Any = None,
+        resolve: str | Resolution | None = None,
+        observer: Observer | None = None,
+        place: Place | None = None,
+        pinned: bool = False,
+        force: bool = False,
+        known: Mapping[str, Machine] | None = None,
+    ) -> Outcome: ...
+
+    def submit(
+        self,
+        handle: Run,
+        reply: Any,
+        *,
+        question: str | None,
+        by: str | None = None,
+        via: str = "api",
+        note: str | None = None,
+        observer: Observer | None = None,
+        form_of: str | None = None,
+    ) -> Run: ...
+
+    def place(self, run_id: str) -> Place | None: ...
+
+    def reached(self, run_id: str, outcome: Outcome) -> None: ...
+
+    def moved(self, handle: Run) -> None: ...
+
+    def output_bundle(self, handle: Run) -> dict[str, Any]: ...
 
 
 class PendingQuestion(TypedDict):
@@ -47,7 +104,7 @@ class PendingQuestion(TypedDict):
 class Run:
     """A handle on one durable run of a workspace."""
 
-    def __init__(self, workspace: Workspace, run_id: str, machine_name: str, oracle: Oracle) -> None:
+    def __init__(self, workspace: RunHost, run_id: str, machine_name: str, oracle: Oracle) -> None:
         self.workspace = workspace
         self.id = run_id
         self.machine_name = machine_name
