@@ -171,6 +171,25 @@ def _mkl(cwd: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1]), done.stdout
 
 
+def _batch_notebook(folder: Path) -> Path:
+    """A notebook mapping the refund machine over three tickets, each row's run waiting for a person, executed as
+    JupyterLab runs it without the extension (the outputs carry the checkpoints)."""
+    from lab_client import run_all
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
+        nbformat.v4.new_code_cell(f"rows = {TICKETS[:3]!r}"),
+        nbformat.v4.new_code_cell(f"b = %mkl map refund --over $rows --key id --script {REFUND_SCRIPT} --hitl"),
+    ]
+    path = folder / "batch.ipynb"
+    nbformat.write(notebook, path)
+    run_all(path)
+    return path
+
+
 def test_mkl_map_over_jsonl_prints_the_table_and_a_status_line_with_counts(tmp_path: Path) -> None:
     (tmp_path / "refund.mkl").write_text(REFUND, encoding="utf-8")
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in TICKETS), encoding="utf-8")
@@ -519,17 +538,7 @@ def test_a_saved_notebook_carries_its_batch_and_a_terminal_answers_a_row_in_the_
     from mkl_notebook.checkpoints import notebook_file as nbfile
     from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE
 
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
-        nbformat.v4.new_code_cell(f"rows = {TICKETS[:3]!r}"),
-        nbformat.v4.new_code_cell(f"b = %mkl map refund --over $rows --key id --script {REFUND_SCRIPT} --hitl"),
-    ]
-    path = tmp_path / "batch.ipynb"
-    nbformat.write(notebook, path)
-    run_all(path)
+    path = _batch_notebook(tmp_path)
     outputs = nbformat.read(path, as_version=4).cells[3].outputs
     table = next(output for output in outputs if BATCH_MIME_TYPE in output.get("data", {}))
     assert [entry["run_id"] for entry in table["data"][BATCH_MIME_TYPE]] == ["refund-T0", "refund-T1", "refund-T2"]
@@ -595,23 +604,11 @@ def test_a_batch_output_that_lists_a_run_twice_is_answered_once_and_the_file_say
     """A received notebook whose batch output lists one row's run twice (edited, or merged badly): answering that
     run from the file journals the reply once, and the file then lists it as the store holds it (done), never
     'suspended' beside a store that says done."""
-    from lab_client import run_all
-
     from mkl_notebook.checkpoints.envelope import BATCH_MIME_TYPE
 
     from support import mkl_cli
 
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
-        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
-        nbformat.v4.new_code_cell(f"rows = {TICKETS[:3]!r}"),
-        nbformat.v4.new_code_cell(f"b = %mkl map refund --over $rows --key id --script {REFUND_SCRIPT} --hitl"),
-    ]
-    path = tmp_path / "batch.ipynb"
-    nbformat.write(notebook, path)
-    run_all(path)
+    path = _batch_notebook(tmp_path)
     edited = nbformat.read(path, as_version=4)
     table = next(o for o in edited.cells[3].outputs if BATCH_MIME_TYPE in o.get("data", {}))
     entries = table["data"][BATCH_MIME_TYPE]

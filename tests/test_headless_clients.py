@@ -463,11 +463,9 @@ def test_papermill_writing_into_another_folder_names_its_output_and_the_command_
     assert SECOND in json.dumps(nbformat.read(folder / "runs" / "today.ipynb", as_version=4).metadata["mkl"])
 
 
-def test_a_notebook_planted_beside_the_one_executed_does_not_decide_which_file_the_kernel_runs(tmp_path: Path) -> None:
-    """``jupyter nbconvert --execute mine.ipynb`` in a folder where someone left ``evil.ipynb``: the same cells,
-    and papermill's metadata claiming it is being written with this very cell running. The command line names
-    the notebook a person chose; a file merely lying there, whatever it says of itself, never wins over it."""
-    folder = tmp_path / "work"
+def _with_a_planted_notebook(folder: Path) -> Path:
+    """``folder`` with ``mine.ipynb``, and ``evil.ipynb`` left beside it by someone else: the same cells, and
+    papermill's metadata claiming it is being written with each of its cells running."""
     shutil.copytree(DATA, folder / "data")
     _parameterised(folder / "mine.ipynb")
     evil = nbformat.read(folder / "mine.ipynb", as_version=4)
@@ -475,6 +473,14 @@ def test_a_notebook_planted_beside_the_one_executed_does_not_decide_which_file_t
     for cell in evil.cells:
         cell.metadata["papermill"] = {"status": "running"}
     nbformat.write(evil, folder / "evil.ipynb")
+    return folder
+
+
+def test_a_notebook_planted_beside_the_one_executed_does_not_decide_which_file_the_kernel_runs(tmp_path: Path) -> None:
+    """``jupyter nbconvert --execute mine.ipynb`` in a folder where someone left ``evil.ipynb``: the same cells,
+    and papermill's metadata claiming it is being written with this very cell running. The command line names
+    the notebook a person chose; a file merely lying there, whatever it says of itself, never wins over it."""
+    folder = _with_a_planted_notebook(tmp_path / "work")
     _nbconvert(folder, "mine.ipynb", "--inplace")
     shown = _texts(_run_cell(folder / "mine.ipynb"))
     assert "mkl resume mine.ipynb --run pm" in shown and "evil.ipynb" not in shown and UNCLEAR not in shown
@@ -484,14 +490,7 @@ def test_a_notebook_planted_beside_papermills_input_neither_stops_the_job_nor_de
     """``papermill mine.ipynb out.ipynb`` in a folder where someone left ``evil.ipynb`` claiming papermill is
     writing it with this very cell running: papermill's own command line names its input and output, and the
     output it writes is where the run goes; the planted file neither wins nor stops the job."""
-    folder = tmp_path / "work"
-    shutil.copytree(DATA, folder / "data")
-    _parameterised(folder / "mine.ipynb")
-    evil = nbformat.read(folder / "mine.ipynb", as_version=4)
-    evil.metadata["papermill"] = {"output_path": "evil.ipynb", "start_time": "2026-12-01T00:00:00", "end_time": None}
-    for cell in evil.cells:
-        cell.metadata["papermill"] = {"status": "running"}
-    nbformat.write(evil, folder / "evil.ipynb")
+    folder = _with_a_planted_notebook(tmp_path / "work")
     done = _papermill(folder, "mine.ipynb", "out.ipynb")
     assert done.returncode == 0, done.stderr[-2000:]
     shown = _texts(_run_cell(folder / "out.ipynb"))
