@@ -31,7 +31,9 @@ another one:
 
 - mkl_notebook: the state before the last has an escalate gate with an ``ask:`` (``hitl="asking"``, as
   in a notebook); the run suspends there. Resume is ``runs.resume_journal(..., reply="approve",
-  question=ID)``: the reply journaled, the journal replayed (N-1 answers, no calls), the last state run.
+  question=ID, known={NAME: machine})``: the reply journaled, the journal replayed (N-1 answers, no calls),
+  the last state run, in the machine the host holds (as the workspace passes the machines it loaded, and as
+  LangGraph's host holds its compiled graph), its pinned source not parsed again.
 - LangGraph: the last node starts with ``interrupt(...)``; resume is ``graph.invoke(Command(resume=
   "approve"), thread)``: the thread's latest checkpoint is loaded, the last node run again from its
   start (``interrupt`` returns the reply) and the model called.
@@ -195,7 +197,13 @@ class Ours:
 
         run_id, question = self.waiting.pop()
         outcome = runs.resume_journal(
-            self.store, run_id, self.oracle(judge=True), reply="approve", has_reply=True, question=question
+            self.store,
+            run_id,
+            self.oracle(judge=True),
+            reply="approve",
+            has_reply=True,
+            question=question,
+            known={self.gated.name: self.gated},  # the machine this host holds (LangGraph's holds its graph)
         )
         assert outcome.status == "done", outcome.status
         assert outcome.calls["made"] == 1, outcome.calls

@@ -10,12 +10,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .providers.host import hook, tool
 
 if TYPE_CHECKING:
     from .lang.model import Machine
     from .notebook.batch import Batch
     from .notebook.session import NotebookRun as Run
+    from .providers.host import hook, tool
 
 __all__ = [
     "__version__",
@@ -70,6 +70,16 @@ def get_run(run_id: str, notebook: str | None = None, script: Any = None, *, tru
     from .notebook.session import current_session
 
     return current_session().get_run(run_id, notebook, script, trust_file=trust_file)
+
+
+def __getattr__(name: str) -> Any:
+    """``tool`` and ``hook`` (the decorators a tools file uses), imported when first asked for: importing the
+    package (as ``mkl --help`` does) loads nothing of the engine."""
+    if name in ("tool", "hook"):
+        from .providers import host
+
+        return getattr(host, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -1163,28 +1163,3 @@ def test_a_rerun_after_an_engine_change_computes_the_result_the_current_engine_g
     )
     assert again.calls == {"made": 0, "replayed": 1}
     assert again.result.result == '<{"hit": 1}>'  # the rule as it is now, over the journaled observation
-
-
-def test_a_pinned_machine_is_parsed_once_per_process_and_a_changed_source_is_parsed_anew(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Resuming a run loads the machines its journal pins; the same source loads the same (immutable) machine,
-    so it is parsed once, not on every resume (that parse was most of a resume's time)."""
-    parsed: list[str] = []
-    load = runs.load
-
-    def counting(source: str, **kwargs: Any) -> Any:
-        parsed.append(source)
-        return load(source, **kwargs)
-
-    monkeypatch.setattr(runs, "load", counting)
-    runs.pinned_machine.cache_clear()
-    source = "mklang: '0.4'\nmachine: once\nentry: s\nbudget: 3\nstates:\n  s:\n    prompt: hi\n    output: x\n" + (
-        "    gates:\n      - { when: otherwise, then: ok, to: END }\n# parsed once\n"
-    )
-    pins = {"once": {"source": source, "sha256": hashlib.sha256(source.encode()).hexdigest()}}
-    first = runs.machines_from_pins(pins)["once"]
-    assert runs.machines_from_pins(pins)["once"] is first and parsed == [source]
-    changed = source.replace("prompt: hi", "prompt: hello")
-    pins["once"] = {"source": changed, "sha256": hashlib.sha256(changed.encode()).hexdigest()}
-    assert runs.machines_from_pins(pins)["once"].states["s"].prompt == "hello" and parsed == [source, changed]

@@ -34,10 +34,10 @@ from ..lang import files
 from ..lang.model import Machine
 from .errors import USER_ERRORS, UsageProblem
 from .handle import Run
+from .settings import DEFAULT_CONCURRENCY
 from .status import usage
 
 MAX_ROWS = 100_000
-DEFAULT_CONCURRENCY = 8
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 RUN_ID_MAX = 80  # what a store takes
 

@@ -24,6 +24,7 @@ HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
 RUN_SETTINGS = ("store", "durability", "hitl", "user", "max_workers", "executor", "max_model_calls", "library")
 DURABILITY_ENV = "MKL_DURABILITY"  # the durability of the store when no flag or setting names one
+DEFAULT_CONCURRENCY = 8  # rows of a batch run at once when no flag says
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 

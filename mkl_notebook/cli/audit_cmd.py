@@ -14,9 +14,7 @@ import sys
 from os.path import isdir
 from typing import Any
 
-from ..app.audit import FIELDS, Audit, audit_target
 from ..app.errors import UsageProblem
-from ..render.audit_views import audit_table_text, summary_line
 from ..render.common import printable
 from .common import Commands, say
 
@@ -53,7 +51,10 @@ def _cell(value: Any) -> str:
 def audit_main(args: argparse.Namespace) -> int:
     if args.store is not None and args.target is not None and (args.target.endswith(".ipynb") or isdir(args.target)):
         raise UsageProblem(f"--store names the store a run is read from; give {args.target} without it")
-    found: Audit = audit_target(args.target, store=args.store)
+    from ..app.audit import FIELDS, audit_target
+    from ..render.audit_views import audit_table_text, summary_line
+
+    found = audit_target(args.target, store=args.store)
     median = found.median_seconds()
     if args.json or args.csv:
         if args.json:

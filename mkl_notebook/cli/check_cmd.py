@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from ..app.errors import UsageProblem
-from ..app.workspace import Workspace
 from ..render.common import printable
 from .common import EXIT_OK, EXIT_USAGE, Commands, emit_status, library_of, say
 
@@ -23,6 +22,8 @@ def add_check_parser(commands: Commands) -> None:
 
 
 def check_main(args: argparse.Namespace) -> int:
+    from ..app.workspace import Workspace
+
     path = Path(args.file)
     library = library_of(args)  # a library folder that is not there: one line, exit 2
     try:

@@ -10,18 +10,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..app.checkpoints import check_file_to_write
 from ..app.errors import UsageProblem
 from ..app.settings import DURABILITY_ENV, LIBRARY_PATH_ENV, Settings
-from ..app.status import write_status_file
-from ..app.terms import Machine
 from ..app.values import merge, parse_assignments, parse_input
-from ..app.workspace import Workspace
-from ..render import views
 from ..render.commands import trace_command
-from ..render.common import printable
+from ..render.common import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS, Cap, printable
 
+# Building the parser (`mkl --help`, a usage error) imports only what declares the flags: each command imports
+# the application's heavier parts (the workspace, signatures, views) when it runs.
 if TYPE_CHECKING:  # generic only in the type stubs
+    from ..app.terms import Machine
+    from ..app.workspace import Workspace
+
     Commands = argparse._SubParsersAction[Any]  # where each subcommand adds its parser
 else:
     Commands = argparse._SubParsersAction
@@ -98,6 +98,8 @@ def copy_status_to(args: argparse.Namespace) -> None:
     if given is None:
         given, given_as = os.environ.get(OUTPUT_FILE_ENV) or None, OUTPUT_FILE_ENV
     if given is not None:
+        from ..app.checkpoints import check_file_to_write
+
         check_file_to_write(given, given_as)
         _StatusCopy.path, _StatusCopy.given_as = given, given_as
 
@@ -108,6 +110,8 @@ def emit_status(status: dict[str, Any]) -> None:
     print(line)
     path = _StatusCopy.path
     if path is not None:
+        from ..app.status import write_status_file
+
         try:
             write_status_file(path, line)
         except OSError as exc:
@@ -133,6 +137,8 @@ def workspace(args: argparse.Namespace) -> Workspace:
     Machines follow their files: a run remembers the file it started from, and continuing it reads that file
     again. A Dask executor named ``dask`` is a LocalCluster started for the command.
     """
+    from ..app.workspace import Workspace
+
     settings = Settings.from_flags(
         store=getattr(args, "store", None),
         hitl=bool(getattr(args, "hitl", False)),
@@ -151,14 +157,14 @@ def all_flag(parser: argparse.ArgumentParser) -> None:
         "--all",
         dest="full",
         action="store_true",
-        help=f"print every step of a long trace and the whole result (else the first {views.FIRST_ROWS} and "
-        f"last {views.LAST_ROWS} of more than {views.WHOLE_ROWS} steps)",
+        help=f"print every step of a long trace and the whole result (else the first {FIRST_ROWS} and "
+        f"last {LAST_ROWS} of more than {WHOLE_ROWS} steps)",
     )
 
 
-def cli_cap(run_id: str, store: str | None, full: bool) -> views.Cap:
+def cli_cap(run_id: str, store: str | None, full: bool) -> Cap:
     """How the command line caps a run's trace and result, and says how to see them whole."""
-    return views.Cap(full=full, trace=trace_command(run_id, store), result="the status line below")
+    return Cap(full=full, trace=trace_command(run_id, store), result="the status line below")
 
 
 def machine_of(ws: Workspace, args: argparse.Namespace) -> Machine:

@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..app.checkpoints import keep_runs
 from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
 from .common import EXIT_OK, EXIT_USAGE, Commands, emit_status
@@ -29,6 +28,8 @@ def add_keep_parser(commands: Commands) -> None:
 
 
 def keep_main(args: argparse.Namespace) -> int:
+    from ..app.checkpoints import keep_runs
+
     kept: dict[str, list[str]] = {}
     errors: list[str] = []
     for name in args.notebooks:

@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..app import batch
-from ..app.settings import command_api_base
-from ..app.terms import DEFAULT_STORE
-from ..render.batch_views import batch_continue_text, batch_summary_text
+from ..app.settings import DEFAULT_CONCURRENCY, DEFAULT_STORE, command_api_base
 from .common import (
     EXIT_FAILED,
     STATUS_EXIT,
@@ -24,6 +21,9 @@ from .common import (
 )
 from .run_cmd import executor_flags
 
+if TYPE_CHECKING:
+    from ..app import batch
+
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
 
 
@@ -33,9 +33,7 @@ def add_map_parser(commands: Commands) -> None:
     mapped.add_argument("--over", required=True, metavar="ROWS", help="the rows: a .jsonl, .json or .csv file")
     mapped.add_argument("--key", metavar="COLUMN", help="the column naming each row's run (default: its content)")
     mapped.add_argument("--id", dest="batch", metavar="BATCH", help="the batch's name, first in each run id")
-    mapped.add_argument(
-        "--concurrency", type=int, default=batch.DEFAULT_CONCURRENCY, metavar="N", help="rows run at once"
-    )
+    mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N", help="rows run at once")
     mapped.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a value every row gets")
     mapped.add_argument("--input", metavar="JSON", help="a JSON object of values every row gets (or @file.json)")
     mapped.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
@@ -74,6 +72,8 @@ def map_main(args: argparse.Namespace) -> int:
     summaries = tally.rows()
     listed = tally.left_out == 0
     if not args.quiet:
+        from ..render.batch_views import batch_continue_text, batch_summary_text
+
         say(batch_summary_text(summaries, tally.counts, tally.spent(), args.store, listed=listed))
         waiting = tally.waiting_rows()
         if waiting:
@@ -87,6 +87,8 @@ def map_main(args: argparse.Namespace) -> int:
 
 def _map(args: argparse.Namespace, progress: Callable[[int, int], None]) -> batch.Tally:
     """Every row's run, as the flags say, each counted into the tally and dropped."""
+    from ..app import batch
+
     with workspace(args) as ws:
         machine = machine_of(ws, args)
         running = ws.map_rows(

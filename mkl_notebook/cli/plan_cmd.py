@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..app.terms import DEFAULT_STORE
-from ..render.plan_views import plan_lines
+from ..app.settings import DEFAULT_STORE
 from .common import Commands, emit_status, say, workspace
 
 
@@ -19,6 +18,8 @@ def add_plan_parser(commands: Commands) -> None:
 
 
 def plan_main(args: argparse.Namespace) -> int:
+    from ..render.plan_views import plan_lines
+
     with workspace(args) as ws:
         ws.load(Path(args.file))
         found = ws.plan(args.run_id)

@@ -9,17 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..app import status
-from ..app.checkpoints import check_checkpoint_folder, paired_edits, unheeded_marks, write_checkpoint
 from ..app.errors import UsageProblem
-from ..app.listing import notebook_runs, store_runs, waiting_questions
-from ..app.settings import command_api_base
-from ..app.terms import DEFAULT_STORE, Observer, Outcome, new_run_id
+from ..app.settings import DEFAULT_STORE, command_api_base
 from ..app.values import parse_assignments
-from ..app.workspace import Workspace
-from ..render import views
 from ..render.commands import resume_command
 from ..render.common import note_said, printable
 from .common import (
@@ -36,6 +30,10 @@ from .common import (
     workspace,
 )
 from .live import TerminalStream
+
+if TYPE_CHECKING:  # (the application's heavier parts are imported when a command runs, not for `mkl --help`)
+    from ..app.terms import Observer, Outcome
+    from ..app.workspace import Workspace
 
 
 def add_run_parsers(commands: Commands) -> None:
@@ -168,6 +166,9 @@ def executor_flags(parser: argparse.ArgumentParser) -> None:
 
 def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: str, written: str | None = None) -> int:
     """Print the outcome and its status line; ``written`` names a file the caller already updated."""
+    from ..app import status
+    from ..app.checkpoints import write_checkpoint
+
     if args.checkpoint:
         write_checkpoint(args.checkpoint, outcome, ws.keyring.signer())
     if not args.quiet:
@@ -201,6 +202,9 @@ def _continue_with(args: argparse.Namespace, outcome: Outcome, **where: Any) -> 
 
 
 def run_main(args: argparse.Namespace) -> int:
+    from ..app.checkpoints import check_checkpoint_folder
+    from ..app.terms import new_run_id
+
     check_checkpoint_folder(args.checkpoint)
     with workspace(args) as ws:
         machine = machine_of(ws, args)
@@ -222,6 +226,8 @@ def run_main(args: argparse.Namespace) -> int:
 
 
 def resume_main(args: argparse.Namespace) -> int:
+    from ..app.checkpoints import check_checkpoint_folder, paired_edits, unheeded_marks
+
     check_checkpoint_folder(args.checkpoint)
     if bool(args.target) == bool(args.run_id):
         raise UsageProblem("name the run to resume: a checkpoint file, a notebook with --run ID, or --id RUN")
@@ -268,6 +274,8 @@ def resume_main(args: argparse.Namespace) -> int:
 
 def runs_main(args: argparse.Namespace) -> int:
     """List runs; reading only, nothing is made or written (see app.listing)."""
+    from ..app.listing import store_runs
+
     if args.store_flag is not None:  # a store file, whatever its name
         if args.store != str(DEFAULT_STORE):
             raise UsageProblem("name the store once: STORE or --store PATH")
@@ -288,6 +296,8 @@ def runs_main(args: argparse.Namespace) -> int:
 def _print_listed(listed: dict[str, Any], where: str = "") -> None:
     """One run of a listing: its line, then each answer a person gave, then the command that answers it now.
     Each is one line whatever the file says (:func:`printable`), so a run's text cannot pass for the next."""
+    from ..render import views
+
     error = f" ({listed['error']})" if listed.get("error") else ""
     at = f" at {listed['at']}" if listed.get("at") else ""
     asks = f" — asks: {views.asked_as_listed(listed, said_below=True)}" if listed.get("ask") else ""
@@ -313,6 +323,8 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
 
 def _waiting_under(folder: Path) -> int:
     """Every question waiting in the notebooks and stores under ``folder``: one line each, with its command."""
+    from ..app.listing import waiting_questions
+
     questions, problems, stale = waiting_questions(folder)
     for question in questions:
         mark = f" [NOT TRUSTED: {question['made_by']}]" if question.get("trusted") is False else ""
@@ -332,6 +344,8 @@ def _waiting_under(folder: Path) -> int:
 
 
 def _notebook_runs(path: Path) -> int:
+    from ..app.listing import notebook_runs
+
     found = notebook_runs(path)
     listing = []
     for listed in found.runs:

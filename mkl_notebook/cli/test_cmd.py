@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..app.scenarios import run_test_files, scenarios_summary
 from .common import EXIT_FAILED, EXIT_OK, Commands, library_of, say
 
 
@@ -17,6 +16,8 @@ def add_test_parser(commands: Commands) -> None:
 
 
 def test_main(args: argparse.Namespace) -> int:
+    from ..app.scenarios import run_test_files, scenarios_summary
+
     library = library_of(args) if args.machine else ()  # a library folder that is not there: one line, exit 2
     outcomes = run_test_files(args.machine, args.script, args.case, library)
     for outcome in outcomes:

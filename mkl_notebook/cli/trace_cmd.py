@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..app import status
-from ..app.terms import DEFAULT_STORE
-from ..render import views
+from ..app.settings import DEFAULT_STORE
 from .common import Commands, all_flag, cli_cap, emit_status, say, workspace
 
 
@@ -23,6 +21,9 @@ def add_trace_parser(commands: Commands) -> None:
 
 
 def trace_main(args: argparse.Namespace) -> int:
+    from ..app import status
+    from ..render import views
+
     with workspace(args) as ws:
         outcome = ws.read(args.run_id)  # nothing is called or recorded
     result = outcome.result

@@ -10,13 +10,16 @@ import argparse
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..app.checkpoints import FileKey, keys_in
 from ..app.errors import UsageProblem
-from ..app.trust import KEY_PREFIX, Keyring, key_fingerprint
 from ..render.commands import trust_command
 from ..render.common import answer_time, printable
 from .common import Commands
+
+if TYPE_CHECKING:  # (signatures are loaded when the command runs, not to build `mkl --help`)
+    from ..app.checkpoints import FileKey
+    from ..app.trust import Keyring
 
 _DESCRIPTION = """\
 With no argument, print your own key (give it to the people who take up your notebooks) and the keys you
@@ -54,6 +57,9 @@ def add_trust_parser(commands: Commands) -> None:
 
 
 def trust_main(args: argparse.Namespace) -> int:
+    from ..app.checkpoints import keys_in
+    from ..app.trust import KEY_PREFIX, Keyring
+
     keyring = Keyring()
     if args.what is None:
         _show(keyring)
@@ -146,6 +152,8 @@ def _ask(keyring: Keyring, entry: FileKey) -> None:
 
 
 def _trust_or_remove(keyring: Keyring, key: str, name: str, remove: bool) -> None:
+    from ..app.trust import key_fingerprint
+
     if remove:
         done = keyring.remove(key)
         print(f"{'no longer trusted' if done else 'was not trusted'}: {key_fingerprint(key)}  {printable(key)}")
@@ -158,6 +166,8 @@ def _trust_or_remove(keyring: Keyring, key: str, name: str, remove: bool) -> Non
 
 
 def _show(keyring: Keyring) -> None:
+    from ..app.trust import key_fingerprint
+
     own = keyring.own_key()
     print(f"your key: {key_fingerprint(own)}  {own}")
     print(f"    (kept in {printable(keyring.folder)}; give the line above to the people who take up your notebooks)")

@@ -111,17 +111,10 @@ def machines_from_pins(
             machines[name] = candidate
             continue
         try:
-            machines[name] = pinned_machine(pin["source"])
+            machines[name] = load(pin["source"], strict=False)
         except (MachineError, KeyError, TypeError) as exc:
             raise RunStateError(f"{where}: the pinned machine '{name}' cannot be loaded ({exc})") from None
     return machines
-
-
-@functools.lru_cache(maxsize=64)
-def pinned_machine(source: str) -> Machine:
-    """The machine a journal pins, loaded from its source once per process: a machine is immutable, and the same
-    source always loads the same machine (parsing it again was most of a resume's time)."""
-    return load(source, strict=False)
 
 
 class Preparation(NamedTuple):

@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from ..app.batch import DEFAULT_CONCURRENCY
 from ..app.errors import MklError, UsageProblem
+from ..app.settings import DEFAULT_CONCURRENCY
 from ..app.values import host_input, merge, parse_assignments, parse_input
 
 SUBCOMMANDS = (

@@ -27,7 +27,7 @@ import ipywidgets as widgets
 from ..app.errors import USER_ERRORS, Superseded
 from ..app.handle import Run
 from ..app.replies import APPROVE, REJECT, Decision, clicked_by, form_reply
-from ..render.diagram import shorten
+from ..render.common import shorten
 from .forms import FORM_CLASS, Pending, made
 from .metadata_link import clicking_user
 from .session import NotebookSession

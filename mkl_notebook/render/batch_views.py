@@ -12,8 +12,7 @@ from html import escape
 from typing import Any
 
 from .commands import continue_commands, resume_command, runs_command
-from .common import NONE, answers_sentence, columns, money, table_row
-from .diagram import shorten
+from .common import NONE, answers_sentence, columns, money, shorten, table_row
 
 HEAD = ("row", "run", "status", "result or error", "tokens", "cost", "waiting on")
 _BATCH_NUMBERS = (0, 4, 5)  # the columns of numbers: row, tokens, cost

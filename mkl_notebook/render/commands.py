@@ -14,9 +14,11 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..engine.result import RunResult
+if TYPE_CHECKING:
+    from ..engine.result import RunResult
 
 UNKNOWN_NOTEBOOK = "NOTEBOOK.ipynb"  # in commands, when the kernel was not told which file it runs
 

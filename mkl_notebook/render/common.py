@@ -23,7 +23,17 @@ from typing import Any
 
 from ..engine.oracle import ESTABLISHED_BY
 from ..lang.interpolate import fmt
-from .diagram import shorten
+
+LABEL_MAX = 40  # characters of a one-line label (a gate's condition in a diagram, a cell of a table)
+
+
+def shorten(text: str, limit: int = LABEL_MAX) -> str:
+    """One line of at most ``limit`` characters, cut with ``…``."""
+    line = " ".join(str(text).split())
+    if len(line) <= limit:
+        return line
+    return line[: max(1, limit - 1)].rstrip() + "…"
+
 
 Step = Mapping[str, Any]
 PREVIEW = 80

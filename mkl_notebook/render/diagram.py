@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..lang.model import END, Gate, Machine
+from .common import LABEL_MAX, shorten
 from .diagram_svg import SvgEdge, SvgNode, graph_svg
 
 CurrentKind = Literal["running", "pending", "halted"]
 MERMAID_MIME = "text/vnd.mermaid"
 SVG_MIME = "image/svg+xml"
-LABEL_MAX = 40
 NODE_LABEL_MAX = 80  # a state's label in the drawing (the text twin names it whole)
 DRAWN_STATES = 60  # a machine with more states is drawn around its entry and the run's states
 DRAWN_EDGES = 150  # ... and so is one with more transitions; at most this many are drawn
@@ -82,14 +82,6 @@ class _Edge:
 
 
 # -- labels ------------------------------------------------------------------------------------
-
-
-def shorten(text: str, limit: int = LABEL_MAX) -> str:
-    """One line of at most ``limit`` characters, cut with ``…``."""
-    line = " ".join(str(text).split())
-    if len(line) <= limit:
-        return line
-    return line[: max(1, limit - 1)].rstrip() + "…"
 
 
 def gate_label(gate: Gate, limit: int = LABEL_MAX) -> str:

@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..engine.result import RunResult, seconds_of
-from .common import DEFAULT_CAP, PREVIEW, Cap, Step, _code, _e, _how, _how_html, _plural, money
-from .diagram import shorten
+from .common import DEFAULT_CAP, PREVIEW, Cap, Step, _code, _e, _how, _how_html, _plural, money, shorten
 from .questions import (
     _IN_DOUBT,
     _asked_again_lines,

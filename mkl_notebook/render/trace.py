@@ -29,10 +29,10 @@ from .common import (
     money,
     note_said,
     printable,
+    shorten,
     table_cell,
     table_row,
 )
-from .diagram import shorten
 
 BRANCH_PREVIEW = 200
 GATE_MAX = 40
