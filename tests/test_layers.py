@@ -405,3 +405,13 @@ def test_mkl_help_loads_none_of_the_engine_signatures_models_or_renderers() -> N
     assert set(renderers) <= {"mkl_notebook.render.common", "mkl_notebook.render.commands"}, renderers
     heavy = [name for name in loaded if name.split(".")[0] in HEAVY_FOR_HELP or name.startswith(NOT_FOR_HELP)]
     assert heavy == [], heavy
+
+
+def test_the_library_flag_names_the_variable_the_library_is_read_from() -> None:
+    """The parser's help spells the variable out (reading the library's module would load the loader)."""
+    from mkl_notebook.cli import build_parser
+    from mkl_notebook.lang.stdlib import LIBRARY_PATH_ENV
+
+    commands = next(action for action in build_parser()._actions if action.dest == "command")
+    library = next(action for action in commands.choices["run"]._actions if action.dest == "library")
+    assert f"${LIBRARY_PATH_ENV})" in str(library.help)

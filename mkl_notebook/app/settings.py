@@ -6,19 +6,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ..durable.stores import DEFAULT_STORE, DURABILITY
-from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
-from ..lang.model import TIERS
-from ..lang.stdlib import LIBRARY_PATH_ENV, library_path
-from ..providers.config import ModelConfig
+from ..durable.store_names import DEFAULT_STORE, DURABILITY
 from ..providers.secrets import shown_url
 from .errors import UsageProblem
-from .executors import check_executor
-from .oracles import model_config
-from .replies import who
 from .values import parse_budget, parse_cost
+
+# The command line reads this module to build its parser (`mkl --help`): what checks a setting (executors,
+# models, the machine library) is imported when a setting is checked.
+if TYPE_CHECKING:
+    from ..engine.options import RunOptions
+    from ..providers.config import ModelConfig
 
 HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
@@ -80,6 +79,9 @@ class Settings:
         default), models from ``--model`` and ``--api-base``, calls capped only on a Dask cluster, library
         folders from ``--library`` (else ``$MKL_LIBRARY_PATH``), durability from ``--durability`` (else
         ``$MKL_DURABILITY``)."""
+        from ..lang.stdlib import library_path
+        from .executors import check_executor
+
         chosen = check_executor(executor)
         limit = parse_budget("max_model_calls", "--max-model-calls", max_model_calls)
         if chosen is None and limit is not None:
@@ -98,6 +100,10 @@ class Settings:
 
     def change(self, key: str, value: str) -> None:
         """Set one setting from its text (``%mkl config key=value``); a bad value is refused and nothing changes."""
+        from ..lang.stdlib import library_path
+        from .executors import check_executor
+        from .oracles import model_config
+
         if key == "store":
             self.store = Path(value)
         elif key == "durability":
@@ -124,6 +130,8 @@ class Settings:
     def library_folders(self) -> tuple[Path, ...]:
         """The folders ``call:`` searches before the shipped library: the ``library`` setting, else
         ``$MKL_LIBRARY_PATH`` (checked now: a folder that is not there is refused, naming it)."""
+        from ..lang.stdlib import LIBRARY_PATH_ENV, library_path
+
         if self.library is not None:
             return self.library
         return library_path(os.environ.get(LIBRARY_PATH_ENV, ""), LIBRARY_PATH_ENV)
@@ -138,12 +146,17 @@ class Settings:
 
     def model_config(self, model: str | None = None) -> ModelConfig:
         """Tier models from pyproject/mkl.toml, the environment, these settings, and a run's ``--model``."""
+        from .oracles import model_config
+
         if model:
             return model_config({**self.models, "model": model}, "--model")
         return model_config(self.models, self.models_source)
 
     def lines(self) -> list[str]:
         """The settings as ``%mkl config`` shows them (a server address without its credentials)."""
+        from ..lang.model import TIERS
+        from .replies import who
+
         config = self.model_config()
         tiers = ", ".join(f"{tier}={config.model_for(tier) or '—'}" for tier in TIERS)
         capped = f" (at most {self.max_model_calls} model calls at once)" if self.max_model_calls else ""
@@ -160,6 +173,8 @@ class Settings:
         ]
 
     def _library_shown(self) -> str:
+        from ..lang.stdlib import LIBRARY_PATH_ENV
+
         if self.library is not None:
             return os.pathsep.join(map(str, self.library)) or "the shipped library only"
         given = os.environ.get(LIBRARY_PATH_ENV, "")
@@ -187,6 +202,8 @@ def run_options(
     max_workers: int | None = None,
 ) -> RunOptions:
     """The options of a new run from what a front end was given; budgets as flag text or numbers."""
+    from ..engine.options import DEFAULT_MAX_WORKERS, Hitl, RunOptions
+
     if on_untrusted_flow not in ON_UNTRUSTED_FLOW:
         raise UsageProblem(f"--on-untrusted-flow must be 'report' or 'halt', not {on_untrusted_flow!r}")
     return RunOptions(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.errors import UsageProblem
-from ..app.settings import DURABILITY_ENV, LIBRARY_PATH_ENV, Settings
+from ..app.settings import DURABILITY_ENV, Settings
 from ..app.values import merge, parse_assignments, parse_input
 from ..render.commands import trace_command
 from ..render.common import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS, Cap, printable
@@ -57,7 +57,7 @@ def library_flag(parser: argparse.ArgumentParser) -> None:
         "--library",
         metavar="FOLDERS",
         help=f"folders ({os.pathsep}-separated) whose NAME.mkl files a `call: NAME` finds before the standard "
-        f"library's (default: ${LIBRARY_PATH_ENV}); they are read as machines, never run as code",
+        "library's (default: $MKL_LIBRARY_PATH); they are read as machines, never run as code",
     )
 
 

@@ -26,11 +26,11 @@ from typing import Any, Protocol
 from .errors import RunBusy, StoreError
 from .leases import RunLeases
 from .records import canonical, is_precious
+from .store_names import DEFAULT_STORE, DURABILITY
 
-DEFAULT_STORE = Path(".mkl") / "runs.sqlite"
-# process: a killed process loses nothing committed, a power cut may lose the last model answers (never a
-# person's answer nor a tool's intent: those are synced); power: every record is synced before it is used.
-DURABILITY = ("process", "power")
+# DURABILITY, process: a killed process loses nothing committed, a power cut may lose the last model answers
+# (never a person's answer nor a tool's intent: those are synced); power: every record is synced before it is used.
+__all__ = ["DEFAULT_STORE", "DURABILITY"]  # (named in store_names, light enough for a command's help)
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$")
 
 

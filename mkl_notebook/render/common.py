@@ -21,9 +21,6 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from ..engine.oracle import ESTABLISHED_BY
-from ..lang.interpolate import fmt
-
 LABEL_MAX = 40  # characters of a one-line label (a gate's condition in a diagram, a cell of a table)
 
 
@@ -185,6 +182,8 @@ def answer_time(at: Any) -> str:
 def who_answered(by: Any, established: Any = None, claimed: Any = None) -> str:
     """Who answered and how that is known: "alice (JupyterHub)", "alice (OS account; claims bob)", "bob
     (claimed)"; "" when the journal names no one."""
+    from ..engine.oracle import ESTABLISHED_BY  # (this module is light: the command line's parser reads it)
+
     how = ESTABLISHED_BY.get(established) if isinstance(established, str) else None
     if not by:
         return ""
@@ -235,6 +234,8 @@ def note_said(note: Any, limit: int | None = NOTE_PREVIEW) -> str:
 def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
     """The answers a cell's form gave, one sentence: "Answered 'approve' with the note '…' (by alice, …,
     via form)."."""
+    from ..lang.interpolate import fmt
+
     said = []
     for answer in answers:
         facts = answered_by(answer)
