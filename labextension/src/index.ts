@@ -9,8 +9,8 @@
  * kernel verifies what it is handed like any checkpoint from a file.
  *
  * The hello also names the Jupyter server's authenticated user, as this page got it from the server's
- * identity API (`/api/me`): the kernel answers a click from this page (its messages' session) as that user,
- * "established by the Jupyter server, as the page reports it". The kernel cannot check the name itself.
+ * identity API (`/api/me`): the kernel records a click from this page (its messages' session) as that user's,
+ * claimed: it cannot tell this page's hello from one another client of the kernel sends.
  *
  * A page that did not draw a run's view (reloaded, opened since) knows none of its outputs' display ids: the
  * kernel sends it each redraw of an output with the place the output stands in (`metadata.mkl.place`), and this

@@ -7,7 +7,8 @@ kernel opens a comm to it (target ``mkl.metadata``) and from then on:
   holds (``metadata.mkl.runs``), so the kernel can take them up without reading the file: an unsaved or
   renamed notebook, or one whose outputs were cleared; and with the Jupyter server's authenticated user as
   the page got it from the server's identity API (``/api/me``). Each page that answers is known by its
-  messages' session: a click from that page is answered as that user (:func:`clicking_user`);
+  messages' session: a click from that page is recorded as that user's, claimed (:func:`clicking_user`: any
+  client of the kernel could send such a hello);
 - the kernel sends ``{"op": "put", "run": ID, "envelope": {...}}`` whenever it shows a run as it
   stands, and the extension writes that checkpoint into ``metadata.mkl.runs[ID]`` (never another run's entry).
 - the kernel sends ``{"op": "draw", "place": PLACE, "data": {...}}`` when it redraws an output of a run's view to
