@@ -27,7 +27,7 @@ from typing import IO, Any
 from ..durable import runs as durable
 from ..durable.errors import StoreError
 from ..durable.runs import Outcome
-from ..durable.stores import RunStore, check_run_id
+from ..durable.stores import RUN_ID_MAX, RunStore, check_run_id
 from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang import files
@@ -39,7 +39,6 @@ from .status import usage
 
 MAX_ROWS = 100_000
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-RUN_ID_MAX = 80  # what a store takes
 
 
 @dataclass

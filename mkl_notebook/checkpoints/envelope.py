@@ -26,6 +26,7 @@ from ..durable.disk import replace_file
 from ..durable.records import FORMAT, canonical, chain_digest, kind_of, unsigned_from
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
+from ..durable.stores import RUN_ID_MAX
 from ..errors import UserError
 from ..lang import files
 from . import seals, shapes
@@ -211,7 +212,6 @@ def _records(journal: Any, where: str, inflation: Inflation | None = None) -> li
     return records
 
 
-RUN_ID_MAX = 80  # characters of a run id; an id derived from a longer one cuts it short (``derived_id``)
 _DERIVED = re.compile(r"(.+):[A-Za-z0-9_.-]{1,16}-[0-9a-f]{4,6}")  # RUN:NAME-TAIL, as ``derived_id`` makes it
 
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from ..durable.disk import replace_file
 from ..durable.records import chain_digest, common_prefix
+from ..durable.stores import RUN_ID_MAX
 from ..errors import UserError
 from ..lang import files
 from ..render.diagram import MERMAID_MIME, SVG_MIME
@@ -339,7 +340,7 @@ def derived_id(run_id: str, name: str, tail: str) -> str:
     the whole within a run id's 80 characters)."""
     shown = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:16] or "someone"
     suffix = f":{shown}-{tail}"
-    return run_id[: envelope.RUN_ID_MAX - len(suffix)] + suffix
+    return run_id[: RUN_ID_MAX - len(suffix)] + suffix
 
 
 def embedded_runs(path: str | Path) -> list[EmbeddedRun]:
