@@ -6,4 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 DEFAULT_STORE = Path(".mkl") / "runs.sqlite"
-DURABILITY = ("process", "power")  # what a store's records survive: a killed process, or a power cut too
+# What a store's records survive. process: a killed process loses nothing committed, a power cut may lose the last
+# model answers (never a person's answer nor a tool's intent: those are synced); power: every record is synced
+# before it is used.
+DURABILITY = ("process", "power")

@@ -26,11 +26,8 @@ from typing import Any, Protocol
 from .errors import RunBusy, StoreError
 from .leases import RunLeases
 from .records import canonical, is_precious
-from .store_names import DEFAULT_STORE, DURABILITY
+from .store_names import DEFAULT_STORE, DURABILITY  # (named there: a command's help reads them, not the store)
 
-# DURABILITY, process: a killed process loses nothing committed, a power cut may lose the last model answers
-# (never a person's answer nor a tool's intent: those are synced); power: every record is synced before it is used.
-__all__ = ["DEFAULT_STORE", "DURABILITY"]  # (named in store_names, light enough for a command's help)
 RUN_ID_MAX = 80  # characters of a run id
 _RUN_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{RUN_ID_MAX - 1}}}$")
 
