@@ -204,3 +204,10 @@ def test_the_magics_list_a_store_they_have_not_opened_without_writing_it(
     assert untouched(store) == before
     ip.run("%mkl pending")
     assert json.dumps(ip.out.last(RUN_MIME)).count("from-the-terminal")
+
+
+def test_a_trace_of_a_run_in_a_folder_without_a_store_makes_no_store(tmp_path: Path) -> None:
+    """Asking for a run where there is none says so in one line and leaves the folder as it was."""
+    code, status, _, err = mkl_cli(tmp_path, "trace", "--id", "nope")
+    assert code == 2 and "no run 'nope'" in err and status["status"] == "error", err
+    assert list(tmp_path.iterdir()) == []

@@ -406,11 +406,11 @@ class Workspace:
         return handle
 
     def read(self, run_id: str, *, trust_file: bool = False) -> Outcome:
-        """Run ``run_id`` as its journal stands, calling and recording nothing: what a trace, the visits table
-        and a late answer's check show. A run cut off mid-advance shows its steps so far; a copy in reach that
-        goes on past this store's history, signed by a key not trusted, is not read (going on from here says
-        so)."""
+        """Run ``run_id`` as its journal stands, calling or making nothing (a trace; a late answer's check): a run cut
+        off mid-advance shows its steps so far; a newer copy in reach signed by a key not trusted is not read."""
         run_id = run_id if trust_file else self._meant(run_id)
+        if self.store_opened() is None and not self.settings.store.exists() and not self.copies_of(run_id, None):
+            raise UnknownRun(run_id, str(self.settings.store))
         try:
             self.take_up(run_id, None, trust_file, reload=False)
         except Untrusted as problem:
