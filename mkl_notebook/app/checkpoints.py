@@ -61,7 +61,7 @@ def _take_up_one(store: RunStore, copy: Copy, keyring: Keyring, trust_file: bool
     (:class:`Untrusted`); one whose history parts from the store's is kept beside it, and nothing is resumed
     until the person picks which goes on."""
     reconciled = reconcile(store, copy.run_id, [copy], keyring, trust_file=trust_file)
-    problem = reconciled.untrusted
+    problem = reconciled.untrusted or reconciled.older
     if problem is not None:
         raise problem
     for parted in reconciled.parted:

@@ -20,7 +20,7 @@ from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_commands, resume_command
 from .continuing import drawn_on
-from .reconcile import stale_note
+from .reconcile import forgotten_phrase, older_than_forgotten, stale_note
 from .status import with_keys
 from .trust import Keyring, Provenance
 
@@ -192,12 +192,18 @@ def _stale(embedded: list[nbfile.EmbeddedRun]) -> dict[str, str]:
     except StoreError:
         return {}
     try:
-        notes = {
-            run.run_id: stale_note(store.read(run.run_id), run.records) for run in embedded if store.exists(run.run_id)
-        }
+        notes = {run.run_id: _stale_one(store, run) for run in embedded}
     finally:
         store.close()
     return {run_id: note for run_id, note in notes.items() if note is not None}
+
+
+def _stale_one(store: RunStore, run: nbfile.EmbeddedRun) -> str | None:
+    """What makes a file's copy of a run older than what ``store`` holds, or held and dropped (None: nothing)."""
+    gone = older_than_forgotten(store, run.run_id, run.records)
+    if gone is not None:
+        return f"an older copy than the history of this run your store held and forgot ({forgotten_phrase(gone)})"
+    return stale_note(store.read(run.run_id), run.records) if store.exists(run.run_id) else None
 
 
 def _mark_stale(listed: dict[str, Any], note: str | None) -> None:

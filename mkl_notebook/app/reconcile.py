@@ -28,10 +28,12 @@ from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.seals import Seal
 from ..durable import runs as durable
+from ..durable.forgotten import ForgottenHistory
 from ..durable.records import chain_digest, claimed_name, common_prefix, established_how, replies, run_state
 from ..durable.stores import RunStore
 from ..lang.interpolate import fmt
-from ..render.common import who_answered
+from ..render.common import answer_time, who_answered
+from .errors import UsageProblem
 from .trust import Keyring, Provenance, Untrusted
 
 SAME, STALE, EXTENDS, UNTRUSTED, PARTED = "same", "stale", "extends", "untrusted", "parted"
@@ -65,6 +67,7 @@ class Judged(NamedTuple):
     held: int  # records of the history it was held against
     branch: str | None = None
     taken: bool = False  # what it adds was taken up into the store
+    forgotten: ForgottenHistory | None = None  # (stale) the history the store dropped that it stops short of
 
     @property
     def adds(self) -> str:
@@ -86,6 +89,15 @@ class Reconciled(NamedTuple):
     @property
     def parted(self) -> list[Judged]:
         return [judged for judged in self.judged if judged.status == PARTED]
+
+    @property
+    def older(self) -> OlderCopy | None:
+        """Why a copy was not taken up though the store holds none of the run: it is older than a history of it
+        the store held and dropped (the first such), or None."""
+        for judged in self.judged:
+            if judged.forgotten is not None:
+                return OlderCopy(older_note(self.run_id, judged))
+        return None
 
     @property
     def untrusted(self) -> Untrusted | None:
@@ -124,6 +136,10 @@ def reconcile(
     ordered = sorted(unique.values(), key=lambda copy: len(copy.records))
     judged = []
     for copy in ordered:
+        gone = older_than_forgotten(store, run_id, copy.records)
+        if gone is not None:  # a rollback: taken up, it would redo what the dropped history did
+            judged.append(Judged(copy, STALE, gone.shared(copy.records), None, gone.records, forgotten=gone))
+            continue
         held = store.read(run_id) if store.exists(run_id) else None
         found = judge(held, copy, keyring)
         chosen = found.provenance is not None and (found.provenance.trusted or trust_file)
@@ -140,6 +156,37 @@ def reconcile(
             found = found._replace(branch=branch, taken=bool(inner.taken))
         judged.append(found)
     return Reconciled(run_id, judged)
+
+
+class OlderCopy(UsageProblem):
+    """A copy of a run is older than a history of it its store held and dropped (forgotten, or started over):
+    nothing of it is taken up or answered."""
+
+
+def older_than_forgotten(store: RunStore, run_id: str, records: list[dict[str, Any]]) -> ForgottenHistory | None:
+    """The history of ``run_id`` that ``store`` held and dropped which the copy ``records`` shares a start with
+    but does not hold all of, or None (see :mod:`~mkl_notebook.durable.forgotten`)."""
+    for gone in store.forgotten(run_id):
+        if not gone.outgrown_by(records):
+            return gone
+    return None
+
+
+def forgotten_phrase(gone: ForgottenHistory) -> str:
+    """The history a store dropped, in a phrase."""
+    when = answer_time(gone.at)
+    return f"{gone.records} records, {gone.status or 'status unknown'}, forgotten at {when}"
+
+
+def older_note(run_id: str, judged: Judged) -> str:
+    """Why a copy older than a history the store dropped is not taken up, naming both."""
+    assert judged.forgotten is not None
+    return (
+        f"{judged.copy.source} holds an older copy of run '{run_id}' ({len(judged.copy.records)} records) than the "
+        f"history this store held and forgot ({forgotten_phrase(judged.forgotten)}): nothing of it is taken up "
+        "or answered, so that nothing that history did is done again (a run of that id started with --fresh "
+        "begins a new history)"
+    )
 
 
 def untrusted(judged: Judged) -> Untrusted:

@@ -788,7 +788,7 @@ class Workspace:
         marked = run_id in self.taken_up and self.store.exists(run_id)  # taken up by choice: trusted since?
         if marked and self.keyring.judge_history(self.store.read(run_id)).trusted:
             del self.taken_up[run_id]
-        problem = reconciled.untrusted
+        problem = reconciled.untrusted or (None if self.store.exists(run_id) else reconciled.older)
         if problem is not None:
             raise problem
         extended = any(judged.branch is None for judged in reconciled.taken)

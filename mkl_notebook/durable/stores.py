@@ -15,7 +15,6 @@ import json
 import os
 import re
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -24,8 +23,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import RunBusy, StoreError
+from .forgotten import ForgottenHistory, decoded_forgotten, forgetting
 from .leases import RunLeases
 from .records import canonical, is_precious
+from .store_files import APPLICATION_ID, SCHEMA_VERSION, check_ours, reading_connection
 from .store_names import DEFAULT_STORE, DURABILITY  # (named there: a command's help reads them, not the store)
 
 RUN_ID_MAX = 80  # characters of a run id
@@ -76,6 +77,7 @@ class RunStore(Protocol):
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]: ...
     def exists(self, run_id: str) -> bool: ...
     def delete(self, run_id: str) -> None: ...
+    def forgotten(self, run_id: str) -> list[ForgottenHistory]: ...
     def runs(self) -> list[RunSummary]: ...
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None: ...
     def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]: ...
@@ -105,11 +107,13 @@ class MemoryStore:
         self._status: dict[str, RunSummary] = {}
         self._lock = threading.Lock()
         self._leased: set[str] = set()
+        self._forgotten: dict[str, list[ForgottenHistory]] = {}
 
     def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
         """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
         normal = _json_normal_start(start)
         with self._lock:
+            self._drop(run_id)
             self._records[run_id] = [normal]
             self._status[run_id] = RunSummary(run_id, start.get("root", ""), "running", None, None, time.time())
         return normal
@@ -134,9 +138,22 @@ class MemoryStore:
         return run_id in self._records
 
     def delete(self, run_id: str) -> None:
+        """Drop run ``run_id``, remembering what :meth:`forgotten` says of it."""
         with self._lock:
+            self._drop(run_id)
             self._records.pop(run_id, None)
             self._status.pop(run_id, None)
+
+    def _drop(self, run_id: str) -> None:
+        held = self._records.get(run_id)
+        if held:
+            status = self._status[run_id].status if run_id in self._status else ""
+            self._forgotten.setdefault(run_id, []).append(forgetting(held, status))
+
+    def forgotten(self, run_id: str) -> list[ForgottenHistory]:
+        """The histories of run ``run_id`` this store held and dropped (see :mod:`.forgotten`)."""
+        with self._lock:
+            return list(self._forgotten.get(run_id, ()))
 
     def runs(self) -> list[RunSummary]:
         return sorted(self._status.values(), key=lambda summary: summary.updated)
@@ -171,109 +188,15 @@ CREATE TABLE IF NOT EXISTS records (
 );
 -- The machines runs pin, each once by the SHA-256 of its text: a start record names them by hash alone.
 CREATE TABLE IF NOT EXISTS sources (sha256 TEXT PRIMARY KEY, source TEXT NOT NULL);
+-- What the store remembers of each history it dropped (a run forgotten or started over): see forgotten.py.
+CREATE TABLE IF NOT EXISTS forgotten (run_id TEXT NOT NULL, chain TEXT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (run_id, chain));
 -- Earlier versions cached finished outcomes here, keyed by the package version: a re-run after an
 -- engine fix could be served the old result. A finished run now always replays from its journal.
 DROP TABLE IF EXISTS outcomes;
 COMMIT;
 """
 _DECODER = json.JSONDecoder()
-
-APPLICATION_ID = 0x6D6B6C72  # "mklr": the header of a store file of ours says so (PRAGMA application_id)
-SCHEMA_VERSION = 1  # PRAGMA user_version of the stores this release makes
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_COLUMNS = {
-    "runs": ("id", "machine", "created", "updated", "status", "error", "at"),
-    "records": ("run_id", "seq", "body"),
-    "sources": ("sha256", "source"),
-    "outcomes": ("run_id", "key", "body"),  # what earlier releases cached beside the runs
-}
-_NEEDED = frozenset({"runs", "records"})
-
-
-def _not_ours(path: Path) -> StoreError:
-    return StoreError(f"{path} is not an mkl run store")
-
-
-def check_ours(path: Path, *, new_ok: bool = False) -> None:
-    """Refuse ``path`` unless it is a run store of ours: its header names us (``APPLICATION_ID``) in a schema
-    this release reads, or (made by a release before stores said whose they are) its tables are exactly ours.
-    ``new_ok``: no file, or an empty one, is accepted too (a store is to be made there). Nothing is written,
-    nor any file made beside it."""
-    try:
-        # Opened without blocking and looked at before it is read: a FIFO would block a read (or even the
-        # open) for good, a device never ends.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with open(fd, "rb") as file:
-            found = os.fstat(file.fileno())
-            if not stat.S_ISREG(found.st_mode):
-                raise StoreError(f"{path}: is not a regular file, so not a run store")
-            size = found.st_size
-            header = file.read(100)
-    except FileNotFoundError:
-        if new_ok:
-            return
-        raise StoreError(f"{path}: no such run store") from None
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if size == 0 and new_ok:
-        return
-    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
-        raise _not_ours(path)
-    version = int.from_bytes(header[60:64], "big")
-    application = int.from_bytes(header[68:72], "big")
-    if application == APPLICATION_ID:
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{path}: is a run store of a newer mkl_notebook (schema {version}); upgrade to use it")
-        return
-    if application != 0 or version != 0 or not _legacy_tables(path):
-        raise _not_ours(path)
-
-
-def _legacy_tables(path: Path) -> bool:
-    """Whether the tables of the SQLite file at ``path`` are exactly those a store of an earlier release had.
-    Read as an immutable file: no lock taken, no journal or shared-memory file made, whatever the file is."""
-    try:
-        db = sqlite3.connect(_file_uri(path, immutable=True), uri=True)
-        try:
-            names = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            columns = {
-                name: tuple(row[1] for row in db.execute("SELECT * FROM pragma_table_info(?)", (name,)))
-                for name in names
-            }
-        finally:
-            db.close()
-    except sqlite3.DatabaseError:
-        return False
-    return set(names) >= _NEEDED and all(_COLUMNS.get(name) == found for name, found in columns.items())
-
-
-def _file_uri(path: Path, *, immutable: bool) -> str:
-    """The URI that opens ``path`` read-only; ``immutable``: as a file nothing changes (no locks, no -shm)."""
-    return path.absolute().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
-
-
-def reading_connection(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the run store at ``path``, refused unless it is one of ours (:func:`check_ours`).
-
-    Opening a WAL database read-only makes its ``-wal`` and ``-shm`` files when they are not there, and leaves
-    them. They are there while a writer has it open: then it is opened read-only as usual, to see what that
-    writer committed. When they are not, every committed record is in the file itself, which is then read as
-    immutable: nothing is made beside it.
-    """
-    check_ours(path)
-    live = Path(f"{path.resolve()}-wal").exists()
-    try:
-        db = sqlite3.connect(
-            _file_uri(path, immutable=not live), uri=True, isolation_level=None, check_same_thread=False, timeout=10
-        )
-        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: is not a usable run store ({exc})") from None
-    if not tables >= _NEEDED:
-        db.close()
-        raise _not_ours(path)
-    return db
-
 
 _SET_STATUS = "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?"
 
@@ -406,7 +329,7 @@ class SQLiteStore:
             try:
                 for source in shared:
                     self._execute("INSERT OR IGNORE INTO sources VALUES (?, ?)", source)
-                self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+                self._drop(run_id)
                 self._execute(
                     "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, 'running', NULL, NULL)",
                     (run_id, start.get("root", ""), now, now),
@@ -554,11 +477,47 @@ class SQLiteStore:
             return self._execute("SELECT 1 FROM records WHERE run_id = ? LIMIT 1", (run_id,)).fetchone() is not None
 
     def delete(self, run_id: str) -> None:
+        """Drop run ``run_id``, remembering what :meth:`forgotten` says of it, in one transaction."""
         with self._lock:
-            self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
-            self._execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            self._execute("BEGIN IMMEDIATE")
+            try:
+                self._drop(run_id)
+                self._execute("DELETE FROM runs WHERE id = ?", (run_id,))
+                self._execute("COMMIT")
+            finally:
+                if self._db.in_transaction:
+                    self._execute("ROLLBACK")
             self._next_seq.pop(run_id, None)
             self._forget(run_id)
+
+    def _drop(self, run_id: str) -> None:
+        """Delete run ``run_id``'s records, keeping what :mod:`.forgotten` keeps of them (the lock is held, in
+        a transaction)."""
+        rows = self._execute("SELECT body FROM records WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+        if rows:
+            try:
+                records = [_decoded(body) for (body,) in rows]
+                self._fill_pins(run_id, records[0])
+            except (ValueError, StoreError):
+                records = []  # a damaged journal: nothing of it can be recognised again
+            found = self._execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if records:
+                gone = forgetting(records, found[0] if found else "")
+                row = (run_id, gone.marks[-1], gone.encode())
+                self._execute("INSERT OR REPLACE INTO forgotten VALUES (?, ?, ?)", row)
+        self._execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+
+    def forgotten(self, run_id: str) -> list[ForgottenHistory]:
+        """The histories of run ``run_id`` this store held and dropped (see :mod:`.forgotten`); none in a store
+        made before it remembered them."""
+        with self._lock:
+            try:
+                rows = self._db.execute("SELECT body FROM forgotten WHERE run_id = ?", (run_id,)).fetchall()
+            except sqlite3.OperationalError:
+                return []  # (opened read-only, a store of an earlier release has no such table)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: {exc}") from None
+        return [gone for (body,) in rows if (gone := decoded_forgotten(body)) is not None]
 
     def runs(self) -> list[RunSummary]:
         with self._lock:
