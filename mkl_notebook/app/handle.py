@@ -11,13 +11,14 @@ from __future__ import annotations
 import copy
 import importlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol, TypedDict
 
 from ..checkpoints.envelope import checkpoint_of
 from ..checkpoints.seals import Signer
 from ..durable.places import Place
-from ..durable.runs import Observer, Outcome, Resolution
+from ..durable.runs import Observer, Outcome
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult, TraceStep
 from ..engine.result import question_id as question_id_of
@@ -26,6 +27,7 @@ from ..render.common import answers_sentence
 from ..render.views import asked_again
 from .continuing import drawn_on
 from .errors import UsageProblem
+from .requests import ContinueRequest, asked
 from .status import asked_by, with_keys
 
 
@@ -43,38 +45,18 @@ class RunHost(Protocol):
     def replay_outcome(self, run_id: str, oracle: Oracle, observer: Observer | None = None) -> Outcome: ...
 
     def continue_run(
-        self,
-        run_id: str,
-        oracle: Oracle,
-        *,
-        reply: Any = None,
-        set_values: Mapping[str, Any] | None = None,
-        question: str | None = None,
-        by: str | None = None,
-        via: str = "api",
-        note: str | None = None,
-        max_steps: Any = None,
-        max_tokens: Any = None,
-        max_cost: Any = None,
-        resolve: str | Resolution | None = None,
-        observer: Observer | None = None,
-        place: Place | None = None,
-        pinned: bool = False,
-        force: bool = False,
-        known: Mapping[str, Machine] | None = None,
+        self, run_id: str, oracle: Oracle, request: ContinueRequest | None = None, /, **options: Any
     ) -> Outcome: ...
 
     def submit(
         self,
         handle: Run,
         reply: Any,
+        request: ContinueRequest | None = None,
+        /,
         *,
-        question: str | None,
-        by: str | None = None,
-        via: str = "api",
-        note: str | None = None,
-        observer: Observer | None = None,
         form_of: str | None = None,
+        **options: Any,
     ) -> Run: ...
 
     def place(self, run_id: str) -> Place | None: ...
@@ -226,76 +208,27 @@ class Run:
         """This handle, showing ``outcome`` (the run as a cell left it)."""
         return self.advanced(lambda: outcome)
 
-    def submit(
-        self,
-        reply: Any,
-        *,
-        question: str | None = None,
-        by: str | None = None,
-        via: str = "api",
-        note: str | None = None,
-        observer: Observer | None = None,
-        form_of: str | None = None,
-    ) -> Run:
+    def submit(self, reply: Any, *, question: str | None = None, form_of: str | None = None, **options: Any) -> Run:
         """Journal the person's reply, and let the run go on in the machines it was started with.
 
         The reply answers ``question`` (by default the one this handle last showed); if the run has
         moved on since, it is refused and nothing is recorded (see :meth:`Workspace.answer` for a form's late
         reply). ``by`` names who answers; ``note`` is text beside the reply (``submit("approve", note="add an
         apology")``: the reply stays exactly ``approve``; the machine reads the note at ``<reply_to>_note``);
-        ``form_of`` is the notebook cell whose form gave the reply.
+        ``form_of`` is the notebook cell whose form gave the reply; ``via`` and ``observer`` as a
+        :class:`ContinueRequest` says.
         """
-        return self.workspace.submit(
-            self,
-            reply,
-            question=question or self.question_id,
-            by=by,
-            via=via,
-            note=note,
-            observer=observer,
-            form_of=form_of,
-        )
+        return self.workspace.submit(self, reply, question=question or self.question_id, form_of=form_of, **options)
 
-    def resume(
-        self,
-        *,
-        reply: Any = None,
-        set_values: Mapping[str, Any] | None = None,
-        question: str | None = None,
-        by: str | None = None,
-        via: str = "notebook",
-        note: str | None = None,
-        max_steps: int | str | None = None,
-        max_tokens: int | str | None = None,
-        max_cost: float | str | None = None,
-        resolve: str | Resolution | None = None,
-        observer: Observer | None = None,
-    ) -> Run:
+    def resume(self, request: ContinueRequest | None = None, /, **options: Any) -> Run:
         """Continue a suspended run (with a reply and its ``note``, new budgets, or neither) or settle an
-        in-doubt tool call.
+        in-doubt tool call, as the :class:`ContinueRequest` says (``options``: its fields, as keywords).
 
         Machines redefined in the workspace since the run started take over (the edit-and-rerun path).
         """
-        place = self.workspace.place(self.id)
-        return self.advanced(
-            lambda: self.workspace.continue_run(
-                self.id,
-                self.oracle,
-                reply=reply,
-                set_values=set_values,
-                question=question,
-                by=by,
-                via=via,
-                note=note,
-                max_steps=max_steps,
-                max_tokens=max_tokens,
-                max_cost=max_cost,
-                resolve=resolve,
-                observer=observer,
-                place=place,
-            ),
-            request=True,
-        )
+        asks = asked(ContinueRequest, request, {"via": "notebook", **options} if request is None else options)
+        asks = replace(asks, place=self.workspace.place(self.id))
+        return self.advanced(lambda: self.workspace.continue_run(self.id, self.oracle, asks), request=True)
 
     def advanced(self, step: Callable[[], Outcome], *, request: bool = False) -> Run:
         """Take the outcome of ``step``; a ``request`` of the executing cell moves that cell's place on."""

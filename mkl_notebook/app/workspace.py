@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
 from .reconcile import Copy, notebook_copy, parted_note, reconcile
 from .replies import answerer, checked_note, parse_resolve, read_reply
+from .requests import ContinueRequest, MapRequest, StartRequest, asked
 from .scenarios import ScenarioResult, run_all, scenarios_from_file
 from .settings import Settings, run_options
 from .status import run_output
@@ -285,31 +286,10 @@ class Workspace:
 
     # -- runs ----------------------------------------------------------------------------
 
-    def start(
-        self,
-        name: str,
-        *,
-        id: str | None = None,
-        input: Mapping[str, Any] | None = None,
-        hitl: str | None = None,
-        suspend: bool = False,
-        max_steps: int | str | None = None,
-        max_tokens: int | str | None = None,
-        max_cost: float | str | None = None,
-        script: Any = None,
-        fresh: bool = False,
-        notebook: str | None = None,
-        model: str | None = None,
-        observer: Observer | None = None,
-        trust_file: bool = False,
-        executor: str | None = None,
-        on_untrusted_flow: str = "report",
-        ask_human: bool = False,
-        retry: bool = False,
-        anew: bool = False,
-    ) -> Run:
-        """Run (or replay) machine ``name`` as run ``id`` (None: a new id); ``retry`` makes the calls that
-        failed before (a provider's error, replayed as it was otherwise) again.
+    def start(self, name: str, request: StartRequest | None = None, /, **options: Any) -> Run:
+        """Run (or replay) machine ``name`` as the :class:`StartRequest` says (``options``: its fields, as
+        keywords); ``retry`` makes the calls that failed before (a provider's error, replayed as it was
+        otherwise) again.
 
         The run is first reconciled with a copy in reach (a notebook file): what the copy holds past the
         store's history is taken up when trusted, or ``trust_file`` says to take it up anyway. An untrusted
@@ -317,26 +297,28 @@ class Workspace:
         ``anew``, any) is then made as a new run of its own id, leaving the file's its id (``Run.set_aside``
         says so); otherwise :class:`Untrusted` is raised and nothing runs.
         """
+        asks = asked(StartRequest, request, options)
+        script, model, fresh, trust_file = asks.script, asks.model, asks.fresh, asks.trust_file
         machine = self.machine(name)
         callees = self.callees(machine)  # (a library file that does not load stops the run before it starts)
-        run_id = id or durable.new_run_id()
-        host_values = host_input(input or {}, "input")
-        options = run_options(
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            suspend=suspend,
-            hitl=hitl or self.settings.hitl,
-            on_untrusted_flow=on_untrusted_flow,
-            ask_human=ask_human,
+        run_id = asks.id or durable.new_run_id()
+        host_values = host_input(asks.input or {}, "input")
+        run_settings = run_options(
+            max_steps=asks.max_steps,
+            max_tokens=asks.max_tokens,
+            max_cost=asks.max_cost,
+            suspend=asks.suspend,
+            hitl=asks.hitl or self.settings.hitl,
+            on_untrusted_flow=asks.on_untrusted_flow,
+            ask_human=asks.ask_human,
             max_workers=self.settings.max_workers,
         )
         set_aside = None
         if not fresh:
             try:
-                self.take_up(run_id, notebook, trust_file)
+                self.take_up(run_id, asks.notebook, trust_file)
             except Untrusted as problem:
-                if (not oracles.readable(script) and not anew) or problem.added is not None:
+                if (not oracles.readable(script) and not asks.anew) or problem.added is not None:
                     # Running it afresh would call a model and replace what its author saw; going on with the
                     # copy held here would part from the file's, which holds more: ask first.
                     raise
@@ -355,7 +337,7 @@ class Workspace:
             set_aside = self.parted.pop(run_id, None) or set_aside
         needs_model = oracles.starts_anew(self.store, run_id, fresh)
         handle = self.new_handle(
-            run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine, executor=executor)
+            run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine, executor=asks.executor)
         )
         handle.set_aside = set_aside
         handle.carried = self.carried.pop(run_id, [])
@@ -366,12 +348,12 @@ class Workspace:
             run_id=run_id,
             registry=callees,
             input=host_values,
-            options=options,
+            options=run_settings,
             fresh=fresh,
-            observer=observer,
+            observer=asks.observer,
             origin=self._origin(machine, script, model),
             place=None if fresh else self.place(run_id),
-            retry=retry,
+            retry=asks.retry,
             endorse=self.endorser(),
         )
         self.reached(run_id, handle.outcome)
@@ -425,27 +407,10 @@ class Workspace:
         return durable.replay(self.store, run_id, oracle, observer=observer)
 
     def continue_run(
-        self,
-        run_id: str,
-        oracle: Oracle,
-        *,
-        reply: Any = None,
-        set_values: Mapping[str, Any] | None = None,
-        question: str | None = None,
-        by: str | None = None,
-        via: str = "api",
-        note: str | None = None,
-        max_steps: Any = None,
-        max_tokens: Any = None,
-        max_cost: Any = None,
-        resolve: str | Resolution | None = None,
-        observer: Observer | None = None,
-        place: Place | None = None,
-        pinned: bool = False,
-        force: bool = False,
-        known: Mapping[str, Machine] | None = None,
+        self, run_id: str, oracle: Oracle, request: ContinueRequest | None = None, /, **options: Any
     ) -> Outcome:
-        """Continue a run: answer its question, give it more budget, or settle a tool call in doubt.
+        """Continue a run as the :class:`ContinueRequest` says (``options``: its fields, as keywords): answer its
+        question, give it more budget, or settle a tool call in doubt.
 
         Everything given is checked against the journal, read once under the run's lease, before anything is
         journaled, so a mistake records nothing. ``reply`` is ``--reply TEXT`` or a form's or the API's value;
@@ -457,9 +422,18 @@ class Workspace:
         its files as they are now (changed ones refused unless ``force``). A notebook cell (``place``) that
         already asked for exactly this is shown the run as it left it, and nothing is checked or recorded again.
         """
+        asks = asked(ContinueRequest, request, options)
+        reply, set_values, question, note, resolve = asks.reply, asks.set_values, asks.question, asks.note, asks.resolve
+        max_steps, max_tokens, max_cost, pinned, place = (
+            asks.max_steps,
+            asks.max_tokens,
+            asks.max_cost,
+            asks.pinned,
+            asks.place,
+        )
         run_id = self._meant(run_id)
         self._abreast(run_id)
-        asked = {
+        said = {
             "reply": reply,
             "set": dict(set_values or {}),
             "question": question,
@@ -469,11 +443,11 @@ class Workspace:
             **({"max_cost": max_cost} if max_cost is not None else {}),
             "resolve": resolve if isinstance(resolve, str) or resolve is None else [resolve.action, resolve.value],
         }
-        request = places.request_digest("resume", asked)
-        known = {**self.machines, **(known or {})}
+        digest = places.request_digest("resume", said)
+        known = {**self.machines, **(asks.known or {})}
         defined = None if pinned or self.follow_files else dict(self.machines) or None
         shown = durable.replay_cell(
-            self.store, run_id, place, request, known={**known, **(defined or {})}, observer=observer
+            self.store, run_id, place, digest, known={**known, **(defined or {})}, observer=asks.observer
         )
         if shown is not None:
             return shown
@@ -488,12 +462,12 @@ class Workspace:
             registry, current = defined, None
             if self.follow_files and not pinned and self.keyring.started_here(index.journal):
                 # (a run taken up from someone's file names a path of theirs: never followed)
-                current, changed = changed_files(run_id, index, force)
+                current, changed = changed_files(run_id, index, asks.force)
                 registry = current if changed else None
             value, named, answering = None, None, {}
             if given:
                 value, named = read_reply(index.state, run_id, question, reply=reply, set_values=set_values)
-                answering = answerer(by or self.settings.user, via=via)._asdict()  # by, established, claimed
+                answering = answerer(asks.by or self.settings.user, via=asks.via)._asdict()  # who, and how known
             records = durable.resume_records(
                 run_id,
                 index,
@@ -501,7 +475,7 @@ class Workspace:
                 has_reply=given,
                 question=named,
                 **answering,
-                via=via if given else None,
+                via=asks.via if given else None,
                 note=noted,
                 max_steps=steps,
                 max_tokens=tokens,
@@ -516,9 +490,9 @@ class Workspace:
                 self.store,
                 run_id,
                 oracle,
-                observer=observer,
+                observer=asks.observer,
                 before=prepare,
-                place=places.tag(place, request),
+                place=places.tag(place, digest),
                 known=known,
                 endorse=self.endorser(),
             )
@@ -527,34 +501,19 @@ class Workspace:
         self,
         handle: Run,
         reply: Any,
+        request: ContinueRequest | None = None,
+        /,
         *,
-        question: str | None,
-        by: str | None = None,
-        via: str = "api",
-        note: str | None = None,
-        observer: Observer | None = None,
         form_of: str | None = None,
+        **options: Any,
     ) -> Run:
         """Journal a person's reply (and the ``note`` beside it) to ``handle``'s run and let it go on in the
         machines it was started with; ``form_of`` is the notebook cell whose form gave the reply."""
         place = Place(form_of, form=True) if form_of else self.place(handle.id)
         known = handle.outcome.machines if handle.outcome is not None else {}
-        return handle.advanced(
-            lambda: self.continue_run(
-                handle.id,
-                handle.oracle,
-                reply=reply,
-                question=question,
-                by=by,
-                via=via,
-                note=note,
-                observer=observer,
-                place=place,
-                pinned=True,
-                known=known,
-            ),
-            request=form_of is None,
-        )
+        given = {**options, "reply": reply, "place": place, "pinned": True, "known": known}
+        asks = asked(ContinueRequest, request, given)
+        return handle.advanced(lambda: self.continue_run(handle.id, handle.oracle, asks), request=form_of is None)
 
     def answer(
         self,
@@ -579,39 +538,39 @@ class Workspace:
                 raise  # still the question asked: the refusal was about something else, and says so
             raise Superseded(what_happened(handle, question)) from None
 
-    def resume(
-        self,
-        run_id: str,
-        *,
-        script: Any = None,
-        model: str | None = None,
-        executor: str | None = None,
-        **asked: Any,
-    ) -> Outcome:
-        """Continue run ``run_id`` of the store (see :meth:`continue_run` for what ``asked`` may say)."""
-        oracle = self.oracle(script, model, executor=executor)
-        return self.continue_run(run_id, oracle, **asked)
+    def resume(self, run_id: str, request: ContinueRequest | None = None, /, **options: Any) -> Outcome:
+        """Continue run ``run_id`` of the store, its calls answered as the request says (see
+        :meth:`continue_run` for the rest of it)."""
+        asks = asked(ContinueRequest, request, options)
+        return self.continue_run(run_id, self.oracle(asks.script, asks.model, executor=asks.executor), asks)
 
-    def resume_checkpoint(self, path: str, *, trust_file: bool = False, **asked: Any) -> Outcome:
+    def resume_checkpoint(self, path: str, request: ContinueRequest | None = None, /, **options: Any) -> Outcome:
         """Continue the run a checkpoint file carries, and write its new checkpoint over the file."""
-        store = self._sqlite_store()
+        asks = asked(ContinueRequest, request, options)
         return checkpoints.resume_checkpoint_file(
-            path, store, lambda run_id: self.resume(run_id, **asked), keyring=self.keyring, trust_file=trust_file
+            path,
+            self._sqlite_store(),
+            lambda run_id: self.resume(run_id, asks),
+            keyring=self.keyring,
+            trust_file=asks.trust_file,
         )
 
-    def resume_notebook(self, notebook: Path, run_id: str | None, *, trust_file: bool = False, **asked: Any) -> Outcome:
+    def resume_notebook(
+        self, notebook: Path, run_id: str | None, request: ContinueRequest | None = None, /, **options: Any
+    ) -> Outcome:
         """Continue a run a notebook nobody has open carries, and write its new checkpoint back into it."""
         if not run_id:
             raise UsageProblem(
                 f"name the run to resume with --run ID (runs in {notebook}: {checkpoints.notebook_run_names(notebook)})"
             )
+        asks = asked(ContinueRequest, request, {**options, "via": "notebook-file"})
         return checkpoints.resume_in_notebook(
             notebook,
             run_id,
             self.store,
-            lambda found: self.resume(found, **{**asked, "via": "notebook-file"}),
+            lambda found: self.resume(found, asks),
             keyring=self.keyring,
-            trust_file=trust_file,
+            trust_file=asks.trust_file,
         )
 
     def _sqlite_store(self) -> SQLiteStore:
@@ -672,10 +631,10 @@ class Workspace:
             return store_runs(self.settings.store) if self.settings.store.exists() else []
         return listed_runs(self.store, self.store_flag())
 
-    def map(self, name: str, over: Any, **options: Any) -> batch.Ran:
+    def map(self, name: str, over: Any, request: MapRequest | None = None, /, **options: Any) -> batch.Ran:
         """Every row of :meth:`map_rows` (the same options), kept: each row's outcome and a handle on its run, as a
         notebook shows a batch and carries each row's checkpoint."""
-        running = self.map_rows(name, over, **options)
+        running = self.map_rows(name, over, request, **options)
         rows = sorted(running, key=lambda row: row.index)
         handles: dict[str, Run] = {}
         for row in rows:
@@ -687,38 +646,21 @@ class Workspace:
             handles[row.run_id] = handle
         return batch.Ran(running.name, rows, handles)
 
-    def map_rows(
-        self,
-        name: str,
-        over: Any,
-        *,
-        id: str | None = None,
-        key: str | None = None,
-        input: Mapping[str, Any] | None = None,
-        hitl: str | None = None,
-        suspend: bool = False,
-        max_steps: int | str | None = None,
-        max_tokens: int | str | None = None,
-        max_cost: float | str | None = None,
-        script: Any = None,
-        model: str | None = None,
-        concurrency: int = batch.DEFAULT_CONCURRENCY,
-        fresh: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-        executor: str | None = None,
-    ) -> batch.Running:
+    def map_rows(self, name: str, over: Any, request: MapRequest | None = None, /, **options: Any) -> batch.Running:
         """Run machine ``name`` once per row of ``over`` (a list of dicts, a DataFrame, or a .jsonl, .json or
-        .csv path): a durable run per row, ``concurrency`` at a time; the batch's id (``id``, default the
-        machine's name) and the row's ``key`` column, or the row's content, name each run, so running the
-        same rows again replays them. The rows are checked and named first; iterating what this returns runs
-        them and gives each row as it stops, to be dropped once used (a batch of any size holds the rows
-        running). ``progress(done, total)`` is told, on the iterating thread, as rows finish.
+        .csv path), as the :class:`MapRequest` says: a durable run per row, ``concurrency`` at a time; the
+        batch's id (``id``, default the machine's name) and the row's ``key`` column, or the row's content, name
+        each run, so running the same rows again replays them. The rows are checked and named first; iterating
+        what this returns runs them and gives each row as it stops, to be dropped once used (a batch of any size
+        holds the rows running). ``progress(done, total)`` is told, on the iterating thread, as rows finish.
 
         A row's run the store does not hold but a copy in reach does is taken up from it when trusted.
         """
+        asks = asked(MapRequest, request, options)
+        script, model, fresh, concurrency = asks.script, asks.model, asks.fresh, asks.concurrency
         machine = self.machine(name)
         callees = self.callees(machine)
-        plan = batch.RowPlan(over, id or name, key)
+        plan = batch.RowPlan(over, asks.id or name, asks.key)
         carried = self.carried_runs() if not fresh else set()
         for row in plan if carried else ():
             if row.run_id in carried and not self.store.exists(row.run_id):
@@ -727,12 +669,12 @@ class Workspace:
                 except Untrusted:
                     if script is None:
                         raise  # running it afresh would call a model instead of the file's run: ask first
-        options = run_options(
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            suspend=suspend,
-            hitl=hitl or self.settings.hitl,
+        run_settings = run_options(
+            max_steps=asks.max_steps,
+            max_tokens=asks.max_tokens,
+            max_cost=asks.max_cost,
+            suspend=asks.suspend,
+            hitl=asks.hitl or self.settings.hitl,
             max_workers=self.settings.max_workers,
         )
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
@@ -741,7 +683,7 @@ class Workspace:
             model,
             needs_model=needs_model,
             machine=machine,
-            executor=executor,
+            executor=asks.executor,
             calls=min(concurrency, len(plan)),
         )
         stops = batch.run_rows(
@@ -750,14 +692,15 @@ class Workspace:
             store=self.store,
             oracle_for=make_oracle,
             registry=callees,
-            options=options,
-            input=host_input(input or {}, "input"),
+            options=run_settings,
+            input=host_input(asks.input or {}, "input"),
             concurrency=concurrency,
             fresh=fresh,
             origin=self._origin(machine, script, model),
             endorse=self.endorser(),
         )
-        return batch.Running(id or name, len(plan), batch.told(stops, len(plan), progress), make_oracle)
+        told = batch.told(stops, len(plan), asks.progress)
+        return batch.Running(asks.id or name, len(plan), told, make_oracle)
 
     # -- copies of runs in reach ------------------------------------------------------------
 

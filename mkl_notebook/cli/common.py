@@ -178,17 +178,3 @@ def machine_of(ws: Workspace, args: argparse.Namespace) -> Machine:
 def host_values(args: argparse.Namespace) -> dict[str, Any]:
     """The values a run (or every row) is given: ``--input`` JSON, with each ``--set`` laid over it."""
     return merge(parse_input(args.input) if args.input is not None else {}, parse_assignments(args.set))
-
-
-def run_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What ``mkl run`` and ``mkl map`` give each run they start, from the flags both take: its values, its
-    limits, its scripted answers, and whether it starts over."""
-    return {
-        "input": host_values(args),
-        "suspend": args.suspend,
-        "max_steps": args.max_steps,
-        "max_tokens": args.max_tokens,
-        "max_cost": args.max_cost,
-        "script": args.script,
-        "fresh": args.fresh,
-    }

@@ -7,19 +7,20 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..app.settings import DEFAULT_CONCURRENCY, DEFAULT_STORE, command_api_base
+from ..app.flags import MAP, add_flags
+from ..app.settings import command_api_base
 from .common import (
     EXIT_FAILED,
     STATUS_EXIT,
     Commands,
     emit_status,
+    host_values,
     interrupted,
     machine_of,
-    run_settings,
     say,
     workspace,
 )
-from .run_cmd import executor_flags
+from .run_cmd import command_line_flags
 
 if TYPE_CHECKING:
     from ..app import batch
@@ -30,25 +31,8 @@ BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
 def add_map_parser(commands: Commands) -> None:
     mapped = commands.add_parser("map", help="run a machine once per row of a JSONL, JSON or CSV file")
     mapped.add_argument("file", help="a .mkl machine file")
-    mapped.add_argument("--over", required=True, metavar="ROWS", help="the rows: a .jsonl, .json or .csv file")
-    mapped.add_argument("--key", metavar="COLUMN", help="the column naming each row's run (default: its content)")
-    mapped.add_argument("--id", dest="batch", metavar="BATCH", help="the batch's name, first in each run id")
-    mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N", help="rows run at once")
-    mapped.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a value every row gets")
-    mapped.add_argument("--input", metavar="JSON", help="a JSON object of values every row gets (or @file.json)")
-    mapped.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
-    mapped.add_argument("--script", metavar="FILE", help="scripted answers (each row's run reads them from the top)")
-    mapped.add_argument("--model", metavar="MODEL", help="litellm model for every tier")
-    mapped.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
-    mapped.add_argument("--tools", metavar="FILE.py", help="a Python file of @mkl_notebook.tool / .hook functions")
-    mapped.add_argument("--max-steps", metavar="N", help="step budget of each row's run")
-    mapped.add_argument("--max-tokens", metavar="N", help="token budget of each row's run")
-    mapped.add_argument("--max-cost", metavar="USD", help="cost limit of each row's run, in US dollars")
-    mapped.add_argument("--suspend", action="store_true", help="suspend instead of halting when a budget runs out")
-    mapped.add_argument("--hitl", action="store_true", help="every escalate gate suspends for a person")
-    mapped.add_argument("--fresh", action="store_true", help="start every row's run over")
-    executor_flags(mapped)
-    mapped.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
+    add_flags(mapped, MAP)
+    command_line_flags(mapped, batch=True)
     mapped.set_defaults(handler=map_main)
 
 
@@ -88,18 +72,12 @@ def map_main(args: argparse.Namespace) -> int:
 def _map(args: argparse.Namespace, progress: Callable[[int, int], None]) -> batch.Tally:
     """Every row's run, as the flags say, each counted into the tally and dropped."""
     from ..app import batch
+    from ..app.requests import MapRequest, from_flags
 
     with workspace(args) as ws:
         machine = machine_of(ws, args)
-        running = ws.map_rows(
-            machine.name,
-            args.over,
-            id=args.batch,
-            key=args.key,
-            concurrency=args.concurrency,
-            progress=progress,
-            **run_settings(args),
-        )
+        request = from_flags(MapRequest, args, id=args.batch, input=host_values(args), progress=progress)
+        running = ws.map_rows(machine.name, args.over, request)
         tally = batch.Tally(running.total)
         for row in running:  # each row is counted in and dropped: a batch of any size holds the rows running
             tally.add(row)

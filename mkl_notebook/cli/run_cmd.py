@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.errors import UsageProblem
+from ..app.flags import REPLYING, RUN, add_flags
 from ..app.settings import DEFAULT_STORE, command_api_base
 from ..app.values import parse_assignments
 from ..render.commands import resume_command
@@ -23,9 +24,9 @@ from .common import (
     all_flag,
     cli_cap,
     emit_status,
+    host_values,
     interrupted,
     machine_of,
-    run_settings,
     say,
     workspace,
 )
@@ -39,34 +40,8 @@ if TYPE_CHECKING:  # (the application's heavier parts are imported when a comman
 def add_run_parsers(commands: Commands) -> None:
     run = commands.add_parser("run", help="run a machine (durably: re-running an id replays it)")
     run.add_argument("file", help="a .mkl machine file")
-    run.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a host value for a context key (dotted keys nest); repeatable",
-    )
-    run.add_argument("--input", metavar="JSON", help="a JSON object of host values (or @file.json)")
-    _common(run)
-    run.add_argument("--suspend", action="store_true", help="suspend instead of halting when a budget runs out")
-    hitl = run.add_mutually_exclusive_group()
-    hitl.add_argument("--hitl", action="store_true", help="every escalate gate suspends for a person")
-    hitl.add_argument("--no-hitl", action="store_true", help="escalate gates route as authored (the default)")
-    run.add_argument(
-        "--on-untrusted-flow",
-        choices=("report", "halt"),
-        default="report",
-        help="what an effectful tool reached by a tainted decision does",
-    )
-    run.add_argument("--fresh", action="store_true", help="start the run id over, forgetting its journal")
-    run.add_argument(
-        "--retry",
-        action="store_true",
-        help="make the calls that failed (a provider's error) again; without it a re-run replays them as they failed",
-    )
-    run.add_argument(
-        "--ask-human", action="store_true", help="let every generative state ask the person a question (extension)"
-    )
+    add_flags(run, RUN)
+    command_line_flags(run)
     run.set_defaults(handler=run_main)
 
     resume = commands.add_parser("resume", help="continue a suspended or in-doubt run")
@@ -77,34 +52,9 @@ def add_run_parsers(commands: Commands) -> None:
         help="a checkpoint file written by --checkpoint, or a notebook (.ipynb) that carries the run",
     )
     resume.add_argument("--run", dest="notebook_run", metavar="ID", help="which run of the notebook to resume")
-    resume.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="the reply, at the path the run is waiting on (e.g. --set human.reply=approve)",
-    )
-    resume.add_argument("--reply", metavar="TEXT", help="the reply, wherever the run is waiting for it")
-    resume.add_argument(
-        "--note",
-        metavar="TEXT",
-        help="a note beside the reply (--reply approve --note 'add an apology'): journaled and shown with it, "
-        "and put at <reply_to>_note for the machine; the reply itself stays as given",
-    )
-    resume.add_argument(
-        "--question",
-        metavar="ID",
-        help="the question the reply answers (question_id in the status line); a reply to any other is refused",
-    )
-    resume.add_argument("--as", dest="by", metavar="NAME", help="who answers (default: $JUPYTERHUB_USER, else you)")
-    resume.add_argument("--resolve", metavar="completed=VALUE|retry|abort", help="settle an in-doubt tool call")
+    add_flags(resume, ("run_id", *REPLYING, "executor"))
     resume.add_argument("--force", action="store_true", help="resume even though a machine file changed")
-    resume.add_argument(
-        "--trust-file",
-        action="store_true",
-        help="take up the file's run even though its checkpoint is not sealed by you or a key you trust",
-    )
-    _common(resume)
+    command_line_flags(resume)
     resume.set_defaults(handler=resume_main)
 
     listing = commands.add_parser("runs", help="list the runs in a store or a notebook")
@@ -119,32 +69,20 @@ def add_run_parsers(commands: Commands) -> None:
     listing.set_defaults(handler=runs_main)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--id", dest="run_id", metavar="RUN", help="the run id (default: a new one for run)")
+def command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:
+    """The flags of a command that starts or continues runs that the notebook's magics do not take: the store
+    and checkpoint files, a server's base URL, a tools file, and how much the command prints."""
     parser.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
-    parser.add_argument("--checkpoint", metavar="PATH", help="also write the run's checkpoint here")
-    parser.add_argument("--script", metavar="FILE", help="scripted oracles (llm/tools/hooks) to run offline")
-    parser.add_argument("--model", metavar="MODEL", help="litellm model for every tier, e.g. openai/gpt-4o-mini")
+    if not batch:
+        parser.add_argument("--checkpoint", metavar="PATH", help="also write the run's checkpoint here")
     parser.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
     parser.add_argument(
         "--tools", metavar="FILE.py", help="a Python file whose @mkl_notebook.tool / .hook functions the run may call"
     )
-    parser.add_argument(
-        "--max-steps",
-        metavar="N",
-        help="step budget (replaces budget:); on resume, of the machine that ran out of steps, "
-        "the root or a called one",
-    )
-    parser.add_argument("--max-tokens", metavar="N", help="token budget for the whole run")
-    parser.add_argument(
-        "--max-cost",
-        metavar="USD",
-        help="cost limit in US dollars for the run's model calls, from litellm's local price list "
-        "(a model with no known price stops the run rather than spend unmetered)",
-    )
-    executor_flags(parser)
+    add_flags(parser, ("max_model_calls",))
     parser.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
-    all_flag(parser)
+    if not batch:
+        all_flag(parser)
 
 
 def _observer(args: argparse.Namespace) -> Observer | None:
@@ -152,16 +90,6 @@ def _observer(args: argparse.Namespace) -> Observer | None:
     if args.quiet or not sys.stdout.isatty():
         return None
     return TerminalStream(sys.stdout).observer
-
-
-def executor_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--executor",
-        metavar="threads|dask|dask://ADDRESS",
-        help="where calls are made: here (threads, the default), a LocalCluster started for the command (dask), "
-        "or a running Dask scheduler",
-    )
-    parser.add_argument("--max-model-calls", metavar="N", help="model calls in flight at once across the cluster")
 
 
 def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: str, written: str | None = None) -> int:
@@ -203,22 +131,16 @@ def _continue_with(args: argparse.Namespace, outcome: Outcome, **where: Any) -> 
 
 def run_main(args: argparse.Namespace) -> int:
     from ..app.checkpoints import check_checkpoint_folder
+    from ..app.requests import StartRequest, from_flags
     from ..app.terms import new_run_id
 
     check_checkpoint_folder(args.checkpoint)
     with workspace(args) as ws:
         machine = machine_of(ws, args)
         run_id = args.run_id or new_run_id()  # named now, so that an interrupted run can be named
+        request = from_flags(StartRequest, args, id=run_id, input=host_values(args), observer=_observer(args))
         try:
-            run = ws.start(
-                machine.name,
-                id=run_id,
-                observer=_observer(args),
-                on_untrusted_flow=args.on_untrusted_flow,
-                ask_human=args.ask_human,
-                retry=args.retry,
-                **run_settings(args),
-            )
+            run = ws.start(machine.name, request)
         except KeyboardInterrupt:
             return interrupted(_go_on(args, run_id), run_id)
         assert run.outcome is not None
@@ -227,6 +149,7 @@ def run_main(args: argparse.Namespace) -> int:
 
 def resume_main(args: argparse.Namespace) -> int:
     from ..app.checkpoints import check_checkpoint_folder, paired_edits, unheeded_marks
+    from ..app.requests import ContinueRequest, from_flags
 
     check_checkpoint_folder(args.checkpoint)
     if bool(args.target) == bool(args.run_id):
@@ -236,24 +159,12 @@ def resume_main(args: argparse.Namespace) -> int:
     with workspace(args) as ws:
         if args.tools:
             ws.load_tools(args.tools)
-        asked: dict[str, Any] = {
-            "reply": args.reply,
-            "set_values": parse_assignments(args.set),
-            "question": args.question,
-            "by": args.by,
-            "via": "cli",
-            "note": args.note,
-            "max_steps": args.max_steps,
-            "max_tokens": args.max_tokens,
-            "max_cost": args.max_cost,
-            "resolve": args.resolve,
-            "observer": _observer(args),
-            "force": args.force,
-            "script": args.script,
-        }
+        asked = from_flags(
+            ContinueRequest, args, set_values=parse_assignments(args.reply_set), via="cli", observer=_observer(args)
+        )
         if not args.target:
             try:
-                outcome = ws.resume(args.run_id, **asked)
+                outcome = ws.resume(args.run_id, asked)
             except KeyboardInterrupt:
                 return interrupted(_go_on(args, args.run_id), args.run_id)
             return _finish(args, ws, outcome, _continue_with(args, outcome))
@@ -262,12 +173,12 @@ def resume_main(args: argparse.Namespace) -> int:
             at_risk = paired_edits(notebook)  # (asked before the write makes the notebook the newer file)
             for aside in unheeded_marks(notebook, args.notebook_run) if args.notebook_run else []:
                 print(f"mkl: warning: {printable(aside)}", file=sys.stderr)
-            outcome = ws.resume_notebook(notebook, args.notebook_run, trust_file=args.trust_file, **asked)
+            outcome = ws.resume_notebook(notebook, args.notebook_run, asked)
             if at_risk is not None:
                 print(f"mkl: warning: {printable(at_risk)}", file=sys.stderr)
             resume = _continue_with(args, outcome, notebook=str(notebook), trust_file=args.trust_file)
             return _finish(args, ws, outcome, resume, written=str(notebook))
-        outcome = ws.resume_checkpoint(args.target, trust_file=args.trust_file, **asked)
+        outcome = ws.resume_checkpoint(args.target, asked)
         resume = _continue_with(args, outcome, checkpoint=args.target, trust_file=args.trust_file)
         return _finish(args, ws, outcome, resume, args.target)
 

@@ -13,6 +13,7 @@ from typing import Any
 from ..app import batch
 from ..app.checkpoints import BATCH_MIME, BATCH_ROWS_MIME, CHECKPOINT_MIME, REFERENCE_MIME
 from ..app.handle import Run, pandas_for
+from ..app.requests import MapRequest
 from ..app.status import cell_answers
 from ..render.batch_views import batch_bundle
 from .review import ReviewQueue
@@ -111,8 +112,11 @@ class Batch:
         return f"<Batch {self.name}: {len(self.rows)} rows ({parts})>"
 
 
-def run_batch(session: NotebookSession, name: str, over: Any, **options: Any) -> Batch:
-    """Run machine ``name`` once per row of ``over`` in ``session`` (see :meth:`Workspace.map` for the options),
-    as the value ``%mkl map`` gives: the rows' table, their runs, and a form for their questions."""
-    ran = session.map(name, over, **options)
+def run_batch(
+    session: NotebookSession, name: str, over: Any, request: MapRequest | None = None, /, **options: Any
+) -> Batch:
+    """Run machine ``name`` once per row of ``over`` in ``session`` as the request (or ``options``, its fields)
+    says (see :meth:`Workspace.map`), as the value ``%mkl map`` gives: the rows' table, their runs, and a form
+    for their questions."""
+    ran = session.map(name, over, request, **options)
     return Batch(ran.name, ran.rows, ran.runs, session)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from IPython.core.error import UsageError
 
 from ..app.errors import MklError, UsageProblem
-from ..app.settings import DEFAULT_CONCURRENCY
+from ..app.flags import FLAGS, MAP, REPLYING, RUN, add_flags
 from ..app.values import host_input, merge, parse_assignments, parse_input
 
 SUBCOMMANDS = (
@@ -51,10 +51,11 @@ HELP = """\
     --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
     --retry (make the calls that failed again; a re-run otherwise replays a provider's failure as it was)
     --executor dask|dask://ADDRESS (make the calls on this kernel's Dask client, or a scheduler's)
+    --on-untrusted-flow report|halt  --ask-human   (the flags `mkl run` shares mean the same, see `mkl run -h`)
 %mkl map NAME --over $rows|ROWS.jsonl|.csv  one run per row (a list of dicts, a DataFrame or a file);
     --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
-%mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME]] [--max-steps N] [--max-tokens N]
-               [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
+%mkl resume RUN [--question ID (--reply TEXT | --set path=value) [--as NAME] [--note TEXT]]
+               [--max-steps N] [--max-tokens N] [--max-cost USD] [--resolve completed=VALUE|retry|abort] [--trust-file]
                [--script FILE | --model MODEL] (what answers the calls it still has to make)
 %mkl runs                 the runs of this kernel's store: status, where, what each spent
 %mkl pending              the runs waiting for a person, each with its form
@@ -128,45 +129,17 @@ class _Parser(argparse.ArgumentParser):
         print(self.format_help())
 
 
-def _starting_flags(parser: argparse.ArgumentParser) -> None:
-    """What every run a cell starts may be given: host values, hitl, budgets, where its answers come from."""
-    parser.add_argument("--set", action="append", default=[])
-    parser.add_argument("--input")
-    hitl = parser.add_mutually_exclusive_group()
-    hitl.add_argument("--hitl", action="store_true")
-    hitl.add_argument("--no-hitl", action="store_true")
-    parser.add_argument("--suspend", action="store_true")
-    parser.add_argument("--max-steps")
-    parser.add_argument("--max-tokens")
-    parser.add_argument("--max-cost")
-    parser.add_argument("--script")
-    parser.add_argument("--fresh", action="store_true")
-    parser.add_argument("--model")
-    parser.add_argument("--executor")
-
-
 def parsers() -> dict[str, argparse.ArgumentParser]:
-    """The flags of each subcommand that takes any."""
+    """The flags of each subcommand that takes any: those the ``mkl`` command shares from one table
+    (:mod:`~mkl_notebook.app.flags`), and the notebook's own."""
     run = _Parser(prog="run", add_help=False)
     run.add_argument("name", nargs="?")
-    run.add_argument("--id", dest="run_id")
-    _starting_flags(run)
-    run.add_argument("--notebook")
-    run.add_argument("--trust-file", action="store_true")
-    run.add_argument("--retry", action="store_true")
+    add_flags(run, RUN)
+    run.add_argument("--notebook", help="the notebook file that carries the run (default: this one)")
+    run.add_argument("--trust-file", action="store_true", help=FLAGS["trust_file"].help)
     resume = _Parser(prog="resume", add_help=False)
     resume.add_argument("run_id")
-    resume.add_argument("--set", action="append", default=[])
-    resume.add_argument("--reply")
-    resume.add_argument("--question")
-    resume.add_argument("--as", dest="by")
-    resume.add_argument("--max-steps")
-    resume.add_argument("--max-tokens")
-    resume.add_argument("--max-cost")
-    resume.add_argument("--resolve")
-    resume.add_argument("--trust-file", action="store_true")
-    resume.add_argument("--script")
-    resume.add_argument("--model")
+    add_flags(resume, REPLYING)
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget", "plan")}
     for parser in one_run.values():
         parser.add_argument("run_id")
@@ -191,11 +164,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     test.add_argument("--script", required=True)
     mapped = _Parser(prog="map", add_help=False)
     mapped.add_argument("name")
-    mapped.add_argument("--over", required=True)
-    mapped.add_argument("--key")
-    mapped.add_argument("--id", dest="batch")
-    mapped.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
-    _starting_flags(mapped)
+    add_flags(mapped, MAP)
     named = {
         "run": run,
         "map": mapped,
@@ -272,8 +241,3 @@ class Values:
     def host_values(self, input_token: str | None, assignments: Sequence[str]) -> dict[str, Any]:
         """A run's host values: ``--input`` with each ``--set`` laid over it."""
         return merge(self.input(input_token), self.assignments(assignments))
-
-
-def hitl_flag(args: argparse.Namespace) -> str | None:
-    """``--hitl`` / ``--no-hitl``: all escalate gates suspend, none do, or (None) the setting decides."""
-    return "all" if args.hitl else "none" if args.no_hitl else None

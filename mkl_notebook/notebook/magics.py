@@ -24,6 +24,7 @@ from ..app.audit import workspace_audit
 from ..app.checkpoints import batch_place
 from ..app.errors import USER_ERRORS, Superseded, without_secrets
 from ..app.listing import waiting_questions
+from ..app.requests import ContinueRequest, MapRequest, StartRequest, from_flags
 from ..app.status import cell_answers, traced
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
@@ -34,7 +35,7 @@ from ..render.diagram import diagram_bundle
 from ..render.plan_views import plan_bundle
 from .batch import Batch, run_batch
 from .display import RunView
-from .magic_args import HELP, SUBCOMMANDS, HelpShown, Values, hitl_flag, parsers, split_words
+from .magic_args import HELP, SUBCOMMANDS, HelpShown, Values, parsers, split_words
 from .review import ReviewQueue
 from .session import NotebookRun, NotebookSession, current_session, served_by_voila
 
@@ -176,34 +177,25 @@ class MklMagics(Magics):
         text = self.values.maybe_text
         run_id = text(args.run_id)
         view = self._view(run_id or name, self.session.machines.get(name))
-        asked: dict[str, Any] = {
-            "id": run_id,
-            "input": self.values.host_values(args.input, args.set),
-            "hitl": hitl_flag(args),
-            "suspend": args.suspend,
-            "max_steps": args.max_steps,
-            "max_tokens": args.max_tokens,
-            "max_cost": args.max_cost,
-            "script": text(args.script),
-            "fresh": args.fresh,
-            "notebook": args.notebook,
-            "model": text(args.model),
-            "observer": view.observer,
-            "trust_file": args.trust_file,
-            "executor": text(args.executor),
-            "retry": args.retry,
-        }
+        asked = from_flags(
+            StartRequest,
+            args,
+            text,
+            id=run_id,
+            input=self.values.host_values(args.input, args.set),
+            observer=view.observer,
+        )
 
         def again(**choice: Any) -> None:  # a button of the untrusted run's banner: run with that choice
-            self.present(self.session.start(name, **{**asked, **choice}), view)
+            self.present(self.session.start(name, asked, **choice), view)
 
         view.start()
         try:
             with _running(view):
-                run = self.session.start(name, **asked)
+                run = self.session.start(name, asked)
         except Untrusted as problem:
             choices = self._take_up_choices(problem, again)
-            if problem.added is None and self.session.can_call(asked["script"], asked["model"]):
+            if problem.added is None and self.session.can_call(asked.script, asked.model):
                 # the store holds none of it, and calls can be made here: a run of this cell's own may begin beside it
                 choices.append(("Run it here as a new run", lambda _name: again(anew=True)))
             view.untrusted(problem, choices)
@@ -276,25 +268,15 @@ class MklMagics(Magics):
 
         text = self.values.maybe_text
         try:
-            result = run_batch(
-                self.session,
-                name,
-                over,
+            request = from_flags(
+                MapRequest,
+                args,
+                text,
                 id=text(args.batch),
-                key=text(args.key),
                 input=self.values.host_values(args.input, args.set),
-                hitl=hitl_flag(args),
-                suspend=args.suspend,
-                max_steps=args.max_steps,
-                max_tokens=args.max_tokens,
-                max_cost=args.max_cost,
-                script=text(args.script),
-                model=text(args.model),
-                concurrency=args.concurrency,
-                fresh=args.fresh,
                 progress=progress,
-                executor=text(args.executor),
             )
+            result = run_batch(self.session, name, over, request)
         finally:
             for bar, handle in zip(bars, shown, strict=True):
                 bar.close()
@@ -353,15 +335,14 @@ class MklMagics(Magics):
         view.start()
         with _running(view):
             run.resume(
-                reply=text(args.reply),
-                set_values=self.values.assignments(args.set),
-                question=text(args.question),
-                by=text(args.by),
-                max_steps=args.max_steps,
-                max_tokens=args.max_tokens,
-                max_cost=args.max_cost,
-                resolve=args.resolve,
-                observer=view.observer,
+                from_flags(
+                    ContinueRequest,
+                    args,
+                    text,
+                    set_values=self.values.assignments(args.reply_set),
+                    via="notebook",
+                    observer=view.observer,
+                )
             )
         self.present(run, view)
         return run

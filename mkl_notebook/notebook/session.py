@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..app.finding import Found, named_notebook, notebook_running
 from ..app.handle import Run as WorkspaceRun
 from ..app.handle import pandas_for
 from ..app.reconcile import STALE, Copy, checked_copy, judge, notebook_copy
+from ..app.requests import StartRequest, asked
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
 from ..app.terms import Oracle, Outcome, Place, Signer
 from ..app.workspace import Workspace
@@ -346,14 +348,15 @@ class NotebookSession(Workspace):
 
     # -- runs --------------------------------------------------------------------------------------
 
-    def start(self, name: str, *, id: str | None = None, fresh: bool = False, **options: Any) -> NotebookRun:
+    def start(self, name: str, request: StartRequest | None = None, /, **options: Any) -> NotebookRun:
         """Run (or replay) machine ``name`` as run ``id`` (default: the machine's name); see
         :meth:`Workspace.start`. A fresh run's checkpoint replaces the old one in the notebook's metadata."""
-        run_id = id or name
-        if fresh:
+        asks = asked(StartRequest, request, options)
+        run_id = asks.id or name
+        if asks.fresh:
             self.link.delete(run_id)
             self.taken_up.pop(run_id, None)  # the new run is this person's own
-        handle = super().start(name, id=run_id, fresh=fresh, **options)
+        handle = super().start(name, replace(asks, id=run_id))
         assert isinstance(handle, NotebookRun)
         self._keep_in_metadata(handle)  # shown or not: `mkl_notebook.run()` displays nothing
         return handle

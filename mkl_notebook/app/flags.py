@@ -1,0 +1,181 @@
+"""The flags the ``mkl`` command and the ``%mkl`` magics share, declared once: name, meaning, default.
+
+Each front end builds its parsers from this table (:func:`add_flags`), so ``mkl run --max-cost`` and ``%mkl run
+--max-cost`` are one flag with one help text, and a flag added here reaches both. What only one front end has
+(a store file, a checkpoint file, a status line on the command line; the notebook a cell names) it declares
+itself. Importing this costs only :mod:`argparse`: ``mkl --help`` reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .settings import DEFAULT_CONCURRENCY
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag: its option string, what it means, and how argparse reads it. Flags with the same
+    ``exclusive`` name cannot be given together."""
+
+    option: str
+    help: str
+    dest: str | None = None
+    metavar: str | None = None
+    action: str | None = None
+    default: Any = None
+    type: Any = None
+    choices: tuple[str, ...] | None = None
+    required: bool = False
+    exclusive: str | None = None
+
+    def add_to(self, parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
+        """Declare this flag on ``parser`` (or a group of it)."""
+        given: dict[str, Any] = {"help": self.help}
+        for name in ("dest", "metavar", "action", "type", "choices"):
+            value = getattr(self, name)
+            if value is not None:
+                given[name] = value
+        if self.default is not None:
+            given["default"] = list(self.default) if isinstance(self.default, tuple) else self.default
+        if self.required:
+            given["required"] = True
+        parser.add_argument(self.option, **given)
+
+
+FLAGS: dict[str, Flag] = {
+    flag.dest or flag.option[2:].replace("-", "_"): flag
+    for flag in (
+        # -- what a run starts with --------------------------------------------------------
+        Flag(
+            "--id", "the run id (default: a new one; in a notebook, the machine's name)", dest="run_id", metavar="RUN"
+        ),
+        Flag(
+            "--set",
+            "a host value for a context key (dotted keys nest); repeatable",
+            action="append",
+            default=(),
+            metavar="KEY=VALUE",
+        ),
+        Flag("--input", "a JSON object of host values (or @file.json)", metavar="JSON"),
+        Flag("--hitl", "every escalate gate suspends for a person", action="store_true", exclusive="hitl"),
+        Flag("--no-hitl", "escalate gates route as authored (the default)", action="store_true", exclusive="hitl"),
+        Flag("--suspend", "suspend instead of halting when a budget runs out", action="store_true"),
+        Flag("--fresh", "start the run id over, forgetting its journal", action="store_true"),
+        Flag(
+            "--retry",
+            "make the calls that failed (a provider's error) again; without it a re-run replays them as they failed",
+            action="store_true",
+        ),
+        Flag(
+            "--on-untrusted-flow",
+            "what an effectful tool reached by a tainted decision does",
+            choices=("report", "halt"),
+            default="report",
+        ),
+        Flag(
+            "--ask-human",
+            "let every generative state ask the person a question (extension)",
+            action="store_true",
+        ),
+        # -- budgets -------------------------------------------------------------------------
+        Flag(
+            "--max-steps",
+            "step budget (replaces budget:); on resume, of the machine that ran out of steps, the root or a "
+            "called one; in a batch, of each row's run",
+            metavar="N",
+        ),
+        Flag("--max-tokens", "token budget for the whole run (in a batch, each row's)", metavar="N"),
+        Flag(
+            "--max-cost",
+            "cost limit in US dollars for the run's model calls (in a batch, each row's), from litellm's local "
+            "price list (a model with no known price stops the run rather than spend unmetered)",
+            metavar="USD",
+        ),
+        # -- who answers the calls, and where they are made ----------------------------------
+        Flag(
+            "--script",
+            "scripted oracles (llm/tools/hooks) to run offline (in a batch, each row's run reads them from the top)",
+            metavar="FILE",
+        ),
+        Flag("--model", "litellm model for every tier, e.g. openai/gpt-4o-mini", metavar="MODEL"),
+        Flag(
+            "--executor",
+            "where calls are made: here (threads, the default), a LocalCluster started for the command (dask), "
+            "or a running Dask scheduler",
+            metavar="threads|dask|dask://ADDRESS",
+        ),
+        Flag("--max-model-calls", "model calls in flight at once across the cluster", metavar="N"),
+        # -- a person's answer ---------------------------------------------------------------
+        Flag(
+            "--set",
+            "the reply, at the path the run is waiting on (e.g. --set human.reply=approve)",
+            dest="reply_set",
+            action="append",
+            default=(),
+            metavar="KEY=VALUE",
+        ),
+        Flag("--reply", "the reply, wherever the run is waiting for it", metavar="TEXT"),
+        Flag(
+            "--note",
+            "a note beside the reply (--reply approve --note 'add an apology'): journaled and shown with it, and "
+            "put at <reply_to>_note for the machine; the reply itself stays as given",
+            metavar="TEXT",
+        ),
+        Flag(
+            "--question",
+            "the question the reply answers (question_id in the status line); a reply to any other is refused",
+            metavar="ID",
+        ),
+        Flag("--as", "who answers (default: $JUPYTERHUB_USER, else you)", dest="by", metavar="NAME"),
+        Flag("--resolve", "settle an in-doubt tool call", metavar="completed=VALUE|retry|abort"),
+        Flag(
+            "--trust-file",
+            "take up the file's run even though its checkpoint is not sealed by you or a key you trust",
+            action="store_true",
+        ),
+        # -- a batch -------------------------------------------------------------------------
+        Flag("--over", "the rows: a .jsonl, .json or .csv file", metavar="ROWS", required=True),
+        Flag("--key", "the column naming each row's run (default: its content)", metavar="COLUMN"),
+        Flag("--id", "the batch's name, first in each run id", dest="batch", metavar="BATCH"),
+        Flag("--concurrency", "rows run at once", type=int, default=DEFAULT_CONCURRENCY, metavar="N"),
+    )
+}
+
+LIMITS = ("max_steps", "max_tokens", "max_cost")
+STARTING = (
+    "set",
+    "input",
+    "hitl",
+    "no_hitl",
+    "suspend",
+    *LIMITS,
+    "script",
+    "model",
+    "executor",
+    "fresh",
+)
+RUN = ("run_id", *STARTING, "retry", "on_untrusted_flow", "ask_human")
+REPLYING = ("reply_set", "reply", "note", "question", "by", *LIMITS, "resolve", "trust_file", "script", "model")
+MAP = ("over", "key", "batch", "concurrency", *STARTING)
+
+
+def add_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """Declare the flags of ``FLAGS`` named (in that order) on ``parser``; exclusive ones in one group."""
+    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for name in names:
+        flag = FLAGS[name]
+        if flag.exclusive is None:
+            flag.add_to(parser)
+            continue
+        if flag.exclusive not in groups:
+            groups[flag.exclusive] = parser.add_mutually_exclusive_group()
+        flag.add_to(groups[flag.exclusive])
+
+
+def hitl_choice(args: argparse.Namespace) -> str | None:
+    """``--hitl`` / ``--no-hitl``: all escalate gates suspend, none do, or (None) the setting decides."""
+    return "all" if getattr(args, "hitl", False) else "none" if getattr(args, "no_hitl", False) else None

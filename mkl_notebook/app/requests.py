@@ -1,0 +1,139 @@
+"""What each use case is asked, as one object: start a run, continue one, run a machine over rows.
+
+Both front ends build these from the flags of one table (:mod:`.flags`); the Python API takes the same
+fields as keyword arguments (``mkl_notebook.run("refund", script=..., hitl="all")``), checked into the same
+object, so an option is spelled, defaulted and documented once. What several requests share (a run's limits,
+where its calls are answered) is a base of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..durable.places import Place
+from ..durable.runs import Observer, Resolution
+from ..lang.model import Machine
+from .errors import UsageProblem
+from .flags import hitl_choice
+from .settings import DEFAULT_CONCURRENCY
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """A run's budgets, as flag text or numbers (checked where they are used): steps, tokens, US dollars."""
+
+    max_steps: int | str | None = None
+    max_tokens: int | str | None = None
+    max_cost: float | str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answering:
+    """Where a run's calls are answered: scripted answers (a file or a dict), a litellm model, and where the
+    calls are made (``threads``, ``dask``, ``dask://ADDRESS``; None: the setting)."""
+
+    script: Any = None
+    model: str | None = None
+    executor: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartRequest(Limits, Answering):
+    """Start (or replay) a run: its id (None: a new one), the host values laid under its context, whether every
+    escalate gate suspends (``hitl``: ``all``/``none``; None: the setting), what a budget running out does
+    (``suspend``), and how it meets the run's copies in reach (see :meth:`Workspace.start`)."""
+
+    id: str | None = None
+    input: Mapping[str, Any] | None = None
+    hitl: str | None = None
+    suspend: bool = False
+    fresh: bool = False
+    retry: bool = False
+    notebook: str | None = None
+    trust_file: bool = False
+    anew: bool = False
+    on_untrusted_flow: str = "report"
+    ask_human: bool = False
+    observer: Observer | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContinueRequest(Limits, Answering):
+    """Continue a run: a person's ``reply`` (or ``set_values``, ``--set PATH=VALUE`` parsed) to the ``question``
+    it names, ``by`` whom and through what (``via``), with a ``note``; new budgets; or a tool call in doubt
+    settled (``resolve``). ``place`` is the notebook cell asking; ``pinned`` keeps the machines the run started
+    with, ``known`` adds machines to read it with, ``force`` goes on though a machine file changed. The
+    answering fields serve :meth:`Workspace.resume`, which makes the oracle; a handle already holds one."""
+
+    reply: Any = None
+    set_values: Mapping[str, Any] | None = None
+    question: str | None = None
+    by: str | None = None
+    via: str = "api"
+    note: str | None = None
+    resolve: str | Resolution | None = None
+    observer: Observer | None = None
+    place: Place | None = None
+    pinned: bool = False
+    force: bool = False
+    known: Mapping[str, Machine] | None = None
+    trust_file: bool = False  # (a run resumed from a file: take it up though no key trusted here signed it)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MapRequest(Limits, Answering):
+    """Run a machine once per row: the batch's ``id`` (default: the machine's name), the ``key`` column naming
+    each row's run, values every row gets (``input``), ``concurrency`` rows at a time, and ``progress(done,
+    total)`` told as rows finish."""
+
+    id: str | None = None
+    key: str | None = None
+    input: Mapping[str, Any] | None = None
+    hitl: str | None = None
+    suspend: bool = False
+    fresh: bool = False
+    concurrency: int = DEFAULT_CONCURRENCY
+    progress: Callable[[int, int], None] | None = None
+
+
+Request = TypeVar("Request", StartRequest, ContinueRequest, MapRequest)
+
+
+def asked(kind: type[Request], request: Request | None, options: Mapping[str, Any]) -> Request:
+    """The request a use case was given: ``request`` (its fields replaced by any of ``options``), or one of
+    ``kind`` made of ``options`` alone. An option the request does not have is refused, naming it."""
+    names = {field.name for field in dataclasses.fields(kind)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise UsageProblem(
+            f"{kind.__name__} has no option {', '.join(map(repr, unknown))}; it takes {', '.join(sorted(names))}"
+        )
+    if request is None:
+        return kind(**options)
+    return dataclasses.replace(request, **options) if options else request
+
+
+_GIVEN = frozenset({"id", "input", "set_values", "hitl", "observer", "progress", "place", "known"})
+
+
+def from_flags(
+    kind: type[Request], args: argparse.Namespace, text: Callable[[Any], Any] = lambda value: value, **given: Any
+) -> Request:
+    """A request of ``kind`` from a command's parsed flags (:mod:`.flags`): each field from the flag of its name,
+    text read through ``text`` (a notebook's ``$name`` and ``{expr}``), ``hitl`` from ``--hitl``/``--no-hitl``;
+    ``given`` (what the front end alone can say: the run id, host values, a reply's ``--set``, an observer)
+    over them."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(kind):
+        name = field.name
+        if name in _GIVEN or not hasattr(args, name):
+            continue
+        value = getattr(args, name)
+        values[name] = text(value) if isinstance(value, str) else value
+    if any(field.name == "hitl" for field in dataclasses.fields(kind)):
+        values["hitl"] = hitl_choice(args)
+    return asked(kind, None, {**values, **given})
