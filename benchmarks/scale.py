@@ -195,7 +195,7 @@ def batch_once(wrap: Callable[[Oracle], Oracle] | None, folder: Path) -> Measure
     started = time.perf_counter()
     done = [
         row
-        for row in batch.run_rows(machine, rows, store=store, oracle_for=_scripted(wrap), concurrency=ROW_CONCURRENCY)
+        for row in batch.run_rows(batch.RowStart(machine, store, _scripted(wrap)), rows, concurrency=ROW_CONCURRENCY)
         if row
     ]
     wall = time.perf_counter() - started

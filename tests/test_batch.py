@@ -132,14 +132,14 @@ def test_an_interrupted_batch_goes_on_where_it_stopped(tmp_path: Path) -> None:
 
     rows = batch.plan_rows([{"name": name} for name in names], "greet")
     with pytest.raises(KeyboardInterrupt):
-        list(batch.run_rows(machine, rows, store=store, oracle_for=oracle, concurrency=1))
+        list(batch.run_rows(batch.RowStart(machine, store, oracle), rows, concurrency=1))
     assert calls[:3] == ["Ada", "Bo", "Cy"] and "Ed" not in calls  # the batch stopped: Ed never started
     ran_before = set(calls) - {"Cy"}
     interrupt.clear()
     calls.clear()
     again = batch.plan_rows([{"name": name} for name in names], "greet")
     finished = sorted(
-        (row for row in batch.run_rows(machine, again, store=store, oracle_for=oracle) if row), key=lambda r: r.index
+        (row for row in batch.run_rows(batch.RowStart(machine, store, oracle), again) if row), key=lambda r: r.index
     )
     assert [row.outcome.result.result for row in finished if row.outcome] == ["ADA!", "BO!", "CY!", "DI!", "ED!"]
     assert sorted(calls) == sorted(set(names) - ran_before)  # nothing that had finished was called again
@@ -153,7 +153,7 @@ def test_a_row_that_cannot_run_says_why_and_the_others_go_on(tmp_path: Path) -> 
     rows = batch.plan_rows([{"name": "Ada"}, {"name": "Bo"}], "g")
     oracle = lambda: oracle_from_script({"tools": {"shout": ["HI"]}})  # noqa: E731
     with store.lease(rows[1].run_id):  # another process holds row 2's run
-        finished = [row for row in batch.run_rows(machine, rows, store=store, oracle_for=oracle) if row]
+        finished = [row for row in batch.run_rows(batch.RowStart(machine, store, oracle), rows) if row]
     by_row = {row.index: row for row in finished}
     assert by_row[0].status == "done"
     assert by_row[1].status == "error" and "being advanced by another process" in (by_row[1].error or "")
@@ -275,7 +275,7 @@ def test_a_large_batchs_tally_keeps_the_rows_not_done_first_in_order_and_counts_
     with contextlib.ExitStack() as held:
         for index in (1, 4, 7, 8):  # held by another process: these four rows cannot run
             held.enter_context(store.lease(rows[index].run_id))
-        for row in batch.run_rows(machine, rows, store=store, oracle_for=oracle, concurrency=3):
+        for row in batch.run_rows(batch.RowStart(machine, store, oracle), rows, concurrency=3):
             if row is not None:
                 tally.add(row)
     assert tally.counts == {"done": 6, "error": 4} and tally.status == "error"

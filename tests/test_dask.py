@@ -180,7 +180,7 @@ def test_a_batch_on_dask_gives_the_results_and_journals_of_threads(calls: DaskCa
         done = [
             row
             for row in batch.run_rows(
-                machine, planned, store=store, oracle_for=lambda r=registry, c=servers: _oracle(r, c)
+                batch.RowStart(machine, store, lambda r=registry, c=servers: _oracle(r, c)), planned
             )
             if row
         ]
@@ -216,7 +216,7 @@ def test_a_worker_killed_in_the_middle_of_a_batch_loses_no_row(calls: DaskCalls,
     registry = _registry("work", work_dying_once, tmp_path)
     rows = batch.plan_rows([{"items": [letter]} for letter in "abcdef"], "rows")
     done = [
-        row for row in batch.run_rows(machine, rows, store=store, oracle_for=lambda: _oracle(registry, calls)) if row
+        row for row in batch.run_rows(batch.RowStart(machine, store, lambda: _oracle(registry, calls)), rows) if row
     ]
     assert (tmp_path / "killed").exists()
     assert sorted(row.outcome.result.context["done"][0] for row in done if row.outcome) == [

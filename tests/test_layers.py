@@ -415,3 +415,33 @@ def test_the_library_flag_names_the_variable_the_library_is_read_from() -> None:
     commands = next(action for action in build_parser()._actions if action.dest == "command")
     library = next(action for action in commands.choices["run"]._actions if action.dest == "library")
     assert f"${LIBRARY_PATH_ENV})" in str(library.help)
+
+
+MAX_PARAMETERS = 8  # of a public function or method of the application layer: more, and it wants a request object
+
+
+def wide_functions(module: str, source: str) -> Iterator[str]:
+    """The public functions and methods of ``module`` taking more than ``MAX_PARAMETERS`` (``self`` aside)."""
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("_"):
+            continue
+        given = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        if given and given[0].arg in ("self", "cls"):
+            given = given[1:]
+        if len(given) > MAX_PARAMETERS:
+            yield f"{module}.{node.name}: {len(given)} parameters"
+
+
+def test_no_use_case_takes_more_than_eight_parameters() -> None:
+    wide = [
+        line
+        for module, path in modules()
+        if layer_of(module) == "app"
+        for line in wide_functions(module, path.read_text(encoding="utf-8"))
+    ]
+    assert not wide, "\n".join(wide)
+
+
+def test_the_parameter_rule_sees_a_wide_method() -> None:
+    source = "class W:\n    def start(self, a, b, c, d, e, f, g, h, *, i=None):\n        pass\n    def _x(self, a, b, c, d, e, f, g, h, i): ...\n"
+    assert list(wide_functions("mkl_notebook.app.probe", source)) == ["mkl_notebook.app.probe.start: 9 parameters"]

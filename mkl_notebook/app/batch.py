@@ -296,26 +296,32 @@ def plan_rows(rows: Sequence[Mapping[str, Any]], batch: str, key: str | None = N
 # -- running ------------------------------------------------------------------------------------------------
 
 
-def run_rows(
-    machine: Machine,
-    rows: Iterable[RowRun],
-    *,
-    store: RunStore,
-    oracle_for: Callable[[], Oracle],
-    registry: Mapping[str, Machine] | None = None,
-    options: RunOptions | None = None,
-    input: Mapping[str, Any] | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    fresh: bool = False,
-    origin: Mapping[str, Any] | None = None,
-    tick: float = 0.2,
-    endorse: durable.Endorse | None = None,
-) -> Iterator[RowRun | None]:
-    """Run every row, ``concurrency`` at a time; yield each row as its run stops, on the caller's thread.
+@dataclass(frozen=True)
+class RowStart:
+    """What every row's run of a batch starts with: the machine (and the machines it calls), the store, a
+    fresh oracle per row, the run options, the values every row shares (``input``), whether each row's run
+    starts over, what its start record says it drew on, and who endorses what it appends."""
 
-    ``input`` is laid under every row (values each row shares). Rows are taken from ``rows`` as there is room
-    to run them, and a row yielded is the caller's to drop: the batch holds the rows running, not all of them.
-    Between rows it yields None every ``tick`` seconds, so a progress display can redraw from the caller's
+    machine: Machine
+    store: RunStore
+    oracle_for: Callable[[], Oracle]
+    registry: Mapping[str, Machine] | None = None
+    options: RunOptions | None = None
+    input: Mapping[str, Any] | None = None
+    fresh: bool = False
+    origin: Mapping[str, Any] | None = None
+    endorse: durable.Endorse | None = None
+
+
+def run_rows(
+    start: RowStart, rows: Iterable[RowRun], *, concurrency: int = DEFAULT_CONCURRENCY, tick: float = 0.2
+) -> Iterator[RowRun | None]:
+    """Run every row as ``start`` says, ``concurrency`` at a time; yield each row as its run stops, on the
+    caller's thread.
+
+    ``start.input`` is laid under every row (values each row shares). Rows are taken from ``rows`` as there is
+    room to run them, and a row yielded is the caller's to drop: the batch holds the rows running, not all of
+    them. Between rows it yields None every ``tick`` seconds, so a progress display can redraw from the caller's
     thread. A row whose run cannot be made (its run is held by another process, say) comes back with ``error``
     and the others go on. If the caller stops (an interrupt), rows not yet started are not started, and the
     rows already running finish their runs: every finished or suspended run is journaled, so running the
@@ -323,7 +329,7 @@ def run_rows(
     """
     if concurrency < 1:
         raise UsageProblem(f"--concurrency must be at least 1, not {concurrency}")
-    shared = dict(input or {})
+    shared = dict(start.input or {})
     stopping = threading.Event()  # the batch stops: rows not started yet are not started
 
     def one(row: RowRun) -> RowRun:
@@ -332,16 +338,16 @@ def run_rows(
             return row
         try:
             row.outcome = durable.start(
-                machine,
-                oracle_for(),
-                store=store,
+                start.machine,
+                start.oracle_for(),
+                store=start.store,
                 run_id=row.run_id,
-                registry=registry,
+                registry=start.registry,
                 input={**shared, **row.input},
-                options=options,
-                fresh=fresh,
-                origin=origin,
-                endorse=endorse,
+                options=start.options,
+                fresh=start.fresh,
+                origin=start.origin,
+                endorse=start.endorse,
             )
         except USER_ERRORS as exc:
             row.error = str(exc)

@@ -686,19 +686,18 @@ class Workspace:
             executor=asks.executor,
             calls=min(concurrency, len(plan)),
         )
-        stops = batch.run_rows(
+        start = batch.RowStart(
             machine,
-            plan,
-            store=self.store,
-            oracle_for=make_oracle,
+            self.store,
+            make_oracle,
             registry=callees,
             options=run_settings,
             input=host_input(asks.input or {}, "input"),
-            concurrency=concurrency,
             fresh=fresh,
             origin=self._origin(machine, script, model),
             endorse=self.endorser(),
         )
+        stops = batch.run_rows(start, plan, concurrency=concurrency)
         told = batch.told(stops, len(plan), asks.progress)
         return batch.Running(asks.id or name, len(plan), told, make_oracle)
 
