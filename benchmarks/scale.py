@@ -285,7 +285,7 @@ def client_cpu_per_call(executor: str | None, rows: int) -> float:
     with tempfile.TemporaryDirectory() as name:
         settings = Settings.from_flags(store=str(Path(name) / "runs.sqlite"), executor=executor)
         with Workspace(settings, registry=registry, follow_files=True, start_local=True) as ws:
-            ws.define(THREE_TOOLS)
+            ws.shelf.define(THREE_TOOLS)
             ws.map("waits", [{"n": 0}], id="warm", script={"llm": {}})  # the cluster started, the streams open
             cpu = time.process_time()
             ran = ws.map("waits", [{"n": n} for n in range(rows)], script={"llm": {}}, concurrency=CLI_CONCURRENCY)

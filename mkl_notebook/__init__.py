@@ -35,14 +35,14 @@ def define(source: str) -> Machine:
     """Define (or redefine) the machine written in ``source`` (YAML) for this session."""
     from .notebook.session import current_session
 
-    return current_session().define(source)
+    return current_session().shelf.define(source)
 
 
 def load(path: str | os.PathLike[str]) -> Machine:
     """Define (or redefine) the machine in the ``.mkl`` file at ``path`` for this session."""
     from .notebook.session import current_session
 
-    return current_session().load(path)
+    return current_session().shelf.load(path)
 
 
 def run(name: str, **options: Any) -> Run:

@@ -731,7 +731,7 @@ def test_a_cluster_given_that_cannot_hold_the_calls_asked_says_so_in_one_line(
         registry = Registry()
         registry.tool(whereabouts, name="meet", effect="read")
         with Workspace(settings, registry=registry) as ws:
-            ws.define(MEETING)
+            ws.shelf.define(MEETING)
             ran = ws.map("meeting", [{"name": "ada"}], script={"llm": {}})
     assert ran.rows[0].status == "halt"  # no worker came: the call was not made
     lines = [text for text in capsys.readouterr().err.splitlines() if text]

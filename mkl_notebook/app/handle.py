@@ -16,7 +16,6 @@ from dataclasses import replace
 from typing import Any, Protocol, TypedDict
 
 from ..checkpoints.envelope import checkpoint_of
-from ..checkpoints.seals import Signer
 from ..durable.places import Place
 from ..durable.runs import Observer, Outcome
 from ..engine.oracle import Oracle
@@ -26,6 +25,7 @@ from ..lang.model import Machine
 from ..render.common import answers_sentence
 from ..render.views import asked_again
 from .continuing import drawn_on
+from .equipment import Equipment
 from .errors import UsageProblem
 from .requests import ContinueRequest, asked
 from .status import asked_by, with_keys
@@ -37,8 +37,7 @@ class RunHost(Protocol):
 
     machines: dict[str, Machine]
     taken_up: dict[str, str]
-
-    def signer(self) -> Signer | None: ...
+    equipment: Equipment
 
     def read(self, run_id: str, *, trust_file: bool = False) -> Outcome: ...
 
@@ -174,7 +173,7 @@ class Run:
         if self.outcome is None:
             self.refresh()
         assert self.outcome is not None
-        return checkpoint_of(self.outcome, self.workspace.signer())
+        return checkpoint_of(self.outcome, self.workspace.equipment.signer())
 
     @property
     def question_id(self) -> str | None:

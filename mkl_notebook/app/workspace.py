@@ -13,13 +13,11 @@ A notebook's session is a workspace that also knows cells: the hooks :meth:`plac
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints.seals import Signer
 from ..durable import places
 from ..durable import runs as durable
 from ..durable.places import Place
@@ -27,27 +25,21 @@ from ..durable.plan import Plan
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Preparation, Resolution
 from ..durable.stores import RunStore, SQLiteStore, UnknownRun
-from ..engine.options import DEFAULT_MAX_WORKERS
 from ..engine.oracle import Oracle
-from ..lang import files, stdlib
-from ..lang.check import check, check_defined
-from ..lang.findings import Finding
-from ..lang.loader import load, load_file
-from ..lang.model import Machine, reachable
-from ..lang.siblings import load_siblings, sibling_names
-from ..providers.config import ModelConfig
-from ..providers.host import Registry, default_registry
-from . import batch, checkpoints, executors, oracles
+from ..lang.model import Machine
+from ..providers.host import Registry
+from . import batch, checkpoints, oracles
 from .checkpoints import checkpoint_of, own_run_id
-from .continuing import changed_files, run_origin
+from .continuing import changed_files
+from .equipment import Equipment
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
 from .reconcile import Copy, notebook_copy, parted_note, reconcile
 from .replies import answerer, checked_note, parse_resolve, read_reply
 from .requests import ContinueRequest, MapRequest, StartRequest, asked
-from .scenarios import ScenarioResult, run_all, scenarios_from_file
 from .settings import Settings, run_options
+from .shelf import Shelf
 from .status import run_output
 from .trust import Keyring, Untrusted
 from .values import host_input, parse_budget, parse_cost
@@ -74,10 +66,12 @@ class Workspace:
         start_local: bool = False,
     ) -> None:
         self.settings = settings or Settings()
-        self.machines: dict[str, Machine] = {}
-        self.registry = registry or default_registry
-        self.keyring = keyring or Keyring()
-        self.model_factory = model_factory  # tests and embedders may supply their own model oracle
+        self.shelf = Shelf(self.settings)
+        self.machines = self.shelf.machines  # (one dict: what a handle reads its runs' machines from)
+        self.equipment = Equipment(
+            self.settings, registry=registry, keyring=keyring, model_factory=model_factory, start_local=start_local
+        )
+        self.keyring = self.equipment.keyring
         self.follow_files = follow_files
         self.start_local = start_local
         self.runs: dict[str, Run] = {}
@@ -89,13 +83,9 @@ class Workspace:
         # Runs a copy in reach held that the next view of a run carries along, unchanged (run id, checkpoint):
         # the file's run set aside for this person's own, or a history that parted from the store's.
         self.carried: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        self.keyring_problem: str | None = None
         self._store: RunStore | None = None
         self._lock = threading.Lock()
         self._forgotten: set[str] = set()  # runs forgotten here: never taken up from a file again
-        self._files: dict[str, Path] = {}  # machine name -> the file it was loaded from
-        self._tools_file: str | None = None  # the tools file loaded last (``load_tools``)
-        self._dask = executors.DaskStreams(start_local)  # the Dask clusters used, and what was started for them
 
     def __enter__(self) -> Workspace:
         return self
@@ -105,77 +95,7 @@ class Workspace:
 
     def close(self) -> None:
         """Let go of what the workspace started: the streams to Dask workers, a LocalCluster."""
-        self._dask.close()
-
-    # -- machines --------------------------------------------------------------------
-
-    def define(self, source: str, *, first_line: int = 1) -> Machine:
-        """Define (or redefine) the machine in ``source``, whose first line is line ``first_line`` where written."""
-        machine = load(source, first_line=first_line)
-        self.machines[machine.name] = machine
-        return machine
-
-    def load(self, path: str | os.PathLike[str]) -> Machine:
-        """Define the machine of a ``.mkl`` file, and the machines beside it that it calls and this workspace
-        has not defined (as ``mkl run FILE`` finds them)."""
-        path = Path(path)
-        machine = load_file(path)
-        siblings, _broken = load_siblings(path, machine)  # a broken sibling is reported if called
-        for name, found in reachable(machine, lambda name: self.machines.get(name) or siblings.get(name)).items():
-            self.machines.setdefault(name, found)
-        self.machines[machine.name] = machine
-        self._files[machine.name] = path.resolve()
-        return machine
-
-    def machine(self, name: str) -> Machine:
-        """The machine defined by that name, else the library's (its folders' first), taken in as if defined."""
-        found = self.machines.get(name) or stdlib.find(name, self.settings.library_folders())
-        if found is not None:
-            return self.machines.setdefault(name, found)
-        known = ", ".join(sorted(self.machines)) or "none yet"
-        raise UsageProblem(
-            f"no machine named '{name}' is defined (defined: {known}; the standard library: %mkl stdlib); "
-            "define it in a %%mkl cell first"
-        )
-
-    def library(self) -> tuple[dict[str, Machine], list[str]]:
-        """The library's machines (its folders' first), and the names of those a machine defined here shadows."""
-        machines = stdlib.library(self.settings.library_folders())
-        return machines, [n for n, m in machines.items() if n in self.machines and self.machines[n].sha256 != m.sha256]
-
-    def library_machine(self, name: str) -> Machine:
-        """One machine of the library (a library folder's first)."""
-        if (found := stdlib.find(name, folders := self.settings.library_folders())) is None:
-            raise UsageProblem(f"%mkl stdlib: no library machine '{name}'; it has {', '.join(stdlib.listed(folders))}")
-        return found
-
-    def callees(self, root: Machine) -> dict[str, Machine]:
-        """The machines a run of ``root`` can call: those defined here, else the library's (its folders' first)."""
-        return stdlib.with_library(root, self.machines, self.settings.library_folders())
-
-    def check(self, name: str) -> list[Finding]:
-        """Static findings of a defined machine, its calls judged against the machines defined here."""
-        return check_defined(machine := self.machine(name), self.callees(machine))
-
-    def definition_findings(self, machine: Machine, *, calls_known: bool = False) -> list[Finding]:
-        """What a definition warns of; with ``calls_known`` (its file's siblings are loaded) also a call to a
-        machine that neither the workspace, the folder nor the standard library has."""
-        known = self.callees(machine) if calls_known else None
-        return [f for f in check_defined(machine, known) if f.severity == "warning" or f.code == "unknown-call"]
-
-    @staticmethod
-    def check_file(path: Path, library: tuple[Path, ...] = ()) -> list[Finding]:
-        """Static findings of a machine file, its calls judged against the files beside it and ``library``'s."""
-        try:
-            text = files.read_text(path, files.MACHINE_LIMIT)
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
-            raise UsageProblem(f"{path}: {reason}") from None
-        return check(text, {*sibling_names(path), *stdlib.library_names(library)})
-
-    def test(self, name: str, script: Path) -> list[ScenarioResult]:
-        """Scripted scenarios (docs/language.md §8) against a defined machine."""
-        return run_all(scenarios_from_file(machine := self.machine(name), script, self.callees(machine)))
+        self.equipment.close()
 
     # -- the store -------------------------------------------------------------------
 
@@ -202,87 +122,9 @@ class Workspace:
         """The ``--store`` a command continuing this workspace's runs names (None: the default store)."""
         return store_flag(self.settings.store)
 
-    # -- who answers, and where calls are made ----------------------------------------
-
-    def signer(self) -> Signer | None:
-        """What seals this workspace's checkpoints: this person's key (None when it cannot be made or read,
-        and the checkpoints then go unsigned; :attr:`keyring_problem` says why)."""
-        try:
-            return self.keyring.signer(self.settings.user)
-        except (OSError, UsageProblem) as exc:
-            self.keyring_problem = str(exc)
-            return None
-
-    def trust_key(self, key: str, name: str) -> bool:
-        """Trust ``key`` as ``name``'s from now on (``mkl trust KEY --name NAME``); False when it was already."""
-        from datetime import datetime, timezone
-
-        return self.keyring.add(key, name, datetime.now(timezone.utc).isoformat(timespec="seconds"))
-
-    def endorser(self) -> durable.Endorse | None:
-        """What signs the records this workspace's advances append (None: no key, they stay unsigned)."""
-        signer = self.signer()
-        return signer.endorse if signer is not None else None
-
-    def load_tools(self, path: str | Path) -> None:
-        """Run a Python file whose ``@mkl_notebook.tool`` / ``@mkl_notebook.hook`` functions register themselves."""
-        oracles.load_tools_file(path)
-        self._tools_file = str(path)
-
     def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
-        flagged = self.settings.models.get("model") if self.settings.models_source == "flags" else None
-        made_from = self._files.get(machine.name) if self.follow_files else None
-        return run_origin(made_from, script, self._tools_file, model or flagged)
-
-    def model_config(self, model: str | None = None) -> ModelConfig:
-        """Tier models from pyproject/mkl.toml, the environment, the settings and a run's ``--model``."""
-        return self.settings.model_config(model)
-
-    def executor(self, chosen: str | None = None, calls: int | None = None) -> Callable[[Oracle], Oracle] | None:
-        """Where calls are made: here (None), or on the Dask cluster ``chosen`` (else the setting) names: a
-        scheduler's address, the current client, or with ``start_local`` a LocalCluster started once, for
-        ``calls`` in flight at once (default: a run's fan-out branches, ``max_workers``)."""
-        chosen = executors.check_executor(chosen or self.settings.executor)
-        calls = calls or self.settings.max_workers or DEFAULT_MAX_WORKERS
-        return None if chosen is None else self._dask.wrapper(chosen, self.settings.max_model_calls, calls)
-
-    def oracle_factory(
-        self,
-        script: Any = None,
-        model: str | None = None,
-        *,
-        needs_model: bool = False,
-        machine: Machine | None = None,
-        executor: str | None = None,
-        calls: int | None = None,
-    ) -> Callable[[], Oracle]:
-        """A maker of one oracle per run (a script read once, a model checked once), its calls made where
-        ``executor`` (else the setting) says, ``calls`` at once (see :meth:`executor`)."""
-        return oracles.factory(
-            script=script,
-            config=None if script is not None or self.model_factory else self.model_config(model),
-            model_factory=self.model_factory,
-            needs_model=needs_model,
-            machine=machine,
-            registry=self.registry,
-            executor=self.executor(executor, calls),
-        )
-
-    def can_call(self, script: Any = None, model: str | None = None) -> bool:
-        """Whether a run made here could make its calls: a script that can be read here, or a model."""
-        return oracles.readable(script) or self.model_factory is not None or self.model_config(model).configured
-
-    def oracle(
-        self,
-        script: Any = None,
-        model: str | None = None,
-        *,
-        needs_model: bool = False,
-        machine: Machine | None = None,
-        executor: str | None = None,
-    ) -> Oracle:
-        """The oracle of one run: a script, the model factory, or the configured model."""
-        return self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)()
+        made_from = self.shelf.files.get(machine.name) if self.follow_files else None
+        return self.equipment.origin(made_from, script, model)
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -299,8 +141,8 @@ class Workspace:
         """
         asks = asked(StartRequest, request, options)
         script, model, fresh, trust_file = asks.script, asks.model, asks.fresh, asks.trust_file
-        machine = self.machine(name)
-        callees = self.callees(machine)  # (a library file that does not load stops the run before it starts)
+        machine = self.shelf.machine(name)
+        callees = self.shelf.callees(machine)  # (a library file that does not load stops the run before it starts)
         run_id = asks.id or durable.new_run_id()
         host_values = host_input(asks.input or {}, "input")
         run_settings = run_options(
@@ -324,7 +166,7 @@ class Workspace:
                     raise
                 # A new run of this cell's own (scripted: it costs nothing) under an id of its own, so that the
                 # file's run keeps its id and can be taken up later.
-                mine = own_run_id(run_id, self.signer())
+                mine = own_run_id(run_id, self.equipment.signer())
                 set_aside = (
                     f"Not the run saved in {problem.source}: that one is {problem.provenance.mark}, so it was "
                     f"not taken up (it stays in the file as run '{run_id}'). This is a new run of this cell's "
@@ -337,7 +179,9 @@ class Workspace:
             set_aside = self.parted.pop(run_id, None) or set_aside
         needs_model = oracles.starts_anew(self.store, run_id, fresh)
         handle = self.new_handle(
-            run_id, name, self.oracle(script, model, needs_model=needs_model, machine=machine, executor=asks.executor)
+            run_id,
+            name,
+            self.equipment.oracle(script, model, needs_model=needs_model, machine=machine, executor=asks.executor),
         )
         handle.set_aside = set_aside
         handle.carried = self.carried.pop(run_id, [])
@@ -351,10 +195,12 @@ class Workspace:
             options=run_settings,
             fresh=fresh,
             observer=asks.observer,
-            origin=self._origin(machine, script, model),
+            origin=self.equipment.origin(
+                self.shelf.files.get(machine.name) if self.follow_files else None, script, model
+            ),
             place=None if fresh else self.place(run_id),
             retry=asks.retry,
-            endorse=self.endorser(),
+            endorse=self.equipment.endorser(),
         )
         self.reached(run_id, handle.outcome)
         self.runs[run_id] = handle
@@ -377,11 +223,11 @@ class Workspace:
         if run_id in self.runs:
             handle = self.runs[run_id]
             if script is not None or model is not None:
-                handle.oracle = self.oracle(script, model)
+                handle.oracle = self.equipment.oracle(script, model)
             return handle
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)  # nor here, nor in a file in reach
-        handle = self.new_handle(run_id, "", self.oracle(script, model))
+        handle = self.new_handle(run_id, "", self.equipment.oracle(script, model))
         if not self.show_found(handle):
             handle.reload()
         self.runs[run_id] = handle
@@ -494,7 +340,7 @@ class Workspace:
                 before=prepare,
                 place=places.tag(place, digest),
                 known=known,
-                endorse=self.endorser(),
+                endorse=self.equipment.endorser(),
             )
 
     def submit(
@@ -542,7 +388,7 @@ class Workspace:
         """Continue run ``run_id`` of the store, its calls answered as the request says (see
         :meth:`continue_run` for the rest of it)."""
         asks = asked(ContinueRequest, request, options)
-        return self.continue_run(run_id, self.oracle(asks.script, asks.model, executor=asks.executor), asks)
+        return self.continue_run(run_id, self.equipment.oracle(asks.script, asks.model, executor=asks.executor), asks)
 
     def resume_checkpoint(self, path: str, request: ContinueRequest | None = None, /, **options: Any) -> Outcome:
         """Continue the run a checkpoint file carries, and write its new checkpoint over the file."""
@@ -658,8 +504,8 @@ class Workspace:
         """
         asks = asked(MapRequest, request, options)
         script, model, fresh, concurrency = asks.script, asks.model, asks.fresh, asks.concurrency
-        machine = self.machine(name)
-        callees = self.callees(machine)
+        machine = self.shelf.machine(name)
+        callees = self.shelf.callees(machine)
         plan = batch.RowPlan(over, asks.id or name, asks.key)
         carried = self.carried_runs() if not fresh else set()
         for row in plan if carried else ():
@@ -678,7 +524,7 @@ class Workspace:
             max_workers=self.settings.max_workers,
         )
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
-        make_oracle = self.oracle_factory(
+        make_oracle = self.equipment.oracle_factory(
             script,
             model,
             needs_model=needs_model,
@@ -694,8 +540,10 @@ class Workspace:
             options=run_settings,
             input=host_input(asks.input or {}, "input"),
             fresh=fresh,
-            origin=self._origin(machine, script, model),
-            endorse=self.endorser(),
+            origin=self.equipment.origin(
+                self.shelf.files.get(machine.name) if self.follow_files else None, script, model
+            ),
+            endorse=self.equipment.endorser(),
         )
         stops = batch.run_rows(start, plan, concurrency=concurrency)
         told = batch.told(stops, len(plan), asks.progress)
@@ -835,7 +683,7 @@ class Workspace:
     def output_bundle(self, handle: Run) -> dict[str, Any]:
         """A run's display output: its view as HTML and text, carrying its checkpoint."""
         assert handle.outcome is not None
-        return run_output(handle.id, handle.machine, handle.outcome, signer=self.signer())
+        return run_output(handle.id, handle.machine, handle.outcome, signer=self.equipment.signer())
 
     def new_handle(self, run_id: str, machine_name: str, oracle: Oracle) -> Run:
         """A handle on run ``run_id`` of this workspace."""

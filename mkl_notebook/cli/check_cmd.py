@@ -22,12 +22,12 @@ def add_check_parser(commands: Commands) -> None:
 
 
 def check_main(args: argparse.Namespace) -> int:
-    from ..app.workspace import Workspace
+    from ..app.shelf import Shelf
 
     path = Path(args.file)
     library = library_of(args)  # a library folder that is not there: one line, exit 2
     try:
-        findings = Workspace.check_file(path, library)
+        findings = Shelf.check_file(path, library)
     except UsageProblem as exc:
         print(f"mkl: error: {printable(exc)}", file=sys.stderr)
         emit_status({"status": "unreadable", "file": str(path)})

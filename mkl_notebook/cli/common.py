@@ -169,9 +169,9 @@ def cli_cap(run_id: str, store: str | None, full: bool) -> Cap:
 
 def machine_of(ws: Workspace, args: argparse.Namespace) -> Machine:
     """The machine file a command runs (and the files beside it it calls), with its tools file's functions."""
-    machine = ws.load(Path(args.file))
+    machine = ws.shelf.load(Path(args.file))
     if args.tools:
-        ws.load_tools(args.tools)
+        ws.equipment.load_tools(args.tools)
     return machine
 
 

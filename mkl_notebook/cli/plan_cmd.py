@@ -21,7 +21,7 @@ def plan_main(args: argparse.Namespace) -> int:
     from ..render.plan_views import plan_lines
 
     with workspace(args) as ws:
-        ws.load(Path(args.file))
+        ws.shelf.load(Path(args.file))
         found = ws.plan(args.run_id)
     say("\n".join(plan_lines(found.as_dict())))
     emit_status(found.as_dict())

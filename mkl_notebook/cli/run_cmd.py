@@ -158,7 +158,7 @@ def resume_main(args: argparse.Namespace) -> int:
         raise UsageProblem("--run names a run inside a notebook; give the notebook file too")
     with workspace(args) as ws:
         if args.tools:
-            ws.load_tools(args.tools)
+            ws.equipment.load_tools(args.tools)
         asked = from_flags(
             ContinueRequest, args, set_values=parse_assignments(args.reply_set), via="cli", observer=_observer(args)
         )

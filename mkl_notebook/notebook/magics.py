@@ -120,7 +120,7 @@ class MklMagics(Magics):
     def _cell(self, words: list[str], cell: str) -> NotebookRun | None:
         if words and words[0] != "run":
             raise UsageError("%%mkl takes no arguments to define a machine, or 'run [flags]' to define and run it")
-        machine = self.session.define(cell, first_line=self._body_first_line(cell))
+        machine = self.session.shelf.define(cell, first_line=self._body_first_line(cell))
         if not words:
             self._show_definition(machine)
             return None
@@ -163,7 +163,7 @@ class MklMagics(Magics):
     def _show_definition(self, machine: Machine, *, calls_known: bool = False) -> None:
         """The machine's diagram and its warnings (see :meth:`Workspace.definition_findings`)."""
         display(diagram_bundle(machine), raw=True)
-        for finding in self.session.definition_findings(machine, calls_known=calls_known):
+        for finding in self.session.shelf.definition_findings(machine, calls_known=calls_known):
             print(finding)
 
     def _cmd_run(self, words: list[str]) -> NotebookRun | None:
@@ -173,7 +173,7 @@ class MklMagics(Magics):
         return self._run(self.values.text(args.name), args)
 
     def _run(self, name: str, args: argparse.Namespace) -> NotebookRun | None:
-        self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
+        self.session.shelf.machine(name)  # an unknown machine is a usage error before anything is drawn
         text = self.values.maybe_text
         run_id = text(args.run_id)
         view = self._view(run_id or name, self.session.machines.get(name))
@@ -195,7 +195,7 @@ class MklMagics(Magics):
                 run = self.session.start(name, asked)
         except Untrusted as problem:
             choices = self._take_up_choices(problem, again)
-            if problem.added is None and self.session.can_call(asked.script, asked.model):
+            if problem.added is None and self.session.equipment.can_call(asked.script, asked.model):
                 # the store holds none of it, and calls can be made here: a run of this cell's own may begin beside it
                 choices.append(("Run it here as a new run", lambda _name: again(anew=True)))
             view.untrusted(problem, choices)
@@ -216,7 +216,7 @@ class MklMagics(Magics):
         if key is not None and problem.provenance.name is not None:  # signed by a key unknown here
 
             def trust_and_take_up(name: str, key: str = key) -> None:
-                self.session.trust_key(key, name)
+                self.session.equipment.trust_key(key, name)
                 again()
 
             choices.insert(0, (f"Trust key {key_fingerprint(key)} under that name, take it up", trust_and_take_up))
@@ -232,7 +232,7 @@ class MklMagics(Magics):
             machine,
             cell=cell,
             notebook=name,
-            signer=self.session.signer(),
+            signer=self.session.equipment.signer(),
             link=self.session.link,
             unattended=self.session.unattended(),
             mirrored=served_by_voila(),
@@ -255,7 +255,7 @@ class MklMagics(Magics):
     def _cmd_map(self, words: list[str]) -> Batch:
         args = self._parse("map", words)
         name = self.values.text(args.name)
-        self.session.machine(name)  # an unknown machine is a usage error before anything is drawn
+        self.session.shelf.machine(name)  # an unknown machine is a usage error before anything is drawn
         over = self.values.object(args.over)
         bars: list[Any] = []  # drawn once the rows are counted
         shown: list[Any] = []
@@ -463,7 +463,7 @@ class MklMagics(Magics):
 
     def _cmd_check(self, words: list[str]) -> None:
         name = self.values.text(self._parse("check", words).name)
-        findings = self.session.check(name)
+        findings = self.session.shelf.check(name)
         if not findings:
             print(f"{name}: no findings")
         for finding in findings:
@@ -471,7 +471,7 @@ class MklMagics(Magics):
 
     def _cmd_test(self, words: list[str]) -> None:
         args = self._parse("test", words)
-        outcomes = self.session.test(self.values.text(args.name), Path(self.values.text(args.script)))
+        outcomes = self.session.shelf.test(self.values.text(args.name), Path(self.values.text(args.script)))
         display(
             {"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
             raw=True,
@@ -480,21 +480,21 @@ class MklMagics(Magics):
     def _cmd_stdlib(self, words: list[str]) -> None:
         name = self._parse("stdlib", words).name
         if name is None:
-            library, shadowed = self.session.library()
+            library, shadowed = self.session.shelf.library()
             html_table, text = views.library_html(library, shadowed), views.library_text(library, shadowed)
             display({"text/html": html_table, "text/plain": text}, raw=True)
             return
-        machine = self.session.library_machine(self.values.text(name))
+        machine = self.session.shelf.library_machine(self.values.text(name))
         display(diagram_bundle(machine), raw=True)
         display({"text/markdown": f"```yaml\n{machine.source}```", "text/plain": machine.source}, raw=True)
 
     def _cmd_load(self, words: list[str]) -> None:
-        machine = self.session.load(self.values.text(self._parse("load", words).path))
+        machine = self.session.shelf.load(self.values.text(self._parse("load", words).path))
         self._show_definition(machine, calls_known=True)
 
     def _cmd_models(self, words: list[str]) -> None:
         self._parse("models", words)
-        config = self.session.model_config()
+        config = self.session.equipment.model_config()
         rows = [(tier, config.model_for(tier), config.tiers[tier].source) for tier in TIERS]
         rows.append(("judge", config.judge, config.judge_source))
         width = max(len(model or "") for _, model, _ in rows) or 1

@@ -24,7 +24,7 @@ from ..app.handle import pandas_for
 from ..app.reconcile import STALE, Copy, checked_copy, judge, notebook_copy
 from ..app.requests import StartRequest, asked
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
-from ..app.terms import Oracle, Outcome, Place, Signer
+from ..app.terms import Oracle, Outcome, Place
 from ..app.workspace import Workspace
 from .metadata_link import MetadataLink
 
@@ -65,6 +65,10 @@ class NotebookSession(Workspace):
         self.current_cell: Callable[[], tuple[str, str] | None] = lambda: None
         self.link = MetadataLink()  # to the notebook's metadata, through the extension
         self.link.on_hello = self._page_said_hello
+        # This person signs as the name they gave (`%mkl config user=`), else as the Jupyter server's user the
+        # notebook's page reported (a server behind a login: the person it knows), else as JupyterHub's user or
+        # the OS account (see app.replies.who).
+        self.equipment.signing_as = lambda: self.settings.user or self.link.server_user
         self._execution: str | None = None
         self._reached: dict[str, int] = {}  # run id -> journal position this execution reached
         # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
@@ -203,7 +207,7 @@ class NotebookSession(Workspace):
             return []
         shown = []
         for outcome in self.answered_in(current[0]):
-            handle = self.runs.setdefault(outcome.run_id, self.new_handle(outcome.run_id, "", self.oracle()))
+            handle = self.runs.setdefault(outcome.run_id, self.new_handle(outcome.run_id, "", self.equipment.oracle()))
             shown.append(handle.showing(outcome))
         return shown
 
@@ -232,23 +236,13 @@ class NotebookSession(Workspace):
         if handle.outcome is not None and handle.outcome.latest is None:
             self.link.put(handle.id, handle.envelope())
 
-    def signer(self) -> Signer | None:
-        """This person's key, signing as the name they gave (``%mkl config user=``), else as the Jupyter server's
-        user the notebook's page reported (a server behind a login: the person it knows), else as JupyterHub's
-        user or the OS account (see :func:`~mkl_notebook.app.replies.who`)."""
-        try:
-            return self.keyring.signer(self.settings.user or self.link.server_user)
-        except (OSError, UsageProblem) as exc:
-            self.keyring_problem = str(exc)
-            return None
-
     def _page_said_hello(self, runs: set[str]) -> None:
         """A page said what the notebook's metadata holds (a page opened, reloaded, or its notebook reverted from
         disk): where it holds an older copy of a run of this store than the store, or none of one this kernel
         kept there, the run as it stands goes there again. A copy that goes on past the store's stays as it is
         (the next road that reads the run takes it up when trusted), and so does one nobody here can read."""
         tidy_beside(self.notebook_path())  # a page saying hello after a save: what it saved is in the file
-        signer = self.signer()
+        signer = self.equipment.signer()
         for run_id in sorted(runs):
             if run_id in self._forgotten or not self.store.exists(run_id):
                 continue
