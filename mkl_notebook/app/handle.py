@@ -25,6 +25,7 @@ from ..lang.model import Machine
 from ..render.common import answers_sentence
 from ..render.views import asked_again
 from .continuing import drawn_on
+from .copies import Copies
 from .equipment import Equipment
 from .errors import UsageProblem
 from .requests import ContinueRequest, asked
@@ -36,7 +37,7 @@ class RunHost(Protocol):
     notebook's): the handle calls these and nothing else, and the workspace's module is not imported here."""
 
     machines: dict[str, Machine]
-    taken_up: dict[str, str]
+    copies: Copies
     equipment: Equipment
 
     def read(self, run_id: str, *, trust_file: bool = False) -> Outcome: ...
@@ -233,7 +234,9 @@ class Run:
         """Take the outcome of ``step``; a ``request`` of the executing cell moves that cell's place on."""
         with self._lock:
             self.outcome = step()
-        if self.id in self.workspace.taken_up:  # another person's run, not trusted: the commands name none of its paths
+        if (
+            self.id in self.workspace.copies.taken_up
+        ):  # another person's run, not trusted: the commands name none of its paths
             self.outcome.result.started_with = drawn_on(self.outcome.records, trusted=False)
         if not self.machine_name:
             self.machine_name = self.outcome.root

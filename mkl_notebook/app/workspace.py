@@ -1,14 +1,15 @@
 """The workspace: every use case the ``mkl`` command and the ``%mkl`` magics share, each in one place.
 
-A workspace holds the machines defined or loaded, the run store, the settings (models, hitl, who answers,
-where calls are made) and this person's keys. Its methods are what a person does with runs: define or load
-machines, start a run, continue it, answer its question, read it without running it (a trace), plan a re-run,
-list what waits, forget a run, run a machine over many rows. Front ends parse what they are given, call one of
-these, and render what comes back.
+A workspace holds the run store and the settings, and three rooms: its machines (:class:`~.shelf.Shelf`,
+``ws.shelf``), what its runs answer with (:class:`~.equipment.Equipment`, ``ws.equipment``: keys, tools,
+models, executors) and the copies of its runs in reach (:class:`~.copies.Copies`, ``ws.copies``). Its methods
+are what a person does with runs: start a run, continue it, answer its question, read it without running it (a
+trace), plan a re-run, list what waits, forget a run, run a machine over many rows; each takes one request
+(:mod:`.requests`). Front ends parse what they are given, call one of these, and render what comes back.
 
 A notebook's session is a workspace that also knows cells: the hooks :meth:`place`, :meth:`reached`,
-:meth:`moved`, :meth:`copies_of`, :meth:`carried_runs`, :meth:`carried_waiting`, :meth:`show_found`,
-:meth:`output_bundle` and :meth:`new_handle` are where it adds them; here they do nothing a command needs.
+:meth:`moved`, :meth:`show_found`, :meth:`output_bundle` and :meth:`new_handle` are where it adds them (here
+they do nothing a command needs), and it is the reach of its copies (the page's metadata, the file on disk).
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
 from . import batch, checkpoints, oracles
-from .checkpoints import checkpoint_of, own_run_id
+from .checkpoints import own_run_id
 from .continuing import changed_files
+from .copies import Copies, NamedFiles, Reach
 from .equipment import Equipment
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
-from .reconcile import Copy, notebook_copy, parted_note, reconcile
 from .replies import answerer, checked_note, parse_resolve, read_reply
 from .requests import ContinueRequest, MapRequest, StartRequest, asked
 from .settings import Settings, run_options
@@ -64,6 +65,7 @@ class Workspace:
         model_factory: Callable[[], Oracle] | None = None,
         follow_files: bool = False,
         start_local: bool = False,
+        reach: Reach | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.shelf = Shelf(self.settings)
@@ -75,17 +77,9 @@ class Workspace:
         self.follow_files = follow_files
         self.start_local = start_local
         self.runs: dict[str, Run] = {}
-        self.taken_up: dict[str, str] = {}  # run id -> why it is not trusted, though taken up
-        self.parted: dict[str, str] = {}  # run id -> what a copy in reach whose history parts from it became
-        # A run id whose copy in reach could not be used -> the run of this person's own made in its place
-        # (asking for the id here means that run; the copy keeps its id and can be taken up later).
-        self.own_runs: dict[str, str] = {}
-        # Runs a copy in reach held that the next view of a run carries along, unchanged (run id, checkpoint):
-        # the file's run set aside for this person's own, or a history that parted from the store's.
-        self.carried: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.copies = Copies(lambda: self.store, self.keyring, self.machines, reach or NamedFiles())
         self._store: RunStore | None = None
         self._lock = threading.Lock()
-        self._forgotten: set[str] = set()  # runs forgotten here: never taken up from a file again
 
     def __enter__(self) -> Workspace:
         return self
@@ -172,11 +166,11 @@ class Workspace:
                     f"not taken up (it stays in the file as run '{run_id}'). This is a new run of this cell's "
                     f"own, '{mine}'."
                 )
-                self.own_runs[run_id] = mine
+                self.copies.own_runs[run_id] = mine
                 if problem.checkpoint is not None:  # what shows the new run carries the file's along, as it was
-                    self.carried[mine] = [(run_id, problem.checkpoint)]
+                    self.copies.carried[mine] = [(run_id, problem.checkpoint)]
                 run_id = mine
-            set_aside = self.parted.pop(run_id, None) or set_aside
+            set_aside = self.copies.parted.pop(run_id, None) or set_aside
         needs_model = oracles.starts_anew(self.store, run_id, fresh)
         handle = self.new_handle(
             run_id,
@@ -184,7 +178,7 @@ class Workspace:
             self.equipment.oracle(script, model, needs_model=needs_model, machine=machine, executor=asks.executor),
         )
         handle.set_aside = set_aside
-        handle.carried = self.carried.pop(run_id, [])
+        handle.carried = self.copies.carried.pop(run_id, [])
         handle.outcome = durable.start(
             machine,
             handle.oracle,
@@ -218,7 +212,7 @@ class Workspace:
         """A run by id, as it stands (or as the cells above left it, in a notebook); nothing runs. ``script``
         (scripted answers) or ``model`` serves the calls it still has to make; ``trust_file`` takes it up from a
         notebook file even when its checkpoint is not trusted."""
-        run_id = run_id if trust_file else self._meant(run_id)
+        run_id = run_id if trust_file else self.copies.meant(run_id)
         self.take_up(run_id, notebook, trust_file)
         if run_id in self.runs:
             handle = self.runs[run_id]
@@ -236,8 +230,12 @@ class Workspace:
     def read(self, run_id: str, *, trust_file: bool = False) -> Outcome:
         """Run ``run_id`` as its journal stands, calling or making nothing (a trace; a late answer's check): a run cut
         off mid-advance shows its steps so far; a newer copy in reach signed by a key not trusted is not read."""
-        run_id = run_id if trust_file else self._meant(run_id)
-        if self.store_opened() is None and not self.settings.store.exists() and not self.copies_of(run_id, None):
+        run_id = run_id if trust_file else self.copies.meant(run_id)
+        if (
+            self.store_opened() is None
+            and not self.settings.store.exists()
+            and not self.copies.reach.copies_of(run_id, None)
+        ):
             raise UnknownRun(run_id, str(self.settings.store))
         try:
             self.take_up(run_id, None, trust_file, reload=False)
@@ -277,8 +275,8 @@ class Workspace:
             asks.pinned,
             asks.place,
         )
-        run_id = self._meant(run_id)
-        self._abreast(run_id)
+        run_id = self.copies.meant(run_id)
+        self.copies.abreast(run_id)
         said = {
             "reply": reply,
             "set": dict(set_values or {}),
@@ -331,7 +329,7 @@ class Workspace:
             )
             return Preparation(records, registry, current)
 
-        with checkpoints.kernel_advance(self.file_holding(run_id), run_id, self.store):
+        with checkpoints.kernel_advance(self.copies.reach.file_holding(run_id), run_id, self.store):
             return durable.advance(
                 self.store,
                 run_id,
@@ -436,11 +434,13 @@ class Workspace:
         """The runs that wait for a person now, as their journals stand (this store's, reconciled with the copies
         in reach: what a trusted copy holds past the store's history is taken up first), and the copies not
         taken up because no key this person trusts signed them (each says whose it is)."""
-        if self.store_opened() is None and not self.settings.store.exists() and not self.carried_waiting():
+        if self.store_opened() is None and not self.settings.store.exists() and not self.copies.reach.carried_waiting():
             return [], []  # no store, and no copy waits: nothing to make a store for
         untrusted: list[Untrusted] = []
         waiting_here = {summary.run_id for summary in self.store.runs() if summary.status == "suspended"}
-        for run_id in dict.fromkeys([*self.carried_waiting(), *sorted(waiting_here & self.carried_runs())]):
+        for run_id in dict.fromkeys(
+            [*self.copies.reach.carried_waiting(), *sorted(waiting_here & self.copies.reach.carried_runs())]
+        ):
             try:
                 self.take_up(run_id, None)  # a copy may hold what answered it since
             except Untrusted as problem:
@@ -460,14 +460,14 @@ class Workspace:
 
     def forget(self, run_id: str) -> None:
         """Delete run ``run_id`` from the store; it is not taken up from a copy in reach again."""
-        if not self.store.exists(run_id) and run_id not in self.runs and not self.holds_copy(run_id):
+        if not self.store.exists(run_id) and run_id not in self.runs and not self.copies.reach.holds_copy(run_id):
             raise UnknownRun(run_id, self.store.location)
         if self.store.exists(run_id):
             with self.store.lease(run_id):
                 self.store.delete(run_id)
         self.runs.pop(run_id, None)
-        self.taken_up.pop(run_id, None)
-        self._forgotten.add(run_id)
+        self.copies.taken_up.pop(run_id, None)
+        self.copies.forgotten.add(run_id)
 
     def listing(self) -> list[dict[str, Any]]:
         """Every run of the store, as a listing says it (status, question, answers, what it spent), the most
@@ -507,7 +507,7 @@ class Workspace:
         machine = self.shelf.machine(name)
         callees = self.shelf.callees(machine)
         plan = batch.RowPlan(over, asks.id or name, asks.key)
-        carried = self.carried_runs() if not fresh else set()
+        carried = self.copies.reach.carried_runs() if not fresh else set()
         for row in plan if carried else ():
             if row.run_id in carried and not self.store.exists(row.run_id):
                 try:
@@ -554,91 +554,12 @@ class Workspace:
     def take_up(
         self, run_id: str, notebook: str | None = None, trust_file: bool = False, *, reload: bool = True
     ) -> bool:
-        """Reconcile run ``run_id`` of the store with every copy in reach (``notebook``'s file, or what the
-        workspace knows of: see :func:`~.reconcile.reconcile`); whether anything was taken from them. What a
-        trusted copy holds past the store's history is taken up; an untrusted one only when ``trust_file`` says
-        to take it up anyway (:class:`Untrusted` says whose it is otherwise), and it then stays marked as such. A
-        copy whose history parts from the store's is kept beside it under another id (:attr:`parted` says so)."""
-        if run_id in self._forgotten:
-            return False
-        copies = self.copies_of(run_id, notebook)
-        if not copies:
-            return False
-        reconciled = reconcile(self.store, run_id, copies, self.keyring, trust_file=trust_file)
-        for judged in reconciled.taken:
-            provenance = judged.provenance
-            if provenance is not None and not provenance.trusted:
-                taken = judged.branch or run_id
-                self.taken_up[taken] = f"taken up from {judged.copy.source} by your choice; it is {provenance.mark}"
-        for judged in reconciled.parted:
-            self.parted[run_id] = parted_note(run_id, judged)
-            if judged.branch is not None:
-                self.kept_branch(judged.branch)
-                self.carried[run_id] = [(judged.branch, checkpoint_of(self.read(judged.branch)))]
-        marked = run_id in self.taken_up and self.store.exists(run_id)  # taken up by choice: trusted since?
-        if marked and self.keyring.judge_history(self.store.read(run_id)).trusted:
-            del self.taken_up[run_id]
-        problem = reconciled.untrusted or (None if self.store.exists(run_id) else reconciled.older)
-        if problem is not None:
-            raise problem
-        extended = any(judged.branch is None for judged in reconciled.taken)
+        """Reconcile run ``run_id`` of the store with every copy in reach (see :meth:`Copies.take_up`); whether
+        anything was taken from them. A handle on the run shows what was (unless not to ``reload`` it)."""
+        extended = self.copies.take_up(run_id, notebook, trust_file)
         if extended and reload and run_id in self.runs:
             self.runs[run_id].reload()  # what the copies added is the run's history now
         return extended
-
-    def _meant(self, run_id: str) -> str:
-        """The run asking for ``run_id`` means: this person's own run made in its place while the copy of
-        ``run_id`` in reach could not be used (see :meth:`start`), else (and once it can: trusted since, say)
-        ``run_id`` itself. Decided again each time: trust and the files in reach change."""
-        mine = self.own_runs.get(run_id)
-        if mine is None:
-            return run_id
-        try:
-            self.take_up(run_id, None, reload=False)
-        except Untrusted:
-            return mine
-        if not self.store.exists(run_id):
-            return mine
-        del self.own_runs[run_id]
-        return run_id
-
-    def _abreast(self, run_id: str) -> None:
-        """Before a run is advanced here, the newest history in reach is taken up: a kernel never goes on from
-        a copy older than one a file holds (an answer that came back in it). One that goes on past this store's
-        history but that no key this person trusts signed stops the advance: going on here would fork the run."""
-        try:
-            self.take_up(run_id, None, reload=False)  # (its handle, being advanced, takes the outcome)
-        except Untrusted as problem:
-            if problem.added is None:
-                return  # the store holds none of that run: nothing here to fork
-            raise UsageProblem(
-                f"{problem}; nothing was recorded here, so that the run's history does not fork"
-            ) from None
-
-    def copies_of(self, run_id: str, notebook: str | None) -> list[Copy]:
-        """The copies of ``run_id`` in reach besides the store: here, the one ``notebook``'s file carries."""
-        found = notebook_copy(Path(notebook), run_id) if notebook else None
-        return [found] if found is not None else []
-
-    def file_holding(self, run_id: str) -> Path | None:
-        """The notebook file that may hold ``run_id`` while this workspace advances it from its own store (a
-        kernel's notebook; none here): see :func:`checkpoints.kernel_advance`."""
-        return None
-
-    def kept_branch(self, run_id: str) -> None:
-        """A copy of a run whose history parted from the store's was taken up as run ``run_id``."""
-
-    def holds_copy(self, run_id: str) -> bool:
-        """Whether a copy in reach holds ``run_id`` (besides the store)."""
-        return False
-
-    def carried_runs(self) -> set[str]:
-        """The runs the copies in reach carry (a notebook's)."""
-        return set()
-
-    def carried_waiting(self) -> list[str]:
-        """The runs the copies in reach carry that wait for a person."""
-        return []
 
     # -- notebook cells --------------------------------------------------------------------------
 

@@ -328,7 +328,7 @@ class RunView:
         controls below it; once a click of this view's form moved the run on to another question, what became
         of the last one, and the new question in the form (its printed twin beside the widget)."""
         previous, previous_asked = self.current_form, self._asked
-        pending = {**(run.pending or {}), "taken_up": run.workspace.taken_up.get(run.id)}
+        pending = {**(run.pending or {}), "taken_up": run.workspace.copies.taken_up.get(run.id)}
         if self.unattended is not None:
             # Nobody can click here: the question and its commands are printed, and no form goes into the file
             # the client saves, where its widgets would be dead controls (a run of the cell in Jupyter draws one).

@@ -59,7 +59,7 @@ class NotebookSession(Workspace):
     """Everything one kernel knows about machines and runs, and the notebook it runs."""
 
     def __init__(self, settings: Settings | None = None, **options: Any) -> None:
-        super().__init__(settings, **options)
+        super().__init__(settings, reach=self, **options)
         self.user_ns: dict[str, Any] = {}
         # The notebook cell executing now and an id of this execution of it (None outside a notebook cell).
         self.current_cell: Callable[[], tuple[str, str] | None] = lambda: None
@@ -244,7 +244,7 @@ class NotebookSession(Workspace):
         tidy_beside(self.notebook_path())  # a page saying hello after a save: what it saved is in the file
         signer = self.equipment.signer()
         for run_id in sorted(runs):
-            if run_id in self._forgotten or not self.store.exists(run_id):
+            if run_id in self.copies.forgotten or not self.store.exists(run_id):
                 continue
             held = self.store.read(run_id)
             page = self.link.held(run_id)
@@ -349,7 +349,7 @@ class NotebookSession(Workspace):
         run_id = asks.id or name
         if asks.fresh:
             self.link.delete(run_id)
-            self.taken_up.pop(run_id, None)  # the new run is this person's own
+            self.copies.taken_up.pop(run_id, None)  # the new run is this person's own
         handle = super().start(name, replace(asks, id=run_id))
         assert isinstance(handle, NotebookRun)
         self._keep_in_metadata(handle)  # shown or not: `mkl_notebook.run()` displays nothing
