@@ -497,6 +497,28 @@ def test_mkl_pending_queue_shows_every_waiting_run_in_one_review_queue(ip: Cells
     assert batch_form.row("refund-T1") is None  # the batch's own queue follows the run too
 
 
+def test_a_queue_of_runs_handles_alone_says_what_became_of_a_question_answered_elsewhere(ip: Cells) -> None:
+    """A review queue made of runs' handles, with no session telling it when they move: a click on a row whose
+    question another path answered first is a late answer, as a single form's is. Nothing is journaled, the queue
+    says who answered and how, and the row stays answered (not offered again as if the refusal were a typo)."""
+    from mkl_notebook.notebook.review import ReviewQueue
+
+    ip.define(REFUND)
+    ip.shell.user_ns["tickets"] = TICKETS[:2]
+    ip.run(f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl")
+    b = ip.shell.user_ns["b"]
+    queue = ReviewQueue([b.runs["refund-T0"], b.runs["refund-T1"]], lambda: None)
+    row = queue.row("refund-T0")
+    assert row is not None
+    question = row.question_id
+    mkl_notebook.get_run("refund-T0").submit("reject", question=question)  # another path, first
+    row.approve.click()
+    assert [r["value"] for r in _replies(ip.tmp / ".mkl" / "runs.sqlite", "refund-T0")] == ["reject"]
+    said = html.unescape(queue.status.value)
+    assert "refund-T0" in said and "'reject'" in said and "Not sent" not in said, said
+    assert queue.row("refund-T0") is None and [r.run.id for r in queue.rows] == ["refund-T1"]
+
+
 def test_a_machine_of_tools_alone_needs_no_model(tmp_path: Path) -> None:
     (tmp_path / "greeter.mkl").write_text(GREETER, encoding="utf-8")
     (tmp_path / "tools.py").write_text(

@@ -443,5 +443,9 @@ def test_no_use_case_takes_more_than_eight_parameters() -> None:
 
 
 def test_the_parameter_rule_sees_a_wide_method() -> None:
-    source = "class W:\n    def start(self, a, b, c, d, e, f, g, h, *, i=None):\n        pass\n    def _x(self, a, b, c, d, e, f, g, h, i): ...\n"
+    source = (
+        "class W:\n"
+        "    def start(self, a, b, c, d, e, f, g, h, *, i=None):\n        pass\n"
+        "    def _x(self, a, b, c, d, e, f, g, h, i): ...\n"
+    )
     assert list(wide_functions("mkl_notebook.app.probe", source)) == ["mkl_notebook.app.probe.start: 9 parameters"]

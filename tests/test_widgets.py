@@ -23,6 +23,7 @@ import yaml
 from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
+from mkl_notebook.app.workspace import Workspace
 from mkl_notebook.checkpoints.envelope import verify
 from mkl_notebook.notebook.display import RunView
 from mkl_notebook.notebook.form import GateForm
@@ -218,22 +219,23 @@ def test_a_double_click_journals_one_reply_and_the_form_says_only_what_it_sent(n
 
 
 def _watch_submits(monkeypatch: pytest.MonkeyPatch, during_first: Any) -> list[Any]:
-    """Record every reply the form hands to ``Run.submit``; run ``during_first()`` inside the first one.
+    """Record every reply the form hands to the one road a reply takes (``Workspace.submit``); run
+    ``during_first()`` inside the first one.
 
     A click that arrives after the first reply has resumed the run is refused by the run itself
     ("not waiting"), so only a click that arrives WHILE the first reply is being processed shows
     whether the form's own once-only guard holds.
     """
     submitted: list[Any] = []
-    submit = Run.submit
+    submit = Workspace.submit
 
-    def watching_submit(self: Run, reply: Any, *args: Any, **kwargs: Any) -> Run:
+    def watching_submit(self: Workspace, handle: Run, reply: Any, *args: Any, **kwargs: Any) -> Run:
         submitted.append(reply)
         if len(submitted) == 1:
             during_first()
-        return submit(self, reply, *args, **kwargs)
+        return submit(self, handle, reply, *args, **kwargs)
 
-    monkeypatch.setattr(Run, "submit", watching_submit)
+    monkeypatch.setattr(Workspace, "submit", watching_submit)
     return submitted
 
 
@@ -298,13 +300,13 @@ def test_buttons_are_disabled_as_soon_as_a_reply_is_submitted(nb: Notebook, monk
     _start_refund(nb)
     form = nb.form()
     seen: list[list[bool]] = []
-    submit = Run.submit
+    submit = Workspace.submit
 
-    def watching_submit(self: Run, reply: Any, *args: Any, **kwargs: Any) -> Run:
+    def watching_submit(self: Workspace, handle: Run, reply: Any, *args: Any, **kwargs: Any) -> Run:
         seen.append([control.disabled for control in form.controls])
-        return submit(self, reply, *args, **kwargs)
+        return submit(self, handle, reply, *args, **kwargs)
 
-    monkeypatch.setattr(Run, "submit", watching_submit)
+    monkeypatch.setattr(Workspace, "submit", watching_submit)
     form.reply.value = "fine by me"
     form.reject.click()
     assert seen == [[True, True, True, True]]

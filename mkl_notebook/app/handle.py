@@ -59,6 +59,18 @@ class RunHost(Protocol):
         **options: Any,
     ) -> Run: ...
 
+    def answer(
+        self,
+        handle: Run,
+        reply: Any,
+        question: str | None,
+        *,
+        via: str = "form",
+        note: str | None = None,
+        observer: Observer | None = None,
+        form_of: str | None = None,
+    ) -> Run: ...
+
     def place(self, run_id: str) -> Place | None: ...
 
     def reached(self, run_id: str, outcome: Outcome) -> None: ...
@@ -219,6 +231,19 @@ class Run:
         :class:`ContinueRequest` says.
         """
         return self.workspace.submit(self, reply, question=question or self.question_id, form_of=form_of, **options)
+
+    def answer(
+        self,
+        reply: Any,
+        question: str | None,
+        *,
+        via: str = "form",
+        note: str | None = None,
+        form_of: str | None = None,
+    ) -> Run:
+        """A reply from a form or a queue's row that showed ``question``: see :meth:`Workspace.answer` (a late
+        one is :class:`~mkl_notebook.app.errors.Superseded`, saying what became of the question)."""
+        return self.workspace.answer(self, reply, question, via=via, note=note, form_of=form_of)
 
     def resume(self, request: ContinueRequest | None = None, /, **options: Any) -> Run:
         """Continue a suspended run (with a reply and its ``note``, new budgets, or neither) or settle an

@@ -352,7 +352,8 @@ class Workspace:
         **options: Any,
     ) -> Run:
         """Journal a person's reply (and the ``note`` beside it) to ``handle``'s run and let it go on in the
-        machines it was started with; ``form_of`` is the notebook cell whose form gave the reply."""
+        machines it was started with; ``form_of`` is the notebook cell whose form gave the reply. A reply to a
+        question the run no longer waits on is refused, naming both (see :meth:`answer` for a form's)."""
         place = Place(form_of, form=True) if form_of else self.place(handle.id)
         known = handle.outcome.machines if handle.outcome is not None else {}
         given = {**options, "reply": reply, "place": place, "pinned": True, "known": known}
@@ -370,12 +371,12 @@ class Workspace:
         observer: Observer | None = None,
         form_of: str | None = None,
     ) -> Run:
-        """A reply (and the ``note`` typed beside it) from a form that showed ``question``: journaled as
-        :meth:`submit` does. When it came too late (another path answered the question, or the run moved past
-        it), every view of the run catches up and :class:`Superseded` says what became of the question; any
-        other refusal is raised as it is."""
+        """A reply (and the ``note`` typed beside it) from a form or a queue's row that showed ``question``:
+        journaled as :meth:`submit` does. When it came too late (another path answered the question, or the run
+        moved past it), every view of the run catches up and :class:`Superseded` says what became of the
+        question; any other refusal is raised as it is."""
         try:
-            return handle.submit(reply, question=question, via=via, note=note, observer=observer, form_of=form_of)
+            return self.submit(handle, reply, question=question, via=via, note=note, observer=observer, form_of=form_of)
         except USER_ERRORS:
             handle.reload()  # the run as it stands now: every form and view of it catches up
             if handle.question_id == question:

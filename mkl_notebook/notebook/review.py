@@ -94,7 +94,8 @@ def _when(at: float | None) -> str:
 
 class ReviewQueue:
     """The questions ``runs`` wait on, as a queue a person works through; replies are journaled as ``cell``'s
-    form's, through ``session`` (or the runs' own handles). ``on_moved`` is called after every reply."""
+    form's, through the runs' handles, by the road a single form's takes; ``session`` tells the queue whenever
+    one of them moves by another path. ``on_moved`` is called after every reply."""
 
     def __init__(
         self,
@@ -108,7 +109,6 @@ class ReviewQueue:
         self._lock = threading.RLock()
         self._on_moved = on_moved
         self._cell = cell
-        self._session = session
         self.place = place or f"queue/{id(self)}"
         self.page_size = page
         self.page = 0
@@ -314,14 +314,8 @@ class ReviewQueue:
         self._answering = True
         try:
             with clicked_by(clicking_user()):  # the server's user, as the page clicked on reports it
-                if self._session is not None:
-                    self._session.answer(
-                        row.run, given.value, row.question_id, via="queue", note=given.note, form_of=self._cell
-                    )
-                else:
-                    row.run.submit(
-                        given.value, question=row.question_id, via="queue", note=given.note, form_of=self._cell
-                    )
+                # (the road a single form's reply takes: a late answer is Superseded, whoever made the queue)
+                row.run.answer(given.value, row.question_id, via="queue", note=given.note, form_of=self._cell)
             sent = True
         except Superseded as superseded:  # another path answered it first: say what became of it
             self._say(f"{row.run.id}: {superseded}")
