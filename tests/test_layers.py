@@ -90,14 +90,9 @@ FRONT_END_EXCEPTIONS: dict[str, str] = {}  # "module -> imported module": why th
 # Modules that only re-export names under their old paths (kept for one release), and the package's root: a
 # facade whose short public names (``mkl_notebook.run``, ``load``, ``map``) name the workspace's use cases.
 FACADES = ("mkl_notebook", "mkl_notebook.testing", "mkl_notebook.notebook.form", "mkl_notebook.render.views")
-# Old paths of modules that moved up or aside: each names the moved module itself, for one release.
-MOVED = {
-    "mkl_notebook.durable.envelope": "checkpoint files left the journal core (issue 32)",
-    "mkl_notebook.durable.nbfile": "checkpoint files left the journal core (issue 32)",
-    "mkl_notebook.durable.seals": "checkpoint files left the journal core (issue 32)",
-    "mkl_notebook.durable.shapes": "checkpoint files left the journal core (issue 32)",
-    "mkl_notebook.app.dask_calls": "the Dask transport left the application layer (issue 32)",
-}
+# Old paths of modules that moved up or aside, each naming the moved module itself; empty since the shims of
+# issue 32 went (issue 49): a module that moves is imported from its new home everywhere, with no shim left.
+MOVED: dict[str, str] = {}
 MAX_LINES = 900
 
 
