@@ -20,6 +20,7 @@ from typing import Any
 from . import files
 from .findings import Finding, MachineError
 from .interpolate import PLACEHOLDER
+from .keys import ALL_STATE_KEYS, EXTENSION_KEYS, GATE_KEYS, KIND_KEYS, ON_ERROR_KEYS, REQUIRED, TOP_KEYS
 from .located import LocatedList, LocatedMap, Where, YamlSyntaxError, parse_located, plain
 from .model import (
     END,
@@ -37,40 +38,6 @@ from .model import (
 from .references import unknown_state_names
 from .suggest import corrected_keys, did_you_mean, renamed_keys
 
-TOP_KEYS = frozenset(
-    {"machine", "entry", "budget", "default_tier", "result", "context", "tools", "hooks", "states", "mklang"}
-)
-GENERATIVE_KEYS = frozenset(
-    {
-        "structure",
-        "prompt",
-        "output",
-        "gates",
-        "execution",
-        "tier",
-        "reason",
-        "accumulate",
-        "sample",
-        "over",
-        "parse",
-        "max_visits",
-    }
-)
-CALL_KEYS = frozenset({"call", "output", "gates", "input", "tier", "accumulate", "sample", "over", "max_visits"})
-TOOL_KEYS = frozenset({"tool", "output", "gates", "input", "accumulate", "sample", "over", "max_visits"})
-GATE_KEYS = frozenset({"when", "hook", "then", "to", "repair", "escalate", "ask", "reply_to", "fail"})
-ON_ERROR_KEYS = frozenset({"match", "retry", "route", "fallback"})
-
-# Extension keys of this project, allowed (with a warning) on one kind of state each.
-EXTENSION_KEYS = {"idempotent": "tool", "on_error": "tool", "ask_human": "generative"}
-
-KIND_KEYS = {"generative": GENERATIVE_KEYS, "call": CALL_KEYS, "tool": TOOL_KEYS}
-ALL_STATE_KEYS = GENERATIVE_KEYS | CALL_KEYS | TOOL_KEYS | set(EXTENSION_KEYS)
-REQUIRED = {
-    "generative": ("structure", "prompt", "output", "gates"),
-    "call": ("call", "output", "gates"),
-    "tool": ("tool", "output", "gates"),
-}
 _DOTTED_PATH = re.compile(r"^[\w]+(\.[\w]+)*$")
 
 
