@@ -1,4 +1,4 @@
-"""What the machine builder reads with: the findings it collects, and each key's value read as its type.
+"""What the machine and state builders share: the findings they collect, and each key's value read as its type.
 
 A key's value is read as the type the language wants (text, a whole number, true or false); a wrong one is
 noted as a finding naming the line, the state and the key, and the reading goes on with the nearest value
