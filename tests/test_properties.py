@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from mkl_notebook.lang.check import check
 from mkl_notebook.lang.findings import Finding, MachineError
-from mkl_notebook.lang.loader import ALL_STATE_KEYS, GATE_KEYS, TOP_KEYS, analyse, load
+from mkl_notebook.lang.keys import ALL_STATE_KEYS, GATE_KEYS, TOP_KEYS
+from mkl_notebook.lang.loader import analyse, load
 from mkl_notebook.lang.model import Machine
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
