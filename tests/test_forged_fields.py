@@ -139,3 +139,20 @@ def test_an_origin_that_is_not_a_path_is_refused_in_one_line(
     assert cli.main(["resume", str(path), "--trust-file", "--store", str(tmp_path / "s.sqlite"), "--quiet"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "origin" in error, error
+
+
+def test_a_history_read_again_is_checked_as_it_is_now_not_as_it_was_first_read() -> None:
+    """The signatures a view reads several times are checked once per history object and length: one that grew
+    is checked again, and a copy of it that someone changed is checked on its own (never given the first's)."""
+    from mkl_notebook.checkpoints.seals import signatures
+
+    signer = Keyring().signer()
+    records: list[dict[str, Any]] = [{"t": "start", "run": "r"}, {"t": "step", "n": 0}]
+    records.append(dict(signer.endorse(records)))
+    assert [(s.start, s.end, s.seal is not None and s.seal.holds) for s in signatures(records)] == [(0, 2, True)]
+    records.append({"t": "step", "n": 1})  # the same history, grown
+    assert [(s.start, s.end) for s in signatures(records)] == [(0, 2), (3, 4)]
+    changed = [dict(record) for record in records]
+    changed[1]["n"] = 9  # a copy whose signed stretch was altered
+    assert [s.seal is not None and s.seal.holds for s in signatures(changed)][0] is False
+    assert [s.seal is not None and s.seal.holds for s in signatures(records)][0] is True

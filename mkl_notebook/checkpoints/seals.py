@@ -17,7 +17,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +145,10 @@ def covering(stretches: Sequence[Signed], index: int) -> Signed | None:
 def signatures(records: Sequence[dict[str, Any]], envelope_seal: Seal | None = None) -> list[Signed]:
     """Who signed each stretch of ``records``, checked: every ``sign`` record over the history before it, and
     for the records after the last one, the checkpoint's whole-envelope seal (``envelope_seal``) if it has one."""
+    with _RECENT_LOCK:
+        for seen, length, seal, known in _RECENT:
+            if seen is records and length == len(records) and seal is envelope_seal:
+                return list(known)
     found: list[Signed] = []
     chain = rec.chain_start()
     start = 0
@@ -154,7 +160,17 @@ def signatures(records: Sequence[dict[str, Any]], envelope_seal: Seal | None = N
         chain = rec.chain_step(chain, record)
     if start < len(records):
         found.append(Signed(start, len(records), envelope_seal))
-    return found
+    with _RECENT_LOCK:
+        _RECENT.append((records, len(records), envelope_seal, found))
+    return list(found)
+
+
+# One view of a run reads the signatures of the history it shows several times (who asked, who answered, the
+# run's answers, what became of a question): each reading of the same history object, unchanged, is the first
+# one's. Held by identity, with the object itself (so no other can take its id), and its length (a history only
+# grows); a journal's records are never changed once written. A few views at a time.
+_RECENT: deque[tuple[Sequence[dict[str, Any]], int, Seal | None, list[Signed]]] = deque(maxlen=8)
+_RECENT_LOCK = threading.Lock()
 
 
 def read(block: Any, digest: str) -> Seal:
