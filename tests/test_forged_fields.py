@@ -154,5 +154,5 @@ def test_a_history_read_again_is_checked_as_it_is_now_not_as_it_was_first_read()
     assert [(s.start, s.end) for s in signatures(records)] == [(0, 2), (3, 4)]
     changed = [dict(record) for record in records]
     changed[1]["n"] = 9  # a copy whose signed stretch was altered
-    assert [s.seal is not None and s.seal.holds for s in signatures(changed)][0] is False
-    assert [s.seal is not None and s.seal.holds for s in signatures(records)][0] is True
+    assert next(s.seal is not None and s.seal.holds for s in signatures(changed)) is False
+    assert next(s.seal is not None and s.seal.holds for s in signatures(records)) is True
