@@ -83,6 +83,21 @@ class ContinueRequest(Limits, Answering):
     known: Mapping[str, Machine] | None = None
     trust_file: bool = False  # (a run resumed from a file: take it up though no key trusted here signed it)
 
+    def said(self) -> dict[str, Any]:
+        """What tells this request from another a notebook cell made (the input of its digest): what it answers
+        and gives, never who or through what."""
+        resolve = self.resolve
+        return {
+            "reply": self.reply,
+            "set": dict(self.set_values or {}),
+            "question": self.question,
+            **({"note": self.note} if self.note is not None else {}),  # (absent otherwise: earlier requests match)
+            "max_steps": self.max_steps,
+            "max_tokens": self.max_tokens,
+            **({"max_cost": self.max_cost} if self.max_cost is not None else {}),
+            "resolve": resolve if isinstance(resolve, str) or resolve is None else [resolve.action, resolve.value],
+        }
+
 
 @dataclass(frozen=True, kw_only=True)
 class MapRequest(Limits, Answering):

@@ -30,6 +30,7 @@ from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
 from . import batch, checkpoints, oracles
+from .cells import answered_in, as_cells_left
 from .checkpoints import own_run_id
 from .continuing import changed_files
 from .copies import Copies, NamedFiles, Reach
@@ -268,26 +269,10 @@ class Workspace:
         """
         asks = asked(ContinueRequest, request, options)
         reply, set_values, question, note, resolve = asks.reply, asks.set_values, asks.question, asks.note, asks.resolve
-        max_steps, max_tokens, max_cost, pinned, place = (
-            asks.max_steps,
-            asks.max_tokens,
-            asks.max_cost,
-            asks.pinned,
-            asks.place,
-        )
+        pinned, place = asks.pinned, asks.place
         run_id = self.copies.meant(run_id)
         self.copies.abreast(run_id)
-        said = {
-            "reply": reply,
-            "set": dict(set_values or {}),
-            "question": question,
-            **({"note": note} if note is not None else {}),  # (absent otherwise: a cell's earlier requests match)
-            "max_steps": max_steps,
-            "max_tokens": max_tokens,
-            **({"max_cost": max_cost} if max_cost is not None else {}),
-            "resolve": resolve if isinstance(resolve, str) or resolve is None else [resolve.action, resolve.value],
-        }
-        digest = places.request_digest("resume", said)
+        digest = places.request_digest("resume", asks.said())
         known = {**self.machines, **(asks.known or {})}
         defined = None if pinned or self.follow_files else dict(self.machines) or None
         shown = durable.replay_cell(
@@ -295,9 +280,9 @@ class Workspace:
         )
         if shown is not None:
             return shown
-        steps = parse_budget("max_steps", "--max-steps", max_steps)
-        tokens = parse_budget("max_tokens", "--max-tokens", max_tokens)
-        cost = parse_cost(max_cost)
+        steps = parse_budget("max_steps", "--max-steps", asks.max_steps)
+        tokens = parse_budget("max_tokens", "--max-tokens", asks.max_tokens)
+        cost = parse_cost(asks.max_cost)
         resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
         given = reply is not None or bool(set_values)
         noted = checked_note(note, replied=given)
@@ -565,26 +550,14 @@ class Workspace:
     # -- notebook cells --------------------------------------------------------------------------
 
     def as_cells_left(self, run_id: str, cells: list[str]) -> Outcome | None:
-        """Run ``run_id`` as the cells above ``cells`` (the executing cell and those below it) left it, when its
-        journal holds requests from them; None when it does not (the run is then shown as it stands)."""
-        records = self.store.read(run_id)
-        cut = places.entry(records, cells)
-        if cut is None or cut >= len(records):
-            return None
-        return durable.show_prefix(run_id, records, cut, known=self.machines)
+        """Run ``run_id`` as the cells above ``cells`` left it (see :func:`~.cells.as_cells_left`)."""
+        return as_cells_left(self.store, run_id, cells, self.machines)
 
     def answered_in(self, cell: str) -> list[Outcome]:
         """Each run whose question a form of ``cell`` answered, as that form left it (what the cells below see)."""
-        shown: list[Outcome] = []
         if self.store_opened() is None and not self.settings.store.exists():
-            return shown  # no store: no form answered anything (and looking makes none)
-        for summary in self.store.runs():
-            records = self.store.read(summary.run_id)
-            cut = places.form_cut(records, cell)
-            outcome = None if cut is None else durable.show_prefix(summary.run_id, records, cut, known=self.machines)
-            if outcome is not None:
-                shown.append(outcome)
-        return shown
+            return []  # no store: no form answered anything (and looking makes none)
+        return answered_in(self.store, cell, self.machines)
 
     # -- what a notebook adds ------------------------------------------------------------------
 
