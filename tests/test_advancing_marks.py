@@ -22,7 +22,7 @@ import nbformat
 from lab_client import LabClient, run_all
 
 from mkl_notebook.checkpoints import notebook_file as nbfile
-from mkl_notebook.durable.records import run_state
+from mkl_notebook.durable.reading import run_state
 
 from support import env_without_models
 

@@ -22,8 +22,10 @@ from typing import Any
 
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.seals import Seal, Signed, covering, key_fingerprint, signatures
+from ..durable.chain import canonical, common_prefix
 from ..durable.errors import StoreError
-from ..durable.records import canonical, claimed_name, common_prefix, established_how, kind_of, root_of, run_state
+from ..durable.reading import claimed_name, established_how, root_of, run_state
+from ..durable.records import kind_of
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..engine.result import question_id
 from .errors import UsageProblem

@@ -21,7 +21,7 @@ from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.seals import Signer, key_fingerprint, signatures
 from ..durable import runs as durable
 from ..durable.leases import file_lease
-from ..durable.records import replies, run_state
+from ..durable.reading import replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore

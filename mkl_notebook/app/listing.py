@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from ..checkpoints import notebook_file as nbfile
 from ..durable.errors import StoreError
-from ..durable.records import claimed_name, established_how, replies, spent
+from ..durable.reading import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_commands, resume_command

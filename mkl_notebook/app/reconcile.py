@@ -28,8 +28,9 @@ from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.seals import Seal
 from ..durable import runs as durable
+from ..durable.chain import chain_digest, common_prefix
 from ..durable.forgotten import ForgottenHistory
-from ..durable.records import chain_digest, claimed_name, common_prefix, established_how, replies, run_state
+from ..durable.reading import claimed_name, established_how, replies, run_state
 from ..durable.stores import RunStore
 from ..lang.interpolate import fmt
 from ..render.common import answer_time, who_answered

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..durable.chain import chain_digest, common_prefix
 from ..durable.disk import replace_file
-from ..durable.records import chain_digest, common_prefix
 from ..durable.stores import RUN_ID_MAX
 from ..errors import UserError
 from ..lang import files
