@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.notebook_disk import NotebookFileError
 from ..checkpoints.seals import Seal, Signed, covering, key_fingerprint, signatures
 from ..durable.chain import canonical, common_prefix
 from ..durable.errors import StoreError
@@ -337,7 +338,7 @@ def audit_folder(folder: str | Path, keyring: Keyring | None = None) -> Audit:
                 problems += damaged
             else:
                 histories += _read_store(Path(shown))
-        except (nbfile.NotebookFileError, StoreError) as exc:
+        except (NotebookFileError, StoreError) as exc:
             problems.append(str(exc))
     return _audit(histories, keyring, problems)
 

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.notebook_disk import NotebookFileError
 from ..checkpoints.seals import Seal
 from ..durable import runs as durable
 from ..durable.chain import chain_digest, common_prefix
@@ -250,6 +251,6 @@ def notebook_copy(notebook: Path, run_id: str) -> Copy | None:
     disk now, None when it has none or cannot be read."""
     try:
         found = nbfile.find_run(notebook, run_id)
-    except nbfile.NotebookFileError:
+    except NotebookFileError:
         return None
     return Copy(found.header, found.records, found.seal, notebook.name, found.raw)

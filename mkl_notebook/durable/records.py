@@ -20,8 +20,8 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
 
 Every record a journal gets is built here. The keys are those the journals already on
 disk use, so old stores and notebooks read and replay unchanged. What records say is read back in
-:mod:`durable.reading` (answers, replies, a run's status), their canonical JSON and chain digests are
-:mod:`durable.chain`'s, and a start record's options are written and read by :mod:`durable.journaled_options`.
+:mod:`durable.reading` (answers, replies, a run's status); their canonical JSON and chain digests are in
+:mod:`durable.chain`, and a start record's options are written and read in :mod:`durable.journaled_options`.
 """
 
 from __future__ import annotations
