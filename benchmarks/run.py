@@ -234,7 +234,7 @@ def ours_runner(work: Workload, store_kind: str) -> Callable[[], Any]:
 def answer_size(work: Workload) -> int:
     """The mean length of the answer records mkl_notebook journals for ``work`` (what the floor writes)."""
     from mkl_notebook.durable import runs
-    from mkl_notebook.durable.records import canonical
+    from mkl_notebook.durable.chain import canonical
     from mkl_notebook.durable.stores import MemoryStore
     from mkl_notebook.lang.loader import machine_from_mapping
     from mkl_notebook.providers.scripted import oracle_from_script

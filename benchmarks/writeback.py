@@ -6,7 +6,7 @@ rename (so a power cut cannot bring back the older file) against the same replac
     .venv/bin/python benchmarks/writeback.py --no-write   # prints it only
 
 Each write is ``mkl resume``'s own way of writing into a notebook (read it, change its metadata, write a
-temporary file, sync it, rename it over the notebook; :func:`notebook_file.mark_advancing`), on notebooks of
+temporary file, sync it, rename it over the notebook; :func:`marks.mark_advancing`), on notebooks of
 three sizes in a temporary folder (on the disk the system's temporary folder is on). The two ways take turns
 within each round, so a busy spell of the shared machine hits both; medians of every write.
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
 
-from mkl_notebook.checkpoints import notebook_file as nbfile  # noqa: E402
+from mkl_notebook.checkpoints.marks import mark_advancing  # noqa: E402
 from mkl_notebook.durable import disk  # noqa: E402
 
 SIZES = {"50 KB": 50_000, "1 MB": 1_000_000, "10 MB": 10_000_000}
@@ -56,7 +56,7 @@ def _writes(path: Path, count: int, synced: bool) -> list[float]:
         times = []
         for i in range(count):
             started = time.perf_counter()
-            nbfile.mark_advancing(path, "r", "/a/store", i)
+            mark_advancing(path, "r", "/a/store", i)
             times.append(time.perf_counter() - started)
         return times
     finally:

@@ -22,7 +22,9 @@ import nbformat
 from lab_client import LabClient, run_all
 
 from mkl_notebook.checkpoints import notebook_file as nbfile
-from mkl_notebook.durable.records import run_state
+from mkl_notebook.checkpoints.marks import set_side_mark, side_marks
+from mkl_notebook.checkpoints.notebook_disk import NotebookFileError, locked
+from mkl_notebook.durable.reading import run_state
 
 from support import env_without_models
 
@@ -223,7 +225,7 @@ def test_a_mark_beside_the_file_that_is_not_ours_to_read_counts_as_none(tmp_path
     beside = tmp_path / ".pay.ipynb.mkl-advancing.json"
     for text in ("[" * 100_000, '{"P": {"store": 5}}', "not json"):
         beside.write_text(text, encoding="utf-8")
-        assert nbfile.side_marks(notebook) == {}
+        assert side_marks(notebook) == {}
 
 
 def test_a_mark_is_never_written_through_a_link_or_over_a_folder_beside_the_notebook(tmp_path: Path) -> None:
@@ -237,16 +239,16 @@ def test_a_mark_is_never_written_through_a_link_or_over_a_folder_beside_the_note
     target = tmp_path / "elsewhere" / "planted.json"
     target.parent.mkdir()
     beside.symlink_to(target)  # dangling: writing through it would make the file it names
-    with pytest.raises(nbfile.NotebookFileError, match=r"\.pay\.ipynb\.mkl-advancing\.json: is not a regular file"):
-        nbfile.set_side_mark(notebook, "P", "/a/store", 3)
+    with pytest.raises(NotebookFileError, match=r"\.pay\.ipynb\.mkl-advancing\.json: is not a regular file"):
+        set_side_mark(notebook, "P", "/a/store", 3)
     assert not target.exists() and beside.is_symlink()
     beside.unlink()
     beside.mkdir()
-    with pytest.raises(nbfile.NotebookFileError, match="move it away"):
-        nbfile.set_side_mark(notebook, "P", "/a/store", 3)
+    with pytest.raises(NotebookFileError, match="move it away"):
+        set_side_mark(notebook, "P", "/a/store", 3)
     beside.rmdir()
-    nbfile.set_side_mark(notebook, "P", "/a/store", 3)  # nothing there: the mark is made, a file of its own
-    assert oct(beside.stat().st_mode & 0o777) == "0o644" and nbfile.side_marks(notebook)["P"].held == 3
+    set_side_mark(notebook, "P", "/a/store", 3)  # nothing there: the mark is made, a file of its own
+    assert oct(beside.stat().st_mode & 0o777) == "0o644" and side_marks(notebook)["P"].held == 3
 
 
 def test_the_notebooks_lock_is_never_taken_through_a_link_beside_it(tmp_path: Path) -> None:
@@ -257,8 +259,8 @@ def test_the_notebooks_lock_is_never_taken_through_a_link_beside_it(tmp_path: Pa
     target = tmp_path / "elsewhere" / "planted"
     target.parent.mkdir()
     (tmp_path / ".pay.ipynb.mkl-lock").symlink_to(target)
-    refused = pytest.raises(nbfile.NotebookFileError, match=r"pay\.ipynb: cannot be locked for writing \(\.pay\.ipynb")
-    with refused, nbfile.locked(notebook):
+    refused = pytest.raises(NotebookFileError, match=r"pay\.ipynb: cannot be locked for writing \(\.pay\.ipynb")
+    with refused, locked(notebook):
         pass
     assert not target.exists()
 
@@ -299,8 +301,8 @@ def test_a_mark_beside_the_notebook_that_no_kernel_left_is_set_aside_in_one_line
     folder = _folder(tmp_path)
     notebook = folder / "pay.ipynb"
     held = len(nbfile.find_run(notebook, "P").records)
-    with nbfile.locked(notebook):
-        nbfile.set_side_mark(notebook, "P", str(folder / "nowhere" / "runs.sqlite"), held)
+    with locked(notebook):
+        set_side_mark(notebook, "P", str(folder / "nowhere" / "runs.sqlite"), held)
     bob = _cli(folder, "b", _question(folder))
     _, err = bob.communicate(timeout=120)
     assert bob.returncode == 0, err

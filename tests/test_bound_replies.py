@@ -19,7 +19,7 @@ import mkl_notebook
 from mkl_notebook.app.replies import os_account
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.durable import runs
-from mkl_notebook.durable.records import run_state
+from mkl_notebook.durable.reading import run_state
 from mkl_notebook.durable.stores import MemoryStore
 from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.lang.loader import load

@@ -17,7 +17,7 @@ import pytest
 from mkl_notebook import cli
 from mkl_notebook.app.trust import Keyring
 from mkl_notebook.checkpoints import envelope
-from mkl_notebook.durable.records import run_state
+from mkl_notebook.durable.reading import run_state
 
 from support import REFUND, REFUND_SCRIPT, store_rows
 

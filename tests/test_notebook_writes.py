@@ -22,6 +22,7 @@ import pytest
 from lab_client import run_all
 
 from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.marks import advancing, mark_advancing
 
 from support import REFUND, REFUND_SCRIPT, RUN_MIME, env_without_models
 
@@ -290,7 +291,7 @@ def _held(path: Path) -> int:
 def test_mkl_runs_says_when_a_files_run_was_left_mid_advance(shared: Path, tmp_path: Path) -> None:
     path = tmp_path / "shared.ipynb"
     shutil.copy(shared, path)
-    nbfile.mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite", _held(path))
+    mark_advancing(path, "refund", "/elsewhere/.mkl/runs.sqlite", _held(path))
     listing = _mkl(tmp_path, "runs", path.name)
     finish = f"mkl resume shared.ipynb --run refund --store /elsewhere/.mkl/runs.sqlite --script {REFUND_SCRIPT}"
     assert f"was being advanced in the store /elsewhere/.mkl/runs.sqlite, and what it did there is not in this " \
@@ -320,7 +321,7 @@ def test_mkl_runs_leaves_a_write_back_a_stopped_resume_never_made_to_the_resume_
     assert done.returncode == 0, done.stderr
     path.write_bytes(stranded)  # as if the write-back never came
     store = (tmp_path / "ours.sqlite").resolve()
-    nbfile.mark_advancing(path, "refund", str(store), _held(path))
+    mark_advancing(path, "refund", str(store), _held(path))
     before = _untouched(path), _untouched(store)
     listing = _mkl(tmp_path, "runs", path.name)
     assert listing.returncode == 0, listing.stderr
@@ -333,7 +334,7 @@ def test_mkl_runs_leaves_a_write_back_a_stopped_resume_never_made_to_the_resume_
     [listed] = json.loads(_mkl(tmp_path, "runs", path.name).stdout.splitlines()[-1])["runs"]
     assert listed["status"] == "done" and "question_id" not in listed and "advancing_in" not in listed
     assert [answer["value"] for answer in listed["answers"]] == ["approve"]
-    assert nbfile.advancing(path, "refund") == []
+    assert advancing(path, "refund") == []
     nbformat.validate(nbformat.read(path, as_version=4))
 
 
@@ -347,7 +348,7 @@ def test_mkl_runs_never_opens_a_database_a_received_notebook_names_as_its_store(
         db.execute("CREATE TABLE outcomes (id INTEGER PRIMARY KEY, body TEXT)")
         db.executemany("INSERT INTO outcomes (body) VALUES (?)", [("one",), ("two",)])
     app.chmod(0o644)
-    nbfile.mark_advancing(path, "refund", str(app.resolve()), _held(path))
+    mark_advancing(path, "refund", str(app.resolve()), _held(path))
     before = _untouched(path), _untouched(app)
     listing = _mkl(tmp_path, "runs", path.name)
     assert listing.returncode == 0, listing.stderr
@@ -359,10 +360,10 @@ def test_mkl_runs_never_opens_a_database_a_received_notebook_names_as_its_store(
 _COUNT = """
 import sys
 from pathlib import Path
-from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.notebook_disk import locked
 notebook, counter = Path(sys.argv[1]), Path(sys.argv[2])
 for _ in range(int(sys.argv[3])):
-    with nbfile.locked(notebook):
+    with locked(notebook):
         value = int(counter.read_text())
         counter.write_text(str(value + 1))
 """

@@ -18,6 +18,7 @@ import pytest
 from mkl_notebook.app.trust import Keyring
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.marks import mark_advancing, set_side_mark
 
 Event = tuple[str, str]  # ("renamed", the file's path) or ("synced folder", the folder's path)
 
@@ -64,8 +65,8 @@ def test_every_file_a_person_keeps_is_renamed_into_place_and_its_folder_synced(
 
     assert _durable(calls, lambda: nbfile.keep_in_metadata(notebook)) == [str(notebook.resolve())]
     held = len(run.records)
-    assert _durable(calls, lambda: nbfile.mark_advancing(notebook, "r", "/a/store", held)) == [str(notebook.resolve())]
-    beside = _durable(calls, lambda: nbfile.set_side_mark(notebook, "r", "/a/store", held))
+    assert _durable(calls, lambda: mark_advancing(notebook, "r", "/a/store", held)) == [str(notebook.resolve())]
+    beside = _durable(calls, lambda: set_side_mark(notebook, "r", "/a/store", held))
     assert [Path(path).name for path in beside] == [".shared.ipynb.mkl-advancing.json"]
 
     checkpoint = tmp_path / "r.mklrun.json"

@@ -19,6 +19,9 @@ from lab_client import LabClient, run_all
 
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
+from mkl_notebook.checkpoints.marks import advancing, mark_advancing
+from mkl_notebook.checkpoints.notebook_cells import cell_ids
+from mkl_notebook.checkpoints.notebook_disk import NotebookFileError, locked
 from mkl_notebook.lang import files
 
 from support import ROOT
@@ -129,10 +132,10 @@ def test_our_own_write_keeps_what_was_checked_and_another_writer_is_read_again(
     monkeypatch.setattr(envelope, "verify_checkpoint", counting_verify)
     assert len(nbfile.find_run(path, "r3").records) > 0
     assert (len(reads), len(checks)) == (1, SIZES[0])
-    with nbfile.locked(path):
-        nbfile.mark_advancing(path, "r3", "/elsewhere/runs.db", 3)  # rewrites the file
-    assert nbfile.advancing(path, "r3") and not nbfile.advancing(path, "r1")
-    assert nbfile.find_run(path, "r1").run_id == "r1" and nbfile.cell_ids(path)
+    with locked(path):
+        mark_advancing(path, "r3", "/elsewhere/runs.db", 3)  # rewrites the file
+    assert advancing(path, "r3") and not advancing(path, "r1")
+    assert nbfile.find_run(path, "r1").run_id == "r1" and cell_ids(path)
     assert (len(reads), len(checks)) == (2, SIZES[0]), "the file was read or checked again after writing it"
 
     # Another program changes one run's journal in place: the file is read again, and the forged copy refused.
@@ -142,7 +145,7 @@ def test_our_own_write_keeps_what_was_checked_and_another_writer_is_read_again(
     forged = carried["run_id"]
     carried["journal"] = {"encoding": "json", "records": [{"kind": "forged"}]}
     path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
-    with pytest.raises(nbfile.NotebookFileError, match=rf"many\.ipynb, cell {cell + 1}: "):
+    with pytest.raises(NotebookFileError, match=rf"many\.ipynb, cell {cell + 1}: "):
         nbfile.find_run(path, forged)
-    assert nbfile.advancing(path, "r3")
+    assert advancing(path, "r3")
     assert len(reads) == 3 and len(checks) == 2 * SIZES[0]

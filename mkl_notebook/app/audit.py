@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.notebook_disk import NotebookFileError
 from ..checkpoints.seals import Seal, Signed, covering, key_fingerprint, signatures
+from ..durable.chain import canonical, common_prefix
 from ..durable.errors import StoreError
-from ..durable.records import canonical, claimed_name, common_prefix, established_how, kind_of, root_of, run_state
+from ..durable.reading import claimed_name, established_how, root_of, run_state
+from ..durable.records import kind_of
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..engine.result import question_id
 from .errors import UsageProblem
@@ -335,7 +338,7 @@ def audit_folder(folder: str | Path, keyring: Keyring | None = None) -> Audit:
                 problems += damaged
             else:
                 histories += _read_store(Path(shown))
-        except (nbfile.NotebookFileError, StoreError) as exc:
+        except (NotebookFileError, StoreError) as exc:
             problems.append(str(exc))
     return _audit(histories, keyring, problems)
 

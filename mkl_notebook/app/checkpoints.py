@@ -18,10 +18,22 @@ from typing import Any, NamedTuple
 
 from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.marks import (
+    AdvancingMark,
+    advancing,
+    clear_advancing,
+    drop_spent_marks,
+    mark_advancing,
+    mark_file,
+    set_side_mark,
+    side_marks,
+)
+from ..checkpoints.notebook_cells import cell_ids, code_cells, has_form, output_data, paired_texts
+from ..checkpoints.notebook_disk import NotebookFileError, locked
 from ..checkpoints.seals import Signer, key_fingerprint, signatures
 from ..durable import runs as durable
 from ..durable.leases import file_lease
-from ..durable.records import replies, run_state
+from ..durable.reading import replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RunStore, SQLiteStore
@@ -35,7 +47,6 @@ from .reconcile import Copy, parted_note, reconcile
 from .status import answers_to, form_place, run_diagram, run_output, with_keys
 from .trust import Keyring
 
-NotebookFileError = nbfile.NotebookFileError
 CHECKPOINT_MIME = envelope.MIME_TYPE  # a run output's checkpoint
 REFERENCE_MIME = envelope.REF_MIME_TYPE  # a run output's reference to the metadata's copy instead
 BATCH_MIME = envelope.BATCH_MIME_TYPE  # a batch output's checkpoints (or references), one per row
@@ -50,7 +61,7 @@ def notebook_run_ids(notebook: Path, *, waiting_only: bool = False) -> list[str]
     """The runs a notebook file carries (those that wait, with ``waiting_only``); none when it cannot be read."""
     try:
         carried = nbfile.embedded_runs(notebook)
-    except nbfile.NotebookFileError:
+    except NotebookFileError:
         return []
     # (where a run stands is read from its history, which its signatures cover, never from the header beside it)
     return [run.run_id for run in carried if not waiting_only or run_state(run.records).status == "suspended"]
@@ -153,10 +164,10 @@ def resume_in_notebook(
     back what the store holds.
     """
     where = store_place(store)
-    with nbfile.locked(notebook):
-        nbfile.drop_spent_marks(notebook)
+    with locked(notebook):
+        drop_spent_marks(notebook)
         embedded = nbfile.find_run(notebook, run_id)
-        marked = any(mark.holds(len(embedded.records)) for mark in nbfile.advancing(notebook, run_id))
+        marked = any(mark.holds(len(embedded.records)) for mark in advancing(notebook, run_id))
         elsewhere = advanced_elsewhere(notebook, run_id, store, len(embedded.records))
         if elsewhere is not None:
             raise AdvancedElsewhere(elsewhere)
@@ -168,12 +179,12 @@ def resume_in_notebook(
             if run_state(caught.records).finished:
                 return caught  # the stopped resume finished the run: its write-back was all that was left
             embedded = nbfile.find_run(notebook, run_id)
-        nbfile.mark_advancing(notebook, run_id, where, len(embedded.records))
+        mark_advancing(notebook, run_id, where, len(embedded.records))
         try:
             outcome = advance(run_id)
         except BaseException:
             if len(store.read(run_id)) == len(embedded.records):
-                nbfile.clear_advancing(notebook, run_id)  # refused: nothing happened, the file still holds it all
+                clear_advancing(notebook, run_id)  # refused: nothing happened, the file still holds it all
             raise
         _write_back(notebook, embedded, outcome, signer)
     return outcome
@@ -184,7 +195,7 @@ def _refuse_if_elsewhere(notebook: Path, run_id: str, store: RunStore) -> int | 
     another store is advancing it (:class:`AdvancedElsewhere`)."""
     try:
         held = len(nbfile.find_run(notebook, run_id).records)
-    except nbfile.NotebookFileError:
+    except NotebookFileError:
         return None  # not the file's run (or no copy of it is readable): nothing to keep apart
     elsewhere = advanced_elsewhere(notebook, run_id, store, held)
     if elsewhere is not None:
@@ -204,7 +215,7 @@ def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) 
     saved since. Call with the notebook's lock held. The store a mark in the file names is only compared, never
     opened; one a mark beside it names is read to tell a kernel's mark from one set there (:func:`_stands`)."""
     mine = (store_place(store), store.location)
-    for mark in nbfile.advancing(notebook, run_id):
+    for mark in advancing(notebook, run_id):
         if mark.store in mine or not mark.holds(held) or not _stands(mark, run_id):
             continue
         if not mark.beside:
@@ -219,13 +230,13 @@ def advanced_elsewhere(notebook: Path, run_id: str, store: RunStore, held: int) 
             f"{notebook}: run '{run_id}' was advanced{when} by a notebook kernel in the store {mark.store}, "
             "and the notebook has not been saved since, so what it did is not in this file: save the notebook "
             "in that kernel, then try again (or resume it with that store, --store), so that nothing it did "
-            f"runs twice (the kernel says so in {nbfile.mark_file(notebook).name} beside the notebook: remove "
+            f"runs twice (the kernel says so in {mark_file(notebook).name} beside the notebook: remove "
             "it only if no kernel of that store has the notebook open)"
         )
     return None
 
 
-def _stands(mark: nbfile.AdvancingMark, run_id: str) -> bool:
+def _stands(mark: AdvancingMark, run_id: str) -> bool:
     """Whether a mark is heeded. One in the file travels with it, and the store it names is never opened. One
     beside the file is a kernel's, which took the run up into the store it names before it marked it: unless that
     store is a run store of ours holding the run at least as far as the file held it then, the mark is not a
@@ -250,11 +261,11 @@ def unheeded_marks(notebook: Path, run_id: str) -> list[str]:
     """One line for each mark beside ``notebook`` of ``run_id`` that is set aside (see :func:`_stands`), naming
     its file: a resume goes on as if it were not there."""
     try:
-        marks = nbfile.advancing(notebook, run_id)
-    except nbfile.NotebookFileError:
+        marks = advancing(notebook, run_id)
+    except NotebookFileError:
         return []
     return [
-        f"{nbfile.mark_file(notebook)}: says run '{run_id}' is being advanced in the store {mark.store}, which "
+        f"{mark_file(notebook)}: says run '{run_id}' is being advanced in the store {mark.store}, which "
         "holds no such advance of it; set aside"
         for mark in marks
         if mark.beside and not _stands(mark, run_id)
@@ -271,12 +282,12 @@ def kernel_advance(notebook: Path | None, run_id: str, store: RunStore) -> Itera
         yield
         return
     _refuse_if_elsewhere(notebook, run_id, store)  # before waiting for the lock: a resume holds it while it works
-    with nbfile.locked(notebook):
-        nbfile.drop_spent_marks(notebook)
+    with locked(notebook):
+        drop_spent_marks(notebook)
         held = _refuse_if_elsewhere(notebook, run_id, store)
         if held is not None:
             before = len(store.read(run_id))
-            nbfile.set_side_mark(notebook, run_id, store_place(store), held)
+            set_side_mark(notebook, run_id, store_place(store), held)
     if held is None:
         yield
         return
@@ -284,18 +295,18 @@ def kernel_advance(notebook: Path | None, run_id: str, store: RunStore) -> Itera
         yield
     except BaseException:
         if len(store.read(run_id)) == before:  # refused: nothing happened here, the file holds it all
-            with nbfile.locked(notebook):
-                nbfile.set_side_mark(notebook, run_id, None)
+            with locked(notebook):
+                set_side_mark(notebook, run_id, None)
         raise
 
 
 def tidy_beside(notebook: Path | None) -> None:
     """The marks a kernel left beside its notebook that the file now holds past (its page saved what the kernel
     did) are taken back, and the file of marks with the last one: nothing stays beside the person's notebook."""
-    if notebook is None or not nbfile.side_marks(notebook):
+    if notebook is None or not side_marks(notebook):
         return
-    with contextlib.suppress(nbfile.NotebookFileError), nbfile.locked(notebook, wait=1.0):
-        nbfile.drop_spent_marks(notebook)
+    with contextlib.suppress(NotebookFileError), locked(notebook, wait=1.0):
+        drop_spent_marks(notebook)
 
 
 def paired_edits(notebook: Path) -> str | None:
@@ -305,8 +316,8 @@ def paired_edits(notebook: Path) -> str | None:
     from the text instead. None when nothing is paired, or nothing is newer."""
     try:
         written = notebook.stat().st_mtime
-        newer = [text for text in nbfile.paired_texts(notebook) if text.stat().st_mtime > written]
-    except (OSError, nbfile.NotebookFileError):
+        newer = [text for text in paired_texts(notebook) if text.stat().st_mtime > written]
+    except (OSError, NotebookFileError):
         return None
     if not newer:
         return None
@@ -368,7 +379,7 @@ def _write_view(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome, 
         answered = answers_to(outcome.records, marker.get("question_id"))
         return form_place(run_id, outcome, notebook=name, answers=answered)
 
-    forms_shown = nbfile.has_form(notebook, run_id)
+    forms_shown = has_form(notebook, run_id)
     view = run_output(run_id, machine, outcome, notebook=name, question_above=forms_shown, signer=signer)
     diagram = run_diagram(machine, outcome) if machine is not None else None
     table = _batch_table(notebook, embedded, outcome) if embedded.entry_index is not None else None
@@ -407,7 +418,7 @@ def _batch_table(notebook: Path, embedded: nbfile.EmbeddedRun, outcome: Outcome)
     """The table of the batch output that carries ``embedded`` (a row's run), with that run as ``outcome`` and
     every other row as the file holds it: its entries' runs, and the rows that have no run in their places."""
     assert embedded.cell_index is not None and embedded.output_index is not None
-    data = nbfile.output_data(notebook, embedded.cell_index, embedded.output_index)
+    data = output_data(notebook, embedded.cell_index, embedded.output_index)
     kept = data.get(BATCH_ROWS_MIME)
     without_run = (
         [row for row in kept if isinstance(row, dict) and type(row.get("row")) is int] if isinstance(kept, list) else []
@@ -494,8 +505,8 @@ def cell_running(code: str, notebook: Path, after: int) -> tuple[int, str] | Non
     """The position and id of the code cell of ``notebook`` whose source is ``code``: the first such below
     position ``after`` (cells execute top to bottom), else the first; None when none is."""
     try:
-        cells = nbfile.code_cells(notebook)
-    except nbfile.NotebookFileError:
+        cells = code_cells(notebook)
+    except NotebookFileError:
         return None
     matches = [(position, cell) for position, (cell, source) in enumerate(cells) if source == code]
     later = [match for match in matches if match[0] > after]
@@ -507,8 +518,8 @@ def cell_order(notebook: Path | None) -> list[str]:
     if notebook is None:
         return []
     try:
-        return nbfile.cell_ids(notebook)
-    except nbfile.NotebookFileError:
+        return cell_ids(notebook)
+    except NotebookFileError:
         return []
 
 
@@ -520,5 +531,5 @@ def keep_runs(notebook: Path) -> list[str]:
         raise UsageProblem(f"{notebook}: is not a notebook (.ipynb); mkl keep keeps a notebook's runs")
     if not notebook.is_file():
         raise UsageProblem(f"{notebook}: no such notebook file")
-    with nbfile.locked(notebook):
+    with locked(notebook):
         return nbfile.keep_in_metadata(notebook)

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.notebook_cells import code_cells, papermill_writing
+from ..checkpoints.notebook_disk import NotebookFileError
 
 MAX_NOTEBOOKS_LOOKED_AT = 100  # notebooks in a kernel's folder read to find the one it executes
 NOTEBOOK_VARIABLE = "MKL_NOTEBOOK"  # the environment variable that names a kernel's notebook
@@ -52,8 +53,8 @@ def _written_by_papermill(path: Path, code: str) -> bool:
     """Whether papermill is writing ``path`` as its output while it executes ``code`` (its metadata names the
     file as papermill's output, the run has not ended, and the cell running is this one)."""
     try:
-        writing = nbfile.papermill_writing(path)
-    except (nbfile.NotebookFileError, OSError):
+        writing = papermill_writing(path)
+    except (NotebookFileError, OSError):
         return False
     return writing is not None and Path(writing[0]).name == path.name and code in writing[1]
 
@@ -91,8 +92,8 @@ def notebook_running(code: str, folder: Path, named: Iterable[Path] = (), progra
 def _holds(path: Path, code: str) -> bool:
     """Whether the notebook at ``path`` has a code cell whose source is ``code`` (an unreadable file has none)."""
     try:
-        return path.is_file() and any(source == code for _, source in nbfile.code_cells(path))
-    except (nbfile.NotebookFileError, OSError):
+        return path.is_file() and any(source == code for _, source in code_cells(path))
+    except (NotebookFileError, OSError):
         return False
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.marks import advancing_marks
+from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
-from ..durable.records import claimed_name, established_how, replies, spent
+from ..durable.reading import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_commands, resume_command
@@ -144,7 +146,7 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
     names)."""
     keyring = keyring or Keyring()
     known = keyring.known_as()
-    marks = nbfile.advancing_marks(path)
+    marks = advancing_marks(path)
     embedded, damaged = nbfile.scan(path)
     embedded = sorted(embedded, key=lambda run: last_changed(run.records))  # the most recently changed last
     listing = []
@@ -280,7 +282,7 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
                         stale.append({"where": shown, **item})
             else:
                 listed = store_runs(Path(shown), waiting_only=True)
-        except (nbfile.NotebookFileError, StoreError) as exc:
+        except (NotebookFileError, StoreError) as exc:
             problems.append(str(exc))
             continue
         questions += [{"where": shown, **item} for item in listed if item.get("question_id")]

@@ -26,10 +26,12 @@ from typing import Any, NamedTuple
 
 from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
+from ..checkpoints.notebook_disk import NotebookFileError
 from ..checkpoints.seals import Seal
 from ..durable import runs as durable
+from ..durable.chain import chain_digest, common_prefix
 from ..durable.forgotten import ForgottenHistory
-from ..durable.records import chain_digest, claimed_name, common_prefix, established_how, replies, run_state
+from ..durable.reading import claimed_name, established_how, replies, run_state
 from ..durable.stores import RunStore
 from ..lang.interpolate import fmt
 from ..render.common import answer_time, who_answered
@@ -249,6 +251,6 @@ def notebook_copy(notebook: Path, run_id: str) -> Copy | None:
     disk now, None when it has none or cannot be read."""
     try:
         found = nbfile.find_run(notebook, run_id)
-    except nbfile.NotebookFileError:
+    except NotebookFileError:
         return None
     return Copy(found.header, found.records, found.seal, notebook.name, found.raw)

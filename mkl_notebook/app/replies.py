@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
-from ..durable.records import NOTE_MAX, RunState
+from ..durable.reading import RunState
+from ..durable.records import NOTE_MAX
 from ..durable.runs import Resolution, not_waiting
 from .errors import UsageProblem
 

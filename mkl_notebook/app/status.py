@@ -10,7 +10,8 @@ from ..checkpoints.envelope import MIME_TYPE, checkpoint_of, write_private
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
-from ..durable.records import claimed_name, established_how, kind_of, replies, run_state
+from ..durable.reading import claimed_name, established_how, replies, run_state
+from ..durable.records import kind_of
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
 from ..lang.model import Machine

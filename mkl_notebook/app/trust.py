@@ -25,7 +25,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from ..checkpoints import seals
 from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
 from ..durable.disk import sync_folder
-from ..durable.records import RunState, is_ending
+from ..durable.reading import RunState
+from ..durable.records import is_ending
 from ..lang import files
 from ..render.commands import trust_key_command
 from .errors import UsageProblem

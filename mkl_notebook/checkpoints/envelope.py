@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._version import __version__
+from ..durable.chain import canonical, chain_digest
 from ..durable.disk import replace_file
-from ..durable.records import FORMAT, canonical, chain_digest, kind_of, unsigned_from
+from ..durable.reading import unsigned_from
+from ..durable.records import FORMAT, kind_of
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.stores import RUN_ID_MAX

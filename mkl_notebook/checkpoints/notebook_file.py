@@ -4,43 +4,33 @@ The kernel only ever reads notebook files.  The headless CLI may rewrite a
 notebook nobody has open: it replaces one output's data and writes the file
 atomically with the same JSON conventions as Jupyter, so every other cell stays
 byte-identical.
+
+The file itself (read once per state on disk, replaced, locked) is handled in :mod:`checkpoints.notebook_disk`,
+the marks of runs being advanced in :mod:`checkpoints.marks`, and what a kernel reads of the cells besides the
+runs in :mod:`checkpoints.notebook_cells`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import json
-import os
 import re
-import stat
-import tempfile
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..durable.disk import replace_file
-from ..durable.records import chain_digest, common_prefix
+from ..durable.chain import chain_digest, common_prefix
 from ..durable.stores import RUN_ID_MAX
-from ..errors import UserError
 from ..lang import files
 from ..render.diagram import MERMAID_MIME, SVG_MIME
 from . import envelope
 from .envelope import BATCH_MIME_TYPE, MIME_TYPE, REF_MIME_TYPE, EnvelopeError
+from .notebook_disk import NotebookFileError, _document, _Index, _once_per_state, _replace, dumps_notebook, read_json
 from .seals import Seal, signatures
 
-TEMP_SUFFIX = ".mkl-tmp"
-LOCK_WAIT = 60.0  # seconds a write-back waits for another writer of the same notebook
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"  # a widget drawn by a kernel (ipywidgets)
 BATCH_ROWS_MIME = "application/vnd.mkl.batch-rows+json"  # a batch table's rows that have no run (and no entry)
 BATCH_FORM_MIME = "application/vnd.mkl.batch-form+json"  # marks where a batch form's questions are: {runs}
 FORM_MIME = "application/vnd.mkl.form+json"  # marks the output that stands in a question's form: {run, question_id}
-
-
-class NotebookFileError(UserError, ValueError):
-    """A notebook file that cannot be read or holds no such run."""
 
 
 @dataclass(frozen=True)
@@ -74,22 +64,6 @@ class EmbeddedRun:
     @property
     def where(self) -> str:
         return "metadata" if self.cell_index is None else f"cell {self.cell_index + 1}"
-
-
-def read_json(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        text = files.read_text(path, files.NOTEBOOK_LIMIT)
-        data = files.parse_json(text, depth=files.DOCUMENT_DEPTH, values=files.document_values(len(text)))
-    except OSError as exc:
-        raise NotebookFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except files.UnfitJson as exc:
-        raise NotebookFileError(f"{path}: {exc} to be read as a notebook") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise NotebookFileError(f"{path}: is not a notebook (not valid JSON: {exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise NotebookFileError(f"{path}: is not a notebook (no cells)")
-    return data
 
 
 def _cell_outputs(cell: Any) -> list[Any]:
@@ -157,61 +131,6 @@ def _checked(data: Any, where: str, inflation: envelope.Inflation) -> envelope.C
 
 def _extends(longer: list[dict[str, Any]], shorter: list[dict[str, Any]]) -> bool:
     return len(longer) >= len(shorter) and common_prefix(longer, shorter) == len(shorter)
-
-
-@dataclass
-class _Index:
-    """One notebook file as read in one state on disk (its inode, size and modification time): the parsed
-    document, which no reader changes, and what readers found in it (by reader), found once per state."""
-
-    state: tuple[int, int, int]
-    document: dict[str, Any]
-    found: dict[str, Any] = field(default_factory=dict)
-
-
-_FILES_KEPT = 8  # notebooks whose index is kept, each for one state of the file on disk
-_INDEXES: dict[Path, _Index] = {}
-
-
-def _state(status: os.stat_result) -> tuple[int, int, int]:
-    return (status.st_ino, status.st_size, status.st_mtime_ns)
-
-
-def _index(path: str | Path) -> _Index:
-    """The index of the notebook at ``path``: kept while the file on disk is in the state it was read in, read
-    again once anyone changes it (an editor, Jupyter saving it, another process)."""
-    path = Path(path)  # (as given: the messages name it so)
-    try:
-        state = _state(path.stat())
-    except OSError:
-        return _Index((0, 0, 0), read_json(path))  # says what is wrong with it
-    kept = _INDEXES.get(path)
-    if kept is not None and kept.state == state:
-        return kept
-    index = _Index(state, read_json(path))
-    _keep(path, index)
-    return index
-
-
-def _keep(path: Path, index: _Index) -> None:
-    _INDEXES.pop(path, None)
-    if len(_INDEXES) >= _FILES_KEPT:
-        _INDEXES.pop(next(iter(_INDEXES)))
-    _INDEXES[path] = index
-
-
-def _once_per_state(reader: Callable[[Path, _Index], Any], path: str | Path) -> Any:
-    """``reader(path, index)``, found again only when the file changed on disk."""
-    index = _index(path)
-    name = reader.__name__
-    if name not in index.found:
-        index.found[name] = reader(Path(path), index)
-    return index.found[name]
-
-
-def _document(path: str | Path) -> dict[str, Any]:
-    """The notebook at ``path`` as its index holds it: read it, never change it (a writer reads its own copy)."""
-    return _index(path).document
 
 
 @dataclass(frozen=True)
@@ -376,101 +295,9 @@ def _maybe_newer(bad: DamagedRun, run: EmbeddedRun) -> bool:
     return bad.cell_index > run.cell_index
 
 
-def dumps_notebook(notebook: dict[str, Any]) -> str:
-    """Jupyter's own layout (nbformat.writes): one-space indent, sorted keys, a final newline."""
-    return json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
-
-
 def _lines(text: str) -> list[str]:
     """Jupyter stores multi-line text as a list of lines, each keeping its newline."""
     return text.splitlines(keepends=True)
-
-
-def has_form(path: str | Path, run_id: str) -> bool:
-    """Whether a notebook shows a form's place for run ``run_id`` (see :data:`FORM_MIME`)."""
-    for cell in _document(path).get("cells") or []:
-        for output in _cell_outputs(cell):
-            data = output.get("data") if isinstance(output, dict) else None
-            marker = data.get(FORM_MIME) if isinstance(data, dict) else None
-            if isinstance(marker, dict) and marker.get("run") == run_id:
-                return True
-    return False
-
-
-def cell_ids(path: str | Path) -> list[str]:
-    """The ids of a notebook's cells, top to bottom (nbformat 4.5 gives every cell one); read once per state of
-    the file, as a kernel asks for them for every run it shows."""
-    return list(_once_per_state(_read_cell_ids, path))
-
-
-def _read_cell_ids(path: Path, index: _Index) -> tuple[str, ...]:
-    cells = index.document.get("cells") or []
-    return tuple(cell["id"] for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str))
-
-
-def code_cells(path: str | Path) -> list[tuple[str, str]]:
-    """The id and source of each code cell of a notebook, top to bottom (cells without an id are left out); read
-    once per state of the file, as a kernel asks for them at every cell it executes."""
-    return list(_once_per_state(_read_code_cells, path))
-
-
-def _read_code_cells(path: Path, index: _Index) -> tuple[tuple[str, str], ...]:
-    found = []
-    for cell in index.document.get("cells") or []:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or not isinstance(cell.get("id"), str):
-            continue
-        source = cell.get("source")
-        text = "".join(source) if isinstance(source, list) else source
-        if isinstance(text, str):
-            found.append((cell["id"], text))
-    return tuple(found)
-
-
-def paired_texts(path: str | Path) -> list[Path]:
-    """The text files jupytext pairs the notebook with (``metadata.jupytext.formats``, e.g. ``ipynb,py:percent``
-    or ``ipynb,scripts//py``), those that exist; none when it is not paired. Only read, never followed to write."""
-    path = Path(path)
-    metadata = _document(path).get("metadata")
-    jupytext = metadata.get("jupytext") if isinstance(metadata, dict) else None
-    formats = jupytext.get("formats") if isinstance(jupytext, dict) else None
-    if not isinstance(formats, str):
-        return []
-    found = []
-    for entry in formats.split(",")[:8]:
-        where, _, extension = entry.strip().rpartition("//")
-        extension = extension.split(":")[0].strip().lstrip(".")
-        if not extension or extension == "ipynb" or not extension.isalnum():
-            continue
-        folder = path.parent / where if where and ".." not in Path(where).parts else path.parent
-        paired = folder / f"{path.stem}.{extension}"
-        if paired.is_file():
-            found.append(paired)
-    return found
-
-
-def papermill_writing(path: str | Path) -> tuple[str, list[str]] | None:
-    """What a notebook papermill is writing now says of itself: the output path its metadata names
-    (``metadata.papermill.output_path``) and the sources of its cells papermill marks as running; None when
-    papermill is not writing it (no papermill metadata, or its run ended: ``end_time`` is set). Papermill saves
-    its output as each cell starts, so a kernel executing a cell for papermill finds that cell marked there."""
-    notebook = _document(path)
-    metadata = notebook.get("metadata")
-    papermill = metadata.get("papermill") if isinstance(metadata, dict) else None
-    if not isinstance(papermill, dict) or papermill.get("end_time") is not None:
-        return None
-    output = papermill.get("output_path")
-    if not isinstance(output, str) or not papermill.get("start_time"):
-        return None
-    running = []
-    for cell in notebook.get("cells") or []:
-        meta = cell.get("metadata") if isinstance(cell, dict) else None
-        state = meta.get("papermill") if isinstance(meta, dict) else None
-        if isinstance(state, dict) and state.get("status") == "running":
-            source = cell.get("source")
-            text = "".join(source) if isinstance(source, list) else source
-            if isinstance(text, str):
-                running.append(text)
-    return output, running
 
 
 def _jupyter_data(bundle: dict[str, Any]) -> dict[str, Any]:
@@ -478,15 +305,6 @@ def _jupyter_data(bundle: dict[str, Any]) -> dict[str, Any]:
         mime: _lines(value) if isinstance(value, str) and mime.startswith("text/") else value
         for mime, value in bundle.items()
     }
-
-
-def output_data(path: str | Path, cell_index: int, output_index: int) -> dict[str, Any]:
-    """The data of one output of a notebook (empty when the file holds no such output)."""
-    try:
-        data = _cell_outputs(_document(path)["cells"][cell_index])[output_index].get("data")
-    except (IndexError, KeyError, TypeError, AttributeError):
-        return {}
-    return dict(data) if isinstance(data, dict) else {}
 
 
 def write_run(
@@ -609,7 +427,7 @@ def keep_in_metadata(path: str | Path) -> list[str]:
     return sorted(kept)
 
 
-# -- which store a file's run is being advanced in ---------------------------------------------------
+# -- the notebook's metadata (metadata.mkl): its runs, and the marks of runs being advanced -----------
 
 ADVANCING_KEY = "advancing"  # under the notebook's metadata.mkl: run id -> {store, since}
 RUNS_KEY = "runs"  # under the notebook's metadata.mkl: run id -> its checkpoint envelope
@@ -648,229 +466,3 @@ def _set_advancing(notebook: dict[str, Any], run_id: str, where: dict[str, Any] 
             metadata.pop("mkl", None)
     else:
         advancing[run_id] = where
-
-
-class AdvancingMark(NamedTuple):
-    """That run's history is being advanced in ``store`` from a copy of ``held`` records the notebook held: until
-    the file holds more of it, no other store may take the run up from this file (what the advance did would be
-    lost, its effects done twice). One mark, kept where its writer can write: in the file's metadata by a writer
-    of the file (``mkl resume``, so a file sent on after a stopped resume still says it), beside the file by a
-    notebook kernel, which cannot write its notebook (``beside``)."""
-
-    store: str
-    since: float | None
-    held: int | None  # None: a mark written before its copy's length was (it holds until it is taken back)
-    beside: bool
-
-    def holds(self, in_file: int) -> bool:
-        """Whether the mark still holds while the file's copy of the run has ``in_file`` records."""
-        return self.held is None or in_file <= self.held
-
-
-def _read_marks(found: Any, beside: bool) -> dict[str, AdvancingMark]:
-    """The marks an object of marks (run id -> ``{store, since, held}``) holds; misshapen ones count as none."""
-    if not isinstance(found, dict):
-        return {}
-    marks = {}
-    for run_id, where in found.items():
-        if not (isinstance(run_id, str) and isinstance(where, dict) and isinstance(where.get("store"), str)):
-            continue
-        held, since = where.get("held"), where.get("since")
-        if beside and not isinstance(held, int):
-            continue
-        marks[run_id] = AdvancingMark(
-            where["store"],
-            float(since) if isinstance(since, int | float) and not isinstance(since, bool) else None,
-            held if isinstance(held, int) and not isinstance(held, bool) else None,
-            beside,
-        )
-    return marks
-
-
-def advancing(path: str | Path, run_id: str) -> list[AdvancingMark]:
-    """The marks of run ``run_id`` of the notebook (in the file first, then beside it): where it is being
-    advanced while the file does not hold what that did."""
-    return advancing_marks(path).get(run_id, [])
-
-
-def advancing_marks(path: str | Path) -> dict[str, list[AdvancingMark]]:
-    """Every run the notebook has marks of, by id: the file's own (a resume stopped before its write-back), then
-    those beside it (a kernel advanced it since the file was last saved)."""
-    metadata = _document(path).get("metadata")
-    mkl = metadata.get("mkl") if isinstance(metadata, dict) else None
-    marks: dict[str, list[AdvancingMark]] = {}
-    for run_id, mark in _read_marks(mkl.get(ADVANCING_KEY) if isinstance(mkl, dict) else None, False).items():
-        marks.setdefault(run_id, []).append(mark)
-    for run_id, mark in side_marks(path).items():
-        marks.setdefault(run_id, []).append(mark)
-    return marks
-
-
-def mark_advancing(path: str | Path, run_id: str, store: str, held: int) -> None:
-    """Say in the file, before a run is advanced from its copy of ``held`` records, in which store: until the
-    write-back, no other store may take the run up from this file (its progress would be lost, its effects
-    repeated)."""
-    _write_advancing(Path(path), run_id, {"store": store, "since": time.time(), "held": held})
-
-
-def clear_advancing(path: str | Path, run_id: str) -> None:
-    """The advance recorded nothing (it was refused): the file is the run's state again."""
-    _write_advancing(Path(path), run_id, None)
-
-
-def _write_advancing(path: Path, run_id: str, where: dict[str, Any] | None) -> None:
-    """Write the file's mark of run ``run_id`` (None: take it away). Its index is updated, not thrown away: the
-    mark changes nothing else, so what was found in the file (its runs, checked, and its cells) holds for
-    what is written, when the file this writer read is the one indexed."""
-    index = _index(path)
-    notebook = read_json(path)  # this writer's own copy, to change
-    unchanged = notebook == index.document
-    _set_advancing(notebook, run_id, where)
-    written = _replace(path, dumps_notebook(notebook))
-    if unchanged and written is not None:
-        _keep(path, _Index(written, notebook, dict(index.found)))
-
-
-# -- which store a kernel is advancing a file's run in ---------------------------------------------------
-
-SIDE_MARK_LIMIT = 256 * 1024
-
-
-def mark_file(path: Path) -> Path:
-    """The file beside notebook ``path`` where a kernel keeps its marks."""
-    return path.with_name(f".{path.name}.mkl-advancing.json")
-
-
-def side_marks(path: str | Path) -> dict[str, AdvancingMark]:
-    """The marks a notebook kernel left beside the file (:class:`AdvancingMark`): a kernel does not write the
-    notebook (its front end saves it), so it says beside the file which runs it advanced from its own store
-    since the file last held them. Unreadable or misshapen marks count as none."""
-    try:
-        found = files.parse_json(files.read_text(mark_file(Path(path)), SIDE_MARK_LIMIT))
-    except (OSError, ValueError):  # (an unfit file is an OSError, unfit JSON a ValueError)
-        return {}
-    return _read_marks(found, True)
-
-
-def drop_spent_marks(path: str | Path) -> None:
-    """Take back the marks beside the notebook that are spent (the file holds more of the run than the copy the
-    advance started from: its front end saved what the advance did), and the file of marks once none is left.
-    Call with the notebook's lock held."""
-    marks = side_marks(path)
-    if not marks:
-        return
-    try:
-        runs = {run.run_id: len(run.records) for run in embedded_runs(path)}
-    except NotebookFileError:
-        return  # the file cannot be read now: the marks stay
-    for run_id, mark in list(marks.items()):
-        if not mark.holds(runs.get(run_id, -1)):
-            set_side_mark(path, run_id, None)
-
-
-def set_side_mark(path: str | Path, run_id: str, store: str | None, held: int = 0) -> None:
-    """Say beside the notebook that run ``run_id`` is being advanced in ``store`` from a copy of ``held``
-    records (``store`` None: take the mark back). Call with the notebook's lock held."""
-    path = Path(path)
-    marks = {run: {"store": m.store, "since": m.since, "held": m.held} for run, m in side_marks(path).items()}
-    if store is None:
-        if marks.pop(run_id, None) is None:
-            return
-    else:
-        marks[run_id] = {"store": store, "since": time.time(), "held": held}
-    side = mark_file(path)
-    try:
-        found = os.lstat(side)
-    except FileNotFoundError:
-        found = None
-    if found is not None and not stat.S_ISREG(found.st_mode):  # never written, or removed, through what is there
-        raise NotebookFileError(
-            f"{side}: is not a regular file (a link, a folder), so the mark that says a run of {path.name} is "
-            "being advanced cannot be kept there and nothing was advanced; move it away"
-        )
-    if not marks:
-        side.unlink(missing_ok=True)
-        return
-    _replace(side, json.dumps(marks, sort_keys=True) + "\n", mode=0o644)
-
-
-def _replace(path: Path, text: str, mode: int | None = None) -> tuple[int, int, int] | None:
-    """Write ``text`` to ``path`` atomically: a temp file of this writer's own, fsynced, then renamed over it
-    (with ``mode``, else the file's own). The state on disk of what it wrote, while the file is still in it (None:
-    someone changed it since)."""
-    mode = path.stat().st_mode & 0o777 if mode is None else mode
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.chmod(temp, mode)
-            written = _state(os.fstat(handle.fileno()))
-        replace_file(temp, path)
-    finally:
-        if temp.exists():
-            temp.unlink()
-    try:
-        return written if _state(path.stat()) == written else None
-    except OSError:
-        return None
-
-
-@contextlib.contextmanager
-def locked(path: str | Path, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold the notebook's own lock from reading it to replacing it: one writer at a time, whatever its store.
-
-    The lock is a file beside the notebook (the notebook itself is replaced, so it cannot hold a lock), made
-    for the while it is held and removed before it is let go, so nothing of it stays in the person's folder. A
-    writer that finds it held waits up to ``wait`` seconds, then gives up with one line; one that got hold of a
-    lock file removed meanwhile takes the new one. Temp files a killed writer left behind are removed once the
-    lock is held.
-    """
-    import fcntl
-
-    path = Path(path)
-    lock = path.with_name(f".{path.name}.mkl-lock")
-    deadline = time.monotonic() + wait
-    while True:
-        try:  # a link there is not followed (nothing is made where it points), anything but a file refused
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK, 0o600)
-        except OSError as exc:
-            raise NotebookFileError(
-                f"{path}: cannot be locked for writing ({lock.name}: {exc.strerror or exc})"
-            ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise NotebookFileError(f"{path}: cannot be locked for writing ({lock.name} is not a regular file)")
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise NotebookFileError(
-                            f"{path}: another process is writing this notebook; try again when it is done"
-                        ) from None
-                    time.sleep(0.05)
-            try:
-                held = os.stat(lock).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                held = False  # its holder removed it as it let go: the lock is the next file made there
-        except BaseException:
-            os.close(fd)
-            raise
-        if held:
-            break
-        os.close(fd)
-    try:
-        for stale in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
-            with contextlib.suppress(OSError):
-                stale.unlink()  # no writer holds the lock: these were left by one that was killed
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            lock.unlink()  # still held: a writer waiting on this file finds it gone and takes a new one
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)

@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ..durable import records as rec
+from ..durable.chain import chain_digest, chain_start, chain_step
 from ..errors import UserError
 
 KEY_PREFIX = "ed25519:"
@@ -110,7 +111,7 @@ class Signer:
     def endorse(self, records: Sequence[dict[str, Any]]) -> rec.SignRecord:
         """The ``sign`` record that ends ``records``: it vouches for those since the previous one."""
         at = time.time()
-        signature = self._private.sign(_history_bytes(rec.chain_digest(records), self.key, self.by, at))
+        signature = self._private.sign(_history_bytes(chain_digest(records), self.key, self.by, at))
         return rec.sign_record(self.key, self.by, base64.b64encode(signature).decode("ascii"), at)
 
 
@@ -150,14 +151,14 @@ def signatures(records: Sequence[dict[str, Any]], envelope_seal: Seal | None = N
             if seen is records and length == len(records) and seal is envelope_seal:
                 return list(known)
     found: list[Signed] = []
-    chain = rec.chain_start()
+    chain = chain_start()
     start = 0
     for position, record in enumerate(records):
         if rec.is_sign(record):
             at = record.get("time")
             found.append(Signed(start, position, _holds(record, chain), at if isinstance(at, (int, float)) else None))
             start = position + 1
-        chain = rec.chain_step(chain, record)
+        chain = chain_step(chain, record)
     if start < len(records):
         found.append(Signed(start, len(records), envelope_seal))
     with _RECENT_LOCK:

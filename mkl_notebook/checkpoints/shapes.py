@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from ..durable.records import JOURNALED_OPTIONS, NOTE_MAX, kind_of
+from ..durable.journaled_options import JOURNALED_OPTIONS
+from ..durable.records import NOTE_MAX, kind_of
 from ..engine.options import RunOptions
 from ..engine.oracle import ESTABLISHED_BY
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .records import chain_start, chain_step
+from .chain import chain_start, chain_step
 
 _DIGEST_HEX = 32  # 128 bits of each prefix's chain digest: no copy is ever made to collide with one
 

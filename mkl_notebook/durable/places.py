@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from . import records as rec
+from .chain import canonical
+from .reading import replies
 
 
 class Place(NamedTuple):
@@ -42,7 +44,7 @@ class Segment(NamedTuple):
 
 def request_digest(kind: str, request: Mapping[str, Any]) -> str:
     """A stable digest of what a cell asked for (a run's setup, a resume's reply and budgets)."""
-    return hashlib.sha256(rec.canonical({"kind": kind, **request}).encode("utf-8")).hexdigest()[:24]
+    return hashlib.sha256(canonical({"kind": kind, **request}).encode("utf-8")).hexdigest()[:24]
 
 
 def tag(place: Place | None, request: str | None) -> rec.PlaceTag | None:
@@ -119,7 +121,7 @@ def form_answers(records: Sequence[Mapping[str, Any]], cell: str, upto: int) -> 
     answers: list[Mapping[str, Any]] = []
     for segment in segments(records[:upto]):
         if segment.cell == cell and segment.request is None:
-            answers += rec.replies(records[segment.start : segment.end])
+            answers += replies(records[segment.start : segment.end])
     return answers
 
 

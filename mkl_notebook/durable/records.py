@@ -1,4 +1,4 @@
-"""Journal records: one typed shape and one builder per kind, and the one reading of a run's status.
+"""Journal records: one typed shape and one builder per kind, and what kind a record is.
 
 A journal is an append-only list of JSON objects, each with a kind ``t``:
 
@@ -19,28 +19,25 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
   them: their key, the name they sign as, and a signature over the history up to here.
 
 Every record a journal gets is built here. The keys are those the journals already on
-disk use, so old stores and notebooks read and replay unchanged.
+disk use, so old stores and notebooks read and replay unchanged. What records say is read back in
+:mod:`durable.reading` (answers, replies, a run's status); their canonical JSON and chain digests are in
+:mod:`durable.chain`, and a start record's options are written and read in :mod:`durable.journaled_options`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
-from types import MappingProxyType
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast
 
-from ..engine.options import RunOptions
-from ..engine.oracle import ESTABLISHED_BY, HumanReply, JudgeAnswer, ProduceAnswer
-from ..engine.result import RunResult, question_id
+from ..engine.oracle import ESTABLISHED_BY, JudgeAnswer, ProduceAnswer
+from ..engine.result import RunResult
 
 FORMAT = "mkl-run/1"
 NOTE_MAX = 4000  # characters of a person's note beside a reply: a longer one is refused, and nothing journaled
 
 ResolveAction = Literal["completed", "retry", "abort"]
-Status = Literal["running", "done", "halt", "suspended", "in_doubt"]
 
 
 class Pin(TypedDict):
@@ -225,81 +222,6 @@ ENDINGS = ("suspend", "finish")  # the kinds that end an advance
 # in doubt, and the intent written before a non-idempotent tool runs (lost, the tool could run twice).
 PRECIOUS = ("reply", "resolve", "intent")
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
-
-
-# One encoder for every record: ``json.dumps`` with these arguments would build a new one per call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def canonical(record: Any) -> str:
-    """One stable JSON text per record: what digests and storage use."""
-    try:
-        return _CANONICAL.encode(record)
-    except TypeError:  # a mapping whose keys are of several kinds (1 and "b") cannot be sorted as they are
-        return _CANONICAL.encode(_text_keys(record))
-
-
-def _text_keys(value: Any) -> Any:
-    """``value`` with the keys of every mapping in it as the text JSON makes of them (1 as "1", None as "null"),
-    so that they sort; keys that JSON would make the same text, or cannot make text of, are said plainly."""
-    if isinstance(value, Mapping):
-        keyed: dict[str, Any] = {}
-        for key, item in value.items():
-            if isinstance(key, str):
-                text = key
-            elif key is None or isinstance(key, (bool, int, float)):
-                text = _CANONICAL.encode(key)
-            else:
-                raise TypeError(f"a mapping key must be text or a number, not {type(key).__name__} ({key!r:.60})")
-            if text in keyed:
-                raise TypeError(f"a mapping has two keys that are both {text!r} in JSON")
-            keyed[text] = _text_keys(item)
-        return keyed
-    if isinstance(value, (list, tuple)):
-        return [_text_keys(item) for item in value]
-    return value
-
-
-def common_prefix(held: Sequence[Mapping[str, Any]], given: Sequence[Mapping[str, Any]]) -> int:
-    """How many leading records two copies of a history share (as JSON: a copy read back from a file or a
-    store is the same record)."""
-    shared = 0
-    for mine, theirs in zip(held, given, strict=False):
-        if mine != theirs and canonical(mine) != canonical(theirs):
-            break
-        shared += 1
-    return shared
-
-
-def chain_start() -> bytes:
-    """The digest a journal's chain begins with (before its first record)."""
-    return hashlib.sha256(FORMAT.encode()).digest()
-
-
-def chain_step(digest: bytes, record: Any) -> bytes:
-    """The chain digest after ``record``, given the one before it: each record's place in its history."""
-    return hashlib.sha256(digest + canonical(record).encode("utf-8")).digest()
-
-
-def setup_digest(setup: Mapping[str, Any]) -> str:
-    """A short digest of what a run is set up with: its root, its machines (as their pinned hashes), its
-    input and context. A question asked in it names it, so an edit of any of them asks a new question."""
-    machines = setup.get("machines") or {}
-    shape = {
-        "root": setup.get("root"),
-        "machines": {name: pin.get("sha256") if isinstance(pin, Mapping) else None for name, pin in machines.items()},
-        "input": setup.get("input"),
-        "context": setup.get("context"),
-    }
-    return hashlib.blake2b(canonical(shape).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-
-
-def chain_digest(records: Iterable[Any]) -> bytes:
-    """The chain digest of a whole journal: a change of any record, or of their order, changes it."""
-    digest = chain_start()
-    for record in records:
-        digest = chain_step(digest, record)
-    return digest
 
 
 # -- builders -------------------------------------------------------------------------------
@@ -576,154 +498,7 @@ def same_ending(last: Mapping[str, Any] | None, closing: Mapping[str, Any]) -> b
     }
 
 
-# -- reading -------------------------------------------------------------------------------
-
-
-def established_how(reply: Mapping[str, Any]) -> str | None:
-    """How a reply record's ``by`` is established (a key of :data:`ESTABLISHED_BY`); None when only the
-    replier's word says it (every reply journaled before identities were established)."""
-    how = reply.get("established")
-    return how if isinstance(how, str) and how in ESTABLISHED_BY and reply.get("by") else None
-
-
-def claimed_name(reply: Mapping[str, Any]) -> str | None:
-    """The name a reply record holds only as the replier's claim: its ``claimed``, or, when nothing
-    established its ``by`` (an older journal), that."""
-    claimed = reply.get("claimed")
-    if isinstance(claimed, str) and claimed:
-        return claimed
-    by = reply.get("by")
-    return str(by) if by and established_how(reply) is None else None
-
-
-def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
-    """The oracle answer an ``answer`` (or ``reply``) record holds."""
-    if kind == "reply":
-        note = record.get("note")
-        return HumanReply(
-            record.get("value"),
-            by=record.get("by"),
-            via=record.get("via"),
-            at=record.get("time"),
-            note=note if isinstance(note, str) else None,
-            established=established_how(record),
-            claimed=claimed_name(record),
-        )
-    data = record.get("answer") or {}
-    tokens_in, tokens_out = (record.get("usage") or [0, 0])[:2]
-    if kind == "produce":
-        return ProduceAnswer(
-            text=data["text"],
-            reasoning=data.get("reasoning"),
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            truncated=bool(data.get("truncated")),
-            model=data.get("model"),
-            cost_usd=_number(record.get("cost_usd")),
-            seconds=_number(record.get("seconds")),
-        )
-    if kind == "judge":
-        return JudgeAnswer(
-            choice=data.get("choice"),
-            raw=data.get("raw"),
-            parse=data.get("parse"),
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            model=data.get("model"),
-            cost_usd=_number(record.get("cost_usd")),
-            seconds=_number(record.get("seconds")),
-        )
-    return data.get("value")
-
-
-def spent(records: Sequence[Mapping[str, Any]]) -> float | None:
-    """What every model call a journal records cost in US dollars, those whose answers an edit later
-    replaced included (they were paid for); None when there was none or any one's price is unknown."""
-    costs = [
-        record.get("cost_usd")
-        for record in records
-        if record.get("t") == "answer" and record.get("kind") in ("produce", "judge") and "error" not in record
-    ]
-    amounts = [_number(cost) for cost in costs]
-    if not amounts or any(amount is None for amount in amounts):
-        return None
-    return sum(amount or 0.0 for amount in amounts)
-
-
-def _number(value: Any) -> float | None:
-    """A recorded amount (a cost, a duration), or None where there is none."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-@dataclass(frozen=True)
-class RunState:
-    """Where a run stands, as its journal says: the one reading of a run's status."""
-
-    status: Status
-    error: str | None = None  # the halt error, the suspension's reason, or what is in doubt
-    at: str | None = None
-    ask: str | None = None
-    reply_to: str | None = None
-    question: str | None = None
-    position: str | None = None  # of the awaited reply, or of the tool call in doubt
-    machine: str | None = None  # the called machine a suspension sits in
-    tool: str | None = None  # the tool call in doubt
-    about: str | None = None  # what the awaited reply is about, as the person is shown it
-    pinned: str | None = None  # a digest of the setup the question was asked in
-    failed: str | None = None  # the position of the failed call the last advance stopped on
-
-    @property
-    def finished(self) -> bool:
-        return self.status in ("done", "halt")
-
-    @property
-    def waits_for_reply(self) -> bool:
-        """Suspended at a question a person (or a model's question) must answer."""
-        return self.status == "suspended" and self.position is not None
-
-    def __str__(self) -> str:
-        """The status as a sentence's end: ``done``, ``suspended: budget-exhausted``."""
-        return f"{self.status}: {self.error}" if self.error else self.status
-
-    @property
-    def shown(self) -> str:
-        """The question's text as a person sees it: the author's ``ask``, or the model's question."""
-        return self.ask or self.question or ""
-
-    def question_id(self, run_id: str) -> str | None:
-        """The id of the question run ``run_id`` waits on; None when it waits for no reply."""
-        if not self.waits_for_reply or self.position is None:
-            return None
-        return question_id(run_id, self.position, self.shown, self.about, self.pinned)
-
-
-def state_of(ending: Mapping[str, Any] | None) -> RunState:
-    """The run state an ending (``suspend`` / ``finish``) record describes; none yet: running."""
-    if ending is None:
-        return RunState("running")
-    if ending.get("t") == "suspend":
-        return RunState(
-            "suspended",
-            error=ending.get("reason"),
-            at=ending.get("at"),
-            ask=ending.get("ask"),
-            reply_to=ending.get("reply_to"),
-            question=ending.get("question"),
-            position=ending.get("pos"),
-            machine=ending.get("machine"),
-            about=ending.get("about") if isinstance(ending.get("about"), str) else None,
-            pinned=ending.get("pinned") if isinstance(ending.get("pinned"), str) else None,
-            failed=ending.get("failed") if isinstance(ending.get("failed"), str) else None,
-        )
-    status = ending.get("status")
-    return RunState(
-        cast(Status, status if status in ("done", "halt", "in_doubt") else "halt"),
-        error=ending.get("error"),
-        at=ending.get("at"),
-        position=ending.get("pos"),
-        tool=ending.get("tool"),
-        failed=ending.get("failed") if isinstance(ending.get("failed"), str) else None,
-    )
+# -- kinds ---------------------------------------------------------------------------------
 
 
 def kind_of(record: Mapping[str, Any]) -> str | None:
@@ -745,68 +520,3 @@ def is_precious(record: Mapping[str, Any]) -> bool:
 def is_sign(record: Mapping[str, Any]) -> bool:
     """Whether ``record`` is a signature (it vouches for the records before it and changes nothing in the run)."""
     return kind_of(record) == "sign"
-
-
-def unsigned_from(records: Sequence[Mapping[str, Any]]) -> int:
-    """Where the records no ``sign`` record vouches for begin (``len(records)``: every one is signed)."""
-    for position in range(len(records) - 1, -1, -1):
-        if is_sign(records[position]):
-            return position + 1
-    return 0
-
-
-def replies(records: Iterable[Mapping[str, Any]]) -> list[ReplyRecord]:
-    """The person's answers among ``records``, in order."""
-    return [cast(ReplyRecord, record) for record in records if kind_of(record) == "reply"]
-
-
-def root_of(records: Sequence[Mapping[str, Any]]) -> str:
-    """The name of the machine of the run a journal holds (its start record says; a re-run keeps it)."""
-    return str(records[0].get("root") or "") if records else ""
-
-
-def run_state(records: list[dict[str, Any]]) -> RunState:
-    """Where the run a journal holds stands: its latest ``suspend`` or ``finish`` record says."""
-    ending = next((r for r in reversed(records) if is_ending(r)), None)
-    return state_of(ending)
-
-
-# -- options ---------------------------------------------------------------------------------
-
-_UNJOURNALED_OPTIONS = frozenset({"secret", "observer"})  # the secret has its own key; observers are live only
-_OPTIONS_ONLY_WHEN_SET = frozenset({"budgets", "max_cost"})  # so that runs from before the option existed still match
-_DEFAULT_OPTIONS = RunOptions()
-JOURNALED_OPTIONS = tuple(item.name for item in fields(RunOptions) if item.name not in _UNJOURNALED_OPTIONS)
-# How each option is written as JSON: sets as sorted lists, mappings as objects, the rest as they are.
-_SET_OPTIONS = frozenset(name for name in JOURNALED_OPTIONS if isinstance(getattr(_DEFAULT_OPTIONS, name), frozenset))
-_MAPPING_OPTIONS = frozenset(name for name in JOURNALED_OPTIONS if isinstance(getattr(_DEFAULT_OPTIONS, name), Mapping))
-
-
-def options_record(options: RunOptions) -> dict[str, Any]:
-    """The journaled form of every run option (plain JSON: lists for sets, dicts for mappings)."""
-    record: dict[str, Any] = {}
-    for name in JOURNALED_OPTIONS:
-        value = getattr(options, name)
-        if name in _OPTIONS_ONLY_WHEN_SET and not value:
-            continue
-        if name in _SET_OPTIONS:
-            value = sorted(value)
-        elif name in _MAPPING_OPTIONS:
-            value = dict(value)
-        record[name] = value
-    return record
-
-
-def options_from_record(record: Mapping[str, Any], secret: bytes, observer: Any = None) -> RunOptions:
-    """Run options from their journaled form; options the record lacks keep their defaults."""
-    values: dict[str, Any] = {}
-    for name in JOURNALED_OPTIONS:
-        if name not in record:
-            continue
-        value = record[name]
-        if name in _SET_OPTIONS:
-            value = frozenset(value or ())
-        elif name in _MAPPING_OPTIONS:
-            value = MappingProxyType(dict(value or {}))
-        values[name] = value
-    return RunOptions(**values, secret=secret, observer=observer)

@@ -32,6 +32,7 @@ from ..engine.oracle import (
 from ..errors import MklError
 from . import records as rec
 from .fingerprint import digest, fingerprinted
+from .reading import RunState, claimed_name, decode_answer, established_how, state_of
 
 MODEL_KINDS = ("produce", "judge")  # the calls a model answers
 JOURNAL_ENDS = "interrupted: its journal ends before this call; resume the run to go on"
@@ -77,8 +78,8 @@ class JournalIndex:
         return self.setup.get("machines") or {}
 
     @property
-    def state(self) -> rec.RunState:
-        return rec.state_of(self.last)
+    def state(self) -> RunState:
+        return state_of(self.last)
 
     @property
     def doubt_open(self) -> bool:
@@ -277,7 +278,7 @@ class ReplayOracle(Oracle):
                 self._failed(request.position, recorded["error"])
                 raise OracleError(recorded["error"], suspendable=bool(recorded.get("suspendable")), called=True)
             raise RecordedFailure(recorded["error"])
-        return rec.decode_answer(request.kind, recorded)
+        return decode_answer(request.kind, recorded)
 
     def _failed(self, position: str, error: str) -> None:
         with self._lock:
@@ -353,8 +354,8 @@ class ReplayOracle(Oracle):
                         "position": request.position,
                         "value": latest.get("value"),
                         "by": latest.get("by"),
-                        "established": rec.established_how(latest),
-                        "claimed": rec.claimed_name(latest),
+                        "established": established_how(latest),
+                        "claimed": claimed_name(latest),
                         "via": latest.get("via"),
                         "time": latest.get("time"),
                         "before": latest.get("about"),
@@ -365,7 +366,7 @@ class ReplayOracle(Oracle):
             with self._lock:
                 self.replies_kept.append(request.position)
             self.inner.replayed(request)  # a script's `replies:` keep their place too
-            return rec.decode_answer("reply", recorded)
+            return decode_answer("reply", recorded)
         answer = self.inner.ask(request)  # raises AwaitingHuman unless the host has a reply ready
         if answer is None:
             raise AwaitingHuman(request.position)

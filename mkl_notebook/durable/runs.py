@@ -23,8 +23,11 @@ from ..lang.loader import load
 from ..lang.model import Machine, reachable
 from . import places
 from . import records as rec
+from .chain import common_prefix, setup_digest
+from .journaled_options import options_from_record, options_record
 from .places import Place
 from .plan import Plan, plan
+from .reading import RunState, root_of, run_state, unsigned_from
 from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
 
@@ -67,15 +70,15 @@ class Outcome:
     @property
     def root(self) -> str:
         """The name of the run's machine."""
-        return rec.root_of(self.records)
+        return root_of(self.records)
 
 
-def not_waiting(run_id: str, state: rec.RunState) -> str:
+def not_waiting(run_id: str, state: RunState) -> str:
     """Why a reply is refused when run ``run_id`` waits for none."""
     return f"run '{run_id}' is not waiting for a reply (it is {state})"
 
 
-def not_pending(run_id: str, question: str, state: rec.RunState) -> str:
+def not_pending(run_id: str, question: str, state: RunState) -> str:
     """Why a reply to ``question`` is refused: what run ``run_id`` waits on now instead."""
     pending = state.question_id(run_id)
     if pending is None:
@@ -211,7 +214,7 @@ def _advance_leased(
         # A pure replay that ends as before leaves the journal untouched.
         store.append_ending(run_id, closing, RunStatus(result.status, result.error, result.at))
         records = records + store.read(run_id, since=len(records))  # what this advance added, as it reads back
-    if endorse is not None and rec.unsigned_from(records) < len(records):
+    if endorse is not None and unsigned_from(records) < len(records):
         # What this advance appended, or what one cut off before its signature left (or an older version wrote).
         store.append(run_id, endorse(records))
         records = records + store.read(run_id, since=len(records))
@@ -251,7 +254,7 @@ def _run_journal(
     if root_name not in machines:
         raise RunStateError(f"run '{run_id}': its machine '{root_name}' is not pinned")
     secret = bytes.fromhex(index.start.get("secret", ""))
-    options = rec.options_from_record(index.options, secret, observer)
+    options = options_from_record(index.options, secret, observer)
     try:
         result = run_machine(
             machines[root_name],
@@ -272,7 +275,7 @@ def _run_journal(
     same_question = rec.kind_of(last) == "suspend" and last.get("pos") == result.pending
     if same_question and "about" not in last:  # asked before replies were bound to what they answer
         result.about = None  # the question stays as it was
-    result.setup = rec.setup_digest(index.setup)
+    result.setup = setup_digest(index.setup)
     if result.pending is not None and not (same_question and "pinned" not in last and not index.set_up_again):
         result.pinned = result.setup  # (a question asked before questions named their setup stays as it was)
     return result, None
@@ -396,7 +399,7 @@ def start(
         "machines": pin_machines(machine, full_registry),
         "input": copy.deepcopy(dict(input or {})),
         "context": copy.deepcopy(dict(context or {})),
-        "options": rec.options_record(options),
+        "options": options_record(options),
     }
     request = places.request_digest("start", {**setup, **({"retry": True} if retry else {})})
     if not fresh:
@@ -566,7 +569,7 @@ def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[di
         store.create(run_id, records[0])
         for record in records[1:]:
             store.append(run_id, record)
-    state = rec.run_state(records)
+    state = run_state(records)
     store.set_status(run_id, state.status, state.error, state.at)
     return run_id
 
@@ -576,11 +579,11 @@ def extend_run(store: RunStore, run_id: str, held: int, records: list[dict[str, 
     goes on past it, taken up. Refused when the journal changed meanwhile (it no longer ends where it did)."""
     with store.lease(run_id):
         now = store.read(run_id)
-        if len(now) != held or rec.common_prefix(now, records) != held:
+        if len(now) != held or common_prefix(now, records) != held:
             raise RunStateError(f"run '{run_id}' changed while a copy that goes on past it was being taken up")
         for record in records[held:]:
             store.append(run_id, record)
-    state = rec.run_state(records)
+    state = run_state(records)
     store.set_status(run_id, state.status, state.error, state.at)
 
 

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .chain import canonical
 from .errors import RunBusy, StoreError
 from .forgotten import ForgottenHistory, decoded_forgotten, forgetting
 from .leases import RunLeases
-from .records import canonical, is_precious
+from .records import is_precious
 from .store_files import APPLICATION_ID, SCHEMA_VERSION, check_ours, reading_connection
 from .store_names import DEFAULT_STORE, DURABILITY  # (named there: a command's help reads them, not the store)
 
