@@ -93,7 +93,7 @@ FACADES = ("mkl_notebook", "mkl_notebook.testing", "mkl_notebook.notebook.form",
 # Old paths of modules that moved up or aside, each naming the moved module itself; empty since the shims of
 # issue 32 went (issue 49): a module that moves is imported from its new home everywhere, with no shim left.
 MOVED: dict[str, str] = {}
-MAX_LINES = 900
+MAX_LINES = 600  # lines a reader holds in mind at once (docs/architecture.md)
 
 
 def front_end_reaches(module: str, imports: Iterator[tuple[str, int]]) -> list[str]:
