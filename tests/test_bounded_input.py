@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints import codecs, envelope
 from mkl_notebook.checkpoints.journal_words import WORDS
 
 from support import env_without_models
@@ -286,7 +286,7 @@ def bomb_checkpoint(name: str, run_id: str = "bomb", encoding: str = envelope.PA
     }
 
 
-@pytest.mark.parametrize("encoding", [envelope.PACKED, envelope.PACKED_BEFORE])
+@pytest.mark.parametrize("encoding", [envelope.PACKED, codecs.PACKED_BEFORE])
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
 def test_a_compressed_journal_bomb_in_a_checkpoint_file_is_one_line(folder: Path, bomb: str, encoding: str) -> None:
     path = folder / "bomb.json"

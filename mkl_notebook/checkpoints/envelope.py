@@ -10,7 +10,6 @@ key made it.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import json
@@ -32,13 +31,9 @@ from ..durable.stores import RUN_ID_MAX
 from ..errors import UserError
 from ..lang import files
 from . import seals, shapes
-from .journal_words import WORDS
+from .codecs import CODECS, PACKED, PLAIN
 
 COMPRESS_OVER = 2_048  # bytes of journal JSON above which it is stored compressed
-# How a compressed journal is written: deflate from the preset dictionary of journal_words, in base85 (a quarter
-# larger than its bytes, where base64 is a third). Earlier releases wrote plain zlib in base64; both read.
-PACKED = "zlib+words1+base85"
-PACKED_BEFORE = "zlib+base64"
 # What a checkpoint's compressed journal may inflate to: a long run's journal is a few megabytes. Inflating is
 # stopped there, and the JSON is measured before it is parsed (files.check_json), so that a few kilobytes that
 # inflate to gigabytes, or to brackets nested a hundred thousand deep, are refused in a second or two.
@@ -110,11 +105,10 @@ def build(
     head = {"format": FORMAT, "package": f"mkl-notebook {__version__}", **head}
     text = json.dumps(records, ensure_ascii=False, separators=(",", ":"), default=str)
     if compress if compress is not None else len(text) > COMPRESS_OVER:
-        packer = zlib.compressobj(9, zdict=WORDS)
-        packed = base64.b85encode(packer.compress(text.encode("utf-8")) + packer.flush()).decode("ascii")
+        packed = CODECS[PACKED].pack(text.encode("utf-8"))
         journal: dict[str, Any] = {"encoding": PACKED, "count": len(records), "data": packed}
     else:
-        journal = {"encoding": "json", "count": len(records), "records": records}
+        journal = {"encoding": PLAIN, "count": len(records), "records": records}
     digest = _digest(head, records)
     built = {**head, "journal": journal, "digest": digest}
     if signer is not None and unsigned_from(records) < len(records):
@@ -154,15 +148,12 @@ class Inflation:
         self.left = self.limit
 
     def inflate(self, packed: str, where: str, encoding: str = PACKED) -> bytes:
-        """The bytes ``packed`` (in ``encoding``: :data:`PACKED` or :data:`PACKED_BEFORE`) inflates to, refused
-        before they grow past either bound."""
+        """The bytes ``packed`` (in ``encoding``, a codec's tag: see :mod:`.codecs`) inflates to, refused before
+        they grow past either bound."""
         most = min(MAX_JOURNAL_BYTES, self.left)
         if len(packed) > (MAX_JOURNAL_BYTES + MAX_JOURNAL_BYTES // 64) // 3 * 4:  # compressing never grows it so
             raise EnvelopeError(f"{where}: the checkpoint's journal is larger than {_mb(MAX_JOURNAL_BYTES)}")
-        if encoding == PACKED:
-            inflater, data = zlib.decompressobj(zdict=WORDS), base64.b85decode(packed)
-        else:
-            inflater, data = zlib.decompressobj(), base64.b64decode(packed, validate=True)
+        inflater, data = CODECS[encoding].unpacker(packed)
         raw = inflater.decompress(data, most + 1)
         if len(raw) > most:
             if most < MAX_JOURNAL_BYTES:
@@ -185,9 +176,9 @@ def _records(journal: Any, where: str, inflation: Inflation | None = None) -> li
     if not isinstance(journal, dict):
         raise EnvelopeError(f"{where}: the checkpoint has no journal")
     encoding = journal.get("encoding")
-    if encoding == "json":
+    if encoding == PLAIN:
         records = journal.get("records")
-    elif encoding in (PACKED, PACKED_BEFORE):
+    elif isinstance(encoding, str) and encoding in CODECS:
         data = journal.get("data")
         if not isinstance(data, str):
             raise EnvelopeError(f"{where}: the checkpoint's journal data is missing")
