@@ -35,7 +35,7 @@ def _notebook(path: Path, run_flags: str = "") -> Path:
         nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
         nbformat.v4.new_code_cell(f"%mkl run refund --script {REFUND_SCRIPT} --set ticket=broken {run_flags}"),
         nbformat.v4.new_code_cell('q = mkl_notebook.get_run("refund").question_id\nprint("asked", q)'),
-        nbformat.v4.new_code_cell("%mkl resume refund --question $q --set approval.answer=approve"),
+        nbformat.v4.new_code_cell("%mkl resume refund --question $q --set approval=approve"),
         nbformat.v4.new_code_cell('run = mkl_notebook.get_run("refund")\nprint(run.status, run.result)'),
     ]
     nbformat.write(nb, path)

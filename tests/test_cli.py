@@ -93,8 +93,37 @@ def test_run_with_hitl_suspends_with_the_authored_question() -> None:
     status = status_line(completed)
     assert status["status"] == "suspended"
     assert status["ask"] == "The draft promises a refund. Approve sending it?"
-    assert status["reply_to"] == "approval.answer"
+    assert status["reply_to"] == "approval"
     assert status["at"] == "send"
+
+
+@pytest.mark.parametrize(
+    ("reply", "result", "last"),
+    [
+        ("approve", "Hello! Your order A-1001 qualifies: we will refund it today. (approved)", "send"),
+        ("reject", "Hello! A colleague will look at order A-1001 and write to you again shortly.", "withhold"),
+        ("not yet", "Hello! A colleague will look at order A-1001 and write to you again shortly.", "withhold"),
+    ],
+)
+def test_the_refund_example_sends_the_refund_only_when_approved(
+    tmp_path: Path, reply: str, result: str, last: str
+) -> None:
+    """The README's first example, answered from the terminal: approve sends the refund; reject (or any other
+    reply) withholds it, and the result says so instead of promising the refund."""
+    script = str(EXAMPLES / "refund.script.yaml")
+    asked = mkl(
+        "run", str(EXAMPLES / "refund.mkl"), "--script", script, "--hitl", "--set", "ticket=Broken", cwd=tmp_path
+    )
+    status = status_line(asked)
+    answered = mkl(
+        "resume", "--id", status["run"], "--script", script, "--question", status["question_id"], "--reply", reply,
+        cwd=tmp_path,
+    )  # fmt: skip
+    done = status_line(answered)
+    assert (answered.returncode, done["status"], done["result"]) == (0, "done", result), answered.stderr
+    traced = mkl("trace", "--id", status["run"], cwd=tmp_path).stdout
+    assert (" withhold " in traced) is (last == "withhold"), traced  # the withheld reply is the withhold state's
+    assert ("refund it today" in done["result"]) is (reply == "approve")
 
 
 def test_run_halt_exits_one(tmp_path: Path) -> None:
@@ -203,7 +232,8 @@ def test_scenarios_pass() -> None:
     assert completed.stdout.splitlines() == [
         "PASS refund-escalates-for-approval",
         "PASS missing-order-number-is-repaired",
-        "2 passed, 0 failed",
+        "PASS a-rejected-refund-is-withheld",
+        "3 passed, 0 failed",
     ]
 
 

@@ -130,7 +130,7 @@ def test_define_draws_one_node_per_state_with_a_text_twin(ip: Cells) -> None:
     ip.define(REFUND)
     bundle = ip.out.last(SVG)
     assert bundle[SVG].startswith("<svg ")
-    assert _drawn_states(bundle[SVG]) == ["lookup", "draft", "send"]
+    assert _drawn_states(bundle[SVG]) == ["lookup", "draft", "send", "withhold"]
     text = bundle["text/plain"]
     assert text.startswith("machine refund: entry lookup, budget 12")
     for state in ("lookup", "draft", "send"):
@@ -149,8 +149,8 @@ def test_redefine_replaces_the_machine(ip: Cells) -> None:
     ip.out.clear()
     ip.define(edited)
     session = session_module.current_session()
-    assert list(session.machines["refund"].states) == ["lookup", "draft", "send", "log"]
-    assert _drawn_states(ip.out.last(SVG)[SVG]) == ["lookup", "draft", "send", "log"]
+    assert list(session.machines["refund"].states) == ["lookup", "draft", "send", "withhold", "log"]
+    assert _drawn_states(ip.out.last(SVG)[SVG]) == ["lookup", "draft", "send", "withhold", "log"]
 
 
 def test_cell_run_defines_and_runs(ip: Cells) -> None:
@@ -202,7 +202,7 @@ def test_finished_run_draws_the_diagram_with_visit_counts(ip: Cells) -> None:
     ip.out.clear()
     ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT}")
     diagram = ip.out.last(SVG)
-    assert _drawn_states(diagram[SVG]) == ["lookup ×1", "draft ×1", "send ×1"]
+    assert _drawn_states(diagram[SVG]) == ["lookup ×1", "draft ×1", "send ×1", "withhold"]
     assert "✔" in diagram[SVG]  # the path taken is marked
     assert "  lookup ×1  -> draft [otherwise ✔]" in diagram["text/plain"].splitlines()
 
@@ -274,7 +274,7 @@ def test_rerunning_the_cell_replays_without_calls_and_fresh_pays_again(ip: Cells
 def test_a_refused_resume_journals_nothing_of_it(ip: Cells) -> None:
     ip.define(REFUND)
     ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")
-    ip.fails("%mkl resume refund --set approval.answer=approve --max-steps 0")
+    ip.fails("%mkl resume refund --set approval=approve --max-steps 0")
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.error) == ("suspended", "escalated")  # the reply did not go through either
     assert _reply_records(Path(".mkl/runs.sqlite")) == 0
@@ -287,7 +287,7 @@ def test_editing_a_prompt_reexecutes_only_the_changed_call_and_keeps_the_reply(i
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.error, run.at) == ("suspended", "escalated", "send")
     assert run.pending is not None and run.pending["ask"] == REFUND_ASK
-    ip.run(f"%mkl resume refund --question {run.question_id} --set approval.answer=approve")
+    ip.run(f"%mkl resume refund --question {run.question_id} --set approval=approve")
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.result) == ("done", REFUND_RESULT)
     assert _reply_records(Path(".mkl/runs.sqlite")) == 1
@@ -297,7 +297,7 @@ def test_editing_a_prompt_reexecutes_only_the_changed_call_and_keeps_the_reply(i
     assert edited.status == "done", (edited.status, edited.error)  # the earlier reply still answers the gate
     assert edited.calls["made"] == 1  # only the edited `send` prompt is produced again
     assert edited.calls["replayed"] >= 3  # order_lookup, draft, the judge
-    assert edited.run_result.context["approval"] == {"answer": "approve"}
+    assert edited.run_result.context["approval"] == "approve"
     assert _reply_records(Path(".mkl/runs.sqlite")) == 1
 
 
@@ -372,8 +372,8 @@ def test_test_runs_scenarios_as_a_table(ip: Cells) -> None:
     ip.out.clear()
     ip.run(f"%mkl test refund --script {REFUND_TESTS}")
     bundle = ip.out.last("text/html")
-    assert "2 passed, 0 failed" in bundle["text/plain"]
-    assert "2 passed, 0 failed" in bundle["text/html"]
+    assert "3 passed, 0 failed" in bundle["text/plain"]
+    assert "3 passed, 0 failed" in bundle["text/html"]
     assert "refund-escalates-for-approval" in bundle["text/plain"]
     _assert_safe_html(bundle["text/html"])
 
@@ -386,7 +386,7 @@ def test_test_reports_a_failing_scenario(ip: Cells) -> None:
     ip.out.clear()
     ip.run(f"%mkl test refund --script {path}")
     text = ip.out.last("text/html")["text/plain"]
-    assert "1 passed, 1 failed" in text
+    assert "2 passed, 1 failed" in text
     assert "FAIL refund-escalates-for-approval" in text
 
 
@@ -486,13 +486,13 @@ def test_resume_with_set_answers_the_gate(ip: Cells) -> None:
     ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")
     ip.out.clear()
     question = mkl_notebook.get_run("refund").question_id
-    ip.run(f"%mkl resume refund --question {question} --set approval.answer=approve")
+    ip.run(f"%mkl resume refund --question {question} --set approval=approve")
     run = mkl_notebook.get_run("refund")
     assert (run.status, run.result) == ("done", REFUND_RESULT)
-    assert run.run_result.context["approval"] == {"answer": "approve"}
+    assert run.run_result.context["approval"] == "approve"
     header, _ = verify(ip.out.last(RUN_MIME)[RUN_MIME])
     assert header["status"] == "done"
-    error = ip.fails(f"%mkl resume refund --question {question} --set approval.answer=again")
+    error = ip.fails(f"%mkl resume refund --question {question} --set approval=again")
     assert "not waiting" in str(error)
 
 
@@ -500,7 +500,7 @@ def test_resume_set_at_the_wrong_path_names_the_right_one(ip: Cells) -> None:
     ip.define(REFUND)
     ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")
     error = ip.fails("%mkl resume refund --set human.reply=approve")
-    assert "approval.answer" in str(error)
+    assert "approval" in str(error)
     assert mkl_notebook.get_run("refund").status == "suspended"
     assert _reply_records(Path(".mkl/runs.sqlite")) == 0
 

@@ -46,7 +46,7 @@ def test_an_approval_in_a_kernel_with_no_model_says_one_sentence_and_resume_scri
     recorder.clear()
     run = ip.run(f"%mkl resume x --script {REFUND_SCRIPT}").result  # the sentence's fix, as it says it
     assert (run.status, run.result) == ("done", REFUND_RESULT)
-    assert run.run_result.context["approval"] == {"answer": "approve"}
+    assert run.run_result.context["approval"] == "approve"
 
 
 def test_an_approval_on_the_command_line_with_no_model_says_one_sentence_and_its_command_finishes_it(

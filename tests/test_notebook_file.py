@@ -113,7 +113,7 @@ def test_the_saved_run_output_carries_the_checkpoint_and_a_static_card(shared: P
     output = _run_output(nb)
     header, records = verify(output["data"][RUN_MIME], "saved notebook")
     assert (header["run_id"], header["status"], header["error"]) == ("refund", "suspended", "escalated")
-    assert (header["at"], header["ask"], header["reply_to"]) == ("send", REFUND_ASK, "approval.answer")
+    assert (header["at"], header["ask"], header["reply_to"]) == ("send", REFUND_ASK, "approval")
     assert records[0]["t"] == "start"
     assert "The question is above." in output["data"]["text/plain"]
     assert REFUND_ASK not in output["data"]["text/plain"]  # printed once: where the form is
@@ -168,7 +168,7 @@ def test_run_all_in_a_fresh_kernel_replays_from_the_notebook_and_the_api_finishe
     finished = _stdout_json(nb.cells[-1])
     assert finished["status"] == "done"
     assert finished["result"] == REFUND_RESULT
-    assert finished["answer"] == {"answer": "approve"}
+    assert finished["answer"] == "approve"
     assert finished["calls"]["made"] == 1  # only the `send` state, after the reply
 
 
@@ -185,7 +185,7 @@ def test_mkl_runs_lists_the_pending_run_with_its_ask(copy_of: Path) -> None:
         "refund",
         "suspended",
         REFUND_ASK,
-        "approval.answer",
+        "approval",
     )
 
 
@@ -223,8 +223,8 @@ def test_mkl_resume_finishes_the_run_and_rewrites_only_its_output(copy_of: Path)
     [reply] = [record for record in records if record["t"] == "reply"]  # the audit travels in the file
     assert (reply["value"], reply["claimed"], reply["via"]) == ("approve", "approver", "notebook-file")
     shown = "".join(data["text/plain"])  # and the file's view of the run shows who answered
-    assert "↳ answered approve → approval.answer (by " in shown and "via notebook-file · key " in shown
-    assert "<strong>answered</strong> <code>approve → approval.answer</code> by " in "".join(data["text/html"])
+    assert "↳ answered approve → approval (by " in shown and "via notebook-file · key " in shown
+    assert "<strong>answered</strong> <code>approve → approval</code> by " in "".join(data["text/html"])
     # Where the form stood, the file no longer presents the question as pending: it says who answered.
     place = next(o["data"] for o in run_cell_after["outputs"] if FORM_MIME in o.get("data", {}))
     assert WIDGET_MIME not in place
@@ -252,7 +252,7 @@ def test_mkl_resume_with_the_wrong_reply_path_changes_nothing(copy_of: Path) -> 
         cwd=copy_of.parent,
     )
     assert completed.returncode == 2
-    assert "approval.answer" in completed.stderr
+    assert "approval" in completed.stderr
     assert "Traceback" not in completed.stderr + completed.stdout
     assert copy_of.read_bytes() == before
 
@@ -280,14 +280,14 @@ def test_a_notebook_without_runs_is_a_clear_one_line_error(tmp_path: Path) -> No
             "--run",
             "refund",
             "--set",
-            "approval.answer=approve",
+            "approval=approve",
             "--script",
             str(REFUND_SCRIPT),
             cwd=tmp_path,
         )
     )
     assert "plain.ipynb" in message and "refund" in message
-    message = _one_line_error(_mkl("resume", path.name, "--set", "approval.answer=approve", cwd=tmp_path))
+    message = _one_line_error(_mkl("resume", path.name, "--set", "approval=approve", cwd=tmp_path))
     assert "--run" in message
     assert path.read_bytes() == before
     listing = _mkl("runs", path.name, cwd=tmp_path)
@@ -303,7 +303,7 @@ def _waiting_question(path: Path, run_id: str) -> str:
 
 
 def _approve_headless(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    """``mkl resume FILE --run refund --question … --set approval.answer=approve``, as `mkl runs` says to."""
+    """``mkl resume FILE --run refund --question … --set approval=approve``, as `mkl runs` says to."""
     question = _waiting_question(path, "refund")
     return _mkl(
         "resume",
@@ -313,7 +313,7 @@ def _approve_headless(path: Path, *flags: str) -> subprocess.CompletedProcess[st
         "--question",
         question,
         "--set",
-        "approval.answer=approve",
+        "approval=approve",
         *flags,
         "--script",
         str(REFUND_SCRIPT),
@@ -346,7 +346,7 @@ def test_a_corrupted_checkpoint_is_refused_in_one_line_and_nothing_is_written(co
             "--run",
             "refund",
             "--set",
-            "approval.answer=approve",
+            "approval=approve",
             "--script",
             str(REFUND_SCRIPT),
             cwd=copy_of.parent,
@@ -416,7 +416,7 @@ def test_mkl_runs_lists_a_notebooks_runs_by_when_they_last_changed_not_by_cell(t
     assert [run["run"] for run in _status(listed)["runs"]] == ["answered-later", "asked-second"]  # as asked
     question = next(r for r in _status(listed)["runs"] if r["run"] == "answered-later")["question_id"]
     answered = _mkl(
-        "resume", path.name, "--run", "answered-later", "--question", question, "--set", "approval.answer=approve",
+        "resume", path.name, "--run", "answered-later", "--question", question, "--set", "approval=approve",
         "--script", str(REFUND_SCRIPT), cwd=tmp_path,
     )  # fmt: skip
     assert answered.returncode in (0, 3), answered.stderr

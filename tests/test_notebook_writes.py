@@ -71,7 +71,7 @@ def _resume(path: Path, cwd: Path, value: str, question: str) -> subprocess.Pope
         "--question",
         question,
         "--set",
-        f"approval.answer={value}",
+        f"approval={value}",
         "--script",
         str(REFUND_SCRIPT),
         "--quiet",
@@ -133,7 +133,7 @@ def test_a_write_back_keeps_another_runs_update_in_the_same_file(shared: Path, t
 
 def _approval(path: Path, run_id: str, question: str) -> list[str]:
     """The arguments of ``mkl resume`` that approve ``question`` of run ``run_id`` in notebook ``path``."""
-    return ["resume", str(path), "--run", run_id, "--question", question, "--set", "approval.answer=approve",
+    return ["resume", str(path), "--run", run_id, "--question", question, "--set", "approval=approve",
             "--script", str(REFUND_SCRIPT), "--quiet"]  # fmt: skip
 
 

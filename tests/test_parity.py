@@ -79,19 +79,19 @@ MISTAKES: dict[str, Mistake] = {
         "--script nowhere.yaml: cannot be read",
     ),
     "reply-twice": Mistake(
-        ["resume", "--id", "waiting", "--reply", "approve", "--set", "approval.answer=yes"],
-        "resume waiting --reply approve --set approval.answer=yes",
+        ["resume", "--id", "waiting", "--reply", "approve", "--set", "approval=yes"],
+        "resume waiting --reply approve --set approval=yes",
         "give the reply once",
     ),
     "set-extra-key": Mistake(
-        ["resume", "--id", "waiting", "--set", "approval.answer=yes", "--set", "other=1"],
-        "resume waiting --set approval.answer=yes --set other=1",
-        "--set approval.answer, other does not answer it",
+        ["resume", "--id", "waiting", "--set", "approval=yes", "--set", "other=1"],
+        "resume waiting --set approval=yes --set other=1",
+        "--set approval, other does not answer it",
     ),
     "set-wrong-path": Mistake(
         ["resume", "--id", "waiting", "--set", "human.reply=yes"],
         "resume waiting --set human.reply=yes",
-        "waiting for a reply at 'approval.answer'",
+        "waiting for a reply at 'approval'",
     ),
     "reply-without-question": Mistake(
         ["resume", "--id", "waiting", "--reply", "approve"],

@@ -148,7 +148,7 @@ def test_a_reply_that_is_only_a_placeholder_is_refused_and_nothing_is_journaled(
     before = store_rows(folder / ".mkl" / "runs.sqlite")
     question = re.search(r"--question (q-[0-9a-f]+)", _mkl(folder, "runs")[1])
     assert question is not None
-    for how in (["--reply", placeholder], ["--set", f"approval.answer={placeholder}"]):
+    for how in (["--reply", placeholder], ["--set", f"approval={placeholder}"]):
         code, status, _, err = mkl_cli(
             folder, "resume", "--id", "r", "--question", question.group(1), *how, env=_unactivated()
         )
