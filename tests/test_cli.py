@@ -50,7 +50,7 @@ def test_check_clean_machine_exits_zero() -> None:
 
 def test_check_reports_errors_with_line_numbers(broken: Path) -> None:
     completed = mkl("check", str(broken))
-    assert completed.returncode == 2  # a check error is a load error (DESIGN.md's command-line contract)
+    assert completed.returncode == 1  # findings exit 1, as mklang, ruff and mypy (DESIGN.md's contract)
     assert f"{broken}:7:5: error:" in completed.stdout  # `tier` on a tool state
     assert "nowhere" in completed.stdout
     assert status_line(completed)["status"] == "errors"

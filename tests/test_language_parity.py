@@ -220,7 +220,7 @@ def test_check_refuses_an_unknown_call_target_naming_it_with_its_line(tmp_path: 
     text = CALLER.replace("call: std_cot", "call: std_nothing")
     _write(tmp_path, "caller.mkl", text)
     code, status, out, _err = mkl_cli(tmp_path, "check", "caller.mkl")
-    assert code == 2 and status["errors"] == 1
+    assert code == 1 and status["errors"] == 1
     assert "caller.mkl:8:5: error: state 'think' calls machine 'std_nothing'" in out
     _write(
         tmp_path,

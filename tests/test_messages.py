@@ -188,14 +188,14 @@ def test_the_loader_says_the_one_mistake_where_it_is(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_mkl_check_lists_the_one_mistake_and_exits_two(case: str, tmp_path: Path) -> None:
+def test_mkl_check_lists_the_one_mistake_and_exits_one(case: str, tmp_path: Path) -> None:
     text, (line, column, message) = CASES[case]
     path = tmp_path / "demo.mkl"
     path.write_text(text, encoding="utf-8")
     code, status, out, err = mkl_cli(tmp_path, "check", path.name)
     errors = [row for row in out.splitlines() if ": error: " in row]
     assert errors == [_expected_check_line(path, line, column, message)], out + err
-    assert (code, status["status"], status["errors"]) == (2, "errors", 1), out + err
+    assert (code, status["status"], status["errors"]) == (1, "errors", 1), out + err
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -225,7 +225,7 @@ def test_a_call_to_a_mistyped_machine_suggests_the_library_one(tmp_path: Path) -
     assert len(errors) == 1 and errors[0].startswith(
         "caller.mkl:6:5: error: state 'think' calls machine 'std_cto'; did you mean 'std_cot'?: it is neither"
     ), out + err
-    assert code == 2
+    assert code == 1
 
 
 def test_warnings_of_a_cell_are_placed_in_the_cell(ip: Cells, capsys: pytest.CaptureFixture[str]) -> None:
@@ -261,7 +261,10 @@ def test_readme_states_the_exit_codes_the_commands_give() -> None:
         for row in readme.splitlines()
         if row.startswith("| `mkl ")
     }
-    assert rows["`mkl check FILE`"] == "0 no errors (warnings allowed), 2 errors or unreadable"
+    assert (
+        rows["`mkl check FILE`"]
+        == "0 no errors (warnings allowed), 1 errors (as mklang, ruff and mypy), 2 unreadable or usage"
+    )
     assert next(codes for command, codes in rows.items() if command.startswith("`mkl trace")) == (
         "0, 2 on an unknown run or store"
     )

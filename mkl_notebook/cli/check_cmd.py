@@ -1,7 +1,7 @@
 """``mkl check FILE``: static findings with line and column numbers.
 
-Exits 0 with no errors (warnings allowed) and 2 with errors or a file that cannot be read: a check error
-is a load error (the run would refuse the file), as the command-line contract groups them.
+Exits 0 with no errors (warnings allowed), 1 with errors (as the reference interpreter, ruff and mypy exit for
+findings, so scripts written for them read it alike), and 2 for a file that cannot be read or a usage error.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..app.errors import UsageProblem
 from ..render.common import printable
-from .common import EXIT_OK, EXIT_USAGE, Commands, emit_status, library_of, say
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status, library_of, say
 
 
 def add_check_parser(commands: Commands) -> None:
@@ -46,4 +46,4 @@ def check_main(args: argparse.Namespace) -> int:
             "warnings": len(findings) - errors,
         }
     )
-    return EXIT_USAGE if errors else EXIT_OK
+    return EXIT_FAILED if errors else EXIT_OK
