@@ -709,6 +709,11 @@ def test_a_cluster_given_that_cannot_hold_the_calls_asked_says_so_in_one_line(
     from mkl_notebook.app.executors import DaskStreams
     from mkl_notebook.executors.dask_worker import CALL_THREADS
 
+    # A worker an earlier test killed is started again by its nanny: the cluster counted here is whole again,
+    # the dead one gone and the new one in (polled, not slept on).
+    deadline = time.monotonic() + 120
+    while len(client.scheduler_info()["workers"]) != 2 and time.monotonic() < deadline:
+        client.wait_for_workers(2, timeout=5)
     told: list[str] = []
     streams = DaskStreams(start_local=False, notice=told.append)
     address = client.scheduler.address
