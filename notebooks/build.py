@@ -536,14 +536,21 @@ answers that fit them (`data/sort.script.yaml`):
 """),
     machine_cell("triage"),
     code(
-        """from distributed import Client, LocalCluster
-
-cluster = LocalCluster(n_workers=2, processes=True, dashboard_address=":0")  # any free port
-client = Client(cluster)"""
+        """try:
+    from distributed import Client, LocalCluster
+except ImportError:  # Dask is an extra: say what to install, and stop nothing
+    print("This part needs Dask: pip install 'mkl-notebook[dask]', then restart the kernel.")
+    cluster = client = None
+else:
+    cluster = LocalCluster(n_workers=2, processes=True, dashboard_address=":0")  # any free port
+    client = Client(cluster)"""
     ),
-    code("on_dask = %mkl map triage --over $tickets --key id --script data/sort.script.yaml --executor dask"),
-    checked("print(on_dask.counts)\nprint(on_dask.results[0])"),
-    code("client.close()\ncluster.close()"),
+    code(
+        """if client is not None:
+    on_dask = %mkl map triage --over $tickets --key id --script data/sort.script.yaml --executor dask"""
+    ),
+    checked("if client is not None:\n    print(on_dask.counts)\n    print(on_dask.results[0])"),
+    code("if client is not None:\n    client.close()\n    cluster.close()"),
 ]
 
 SHARED_SOURCE = [
