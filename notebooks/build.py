@@ -308,13 +308,19 @@ second = line["question_id"]"""
     md("The same command again is refused: that question is answered, and nothing is recorded."),
     code("""refused = !{resume} --question {first} --set refund_approval=approve
 print(for_a_person(refused))"""),
-    md("The second approval finishes it; the notebook file now carries the finished run, with who answered:"),
+    md("""
+The second approval finishes it; the notebook file now carries the finished run, with who answered
+each question and how that is known (`mkl runs` prints when, too; left out here, so that this page
+reads the same every time it runs):
+"""),
     checked(
         """done = !{resume} --question {second} --reply approve
 print(json.loads(done[-1])["status"], "-", json.loads(done[-1])["result"])"""
     ),
-    code("""listing = !{mkl} runs {copy}
-print(for_a_person(listing))"""),
+    code("""import re
+
+listing = !{mkl} runs {copy}
+print(re.sub(r" · \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC", "", for_a_person(listing)))  # (when: left out)"""),
 ]
 
 DIAGNOSTICS = [

@@ -81,3 +81,29 @@ def test_the_batches_tutorial_runs_all_without_dask(tmp_path: Path) -> None:
     assert not errors, errors
     printed = "".join(out.get("text", "") for cell in executed.cells for out in cell.get("outputs", []))
     assert "This part needs Dask: pip install 'mkl-notebook[dask]'" in printed
+
+
+def test_every_tutorial_reads_the_same_after_restart_and_run_all_twice(tmp_path: Path) -> None:
+    """Restart & Run All, then again (as someone does who reopens a tutorial): the notebook saved reads the same
+    byte for byte (the second run replays what the first journaled, and no output carries a time or a path
+    that changes)."""
+    import nbformat
+    from lab_client import run_all
+
+    folder = tmp_path / "notebooks"
+    shutil.copytree(ROOT / "notebooks", folder, ignore=shutil.ignore_patterns(".mkl", ".ipynb_checkpoints"))
+
+    def saved(notebook: nbformat.NotebookNode) -> str:
+        # As JupyterLab saves it: without the widgets' state (its "Save Widget State Automatically" is off unless
+        # a person turns it on; nbclient stores it, with the ids tqdm's progress bars draw at random).
+        notebook.metadata.pop("widgets", None)
+        return nbformat.writes(notebook)
+
+    changed = []
+    for path in NOTEBOOKS:
+        copy = folder / path.name
+        first = saved(run_all(copy))
+        second = saved(run_all(copy))
+        if first != second:
+            changed.append(path.name)
+    assert not changed, changed
