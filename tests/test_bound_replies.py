@@ -96,7 +96,7 @@ def test_a_reply_names_its_question_and_the_same_command_again_is_refused(waitin
     code, status, _, err = mkl(folder, *answer)  # run again: it must not answer the second question
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert f"question {first} is not pending" in err and second in err and SECOND in err
+    assert f"question {first} was answered already: 'approve' by " in err and second in err and SECOND in err
     assert [reply["question"] for reply in replies(folder)] == [first]  # nothing was journaled
     code, status, _, _ = mkl(
         folder,
@@ -161,7 +161,7 @@ def test_fifty_concurrent_replies_to_one_question_journal_exactly_one(waiting: t
     losers = [err for code, _, err in results if code != 3]
     assert all(code == 2 for code, _, _ in results if code != 3)
     assert all(err.count("\n") == 1 and "Traceback" not in err for err in losers)
-    assert all("already being advanced" in err or "is not pending" in err for err in losers)
+    assert all("already being advanced" in err or "was answered already" in err for err in losers)
     journaled = replies(folder)
     assert len(journaled) == 1 and journaled[0]["question"] == first
     assert json.loads(winners[0].splitlines()[-1])["ask"] == SECOND  # the winner's run went on
@@ -256,7 +256,7 @@ def test_the_api_answers_the_question_its_handle_showed_and_no_later_one(
     shown = run.question_id  # what a cell, a form or a person was shown
     run.submit("approve", question=shown)
     assert run.pending is not None and run.pending["ask"] == SECOND
-    with pytest.raises(ValueError, match=f"question {shown} is not pending.*{run.question_id}"):
+    with pytest.raises(ValueError, match=f"question {shown} was answered already.*{run.question_id}"):
         run.submit("approve", question=shown)  # it showed the first question: it may not answer the second
     run.submit("send", by="dave")  # without a question: the one this handle shows now
     assert run.status == "done"

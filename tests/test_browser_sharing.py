@@ -110,7 +110,7 @@ def test_bob_answers_with_the_ipynb_alone_and_alices_open_page_and_running_kerne
                     expect(approve).to_have_count(1, timeout=60_000)
                     approve.click()
                     expect(run).to_contain_text("Run r needs a model to go on at review", timeout=60_000)
-                    expect(run).not_to_contain_text("as the notebook held it, kept")  # its view carries it now
+                    expect(run).not_to_contain_text("kept unchanged here")  # its view carries it now
                     _save(bobs_page)
                 finally:
                     bobs_page.screenshot(path=str(ARTIFACTS / "sharing-bob.png"), full_page=True)

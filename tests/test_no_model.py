@@ -15,7 +15,13 @@ from mkl_notebook.notebook import session as session_module
 
 from support import REFUND, REFUND_RESULT, REFUND_SCRIPT, Cells, Recorder, mkl_cli
 
-WORDS_OF_A_SUSPENSION = ("Suspended (", "Pending (", "waiting for no model", "(machine not defined)")
+WORDS_OF_A_SUSPENSION = (
+    "Suspended (",
+    "Pending (",
+    "waiting for no model",
+    "machine not defined",
+    "is not defined here",
+)
 
 
 def _texts(recorder: Recorder) -> list[str]:

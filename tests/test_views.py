@@ -1012,7 +1012,7 @@ def test_in_doubt_card_names_the_doubt_and_the_ways_out() -> None:
 def test_bundle_without_a_machine_or_a_result() -> None:
     _, result = suspended()
     bundle = views.run_bundle("run-1", None, result)
-    assert "(machine not defined)" in bundle["text/plain"] and "Visits" not in bundle["text/plain"]
+    assert "(its machine is not defined here)" in bundle["text/plain"] and "Visits" not in bundle["text/plain"]
     assert "Visits" not in parsed(bundle["text/html"]).text and "Trace of run-1" in parsed(bundle["text/html"]).text
     live = views.progress_bundle("draft", 1, None)
     assert live["text/plain"] == views.progress_text("draft", 1, None) == "running — state draft · 1 step · 0 tokens"
@@ -1472,3 +1472,10 @@ def test_views_import_no_jupyter() -> None:
         "'ipykernel', 'nbformat')]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_what_a_run_cost_is_said_in_words_that_agree_with_their_numbers() -> None:
+    from mkl_notebook.render.summary import _calls_text
+
+    assert _calls_text({"made": 2, "replayed": 1}) == " · 2 new calls, 1 answer replayed"
+    assert _calls_text({"made": 1, "replayed": 3}) == " · 1 new call, 3 answers replayed"

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
-from ..durable.reading import RunState
+from ..durable.reading import RunState, claimed_name, established_how, replies
 from ..durable.records import NOTE_MAX
+from ..durable.replay import JournalIndex
 from ..durable.runs import Resolution, not_waiting
+from ..lang.interpolate import fmt
+from ..render.common import answer_time, who_answered
 from .errors import UsageProblem
 
 Decision = Literal["approve", "reject"]
@@ -102,14 +105,42 @@ def who(name: str | None = None) -> str:
 
 
 def read_reply(
-    state: RunState, run_id: str, question: str | None, *, reply: Any, set_values: Mapping[str, Any] | None
+    index: JournalIndex, run_id: str, question: str | None, *, reply: Any, set_values: Mapping[str, Any] | None
 ) -> tuple[Any, str]:
     """The reply a request gives (``--reply``, ``--set``, a form's or the API's value) and the question it names
-    (a reply that names none is refused with the one it should name). Whether the run waits on exactly that
-    question is checked where the reply is journaled, under the run's lease."""
+    (a reply that names none is refused with the one it should name; one to a question answered already is
+    refused saying by whom, when and how). Whether the run waits on exactly that question is checked where the
+    reply is journaled, under the run's lease."""
+    state = index.state
+    answered = _answered(index.journal, question) if question != state.question_id(run_id) else None
+    if answered is not None:
+        pending = state.question_id(run_id)
+        now = (
+            f"run '{run_id}' now waits on question {pending} ({state.shown!r})"
+            if state.waits_for_reply and pending
+            else not_waiting(run_id, state)
+        )
+        raise UsageProblem(f"question {question} was answered already: {answered}; {now}; nothing was recorded")
     value = reply_from_flags(state, run_id, reply=reply, set_values=set_values)
     refuse_placeholder(value)
     return value, require_question(state, run_id, question)
+
+
+def _answered(records: Sequence[Mapping[str, Any]], question: str | None) -> str | None:
+    """What the journal says a person answered to ``question`` (value, who and how known, when, through what),
+    or None when it holds no answer to it."""
+    given = [record for record in replies(records) if question and record.get("question") == question]
+    if not given:
+        return None
+    last = given[-1]
+    who = who_answered(last.get("by"), established_how(last), claimed_name(last))
+    when = answer_time(last.get("time"))
+    return (
+        f"{fmt(last.get('value'))!r}"
+        + (f" by {who}" if who else "")
+        + (f" at {when}" if when else "")
+        + (f" via {last['via']}" if last.get("via") else "")
+    )
 
 
 def refuse_placeholder(value: Any) -> None:

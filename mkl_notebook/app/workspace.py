@@ -295,7 +295,7 @@ class Workspace:
                 registry = current if changed else None
             value, named, answering = None, None, {}
             if given:
-                value, named = read_reply(index.state, run_id, question, reply=reply, set_values=set_values)
+                value, named = read_reply(index, run_id, question, reply=reply, set_values=set_values)
                 answering = answerer(asks.by or self.settings.user, via=asks.via)._asdict()  # who, and how known
             records = durable.resume_records(
                 run_id,

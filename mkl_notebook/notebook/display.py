@@ -44,6 +44,12 @@ from .session import NotebookRun, NotebookSession
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
 BRANCH_TAIL = 60  # characters of a branch's answer-in-progress its line shows
+# What a notebook without the extension shows where it keeps another history of a run its file held (the file's
+# run set aside for this person's own, or a history that parted): what it is, and why it is there.
+KEPT_NOTE = (
+    "(run '{run_id}' as this notebook's file held it before: kept unchanged here, so that the saved file still "
+    "carries it; `%mkl pending` and `mkl runs` list it)"
+)
 _BRANCH = re.compile(r"/branch:(\d+)/")
 
 
@@ -268,7 +274,7 @@ class RunView:
     def _carry(self, run_id: str, checkpoint: dict[str, Any]) -> None:
         """An output that keeps another run a copy in reach held (the file's run set aside, a history that
         parted), unchanged, so that the saved notebook still carries it where no extension writes metadata."""
-        bundle = {CHECKPOINT_MIME: checkpoint, "text/plain": f"(run '{run_id}' as the notebook held it, kept)"}
+        bundle = {CHECKPOINT_MIME: checkpoint, "text/plain": KEPT_NOTE.format(run_id=run_id)}
         link = self.link
         if link is not None and link.linked and link.held(run_id) is not None:
             bundle = referring(bundle)  # the metadata keeps it

@@ -29,12 +29,20 @@ def _notebook_commands(run_id: str, result: RunResult, notebook: str | None = No
     return continue_commands(result, base, result.question_id(run_id))
 
 
+UNDEFINED_MACHINE = "(machine not defined)"  # a run's machine, in a view of a kernel that has not defined it
+
+
+def _of(machine_name: str) -> str:
+    """ " of NAME", or what a run's view says when this kernel has not defined its machine."""
+    return f" of {machine_name}" if machine_name != UNDEFINED_MACHINE else " (its machine is not defined here)"
+
+
 def _pending_lines(run_id: str, machine_name: str, result: RunResult) -> tuple[str, str, str | None]:
     """(title, what is pending, detail) of the card, as plain text."""
     if result.status == "in_doubt":
-        return "In doubt", f"run {run_id} of {machine_name}{_at_text(result)}: {_IN_DOUBT}.", result.error
+        return "In doubt", f"run {run_id}{_of(machine_name)}{_at_text(result)}: {_IN_DOUBT}.", result.error
     waiting = f"is waiting for {_waiting_for(result)}{_resumes_text(result)}."
-    return f"Pending ({result.error})", f"run {run_id} of {machine_name} {waiting}", None
+    return f"Pending ({result.error})", f"run {run_id}{_of(machine_name)} {waiting}", None
 
 
 _QUESTION_ABOVE = "The question is above."  # its form, while a kernel draws one, and its commands

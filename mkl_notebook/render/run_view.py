@@ -11,7 +11,7 @@ from typing import Any
 
 from ..engine.result import RunResult
 from ..lang.model import Machine
-from .cards import pending_card_html, pending_card_text
+from .cards import UNDEFINED_MACHINE, pending_card_html, pending_card_text
 from .common import _e, _plural, answers_sentence, notebook_cap, status_phrase
 from .questions import (
     _asked_again_lines,
@@ -27,7 +27,6 @@ from .trace import trace_table_html, trace_table_text, traced_answers
 from .visits import visits_say_more, visits_table_html, visits_table_text
 
 BUDGET_HALTS = ("budget-exhausted", "cost-exhausted", "spend-exhausted")
-UNDEFINED_MACHINE = "(machine not defined)"
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def _calls_text(calls: Mapping[str, int] | None) -> str:
     made, replayed = int(calls.get("made") or 0), int(calls.get("replayed") or 0)
     if made == 0 and replayed:
         return f" · replayed {_plural(replayed, 'answer')} from the journal, no new calls"
-    return f" · {_plural(made, 'new call')}" + (f", {replayed:,} answers replayed" if replayed else "")
+    return f" · {_plural(made, 'new call')}" + (f", {_plural(replayed, 'answer')} replayed" if replayed else "")
 
 
 def _usage_text(result: RunResult, calls: Mapping[str, int] | None = None) -> str:

@@ -29,6 +29,7 @@ Import from the modules that own them now:
 from __future__ import annotations
 
 from .cards import (
+    UNDEFINED_MACHINE,
     answered_bundle,
     pending_card_html,
     pending_card_text,
@@ -72,7 +73,7 @@ from .listings import (
 )
 from .live import LIVE_TAIL, Live, progress_bundle, progress_html, progress_text
 from .questions import ABOUT_LABEL, DIFF_LINES, asked_again, changed
-from .run_view import BUDGET_HALTS, UNDEFINED_MACHINE, Later, Shown, run_bundle, run_html, run_text
+from .run_view import BUDGET_HALTS, Later, Shown, run_bundle, run_html, run_text
 from .summary import RESULT_INLINE, RESULT_MAX, result_summary_html, result_summary_text
 from .trace import ASKED_AGAIN, BRANCH_PREVIEW, GATE_MAX, trace_table_html, trace_table_text, traced_answers
 from .visits import UNBOUNDED, VISITS_ROWS, highlighted_state, visits_table_html, visits_table_text
