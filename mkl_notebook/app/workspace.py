@@ -26,6 +26,7 @@ from ..durable.plan import Plan
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Preparation, Resolution
 from ..durable.stores import RunStore, SQLiteStore, UnknownRun
+from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
@@ -117,6 +118,18 @@ class Workspace:
         """The ``--store`` a command continuing this workspace's runs names (None: the default store)."""
         return store_flag(self.settings.store)
 
+    def _run_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
+        """What a run is started with, as a start or map request and the settings say."""
+        return run_options(
+            max_steps=asks.max_steps,
+            max_tokens=asks.max_tokens,
+            max_cost=asks.max_cost,
+            suspend=asks.suspend,
+            hitl=asks.hitl or self.settings.hitl,
+            max_workers=self.settings.max_workers,
+            **more,
+        )
+
     def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
         made_from = self.shelf.files.get(machine.name) if self.follow_files else None
         return self.equipment.origin(made_from, script, model)
@@ -140,16 +153,7 @@ class Workspace:
         callees = self.shelf.callees(machine)  # (a library file that does not load stops the run before it starts)
         run_id = asks.id or durable.new_run_id()
         host_values = host_input(asks.input or {}, "input")
-        run_settings = run_options(
-            max_steps=asks.max_steps,
-            max_tokens=asks.max_tokens,
-            max_cost=asks.max_cost,
-            suspend=asks.suspend,
-            hitl=asks.hitl or self.settings.hitl,
-            on_untrusted_flow=asks.on_untrusted_flow,
-            ask_human=asks.ask_human,
-            max_workers=self.settings.max_workers,
-        )
+        run_settings = self._run_options(asks, on_untrusted_flow=asks.on_untrusted_flow, ask_human=asks.ask_human)
         set_aside = None
         if not fresh:
             try:
@@ -501,14 +505,7 @@ class Workspace:
                 except Untrusted:
                     if script is None:
                         raise  # running it afresh would call a model instead of the file's run: ask first
-        run_settings = run_options(
-            max_steps=asks.max_steps,
-            max_tokens=asks.max_tokens,
-            max_cost=asks.max_cost,
-            suspend=asks.suspend,
-            hitl=asks.hitl or self.settings.hitl,
-            max_workers=self.settings.max_workers,
-        )
+        run_settings = self._run_options(asks)
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
         make_oracle = self.equipment.oracle_factory(
             script,
