@@ -220,6 +220,7 @@ run is waiting for approval.
     code("%load_ext mkl_notebook\nimport mkl_notebook"),
     code("""import json
 import pathlib
+import re
 import shlex
 import sys
 
@@ -232,7 +233,13 @@ def for_a_person(lines):
     commands it prints name this environment's `mkl` by its path when the environment is not activated; said
     here as `mkl`, as in an activated one, so the page reads the same wherever the project lives.\"\"\"
     here = shlex.quote(str(pathlib.Path(sys.executable).parent / "mkl"))
-    return "\\n".join(lines[:-1]).replace(here + " ", "mkl ")"""),
+    return "\\n".join(lines[:-1]).replace(here + " ", "mkl ")
+
+
+def without_times(text):
+    \"\"\"``text`` without the times answers were given (`mkl` prints them): this page answers a fresh copy of
+    the file each time it runs, and reads the same every time.\"\"\"
+    return re.sub(r"( at| ·) \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC", "", text)"""),
     md("## What does the shared notebook carry?"),
     checked("""listing = !cd data && {mkl} runs shared-approval.ipynb
 print(for_a_person(listing))"""),
@@ -307,7 +314,7 @@ second = line["question_id"]"""
     ),
     md("The same command again is refused: that question is answered, and nothing is recorded."),
     code("""refused = !{resume} --question {first} --set refund_approval=approve
-print(for_a_person(refused))"""),
+print(without_times(for_a_person(refused)))"""),
     md("""
 The second approval finishes it; the notebook file now carries the finished run, with who answered
 each question and how that is known (`mkl runs` prints when, too; left out here, so that this page
@@ -317,10 +324,8 @@ reads the same every time it runs):
         """done = !{resume} --question {second} --reply approve
 print(json.loads(done[-1])["status"], "-", json.loads(done[-1])["result"])"""
     ),
-    code("""import re
-
-listing = !{mkl} runs {copy}
-print(re.sub(r" · \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC", "", for_a_person(listing)))  # (when: left out)"""),
+    code("""listing = !{mkl} runs {copy}
+print(without_times(for_a_person(listing)))"""),
 ]
 
 DIAGNOSTICS = [

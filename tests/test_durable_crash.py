@@ -715,7 +715,7 @@ def test_an_in_doubt_call_settled_as_completed_without_a_value_is_never_made_aga
     resume = [sys.executable, "-c", (
         "import sys; from mkl_notebook.app.settings import Settings; from mkl_notebook.app.workspace import Workspace;"
         "from mkl_notebook.durable.runs import Resolution;"
-        "ws = Workspace(Settings(store='.mkl/runs.sqlite'), follow_files=True); ws.load_tools('tools.py');"
+        "ws = Workspace(Settings(store='.mkl/runs.sqlite'), follow_files=True); ws.equipment.load_tools('tools.py');"
         "out = ws.resume('P', script='pay.script.json', resolve=Resolution('completed'));"
         "print(out.result.status)"
     )]  # fmt: skip

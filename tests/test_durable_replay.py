@@ -1122,7 +1122,7 @@ def test_resuming_where_no_model_is_configured_keeps_the_run_and_the_reply() -> 
     )
     assert first.status == "suspended" and first.result.ask
 
-    approver = runs.resume_journal(store, "r", NoModelOracle("no model is configured"), reply="yes", has_reply=True)
+    approver = runs.resume_journal(store, "r", NoModelOracle("no model is configured"), reply="approve", has_reply=True)
     assert approver.status == "suspended"
     assert "no model is configured" in (approver.result.error or "")
     assert approver.calls["made"] == 0  # nothing was asked of anyone
@@ -1131,7 +1131,7 @@ def test_resuming_where_no_model_is_configured_keeps_the_run_and_the_reply() -> 
     finished = runs.resume_journal(store, "r", oracle_from_script(script))  # later, where a model exists
     assert finished.status == "done", finished.result.error
     assert finished.result.result == REFUND_RESULT
-    assert [r["value"] for r in store.read("r") if r.get("t") == "reply"] == ["yes"]  # asked once, kept
+    assert [r["value"] for r in store.read("r") if r.get("t") == "reply"] == ["approve"]  # asked once, kept
 
 
 def test_a_rerun_after_an_engine_change_computes_the_result_the_current_engine_gives(

@@ -89,14 +89,19 @@ def test_every_tutorial_reads_the_same_after_restart_and_run_all_twice(tmp_path:
     that changes)."""
     import nbformat
     from lab_client import run_all
+    from test_headless_clients import _joined_streams
 
     folder = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", folder, ignore=shutil.ignore_patterns(".mkl", ".ipynb_checkpoints"))
 
     def saved(notebook: nbformat.NotebookNode) -> str:
         # As JupyterLab saves it: without the widgets' state (its "Save Widget State Automatically" is off unless
-        # a person turns it on; nbclient stores it, with the ids tqdm's progress bars draw at random).
+        # a person turns it on; nbclient stores it, with the ids tqdm's progress bars draw at random), and what a
+        # cell printed as printed, however the kernel cut it into stream messages (that depends on its timing).
         notebook.metadata.pop("widgets", None)
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                cell.outputs = [nbformat.from_dict(output) for output in _joined_streams(cell.outputs)]
         return nbformat.writes(notebook)
 
     changed = []
