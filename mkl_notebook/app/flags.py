@@ -11,9 +11,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .settings import DEFAULT_CONCURRENCY
+
+
+class TakesArguments(Protocol):
+    """A parser, or a group of one (argparse's own types for groups are private)."""
+
+    def add_argument(self, *names: str, **how: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class Flag:
     required: bool = False
     exclusive: str | None = None
 
-    def add_to(self, parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
+    def add_to(self, parser: TakesArguments) -> None:
         """Declare this flag on ``parser`` (or a group of it)."""
         given: dict[str, Any] = {"help": self.help}
         for name in ("dest", "metavar", "action", "type", "choices"):
@@ -165,7 +171,7 @@ MAP = ("over", "key", "batch", "concurrency", *STARTING)
 
 def add_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
     """Declare the flags of ``FLAGS`` named (in that order) on ``parser``; exclusive ones in one group."""
-    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    groups: dict[str, TakesArguments] = {}
     for name in names:
         flag = FLAGS[name]
         if flag.exclusive is None:

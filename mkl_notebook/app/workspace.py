@@ -272,34 +272,33 @@ class Workspace:
         already asked for exactly this is shown the run as it left it, and nothing is checked or recorded again.
         """
         asks = asked(ContinueRequest, request, options)
-        reply, set_values, question, note, resolve = asks.reply, asks.set_values, asks.question, asks.note, asks.resolve
-        pinned, place = asks.pinned, asks.place
         run_id = self.copies.meant(run_id)
         self.copies.abreast(run_id)
         digest = places.request_digest("resume", asks.said())
         known = {**self.machines, **(asks.known or {})}
-        defined = None if pinned or self.follow_files else dict(self.machines) or None
+        defined = None if asks.pinned or self.follow_files else dict(self.machines) or None
         shown = durable.replay_cell(
-            self.store, run_id, place, digest, known={**known, **(defined or {})}, observer=asks.observer
+            self.store, run_id, asks.place, digest, known={**known, **(defined or {})}, observer=asks.observer
         )
         if shown is not None:
             return shown
         steps = parse_budget("max_steps", "--max-steps", asks.max_steps)
         tokens = parse_budget("max_tokens", "--max-tokens", asks.max_tokens)
         cost = parse_cost(asks.max_cost)
+        resolve = asks.resolve
         resolution = resolve if isinstance(resolve, Resolution) else parse_resolve(resolve)
-        given = reply is not None or bool(set_values)
-        noted = checked_note(note, replied=given)
+        given = asks.reply is not None or bool(asks.set_values)
+        noted = checked_note(asks.note, replied=given)
 
         def prepare(index: JournalIndex) -> Preparation:
             registry, current = defined, None
-            if self.follow_files and not pinned and self.keyring.started_here(index.journal):
+            if self.follow_files and not asks.pinned and self.keyring.started_here(index.journal):
                 # (a run taken up from someone's file names a path of theirs: never followed)
                 current, changed = changed_files(run_id, index, asks.force)
                 registry = current if changed else None
             value, named, answering = None, None, {}
             if given:
-                value, named = read_reply(index, run_id, question, reply=reply, set_values=set_values)
+                value, named = read_reply(index, run_id, asks.question, reply=asks.reply, set_values=asks.set_values)
                 answering = answerer(asks.by or self.settings.user, via=asks.via)._asdict()  # who, and how known
             records = durable.resume_records(
                 run_id,
@@ -325,7 +324,7 @@ class Workspace:
                 oracle,
                 observer=asks.observer,
                 before=prepare,
-                place=places.tag(place, digest),
+                place=places.tag(asks.place, digest),
                 known=known,
                 endorse=self.equipment.endorser(),
             )
