@@ -285,11 +285,11 @@ class Received:
 
     def in_process(self, submit: bool) -> float:
         from mkl_notebook.app.settings import Settings
-        from mkl_notebook.notebook.session import NotebookSession
+        from mkl_notebook.notebook.session import notebook_session
 
         copy = self.copy()
         with data_folder(self.data):
-            session = NotebookSession(Settings(store=str(copy.parent / ".mkl" / "runs.sqlite")))
+            session = notebook_session(Settings(store=str(copy.parent / ".mkl" / "runs.sqlite")))
             start = time.perf_counter()
             run = session.get_run("received", notebook=str(copy), script=str(self.script), trust_file=True)
             if submit:

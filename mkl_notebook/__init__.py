@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .app.handle import Run
     from .lang.model import Machine
     from .notebook.batch import Batch
-    from .notebook.session import NotebookRun as Run
     from .providers.host import hook, tool
 
 __all__ = [
@@ -46,7 +46,7 @@ def load(path: str | os.PathLike[str]) -> Machine:
 
 
 def run(name: str, **options: Any) -> Run:
-    """Run (or replay) machine ``name``; see :meth:`mkl_notebook.notebook.session.Workspace.start` for options."""
+    """Run (or replay) machine ``name``; see :meth:`mkl_notebook.app.workspace.Workspace.start` for options."""
     from .notebook.session import current_session
 
     return current_session().start(name, **options)

@@ -17,8 +17,8 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
+from mkl_notebook.app.handle import Run
 from mkl_notebook.notebook.display import RunView
-from mkl_notebook.notebook.session import Run
 from mkl_notebook.providers.config import ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parent.parent

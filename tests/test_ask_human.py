@@ -16,13 +16,14 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
+from mkl_notebook.app.handle import Run
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
 from mkl_notebook.engine.options import RunOptions
@@ -42,7 +43,7 @@ from mkl_notebook.engine.runner import run_machine
 from mkl_notebook.lang.check import check
 from mkl_notebook.lang.loader import load
 from mkl_notebook.notebook.display import RunView
-from mkl_notebook.notebook.form import GateForm
+from mkl_notebook.notebook.forms import QuestionForm
 from mkl_notebook.providers.prompts import ASK_RULE, produce_messages, produce_system
 from mkl_notebook.providers.scripted import ScriptedOracle
 from mkl_notebook.render.views import pending_card_html, pending_card_text, run_bundle
@@ -395,8 +396,9 @@ def test_the_question_is_shown_labelled_as_model_output_and_escaped() -> None:
     for text in (bundle["text/plain"], pending_card_text("r-1", "trip", result)):
         assert MODEL_LABEL in text and HOSTILE in text and AUTHOR_LABEL not in text
 
-    form = GateForm(
-        "r-1", {"reason": "asked", "at": "plan", "ask": None, "reply_to": None, "question": HOSTILE}, lambda value: None
+    unanswerable = Run(cast(Any, None), "r-1", "trip", cast(Any, None))  # (a form drawn, never clicked)
+    form = QuestionForm(
+        unanswerable, {"reason": "asked", "at": "plan", "ask": None, "reply_to": None, "question": HOSTILE}
     )
     assert "The model asks" in form.header.value and "model output" in form.header.value
     assert "<script>" not in form.header.value and "&lt;script&gt;" in form.header.value
@@ -492,7 +494,7 @@ def test_the_notebook_form_shows_the_model_question_and_sends_replies(
 
     view = views[-1]
     form = view.current_form
-    assert isinstance(form, GateForm)
+    assert isinstance(form, QuestionForm)
     assert "The model asks" in form.header.value and "model output" in form.header.value
     assert html.escape(Q1) in form.header.value
     assert AUTHOR_LABEL not in form.header.value
@@ -506,7 +508,7 @@ def test_the_notebook_form_shows_the_model_question_and_sends_replies(
     assert (run.status, run.error, run.pending["question"]) == ("suspended", "asked", Q2)
     assert all(control.disabled for control in form.controls)
     second = view.current_form
-    assert isinstance(second, GateForm) and second is not form
+    assert isinstance(second, QuestionForm) and second is not form
     assert html.escape(Q2) in second.header.value and "model output" in second.header.value
     assert _produce_answers(tmp_path) == {f"{PLAN}/produce": 1, f"{PLAN}/produce~r1": 1}
     assert run.calls == {"made": 1, "replayed": 1}

@@ -356,9 +356,9 @@ def test_the_batch_forms_place_says_what_was_answered_and_a_rerun_of_the_cell_sa
     who answered what, and running the cell again shows the same words there, from the journal."""
     from mkl_notebook.notebook import session as session_module
 
-    session = session_module.current_session()
+    notebook = session_module.current_notebook()
     executions = iter(range(1, 100))
-    session.current_cell = lambda: ("batch-cell", f"execution-{next(executions)}")
+    notebook.current_cell = lambda: ("batch-cell", f"execution-{next(executions)}")
     ip.define(REFUND)
     ip.shell.user_ns["tickets"] = TICKETS[:2]
     cell = f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl"
@@ -497,26 +497,58 @@ def test_mkl_pending_queue_shows_every_waiting_run_in_one_review_queue(ip: Cells
     assert batch_form.row("refund-T1") is None  # the batch's own queue follows the run too
 
 
-def test_a_queue_of_runs_handles_alone_says_what_became_of_a_question_answered_elsewhere(ip: Cells) -> None:
-    """A review queue made of runs' handles, with no session telling it when they move: a click on a row whose
-    question another path answered first is a late answer, as a single form's is. Nothing is journaled, the queue
-    says who answered and how, and the row stays answered (not offered again as if the refusal were a typo)."""
+def test_a_queue_made_by_hand_follows_its_runs_and_a_late_click_answers_nothing(ip: Cells) -> None:
+    """A review queue made of runs' handles learns that a run moved from the notebook, like every view: when
+    another path answers a row's question, the row leaves at once and the counts say so; a click on its button,
+    drawn before, journals nothing. A reply that comes late through the queue's own road (its run answered in
+    a store the notebook does not follow) says who answered, and journals nothing either."""
     from mkl_notebook.notebook.review import ReviewQueue
+    from mkl_notebook.notebook.session import current_notebook
 
     ip.define(REFUND)
-    ip.shell.user_ns["tickets"] = TICKETS[:2]
+    ip.shell.user_ns["tickets"] = TICKETS[:3]
     ip.run(f"b = %mkl map refund --over $tickets --key id --script {REFUND_SCRIPT} --hitl")
     b = ip.shell.user_ns["b"]
-    queue = ReviewQueue([b.runs["refund-T0"], b.runs["refund-T1"]], lambda: None)
+    moves: list[str] = []
+    runs = [b.runs["refund-T0"], b.runs["refund-T1"], b.runs["refund-T2"]]
+    queue = ReviewQueue(runs, lambda: moves.append("moved"), None, current_notebook())
     row = queue.row("refund-T0")
-    assert row is not None
-    question = row.question_id
-    mkl_notebook.get_run("refund-T0").submit("reject", question=question)  # another path, first
-    row.approve.click()
+    assert row is not None and row.approve is not None
+    button = row.approve
+    mkl_notebook.get_run("refund-T0").submit("reject", question=row.question_id)  # another path, first
+    assert queue.row("refund-T0") is None and [r.run.id for r in queue.rows] == ["refund-T1", "refund-T2"]
+    assert moves == ["moved"] and "2 questions wait" in queue.header.value
+    button.click()
     assert [r["value"] for r in _replies(ip.tmp / ".mkl" / "runs.sqlite", "refund-T0")] == ["reject"]
+
+    late = queue.row("refund-T1")
+    assert late is not None
+    other = subprocess.run(  # another process answers it: nobody in this kernel is told
+        [
+            sys.executable,
+            "-m",
+            "mkl_notebook.cli",
+            "resume",
+            "--id",
+            "refund-T1",
+            "--script",
+            str(REFUND_SCRIPT),
+            "--question",
+            str(late.question_id),
+            "--reply",
+            "reject",
+        ],
+        cwd=ip.tmp,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert queue.answer(late, "approve") is False
     said = html.unescape(queue.status.value)
-    assert "refund-T0" in said and "'reject'" in said and "Not sent" not in said, said
-    assert queue.row("refund-T0") is None and [r.run.id for r in queue.rows] == ["refund-T1"]
+    assert "refund-T1" in said and "'reject'" in said and "Not sent" not in said, said
+    assert [r["value"] for r in _replies(ip.tmp / ".mkl" / "runs.sqlite", "refund-T1")] == ["reject"]
+    assert queue.row("refund-T1") is None
 
 
 def test_a_machine_of_tools_alone_needs_no_model(tmp_path: Path) -> None:

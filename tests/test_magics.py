@@ -763,7 +763,7 @@ def test_a_run_is_a_value_and_a_cell_ending_with_one_shows_its_view_once(ip: Cel
     ip.define(REFUND)
     ip.out.clear()
     ran = cell(f"%mkl run refund --id valued --script {REFUND_SCRIPT} --no-hitl")
-    assert isinstance(ran.result, mkl_notebook.notebook.session.Run) and ran.result.id == "valued"  # the cell's value
+    assert isinstance(ran.result, mkl_notebook.app.handle.Run) and ran.result.id == "valued"  # the cell's value
     views = [p for p in ip.out.published if RUN_MIME in p.data and not p.update]
     assert len(views) == 1  # drawn live once; the value at the end of the cell adds no second view
 

@@ -161,7 +161,7 @@ def test_a_metadata_copy_for_another_run_id_is_refused(waiting: Path, tmp_path: 
 def test_pending_in_a_new_kernel_shows_the_form_of_a_run_only_the_stripped_files_metadata_holds(
     waiting: Path, tmp_path: Path, shell: Any, load_mkl: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mkl_notebook.notebook.form import GateForm
+    from mkl_notebook.notebook.forms import QuestionForm
 
     from support import record_presented
 
@@ -177,7 +177,7 @@ def test_pending_in_a_new_kernel_shows_the_form_of_a_run_only_the_stripped_files
     assert shell.run_cell("%mkl pending").success
     [view] = presented
     form = view.current_form
-    assert isinstance(form, GateForm) and form.pending["ask"] == SECOND
+    assert isinstance(form, QuestionForm) and form.pending["ask"] == SECOND
     form.approve.click()  # journaled; the next step needs a model this kernel does not have
     import mkl_notebook
 

@@ -32,7 +32,7 @@ from mkl_notebook.app.trust import Keyring, Untrusted, key_fingerprint
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints.seals import Signer, signatures
 from mkl_notebook.notebook.display import RunView
-from mkl_notebook.notebook.form import GateForm, TakeUpChoice
+from mkl_notebook.notebook.forms import QuestionForm, TakeUpChoice
 
 from support import REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, env_without_models, mkl_cli, store_rows
 
@@ -531,7 +531,7 @@ def test_a_run_cell_shows_whose_the_files_run_is_and_takes_it_up_only_on_a_click
     assert all(button.disabled for button in choice.buttons)
     assert session.store.exists("r")
     form = view.current_form
-    assert isinstance(form, GateForm) and form.pending["ask"] == REFUND_ASK
+    assert isinstance(form, QuestionForm) and form.pending["ask"] == REFUND_ASK
     # Taken up by choice, still not trusted: the form says so, and whose word the question is.
     assert "Not trusted:</strong> taken up from shared.ipynb by your choice; it is made by an unknown key" in (
         form.header.value

@@ -23,11 +23,12 @@ import yaml
 from IPython.core.interactiveshell import InteractiveShell
 
 import mkl_notebook
+from mkl_notebook.app.handle import Run
 from mkl_notebook.app.workspace import Workspace
 from mkl_notebook.checkpoints.envelope import verify
 from mkl_notebook.notebook.display import RunView
-from mkl_notebook.notebook.form import GateForm
-from mkl_notebook.notebook.session import Run, current_session
+from mkl_notebook.notebook.forms import QuestionForm
+from mkl_notebook.notebook.session import current_notebook
 
 from support import (
     REFUND,
@@ -103,9 +104,9 @@ class Notebook:
         assert self.views, "no run was presented"
         return self.views[-1]
 
-    def form(self) -> GateForm:
+    def form(self) -> QuestionForm:
         form = self.view().current_form
-        assert isinstance(form, GateForm), form
+        assert isinstance(form, QuestionForm), form
         return form
 
     def replies(self) -> list[dict[str, Any]]:
@@ -487,7 +488,7 @@ def test_a_click_from_a_page_that_named_the_servers_user_records_that_user(
     page records that user as claimed (any client of the kernel could send such a hello) beside what the kernel
     can check itself (the Hub's user of its server, here), a click from a page that said none the latter alone."""
     monkeypatch.setenv("JUPYTERHUB_USER", "hub-owner")
-    link = current_session().link
+    link = current_notebook().link
     hello = {"op": "hello", "runs": {}, "user": "carol"}
     link._received({"header": {"session": "page-of-carol"}, "content": {"data": hello}})
     _start_refund(nb)
@@ -508,7 +509,7 @@ def test_a_click_from_a_page_whose_server_knows_only_a_shared_token_is_not_answe
     """A server started with a token (no login) makes up a user for the page ("Anonymous Io", a random id): it
     names no person, so the click is answered as JupyterHub's user (or the OS account), not as that id."""
     monkeypatch.setenv("JUPYTERHUB_USER", "hub-owner")
-    link = current_session().link
+    link = current_notebook().link
     made_up = {"user": "9f122977a70f4e0085e6b342aecd442e", "user_shown": "Anonymous Io"}
     link._received({"header": {"session": "token-page"}, "content": {"data": {"op": "hello", "runs": {}, **made_up}}})
     _start_refund(nb)

@@ -240,10 +240,12 @@ class Run:
         via: str = "form",
         note: str | None = None,
         form_of: str | None = None,
+        observer: Observer | None = None,
     ) -> Run:
         """A reply from a form or a queue's row that showed ``question``: see :meth:`Workspace.answer` (a late
-        one is :class:`~mkl_notebook.app.errors.Superseded`, saying what became of the question)."""
-        return self.workspace.answer(self, reply, question, via=via, note=note, form_of=form_of)
+        one is :class:`~mkl_notebook.app.errors.Superseded`, saying what became of the question); ``observer``
+        is told of the run's progress as it goes on."""
+        return self.workspace.answer(self, reply, question, via=via, note=note, observer=observer, form_of=form_of)
 
     def resume(self, request: ContinueRequest | None = None, /, **options: Any) -> Run:
         """Continue a suspended run (with a reply and its ``note``, new budgets, or neither) or settle an

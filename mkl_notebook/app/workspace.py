@@ -7,9 +7,9 @@ are what a person does with runs: start a run, continue it, answer its question,
 trace), plan a re-run, list what waits, forget a run, run a machine over many rows; each takes one request
 (:mod:`.requests`). Front ends parse what they are given, call one of these, and render what comes back.
 
-A notebook's session is a workspace that also knows cells: the hooks :meth:`place`, :meth:`reached`,
-:meth:`moved`, :meth:`show_found`, :meth:`output_bundle` and :meth:`new_handle` are where it adds them (here
-they do nothing a command needs), and it is the reach of its copies (the page's metadata, the file on disk).
+A notebook kernel's workspace is given the notebook's knowledge as an object (:class:`~.cells.Cells`: the cell
+a request comes from, what shows a run, the notebook's own copies of its runs); a command's has none
+(:class:`~.cells.NoCells`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
 from . import batch, checkpoints, oracles
-from .cells import answered_in, as_cells_left
+from .cells import Cells, NoCells, answered_in, as_cells_left
 from .checkpoints import own_run_id
 from .continuing import changed_files
-from .copies import Copies, NamedFiles, Reach
+from .copies import Copies
 from .equipment import Equipment
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
@@ -67,7 +67,7 @@ class Workspace:
         model_factory: Callable[[], Oracle] | None = None,
         follow_files: bool = False,
         start_local: bool = False,
-        reach: Reach | None = None,
+        cells: Cells | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.shelf = Shelf(self.settings)
@@ -79,7 +79,8 @@ class Workspace:
         self.follow_files = follow_files
         self.start_local = start_local
         self.runs: dict[str, Run] = {}
-        self.copies = Copies(lambda: self.store, self.keyring, self.machines, reach or NamedFiles())
+        self.cells: Cells = cells or NoCells()
+        self.copies = Copies(lambda: self.store, self.keyring, self.machines, self.cells)
         self._store: RunStore | None = None
         self._lock = threading.Lock()
 
@@ -151,7 +152,10 @@ class Workspace:
         script, model, fresh, trust_file = asks.script, asks.model, asks.fresh, asks.trust_file
         machine = self.shelf.machine(name)
         callees = self.shelf.callees(machine)  # (a library file that does not load stops the run before it starts)
-        run_id = asks.id or durable.new_run_id()
+        run_id = asks.id or self.cells.run_id_for(name)
+        if fresh:
+            self.cells.let_go(run_id)
+            self.copies.taken_up.pop(run_id, None)  # the new run is this person's own
         host_values = host_input(asks.input or {}, "input")
         run_settings = self._run_options(asks, on_untrusted_flow=asks.on_untrusted_flow, ask_human=asks.ask_human)
         set_aside = None
@@ -203,6 +207,7 @@ class Workspace:
         )
         self.reached(run_id, handle.outcome)
         self.runs[run_id] = handle
+        self.cells.kept(handle)  # shown or not (`mkl_notebook.run()` displays nothing), the notebook keeps it
         return handle
 
     def get_run(
@@ -227,7 +232,7 @@ class Workspace:
         if not self.store.exists(run_id):
             raise UnknownRun(run_id, self.store.location)  # nor here, nor in a file in reach
         handle = self.new_handle(run_id, "", self.equipment.oracle(script, model))
-        if not self.show_found(handle):
+        if not self.cells.show_found(handle):
             handle.reload()
         self.runs[run_id] = handle
         return handle
@@ -236,11 +241,7 @@ class Workspace:
         """Run ``run_id`` as its journal stands, calling or making nothing (a trace; a late answer's check): a run cut
         off mid-advance shows its steps so far; a newer copy in reach signed by a key not trusted is not read."""
         run_id = run_id if trust_file else self.copies.meant(run_id)
-        if (
-            self.store_opened() is None
-            and not self.settings.store.exists()
-            and not self.copies.reach.copies_of(run_id, None)
-        ):
+        if self.store_opened() is None and not self.settings.store.exists() and not self.cells.copies_of(run_id, None):
             raise UnknownRun(run_id, str(self.settings.store))
         try:
             self.take_up(run_id, None, trust_file, reload=False)
@@ -317,7 +318,7 @@ class Workspace:
             )
             return Preparation(records, registry, current)
 
-        with checkpoints.kernel_advance(self.copies.reach.file_holding(run_id), run_id, self.store):
+        with checkpoints.kernel_advance(self.cells.file_holding(run_id), run_id, self.store):
             return durable.advance(
                 self.store,
                 run_id,
@@ -423,13 +424,11 @@ class Workspace:
         """The runs that wait for a person now, as their journals stand (this store's, reconciled with the copies
         in reach: what a trusted copy holds past the store's history is taken up first), and the copies not
         taken up because no key this person trusts signed them (each says whose it is)."""
-        if self.store_opened() is None and not self.settings.store.exists() and not self.copies.reach.carried_waiting():
+        if self.store_opened() is None and not self.settings.store.exists() and not self.cells.carried_waiting():
             return [], []  # no store, and no copy waits: nothing to make a store for
         untrusted: list[Untrusted] = []
         waiting_here = {summary.run_id for summary in self.store.runs() if summary.status == "suspended"}
-        for run_id in dict.fromkeys(
-            [*self.copies.reach.carried_waiting(), *sorted(waiting_here & self.copies.reach.carried_runs())]
-        ):
+        for run_id in dict.fromkeys([*self.cells.carried_waiting(), *sorted(waiting_here & self.cells.carried_runs())]):
             try:
                 self.take_up(run_id, None)  # a copy may hold what answered it since
             except Untrusted as problem:
@@ -449,7 +448,7 @@ class Workspace:
 
     def forget(self, run_id: str) -> None:
         """Delete run ``run_id`` from the store; it is not taken up from a copy in reach again."""
-        if not self.store.exists(run_id) and run_id not in self.runs and not self.copies.reach.holds_copy(run_id):
+        if not self.store.exists(run_id) and run_id not in self.runs and not self.cells.holds_copy(run_id):
             raise UnknownRun(run_id, self.store.location)
         if self.store.exists(run_id):
             with self.store.lease(run_id):
@@ -457,6 +456,7 @@ class Workspace:
         self.runs.pop(run_id, None)
         self.copies.taken_up.pop(run_id, None)
         self.copies.forgotten.add(run_id)
+        self.cells.let_go(run_id)
 
     def listing(self) -> list[dict[str, Any]]:
         """Every run of the store, as a listing says it (status, question, answers, what it spent), the most
@@ -496,7 +496,7 @@ class Workspace:
         machine = self.shelf.machine(name)
         callees = self.shelf.callees(machine)
         plan = batch.RowPlan(over, asks.id or name, asks.key)
-        carried = self.copies.reach.carried_runs() if not fresh else set()
+        carried = self.cells.carried_runs() if not fresh else set()
         for row in plan if carried else ():
             if row.run_id in carried and not self.store.exists(row.run_id):
                 try:
@@ -555,27 +555,26 @@ class Workspace:
             return []  # no store: no form answered anything (and looking makes none)
         return answered_in(self.store, cell, self.machines)
 
-    # -- what a notebook adds ------------------------------------------------------------------
+    # -- what the notebook's cells add (nothing, for a command) ------------------------------------
 
     def place(self, run_id: str) -> Place | None:
         """The notebook cell a request made now comes from (None: not a cell)."""
-        return None
+        return self.cells.place(run_id)
 
     def reached(self, run_id: str, outcome: Outcome) -> None:
         """The executing cell has shown run ``run_id`` up to where ``outcome`` stands."""
+        self.cells.reached(run_id, outcome)
 
     def moved(self, handle: Run) -> None:
-        """A run changed (by any path): what shows it may catch up."""
-
-    def show_found(self, handle: Run) -> bool:
-        """Show a run found by id as the cells above left it; False to show it as it stands."""
-        return False
+        """A run changed (by any path): what shows it catches up."""
+        self.cells.moved(handle)
 
     def output_bundle(self, handle: Run) -> dict[str, Any]:
-        """A run's display output: its view as HTML and text, carrying its checkpoint."""
+        """A run's display output: its view as HTML and text, carrying its checkpoint (as the notebook keeps it)."""
         assert handle.outcome is not None
-        return run_output(handle.id, handle.machine, handle.outcome, signer=self.equipment.signer())
+        bundle = run_output(handle.id, handle.machine, handle.outcome, signer=self.equipment.signer())
+        return self.cells.carry(handle, bundle)
 
     def new_handle(self, run_id: str, machine_name: str, oracle: Oracle) -> Run:
         """A handle on run ``run_id`` of this workspace."""
-        return Run(self, run_id, machine_name, oracle)
+        return self.cells.new_handle(self, run_id, machine_name, oracle)

@@ -17,16 +17,16 @@ from ..app.requests import MapRequest
 from ..app.status import cell_answers
 from ..render.batch_views import batch_bundle
 from .review import ReviewQueue
-from .session import NotebookSession
+from .session import KernelNotebook, Workspace, notebook_of
 
 
 class Batch:
     """The runs of one machine over many rows, in the order the rows were given."""
 
     def __init__(
-        self, name: str, rows: list[batch.RowRun], runs: dict[str, Run], session: NotebookSession | None = None
+        self, name: str, rows: list[batch.RowRun], runs: dict[str, Run], notebook: KernelNotebook | None = None
     ) -> None:
-        self.session = session  # whose metadata link carries the rows' checkpoints (None: the table alone)
+        self.notebook = notebook  # whose metadata link carries the rows' checkpoints (None: the table alone)
         self.name = name
         self.rows = rows
         self.runs = runs  # run id -> its handle (rows whose run could not be made have none)
@@ -80,9 +80,9 @@ class Batch:
         output referring to it there when the extension keeps the metadata (one copy), else in the output."""
         summaries = self.summaries()
         shown: dict[str, Any] = batch_bundle(summaries, batch.counts(self.rows))
-        if self.session is None:
+        if self.notebook is None:
             return shown
-        link = self.session.link
+        link = self.notebook.link
         entries = []
         without_run = []  # their rows as the table shows them: a redraw from the file places the entries around them
         for row, summary in zip(self.rows, summaries, strict=True):
@@ -112,11 +112,9 @@ class Batch:
         return f"<Batch {self.name}: {len(self.rows)} rows ({parts})>"
 
 
-def run_batch(
-    session: NotebookSession, name: str, over: Any, request: MapRequest | None = None, /, **options: Any
-) -> Batch:
+def run_batch(session: Workspace, name: str, over: Any, request: MapRequest | None = None, /, **options: Any) -> Batch:
     """Run machine ``name`` once per row of ``over`` in ``session`` as the request (or ``options``, its fields)
     says (see :meth:`Workspace.map`), as the value ``%mkl map`` gives: the rows' table, their runs, and a form
     for their questions."""
     ran = session.map(name, over, request, **options)
-    return Batch(ran.name, ran.rows, ran.runs, session)
+    return Batch(ran.name, ran.rows, ran.runs, notebook_of(session))

@@ -30,7 +30,7 @@ from IPython import get_ipython
 from IPython.display import DisplayHandle, display
 
 from ..app.checkpoints import CHECKPOINT_MIME, referring
-from ..app.handle import what_happened
+from ..app.handle import Run, what_happened
 from ..app.status import answered_place, cell_answers, form_place, run_diagram, run_output
 from ..app.terms import Machine, Outcome, Signer
 from ..app.trust import Untrusted
@@ -40,7 +40,7 @@ from ..render.questions import Asked, question_place
 from ..render.views import Live, progress_bundle
 from .forms import FORM_CLASS, QuestionForm, TakeUpChoice, made
 from .metadata_link import MetadataLink
-from .session import NotebookRun, NotebookSession
+from .session import KernelNotebook
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
 BRANCH_TAIL = 60  # characters of a branch's answer-in-progress its line shows
@@ -72,15 +72,17 @@ class RunView:
         cell: str | None = None,
         notebook: str | None = None,
         signer: Signer | None = None,
-        link: MetadataLink | None = None,
+        kernel: KernelNotebook | None = None,
         unattended: str | None = None,
         mirrored: bool = False,
     ) -> None:
         self.run_id = run_id
+        self.kernel = kernel  # the notebook the kernel runs: it tells this view whenever the run moves
         self.unattended = unattended  # the headless client executing the notebook (no form then), if it is one
         # Voila draws a cell's outputs once and then follows only widgets: every place of the view is one then.
         self.mirrored = mirrored
-        self.link = link  # the notebook's metadata: each checkpoint of the run as it stands goes there too
+        # The notebook's metadata: each checkpoint of the run as it stands goes there too.
+        self.link: MetadataLink | None = kernel.link if kernel is not None else None
         self.signer = signer  # seals the checkpoint the view carries
         self.note: str | None = None  # said above the run: that the notebook's saved copy was set aside
         self.machine = machine
@@ -96,7 +98,6 @@ class RunView:
         self._kept: dict[str, Placed] = {}  # outputs keeping a run a copy held, by the run's id
         self.shown: Outcome | None = None
         self._asked: str | None = None  # the question whose form this view shows
-        self._replying = False
         self._question_above = False  # whether the view was drawn with the question left to the form
         self._following = False
         self._last_draw = 0.0
@@ -226,18 +227,19 @@ class RunView:
 
     # -- final state ------------------------------------------------------------------
 
-    def show(self, run: NotebookRun, on_reply: Any = None) -> None:
-        """Draw the run as its handle shows it, with its form when it waits for a person."""
+    def show(self, run: Run) -> None:
+        """Draw the run as its handle shows it, with its form when it waits for a person; from now on the view
+        follows the run, and draws it again whenever it moves (by its own form's reply, or by any other path)."""
         machine = run.machine or self.machine
         self.machine = machine
         result = run.run_result
         outcome = run.outcome
         assert outcome is not None  # reading run_result made sure of it
         self.shown = outcome
-        asking = result.waits_for_person and outcome.latest is None and on_reply is not None
+        asking = result.waits_for_person and outcome.latest is None
         form_place_now: dict[str, Any] | None
         if asking:
-            top, form_place_now = self._asking(run, outcome, on_reply)
+            top, form_place_now = self._asking(run, outcome)
         else:
             top = self._top_bundle(run, outcome)
             form_place_now = self._asked_no_more(run, outcome, top)
@@ -265,11 +267,9 @@ class RunView:
                 self.diagram = self._shown("diagram", diagram)
             else:
                 self.diagram.update(diagram, raw=True)
-        if not self._following:
+        if not self._following and self.kernel is not None:
             self._following = True
-            session = run.workspace
-            if isinstance(session, NotebookSession):
-                session.follow(run.id, self._went_on)
+            self.kernel.follow(run.id, self._went_on)
 
     def _carry(self, run_id: str, checkpoint: dict[str, Any]) -> None:
         """An output that keeps another run a copy in reach held (the file's run set aside, a history that
@@ -313,7 +313,7 @@ class RunView:
         if self.shown is not None:  # (the run shown: this cell's own run, when the file's was set aside)
             self._draw_view(self.shown.run_id, self.shown, question_above=self._question_above)
 
-    def _top_bundle(self, run: NotebookRun, outcome: Outcome) -> dict[str, Any]:
+    def _top_bundle(self, run: Run, outcome: Outcome) -> dict[str, Any]:
         """The question's place when no form of this view asks: what this cell's forms answered, if anything."""
         self._asked = None
         if outcome.latest is not None and outcome.result.waits_for_person:
@@ -327,9 +327,7 @@ class RunView:
         """The question's place once no question waits there (see :func:`answered_place`)."""
         return answered_place(run_id, records, self.cell, asked)
 
-    def _asking(
-        self, run: NotebookRun, outcome: Outcome, on_reply: Any
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _asking(self, run: Run, outcome: Outcome) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The question's place and the form's while the run waits for a person: the question printed, the
         controls below it; once a click of this view's form moved the run on to another question, what became
         of the last one, and the new question in the form (its printed twin beside the widget)."""
@@ -341,7 +339,7 @@ class RunView:
             asked = pending.get("question_id")
             self.current_form, self._asked = None, asked if isinstance(asked, str) else None
             return self._printed(run, outcome, pending, self._asked), None  # and no empty place for a form
-        form = self._form(run, on_reply, pending, beside=True)
+        form = self._form(run, pending, beside=True)
         self._asked = form.question_id
         printed = self._printed(run, outcome, pending, form.question_id)
         if previous is None:
@@ -357,7 +355,7 @@ class RunView:
         box = self._box([*became, asked, form.widget])
         return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
 
-    def _printed(self, run: NotebookRun, outcome: Outcome, pending: dict[str, Any], asked: Any) -> dict[str, Any]:
+    def _printed(self, run: Run, outcome: Outcome, pending: dict[str, Any], asked: Any) -> dict[str, Any]:
         """The question's printed place: the question, what it is about, and the commands that answer it."""
         result = outcome.result
         base = resume_command(run.id, notebook=self.notebook or UNKNOWN_NOTEBOOK, started_with=result.started_with)
@@ -366,7 +364,7 @@ class RunView:
             **question_place(Asked.of(run.id, pending), continue_commands(result, base, asked)),
         }
 
-    def _asked_no_more(self, run: NotebookRun, outcome: Outcome, top: dict[str, Any]) -> dict[str, Any] | None:
+    def _asked_no_more(self, run: Run, outcome: Outcome, top: dict[str, Any]) -> dict[str, Any] | None:
         """The form's place when no question waits there: what became of the form's question and the run's
         result in the widget (for a frontend that only follows widgets), and nothing in the output (the
         question's place says what was answered). None: leave it as it is."""
@@ -403,31 +401,28 @@ class RunView:
             self.box.children = children
         return self.box
 
-    def _what_became(self, run: NotebookRun, asked: str | None) -> widgets.HTML:
+    def _what_became(self, run: Run, asked: str | None) -> widgets.HTML:
         said = html.escape(what_happened(run, asked))
         return made(widgets.HTML, f"{self.place}/{asked}/became", value=f"<p><em>{said}</em></p>")
 
-    def _form(self, run: NotebookRun, on_reply: Any, pending: dict[str, Any], *, beside: bool) -> QuestionForm:
-        def reply(value: Any, question: str | None, note: str | None = None) -> None:
-            self._replying = True
-            try:
-                on_reply(value, question, note)
-            finally:
-                self._replying = False
-
-        form = QuestionForm(run.id, pending, reply, place=f"{self.place}/{pending.get('question_id')}", beside=beside)
+    def _form(self, run: Run, pending: dict[str, Any], *, beside: bool) -> QuestionForm:
+        place = f"{self.place}/{pending.get('question_id')}"
+        form = QuestionForm(run, pending, cell=self.cell, observer=self.observer, place=place, beside=beside)
         self.current_form = form
         return form
 
-    def _went_on(self, run: NotebookRun) -> bool:
-        """The run moved by another path (a cell, another form, a terminal): say so here, settle the form."""
-        if self._replying or self.shown is None or run.outcome is None:
+    def _went_on(self, run: Run) -> bool:
+        """The notebook's word that the run moved. By this view's own form's reply: the view draws the run as it
+        stands (its next question, or its result). By another path (a cell, another form, a terminal): it says
+        so here, and settles the form. True once the run is over (nothing more to follow)."""
+        if self.shown is None or run.outcome is None:
             return False
         if len(run.outcome.records) <= len(self.shown.records):
             return False  # nothing new beyond what this view shows
         form, asked = self.current_form, self._asked
         if form is not None and form.sent and not form.settled:
-            return False  # this view's own reply is in flight: it redraws itself
+            self.show(run)  # this view's own reply went in: what the run asks now, or what became of it
+            return run.status in ("done", "halt")
         latest = run.outcome.records
         self.shown = replace(self.shown, latest=latest)
         self._draw_view(run.id, self.shown, question_above=False)

@@ -1,5 +1,9 @@
-"""The form a person answers a run's question in (ipywidgets): one :class:`QuestionForm` for a single run's
-question and for each row of a batch's, and the choice an untrusted run from a file waits on.
+"""The form a person answers a run's question in (ipywidgets): one :class:`QuestionControl` answers a question
+for a single run's :class:`QuestionForm` and for each row of a review queue alike, and the choice an untrusted
+run from a file waits on.
+
+A control calls the answer use case (:meth:`~mkl_notebook.app.handle.Run.answer`) itself; what shows the run
+(its view, a queue) learns that it moved only as the notebook's follower, like a move by any other path.
 
 A form shows the machine author's ``ask`` as literal text (a model's own question is labelled as model output),
 what the question is about, Approve / Reject buttons and a reply box (text typed in it with Approve / Reject
@@ -33,12 +37,13 @@ import ipywidgets as widgets
 import traitlets
 
 from ..app.errors import USER_ERRORS, Superseded
+from ..app.handle import Run
 from ..app.replies import APPROVE, REJECT, Decision, FormReply, clicked_by, form_reply
+from ..app.terms import Observer
 from ..render.questions import Asked, question_html
 from .metadata_link import clicking_user
 
 Pending = Mapping[str, Any]
-OnReply = Callable[[Any, "str | None", "str | None"], None]  # (reply, question id, note)
 W = TypeVar("W", bound=widgets.Widget)
 
 _made: dict[str, widgets.Widget] = {}  # model id -> the live widget made with it here
@@ -103,8 +108,77 @@ def made(cls: type[W], key: str, scope: str | None = None, **traits: Any) -> W:
     return widget
 
 
+class QuestionControl:
+    """The one road a reply to question ``question`` of run ``run`` takes from a page: checked (:meth:`take`),
+    then journaled as the reply of ``cell``'s form through ``via`` (:meth:`give`), at most once unless refused.
+    ``observer`` is told of the run's progress as it goes on."""
+
+    def __init__(
+        self,
+        run: Run,
+        question: str | None,
+        *,
+        model_asks: bool = False,
+        via: str = "form",
+        cell: str | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.run = run
+        self.question = question
+        self.model_asks = model_asks  # a model's question takes a typed reply only
+        self.via = via
+        self.cell = cell
+        self.observer = observer
+        self.sent = False  # a reply is on its way, or was journaled
+        self.settled = False  # answered or moved past, by this control or by any other path
+        self._lock = threading.Lock()
+
+    def take(self, decision: Decision | None, typed: str) -> FormReply | str:
+        """The reply to send for ``decision`` (None: the ``typed`` text is the reply; else it is the note), from
+        now on this control's one; or why none is sent (nothing is journaled then)."""
+        with self._lock:
+            if self.sent:
+                return "A reply to this question was sent already."
+            try:
+                given = form_reply(None if self.model_asks else decision, typed)
+            except USER_ERRORS as exc:  # a note over the limit: refused here, nothing journaled
+                return f"Not sent: {exc}"
+            if given is None:
+                return "Type a reply first (or use Approve / Reject)."
+            self.sent = True
+            return given
+
+    def give(self, given: FormReply) -> tuple[bool, str]:
+        """Journal ``given`` (from :meth:`take`) as the person's reply, and let the run go on; whether it was
+        journaled, and what to say. A late reply says what became of the question; one refused (nothing
+        journaled) may be sent again."""
+        try:
+            with clicked_by(clicking_user()):  # the server's user, as the page clicked on reports it
+                self.run.answer(
+                    given.value, self.question, via=self.via, note=given.note, form_of=self.cell, observer=self.observer
+                )
+        except Superseded as superseded:  # another path answered this question first: say what happened
+            self.settled = True
+            return False, str(superseded)
+        except USER_ERRORS as exc:  # refused, and nothing was journaled: say why, and let the person try again
+            with self._lock:
+                self.sent = False
+            return False, f"Not sent: {exc}"
+        except Exception as exc:  # errors in click handlers never reach the cell: say them where it was clicked
+            return False, f"Could not resume: {exc}"
+        self.settled = True
+        return True, f"Sent: {sent_text(given)}."
+
+    def settle(self) -> None:
+        """The question is answered, or no longer asked: nothing more is sent from here."""
+        with self._lock:
+            self.sent = True
+            self.settled = True
+
+
 class QuestionForm:
-    """One question a run waits on; ``on_reply(value, question_id, note)`` is called at most once per question.
+    """The form of the question run ``run`` waits on (``pending``), answered through its
+    :class:`QuestionControl` (a reply of ``cell``'s form, its progress told to ``observer``).
 
     ``place`` names where the form stands (a cell and a run): its widgets' model ids derive from it and from
     the question, so a notebook executed again saves the same ids. With ``beside`` the question is printed in
@@ -114,19 +188,19 @@ class QuestionForm:
 
     def __init__(
         self,
-        run_id: str,
+        run: Run,
         pending: Pending,
-        on_reply: OnReply,
         *,
-        run: Any = None,
+        cell: str | None = None,
+        observer: Observer | None = None,
         place: str | None = None,
         beside: bool = False,
     ) -> None:
-        self.run_id = run_id
-        self.run = run  # the run handle a batch row answers (None for a single run's form)
+        self.run = run
+        self.run_id = run.id
+        self.cell = cell
+        self.observer = observer
         self.place = place or unplaced()
-        self._on_reply = on_reply
-        self._lock = threading.Lock()
         self.status = made(widgets.HTML, f"{self.place}/status", self.place, value="")
         hidden = {"display": "none"} if beside else {}
         self.header = made(widgets.HTML, f"{self.place}/header", self.place, value=self._ready(pending), layout=hidden)
@@ -147,8 +221,13 @@ class QuestionForm:
         """Make the controls for ``pending`` (none is sent yet); its header's HTML."""
         self.pending = pending
         self.submitted: Any = None
-        self.sent = False
-        self.settled = False  # answered or moved past, by this form or by any other path
+        self.control = QuestionControl(
+            self.run,
+            pending.get("question_id"),
+            model_asks=pending.get("question") is not None,
+            cell=self.cell,
+            observer=self.observer,
+        )
         key = f"{self.place}/{pending.get('question_id') or pending.get('at')}"
         placeholder = "Reply, or a note for Approve / Reject (optional)"
         scope = self.place  # one form's widgets share their layouts and styles (see shared)
@@ -184,57 +263,53 @@ class QuestionForm:
     def question_id(self) -> str | None:
         return self.pending.get("question_id")
 
+    @property
+    def sent(self) -> bool:
+        """Whether a reply to this form's question is on its way or journaled."""
+        return self.control.sent
+
+    @property
+    def settled(self) -> bool:
+        """Whether this form's question is answered or no longer asked."""
+        return self.control.settled
+
     def submit(self, decision: Decision | None) -> None:
         """Send the decision (None: the typed reply) as this form's one answer to its question."""
-        with self._lock:
-            if self.sent:
-                return
-            if self.pending.get("question") is not None:
-                decision = None  # a model's question takes a typed answer
-            try:
-                given = form_reply(decision, self.reply.value)
-            except USER_ERRORS as exc:  # a note over the limit: refused here, nothing journaled
-                self.status.value = f"<strong>Not sent:</strong> {html.escape(str(exc))}"
-                return
-            if given is None:
-                self.status.value = "<em>Type a reply first (or use Approve / Reject).</em>"
-                return
-            self.sent = True
-            for control in self.controls:
-                control.disabled = True
-        value = given.value
-        self.submitted = value
-        sent = html.escape(_sent(given))
-        self.status.value = f"<em>Sent: {sent} — resuming…</em>"
-        try:
-            with clicked_by(clicking_user()):  # the server's user, as the page clicked on reports it
-                self._on_reply(value, self.question_id, given.note)
-        except Superseded as superseded:  # another path answered this question first: say what happened
-            self.settle(str(superseded))
-        except USER_ERRORS as exc:  # refused, and nothing was journaled: say why here
-            self.status.value = f"<strong>Not sent:</strong> {html.escape(str(exc))}"
-        except Exception as exc:  # errors in click handlers never reach the cell: show them here
-            self.status.value = f"<strong>Could not resume:</strong> {html.escape(str(exc))}"
-        else:
-            self.settled = True
-            self.status.value = f"<em>Sent: {sent}.</em>"
+        given = self.control.take(decision, self.reply.value)
+        if isinstance(given, str):
+            if not self.control.sent:
+                self.status.value = _status(given)
+            return
+        self._enable(False)
+        self.submitted = given.value
+        self.status.value = f"<em>Sent: {html.escape(sent_text(given))} — resuming…</em>"
+        journaled, said = self.control.give(given)
+        if not journaled and not self.control.sent:
+            self._enable(True)  # refused, nothing journaled: the person may answer again
+        self.status.value = _status(said)
+
+    def _enable(self, enabled: bool) -> None:
+        for control in self.controls:
+            control.disabled = not enabled
 
     def settle(self, what_happened: str) -> None:
         """This form's question is answered, or no longer asked: disable it for good and say what happened."""
-        with self._lock:
-            self.sent = True
-            self.settled = True
-            for control in self.controls:
-                control.disabled = True
+        self.control.settle()
+        self._enable(False)
         self.status.value = f"<em>{html.escape(what_happened)}</em>"
 
 
-def _sent(given: FormReply) -> str:
+def _status(said: str) -> str:
+    """What a control said, as its form's status line: a refusal or a failure in bold, anything else as news."""
+    head, colon, rest = said.partition(": ")
+    if colon and head in ("Not sent", "Could not resume"):
+        return f"<strong>{head}:</strong> {html.escape(rest)}"
+    return f"<em>{html.escape(said)}</em>"
+
+
+def sent_text(given: FormReply) -> str:
     """What a form says it sent: the reply, and the note beside it."""
     return f"{given.value}, with the note {given.note!r}" if given.note else given.value
-
-
-GateForm = QuestionForm  # the single run's form had this name before there was one form; kept for one release
 
 
 class TakeUpChoice:

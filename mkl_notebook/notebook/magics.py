@@ -22,12 +22,14 @@ from traitlets import Unicode, observe
 
 from ..app.audit import workspace_audit
 from ..app.checkpoints import batch_place
-from ..app.errors import USER_ERRORS, Superseded, without_secrets
+from ..app.errors import USER_ERRORS, without_secrets
+from ..app.handle import Run
 from ..app.listing import waiting_questions
 from ..app.requests import ContinueRequest, MapRequest, StartRequest, from_flags
 from ..app.status import cell_answers, traced
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
+from ..app.workspace import Workspace
 from ..render import views
 from ..render.audit_views import audit_bundle
 from ..render.batch_views import batch_answered_bundle
@@ -37,7 +39,7 @@ from .batch import Batch, run_batch
 from .display import RunView
 from .magic_args import HELP, SUBCOMMANDS, HelpShown, Values, parsers, split_words
 from .review import ReviewQueue
-from .session import NotebookRun, NotebookSession, current_session, served_by_voila
+from .session import KernelNotebook, current_session, notebook_of, served_by_voila
 
 
 @contextmanager
@@ -71,8 +73,9 @@ class MklMagics(Magics):
     judge_model = Unicode(None, allow_none=True, help="litellm model for judge calls").tag(config=True)
     api_base = Unicode(None, allow_none=True, help="base URL of an OpenAI-compatible server").tag(config=True)
 
-    def __init__(self, shell: Any, session: NotebookSession) -> None:
+    def __init__(self, shell: Any, session: Workspace) -> None:
         self.session = session
+        self.notebook: KernelNotebook = notebook_of(session)  # its cells: where requests come from, what shows runs
         super().__init__(shell)
         self.parsers = parsers()
         self.values = Values(lambda: self.shell.user_ns if self.shell is not None else {})
@@ -89,7 +92,7 @@ class MklMagics(Magics):
 
     @no_var_expand
     @line_cell_magic
-    def mkl(self, line: str, cell: str | None = None) -> NotebookRun | Batch | None:
+    def mkl(self, line: str, cell: str | None = None) -> Run | Batch | None:
         """mkl machines in notebooks: %%mkl to define, %mkl run/resume/… to run (see %mkl help).
 
         ``%mkl run`` and ``%mkl resume`` give the run (``r = %mkl run …``); a cell ending with one shows the
@@ -103,7 +106,7 @@ class MklMagics(Magics):
                 raise
             raise UsageError(shown) from None
 
-    def _mkl(self, line: str, cell: str | None) -> NotebookRun | Batch | None:
+    def _mkl(self, line: str, cell: str | None) -> Run | Batch | None:
         try:
             words = split_words(line)
         except ValueError as exc:
@@ -117,7 +120,7 @@ class MklMagics(Magics):
         except HelpShown:
             return None
 
-    def _cell(self, words: list[str], cell: str) -> NotebookRun | None:
+    def _cell(self, words: list[str], cell: str) -> Run | None:
         if words and words[0] != "run":
             raise UsageError("%%mkl takes no arguments to define a machine, or 'run [flags]' to define and run it")
         machine = self.session.shelf.define(cell, first_line=self._body_first_line(cell))
@@ -145,14 +148,14 @@ class MklMagics(Magics):
             return 2
         return 2 + above.count("\n")
 
-    def _line(self, words: list[str]) -> NotebookRun | Batch | None:
+    def _line(self, words: list[str]) -> Run | Batch | None:
         if not words or words[0] == "help":
             print(HELP)
             return None
         command, rest = words[0], words[1:]
         if command not in SUBCOMMANDS:
             raise UsageError(f"%mkl: unknown subcommand '{command}'; use one of {', '.join(SUBCOMMANDS)}")
-        given: NotebookRun | Batch | None = getattr(self, f"_cmd_{command}")(rest)
+        given: Run | Batch | None = getattr(self, f"_cmd_{command}")(rest)
         return given
 
     def _parse(self, name: str, words: list[str]) -> argparse.Namespace:
@@ -166,13 +169,13 @@ class MklMagics(Magics):
         for finding in self.session.shelf.definition_findings(machine, calls_known=calls_known):
             print(finding)
 
-    def _cmd_run(self, words: list[str]) -> NotebookRun | None:
+    def _cmd_run(self, words: list[str]) -> Run | None:
         args = self._parse("run", words)
         if not args.name:
             raise UsageError("%mkl run needs a machine name (or use %%mkl run in the machine's cell)")
         return self._run(self.values.text(args.name), args)
 
-    def _run(self, name: str, args: argparse.Namespace) -> NotebookRun | None:
+    def _run(self, name: str, args: argparse.Namespace) -> Run | None:
         self.session.shelf.machine(name)  # an unknown machine is a usage error before anything is drawn
         text = self.values.maybe_text
         run_id = text(args.run_id)
@@ -224,32 +227,24 @@ class MklMagics(Magics):
 
     def _view(self, run_id: str, machine: Machine | None) -> RunView:
         """The outputs of a run in the executing cell, which its forms' replies will belong to."""
-        current = self.session.current_cell()
+        current = self.notebook.current_cell()
         cell = current[0] if current else None
-        name = self.session.notebook_named()
+        name = self.notebook.notebook_named()
         return RunView(
             run_id,
             machine,
             cell=cell,
             notebook=name,
             signer=self.session.equipment.signer(),
-            link=self.session.link,
-            unattended=self.session.unattended(),
+            kernel=self.notebook,
+            unattended=self.notebook.unattended(),
             mirrored=served_by_voila(),
         )
 
-    def present(self, run: NotebookRun, view: RunView) -> None:
-        """Show a run and, when it waits for a person, a form whose click resumes it here."""
-
-        def on_reply(value: Any, question: str | None, note: str | None = None) -> None:
-            try:
-                self.session.answer(run, value, question, note=note, observer=view.observer, form_of=view.cell)
-            except Superseded:
-                view.show(run, on_reply)  # what the run asks now, if anything; the form says what became of its own
-                raise
-            view.show(run, on_reply)
-
-        view.show(run, on_reply)
+    def present(self, run: Run, view: RunView) -> None:
+        """Show a run and, when it waits for a person, a form whose click resumes it here (the view follows the
+        run, and draws it again as it moves)."""
+        view.show(run)
         run.drawn_in = self.shell.execution_count if self.shell is not None else None
 
     def _cmd_map(self, words: list[str]) -> Batch:
@@ -285,18 +280,18 @@ class MklMagics(Magics):
         result.progress = bars[0] if bars else None
         table = display(result.bundle(), raw=True, display_id=True)
         if table is not None:  # when the extension answers, the checkpoints leave the output for the metadata
-            self.session.link.when_linked(lambda: table.update(result.bundle(), raw=True))
-        current = self.session.current_cell()
+            self.notebook.link.when_linked(lambda: table.update(result.bundle(), raw=True))
+        current = self.notebook.current_cell()
         cell = current[0] if current else None
         waiting = result.waiting()
-        if waiting and self.session.unattended() is not None:
+        if waiting and self.notebook.unattended() is not None:
             # Nobody can click here (papermill, nbconvert): the questions and their commands are printed, and no
             # queue's widgets go into the file the client saves.
             asked = [(run.id, run.run_result) for run in waiting]
-            display(batch_place(asked, [run.id for run in waiting], self.session.notebook_named()), raw=True)
+            display(batch_place(asked, [run.id for run in waiting], self.notebook.notebook_named()), raw=True)
         elif waiting:
             place: list[Any] = []
-            notebook = self.session.notebook_named()
+            notebook = self.notebook.notebook_named()
 
             def moved() -> None:
                 if table is not None:
@@ -309,7 +304,7 @@ class MklMagics(Magics):
                     place[0].printed.update(batch_place(asked_now, [run.id for run in waiting], notebook), raw=True)
 
             where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
-            form = ReviewQueue(waiting, moved, cell, self.session, place=f"{where}/batch:{result.name}")
+            form = ReviewQueue(waiting, moved, cell, self.notebook, place=f"{where}/batch:{result.name}")
             asked = [(run.id, run.run_result) for run in waiting]
             form.show(batch_place(asked, [run.id for run in waiting], notebook))
             place.append(form)
@@ -322,7 +317,7 @@ class MklMagics(Magics):
         result.drawn_in = self.shell.execution_count if self.shell is not None else None
         return result
 
-    def _cmd_resume(self, words: list[str]) -> NotebookRun:
+    def _cmd_resume(self, words: list[str]) -> Run:
         args = self._parse("resume", words)
         text = self.values.maybe_text
         run = self.session.get_run(
@@ -408,7 +403,7 @@ class MklMagics(Magics):
             stale = [f"{old['where']}: run {old['run']} is stale: {old['stale']}" for old in under.stale]
             display(views.questions_bundle(under.questions, under.problems + stale), raw=True)
             return None
-        answered = self.session.answered_here()  # re-executed: the runs this cell's forms answered, as left
+        answered = self.notebook.answered_here()  # re-executed: the runs this cell's forms answered, as left
         shown = {run.id for run in answered}
         waiting, untrusted = self.session.waiting()
         queue = None
@@ -420,14 +415,14 @@ class MklMagics(Magics):
             print("No run is waiting for a person.")
             return None
         for run in runs:
-            assert isinstance(run, NotebookRun)
+            assert isinstance(run, Run)
             self.present(run, self._view(run.id, run.machine))
         for problem in untrusted:  # someone else's: shown with whose it is; taken up only by a click
             view = self._view(problem.run_id, None)
 
             def take_up(run_id: str = problem.run_id, view: RunView = view, trust_file: bool = False) -> None:
                 run = self.session.get_run(run_id, trust_file=trust_file)
-                assert isinstance(run, NotebookRun)
+                assert isinstance(run, Run)
                 view.machine = run.machine
                 self.present(run, view)
 
@@ -437,7 +432,7 @@ class MklMagics(Magics):
     def _pending_queue(self, runs: list[Any]) -> ReviewQueue:
         """``%mkl pending --queue``: every question that waits, in one review queue below the printed questions
         (readable without a kernel, with the commands that answer them)."""
-        current = self.session.current_cell()
+        current = self.notebook.current_cell()
         cell = current[0] if current else None
         place: list[ReviewQueue] = []
 
@@ -448,9 +443,9 @@ class MklMagics(Magics):
                 place[0].answered(batch_answered_bundle(said, "No question waits here any more. Answered here:"))
 
         where = cell or f"execution:{self.shell.execution_count if self.shell is not None else 0}"
-        queue = ReviewQueue(runs, moved, cell, self.session, place=f"{where}/pending-queue")
+        queue = ReviewQueue(runs, moved, cell, self.notebook, place=f"{where}/pending-queue")
         asked = [(run.id, run.run_result) for run in runs]
-        queue.show(batch_place(asked, [run.id for run in runs], self.session.notebook_named()))
+        queue.show(batch_place(asked, [run.id for run in runs], self.notebook.notebook_named()))
         place.append(queue)
         return queue
 
@@ -509,7 +504,7 @@ class MklMagics(Magics):
 
     def _cmd_notebook(self, words: list[str]) -> None:
         path = self._parse("notebook", words).path
-        found = self.session.choose_notebook(self.values.text(path)) if path else self.session.notebook_found()
+        found = self.notebook.choose_notebook(self.values.text(path)) if path else self.notebook.notebook_found()
         if found.path is not None:
             print(f"This kernel runs {found.path}: {found.how}.")
         elif found.ambiguous:
@@ -536,9 +531,9 @@ def _progress_bar(description: str, total: int) -> Any:
     return tqdm(total=total, desc=description, unit="row", display=False)
 
 
-def _executing_cell(shell: Any, session: NotebookSession) -> tuple[str, str] | None:
+def _executing_cell(shell: Any, notebook: KernelNotebook) -> tuple[str, str] | None:
     """The notebook cell the kernel executes now (JupyterLab names it in the request's metadata; for clients
-    that do not, the session finds it by its source), and the request's id; None outside a cell's execution (a
+    that do not, the notebook finds it by its source), and the request's id; None outside a cell's execution (a
     form's click, a plain IPython shell)."""
     kernel = getattr(shell, "kernel", None)
     parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
@@ -551,7 +546,7 @@ def _executing_cell(shell: Any, session: NotebookSession) -> tuple[str, str] | N
     cell = metadata.get("cellId")
     if not isinstance(cell, str) or not cell:
         code = (parent.get("content") or {}).get("code")
-        cell = session.cell_for(code, execution) if isinstance(code, str) and code.strip() else None
+        cell = notebook.cell_for(code, execution) if isinstance(code, str) and code.strip() else None
     return (cell, execution) if cell else None
 
 
@@ -568,12 +563,13 @@ def load_magics(shell: Any) -> MklMagics:
     """Register the magics with ``shell`` over this process's session, and open the link to the notebook's
     metadata where a frontend that may have the mkl-notebook JupyterLab extension listens."""
     session = current_session()
-    session.user_ns = shell.user_ns
-    session.current_cell = lambda: _executing_cell(shell, session)
+    notebook = notebook_of(session)
+    notebook.user_ns = shell.user_ns
+    notebook.current_cell = lambda: _executing_cell(shell, notebook)
     magics = MklMagics(shell, session)
     shell.register_magics(magics)
     if _extension_may_listen(shell):
-        session.link.open()
+        notebook.link.open()
     if magics not in shell.configurables:
         shell.configurables.append(magics)  # so %config MklMagics.model = … works
     return magics

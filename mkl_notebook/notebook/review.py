@@ -2,7 +2,7 @@
 
 A row per question: the run, the question, what it is about (the output the gate decided on, as the single
 form shows it), when it was asked, and Approve / Reject / a note in the row. Rows leave the queue as they are
-answered, by this queue or by any other path (the session tells the queue whenever a run moves), so its counts
+answered, by this queue or by any other path (the notebook tells the queue whenever a run moves), so its counts
 stay true; a run that asks again comes back with its next question. A text filter (run id, question, about)
 and a sort narrow what is shown; *Approve the N shown* writes one answer per row on the page shown, each with
 the same note, and nothing for any other row.
@@ -24,13 +24,12 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..app.errors import USER_ERRORS, Superseded
+from ..app.errors import USER_ERRORS
 from ..app.handle import Run
-from ..app.replies import APPROVE, REJECT, Decision, clicked_by, form_reply
+from ..app.replies import APPROVE, REJECT, Decision, form_reply
 from ..render.common import shorten
-from .forms import FORM_CLASS, Pending, made
-from .metadata_link import clicking_user
-from .session import NotebookSession
+from .forms import FORM_CLASS, Pending, QuestionControl, made
+from .session import KernelNotebook
 
 PAGE = 25  # rows with controls at a time
 ABOUT_PREVIEW = 240  # characters of what a question is about the row shows
@@ -53,18 +52,32 @@ def asked_at(run: Run) -> float | None:
 
 @dataclass
 class QueueRow:
-    """One question in the queue; its controls exist only while it is on the page shown."""
+    """One question in the queue, answered through its :class:`~.forms.QuestionControl` (the road a single
+    form's reply takes); its widgets exist only while it is on the page shown."""
 
     order: int  # the run's row in the batch
     run: Run
     pending: Pending
     asked_at: float | None
+    answering: QuestionControl
     note_text: str = ""  # what was typed in its note box, kept while the row is off the page
-    sent: bool = False
     controls: list[widgets.Widget] = field(default_factory=list)
     note: widgets.Text | None = None
     approve: widgets.Button | None = None
     reject: widgets.Button | None = None
+
+    @classmethod
+    def of(cls, order: int, run: Run, pending: Pending, cell: str | None) -> QueueRow:
+        """The row of the question ``pending`` of ``run`` (the batch's row ``order``), answered as ``cell``'s."""
+        control = QuestionControl(
+            run, pending.get("question_id"), model_asks=pending.get("question") is not None, via="queue", cell=cell
+        )
+        return cls(order, run, pending, asked_at(run), control)
+
+    @property
+    def sent(self) -> bool:
+        """Whether a reply to the row's question is on its way or journaled."""
+        return self.answering.sent
 
     @property
     def question_id(self) -> str | None:
@@ -94,15 +107,16 @@ def _when(at: float | None) -> str:
 
 class ReviewQueue:
     """The questions ``runs`` wait on, as a queue a person works through; replies are journaled as ``cell``'s
-    form's, through the runs' handles, by the road a single form's takes; ``session`` tells the queue whenever
-    one of them moves by another path. ``on_moved`` is called after every reply."""
+    form's, through the runs' handles, by the road a single form's takes. The queue learns that a run moved
+    only from ``notebook``, which tells it whenever one does (by this queue's reply or by any other path);
+    ``on_moved`` is then called, so that what shows the batch catches up."""
 
     def __init__(
         self,
         runs: list[Run],
         on_moved: Callable[[], None],
-        cell: str | None = None,
-        session: NotebookSession | None = None,
+        cell: str | None,
+        notebook: KernelNotebook,
         place: str | None = None,
         page: int = PAGE,
     ) -> None:
@@ -113,9 +127,8 @@ class ReviewQueue:
         self.page_size = page
         self.page = 0
         self._quiet = False  # while approving the rows shown: one redraw at the end
-        self._answering = False  # while this queue sends an answer (it redraws what shows the batch itself)
         self.items: list[QueueRow] = [
-            QueueRow(order, run, run.pending or {}, asked_at(run)) for order, run in enumerate(runs) if run.pending
+            QueueRow.of(order, run, run.pending or {}, cell) for order, run in enumerate(runs) if run.pending
         ]
         key = self.place
         self.header = made(widgets.HTML, f"{key}/header", value="")
@@ -170,9 +183,8 @@ class ReviewQueue:
         self.printed: Any = None  # the output printing the questions, above the queue
         self.output: Any = None  # the output holding the queue
         self._draw()
-        if session is not None:
-            for run in runs:
-                session.follow(run.id, self._went_on)
+        for run in runs:
+            notebook.follow(run.id, self._went_on)
 
     # -- what it shows ----------------------------------------------------------------------------------
 
@@ -293,46 +305,30 @@ class ReviewQueue:
 
     def answer(self, row: QueueRow, decision: Decision | None, note: str | None = None) -> bool:
         """Send ``decision`` (None: the typed reply) as the one answer to ``row``'s question, with the text in its
-        note box (or ``note``); whether it was journaled."""
+        note box (or ``note``); whether it was journaled. The row leaves the queue when the notebook tells it
+        that the run moved."""
         with self._lock:
-            if row.sent or row not in self.items:
+            if row not in self.items:
                 return False
             typed = note if note is not None else (row.note.value if row.note is not None else row.note_text)
-            try:
-                given = form_reply(decision, typed)
-            except USER_ERRORS as exc:  # a note over the limit: refused here, nothing journaled
-                self._say(f"Not sent ({row.run.id}): {exc}")
+            given = row.answering.take(decision, typed)
+            if isinstance(given, str):
+                if not row.sent:
+                    self._say(f"{row.run.id}: {given}")
                 return False
-            if given is None:
-                self._say(f"Type a reply first ({row.run.id}).")
-                return False
-            row.sent = True
-            for control in row.controls:
-                if hasattr(control, "disabled"):
-                    control.disabled = True
-        sent = False
-        self._answering = True
-        try:
-            with clicked_by(clicking_user()):  # the server's user, as the page clicked on reports it
-                # (the road a single form's reply takes: a late answer is Superseded, whoever made the queue)
-                row.run.answer(given.value, row.question_id, via="queue", note=given.note, form_of=self._cell)
-            sent = True
-        except Superseded as superseded:  # another path answered it first: say what became of it
-            self._say(f"{row.run.id}: {superseded}")
-        except USER_ERRORS as exc:  # refused, nothing journaled: the row stays, and says why
-            row.sent = False
-            for control in row.controls:
-                if hasattr(control, "disabled"):
-                    control.disabled = False
-            self._say(f"Not sent ({row.run.id}): {exc}")
-        except Exception as exc:  # errors in click handlers never reach the cell: show them here
-            self._say(f"Could not resume {row.run.id}: {exc}")
-        finally:
-            self._answering = False
-            self.caught_up(row.run)
-            if not self._quiet:
-                self._on_moved()
-        return sent
+            self._enable(row, False)
+        journaled, said = row.answering.give(given)
+        if not journaled:
+            if not row.sent:
+                self._enable(row, True)  # refused, nothing journaled: the row stays, and says why
+            self._say(f"{row.run.id}: {said}")
+        return journaled
+
+    @staticmethod
+    def _enable(row: QueueRow, enabled: bool) -> None:
+        for control in row.controls:
+            if hasattr(control, "disabled"):
+                control.disabled = not enabled
 
     def _approve_shown(self) -> None:
         """One approval per approvable row on the page shown, each with the note beside the button."""
@@ -376,17 +372,18 @@ class ReviewQueue:
             if row in self.shown:
                 self.shown.remove(row)
             if pending is not None:
-                self.items.insert(index, QueueRow(row.order, run, pending, asked_at(run)))
+                self.items.insert(index, QueueRow.of(row.order, run, pending, self._cell))
             self._draw()
 
     def _went_on(self, run: Any) -> bool:
-        """The session's word that ``run`` moved (by any path); True once the queue no longer follows it."""
+        """The notebook's word that ``run`` moved (by this queue's reply or any other path); True once the queue
+        no longer follows it."""
         if self.widget.comm is None:  # this queue was closed (its cell executed again): another follows
             return True
         before = self.row(run.id)
         self.caught_up(run)
         after = self.row(run.id)
-        if after is not before and not self._answering:  # moved by another path: what shows the batch catches up
+        if after is not before and not self._quiet:  # what shows the batch catches up (once, after approving many)
             self._on_moved()
         return after is None
 

@@ -1,10 +1,11 @@
-"""The kernel's workspace: a :class:`~mkl_notebook.app.workspace.Workspace` that knows notebook cells.
+"""The kernel's notebook, as its workspace is given it: a :class:`KernelNotebook` is the
+:class:`~mkl_notebook.app.cells.Cells` of the kernel's :class:`~mkl_notebook.app.workspace.Workspace`.
 
-What it adds to the workspace is what only a notebook has: the cell a request comes from and how far its
-execution got in each run (so Restart & Run All shows every run as each cell left it), the notebook's own
-copies of its runs (its file, and its metadata through the ``mkl-notebook`` extension), and the forms and views
-that follow a run and catch up when it moves. Every rule it follows is the workspace's; it never imports
-widgets or litellm, so it is as usable from a plain script as from a notebook.
+It knows what only a notebook has: the cell a request comes from and how far its execution got in each run (so
+Restart & Run All shows every run as each cell left it), the notebook's own copies of its runs (its file, and
+its metadata through the ``mkl-notebook`` extension), and the forms and views that follow a run and catch up
+when it moves. Every rule it follows is the workspace's; it never imports widgets or litellm, so it is as
+usable from a plain script as from a notebook.
 """
 
 from __future__ import annotations
@@ -12,17 +13,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..app.checkpoints import cell_order, cell_running, checkpoint_of, notebook_run_ids, tidy_beside
 from ..app.errors import USER_ERRORS, UsageProblem
 from ..app.finding import Found, named_notebook, notebook_running
-from ..app.handle import Run as WorkspaceRun
-from ..app.handle import pandas_for
+from ..app.handle import Run, RunHost, pandas_for
 from ..app.reconcile import STALE, Copy, checked_copy, judge, notebook_copy
-from ..app.requests import StartRequest, asked
 from ..app.settings import NOTEBOOK_SETTINGS, Settings
 from ..app.terms import Oracle, Outcome, Place
 from ..app.workspace import Workspace
@@ -30,17 +28,18 @@ from .metadata_link import MetadataLink
 
 __all__ = [
     "NOTEBOOK_SETTINGS",
+    "KernelNotebook",
     "NotebookRun",
-    "NotebookSession",
-    "Run",
-    "Session",
     "Settings",
+    "Workspace",
+    "current_notebook",
     "current_session",
+    "notebook_session",
     "pandas_for",
 ]
 
 
-class NotebookRun(WorkspaceRun):
+class NotebookRun(Run):
     """A handle on one durable run in a notebook: shown as its view when it is a cell's value."""
 
     def _ipython_display_(self) -> None:
@@ -55,20 +54,17 @@ class NotebookRun(WorkspaceRun):
         display(self._repr_mimebundle_(), raw=True)
 
 
-class NotebookSession(Workspace):
-    """Everything one kernel knows about machines and runs, and the notebook it runs."""
+class KernelNotebook:
+    """What one kernel knows of the notebook it runs; :attr:`workspace` is the workspace it serves (see
+    :func:`notebook_session`, which makes the two together)."""
 
-    def __init__(self, settings: Settings | None = None, **options: Any) -> None:
-        super().__init__(settings, reach=self, **options)
+    def __init__(self) -> None:
+        self._workspace: Workspace | None = None
         self.user_ns: dict[str, Any] = {}
         # The notebook cell executing now and an id of this execution of it (None outside a notebook cell).
         self.current_cell: Callable[[], tuple[str, str] | None] = lambda: None
         self.link = MetadataLink()  # to the notebook's metadata, through the extension
         self.link.on_hello = self._page_said_hello
-        # This person signs as the name they gave (`%mkl config user=`), else as the Jupyter server's user the
-        # notebook's page reported (a server behind a login: the person it knows), else as JupyterHub's user or
-        # the OS account (see app.replies.who).
-        self.equipment.signing_as = lambda: self.settings.user or self.link.server_user
         self._execution: str | None = None
         self._reached: dict[str, int] = {}  # run id -> journal position this execution reached
         # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
@@ -83,7 +79,22 @@ class NotebookSession(Workspace):
         self._given: set[Path] = set()  # the notebooks its command line names, once the kernel looked for its own
         self._page_copies: dict[str, tuple[Any, Copy]] = {}  # run id -> (the page's checkpoint, it verified)
 
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace this notebook's cells belong to."""
+        if self._workspace is None:
+            raise UsageProblem("this notebook serves no workspace yet (make the two with notebook_session())")
+        return self._workspace
+
+    def serve(self, workspace: Workspace) -> None:
+        """Belong to ``workspace``, whose cells this notebook's are."""
+        self._workspace = workspace
+
     # -- where requests come from: notebook cells ------------------------------------------
+
+    def run_id_for(self, machine_name: str) -> str:
+        """A run started in a notebook is named by its machine: executing its cell again replays it."""
+        return machine_name
 
     def place(self, run_id: str) -> Place | None:
         """The cell a request made now comes from, and how far in the run's journal its execution got."""
@@ -192,22 +203,24 @@ class NotebookSession(Workspace):
         order = cell_order(self.notebook_path())
         return order[order.index(cell) :] if cell in order else [cell]
 
-    def show_found(self, handle: WorkspaceRun) -> bool:
+    def show_found(self, handle: Run) -> bool:
         """Show a run found by id as the cells above the executing one left it, when they asked for it."""
-        shown = self.as_cells_left(handle.id, self._cells_from_here())
+        shown = self.workspace.as_cells_left(handle.id, self._cells_from_here())
         if shown is None:
             return False
         handle.showing(shown)
         return True
 
-    def answered_here(self) -> list[WorkspaceRun]:
+    def answered_here(self) -> list[Run]:
         """The runs whose questions the executing cell's forms answered, each as those forms left it."""
         current = self.current_cell()
         if current is None:
             return []
         shown = []
-        for outcome in self.answered_in(current[0]):
-            handle = self.runs.setdefault(outcome.run_id, self.new_handle(outcome.run_id, "", self.equipment.oracle()))
+        workspace = self.workspace
+        for outcome in workspace.answered_in(current[0]):
+            made = workspace.new_handle(outcome.run_id, "", workspace.equipment.oracle())
+            handle = workspace.runs.setdefault(outcome.run_id, made)
             shown.append(handle.showing(outcome))
         return shown
 
@@ -218,20 +231,20 @@ class NotebookSession(Workspace):
         with self._followers_lock:
             self._followers.setdefault(run_id, []).append(follower)
 
-    def moved(self, handle: WorkspaceRun) -> None:
+    def moved(self, handle: Run) -> None:
         """Run ``handle`` changed (by any path): the notebook's metadata keeps it as it stands now, and every form
         and view that shows it catches up. A run made from Python (``mkl_notebook.run()``, ``submit``) is kept
         there like one a magic shows, though nothing displays it."""
         if not isinstance(handle, NotebookRun):
             return
-        self._keep_in_metadata(handle)
+        self.kept(handle)
         with self._followers_lock:
             followers = list(self._followers.get(handle.id, ()))
         done = [follower for follower in followers if follower(handle)]
         with self._followers_lock:
             self._followers[handle.id] = [f for f in self._followers.get(handle.id, ()) if f not in done]
 
-    def _keep_in_metadata(self, handle: WorkspaceRun) -> None:
+    def kept(self, handle: Run) -> None:
         """The notebook's metadata keeps run ``handle`` as it stands (not as a replayed cell left it)."""
         if handle.outcome is not None and handle.outcome.latest is None:
             self.link.put(handle.id, handle.envelope())
@@ -242,29 +255,30 @@ class NotebookSession(Workspace):
         kept there, the run as it stands goes there again. A copy that goes on past the store's stays as it is
         (the next road that reads the run takes it up when trusted), and so does one nobody here can read."""
         tidy_beside(self.notebook_path())  # a page saying hello after a save: what it saved is in the file
-        signer = self.equipment.signer()
+        workspace = self.workspace
+        signer = workspace.equipment.signer()
         for run_id in sorted(runs):
-            if run_id in self.copies.forgotten or not self.store.exists(run_id):
+            if run_id in workspace.copies.forgotten or not workspace.store.exists(run_id):
                 continue
-            held = self.store.read(run_id)
+            held = workspace.store.read(run_id)
             page = self.link.held(run_id)
             if page is not None:
                 try:
                     copy = self._page_copy(run_id, page, "the notebook's metadata")
                 except USER_ERRORS:
                     continue  # a damaged copy is left for whoever reads it to be told so
-                if judge(held, copy, self.keyring).status != STALE:
+                if judge(held, copy, workspace.keyring).status != STALE:
                     continue
-            self.link.put(run_id, checkpoint_of(self.read(run_id), signer))
+            self.link.put(run_id, checkpoint_of(workspace.read(run_id), signer))
 
-    def output_bundle(self, handle: WorkspaceRun) -> dict[str, Any]:
+    def carry(self, handle: Run, bundle: dict[str, Any]) -> dict[str, Any]:
         """The run's view; as it stands, its checkpoint goes to the notebook's metadata too."""
         assert handle.outcome is not None
-        bundle = super().output_bundle(handle)
         return self.link.carry(handle.id, bundle, as_it_stands=handle.outcome.latest is None)
 
-    def new_handle(self, run_id: str, machine_name: str, oracle: Oracle) -> NotebookRun:
-        return NotebookRun(self, run_id, machine_name, oracle)
+    def new_handle(self, host: RunHost, run_id: str, machine_name: str, oracle: Oracle) -> NotebookRun:
+        """A handle that shows itself as a cell's value."""
+        return NotebookRun(host, run_id, machine_name, oracle)
 
     # -- the notebook's own copies of its runs ----------------------------------------------------
 
@@ -304,7 +318,7 @@ class NotebookSession(Workspace):
         """This kernel cannot tell which notebook it runs, and one it may run carries run ``run_id``, which its
         store lacks: a run made anew would replace that file's in its outputs, so none is made."""
         found = self._found
-        if found is None or not found.ambiguous or self.store.exists(run_id):
+        if found is None or not found.ambiguous or self.workspace.store.exists(run_id):
             return
         carrying = [path.name for path in found.candidates if notebook_copy(path, run_id) is not None]
         if carrying:
@@ -323,7 +337,9 @@ class NotebookSession(Workspace):
     def kept_branch(self, run_id: str) -> None:
         """A history of a run that parted from this store's was taken up as run ``run_id``: the notebook's
         metadata keeps it under that id too, so the file carries both when its copy of the first is replaced."""
-        self.link.put(run_id, checkpoint_of(self.read(run_id)))  # (before the store's copy replaces the file's)
+        self.link.put(
+            run_id, checkpoint_of(self.workspace.read(run_id))
+        )  # (before the store's copy replaces the file's)
 
     def carried_runs(self) -> set[str]:
         """The runs the notebook carries, as the extension handed them over or as its file holds them."""
@@ -340,40 +356,9 @@ class NotebookSession(Workspace):
         path = self.notebook_path()
         return waiting + (notebook_run_ids(path, waiting_only=True) if path is not None else [])
 
-    # -- runs --------------------------------------------------------------------------------------
-
-    def start(self, name: str, request: StartRequest | None = None, /, **options: Any) -> NotebookRun:
-        """Run (or replay) machine ``name`` as run ``id`` (default: the machine's name); see
-        :meth:`Workspace.start`. A fresh run's checkpoint replaces the old one in the notebook's metadata."""
-        asks = asked(StartRequest, request, options)
-        run_id = asks.id or name
-        if asks.fresh:
-            self.link.delete(run_id)
-            self.copies.taken_up.pop(run_id, None)  # the new run is this person's own
-        handle = super().start(name, replace(asks, id=run_id))
-        assert isinstance(handle, NotebookRun)
-        self._keep_in_metadata(handle)  # shown or not: `mkl_notebook.run()` displays nothing
-        return handle
-
-    run = start  # the name this method had before the workspace
-
-    def get_run(
-        self,
-        run_id: str,
-        notebook: str | None = None,
-        script: Any = None,
-        *,
-        trust_file: bool = False,
-        model: str | None = None,
-    ) -> NotebookRun:
-        handle = super().get_run(run_id, notebook, script, trust_file=trust_file, model=model)
-        assert isinstance(handle, NotebookRun)
-        return handle
-
-    def forget(self, run_id: str) -> None:
-        """Delete run ``run_id`` from this store and the notebook's metadata; this kernel will not take it up
-        from the notebook's outputs again (a new run of that id starts afresh)."""
-        super().forget(run_id)
+    def let_go(self, run_id: str) -> None:
+        """Run ``run_id`` was forgotten or starts afresh: the notebook's metadata lets its copy go (this kernel
+        does not take it up from the notebook's outputs again)."""
         self.link.delete(run_id)
 
 
@@ -411,15 +396,37 @@ def _client_command() -> tuple[str, set[Path]]:
     return shown, {(folder / word).resolve() for word in words[1:] if word.endswith(".ipynb")}
 
 
-Session = NotebookSession  # the names these had before the workspace, kept for one release
-Run = NotebookRun
+def notebook_session(settings: Settings | None = None, **options: Any) -> Workspace:
+    """A workspace serving a notebook: its :attr:`~Workspace.cells` are a new :class:`KernelNotebook`."""
+    notebook = KernelNotebook()
+    workspace = Workspace(settings, cells=notebook, **options)
+    notebook.serve(workspace)
+    # This person signs as the name they gave (`%mkl config user=`), else as the Jupyter server's user the
+    # notebook's page reported (a server behind a login: the person it knows), else as JupyterHub's user or
+    # the OS account (see app.replies.who).
+    workspace.equipment.signing_as = lambda: workspace.settings.user or notebook.link.server_user
+    return workspace
 
-_SESSION: NotebookSession | None = None
+
+_SESSION: Workspace | None = None
 
 
-def current_session() -> NotebookSession:
-    """The one session of this Python process (a kernel runs one notebook)."""
+def current_session() -> Workspace:
+    """The one workspace of this Python process (a kernel runs one notebook)."""
     global _SESSION
     if _SESSION is None:
-        _SESSION = NotebookSession()
+        _SESSION = notebook_session()
     return _SESSION
+
+
+def current_notebook() -> KernelNotebook:
+    """The notebook the process's workspace serves (see :func:`current_session`)."""
+    return notebook_of(current_session())
+
+
+def notebook_of(workspace: Workspace) -> KernelNotebook:
+    """The notebook ``workspace`` serves; a usage problem when it serves none (a command's workspace)."""
+    cells = workspace.cells
+    if not isinstance(cells, KernelNotebook):
+        raise UsageProblem("this workspace serves no notebook (make it with notebook_session())")
+    return cells
