@@ -89,7 +89,7 @@ FRONT_END_MAY_IMPORT = ("app", "render")
 FRONT_END_EXCEPTIONS: dict[str, str] = {}  # "module -> imported module": why the front end may reach past app
 # Modules that only re-export names under their old paths (kept for one release), and the package's root: a
 # facade whose short public names (``mkl_notebook.run``, ``load``, ``map``) name the workspace's use cases.
-FACADES = ("mkl_notebook", "mkl_notebook.testing", "mkl_notebook.notebook.form", "mkl_notebook.render.views")
+FACADES = ("mkl_notebook", "mkl_notebook.testing", "mkl_notebook.render.views")
 # Old paths of modules that moved up or aside, each naming the moved module itself; empty since the shims of
 # issue 32 went (issue 49): a module that moves is imported from its new home everywhere, with no shim left.
 MOVED: dict[str, str] = {}
@@ -131,6 +131,36 @@ def test_the_front_end_rule_sees_a_reach_past_the_application_layer() -> None:
         "ask the application layer instead",
         "mkl_notebook.cli.probe:6: cli imports mkl_notebook.lang.loader (lang); ask the application layer instead",
     ]
+
+
+JOURNAL_ATTRIBUTES = ("records", "latest")  # an outcome's journal: read through Run and Outcome's typed reads
+
+
+def journal_reads(module: str, source: str) -> list[str]:
+    """Where a front-end ``module`` reads a journal's records itself (``outcome.records``, ``outcome.latest``)."""
+    if layer_of(module) not in FRONT_ENDS:
+        return []
+    return [
+        f"{module}:{node.lineno}: reads .{node.attr}; ask the run (Run.answers_in, asked_at, journal_length, …)"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr in JOURNAL_ATTRIBUTES
+    ]
+
+
+def test_front_ends_read_no_journal_records() -> None:
+    found = [line for module, path in modules() for line in journal_reads(module, path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_the_journal_rule_sees_a_front_end_reading_records() -> None:
+    source = "def shown(run):\n    return len(run.outcome.records), run.outcome.latest, run.journal_length\n"
+    assert sorted(
+        line.split(": ")[1].split(";")[0] for line in journal_reads("mkl_notebook.notebook.probe", source)
+    ) == [
+        "reads .latest",
+        "reads .records",
+    ]
+    assert journal_reads("mkl_notebook.app.probe", source) == []
 
 
 def defined_names(module: str, source: str) -> Iterator[str]:

@@ -29,7 +29,7 @@ from .copies import Copies
 from .equipment import Equipment
 from .errors import UsageProblem
 from .requests import ContinueRequest, asked
-from .status import asked_by, with_keys
+from .status import asked_by, asked_when, cell_answered, with_keys
 
 
 class RunHost(Protocol):
@@ -187,6 +187,23 @@ class Run:
             self.refresh()
         assert self.outcome is not None
         return checkpoint_of(self.outcome, self.workspace.equipment.signer())
+
+    def answers_in(self, cell: str | None, *, newest: bool = False) -> list[dict[str, Any]]:
+        """The replies notebook cell ``cell``'s forms gave this run, as this handle shows it (``newest``: as the
+        run stands, when the handle shows it as a cell left it); each with who, when, how, and its key."""
+        if self.outcome is None:
+            return []
+        return cell_answered(self.outcome, cell, newest=newest)
+
+    @property
+    def asked_at(self) -> float | None:
+        """When the question the run waits on was asked (its journal's last suspension), if the journal says."""
+        return asked_when(self.outcome) if self.outcome is not None else None
+
+    @property
+    def journal_length(self) -> int:
+        """How many records of the run's journal this handle shows (0 before it has read any)."""
+        return self.outcome.length if self.outcome is not None else 0
 
     @property
     def question_id(self) -> str | None:

@@ -198,9 +198,18 @@ def cell_answers(records: Sequence[Mapping[str, Any]], cell: str) -> list[dict[s
     return with_keys(list(places.form_answers(records, cell, len(records))), records)
 
 
-def answered_place(run_id: str, records: list[dict[str, Any]], cell: str | None, asked: str | None) -> dict[str, Any]:
+def cell_answered(outcome: Outcome, cell: str | None, *, newest: bool = False) -> list[dict[str, Any]]:
+    """The replies the forms of notebook cell ``cell`` gave the run ``outcome`` shows (``newest``: as the run
+    stands now, though ``outcome`` shows it as a cell left it)."""
+    records = (outcome.latest or outcome.records) if newest else outcome.records
+    return cell_answers(records, cell) if cell else []
+
+
+def answered_place(outcome: Outcome, cell: str | None, asked: str | None, *, newest: bool = False) -> dict[str, Any]:
     """What stands where a run's form was once no question waits there: the answers ``cell``'s forms gave, the
-    answer to the question it showed (``asked``), or where the run went instead."""
+    answer to the question it showed (``asked``), or where the run went instead (``newest``: as the run stands
+    now, though ``outcome`` shows it as a cell left it)."""
+    run_id, records = outcome.run_id, (outcome.latest or outcome.records) if newest else outcome.records
     here = cell_answers(records, cell) if cell else []
     answered = [answer for answer in answers_to(records, asked) if answer not in here]
     note = "" if here or answered else f"No question waits here any more: the run is {run_state(records)}."
@@ -232,6 +241,16 @@ def reply_seals(records: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], d
                 "signature": "verifies" if seal.holds else "fails",
             }
     return found
+
+
+def asked_when(outcome: Outcome) -> float | None:
+    """When the question the run ``outcome`` shows waits on was asked (its journal's last suspension), if the
+    journal says."""
+    for record in reversed(outcome.records):
+        if kind_of(record) == "suspend":
+            at = record.get("time")
+            return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+    return None
 
 
 def asked_by(records: Sequence[Mapping[str, Any]]) -> str | None:

@@ -8,7 +8,7 @@ import functools
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._version import __version__
@@ -25,9 +25,10 @@ from . import places
 from . import records as rec
 from .chain import common_prefix, setup_digest
 from .journaled_options import options_from_record, options_record
+from .outcome import Outcome
 from .places import Place
 from .plan import Plan, plan
-from .reading import RunState, root_of, run_state, unsigned_from
+from .reading import RunState, run_state, unsigned_from
 from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
 
@@ -47,30 +48,6 @@ class Resolution:
 
     action: rec.ResolveAction
     value: Any = None
-
-
-@dataclass
-class Outcome:
-    """What advancing a durable run produced."""
-
-    run_id: str
-    result: RunResult
-    calls: dict[str, int] = field(default_factory=lambda: {"made": 0, "replayed": 0})
-    in_doubt: rec.Doubt | None = None
-    records: list[dict[str, Any]] = field(default_factory=list)
-    # When this shows the run as a notebook cell left it and the run went on since: the whole journal.
-    latest: list[dict[str, Any]] | None = None
-    replayed_steps: int = 0  # how many leading steps of the trace took their answers from the journal
-    machines: dict[str, Machine] = field(default_factory=dict)  # the machines the run ran with, by name
-
-    @property
-    def status(self) -> str:
-        return self.result.status
-
-    @property
-    def root(self) -> str:
-        """The name of the run's machine."""
-        return root_of(self.records)
 
 
 def not_waiting(run_id: str, state: RunState) -> str:

@@ -14,7 +14,6 @@ from ..app import batch
 from ..app.checkpoints import BATCH_MIME, BATCH_ROWS_MIME, CHECKPOINT_MIME, REFERENCE_MIME
 from ..app.handle import Run, pandas_for
 from ..app.requests import MapRequest
-from ..app.status import cell_answers
 from ..render.batch_views import batch_bundle
 from .review import ReviewQueue
 from .session import KernelNotebook, Workspace, notebook_of
@@ -49,9 +48,8 @@ class Batch:
         answered = []
         for row in self.rows:
             handle = self.runs.get(row.run_id)
-            if handle is not None and handle.outcome is not None:
-                records = handle.outcome.latest or handle.outcome.records
-                given = cell_answers(records, cell)
+            if handle is not None:
+                given = handle.answers_in(cell, newest=True)
                 if given:
                     answered.append((row.run_id, given))
         return answered

@@ -22,7 +22,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import ipywidgets as widgets
@@ -31,7 +30,7 @@ from IPython.display import DisplayHandle, display
 
 from ..app.checkpoints import CHECKPOINT_MIME, referring
 from ..app.handle import Run, what_happened
-from ..app.status import answered_place, cell_answers, form_place, run_diagram, run_output
+from ..app.status import answered_place, cell_answered, form_place, run_diagram, run_output
 from ..app.terms import Machine, Outcome, Signer
 from ..app.trust import Untrusted
 from ..render import views
@@ -236,7 +235,7 @@ class RunView:
         outcome = run.outcome
         assert outcome is not None  # reading run_result made sure of it
         self.shown = outcome
-        asking = result.waits_for_person and outcome.latest is None
+        asking = result.waits_for_person and outcome.as_it_stands
         form_place_now: dict[str, Any] | None
         if asking:
             top, form_place_now = self._asking(run, outcome)
@@ -299,7 +298,7 @@ class RunView:
             note=self.note,
         )
         if self.link is not None:  # the run as it stands goes to the metadata, not a cell's part of it
-            bundle = self.link.carry(run_id, bundle, as_it_stands=outcome.latest is None)
+            bundle = self.link.carry(run_id, bundle, as_it_stands=outcome.as_it_stands)
         if self.handle is None:
             self.handle = self._shown("view", bundle)
             if self.link is not None:
@@ -316,16 +315,15 @@ class RunView:
     def _top_bundle(self, run: Run, outcome: Outcome) -> dict[str, Any]:
         """The question's place when no form of this view asks: what this cell's forms answered, if anything."""
         self._asked = None
-        if outcome.latest is not None and outcome.result.waits_for_person:
-            return self._settled(run.id, outcome.latest, outcome.result.question_id(run.id))
-        answered = cell_answers(outcome.records, self.cell) if self.cell else []
-        if answered:
-            return self._settled(run.id, outcome.records, None)
+        if not outcome.as_it_stands and outcome.result.waits_for_person:
+            return self._settled(outcome, outcome.result.question_id(run.id), newest=True)
+        if cell_answered(outcome, self.cell):
+            return self._settled(outcome, None)
         return {"text/plain": ""}
 
-    def _settled(self, run_id: str, records: list[dict[str, Any]], asked: str | None) -> dict[str, Any]:
+    def _settled(self, outcome: Outcome, asked: str | None, *, newest: bool = False) -> dict[str, Any]:
         """The question's place once no question waits there (see :func:`answered_place`)."""
-        return answered_place(run_id, records, self.cell, asked)
+        return answered_place(outcome, self.cell, asked, newest=newest)
 
     def _asking(self, run: Run, outcome: Outcome) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The question's place and the form's while the run waits for a person: the question printed, the
@@ -353,7 +351,7 @@ class RunView:
         # updates (reloaded, another person's) follows widgets, and the output's own twin is drawn only without one.
         asked = made(widgets.HTML, f"{self.place}/{form.question_id}/printed", value=printed["text/html"])
         box = self._box([*became, asked, form.widget])
-        return self._settled(run.id, outcome.records, previous_asked), {**box._repr_mimebundle_(), **printed}
+        return self._settled(outcome, previous_asked), {**box._repr_mimebundle_(), **printed}
 
     def _printed(self, run: Run, outcome: Outcome, pending: dict[str, Any], asked: Any) -> dict[str, Any]:
         """The question's printed place: the question, what it is about, and the commands that answer it."""
@@ -417,17 +415,16 @@ class RunView:
         so here, and settles the form. True once the run is over (nothing more to follow)."""
         if self.shown is None or run.outcome is None:
             return False
-        if len(run.outcome.records) <= len(self.shown.records):
+        if run.outcome.length <= self.shown.length:
             return False  # nothing new beyond what this view shows
         form, asked = self.current_form, self._asked
         if form is not None and form.sent and not form.settled:
             self.show(run)  # this view's own reply went in: what the run asks now, or what became of it
             return run.status in ("done", "halt")
-        latest = run.outcome.records
-        self.shown = replace(self.shown, latest=latest)
+        self.shown = self.shown.overtaken(run.outcome)
         self._draw_view(run.id, self.shown, question_above=False)
         if self.top is not None and (asked or form is not None):
-            self.top.update(self._settled(run.id, latest, asked), raw=True)
+            self.top.update(self._settled(self.shown, asked, newest=True), raw=True)
         if form is not None:
             form.settle(what_happened(run, asked))
             self.current_form, self._asked = None, None

@@ -26,7 +26,7 @@ from ..app.errors import USER_ERRORS, without_secrets
 from ..app.handle import Run
 from ..app.listing import waiting_questions
 from ..app.requests import ContinueRequest, MapRequest, StartRequest, from_flags
-from ..app.status import cell_answers, traced
+from ..app.status import traced
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
 from ..app.workspace import Workspace
@@ -438,7 +438,7 @@ class MklMagics(Magics):
 
         def moved() -> None:
             if place and not place[0].items:  # all answered: say what, where they were asked
-                given = [(run.id, cell_answers(run.outcome.records, cell)) if cell else (run.id, []) for run in runs]
+                given = [(run.id, run.answers_in(cell)) for run in runs]
                 said = [(run_id, answers) for run_id, answers in given if answers]
                 place[0].answered(batch_answered_bundle(said, "No question waits here any more. Answered here:"))
 

@@ -40,16 +40,6 @@ TIGHT = "<div style='line-height: 1.35'>{}</div>"  # the widgets' own line heigh
 GRID = "max-content minmax(10em, 2fr) minmax(12em, 3fr) max-content minmax(8em, 1fr) max-content max-content"
 
 
-def asked_at(run: Run) -> float | None:
-    """When the question run ``run`` waits on was asked (its journal's last suspension), if the journal says."""
-    records = run.outcome.records if run.outcome is not None else []
-    for record in reversed(records):
-        if record.get("t") == "suspend":
-            at = record.get("time")
-            return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
-    return None
-
-
 @dataclass
 class QueueRow:
     """One question in the queue, answered through its :class:`~.forms.QuestionControl` (the road a single
@@ -72,7 +62,7 @@ class QueueRow:
         control = QuestionControl(
             run, pending.get("question_id"), model_asks=pending.get("question") is not None, via="queue", cell=cell
         )
-        return cls(order, run, pending, asked_at(run), control)
+        return cls(order, run, pending, run.asked_at, control)
 
     @property
     def sent(self) -> bool:

@@ -109,7 +109,7 @@ class KernelNotebook:
     def reached(self, run_id: str, outcome: Outcome) -> None:
         """This cell's execution has shown run ``run_id`` up to where ``outcome`` stands."""
         if self.current_cell() is not None:
-            self._reached[run_id] = len(outcome.records)
+            self._reached[run_id] = outcome.length
 
     def notebook_path(self, explicit: str | None = None) -> Path | None:
         """The notebook file this kernel runs (or ``explicit``), if it is known (see :meth:`notebook_found`)."""
@@ -246,7 +246,7 @@ class KernelNotebook:
 
     def kept(self, handle: Run) -> None:
         """The notebook's metadata keeps run ``handle`` as it stands (not as a replayed cell left it)."""
-        if handle.outcome is not None and handle.outcome.latest is None:
+        if handle.outcome is not None and handle.outcome.as_it_stands:
             self.link.put(handle.id, handle.envelope())
 
     def _page_said_hello(self, runs: set[str]) -> None:
@@ -274,7 +274,7 @@ class KernelNotebook:
     def carry(self, handle: Run, bundle: dict[str, Any]) -> dict[str, Any]:
         """The run's view; as it stands, its checkpoint goes to the notebook's metadata too."""
         assert handle.outcome is not None
-        return self.link.carry(handle.id, bundle, as_it_stands=handle.outcome.latest is None)
+        return self.link.carry(handle.id, bundle, as_it_stands=handle.outcome.as_it_stands)
 
     def new_handle(self, host: RunHost, run_id: str, machine_name: str, oracle: Oracle) -> NotebookRun:
         """A handle that shows itself as a cell's value."""
