@@ -34,6 +34,28 @@ nb_execution_mode = "off"  # the tutorials are committed with their outputs; bui
 nb_ipywidgets_js: dict[str, dict[str, str]] = {}
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
+# autodoc shows the public API's signatures with their types; these are the engine's own types, which the API pages
+# name but do not document (each is internal and may change), and two the standard library's docs would resolve.
+nitpick_ignore = [
+    ("py:class", name)
+    for name in (
+        "Machine",
+        "mkl_notebook.lang.model.Machine",
+        "mkl_notebook.durable.runs.Resolution",
+        "mkl_notebook.durable.places.Place",
+        "os.PathLike",
+        "collections.abc.Callable",
+        "collections.abc.Mapping",
+        "mkl_notebook.providers.host.F",
+        "mkl_notebook.app.handle.RunHost",
+        "mkl_notebook.engine.oracle.Oracle",
+        "mkl_notebook.engine.result.TraceStep",
+        "mkl_notebook.app.batch.RowRun",
+        "mkl_notebook.notebook.session.NotebookSession",
+    )
+]
+autodoc_member_order = "bysource"
+
 html_theme = "pydata_sphinx_theme"
 html_static_path = ["_static"]
 html_title = "mkl_notebook"
