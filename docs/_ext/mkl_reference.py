@@ -82,10 +82,18 @@ def _details(action: argparse.Action) -> str:
     return "; ".join(said)
 
 
+def _help(action: argparse.Action, prog: str) -> str:
+    """The help text as ``--help`` prints it (argparse expands ``%(default)s`` and ``%%``), on one line."""
+    text = action.help or ""
+    if "%" in text:
+        text = text % {**vars(action), "prog": prog}
+    return " ".join(text.split())
+
+
 def arguments(parser: argparse.ArgumentParser) -> tuple[Option, ...]:
     """Every argument of ``parser`` but ``--help``, as its help would list it."""
     return tuple(
-        Option(_spelling(action), " ".join((action.help or "").split()), _details(action))
+        Option(_spelling(action), _help(action, parser.prog), _details(action))
         for action in parser._actions
         if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
     )
@@ -145,9 +153,10 @@ def _section(command: Command, prefix: str, summary_as_code: bool, document: nod
     section = nodes.section(ids=[f"{prefix}-{nodes.make_id(command.key)}"], names=[f"{prefix}-{command.key}"])
     section += nodes.title("", "", nodes.literal(text=command.title))
     if command.summary:
-        section += nodes.literal_block(text=command.summary) if summary_as_code else nodes.paragraph(
-            text=command.summary
-        )
+        if summary_as_code:
+            section += nodes.literal_block(text=command.summary, language="text")
+        else:
+            section += nodes.paragraph(text=command.summary)
     section += nodes.literal_block(text=f"usage: {command.usage}", language="text")
     if command.options:
         listing = nodes.definition_list()
@@ -176,7 +185,9 @@ class _Reference(SphinxDirective):
         for source in ("app/flags.py", "cli", "notebook/magic_args.py"):  # rebuild the page when a parser changes
             for path in [package / source] if source.endswith(".py") else sorted((package / source).glob("*.py")):
                 self.env.note_dependency(str(path))
-        return [_section(command, self.prefix, self.summary_as_code, self.state.document) for command in self.commands()]
+        return [
+            _section(command, self.prefix, self.summary_as_code, self.state.document) for command in self.commands()
+        ]
 
 
 class CommandsDirective(_Reference):
