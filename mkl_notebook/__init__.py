@@ -46,7 +46,8 @@ def load(path: str | os.PathLike[str]) -> Machine:
 
 
 def run(name: str, **options: Any) -> Run:
-    """Run (or replay) machine ``name``; ``options`` are the fields of :class:`~mkl_notebook.app.requests.StartRequest`."""
+    """Run (or replay) machine ``name``; ``options`` are the fields of
+    :class:`~mkl_notebook.app.requests.StartRequest`."""
     from .notebook.session import current_session
 
     return current_session().start(name, **options)
