@@ -26,7 +26,7 @@ from typing import Any
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-USAGE_WIDTH = 100  # usage lines are wrapped at this width whatever terminal builds the docs
+USAGE_WIDTH = 78  # usage lines are wrapped at this width (the page's), whatever terminal builds the docs
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _details(action: argparse.Action) -> str:
     said = []
     if action.required and action.option_strings:
         said.append("required")
-    if isinstance(action, argparse._AppendAction):
+    if isinstance(action, argparse._AppendAction) and "repeatable" not in (action.help or ""):
         said.append("repeatable")
     if action.choices is not None:
         said.append("one of " + ", ".join(str(choice) for choice in action.choices))
