@@ -181,13 +181,6 @@ def test_the_readme_is_a_front_page_whose_links_lead_to_the_docs() -> None:
     assert not missing, missing
     screenshot = ROOT / "docs" / "_static" / "approval-form.png"
     assert "docs/_static/approval-form.png" in local and screenshot.stat().st_size < 200_000
-    for page in (ROOT / "docs").rglob("*.md"):  # each page the README lists is one the site builds
-        assert (
-            "_build" in page.parts
-            or page.relative_to(ROOT).as_posix() in local
-            or page.name in ("index.md", "magics.md", "python.md", "notebooks.md", "architecture.md")
-            or page.parent.name in ("howto", "explain", "development", "reference")
-        ), page
 
 
 def _readme_notebook_cells() -> list[str]:
