@@ -129,6 +129,7 @@ def test_the_command_reference_lists_every_flag_of_every_mkl_command_with_its_he
     for name, sub in commands.choices.items():
         text = _section_text(page, f"command-{name}")
         assert f"usage: mkl {name}" in text, name
+        assert " ".join((sub.description or "").split()) in text, name  # what --help says above the arguments
         for action in _arguments(sub):
             names, meaning = _said(action)
             assert all(spelled in text for spelled in names), (name, names)

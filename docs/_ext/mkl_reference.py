@@ -47,6 +47,7 @@ class Command:
     summary: str
     usage: str
     options: tuple[Option, ...]
+    description: tuple[str, ...] = ()  # what ``--help`` says above the arguments, paragraph by paragraph
 
 
 def _usage(parser: argparse.ArgumentParser, prog: str) -> str:
@@ -115,7 +116,14 @@ def cli_commands() -> list[Command]:
     parser = build_parser()
     top = Command("mkl", "mkl", parser.description or "", _usage(parser, "mkl"), arguments(parser))
     return [top] + [
-        Command(name, f"mkl {name}", " ".join(summary.split()), _usage(sub, f"mkl {name}"), arguments(sub))
+        Command(
+            name,
+            f"mkl {name}",
+            " ".join(summary.split()),
+            _usage(sub, f"mkl {name}"),
+            arguments(sub),
+            tuple(" ".join(part.split()) for part in re.split(r"\n\s*\n", sub.description or "") if part.strip()),
+        )
         for name, (sub, summary) in subcommands(parser).items()
     ]
 
@@ -157,6 +165,8 @@ def _section(command: Command, prefix: str, summary_as_code: bool, document: nod
             section += nodes.literal_block(text=command.summary, language="text")
         else:
             section += nodes.paragraph(text=command.summary)
+    for paragraph in command.description:
+        section += nodes.paragraph(text=paragraph)
     section += nodes.literal_block(text=f"usage: {command.usage}", language="text")
     if command.options:
         listing = nodes.definition_list()
