@@ -59,7 +59,7 @@ def main() -> int:
             expect(approve).to_be_enabled()
             page.mouse.move(0, 0)  # no hover highlight in the picture
             run_cell.evaluate("cell => cell.scrollIntoView({block: 'start'})")  # its %mkl line at the top
-            page.wait_for_timeout(500)  # (the notebook redraws the cells scrolled into view; nothing to poll)
+            expect(run_cell.locator("button.jupyter-button:has-text('Approve')")).to_be_in_viewport()
             OUT.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(OUT))  # the whole window: JupyterLab around the cell
     print(f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size // 1024} KB)")
