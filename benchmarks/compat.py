@@ -3,7 +3,7 @@
 distribution (mklang 1.4.0, from PyPI), through both engines' command lines.
 
 A developer tool, not part of the test suite; the reference is never a dependency. It runs in the
-benchmark environment (README, "Benchmarks")::
+benchmark environment (docs/development/benchmarks.md)::
 
     python3 -m venv .bench && .bench/bin/pip install -e . mklang==1.4.0
     .bench/bin/python benchmarks/compat.py            # downloads the sdist with pip, or: --sdist DIR

@@ -46,14 +46,16 @@ def load(path: str | os.PathLike[str]) -> Machine:
 
 
 def run(name: str, **options: Any) -> Run:
-    """Run (or replay) machine ``name``; see :meth:`mkl_notebook.app.workspace.Workspace.start` for options."""
+    """Run (or replay) machine ``name``; ``options`` are the fields of
+    :class:`~mkl_notebook.app.requests.StartRequest`."""
     from .notebook.session import current_session
 
     return current_session().start(name, **options)
 
 
 def map(name: str, over: Any, **options: Any) -> Batch:
-    """Run machine ``name`` once per row of ``over``; see :meth:`mkl_notebook.app.workspace.Workspace.map`."""
+    """Run machine ``name`` once per row of ``over`` (a list of dicts, a DataFrame, or a .jsonl, .json or .csv path);
+    ``options`` are the fields of :class:`~mkl_notebook.app.requests.MapRequest`."""
     from .notebook.batch import run_batch
     from .notebook.session import current_session
 

@@ -154,13 +154,14 @@ def test_every_library_machine_answers_a_call_from_a_notebook_cell(shell: Any, l
         assert (run.status, run.result) == ("done", scenario["expect"]["result"]), name
 
 
-def test_every_section_the_code_and_readme_cite_is_in_the_language_reference() -> None:
+def test_every_section_the_code_readme_and_docs_cite_is_in_the_language_reference() -> None:
     root = LIBRARY.parent.parent
     reference = (root / "docs" / "language.md").read_text(encoding="utf-8")
     sections = set(re.findall(r"^## (\d+)\. ", reference, re.MULTILINE))
     chapters = set(re.findall(r"^##+ (.+)$", reference, re.MULTILINE))
     texts = [path.read_text(encoding="utf-8") for path in (root / "mkl_notebook").rglob("*.py")]
     texts.append((root / "README.md").read_text(encoding="utf-8"))
+    texts += [path.read_text(encoding="utf-8") for path in (root / "docs").rglob("*.md") if path.name != "language.md"]
     cited = {number for text in texts for number in re.findall(r"language\.md\)? §(\d+)", text)}
     assert cited and cited <= sections, sorted(cited - sections)
     titled = {title for text in texts for title in re.findall(r'docs/language\.md, "([^"]+)"', text)}

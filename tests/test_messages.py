@@ -241,7 +241,7 @@ def test_warnings_of_a_cell_are_placed_in_the_cell(ip: Cells, capsys: pytest.Cap
     assert f"line {cell_line}, column 5: warning: state 'draft': max_visits 1" in out, out
 
 
-# -- exit codes as README's table and DESIGN.md's contract say ------------------------------------------
+# -- exit codes as the command reference's table and DESIGN.md's contract say --------------------------------
 
 
 @pytest.mark.parametrize("command", [["trace", "--id", "UNKNOWN"], ["plan", "demo.mkl", "--id", "UNKNOWN"]])
@@ -254,11 +254,11 @@ def test_an_unknown_run_is_a_usage_error(tmp_path: Path, command: list[str]) -> 
     assert err.strip().splitlines() == ["mkl: error: no run 'UNKNOWN' in .mkl/runs.sqlite"]
 
 
-def test_readme_states_the_exit_codes_the_commands_give() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_command_reference_states_the_exit_codes_the_commands_give() -> None:
+    reference = Path(__file__).resolve().parent.parent / "docs" / "reference" / "commands.md"
     rows = {
         row.split("|")[1].strip(): row.split("|")[-2].strip()
-        for row in readme.splitlines()
+        for row in reference.read_text(encoding="utf-8").splitlines()
         if row.startswith("| `mkl ")
     }
     assert (

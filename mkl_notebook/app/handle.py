@@ -122,6 +122,7 @@ class Run:
 
     @property
     def status(self) -> str:
+        """``done``, ``suspended`` (waiting for a person, or for more budget), ``halt`` or ``in_doubt``."""
         return self.run_result.status
 
     @property
@@ -131,10 +132,12 @@ class Run:
 
     @property
     def error(self) -> str | None:
+        """Why the run stopped short of done (a halt's reason, what a suspended run waits for), else None."""
         return self.run_result.error
 
     @property
     def at(self) -> str | None:
+        """The state the run stopped at (None once done)."""
         return self.run_result.at
 
     @property
@@ -153,10 +156,12 @@ class Run:
 
     @property
     def visits(self) -> dict[str, int]:
+        """How many times the run entered each state."""
         return dict(self.run_result.visits)
 
     @property
     def calls(self) -> dict[str, int]:
+        """The calls this handle's last advance ``made`` anew and those it ``replayed`` from the journal."""
         return dict(self.outcome.calls) if self.outcome else {"made": 0, "replayed": 0}
 
     @property
@@ -179,6 +184,7 @@ class Run:
 
     @property
     def machine(self) -> Machine | None:
+        """The machine the run was started from, as this workspace defines it now."""
         return self.workspace.machines.get(self.machine_name)
 
     def envelope(self) -> dict[str, Any]:
@@ -241,11 +247,11 @@ class Run:
         """Journal the person's reply, and let the run go on in the machines it was started with.
 
         The reply answers ``question`` (by default the one this handle last showed); if the run has
-        moved on since, it is refused and nothing is recorded (see :meth:`Workspace.answer` for a form's late
-        reply). ``by`` names who answers; ``note`` is text beside the reply (``submit("approve", note="add an
+        moved on since, it is refused and nothing is recorded (see :meth:`answer` for a form's late reply).
+        ``by`` names who answers; ``note`` is text beside the reply (``submit("approve", note="add an
         apology")``: the reply stays exactly ``approve``; the machine reads the note at ``<reply_to>_note``);
         ``form_of`` is the notebook cell whose form gave the reply; ``via`` and ``observer`` as a
-        :class:`ContinueRequest` says.
+        :class:`~mkl_notebook.app.requests.ContinueRequest` says.
         """
         return self.workspace.submit(self, reply, question=question or self.question_id, form_of=form_of, **options)
 
@@ -259,14 +265,15 @@ class Run:
         form_of: str | None = None,
         observer: Observer | None = None,
     ) -> Run:
-        """A reply from a form or a queue's row that showed ``question``: see :meth:`Workspace.answer` (a late
+        """A reply from a form or a queue's row that showed ``question``, journaled through the workspace (a late
         one is :class:`~mkl_notebook.app.errors.Superseded`, saying what became of the question); ``observer``
         is told of the run's progress as it goes on."""
         return self.workspace.answer(self, reply, question, via=via, note=note, observer=observer, form_of=form_of)
 
     def resume(self, request: ContinueRequest | None = None, /, **options: Any) -> Run:
         """Continue a suspended run (with a reply and its ``note``, new budgets, or neither) or settle an
-        in-doubt tool call, as the :class:`ContinueRequest` says (``options``: its fields, as keywords).
+        in-doubt tool call, as the :class:`~mkl_notebook.app.requests.ContinueRequest` says (``options``: its
+        fields, as keywords).
 
         Machines redefined in the workspace since the run started take over (the edit-and-rerun path).
         """

@@ -45,7 +45,7 @@ class Answering:
 class StartRequest(Limits, Answering):
     """Start (or replay) a run: its id (None: a new one), the host values laid under its context, whether every
     escalate gate suspends (``hitl``: ``all``/``none``; None: the setting), what a budget running out does
-    (``suspend``), and how it meets the run's copies in reach (see :meth:`Workspace.start`)."""
+    (``suspend``), and how it meets the run's copies in reach (see ``Workspace.start``)."""
 
     id: str | None = None
     input: Mapping[str, Any] | None = None
@@ -67,7 +67,7 @@ class ContinueRequest(Limits, Answering):
     it names, ``by`` whom and through what (``via``), with a ``note``; new budgets; or a tool call in doubt
     settled (``resolve``). ``place`` is the notebook cell asking; ``pinned`` keeps the machines the run started
     with, ``known`` adds machines to read it with, ``force`` goes on though a machine file changed. The
-    answering fields serve :meth:`Workspace.resume`, which makes the oracle; a handle already holds one."""
+    answering fields serve ``Workspace.resume``, which makes the oracle; a handle already holds one."""
 
     reply: Any = None
     set_values: Mapping[str, Any] | None = None

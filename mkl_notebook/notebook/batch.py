@@ -56,6 +56,7 @@ class Batch:
 
     @property
     def counts(self) -> dict[str, int]:
+        """How many rows' runs are in each status (``done``, ``suspended``, …)."""
         self.summaries()
         return batch.counts(self.rows)
 

@@ -133,37 +133,47 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     """The flags of each subcommand that takes any: those the ``mkl`` command shares from one table
     (:mod:`~mkl_notebook.app.flags`), and the notebook's own."""
     run = _Parser(prog="run", add_help=False)
-    run.add_argument("name", nargs="?")
+    run.add_argument(
+        "name", nargs="?", help="a machine defined in this notebook (omitted where the cell itself defines it)"
+    )
     add_flags(run, RUN)
     run.add_argument("--notebook", help="the notebook file that carries the run (default: this one)")
     run.add_argument("--trust-file", action="store_true", help=FLAGS["trust_file"].help)
     resume = _Parser(prog="resume", add_help=False)
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", help="the run")
     add_flags(resume, REPLYING)
     one_run = {name: _Parser(prog=name, add_help=False) for name in ("trace", "visits", "forget", "plan")}
     for parser in one_run.values():
-        parser.add_argument("run_id")
+        parser.add_argument("run_id", help="the run")
     for name in ("trace", "visits"):
-        one_run[name].add_argument("--all", action="store_true", dest="full")
+        one_run[name].add_argument("--all", action="store_true", dest="full", help="every row, however many")
     pending = _Parser(prog="pending", add_help=False)
-    pending.add_argument("--all", nargs="?", const=".", metavar="FOLDER")
-    pending.add_argument("--queue", action="store_true")
+    pending.add_argument(
+        "--all",
+        nargs="?",
+        const=".",
+        metavar="FOLDER",
+        help="every question waiting in the notebooks and stores under FOLDER",
+    )
+    pending.add_argument("--queue", action="store_true", help="the questions in one review queue")
     audit = _Parser(prog="audit", add_help=False)
-    audit.add_argument("target", nargs="?")
+    audit.add_argument(
+        "target", nargs="?", help="a run, a notebook (.ipynb) or a folder (default: every run of the store)"
+    )
     check_parser = _Parser(prog="check", add_help=False)
-    check_parser.add_argument("name")
+    check_parser.add_argument("name", help="a machine defined in this notebook")
     library = _Parser(prog="stdlib", add_help=False)
-    library.add_argument("name", nargs="?")
+    library.add_argument("name", nargs="?", help="a machine of the standard library (none: list them)")
     load_parser = _Parser(prog="load", add_help=False)
-    load_parser.add_argument("path")
+    load_parser.add_argument("path", help="a .mkl machine file")
     models = _Parser(prog="models", add_help=False)
     notebook = _Parser(prog="notebook", add_help=False)
-    notebook.add_argument("path", nargs="?")
+    notebook.add_argument("path", nargs="?", help="the notebook file this kernel runs (none: say which it found)")
     test = _Parser(prog="test", add_help=False)
-    test.add_argument("name")
-    test.add_argument("--script", required=True)
+    test.add_argument("name", help="a machine defined in this notebook")
+    test.add_argument("--script", required=True, help="a scenario file (scenarios: [...]) to run against it")
     mapped = _Parser(prog="map", add_help=False)
-    mapped.add_argument("name")
+    mapped.add_argument("name", help="a machine defined in this notebook")
     add_flags(mapped, MAP)
     named = {
         "run": run,
