@@ -51,7 +51,8 @@ nitpick_ignore = [
         "mkl_notebook.engine.oracle.Oracle",
         "mkl_notebook.engine.result.TraceStep",
         "mkl_notebook.app.batch.RowRun",
-        "mkl_notebook.notebook.session.NotebookSession",
+        "mkl_notebook.notebook.session.KernelNotebook",
+        "mkl_notebook.durable.runs.Observer",
     )
 ]
 autodoc_member_order = "bysource"
