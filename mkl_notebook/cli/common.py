@@ -1,4 +1,5 @@
-"""What every ``mkl`` subcommand shares: exit codes, the final JSON status line, and the workspace its flags make."""
+"""What every ``mkl`` subcommand shares as it runs: the final JSON status line (and the exit code a status maps to),
+and the workspace its flags make. (Exit codes and every flag are declared in :mod:`.parser`.)"""
 
 from __future__ import annotations
 
