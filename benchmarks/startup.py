@@ -13,6 +13,7 @@ the shared machine hits them all; medians of every run, and each one's ratio to 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import subprocess
@@ -55,7 +56,8 @@ def main() -> None:
     lines = [
         "## Starting the command line (`python benchmarks/startup.py`)",
         "",
-        f"CPU of a fresh process (user + system), medians of {args.rounds} runs each, the commands in turn.",
+        f"CPU of a fresh process (user + system), medians of {args.rounds} runs each, the commands in turn; "
+        f"load average when run: {os.getloadavg()[0]:.1f}.",
         "",
         "| command | CPU | ÷ the floor |",
         "|---|---:|---:|",
