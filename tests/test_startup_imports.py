@@ -30,10 +30,12 @@ PARSER_MODULES = {
     "mkl_notebook.durable",
     "mkl_notebook.durable.store_names",
     "mkl_notebook.render",
-    "mkl_notebook.render.plain",
+    "mkl_notebook.render.rows",
 }
-# What a usage error loads besides, to show its one line: the message without the secrets it may repeat.
+# What a usage error loads besides, to show its one line: the message without the secrets it may repeat, and
+# without anything a terminal would act on.
 ERROR_MODULES = {
+    "mkl_notebook.render.plain",
     "mkl_notebook.errors",
     "mkl_notebook.app.errors",
     "mkl_notebook.providers",

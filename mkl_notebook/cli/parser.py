@@ -13,7 +13,7 @@ import sys
 
 from ..app.defaults import DEFAULT_STORE_NAME, DURABILITY_ENV
 from ..app.flags import MAP, REPLYING, RUN, add_flags
-from ..render.plain import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS
+from ..render.rows import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS
 
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing for `mkl --help`)
 if TYPE_CHECKING:

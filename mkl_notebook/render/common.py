@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from .plain import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS, printable
+from .plain import printable
+from .rows import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS
 
 LABEL_MAX = 40  # characters of a one-line label (a gate's condition in a diagram, a cell of a table)
 

@@ -1,18 +1,10 @@
-"""What every text view starts from, and all ``mkl --help`` and a usage error need of the views: text shown so
-that a terminal acts on nothing in it, and how much of a long list a view shows. It imports only :mod:`re`.
-
-A list in a view (a trace's steps, a step's branches or sub-runs, the live line's branches) of at most
-WHOLE_ROWS entries is shown whole; a longer one shows its first FIRST_ROWS and last LAST_ROWS entries
-and says how many it leaves out, so that a notebook's saved output stays small whatever the run.
+"""Text shown so that a terminal acts on nothing in it: what every text view starts from, and all a usage error
+of ``mkl`` needs of the views. It imports only :mod:`re`.
 """
 
 from __future__ import annotations
 
 import re
-
-WHOLE_ROWS = 50
-FIRST_ROWS = 20
-LAST_ROWS = 20
 
 # What a terminal acts on instead of showing: C0 controls (ESC starts the sequences that move the cursor,
 # erase or recolour; CR and backspace write over what is shown), DEL, C1 controls (U+009B is a one-character
