@@ -7,11 +7,13 @@ and litellm only when a real model is first called.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: `mkl --help` imports this package)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .app.handle import Run
     from .lang.model import Machine
     from .notebook.batch import Batch

@@ -405,31 +405,7 @@ def test_every_error_the_package_raises_has_one_base() -> None:
     assert not orphans, orphans
 
 
-HEAVY_FOR_HELP = ("cryptography", "litellm", "ipywidgets", "dask", "distributed", "IPython")
-NOT_FOR_HELP = ("mkl_notebook.checkpoints", "mkl_notebook.app.workspace", "mkl_notebook.app.trust")
-
-
-def test_mkl_help_loads_none_of_the_engine_signatures_models_or_renderers() -> None:
-    """`mkl --help` (and a usage error) builds the parser only: no crypto, no model client, no widgets, no Dask,
-    no renderer, none of the workspace; each command loads what it needs when it runs."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import sys\n"
-        "from mkl_notebook.cli import build_parser\n"
-        "try:\n"
-        "    build_parser().parse_args(['--help'])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    loaded = done.stderr.split()
-    renderers = [name for name in loaded if name.startswith("mkl_notebook.render.")]
-    assert set(renderers) <= {"mkl_notebook.render.common", "mkl_notebook.render.commands"}, renderers
-    heavy = [name for name in loaded if name.split(".")[0] in HEAVY_FOR_HELP or name.startswith(NOT_FOR_HELP)]
-    assert heavy == [], heavy
+# What `mkl --help` and a usage error load is held in tests/test_startup_imports.py.
 
 
 def test_the_library_flag_names_the_variable_the_library_is_read_from() -> None:

@@ -32,9 +32,9 @@ from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang import files
 from ..lang.model import Machine
+from .defaults import DEFAULT_CONCURRENCY
 from .errors import USER_ERRORS, UsageProblem
 from .handle import Run
-from .settings import DEFAULT_CONCURRENCY
 from .status import usage
 
 MAX_ROWS = 100_000

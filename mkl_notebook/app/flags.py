@@ -3,40 +3,53 @@
 Each front end builds its parsers from this table (:func:`add_flags`), so ``mkl run --max-cost`` and ``%mkl run
 --max-cost`` are one flag with one help text, and a flag added here reaches both. What only one front end has
 (a store file, a checkpoint file, a status line on the command line; the notebook a cell names) it declares
-itself. Importing this costs only :mod:`argparse`: ``mkl --help`` reads it.
+itself. Importing this costs only :mod:`argparse`: ``mkl --help`` reads it (a test holds it).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
 
-from .settings import DEFAULT_CONCURRENCY
+from .defaults import DEFAULT_CONCURRENCY
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: this module is on `mkl --help`'s path)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, Protocol
+
+    class TakesArguments(Protocol):
+        """A parser, or a group of one (argparse's own types for groups are private)."""
+
+        def add_argument(self, *names: str, **how: Any) -> Any: ...
 
 
-class TakesArguments(Protocol):
-    """A parser, or a group of one (argparse's own types for groups are private)."""
-
-    def add_argument(self, *names: str, **how: Any) -> Any: ...
-
-
-@dataclass(frozen=True)
 class Flag:
     """One flag: its option string, what it means, and how argparse reads it. Flags with the same
-    ``exclusive`` name cannot be given together."""
+    ``exclusive`` name cannot be given together. (A plain class: a dataclass would cost ``mkl --help`` more
+    than the rest of its parser.)"""
 
-    option: str
-    help: str
-    dest: str | None = None
-    metavar: str | None = None
-    action: str | None = None
-    default: Any = None
-    type: Any = None
-    choices: tuple[str, ...] | None = None
-    required: bool = False
-    exclusive: str | None = None
+    __slots__ = ("action", "choices", "default", "dest", "exclusive", "help", "metavar", "option", "required", "type")
+
+    def __init__(
+        self,
+        option: str,
+        help: str,
+        *,
+        dest: str | None = None,
+        metavar: str | None = None,
+        action: str | None = None,
+        default: Any = None,
+        type: Any = None,
+        choices: tuple[str, ...] | None = None,
+        required: bool = False,
+        exclusive: str | None = None,
+    ) -> None:
+        self.option, self.help, self.dest, self.metavar, self.action = option, help, dest, metavar, action
+        self.default, self.type, self.choices = default, type, choices
+        self.required, self.exclusive = required, exclusive
+
+    def __repr__(self) -> str:
+        return f"Flag({self.option!r})"
 
     def add_to(self, parser: TakesArguments) -> None:
         """Declare this flag on ``parser`` (or a group of it)."""

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from ..durable.places import Place
 from ..durable.runs import Observer, Resolution
 from ..lang.model import Machine
+from .defaults import DEFAULT_CONCURRENCY
 from .errors import UsageProblem
 from .flags import hitl_choice
-from .settings import DEFAULT_CONCURRENCY
 
 
 @dataclass(frozen=True, kw_only=True)

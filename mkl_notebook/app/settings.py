@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..durable.store_names import DEFAULT_STORE, DURABILITY
+from ..durable.store_names import DEFAULT_STORE_NAME, DURABILITY
 from ..providers.secrets import shown_url
+from .defaults import DURABILITY_ENV
 from .errors import UsageProblem
 from .values import parse_budget, parse_cost
 
@@ -19,11 +20,10 @@ if TYPE_CHECKING:
     from ..engine.options import RunOptions
     from ..providers.config import ModelConfig
 
+DEFAULT_STORE = Path(DEFAULT_STORE_NAME)  # (as durable.stores has it, without loading the store)
 HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
 RUN_SETTINGS = ("store", "durability", "hitl", "user", "max_workers", "executor", "max_model_calls", "library")
-DURABILITY_ENV = "MKL_DURABILITY"  # the durability of the store when no flag or setting names one
-DEFAULT_CONCURRENCY = 8  # rows of a batch run at once when no flag says
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 

@@ -11,70 +11,42 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
 
-from ..app.errors import USER_ERRORS, without_secrets
-from ..render.commands import on_this_terminal
-from ..render.common import printable
-from . import audit_cmd, check_cmd, keep_cmd, map_cmd, plan_cmd, run_cmd, test_cmd, trace_cmd, trust_cmd
-from .common import (
-    EXIT_USAGE,
-    StatusFileProblem,
-    copy_status_to,
-    durability_flag,
-    emit_status,
-    interrupted,
-    library_flag,
-    output_file_flag,
-)
+from .parser import CARRIED_OUT_BY, EXIT_USAGE, build_parser
 
-# The commands that end with the JSON status line: each takes --output-file.
-STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
-# The commands that load machines (a resumed run goes on in the machines it pinned): each takes --library.
-LIBRARY_COMMANDS = ("check", "run", "map", "test")
-# The commands that write runs to a store: each takes --durability.
-DURABILITY_COMMANDS = ("run", "resume", "map")
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing for `mkl --help`)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"mkl: error: {printable(without_secrets(message))}\n")  # it may repeat a flag's URL
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="mkl", description="Check, test and run mkl machines (mklang 0.4).")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    check_cmd.add_check_parser(commands)
-    test_cmd.add_test_parser(commands)
-    run_cmd.add_run_parsers(commands)
-    map_cmd.add_map_parser(commands)
-    plan_cmd.add_plan_parser(commands)
-    trace_cmd.add_trace_parser(commands)
-    trust_cmd.add_trust_parser(commands)
-    keep_cmd.add_keep_parser(commands)
-    audit_cmd.add_audit_parser(commands)
-    for name in STATUS_COMMANDS:
-        output_file_flag(commands.choices[name])
-    for name in LIBRARY_COMMANDS:
-        library_flag(commands.choices[name])
-    for name in DURABILITY_COMMANDS:
-        durability_flag(commands.choices[name])
-    return parser
+__all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the ``mkl`` command ``argv`` (default: this process's arguments) says; its exit code."""
+    args = build_parser().parse_args(argv)  # (`mkl --help` and a usage error end here, having loaded only the parser)
+    from ..render.commands import on_this_terminal
+
     with on_this_terminal():  # (what is written into a notebook says plain `mkl`: see app.checkpoints)
-        return _run(args)
+        return _run(args, _carried_out_by(args.command))
 
 
-def _run(args: argparse.Namespace) -> int:
+def _carried_out_by(command: str) -> Callable[[argparse.Namespace], int]:
+    """The function of the command's own module that carries ``command`` out."""
+    from importlib import import_module
+
+    module, _, function = CARRIED_OUT_BY[command].partition(":")
+    carries_out: Callable[[argparse.Namespace], int] = getattr(import_module(f"{__name__}.{module}"), function)
+    return carries_out
+
+
+def _run(args: argparse.Namespace, carry_out: Callable[[argparse.Namespace], int]) -> int:
+    from ..app.errors import USER_ERRORS, without_secrets
+    from ..render.common import printable
+    from .common import StatusFileProblem, copy_status_to, emit_status, interrupted
+
     try:
         copy_status_to(args)
-        code: int = args.handler(args)
-        return code
+        return carry_out(args)
     except StatusFileProblem as exc:  # the line was printed; writing it again would fail again
         print(f"mkl: error: {printable(without_secrets(str(exc)))}", file=sys.stderr)
         return EXIT_USAGE

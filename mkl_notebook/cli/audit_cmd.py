@@ -16,24 +16,7 @@ from typing import Any
 
 from ..app.errors import UsageProblem
 from ..render.common import printable
-from .common import Commands, say
-
-
-def add_audit_parser(commands: Commands) -> None:
-    audit = commands.add_parser("audit", help="list every answer a person gave: who, when, signed by which key")
-    audit.add_argument(
-        "target",
-        nargs="?",
-        metavar="RUN|NOTEBOOK|DIR",
-        help="a run of the store, a notebook (.ipynb), or a folder (its notebooks and .mkl/runs.sqlite stores); "
-        "none: every run of the store",
-    )
-    audit.add_argument("--store", metavar="PATH", help="the run store to read (default .mkl/runs.sqlite), read-only")
-    shape = audit.add_mutually_exclusive_group()
-    shape.add_argument("--json", action="store_true", help="print the answers as a JSON list of objects")
-    shape.add_argument("--csv", action="store_true", help="print the answers as CSV, a header row first")
-    audit.set_defaults(handler=audit_main)
-
+from .common import say
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula (OWASP)
 

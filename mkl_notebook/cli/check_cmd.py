@@ -12,13 +12,8 @@ from pathlib import Path
 
 from ..app.errors import UsageProblem
 from ..render.common import printable
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, emit_status, library_of, say
-
-
-def add_check_parser(commands: Commands) -> None:
-    parser = commands.add_parser("check", help="report static findings for a machine file")
-    parser.add_argument("file", help="a .mkl machine file")
-    parser.set_defaults(handler=check_main)
+from .common import emit_status, library_of, say
+from .parser import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
 def check_main(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""What every ``mkl`` subcommand shares: exit codes, the final JSON status line, and the workspace its flags make."""
+"""What every ``mkl`` subcommand shares as it runs: the final JSON status line (and the exit code a status maps to),
+and the workspace its flags make. (Exit codes and every flag are declared in :mod:`.parser`.)"""
 
 from __future__ import annotations
 
@@ -11,23 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.errors import UsageProblem
-from ..app.settings import DURABILITY_ENV, Settings
+from ..app.settings import Settings
 from ..app.values import merge, parse_assignments, parse_input
 from ..render.commands import trace_command
-from ..render.common import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS, Cap, printable
+from ..render.common import Cap, printable
+from .parser import EXIT_FAILED, EXIT_IN_DOUBT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SUSPENDED, OUTPUT_FILE_ENV
 
-# Building the parser (`mkl --help`, a usage error) imports only what declares the flags: each command imports
-# the application's heavier parts (the workspace, signatures, views) when it runs.
-if TYPE_CHECKING:  # generic only in the type stubs
+# A command's module is imported when it runs (the parser, in .parser, needs none of them): each imports the
+# application's heavier parts (the workspace, signatures, views) when it needs them.
+if TYPE_CHECKING:
     from ..app.terms import Machine
     from ..app.workspace import Workspace
 
-    Commands = argparse._SubParsersAction[Any]  # where each subcommand adds its parser
-else:
-    Commands = argparse._SubParsersAction
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SUSPENDED, EXIT_IN_DOUBT = 0, 1, 2, 3, 4
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a program Ctrl-C stopped
 STATUS_EXIT = {"done": EXIT_OK, "halt": EXIT_FAILED, "suspended": EXIT_SUSPENDED, "in_doubt": EXIT_IN_DOUBT}
 
 
@@ -35,9 +31,6 @@ def say(text: str) -> None:
     """Print ``text`` for a person: whatever in it came from a file is shown, never acted on by the terminal
     (:func:`~mkl_notebook.render.common.printable`); its line breaks are kept."""
     print(printable(text, lines=True))
-
-
-OUTPUT_FILE_ENV = "MKL_OUTPUT_FILE"  # --output-file's default: where a driver polls for the status line
 
 
 class StatusFileProblem(UsageProblem):
@@ -51,40 +44,9 @@ class _StatusCopy:
     given_as = "--output-file"
 
 
-def library_flag(parser: argparse.ArgumentParser) -> None:
-    """``--library FOLDERS`` on a command that loads machines: where ``call:`` looks before the shipped library."""
-    parser.add_argument(
-        "--library",
-        metavar="FOLDERS",
-        help=f"folders ({os.pathsep}-separated) whose NAME.mkl files a `call: NAME` finds before the standard "
-        "library's (default: $MKL_LIBRARY_PATH); they are read as machines, never run as code",
-    )
-
-
-def durability_flag(parser: argparse.ArgumentParser) -> None:
-    """``--durability process|power`` on a command that writes runs: what their records survive."""
-    parser.add_argument(
-        "--durability",
-        metavar="process|power",
-        help="process (default): a killed process loses nothing journaled, and a person's answers and a "
-        "non-idempotent tool's intents are synced to disk too; power: every record is synced, to survive a "
-        f"power cut (default: ${DURABILITY_ENV}, when set)",
-    )
-
-
 def library_of(args: argparse.Namespace) -> tuple[Path, ...]:
     """The library folders a command's ``--library`` (else ``$MKL_LIBRARY_PATH``) names, each checked."""
     return Settings.from_flags(library=args.library).library_folders()
-
-
-def output_file_flag(parser: argparse.ArgumentParser) -> None:
-    """``--output-file PATH`` on a command that ends with the JSON status line."""
-    parser.add_argument(
-        "--output-file",
-        metavar="PATH",
-        help="also write the final JSON status line to PATH, replacing the file at once, so a program can poll it "
-        f"(default: ${OUTPUT_FILE_ENV}, when set)",
-    )
 
 
 def copy_status_to(args: argparse.Namespace) -> None:
@@ -150,16 +112,6 @@ def workspace(args: argparse.Namespace) -> Workspace:
         durability=getattr(args, "durability", None),
     )
     return Workspace(settings, follow_files=True, start_local=True)
-
-
-def all_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--all",
-        dest="full",
-        action="store_true",
-        help=f"print every step of a long trace and the whole result (else the first {FIRST_ROWS} and "
-        f"last {LAST_ROWS} of more than {WHOLE_ROWS} steps)",
-    )
 
 
 def cli_cap(run_id: str, store: str | None, full: bool) -> Cap:

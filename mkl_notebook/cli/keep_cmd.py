@@ -14,17 +14,8 @@ from pathlib import Path
 
 from ..app.errors import USER_ERRORS, without_secrets
 from ..render.common import printable
-from .common import EXIT_OK, EXIT_USAGE, Commands, emit_status
-
-
-def add_keep_parser(commands: Commands) -> None:
-    keep = commands.add_parser(
-        "keep",
-        help="put the runs a notebook carries only in its outputs into its metadata, where stripping outputs "
-        "(nbstripout, nbconvert --clear-output) leaves them",
-    )
-    keep.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="a notebook (.ipynb); several may be named")
-    keep.set_defaults(handler=keep_main)
+from .common import emit_status
+from .parser import EXIT_OK, EXIT_USAGE
 
 
 def keep_main(args: argparse.Namespace) -> int:

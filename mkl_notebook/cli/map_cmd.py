@@ -7,12 +7,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..app.flags import MAP, add_flags
 from ..app.settings import command_api_base
 from .common import (
-    EXIT_FAILED,
     STATUS_EXIT,
-    Commands,
     emit_status,
     host_values,
     interrupted,
@@ -20,20 +17,12 @@ from .common import (
     say,
     workspace,
 )
-from .run_cmd import command_line_flags
+from .parser import EXIT_FAILED
 
 if TYPE_CHECKING:
     from ..app import batch
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
-
-
-def add_map_parser(commands: Commands) -> None:
-    mapped = commands.add_parser("map", help="run a machine once per row of a JSONL, JSON or CSV file")
-    mapped.add_argument("file", help="a .mkl machine file")
-    add_flags(mapped, MAP)
-    command_line_flags(mapped, batch=True)
-    mapped.set_defaults(handler=map_main)
 
 
 def map_main(args: argparse.Namespace) -> int:

@@ -12,16 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.errors import UsageProblem
-from ..app.flags import REPLYING, RUN, add_flags
 from ..app.settings import DEFAULT_STORE, command_api_base
 from ..app.values import parse_assignments
 from ..render.commands import resume_command
 from ..render.common import note_said, printable
 from .common import (
-    EXIT_FAILED,
     STATUS_EXIT,
-    Commands,
-    all_flag,
     cli_cap,
     emit_status,
     host_values,
@@ -31,58 +27,11 @@ from .common import (
     workspace,
 )
 from .live import TerminalStream
+from .parser import EXIT_FAILED
 
 if TYPE_CHECKING:  # (the application's heavier parts are imported when a command runs, not for `mkl --help`)
     from ..app.terms import Observer, Outcome
     from ..app.workspace import Workspace
-
-
-def add_run_parsers(commands: Commands) -> None:
-    run = commands.add_parser("run", help="run a machine (durably: re-running an id replays it)")
-    run.add_argument("file", help="a .mkl machine file")
-    add_flags(run, RUN)
-    command_line_flags(run)
-    run.set_defaults(handler=run_main)
-
-    resume = commands.add_parser("resume", help="continue a suspended or in-doubt run")
-    resume.add_argument(
-        "target",
-        nargs="?",
-        metavar="CHECKPOINT|NOTEBOOK",
-        help="a checkpoint file written by --checkpoint, or a notebook (.ipynb) that carries the run",
-    )
-    resume.add_argument("--run", dest="notebook_run", metavar="ID", help="which run of the notebook to resume")
-    add_flags(resume, ("run_id", *REPLYING, "executor"))
-    resume.add_argument("--force", action="store_true", help="resume even though a machine file changed")
-    command_line_flags(resume)
-    resume.set_defaults(handler=resume_main)
-
-    listing = commands.add_parser("runs", help="list the runs in a store or a notebook")
-    listing.add_argument(
-        "store",
-        nargs="?",
-        default=str(DEFAULT_STORE),
-        help="a run store (default .mkl/runs.sqlite), a notebook (.ipynb), or a folder: every question waiting "
-        "in the notebooks and stores under it",
-    )
-    listing.add_argument("--store", dest="store_flag", metavar="PATH", help="the run store to list (as STORE)")
-    listing.set_defaults(handler=runs_main)
-
-
-def command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:
-    """The flags of a command that starts or continues runs that the notebook's magics do not take: the store
-    and checkpoint files, a server's base URL, a tools file, and how much the command prints."""
-    parser.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
-    if not batch:
-        parser.add_argument("--checkpoint", metavar="PATH", help="also write the run's checkpoint here")
-    parser.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")
-    parser.add_argument(
-        "--tools", metavar="FILE.py", help="a Python file whose @mkl_notebook.tool / .hook functions the run may call"
-    )
-    add_flags(parser, ("max_model_calls",))
-    parser.add_argument("--quiet", action="store_true", help="print only the final JSON status line")
-    if not batch:
-        all_flag(parser)
 
 
 def _observer(args: argparse.Namespace) -> Observer | None:

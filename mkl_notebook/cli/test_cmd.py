@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_FAILED, EXIT_OK, Commands, library_of, say
-
-
-def add_test_parser(commands: Commands) -> None:
-    parser = commands.add_parser("test", help="run scripted scenarios or conformance cases")
-    parser.add_argument("machine", nargs="?", help="a .mkl machine file (with --script)")
-    parser.add_argument("--script", help="a scenario file (scenarios: [...]) to run against MACHINE")
-    parser.add_argument("--case", nargs="+", metavar="FILE", help="conformance case files")
-    parser.set_defaults(handler=test_main)
+from .common import library_of, say
+from .parser import EXIT_FAILED, EXIT_OK
 
 
 def test_main(args: argparse.Namespace) -> int:

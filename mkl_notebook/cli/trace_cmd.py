@@ -8,16 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..app.settings import DEFAULT_STORE
-from .common import Commands, all_flag, cli_cap, emit_status, say, workspace
-
-
-def add_trace_parser(commands: Commands) -> None:
-    traced = commands.add_parser("trace", help="print a run's trace from its journal (nothing runs)")
-    traced.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
-    traced.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE})")
-    all_flag(traced)
-    traced.set_defaults(handler=trace_main)
+from .common import cli_cap, emit_status, say, workspace
 
 
 def trace_main(args: argparse.Namespace) -> int:

@@ -15,45 +15,10 @@ from typing import TYPE_CHECKING
 from ..app.errors import UsageProblem
 from ..render.commands import trust_command
 from ..render.common import answer_time, printable
-from .common import Commands
 
 if TYPE_CHECKING:  # (signatures are loaded when the command runs, not to build `mkl --help`)
     from ..app.checkpoints import FileKey
     from ..app.trust import Keyring
-
-_DESCRIPTION = """\
-With no argument, print your own key (give it to the people who take up your notebooks) and the keys you
-trust.
-
-KEY --name NAME trusts that key (ed25519:…) as NAME's.
-
-NOTEBOOK or CHECKPOINT lists every key that signed its runs: its fingerprint, the names it signs as (a
-claim anyone can make) and what it signed. On a terminal it asks, key by key, whether to trust each one
-you do not yet (y/N). Otherwise it trusts nothing unless told which: --name NAME when the file holds
-exactly one key you do not trust, or --key FINGERPRINT --name NAME for one of several. Compare the
-fingerprint with the one its owner gets from `mkl trust` before you say yes.
-
-A name says whose key it is in every mark, so a name that is already another trusted key's, or your own,
-is refused.
-"""
-
-
-def add_trust_parser(commands: Commands) -> None:
-    trust = commands.add_parser(
-        "trust",
-        help="show your key, or trust someone's key (ed25519:…) or one that signed a notebook's runs",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    trust.add_argument("what", nargs="?", metavar="KEY|NOTEBOOK|CHECKPOINT", help="a key (ed25519:…) or a file")
-    trust.add_argument("--name", help="whose key it is, as you will see it in marks")
-    trust.add_argument(
-        "--key",
-        metavar="FINGERPRINT",
-        help="which of the file's keys to trust (or with --remove, stop trusting): its fingerprint or the key",
-    )
-    trust.add_argument("--remove", action="store_true", help="stop trusting the key (a file's: all its keys)")
-    trust.set_defaults(handler=trust_main)
 
 
 def trust_main(args: argparse.Namespace) -> int:

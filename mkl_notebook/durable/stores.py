@@ -28,8 +28,9 @@ from .forgotten import ForgottenHistory, decoded_forgotten, forgetting
 from .leases import RunLeases
 from .records import is_precious
 from .store_files import APPLICATION_ID, SCHEMA_VERSION, check_ours, reading_connection
-from .store_names import DEFAULT_STORE, DURABILITY  # (named there: a command's help reads them, not the store)
+from .store_names import DEFAULT_STORE_NAME, DURABILITY  # (named there: a command's help reads them, not the store)
 
+DEFAULT_STORE = Path(DEFAULT_STORE_NAME)
 RUN_ID_MAX = 80  # characters of a run id
 _RUN_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{RUN_ID_MAX - 1}}}$")
 

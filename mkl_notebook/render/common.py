@@ -13,13 +13,15 @@ Pure Python: nothing here imports IPython, ipywidgets or Jupyter.
 from __future__ import annotations
 
 import math
-import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
+
+from .plain import printable
+from .rows import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS
 
 LABEL_MAX = 40  # characters of a one-line label (a gate's condition in a diagram, a cell of a table)
 
@@ -35,40 +37,10 @@ def shorten(text: str, limit: int = LABEL_MAX) -> str:
 Step = Mapping[str, Any]
 PREVIEW = 80
 NONE = "—"
-# A list in a view (a trace's steps, a step's branches or sub-runs, the live line's branches) of at most
-# WHOLE_ROWS entries is shown whole; a longer one shows its first FIRST_ROWS and last LAST_ROWS entries
-# and says how many it leaves out, so that a notebook's saved output stays small whatever the run.
-WHOLE_ROWS = 50
-FIRST_ROWS = 20
-LAST_ROWS = 20
 
 
 def _e(value: Any) -> str:
     return escape(str(value), quote=True)
-
-
-# What a terminal acts on instead of showing: C0 controls (ESC starts the sequences that move the cursor,
-# erase or recolour; CR and backspace write over what is shown), DEL, C1 controls (U+009B is a one-character
-# CSI to some terminals) and the marks that reorder a line right to left (U+202E shows "abc" as "cba").
-_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
-_IN_A_LINE = re.compile(f"[{_CONTROLS}\t\n]")
-_IN_LINES = re.compile(f"[{_CONTROLS}]")
-_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-
-
-def _visible(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
-def printable(value: Any, lines: bool = False) -> str:
-    """``value`` as text a terminal shows as it is: every control character written as its escape (ESC as
-    ``\\x1b``, CR as ``\\r``). A line break (and a tab) is kept only where the text is a block of ``lines``;
-    in a line of a listing it is shown as ``\\n``, so no text can add a line that seems the listing's own."""
-    if lines:
-        return _IN_LINES.sub(_visible, str(value).replace("\r\n", "\n"))
-    return _IN_A_LINE.sub(_visible, str(value))
 
 
 # JupyterLab right-aligns every cell of a table in an output, as for numbers; a cell of words (a state, a
