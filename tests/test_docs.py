@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -163,7 +162,7 @@ def test_a_flag_changed_in_the_one_table_reaches_both_references_with_no_page_ed
     meaning there is documented under ``mkl run`` and ``%mkl run`` alike, and its old spelling nowhere."""
     from mkl_notebook.app import flags
 
-    renamed = replace(flags.FLAGS["ask_human"], option="--ask-a-person", help="a meaning written only in the table")
+    renamed = flags.FLAGS["ask_human"].replaced(option="--ask-a-person", help="a meaning written only in the table")
     monkeypatch.setitem(flags.FLAGS, "ask_human", renamed)
     for commands in (mkl_reference.cli_commands(), mkl_reference.magic_commands()):
         run = next(command for command in commands if command.key == "run")

@@ -51,6 +51,11 @@ class Flag:
     def __repr__(self) -> str:
         return f"Flag({self.option!r})"
 
+    def replaced(self, **changes: Any) -> Flag:
+        """This flag with ``changes`` (keywords of the constructor), as ``dataclasses.replace`` would give."""
+        given = {name: getattr(self, name) for name in self.__slots__} | changes
+        return Flag(given.pop("option"), given.pop("help"), **given)
+
     def add_to(self, parser: TakesArguments) -> None:
         """Declare this flag on ``parser`` (or a group of it)."""
         given: dict[str, Any] = {"help": self.help}
