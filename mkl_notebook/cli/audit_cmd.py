@@ -56,13 +56,13 @@ def audit_main(args: argparse.Namespace) -> int:
     from ..app.audit import stream_target
     from ..render.audit_views import TextTable, summary_line
 
+    table = TextTable()
     with stream_target(args.target, store=args.store) as found:  # each answer printed as its run is read
         if args.json:
             _json_list(found.answers())
         elif args.csv:
             _csv_rows(found.answers())
         else:
-            table = TextTable()
             for row in found.answers():
                 for line in table.add(row):
                     say(line)
