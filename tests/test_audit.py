@@ -4,7 +4,8 @@ A folder holds a notebook whose run was answered with `mkl resume NOTEBOOK` (Ali
 kernel saved after its run was answered through the API (Bob), the kernel's own store (that run again, one
 answered only there by Carol, one still waiting) and a store a terminal session answered in (Dan). Real
 components: `mkl` subprocesses, SQLite stores, a real IPython shell. An answer whose recorded value is edited
-after it was signed is marked in every shape; listing writes nothing.
+after it was signed is marked in every shape; listing writes nothing. A store's audit streams: a damaged run is
+one line among the others' answers, and the first answers come out before the later runs are read.
 """
 
 from __future__ import annotations
@@ -353,7 +354,10 @@ def _small_pipe() -> tuple[int, int]:
         pytest.skip("the size of a pipe can be set on Linux only")
     read, write = os.pipe()
     fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
-    assert fcntl.fcntl(write, fcntl.F_GETPIPE_SZ) == 4096
+    if fcntl.fcntl(write, fcntl.F_GETPIPE_SZ) != 4096:  # (a machine of larger pages)
+        os.close(read)
+        os.close(write)
+        pytest.skip("a pipe here holds more than 4 KiB")
     return read, write
 
 
