@@ -262,6 +262,7 @@ class _Copies:
     Where a run can have several copies (notebooks, a folder), each history read leaves the places of its records
     in its chain (:data:`_PLACE` bytes each, by run): a copy goes past another when it is longer and its chain
     passes through the other's end. Where it cannot (one store: a run once), only the questions waiting are kept.
+    (So a folder's audit still grows with its runs, by some hundreds of bytes each; a store's does not.)
     """
 
     def __init__(self, several: bool) -> None:
@@ -318,10 +319,11 @@ Source = Iterator[_History | str]  # a target's histories as they are read, and 
 
 
 class AuditStream:
-    """An audit read as it goes: :meth:`answers` gives each answer's row as its run is read, one run in memory at
-    a time; once they are all given, the counts, :meth:`median_seconds`, ``pending`` and ``problems`` say the
-    rest. An answer that several copies hold alike is given once (where first found); a question waits only in
-    a copy no longer copy of the same run goes past. Close it (or use it as a context manager) when done."""
+    """An audit read as it goes: :meth:`answers` gives each answer's row as its run is read (a store's runs one at
+    a time; a notebook is read whole, as its file is one JSON document); once they are all given, the counts,
+    :meth:`median_seconds`, ``pending`` and ``problems`` say the rest. An answer that several copies hold alike
+    is given once (where first found); a question waits only in a copy no longer copy of the same run goes past.
+    Close it (or use it as a context manager) when done."""
 
     def __init__(
         self,
