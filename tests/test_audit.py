@@ -4,7 +4,8 @@ A folder holds a notebook whose run was answered with `mkl resume NOTEBOOK` (Ali
 kernel saved after its run was answered through the API (Bob), the kernel's own store (that run again, one
 answered only there by Carol, one still waiting) and a store a terminal session answered in (Dan). Real
 components: `mkl` subprocesses, SQLite stores, a real IPython shell. An answer whose recorded value is edited
-after it was signed is marked in every shape; listing writes nothing.
+after it was signed is marked in every shape; listing writes nothing. A store's audit streams: a damaged run is
+one line among the others' answers, and the first answers come out before the later runs are read.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import io
 import json
 import os
 import re
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ from mkl_notebook.app.trust import Keyring
 from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints.seals import Signer
 
-from support import EXAMPLES, REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, Cells, mkl_cli
+from support import EXAMPLES, REFUND, REFUND_ASK, REFUND_SCRIPT, RUN_MIME, Cells, env_without_models, mkl_cli
 
 RUN = ["--hitl", "--script", str(REFUND_SCRIPT), "--set", "ticket=broken"]
 
@@ -296,3 +300,97 @@ def test_mkl_audit_in_a_shell_shows_the_kernels_answers_and_a_notebooks(
     table = ip.out.last("text/html")["text/html"]
     assert "<code>c1</code>" in table and "claims alice)" in table and "1 answer, 0 pending" in table
     assert "no run 'nope'" in str(ip.fails("%mkl audit nope"))
+
+
+def _answered_store(store: Path, count: int) -> list[str]:
+    """A store of ``count`` refund runs, each stopped at its question and answered (as `mkl run --hitl` and
+    `mkl resume --reply approve` do, in this process): their ids, r0 first."""
+    from mkl_notebook.app.settings import Settings
+    from mkl_notebook.app.workspace import Workspace
+
+    with Workspace(Settings.from_flags(store=str(store), hitl=True), follow_files=True) as ws:
+        machine = ws.shelf.load(EXAMPLES / "refund.mkl")
+        for n in range(count):
+            run = ws.start(machine.name, id=f"r{n}", script=str(REFUND_SCRIPT), input={"ticket": f"Parcel {n} broken"})
+            question = run.question_id
+            ws.resume(f"r{n}", reply="approve", question=question, via="cli", by="dan", script=str(REFUND_SCRIPT))
+    return [f"r{n}" for n in range(count)]
+
+
+def _damage(store: Path, run_id: str) -> None:
+    """Cut run ``run_id``'s last record short in the store's file, as a failing disk or a careless edit would."""
+    db = sqlite3.connect(store)
+    try:
+        last = db.execute("SELECT MAX(seq) FROM records WHERE run_id = ?", (run_id,)).fetchone()[0]
+        db.execute('UPDATE records SET body = \'{"t": "reply", "va\' WHERE run_id = ? AND seq = ?', (run_id, last))
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_a_damaged_run_in_a_store_is_one_line_and_every_other_answer_is_listed(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    runs = _answered_store(store, 4)
+    _damage(store, "r2")
+    code, _, out, err = mkl_cli(tmp_path, "audit", "--store", str(store), "--json")
+    assert code == 0, err
+    assert [row["run"] for row in json.loads(out)] == ["r0", "r1", "r3"]
+    [unread] = [line for line in err.splitlines() if line.startswith("not read: ")]
+    assert "run 'r2' has a damaged record" in unread
+    assert err.splitlines()[-1].startswith("3 answers, 0 pending")
+
+    code, _, out, err = mkl_cli(tmp_path, "audit", "--store", str(store))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines if re.match(r"r\d+ ", line)] == [r for r in runs if r != "r2"]
+    assert [line for line in lines if "r2" in line] == [unread]  # the same line, after the answers
+    assert lines[-1].startswith("3 answers, 0 pending")
+
+
+def _small_pipe() -> tuple[int, int]:
+    """A pipe that holds one page: what is written past that waits until it is read."""
+    fcntl = pytest.importorskip("fcntl")
+    if not hasattr(fcntl, "F_SETPIPE_SZ"):
+        pytest.skip("the size of a pipe can be set on Linux only")
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    if fcntl.fcntl(write, fcntl.F_GETPIPE_SZ) != 4096:  # (a machine of larger pages)
+        os.close(read)
+        os.close(write)
+        pytest.skip("a pipe here holds more than 4 KiB")
+    return read, write
+
+
+def test_mkl_audit_prints_each_answer_as_its_run_is_read(tmp_path: Path) -> None:
+    """The first rows come out before the later runs are read: a run damaged once they came out is read
+    damaged (one `not read` line), and the runs after it are listed still. (Reading every run before printing,
+    the audit would list them all, undamaged.) The reader reads nothing more until then, so the audit cannot
+    get further ahead than what a one-page pipe holds."""
+    store = tmp_path / "runs.sqlite"
+    runs = _answered_store(store, 60)
+    in_use = sqlite3.connect(store)  # (open as a kernel has it: the audit reads what is committed meanwhile)
+    in_use.execute("SELECT COUNT(*) FROM runs").fetchone()
+    read, write = _small_pipe()
+    audit = subprocess.Popen(
+        [sys.executable, "-m", "mkl_notebook.cli", "audit", "--store", str(store), "--csv"],
+        cwd=tmp_path,
+        env={**env_without_models(), "PYTHONUNBUFFERED": "1"},  # each row written as it is made
+        stdout=write,
+        stderr=subprocess.PIPE,
+    )
+    os.close(write)
+    with os.fdopen(read, "rb", buffering=0) as out:
+        got = b""
+        while got.count(b"\n") < 2:  # the header and the first answer's row
+            chunk = out.read(4096)
+            assert chunk, audit.stderr.read() if audit.stderr else ""
+            got += chunk
+        assert next(csv.DictReader(io.StringIO(got.decode())))["run"] == "r0"
+        _damage(store, "r50")
+        in_use.close()
+        got += out.read()
+    assert audit.wait(timeout=120) == 0
+    err = audit.stderr.read().decode() if audit.stderr else ""
+    rows = list(csv.DictReader(io.StringIO(got.decode())))
+    assert [row["run"] for row in rows] == [r for r in runs if r != "r50"]
+    assert "run 'r50' has a damaged record" in err and err.splitlines()[-1].startswith("59 answers, 0 pending")

@@ -29,7 +29,7 @@ from mkl_notebook.lang.loader import load
 from mkl_notebook.lang.model import Machine
 from mkl_notebook.providers.scripted import ScriptedOracle, oracle_from_file
 from mkl_notebook.render import diagram, views
-from mkl_notebook.render.audit_views import audit_bundle
+from mkl_notebook.render.audit_views import ALIGNED, TextTable, audit_bundle, audit_table_text
 from mkl_notebook.render.batch_views import batch_bundle
 from mkl_notebook.render.plan_views import plan_lines
 from mkl_notebook.render.run_view import BUDGET_HALTS
@@ -1479,3 +1479,19 @@ def test_what_a_run_cost_is_said_in_words_that_agree_with_their_numbers() -> Non
 
     assert _calls_text({"made": 2, "replayed": 1}) == " · 2 new calls, 1 answer replayed"
     assert _calls_text({"made": 1, "replayed": 3}) == " · 1 new call, 3 answers replayed"
+
+
+def test_a_long_audit_table_is_laid_out_by_its_first_rows_and_printed_a_row_at_a_time_after_them() -> None:
+    """`mkl audit` prints as it reads: the first rows set the columns (as the whole table of that many would),
+    each row after them is printed as it comes, and a wider cell then widens its column from there on."""
+    answer = {"question": "Send it?", "value": "approve", "by": "alice", "asked_at": 1.7e9, "answered_at": 1.7e9 + 30}
+    rows = [{**answer, "run": f"r{n}", "seconds_to_decide": 30} for n in range(ALIGNED + 2)]
+    table = TextTable()
+    printed = [table.add(row) for row in rows]
+    assert printed[: ALIGNED - 1] == [[]] * (ALIGNED - 1)  # held until the columns are laid out
+    first = audit_table_text(rows[:ALIGNED], [], [], 30).splitlines()
+    assert printed[ALIGNED - 1] == first[:-1]  # the title, the header and the rows held, as a table of them
+    wider, after = printed[ALIGNED][0], printed[ALIGNED + 1][0]
+    assert wider.startswith(f"r{ALIGNED}  Send it?") and after.startswith(f"r{ALIGNED + 1}  Send it?")
+    assert first[2].startswith("r0    Send it?")  # (r0 to r999: the run column four wide)
+    assert table.end([], [], "1,002 answers") == ["1,002 answers"]

@@ -7,7 +7,9 @@ whose signature fails, that no signature covers, or whose subject no longer matc
 marked (``problem``), never listed as valid. Questions still waiting are counted, with their age.
 
 Reading only, as a listing reads (:mod:`app.listing`): stores are opened read-only, under a folder no link
-out of it is followed, and no key, store or side file is made.
+out of it is followed, and no key, store or side file is made. Read as it goes (:class:`AuditStream`): one run
+of a store in memory at a time, each answer given as its run is read, so that an audit of many answers costs
+no more memory than one of a few; a run that cannot be read is one line, and the runs after it are read still.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from typing import Any
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..checkpoints.seals import Seal, Signed, covering, key_fingerprint, signatures
-from ..durable.chain import canonical, common_prefix
+from ..durable.chain import canonical, chain_start, chain_step
 from ..durable.errors import StoreError
 from ..durable.reading import claimed_name, established_how, root_of, run_state
 from ..durable.records import kind_of
@@ -253,35 +256,139 @@ def _waiting(history: _History, now: float) -> dict[str, Any] | None:
     }
 
 
-def _audit(histories: Iterable[_History], keyring: Keyring | None, problems: Sequence[str] = ()) -> Audit:
-    """The audit of ``histories``: an answer that several copies hold alike is listed once (where first
-    found); a question waits only in a copy no longer copy of the same run goes past."""
-    judge = _Judge(keyring or Keyring())
-    found = list(histories)
-    audit = Audit(problems=list(problems))
-    seen: set[tuple[str, str, str | None, str | None]] = set()
-    now = time.time()
-    for history in found:
-        for row, text in _rows(history, judge):
-            key = (row["run"], text, row["signature"], row["problem"])
-            if key not in seen:
+class _Copies:
+    """Which waiting copies of a run another copy goes past, told as the histories arrive one at a time.
+
+    Where a run can have several copies (notebooks, a folder), each history read leaves the places of its records
+    in its chain (:data:`_PLACE` bytes each, by run): a copy goes past another when it is longer and its chain
+    passes through the other's end. Where it cannot (one store: a run once), only the questions waiting are kept.
+    (So a folder's audit still grows with its runs, by some hundreds of bytes each; a store's does not.)
+    """
+
+    def __init__(self, several: bool) -> None:
+        self.several = several
+        self._chains: dict[str, list[bytes]] = {}
+        self._waiting: list[tuple[dict[str, Any], bytes, list[bool]]] = []  # a question, its copy's places, passed
+
+    def note(self, history: _History, waiting: dict[str, Any] | None) -> None:
+        """Take in one history (and the question it ends waiting on, if any)."""
+        if not self.several:
+            if waiting is not None:
+                self._waiting.append((waiting, b"", [False]))
+            return
+        chain = _chain_places(history.records)
+        for asked, end, passed in self._waiting:
+            if asked["run"] == history.run_id and not passed[0] and _passes(chain, end):
+                passed[0] = True
+        others = self._chains.setdefault(history.run_id, [])
+        if waiting is not None:
+            self._waiting.append((waiting, chain, [any(_passes(other, chain) for other in others)]))
+        others.append(chain)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The questions still waiting: each once, in no copy a longer copy of the same run goes past."""
+        found: list[dict[str, Any]] = []
+        for asked, _, passed in self._waiting:
+            if not passed[0] and all(
+                (w["run"], w["question_id"]) != (asked["run"], asked["question_id"]) for w in found
+            ):
+                found.append(asked)
+        return found
+
+
+_PLACE = 16  # bytes of a record's place in its chain that an audit keeps (of its SHA-256)
+
+
+def _chain_places(records: Sequence[Mapping[str, Any]]) -> bytes:
+    """Each record's place in its history (the chain digest after it, cut to :data:`_PLACE` bytes), in order."""
+    digest, places = chain_start(), bytearray()
+    for record in records:
+        digest = chain_step(digest, record)
+        places += digest[:_PLACE]
+    return bytes(places)
+
+
+def _passes(chain: bytes, other: bytes) -> bool:
+    """Whether the history whose places are ``chain`` is a longer copy of the one whose places are ``other``:
+    it goes on past the other's last record, through the same place."""
+    end = len(other)
+    return 0 < end < len(chain) and chain[end - _PLACE : end] == other[-_PLACE:]
+
+
+Source = Iterator[_History | str]  # a target's histories as they are read, and a line for each one not read
+
+
+class AuditStream:
+    """An audit read as it goes: :meth:`answers` gives each answer's row as its run is read (a store's runs one at
+    a time; a notebook is read whole, as its file is one JSON document); once they are all given, the counts,
+    :meth:`median_seconds`, ``pending`` and ``problems`` say the rest. An answer that several copies hold alike
+    is given once (where first found); a question waits only in a copy no longer copy of the same run goes past.
+    Close it (or use it as a context manager) when done."""
+
+    def __init__(
+        self,
+        histories: Iterable[_History | str],
+        keyring: Keyring | None,
+        *,
+        several: bool,
+        problems: Sequence[str] = (),
+        close: Callable[[], None] | None = None,
+    ) -> None:
+        self._histories = histories
+        self._judge = _Judge(keyring or Keyring())
+        self._copies = _Copies(several)
+        self._close = close
+        self._seen: set[bytes] = set()  # answers given, where several copies of a run can hold one
+        self._times = array("d")  # each answer's time to decide, when known (for the median)
+        self._now = time.time()
+        self.count = 0
+        self.marked = 0
+        self.problems = list(problems)
+        self.pending: list[dict[str, Any]] = []
+
+    def __enter__(self) -> AuditStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of what the audit reads (a store it opened)."""
+        close, self._close = self._close, None
+        if close is not None:
+            close()
+
+    def answers(self) -> Iterator[dict[str, Any]]:
+        """Every answer's row (see :data:`FIELDS`), as the runs are read; the rest is known once they are given."""
+        for history in self._histories:
+            if isinstance(history, str):
+                self.problems.append(history)
+                continue
+            seen = self._seen if self._copies.several else set()  # (a store holds a run once)
+            for row, text in _rows(history, self._judge):
+                said = canonical([row["run"], text, row["signature"], row["problem"]]).encode("utf-8", "surrogatepass")
+                key = hashlib.blake2b(said, digest_size=16).digest()
+                if key in seen:
+                    continue
                 seen.add(key)
-                audit.answers.append(row)
-        waiting = _waiting(history, now)
-        if waiting is None or any(_goes_past(other, history) for other in found):
-            continue
-        if all((w["run"], w["question_id"]) != (waiting["run"], waiting["question_id"]) for w in audit.pending):
-            audit.pending.append(waiting)
-    return audit
+                self.count += 1
+                self.marked += bool(row["problem"])
+                if row["seconds_to_decide"] is not None:
+                    self._times.append(row["seconds_to_decide"])
+                yield row
+            self._copies.note(history, _waiting(history, self._now))
+        self.pending = self._copies.pending()
+        self.close()
 
+    def median_seconds(self) -> float | None:
+        """The median time from question to answer, over the answers given whose question's time is known."""
+        return statistics.median(self._times) if self._times else None
 
-def _goes_past(other: _History, history: _History) -> bool:
-    """Whether ``other`` is a longer copy of the same run's history."""
-    return (
-        other.run_id == history.run_id
-        and len(other.records) > len(history.records)
-        and common_prefix(other.records, history.records) == len(history.records)
-    )
+    def whole(self) -> Audit:
+        """Every answer read at once (what a notebook shows in one piece)."""
+        with self:
+            answers = list(self.answers())
+        return Audit(answers, self.pending, self.problems)
 
 
 # -- what a target holds -----------------------------------------------------------------------------
@@ -294,64 +401,101 @@ def _notebook_histories(path: Path, shown: str) -> tuple[list[_History], list[st
     return histories, [f"{shown}, {bad.where}: {bad.reason}" for bad in damaged]
 
 
-def _store_histories(store: RunStore, shown: str, run_id: str | None = None) -> list[_History]:
-    if run_id is not None:
-        if not store.exists(run_id):
-            raise UsageProblem(f"{shown}: holds no run '{run_id}'")
-        return [_History(shown, run_id, store.read(run_id))]
-    return [_History(shown, run.run_id, store.read(run.run_id)) for run in store.runs()]
+def _store_histories(store: RunStore, shown: str, run_id: str | None, every: Iterable[str]) -> Source:
+    """The runs of ``store`` (run ``run_id`` only, when given; else those ``every`` names) read one at a time; a
+    run that cannot be read is a line saying why, and the runs after it are read still."""
+    if run_id is not None and not store.exists(run_id):
+        raise UsageProblem(f"{shown}: holds no run '{run_id}'")
+    return _each_run(store, shown, [run_id] if run_id is not None else every)
 
 
-def _read_store(path: Path, run_id: str | None = None) -> list[_History]:
-    """The histories of the store file at ``path``, opened read-only (refused when it is none of ours)."""
-    store = SQLiteStore(path, read_only=True)
+def _each_run(store: RunStore, shown: str, run_ids: Iterable[str]) -> Source:
+    for each in run_ids:
+        try:
+            records = store.read(each)
+        except StoreError as exc:
+            yield str(exc)
+            continue
+        yield _History(shown, each, records)
+
+
+def _open_store(path: Path) -> SQLiteStore:
+    """The store file at ``path``, opened read-only (refused when it is none of ours)."""
+    return SQLiteStore(path, read_only=True)
+
+
+def _store_file(path: Path, shown: str) -> Source:
+    """A store file's runs as a folder's audit reads them: a store that cannot be opened is one line."""
     try:
-        return _store_histories(store, str(path), run_id)
+        store = _open_store(path)
+    except StoreError as exc:
+        yield str(exc)
+        return
+    try:
+        yield from _store_histories(store, shown, None, store.run_ids())
+    except StoreError as exc:  # (the list of its runs cannot be read)
+        yield str(exc)
     finally:
         store.close()
 
 
-def audit_store(path: str | Path, run_id: str | None = None, keyring: Keyring | None = None) -> Audit:
-    """Every answer in the run store at ``path`` (of run ``run_id`` only, when given); read-only."""
-    return _audit(_read_store(Path(path), run_id), keyring)
+def stream_store(path: str | Path, run_id: str | None = None, keyring: Keyring | None = None) -> AuditStream:
+    """Every answer in the run store at ``path`` (of run ``run_id`` only, when given), read run by run; read-only.
+    A store that cannot be opened, or holds no such run, is refused here, before any answer is read."""
+    store = _open_store(Path(path))
+    try:
+        runs = _store_histories(store, str(path), run_id, store.run_ids())
+    except BaseException:
+        store.close()
+        raise
+    return AuditStream(runs, keyring, several=False, close=store.close)
 
 
-def audit_notebook(path: str | Path, keyring: Keyring | None = None) -> Audit:
+def stream_notebook(path: str | Path, keyring: Keyring | None = None) -> AuditStream:
     """Every answer on the runs a notebook file carries (its metadata's and its outputs' copies)."""
     histories, damaged = _notebook_histories(Path(path), str(path))
-    return _audit(histories, keyring, damaged)
+    return AuditStream(histories, keyring, several=True, problems=damaged)
 
 
-def audit_folder(folder: str | Path, keyring: Keyring | None = None) -> Audit:
-    """Every answer in the notebooks and run stores under ``folder``, read as ``mkl runs DIR`` reads them:
-    stores read-only, no link out of the folder followed; a file that cannot be read is one line."""
-    histories: list[_History] = []
-    problems: list[str] = []
-    for path, shown, refused in files_under(Path(folder)):
+def _folder_histories(folder: Path) -> Source:
+    for path, shown, refused in files_under(folder):
         if refused is not None:
-            problems.append(refused)
-            continue
-        try:
-            if path.suffix == ".ipynb":
+            yield refused
+        elif path.suffix == ".ipynb":
+            try:
                 found, damaged = _notebook_histories(path, shown)
-                histories += found
-                problems += damaged
-            else:
-                histories += _read_store(Path(shown))
-        except (NotebookFileError, StoreError) as exc:
-            problems.append(str(exc))
-    return _audit(histories, keyring, problems)
+            except NotebookFileError as exc:
+                yield str(exc)
+                continue
+            yield from found
+            yield from damaged
+        else:
+            yield from _store_file(Path(shown), shown)
+
+
+def stream_folder(folder: str | Path, keyring: Keyring | None = None) -> AuditStream:
+    """Every answer in the notebooks and run stores under ``folder``, read as ``mkl runs DIR`` reads them, one
+    file and one store's run at a time: stores read-only, no link out of the folder followed; a file (or a run)
+    that cannot be read is one line."""
+    return AuditStream(_folder_histories(Path(folder)), keyring, several=True)
+
+
+def stream_target(
+    target: str | None, *, store: str | Path | None = None, keyring: Keyring | None = None
+) -> AuditStream:
+    """What ``mkl audit`` lists, read as it goes: a notebook (``.ipynb``), a folder, or a run of the store
+    (``store``, else the default one); no ``target``: every run of that store."""
+    if target is not None and store is None:
+        if target.endswith(".ipynb"):
+            return stream_notebook(target, keyring)
+        if Path(target).is_dir():
+            return stream_folder(target, keyring)
+    return stream_store(store if store is not None else DEFAULT_STORE, target, keyring)
 
 
 def audit_target(target: str | None, *, store: str | Path | None = None, keyring: Keyring | None = None) -> Audit:
-    """What ``mkl audit`` lists: a notebook (``.ipynb``), a folder, or a run of the store (``store``, else the
-    default one); no ``target``: every run of that store."""
-    if target is not None and store is None:
-        if target.endswith(".ipynb"):
-            return audit_notebook(target, keyring)
-        if Path(target).is_dir():
-            return audit_folder(target, keyring)
-    return audit_store(store if store is not None else DEFAULT_STORE, target, keyring)
+    """:func:`stream_target`'s audit read whole."""
+    return stream_target(target, store=store, keyring=keyring).whole()
 
 
 def workspace_audit(ws: Workspace, target: str | None = None) -> Audit:
@@ -361,9 +505,10 @@ def workspace_audit(ws: Workspace, target: str | None = None) -> Audit:
         return audit_target(target, keyring=ws.keyring)
     opened = ws.store_opened()
     if opened is not None:
-        return _audit(_store_histories(opened, opened.location, target), ws.keyring)
+        listed = (run.run_id for run in opened.runs())  # (the store a kernel writes in: its list, as it stands)
+        return AuditStream(_store_histories(opened, opened.location, target, listed), ws.keyring, several=False).whole()
     if not ws.settings.store.exists():
         if target is not None:
             raise UsageProblem(f"{ws.settings.store}: holds no run '{target}'")
         return Audit()
-    return audit_store(ws.settings.store, target, ws.keyring)
+    return stream_store(ws.settings.store, target, ws.keyring).whole()

@@ -2,7 +2,8 @@
 
 A text table (``--json``: a list of objects; ``--csv``: a header row and one row per answer), then the summary
 line (answers, pending, median time to decide; on stderr with ``--json`` and ``--csv``, so stdout stays the
-tool's). Reading only: nothing is made or written (see :mod:`app.audit`).
+tool's). Reading only: nothing is made or written (see :mod:`app.audit`). Each answer is printed as its run is
+read, so memory stays flat however many answers there are.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import csv
 import json
 import sys
+from collections.abc import Iterable
 from os.path import isdir
 from typing import Any
 
@@ -34,21 +36,43 @@ def _cell(value: Any) -> str:
 def audit_main(args: argparse.Namespace) -> int:
     if args.store is not None and args.target is not None and (args.target.endswith(".ipynb") or isdir(args.target)):
         raise UsageProblem(f"--store names the store a run is read from; give {args.target} without it")
-    from ..app.audit import FIELDS, audit_target
-    from ..render.audit_views import audit_table_text, summary_line
+    from ..app.audit import stream_target
+    from ..render.audit_views import TextTable, summary_line
 
-    found = audit_target(args.target, store=args.store)
-    median = found.median_seconds()
-    if args.json or args.csv:
+    table = TextTable()
+    with stream_target(args.target, store=args.store) as found:  # each answer printed as its run is read
         if args.json:
-            print(json.dumps(found.answers, ensure_ascii=False, default=str))
+            _json_list(found.answers())
+        elif args.csv:
+            _csv_rows(found.answers())
         else:
-            writer = csv.writer(sys.stdout, lineterminator="\n")
-            writer.writerow(FIELDS)
-            writer.writerows([_cell(row[name]) for name in FIELDS] for row in found.answers)
+            for row in found.answers():
+                for line in table.add(row):
+                    say(line)
+        summary = summary_line(found.count, found.marked, len(found.pending), found.median_seconds())
+    if args.json or args.csv:
         for problem in found.problems:
             print(f"not read: {printable(problem)}", file=sys.stderr)
-        print(summary_line(found.answers, found.pending, median), file=sys.stderr)
-        return 0
-    say(audit_table_text(found.answers, found.pending, found.problems, median))
+        print(summary, file=sys.stderr)
+    else:
+        for line in table.end(found.pending, found.problems, summary):
+            say(line)
     return 0
+
+
+def _json_list(answers: Iterable[dict[str, Any]]) -> None:
+    """The answers as one JSON list, written an object at a time: the text ``json.dumps`` makes of the list."""
+    out = sys.stdout
+    out.write("[")
+    for n, row in enumerate(answers):
+        out.write((", " if n else "") + json.dumps(row, ensure_ascii=False, default=str))
+    out.write("]\n")
+
+
+def _csv_rows(answers: Iterable[dict[str, Any]]) -> None:
+    from ..app.audit import FIELDS
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(FIELDS)
+    for row in answers:
+        writer.writerow([_cell(row[name]) for name in FIELDS])

@@ -199,6 +199,7 @@ DROP TABLE IF EXISTS outcomes;
 COMMIT;
 """
 _DECODER = json.JSONDecoder()
+_IDS_AT_ONCE = 256  # run ids fetched together by SQLiteStore.run_ids
 
 _SET_STATUS = "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?"
 
@@ -274,6 +275,7 @@ class SQLiteStore:
         self.path = Path(path)
         self.location = str(self.path)
         self.durability = durability
+        self.read_only = read_only
         if read_only:
             self._db = reading_connection(self.path)
         else:
@@ -457,7 +459,7 @@ class SQLiteStore:
                 raise StoreError(f"{self.path}: run '{run_id}' has a damaged record ({exc})") from None
             if records and not since:
                 self._fill_pins(run_id, records[0])
-            if not since:
+            if not since and not self.read_only:  # (nothing is appended to a store read only, as it goes)
                 self._next_seq[run_id] = len(records)
                 self._keep(run_id, 0, records)
         return records
@@ -525,6 +527,31 @@ class SQLiteStore:
         with self._lock:
             rows = self._execute("SELECT id, machine, status, error, at, updated FROM runs ORDER BY updated").fetchall()
         return [RunSummary(*row) for row in rows]
+
+    def run_ids(self) -> Iterator[str]:
+        """The ids of the runs, in the order :meth:`runs` lists them, fetched a few at a time as they are wanted: a
+        store of many runs is never in memory whole (an audit reads one run after another). One query, on a
+        cursor of its own so that reading each run meanwhile does not end it: the runs listed are those the store
+        held when the listing began, as :meth:`runs` would have listed them then."""
+        with self._lock:
+            cursor = self._db.cursor()
+            try:
+                cursor.execute("SELECT id FROM runs ORDER BY updated")
+            except sqlite3.DatabaseError as exc:
+                cursor.close()
+                raise StoreError(f"{self.path}: {exc}") from None
+        try:
+            while True:
+                with self._lock:
+                    try:
+                        rows = cursor.fetchmany(_IDS_AT_ONCE)
+                    except sqlite3.DatabaseError as exc:
+                        raise StoreError(f"{self.path}: {exc}") from None
+                if not rows:
+                    return
+                yield from (run_id for (run_id,) in rows)
+        finally:
+            cursor.close()
 
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None:
         with self._lock:

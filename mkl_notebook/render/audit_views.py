@@ -2,7 +2,8 @@
 
 The rows are :mod:`app.audit`'s (plain dicts); the text twin bounds every cell's width and shows it through
 :func:`printable`, so nothing a file says can pass for another row or move the cursor. A marked answer (its
-signature fails, none covers it, or its subject changed) says MARKED and why in both twins.
+signature fails, none covers it, or its subject changed) says MARKED and why in both twins. The text twin is
+also given line by line as the rows arrive (:class:`TextTable`: ``mkl audit`` prints as it reads).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..lang.interpolate import fmt
-from .common import NONE, _code, _e, _plural, columns, printable, table_row, who_answered
+from .common import NONE, _code, _e, _plural, printable, table_row, who_answered
 
 CELL = 28  # characters of a text table's cell, at most (the key's: KEY_CELL; the mark is shown whole)
 KEY_CELL = 44
@@ -20,6 +21,7 @@ MARK = "MARKED"
 _HEAD = ("run", "question", "about", "value", "note", "by", "key", "asked", "answered", "decided in", "via", "mark")
 _AUDIT_NUMBERS = (7, 8, 9)  # the columns of times and durations: asked, answered, decided in
 _NO_ANSWERS = "No answers."
+ALIGNED = 1000  # rows of a text table its columns are laid out by (a longer one's later cells may widen them)
 
 Row = Mapping[str, Any]
 
@@ -95,11 +97,14 @@ def _cells(row: Row) -> list[str]:
     ]
 
 
-def summary_line(answers: Sequence[Row], pending: Sequence[Row], median: float | None) -> str:
+def summary_line(answers: int, marked: int, pending: int, median: float | None) -> str:
     """ "3 answers (1 marked), 1 pending, median time to decide 42s"."""
-    marked = sum(1 for row in answers if row.get("problem"))
-    said = _plural(len(answers), "answer") + (f" ({marked} {MARK.lower()})" if marked else "")
-    return f"{said}, {len(pending)} pending, median time to decide {duration(median)}"
+    said = _plural(answers, "answer") + (f" ({marked} {MARK.lower()})" if marked else "")
+    return f"{said}, {pending} pending, median time to decide {duration(median)}"
+
+
+def _summary(answers: Sequence[Row], pending: Sequence[Row], median: float | None) -> str:
+    return summary_line(len(answers), sum(1 for row in answers if row.get("problem")), len(pending), median)
 
 
 def _pending_lines(pending: Sequence[Row]) -> list[str]:
@@ -110,30 +115,68 @@ def _pending_lines(pending: Sequence[Row]) -> list[str]:
     ]
 
 
+class TextTable:
+    """The text twin's lines as the answers arrive (an audit read as it goes prints each row as it comes).
+
+    The first ``aligned`` rows are held and the columns laid out by them (and the header), so that a table of no
+    more rows is laid out as a whole; each row after them is given at once, a cell wider than its column widening
+    that column from there on. Cells are at most :data:`CELL` characters (the key's :data:`KEY_CELL`), the mark
+    whole.
+    """
+
+    def __init__(self, aligned: int = ALIGNED) -> None:
+        self.aligned = max(1, aligned)
+        self._held: list[list[str]] | None = []  # None: laid out, the rows go out as they come
+        self._widths: list[int] = []
+
+    def add(self, row: Row) -> list[str]:
+        """The lines that can be printed now that ``row`` came (none while rows are held)."""
+        widths = [KEY_CELL if name == "key" else CELL for name in _HEAD]
+        cells = [_clip(cell, width) for cell, width in zip(_cells(row)[:-1], widths, strict=False)]
+        cells.append(printable(_mark(row)))
+        if self._held is None:
+            return [self._line(cells)]
+        self._held.append(cells)
+        return self._laid_out() if len(self._held) >= self.aligned else []
+
+    def _laid_out(self) -> list[str]:
+        held, self._held = self._held or [], None
+        rows = [list(_HEAD), *held]
+        self._widths = [max(len(cells[i]) for cells in rows) for i in range(len(_HEAD) - 1)]
+        return ["Answers (times in UTC)", *(self._line(cells) for cells in rows)]
+
+    def _line(self, cells: list[str]) -> str:
+        self._widths = [max(width, len(cell)) for width, cell in zip(self._widths, cells, strict=False)]
+        padded = [cell.ljust(width) for cell, width in zip(cells, self._widths, strict=False)]
+        return "  ".join([*padded, cells[-1]]).rstrip()
+
+    def end(self, pending: Sequence[Row], problems: Sequence[str], summary: str) -> list[str]:
+        """The lines left once every answer came: the rows still held (or "No answers."), each waiting question
+        with its age, each file (or run) not read, and the ``summary`` line."""
+        lines = []
+        if self._held is not None:
+            lines = self._laid_out() if self._held else [_NO_ANSWERS]
+        lines += [printable(line) for line in _pending_lines(pending)]
+        lines += [f"not read: {printable(problem)}" for problem in problems]
+        lines.append(summary)
+        return lines
+
+
 def audit_table_text(
     answers: Sequence[Row], pending: Sequence[Row], problems: Sequence[str], median: float | None
 ) -> str:
     """Every answer, one line each (cells at most :data:`CELL` characters; the mark whole), then each waiting
-    question with its age, each file not read, and the summary line."""
-    lines = [_NO_ANSWERS] if not answers else ["Answers (times in UTC)"]
-    if answers:
-        widths = [KEY_CELL if name == "key" else CELL for name in _HEAD]
-        clipped = [
-            [_clip(cell, width) for cell, width in zip(_cells(row)[:-1], widths, strict=False)] + [_mark(row)]
-            for row in answers
-        ]
-        lines += columns([list(_HEAD), *clipped])
-    lines += [printable(line) for line in _pending_lines(pending)]
-    lines += [f"not read: {printable(problem)}" for problem in problems]
-    lines.append(summary_line(answers, pending, median))
-    return "\n".join(lines)
+    question with its age, each file not read, and the summary line: the columns laid out by every row."""
+    table = TextTable(aligned=len(answers))
+    lines = [line for row in answers for line in table.add(row)]
+    return "\n".join(lines + table.end(pending, problems, _summary(answers, pending, median)))
 
 
 def audit_table_html(
     answers: Sequence[Row], pending: Sequence[Row], problems: Sequence[str], median: float | None
 ) -> str:
     """The HTML twin of :func:`audit_table_text`: the marked rows say so in a ``<mark>``."""
-    summary = f"<p>{_e(summary_line(answers, pending, median))}</p>"
+    summary = f"<p>{_e(_summary(answers, pending, median))}</p>"
     waiting = "".join(f"<p><small>{_e(line)}</small></p>" for line in _pending_lines(pending))
     unread = "".join(f"<p><small>Not read: {_e(problem)}</small></p>" for problem in problems)
     if not answers:
