@@ -46,6 +46,7 @@ nitpick_ignore = [
         "os.PathLike",
         "collections.abc.Callable",
         "collections.abc.Mapping",
+        "collections.abc.Sequence",
         "mkl_notebook.providers.host.F",
         "mkl_notebook.app.handle.RunHost",
         "mkl_notebook.engine.oracle.Oracle",

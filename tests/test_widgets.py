@@ -517,3 +517,39 @@ def test_a_click_from_a_page_whose_server_knows_only_a_shared_token_is_not_answe
     nb.form().approve.click()
     [reply] = nb.replies()
     assert (reply["by"], reply["established"]) == ("hub-owner", "jupyterhub")
+
+
+# -- who may answer ---------------------------------------------------------------------------------------------
+
+
+def test_a_question_only_alice_may_answer_is_read_only_for_carol_and_her_click_records_nothing(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Carol's server (the Hub's user, established) shows the question a run started with ``--approvers alice``
+    asks, says who may answer it, and its controls send nothing; a page's word that she is alice changes nothing."""
+    monkeypatch.setenv("JUPYTERHUB_USER", "carol")
+    nb.run("%mkl config user=alice")  # typed in the notebook: a claim, never who may answer
+    nb.run("%%mkl\n" + REFUND)
+    nb.run(f"%mkl run refund --script {REFUND_SCRIPT} --set ticket=broken --approvers alice")
+    form = nb.form()
+    assert form.approve.disabled and form.reject.disabled and form.send.disabled
+    said = html.unescape(form.status.value)
+    assert "may be answered only by alice" in said and "you are carol (jupyterhub)" in said, said
+    assert "Only alice may answer it." in html.unescape(form.header.value)
+    form.approve.click()
+    assert nb.replies() == []
+    assert mkl_notebook.get_run("refund").status == "suspended"
+
+
+def test_a_question_only_alice_may_answer_takes_her_click_and_keeps_the_rule_it_was_taken_under(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    nb.run("%%mkl\n" + REFUND)
+    nb.run(f"%mkl run refund --script {REFUND_SCRIPT} --set ticket=broken --approvers alice,bob")
+    form = nb.form()
+    assert not form.approve.disabled
+    form.approve.click()
+    [reply] = nb.replies()
+    assert (reply["by"], reply["established"], reply["approvers"]) == ("alice", "jupyterhub", ["alice", "bob"])
+    assert mkl_notebook.get_run("refund").status == "done"

@@ -60,6 +60,7 @@ FIELDS = (
     "answered_at",
     "seconds_to_decide",
     "via",
+    "accepted_under",
     "problem",
 )
 CLAIMED = "claimed"  # how a name is established when only the replier's word says it
@@ -229,10 +230,20 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
                 round(answered_at - asked_at, 3) if asked_at is not None and answered_at is not None else None
             ),
             "via": record.get("via"),
+            "accepted_under": accepted_under(record),
             "problem": "; ".join(problems) or None,
         }
         rows.append((row, canonical(record)))
     return rows
+
+
+def accepted_under(reply: Mapping[str, Any]) -> str:
+    """The rule a reply was taken under: the approvers the run named then, or anyone (journals from before
+    runs named approvers say nothing: anyone)."""
+    approvers = reply.get("approvers")
+    if isinstance(approvers, list) and approvers:
+        return "approvers: " + ", ".join(str(name) for name in approvers)
+    return "anyone"
 
 
 def _waiting(history: _History, now: float) -> dict[str, Any] | None:

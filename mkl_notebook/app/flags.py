@@ -101,6 +101,13 @@ FLAGS: dict[str, Flag] = {
             default="report",
         ),
         Flag(
+            "--approvers",
+            "who may answer the run's questions, separated by commas (names the hub or the operating system "
+            "establishes; default: the approvers setting, else $MKL_APPROVERS, else anyone); anyone else sees "
+            "the question and cannot answer it",
+            metavar="NAMES",
+        ),
+        Flag(
             "--ask-human",
             "let every generative state ask the person a question (extension)",
             action="store_true",
@@ -181,6 +188,7 @@ STARTING = (
     "model",
     "executor",
     "fresh",
+    "approvers",
 )
 RUN = ("run_id", *STARTING, "retry", "on_untrusted_flow", "ask_human")
 REPLYING = ("reply_set", "reply", "note", "question", "by", *LIMITS, "resolve", "trust_file", "script", "model")

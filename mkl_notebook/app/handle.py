@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypedDict
 
 from ..checkpoints.envelope import checkpoint_of
 from ..durable.places import Place
+from ..durable.reading import approvers_of_journal
 from ..durable.runs import Observer, Outcome
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult, TraceStep
@@ -93,6 +94,7 @@ class PendingQuestion(TypedDict):
     about: str | None
     asked_again: list[tuple[str, list[str]]]
     asked_by: str | None  # of a question someone else's copy brought: when it was asked, and who signed it
+    approvers: list[str]  # who may answer it (empty: anyone)
 
 
 class Run:
@@ -180,6 +182,7 @@ class Run:
             "about": result.about,
             "asked_again": asked_again(result),
             "asked_by": asked_by(self.outcome.records) if self.outcome else None,
+            "approvers": list(approvers_of_journal(self.outcome.records)) if self.outcome else [],
         }
 
     @property

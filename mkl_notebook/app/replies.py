@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
-from ..durable.reading import RunState, claimed_name, established_how, replies
+from ..durable.reading import RunState, approvers_in, claimed_name, established_how, replies
 from ..durable.records import NOTE_MAX
 from ..durable.replay import JournalIndex
 from ..durable.runs import Resolution, not_waiting
@@ -35,6 +35,48 @@ class Answerer(NamedTuple):
     by: str
     established: str | None
     claimed: str | None
+
+
+class NotAnApprover(UsageProblem):
+    """A reply from someone the run does not let answer its questions: refused, and nothing journaled."""
+
+
+def approvers_of(index: JournalIndex) -> tuple[str, ...]:
+    """Who run's journal (``index``) lets answer its questions: the run's own rule (empty: anyone)."""
+    return approvers_in(index.options)
+
+
+def not_an_approver(approvers: Sequence[str], answering: Answerer) -> str | None:
+    """Why ``answering`` may not answer a question only ``approvers`` may (None: they may; no rule lets anyone).
+    Only an *established* name counts: one claimed (``--as``, the page's word) never does."""
+    if not approvers or (answering.established is not None and answering.by in approvers):
+        return None
+    you = f"{answering.by} ({answering.established})" if answering.established else f"known only as {answering.by!r}"
+    return (
+        f"may be answered only by {', '.join(approvers)} (as the hub or the operating system establishes who "
+        f"answers); you are {you}"
+    )
+
+
+def check_approver(run_id: str, question: str, approvers: Sequence[str], answering: Answerer) -> None:
+    """Refuse (:class:`NotAnApprover`) a reply to ``question`` from ``answering`` unless the run lets them answer
+    (see :func:`not_an_approver`)."""
+    why = not_an_approver(approvers, answering)
+    if why is not None:
+        raise NotAnApprover(f"question {question} of run '{run_id}' {why}: nothing was recorded")
+
+
+def parse_approvers(value: Any, flag: str) -> tuple[str, ...]:
+    """The names a run's ``--approvers`` (or the ``approvers`` setting) gives: comma-separated text, or a list."""
+    if value is None or value == "" or value == ():
+        return ()
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple, set, frozenset)) or not all(isinstance(name, str) for name in names):
+        raise UsageProblem(f"{flag} takes names separated by commas (e.g. alice,bob), not {value!r}")
+    cleaned = tuple(sorted({name.strip() for name in names if name.strip()}))
+    if not cleaned:
+        raise UsageProblem(f"{flag} names nobody: give the names of the people who may answer (e.g. alice,bob)")
+    return cleaned
 
 
 def os_account() -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -58,6 +58,7 @@ class StartRequest(Limits, Answering):
     anew: bool = False
     on_untrusted_flow: str = "report"
     ask_human: bool = False
+    approvers: str | Sequence[str] | None = None
     observer: Observer | None = None
 
 
@@ -112,6 +113,7 @@ class MapRequest(Limits, Answering):
     suspend: bool = False
     fresh: bool = False
     concurrency: int = DEFAULT_CONCURRENCY
+    approvers: str | Sequence[str] | None = None
     progress: Callable[[int, int], None] | None = None
 
 

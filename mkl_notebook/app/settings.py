@@ -23,7 +23,18 @@ if TYPE_CHECKING:
 DEFAULT_STORE = Path(DEFAULT_STORE_NAME)  # (as durable.stores has it, without loading the store)
 HITL_MODES = ("none", "asking", "all")
 MODEL_SETTINGS = ("model", "fast", "balanced", "reasoning", "judge", "api_base", "timeout", "retries")
-RUN_SETTINGS = ("store", "durability", "hitl", "user", "max_workers", "executor", "max_model_calls", "library")
+RUN_SETTINGS = (
+    "store",
+    "durability",
+    "hitl",
+    "user",
+    "approvers",
+    "max_workers",
+    "executor",
+    "max_model_calls",
+    "library",
+)
+APPROVERS_ENV = "MKL_APPROVERS"  # who may answer the questions of runs started here (a hub's one setting)
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 
@@ -61,6 +72,7 @@ class Settings:
     models_source: str = NOTEBOOK_SETTINGS  # where ``models`` were given, as %mkl models says
     library: tuple[Path, ...] | None = None  # folders `call:` searches before the shipped library; None: the env's
     durability: str | None = None  # "process" or "power" (see DURABILITY); None: $MKL_DURABILITY, else "process"
+    approvers: tuple[str, ...] | None = None  # who may answer runs started here; None: $MKL_APPROVERS, else anyone
 
     @classmethod
     def from_flags(
@@ -112,6 +124,10 @@ class Settings:
             self.hitl = check_hitl(value)
         elif key == "user":
             self.user = value or None
+        elif key == "approvers":
+            from .replies import parse_approvers
+
+            self.approvers = parse_approvers(value, "approvers") if value.strip() else ()
         elif key == "executor":
             self.executor = check_executor(value)
         elif key == "max_model_calls":
@@ -135,6 +151,15 @@ class Settings:
         if self.library is not None:
             return self.library
         return library_path(os.environ.get(LIBRARY_PATH_ENV, ""), LIBRARY_PATH_ENV)
+
+    def approvers_in_force(self) -> tuple[str, ...]:
+        """Who may answer the questions of runs started here: the ``approvers`` setting, else ``$MKL_APPROVERS``
+        (checked now), else anyone (empty)."""
+        from .replies import parse_approvers
+
+        if self.approvers is not None:
+            return self.approvers
+        return parse_approvers(os.environ.get(APPROVERS_ENV, "").strip() or None, f"${APPROVERS_ENV}")
 
     def store_durability(self) -> str:
         """What the store's records survive: the ``durability`` setting, else ``$MKL_DURABILITY`` (checked now,
@@ -165,6 +190,7 @@ class Settings:
             f"durability = {self._durability_shown()}",
             f"hitl = {self.hitl}",
             f"user = {self.user or who()}",
+            f"approvers = {self._approvers_shown()}",
             f"max_workers = {self.max_workers or 'default'}",
             f"executor = {self.executor or 'threads'}{capped}",
             f"library = {self._library_shown()}",
@@ -179,6 +205,12 @@ class Settings:
             return os.pathsep.join(map(str, self.library)) or "the shipped library only"
         given = os.environ.get(LIBRARY_PATH_ENV, "")
         return f"{given} (${LIBRARY_PATH_ENV})" if given.strip() else "the shipped library only"
+
+    def _approvers_shown(self) -> str:
+        if self.approvers is not None:
+            return ", ".join(self.approvers) or "anyone"
+        given = os.environ.get(APPROVERS_ENV, "").strip()
+        return f"{given} (${APPROVERS_ENV})" if given else "anyone"
 
     def _durability_shown(self) -> str:
         if self.durability is not None:

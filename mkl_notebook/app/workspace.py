@@ -14,6 +14,7 @@ a request comes from, what shows a run, the notebook's own copies of its runs); 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,7 @@ from .equipment import Equipment
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
-from .replies import answerer, checked_note, parse_resolve, read_reply
+from .replies import answerer, approvers_of, check_approver, checked_note, parse_approvers, parse_resolve, read_reply
 from .requests import ContinueRequest, MapRequest, StartRequest, asked
 from .settings import Settings, run_options
 from .shelf import Shelf
@@ -121,7 +122,7 @@ class Workspace:
 
     def _run_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
         """What a run is started with, as a start or map request and the settings say."""
-        return run_options(
+        options = run_options(
             max_steps=asks.max_steps,
             max_tokens=asks.max_tokens,
             max_cost=asks.max_cost,
@@ -130,6 +131,8 @@ class Workspace:
             max_workers=self.settings.max_workers,
             **more,
         )
+        approvers = parse_approvers(asks.approvers, "--approvers") or self.settings.approvers_in_force()
+        return dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
 
     def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
         made_from = self.shelf.files.get(machine.name) if self.follow_files else None
@@ -298,9 +301,13 @@ class Workspace:
                 current, changed = changed_files(run_id, index, asks.force)
                 registry = current if changed else None
             value, named, answering = None, None, {}
+            rule: tuple[str, ...] = ()
             if given:
                 value, named = read_reply(index, run_id, asks.question, reply=asks.reply, set_values=asks.set_values)
-                answering = answerer(asks.by or self.settings.user, via=asks.via)._asdict()  # who, and how known
+                who = answerer(asks.by or self.settings.user, via=asks.via)  # who, and how that is known
+                rule = approvers_of(index)
+                check_approver(run_id, named, rule, who)  # (someone the run does not let answer: nothing recorded)
+                answering = who._asdict()
             records = durable.resume_records(
                 run_id,
                 index,
@@ -315,6 +322,7 @@ class Workspace:
                 max_cost=cost,
                 resolution=resolution,
                 registry=registry,
+                approvers=rule,
             )
             return Preparation(records, registry, current)
 

@@ -178,6 +178,7 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "time": _number,
             "about": _maybe_text,
             "note": _note,
+            "approvers": lambda value: isinstance(value, list) and all(_text(name) for name in value),
         },
     ),
     "resume": (

@@ -14,7 +14,9 @@ from typing import Any
 from ..engine.options import RunOptions
 
 _UNJOURNALED_OPTIONS = frozenset({"secret", "observer"})  # the secret has its own key; observers are live only
-_OPTIONS_ONLY_WHEN_SET = frozenset({"budgets", "max_cost"})  # so that runs from before the option existed still match
+_OPTIONS_ONLY_WHEN_SET = frozenset(
+    {"budgets", "max_cost", "approvers"}
+)  # so that runs from before the option existed still match
 _DEFAULT_OPTIONS = RunOptions()
 JOURNALED_OPTIONS = tuple(item.name for item in fields(RunOptions) if item.name not in _UNJOURNALED_OPTIONS)
 # How each option is written as JSON: sets as sorted lists, mappings as objects, the rest as they are.

@@ -179,6 +179,22 @@ def replies(records: Iterable[Mapping[str, Any]]) -> list[ReplyRecord]:
     return [cast(ReplyRecord, record) for record in records if kind_of(record) == "reply"]
 
 
+def approvers_in(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Who may answer a run's questions, as the options in force in its journal say (empty: anyone)."""
+    names = options.get("approvers")
+    return tuple(sorted(name for name in names if isinstance(name, str))) if isinstance(names, list) else ()
+
+
+def approvers_of_journal(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Who may answer the questions of the run a journal holds: the options of its start, or of the latest
+    re-run that set them anew (empty: anyone)."""
+    for record in reversed(records):
+        if kind_of(record) in ("start", "rerun") and "options" in record:
+            options = record.get("options")
+            return approvers_in(options) if isinstance(options, Mapping) else ()
+    return ()
+
+
 def root_of(records: Sequence[Mapping[str, Any]]) -> str:
     """The name of the machine of the run a journal holds (its start record says; a re-run keeps it)."""
     return str(records[0].get("root") or "") if records else ""

@@ -115,6 +115,7 @@ class ReplyRecord(_ReplyKeys, total=False):
     time: float
     about: str  # what the question was about, as the person was shown it (the output the gate decided on)
     note: str  # text the person wrote beside their decision (absent: none; journals before notes have none)
+    approvers: list[str]  # the rule it was taken under: who the run let answer (absent: anyone)
 
 
 class _SuspendKeys(TypedDict):
@@ -360,13 +361,15 @@ def reply_record(
     note: str | None = None,
     established: str | None = None,
     claimed: str | None = None,
+    approvers: Sequence[str] = (),
 ) -> ReplyRecord:
     """A person's answer at ``position``, with who gave it, through what, to which question, about what
     (the content they were shown: their answer replays only while it is unchanged), and the ``note`` they
     wrote beside it (kept apart from the value, which stays exactly the decision).
 
     ``established`` says how ``by`` is known (a key of :data:`ESTABLISHED_BY`; None: ``by`` is only claimed);
-    ``claimed`` is a name the replier gave beside an established one (it never replaces it)."""
+    ``claimed`` is a name the replier gave beside an established one (it never replaces it); ``approvers`` is
+    the rule the reply was taken under (who the run let answer; none: anyone)."""
     if established is not None and established not in ESTABLISHED_BY:
         raise ValueError(f"unknown way a name is established: {established!r}")
     record: ReplyRecord = {"t": "reply", "pos": position, "reply_to": reply_to, "value": value}
@@ -384,6 +387,8 @@ def reply_record(
         record["via"] = via
     if question:
         record["question"] = question
+    if approvers:
+        record["approvers"] = sorted(approvers)
     record["time"] = time.time()
     return record
 

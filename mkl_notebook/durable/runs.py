@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -435,6 +435,7 @@ def resume_records(
     max_cost: float | None = None,
     resolution: Resolution | None = None,
     registry: Mapping[str, Machine] | None = None,
+    approvers: Sequence[str] = (),
 ) -> list[Any]:
     """What continuing a suspended (or in-doubt) run records before it runs again: a reply, the machines that
     changed, new budgets, or a person's settlement of a tool call in doubt.
@@ -443,7 +444,8 @@ def resume_records(
     state records nothing. A ``reply`` (``has_reply``) is journaled at the position the run waits on, bound
     to the ``question`` it answers, with who gave it (``by``, how that is ``established``, a name ``claimed``
     beside it), through what (``via``) and the ``note`` written
-    beside it: it is refused, and nothing recorded, unless the run waits on exactly that question now.
+    beside it: it is refused, and nothing recorded, unless the run waits on exactly that question now. The
+    reply keeps the rule it was taken under (``approvers``: who the run lets answer; checked by the caller).
     """
     state = index.state
     added: list[Any] = []
@@ -466,6 +468,7 @@ def resume_records(
                 note=note,
                 established=established,
                 claimed=claimed,
+                approvers=approvers,
             )
         )
     if state.finished:

@@ -35,6 +35,9 @@ class RunOptions:
     on_untrusted_flow: Literal["report", "halt"] = "report"
     tool_effects: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     trusted_keys: frozenset[str] = frozenset()
+    # Who may answer the run's questions (established names or trusted key names); empty: anyone. The engine
+    # never reads it: the run's journal keeps it, and whoever journals a reply holds the reply to it.
+    approvers: frozenset[str] = frozenset()
     max_workers: int = DEFAULT_MAX_WORKERS
     secret: bytes = b""  # per-run secret for fence nonces; random when empty
     ask_human: bool = False  # let every generative state ask the person (extension)

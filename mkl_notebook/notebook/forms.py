@@ -38,7 +38,7 @@ import traitlets
 
 from ..app.errors import USER_ERRORS, Superseded
 from ..app.handle import Run
-from ..app.replies import APPROVE, REJECT, Decision, FormReply, clicked_by, form_reply
+from ..app.replies import APPROVE, REJECT, Decision, FormReply, answerer, clicked_by, form_reply, not_an_approver
 from ..app.terms import Observer
 from ..render.questions import Asked, question_html
 from .metadata_link import clicking_user
@@ -122,6 +122,7 @@ class QuestionControl:
         via: str = "form",
         cell: str | None = None,
         observer: Observer | None = None,
+        approvers: tuple[str, ...] = (),
     ) -> None:
         self.run = run
         self.question = question
@@ -132,6 +133,9 @@ class QuestionControl:
         self.sent = False  # a reply is on its way, or was journaled
         self.settled = False  # answered or moved past, by this control or by any other path
         self._lock = threading.Lock()
+        # Someone the run does not let answer sees the question, and controls that say so instead of sending.
+        why = not_an_approver(approvers, answerer(None, via=via)) if approvers else None
+        self.read_only = f"This question {why}." if why else None
 
     def take(self, decision: Decision | None, typed: str) -> FormReply | str:
         """The reply to send for ``decision`` (None: the ``typed`` text is the reply; else it is the note), from
@@ -139,6 +143,8 @@ class QuestionControl:
         with self._lock:
             if self.sent:
                 return "A reply to this question was sent already."
+            if self.read_only:
+                return self.read_only
             try:
                 given = form_reply(None if self.model_asks else decision, typed)
             except USER_ERRORS as exc:  # a note over the limit: refused here, nothing journaled
@@ -227,6 +233,7 @@ class QuestionForm:
             model_asks=pending.get("question") is not None,
             cell=self.cell,
             observer=self.observer,
+            approvers=tuple(pending.get("approvers") or ()),
         )
         key = f"{self.place}/{pending.get('question_id') or pending.get('at')}"
         placeholder = "Reply, or a note for Approve / Reject (optional)"
@@ -242,6 +249,9 @@ class QuestionForm:
         self.approve.on_click(lambda _: self.submit(APPROVE))
         self.reject.on_click(lambda _: self.submit(REJECT))
         self.send.on_click(lambda _: self.submit(None))
+        if self.control.read_only:  # shown to someone the run does not let answer: read, not answered
+            self._enable(False)
+            self.status.value = _status(self.control.read_only)
         return self._header_html(pending)
 
     def _row_children(self) -> list[widgets.Widget]:

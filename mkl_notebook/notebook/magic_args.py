@@ -74,7 +74,8 @@ HELP = """\
                           MKL_NOTEBOOK=PATH does), where a headless client (papermill, nbconvert) leaves it unclear
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
 %mkl config [key=value]   show or change settings: store, durability (process, or power: every record synced
-                          to disk, as MKL_DURABILITY), hitl, user, max_workers, executor, max_model_calls,
+                          to disk, as MKL_DURABILITY), hitl, user, approvers (who may answer runs started here,
+                          as MKL_APPROVERS), max_workers, executor, max_model_calls,
                           library (folders call: searches first, as MKL_LIBRARY_PATH), and models: model,
                           fast, balanced, reasoning, judge, api_base, timeout, retries
                           (also %config MklMagics.model = "openai/gpt-4o-mini")

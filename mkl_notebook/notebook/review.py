@@ -60,7 +60,12 @@ class QueueRow:
     def of(cls, order: int, run: Run, pending: Pending, cell: str | None) -> QueueRow:
         """The row of the question ``pending`` of ``run`` (the batch's row ``order``), answered as ``cell``'s."""
         control = QuestionControl(
-            run, pending.get("question_id"), model_asks=pending.get("question") is not None, via="queue", cell=cell
+            run,
+            pending.get("question_id"),
+            model_asks=pending.get("question") is not None,
+            via="queue",
+            cell=cell,
+            approvers=tuple(pending.get("approvers") or ()),
         )
         return cls(order, run, pending, run.asked_at, control)
 
@@ -232,7 +237,7 @@ class ReviewQueue:
             )
             self.previous.disabled = self.page == 0
             self.next.disabled = self.page >= pages - 1
-            approvable = [row for row in shown if not row.model_asks and not row.sent]
+            approvable = [row for row in shown if not row.model_asks and not row.sent and not row.answering.read_only]
             self.approve_shown.description = f"Approve the {len(approvable)} shown"
             self.approve_shown.disabled = not approvable
 
@@ -279,7 +284,7 @@ class ReviewQueue:
             cells += [row.approve, row.reject]
         for cell in cells:
             if hasattr(cell, "disabled"):
-                cell.disabled = row.sent
+                cell.disabled = row.sent or bool(row.answering.read_only)
         row.controls = cells
         return cells
 
@@ -323,7 +328,7 @@ class ReviewQueue:
     def _approve_shown(self) -> None:
         """One approval per approvable row on the page shown, each with the note beside the button."""
         with self._lock:
-            rows = [row for row in self.shown if not row.model_asks and not row.sent]
+            rows = [row for row in self.shown if not row.model_asks and not row.sent and not row.answering.read_only]
             note = self.bulk_note.value
             try:
                 form_reply(APPROVE, note)

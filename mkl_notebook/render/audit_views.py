@@ -18,7 +18,21 @@ from .common import NONE, _code, _e, _plural, printable, table_row, who_answered
 CELL = 28  # characters of a text table's cell, at most (the key's: KEY_CELL; the mark is shown whole)
 KEY_CELL = 44
 MARK = "MARKED"
-_HEAD = ("run", "question", "about", "value", "note", "by", "key", "asked", "answered", "decided in", "via", "mark")
+_HEAD = (
+    "run",
+    "question",
+    "about",
+    "value",
+    "note",
+    "by",
+    "key",
+    "asked",
+    "answered",
+    "decided in",
+    "via",
+    "accepted under",
+    "mark",
+)
 _AUDIT_NUMBERS = (7, 8, 9)  # the columns of times and durations: asked, answered, decided in
 _NO_ANSWERS = "No answers."
 ALIGNED = 1000  # rows of a text table its columns are laid out by (a longer one's later cells may widen them)
@@ -93,6 +107,7 @@ def _cells(row: Row) -> list[str]:
         _when(row.get("answered_at")),
         duration(row.get("seconds_to_decide")),
         str(row.get("via") or NONE),
+        str(row.get("accepted_under") or "anyone"),
         _mark(row),
     ]
 

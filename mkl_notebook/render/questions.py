@@ -150,6 +150,7 @@ class Asked:
     at: str | None = None
     reply_to: str = "human.reply"
     again: tuple[tuple[str, list[str]], ...] = ()  # earlier answers asked again (:func:`asked_again`)
+    approvers: tuple[str, ...] = ()  # who may answer it (empty: anyone)
 
     @classmethod
     def of(cls, run_id: str, pending: Mapping[str, Any]) -> Asked:
@@ -166,7 +167,11 @@ class Asked:
             at=str(pending.get("at")),
             reply_to=str(pending.get("reply_to") or "human.reply"),
             again=tuple(pending.get("asked_again") or ()),
+            approvers=tuple(str(name) for name in pending.get("approvers") or ()),
         )
+
+    def _who_may(self) -> str:
+        return f"Only {', '.join(self.approvers)} may answer it." if self.approvers else ""
 
     def _label(self) -> str:
         if self.model_asks:
@@ -188,7 +193,7 @@ def question_html(asked: Asked) -> str:
     return (
         f"{asked_again_html(asked.again)}<p>{label}</p><blockquote>{_e(asked.text)}</blockquote>{about}"
         f"<p><small>Run {_code(asked.run_id)} continues at {_code(asked.at)}; your reply lands at "
-        f"{_code(asked.reply_to)}.</small></p>"
+        f"{_code(asked.reply_to)}.{' ' + _e(asked._who_may()) if asked.approvers else ''}</small></p>"
     )
 
 
@@ -202,6 +207,8 @@ def question_text(asked: Asked) -> str:
     if asked.about:
         lines += [ABOUT_LABEL, _indent(asked.about, "    ")]
     lines.append(f"Run {asked.run_id} continues at {asked.at}; your reply lands at {asked.reply_to}.")
+    if asked.approvers:
+        lines.append(asked._who_may())
     return "\n".join(lines)
 
 
