@@ -7,6 +7,7 @@ tests' stand-in for ``/proc/self/mountinfo``) that says the folder is an NFS hom
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,14 @@ def test_a_kernel_refuses_a_store_on_nfs_in_one_line(
     ip.run(f"%mkl config store={local}")
     ip.run(f"%mkl run refund --no-hitl --script {REFUND_SCRIPT}")
     assert local.is_file()
+
+
+def test_the_documented_network_types_are_those_checked() -> None:
+    from mkl_notebook.durable.network_fs import NETWORK_TYPES
+
+    from support import ROOT
+
+    text = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
+    section = text.split("### No store on a network filesystem", 1)[1].split("Every other type is taken as local", 1)[0]
+    listed = set(re.findall(r"`([a-z0-9.-]+)`", section.split("refused in one line, with nothing made:", 1)[1]))
+    assert listed == NETWORK_TYPES
