@@ -83,9 +83,9 @@ def filesystem_type(path: str | Path, mounts: list[tuple[str, str]]) -> str | No
     where = _existing(Path(path))
     best: tuple[int, str] | None = None
     for point, kind in mounts:
-        if where == point or point == "/" or where.startswith(point.rstrip("/") + "/"):
-            if best is None or len(point) >= best[0]:
-                best = (len(point), kind)
+        holds = where == point or point == "/" or where.startswith(point.rstrip("/") + "/")
+        if holds and (best is None or len(point) >= best[0]):
+            best = (len(point), kind)
     return best[1] if best else None
 
 
