@@ -264,7 +264,8 @@ class SQLiteStore:
     reading back what an advance added comes from there, not the file.
 
     ``read_only`` opens a store to be read, as a listing does: only a file of ours, and nothing is written
-    or made (see :func:`reading_connection`).
+    or made (see :func:`reading_connection`). A store to be written on a network filesystem is refused before
+    anything is made (see :mod:`.network_fs`); one to be read is not.
     """
 
     def __init__(
