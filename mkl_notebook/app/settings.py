@@ -117,6 +117,9 @@ class Settings:
         from .oracles import model_config
 
         if key == "store":
+            from ..durable.network_fs import check_store_place
+
+            check_store_place(value)  # refused now, not at the next run: a store is not written there
             self.store = Path(value)
         elif key == "durability":
             self.durability = check_durability(value, "durability")

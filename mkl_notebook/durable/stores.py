@@ -26,6 +26,7 @@ from .chain import canonical
 from .errors import RunBusy, StoreError
 from .forgotten import ForgottenHistory, decoded_forgotten, forgetting
 from .leases import RunLeases
+from .network_fs import check_store_place
 from .records import is_precious
 from .store_files import APPLICATION_ID, SCHEMA_VERSION, check_ours, reading_connection
 from .store_names import DEFAULT_STORE_NAME, DURABILITY  # (named there: a command's help reads them, not the store)
@@ -264,7 +265,8 @@ class SQLiteStore:
     reading back what an advance added comes from there, not the file.
 
     ``read_only`` opens a store to be read, as a listing does: only a file of ours, and nothing is written
-    or made (see :func:`reading_connection`).
+    or made (see :func:`reading_connection`). A store to be written on a network filesystem is refused before
+    anything is made (see :mod:`.network_fs`); one to be read is not.
     """
 
     def __init__(
@@ -279,6 +281,7 @@ class SQLiteStore:
         if read_only:
             self._db = reading_connection(self.path)
         else:
+            check_store_place(self.path)  # before its folder or file is made: SQLite's locks fail on NFS
             self._db = self._writing_connection(durability)
         # One lease file for the store's runs, named for the store (several may share a folder).
         digest = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:24]
