@@ -553,3 +553,15 @@ def test_a_question_only_alice_may_answer_takes_her_click_and_keeps_the_rule_it_
     [reply] = nb.replies()
     assert (reply["by"], reply["established"], reply["approvers"]) == ("alice", "jupyterhub", ["alice", "bob"])
     assert mkl_notebook.get_run("refund").status == "done"
+
+
+def test_under_jupyterhub_a_run_is_signed_as_the_hub_user_whatever_a_page_says(
+    nb: Notebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    hello = {"op": "hello", "runs": {}, "user": "carol"}  # a page's word (a visitor under the Hub's sharing)
+    current_notebook().link._received({"header": {"session": "page-of-carol"}, "content": {"data": hello}})
+    _start_refund(nb)
+    with sqlite3.connect(nb.tmp / ".mkl" / "runs.sqlite") as db:
+        bodies = [json.loads(body) for (body,) in db.execute("SELECT body FROM records ORDER BY seq")]
+    assert [body["by"] for body in bodies if body.get("t") == "sign"] == ["alice"]

@@ -401,10 +401,12 @@ def notebook_session(settings: Settings | None = None, **options: Any) -> Worksp
     notebook = KernelNotebook()
     workspace = Workspace(settings, cells=notebook, **options)
     notebook.serve(workspace)
-    # This person signs as the name they gave (`%mkl config user=`), else as the Jupyter server's user the
-    # notebook's page reported (a server behind a login: the person it knows), else as JupyterHub's user or
-    # the OS account (see app.replies.who).
-    workspace.equipment.signing_as = lambda: workspace.settings.user or notebook.link.server_user
+    # This person signs as the name they gave (`%mkl config user=`), else as JupyterHub's user of this server
+    # (the Hub started it for them), else as the Jupyter server's user the notebook's page reported (a server
+    # behind a login: the person it knows), else as the OS account (see app.replies.who).
+    workspace.equipment.signing_as = lambda: (
+        workspace.settings.user or os.environ.get("JUPYTERHUB_USER") or notebook.link.server_user
+    )
     return workspace
 
 
