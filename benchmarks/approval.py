@@ -146,16 +146,6 @@ def uptime() -> str:
 # -- approval to continue, in JupyterLab -------------------------------------------------------------
 
 
-def _kernel_idle(base: str) -> bool:
-    from browser_support import get_json
-
-    try:
-        kernels = get_json(f"{base}/api/kernels")
-    except OSError:
-        return False
-    return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore[union-attr]
-
-
 def shut_down_kernels(page: Any, base: str) -> None:
     """Shut down every kernel, as the page would (its cookies, and the XSRF token the server gave it)."""
     from browser_support import get_json
@@ -175,11 +165,13 @@ def shut_down_kernels(page: Any, base: str) -> None:
 def click_through(page: Any, base: str, name: str, gates: int) -> list[float]:
     """Open notebook ``name``, run all, and approve each of its ``gates`` questions: the milliseconds from each
     click until the next question (or the result) is drawn."""
+    from browser_support import kernel_idle
+
     # A workspace of its own (?reset): the last notebook's tab, restored, could take the Run All.
     page.goto(f"{base}/lab/tree/{name}?reset")
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
     deadline = time.monotonic() + 60
-    while not _kernel_idle(base):
+    while not kernel_idle(base):
         if time.monotonic() > deadline:
             raise SystemExit("the notebook's kernel never became idle")
         page.wait_for_timeout(200)

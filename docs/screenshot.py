@@ -19,18 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from browser_support import browser_page, get_json, lab_env, serve  # noqa: E402
+from browser_support import browser_page, kernel_idle, lab_env, serve  # noqa: E402
 
 TUTORIAL = "02-human-approval.ipynb"
 OUT = ROOT / "docs" / "_static" / "approval-form.png"
-
-
-def _kernel_idle(base: str) -> bool:
-    try:
-        kernels = get_json(f"{base}/api/kernels")
-    except OSError:
-        return False
-    return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore[union-attr]
 
 
 def main() -> int:
@@ -47,7 +39,7 @@ def main() -> int:
             page.goto(f"{base}/lab/tree/{TUTORIAL}")
             page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
             deadline = time.monotonic() + 60
-            while not _kernel_idle(base):
+            while not kernel_idle(base):
                 if time.monotonic() > deadline:
                     raise SystemExit("the kernel never became idle")
                 page.wait_for_timeout(300)

@@ -111,6 +111,15 @@ def get_json(url: str) -> object:
         return json.loads(response.read())
 
 
+def kernel_idle(base: str) -> bool:
+    """Whether the Jupyter server at ``base`` has a kernel that is idle with a page connected to it."""
+    try:
+        kernels = get_json(f"{base}/api/kernels")
+    except OSError:  # the server may answer 500 while a kernel starts
+        return False
+    return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore[union-attr]
+
+
 def lab_env(folder: Path) -> dict[str, str]:
     """The environment of one person's JupyterLab: Jupyter's config, data (their signing key), runtime and
     settings folders of their own under ``folder``, no model configured, autosave, news and real-time

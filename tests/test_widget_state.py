@@ -19,7 +19,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from browser_support import browser_page, checkout_extension, get_json, lab_env, serve
+from browser_support import browser_page, checkout_extension, kernel_idle, lab_env, serve
 from lab_client import run_all
 
 from support import refund_notebook
@@ -64,14 +64,6 @@ def test_a_notebook_executed_by_nbclient_carries_a_few_kilobytes_of_widget_state
     assert len(layouts) == 4 * len(ones) <= 4 * 4  # a form's widgets share theirs; no form shares another's
 
 
-def _kernel_idle(base: str) -> bool:
-    try:
-        kernels = get_json(f"{base}/api/kernels")
-    except OSError:  # the server may answer 500 while a kernel starts
-        return False
-    return any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels)  # type: ignore
-
-
 def _until(page: Any, condition: Any, what: str, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -95,14 +87,14 @@ def test_jupyterlab_saving_widget_state_keeps_the_forms_out_and_the_persons_own_
     with serve(root, env, tmp_path / "jupyter.log") as base, browser_page() as page:
         page.goto(f"{base}/lab/tree/forms.ipynb")
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
-        _until(page, lambda: _kernel_idle(base), "the kernel never became idle")
+        _until(page, lambda: kernel_idle(base), "the kernel never became idle")
         page.click(".lm-MenuBar-itemLabel:text-is('Run')")
         page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
         expect(page.locator(".jp-OutputArea-output button:has-text('Approve')")).to_have_count(count, timeout=120_000)
         expect(page.locator(".jp-OutputArea-output .widget-slider")).to_have_count(1)
         _until(
             page,
-            lambda: _kernel_idle(base) and not page.locator(".jp-InputPrompt:text-is('[*]:')").count(),
+            lambda: kernel_idle(base) and not page.locator(".jp-InputPrompt:text-is('[*]:')").count(),
             "Run All never finished",
         )
         page.locator(".jp-InputPrompt").first.click()
