@@ -14,9 +14,10 @@ from ..app import batch
 from ..app.checkpoints import BATCH_MIME, BATCH_ROWS_MIME, CHECKPOINT_MIME, REFERENCE_MIME
 from ..app.handle import Run, pandas_for
 from ..app.requests import MapRequest
+from ..app.workspace import Workspace
 from ..render.batch_views import batch_bundle
 from .review import ReviewQueue
-from .session import KernelNotebook, Workspace, notebook_of
+from .session import KernelNotebook, notebook_of
 
 
 class Batch:

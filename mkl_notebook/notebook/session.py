@@ -31,9 +31,9 @@ __all__ = [
     "KernelNotebook",
     "NotebookRun",
     "Settings",
-    "Workspace",
     "current_notebook",
     "current_session",
+    "notebook_of",
     "notebook_session",
     "pandas_for",
 ]
