@@ -28,7 +28,7 @@ from ..render.views import asked_again
 from .continuing import drawn_on
 from .copies import Copies
 from .equipment import Equipment
-from .errors import UsageProblem
+from .errors import USER_ERRORS, UsageProblem
 from .requests import ContinueRequest, asked
 from .status import asked_by, asked_when, cell_answered, with_keys
 
@@ -241,6 +241,20 @@ class Run:
     def reload(self) -> Run:
         """Read the run as its journal stands now, calling and recording nothing."""
         return self.advanced(lambda: self.workspace.read(self.id))
+
+    def catch_up(self) -> bool:
+        """Read the run again when its journal went on past what this handle shows (another process answered
+        it): every form and view of it catches up. Whether it had; nothing is called or recorded."""
+        if self.outcome is None or not self.outcome.as_it_stands:
+            return False  # not read yet, or shown as a cell left it: a cell's own request moves it
+        try:
+            now = self.workspace.read(self.id)
+        except USER_ERRORS:
+            return False  # forgotten since, say: whoever reads it next is told
+        if now.length <= self.journal_length:
+            return False
+        self.advanced(lambda: now)
+        return True
 
     def showing(self, outcome: Outcome) -> Run:
         """This handle, showing ``outcome`` (the run as a cell left it)."""

@@ -566,6 +566,9 @@ def load_magics(shell: Any) -> MklMagics:
     notebook = notebook_of(session)
     notebook.user_ns = shell.user_ns
     notebook.current_cell = lambda: _executing_cell(shell, notebook)
+    loop = getattr(getattr(shell, "kernel", None), "io_loop", None)
+    if loop is not None:  # a kernel: runs answered by another process redraw where they are shown
+        notebook.wake = loop.add_callback
     magics = MklMagics(shell, session)
     shell.register_magics(magics)
     if _extension_may_listen(shell):

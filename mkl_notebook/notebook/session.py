@@ -25,6 +25,7 @@ from ..app.settings import NOTEBOOK_SETTINGS, Settings
 from ..app.terms import Oracle, Outcome, Place
 from ..app.workspace import Workspace
 from .metadata_link import MetadataLink
+from .watch import StoreWatch, Wake
 
 __all__ = [
     "NOTEBOOK_SETTINGS",
@@ -70,6 +71,9 @@ class KernelNotebook:
         # Per run: what shows it (forms, views), told whenever the run moves; each says when it is done following.
         self._followers: dict[str, list[Callable[[NotebookRun], bool]]] = {}
         self._followers_lock = threading.Lock()
+        # Where the kernel can be woken on its own loop (None: a shell with no kernel, which nothing watches for).
+        self.wake: Wake | None = None
+        self._watch: StoreWatch | None = None
         self.chosen_notebook: str | None = None  # the notebook a person named with `%mkl notebook PATH`
         self._found: Found | None = None  # the notebook this kernel runs, looked for by its cells' sources
         self._told_unclear = False  # that it cannot tell which it runs was said (once)
@@ -230,6 +234,24 @@ class KernelNotebook:
         """Tell ``follower(run)`` of every change of run ``run_id`` until it returns True."""
         with self._followers_lock:
             self._followers.setdefault(run_id, []).append(follower)
+            if self.wake is not None and self._watch is None:  # another process may answer it: watch the store
+                self._watch = StoreWatch(self, self.wake)
+                self._watch.start()
+
+    def followed(self) -> dict[str, int]:
+        """The runs something here shows, each with how far in its journal this kernel's handle shows it."""
+        with self._followers_lock:
+            run_ids = [run_id for run_id, followers in self._followers.items() if followers]
+        runs = self.workspace.runs
+        return {run_id: runs[run_id].journal_length for run_id in run_ids if run_id in runs}
+
+    def caught_up(self, run_ids: list[str]) -> None:
+        """Runs ``run_ids`` moved in the store by another process: each is read again, and what shows it
+        catches up (on the kernel's loop, between cells and clicks)."""
+        for run_id in run_ids:
+            handle = self.workspace.runs.get(run_id)
+            if handle is not None:
+                handle.catch_up()
 
     def moved(self, handle: Run) -> None:
         """Run ``handle`` changed (by any path): the notebook's metadata keeps it as it stands now, and every form

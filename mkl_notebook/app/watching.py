@@ -1,0 +1,32 @@
+"""Whether runs moved in their store while a kernel was not looking (another process answered them: a terminal's
+``mkl resume``, a colleague's kernel on the same store): what a waiting notebook watches so that its cells
+redraw with no click in its page."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..durable.stores import RunStore
+
+
+def store_stamp(store: RunStore) -> tuple[Any, ...] | None:
+    """A cheap sign that a store's file changed (its size and time, and its write-ahead log's): equal stamps mean
+    nothing was written since; None for a store that has no such file (every look then asks the store)."""
+    path = getattr(store, "path", None)
+    if path is None:
+        return None
+    stamp: list[Any] = []
+    for name in (str(path), f"{path}-wal"):
+        try:
+            found = os.stat(name)
+        except OSError:
+            stamp.append(None)
+            continue
+        stamp.append((found.st_size, found.st_mtime_ns))
+    return tuple(stamp)
+
+
+def journal_past(store: RunStore, run_id: str, length: int) -> bool:
+    """Whether the store's journal of ``run_id`` holds more than ``length`` records (what a view shows)."""
+    return bool(store.read(run_id, since=length)) if store.exists(run_id) else False

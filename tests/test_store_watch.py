@@ -1,0 +1,72 @@
+"""A kernel that waits for a person wakes when another process answers: Alice's run waits in her kernel, someone
+answers it from a terminal on the same store, and her cell redraws what was answered, by whom and how, with no
+click and no cell executed in her kernel."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from support import REFUND_SCRIPT, env_without_models
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _execute(client: Any, code: str) -> list[dict[str, Any]]:
+    """Execute ``code`` in the kernel as a cell would be; the messages it published, to idle."""
+    published: list[dict[str, Any]] = []
+    reply = client.execute_interactive(code, output_hook=published.append, timeout=120)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return published
+
+
+def _printed(messages: list[dict[str, Any]]) -> str:
+    return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+
+
+def test_a_waiting_kernel_redraws_a_question_a_terminal_answered_with_no_click(tmp_path: Path) -> None:
+    from jupyter_client.manager import KernelManager
+
+    shutil.copy(ROOT / "examples" / "refund.mkl", tmp_path / "refund.mkl")
+    shutil.copy(REFUND_SCRIPT, tmp_path / "refund.script.yaml")
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(cwd=str(tmp_path), env=env_without_models())
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        _execute(client, "%load_ext mkl_notebook\n%mkl load refund.mkl")
+        shown = _execute(client, "%mkl run refund --id r --script refund.script.yaml --set ticket=broken")
+        assert any(m["msg_type"] == "display_data" for m in shown)
+        question = _printed(_execute(client, "import mkl_notebook\nprint(mkl_notebook.get_run('r').question_id)"))
+        answering = ["--id", "r", "--script", "refund.script.yaml", "--question", question.strip()]
+        answering += ["--reply", "approve"]
+        answered = subprocess.run(
+            [sys.executable, "-m", "mkl_notebook.cli", "resume", *answering],
+            cwd=tmp_path,
+            env=env_without_models(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert answered.returncode == 0, answered.stdout + answered.stderr
+
+        redrawn: list[str] = []
+        deadline = time.monotonic() + 60
+        while not any("approve" in text and "via cli" in text for text in redrawn):  # nothing executed meanwhile
+            assert time.monotonic() < deadline, f"the kernel's cell was not redrawn: {redrawn}"
+            try:
+                message = client.get_iopub_msg(timeout=1)
+            except Exception:  # (queue.Empty: nothing published this second)
+                continue
+            if message["msg_type"] == "update_display_data":
+                redrawn.append(str(message["content"]["data"].get("text/plain", "")))
+        status = _printed(_execute(client, "print(mkl_notebook.get_run('r').status)"))
+        assert status.strip() == "done"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
