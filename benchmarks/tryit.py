@@ -100,7 +100,11 @@ def one_round(rev: str, command: str, pip_cache: Path, cache: str, scratch: Path
             raise SystemExit(
                 f"`{_short(step)}` failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
             )
-    found = [str(Path(folder).relative_to(clone)) for folder, dirs, _ in os.walk(clone) if "node_modules" in dirs]
+    found = []
+    for folder, dirs, _ in os.walk(clone):
+        if "node_modules" in dirs:
+            found.append((Path(folder) / "node_modules").relative_to(clone).as_posix())
+            dirs.remove("node_modules")  # the packages' own node_modules inside it are not news
     pip_log = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     shared = clone / ".venv" / "share" / "jupyter" / "labextensions" / "mkl-notebook"
     installed = any(shared.glob("static/remoteEntry.*.js"))
@@ -159,8 +163,8 @@ def section(rev: str, command: str, rounds: list[Round], where: str) -> str:
     installed = all(one.extension_installed for one in rounds)
     lines += [
         "",
-        f"The JupyterLab extension was installed ({'yes' if installed else 'NO'}: "
-        "`.venv/share/jupyter/labextensions/mkl-notebook/`) from its committed build, `mkl_notebook/labextension/`. "
+        f"The JupyterLab extension was installed, where Jupyter finds it: {'yes' if installed else 'NO'} "
+        "(`.venv/share/jupyter/labextensions/mkl-notebook/`, from the committed `mkl_notebook/labextension/`). "
         + BEFORE,
     ]
     return "\n".join(lines)
