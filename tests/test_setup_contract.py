@@ -21,7 +21,7 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert f"\n{test_command}\n" in readme
 
 
-def test_the_install_builds_and_enables_the_jupyterlab_extension() -> None:
+def test_the_install_enables_the_committed_jupyterlab_extension() -> None:
     """`pip install -e .` installed the committed build of labextension/ (mkl_notebook/labextension/) here."""
 
     listed = subprocess.run(
