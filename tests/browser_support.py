@@ -154,11 +154,11 @@ def lab_env(folder: Path) -> dict[str, str]:
 
 
 def checkout_extension(env: dict[str, str]) -> None:
-    """Have the Lab of ``env`` load the ``mkl-notebook`` extension as built in this checkout
-    (``jlpm build:prod`` in labextension/), ahead of the copy installed in the environment: a folder on
+    """Have the Lab of ``env`` load the ``mkl-notebook`` extension as built in this checkout (committed, or
+    rebuilt by ``jlpm build:prod`` in labextension/), ahead of the copy installed in the environment: a folder on
     ``JUPYTER_PATH`` comes first on Jupyter's path (the user's data folder comes after the environment's)."""
     built = ROOT / "mkl_notebook" / "labextension"
-    assert (built / "package.json").exists(), "build the extension first: cd labextension && jlpm build:prod"
+    assert (built / "package.json").exists(), "no mkl_notebook/labextension/: git checkout it (docs/development/extension.md)"
     first = Path(env["JUPYTER_DATA_DIR"]).parent / "checkout_jupyter_path"
     (first / "labextensions").mkdir(parents=True)
     (first / "labextensions" / "mkl-notebook").symlink_to(built, target_is_directory=True)

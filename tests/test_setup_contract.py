@@ -21,8 +21,8 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert f"\n{test_command}\n" in readme
 
 
-def test_the_install_builds_and_enables_the_jupyterlab_extension() -> None:
-    """`pip install -e .` built labextension/ (TypeScript, Jupyter's toolchain) into this environment."""
+def test_the_install_enables_the_committed_jupyterlab_extension() -> None:
+    """`pip install -e .` installed the committed build of labextension/ (mkl_notebook/labextension/) here."""
 
     listed = subprocess.run(
         [sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, check=True
@@ -31,6 +31,22 @@ def test_the_install_builds_and_enables_the_jupyterlab_extension() -> None:
     assert "enabled" in line and "OK" in line and "(python, mkl-notebook)" in line, listed.stdout + listed.stderr
     built = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "mkl-notebook" / "package.json"
     assert built.is_file()
+
+
+def test_installing_from_a_checkout_needs_no_node() -> None:
+    """The extension is committed built: building the package needs hatchling only, no Node.js from PyPI, no
+    jupyter-builder and no build hook that would run jlpm (tests/test_labextension_build.py keeps the build true)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert [name.split(">")[0] for name in pyproject["build-system"]["requires"]] == ["hatchling"]
+    assert "hooks" not in pyproject["tool"]["hatch"]["build"]
+    shared = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
+    assert shared["mkl_notebook/labextension"] == "share/jupyter/labextensions/mkl-notebook"
+    assert (ROOT / "mkl_notebook" / "labextension" / "package.json").is_file()
 
 
 def test_the_malicious_litellm_uploads_can_never_be_installed_and_current_releases_can() -> None:
