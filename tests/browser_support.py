@@ -158,7 +158,7 @@ def checkout_extension(env: dict[str, str]) -> None:
     rebuilt by ``jlpm build:prod`` in labextension/), ahead of the copy installed in the environment: a folder on
     ``JUPYTER_PATH`` comes first on Jupyter's path (the user's data folder comes after the environment's)."""
     built = ROOT / "mkl_notebook" / "labextension"
-    assert (built / "package.json").exists(), "no mkl_notebook/labextension/: git checkout it (docs/development/extension.md)"
+    assert (built / "package.json").exists(), "no mkl_notebook/labextension/: git checkout it (docs/development/)"
     first = Path(env["JUPYTER_DATA_DIR"]).parent / "checkout_jupyter_path"
     (first / "labextensions").mkdir(parents=True)
     (first / "labextensions" / "mkl-notebook").symlink_to(built, target_is_directory=True)

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "labextension"
 BUILT = ROOT / "mkl_notebook" / "labextension"
 REBUILD = (
-    "cd labextension && jlpm install && jlpm build:prod, and commit mkl_notebook/labextension/ (docs/development/extension.md)"
+    "cd labextension && jlpm install && jlpm build:prod, and commit mkl_notebook/labextension/ "
+    "(docs/development/extension.md)"
 )
 
 # What labextension/stamp.js hashes into build-inputs.sha256: every file the build reads.
