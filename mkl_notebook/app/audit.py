@@ -27,10 +27,13 @@ from ..durable.chain import canonical, common_prefix
 from ..durable.errors import StoreError
 from ..durable.reading import claimed_name, established_how, root_of, run_state
 from ..durable.records import kind_of
-from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
+from ..durable.store_names import is_server_store, public_store
+from ..durable.store_opening import close_store, open_store, store_there
+from ..durable.stores import RunStore
 from ..engine.result import question_id
 from .errors import UsageProblem
 from .listing import files_under
+from .settings import default_store
 from .trust import Keyring
 from .workspace import Workspace
 
@@ -302,18 +305,19 @@ def _store_histories(store: RunStore, shown: str, run_id: str | None = None) -> 
     return [_History(shown, run.run_id, store.read(run.run_id)) for run in store.runs()]
 
 
-def _read_store(path: Path, run_id: str | None = None) -> list[_History]:
-    """The histories of the store file at ``path``, opened read-only (refused when it is none of ours)."""
-    store = SQLiteStore(path, read_only=True)
+def _read_store(location: str | Path, run_id: str | None = None) -> list[_History]:
+    """The histories of the store at ``location`` (a file, or a server's URL), opened read-only (a file refused
+    when it is none of ours)."""
+    store = open_store(location, read_only=True)
     try:
-        return _store_histories(store, str(path), run_id)
+        return _store_histories(store, store.location, run_id)
     finally:
-        store.close()
+        close_store(store)
 
 
-def audit_store(path: str | Path, run_id: str | None = None, keyring: Keyring | None = None) -> Audit:
-    """Every answer in the run store at ``path`` (of run ``run_id`` only, when given); read-only."""
-    return _audit(_read_store(Path(path), run_id), keyring)
+def audit_store(location: str | Path, run_id: str | None = None, keyring: Keyring | None = None) -> Audit:
+    """Every answer in the run store at ``location`` (of run ``run_id`` only, when given); read-only."""
+    return _audit(_read_store(location if is_server_store(location) else Path(location), run_id), keyring)
 
 
 def audit_notebook(path: str | Path, keyring: Keyring | None = None) -> Audit:
@@ -351,7 +355,7 @@ def audit_target(target: str | None, *, store: str | Path | None = None, keyring
             return audit_notebook(target, keyring)
         if Path(target).is_dir():
             return audit_folder(target, keyring)
-    return audit_store(store if store is not None else DEFAULT_STORE, target, keyring)
+    return audit_store(store if store is not None else default_store(), target, keyring)
 
 
 def workspace_audit(ws: Workspace, target: str | None = None) -> Audit:
@@ -362,8 +366,8 @@ def workspace_audit(ws: Workspace, target: str | None = None) -> Audit:
     opened = ws.store_opened()
     if opened is not None:
         return _audit(_store_histories(opened, opened.location, target), ws.keyring)
-    if not ws.settings.store.exists():
+    if not store_there(ws.settings.store):
         if target is not None:
-            raise UsageProblem(f"{ws.settings.store}: holds no run '{target}'")
+            raise UsageProblem(f"{public_store(str(ws.settings.store))}: holds no run '{target}'")
         return Audit()
     return audit_store(ws.settings.store, target, ws.keyring)
