@@ -1,0 +1,120 @@
+"""A run kept on a PostgreSQL server, end to end: started by one person's ``mkl run`` in one folder, answered by
+``mkl resume`` in another folder that shares no file with it, listed and audited from the store alone; the
+server's password in no output byte, no file and no record.
+
+The server is real, started by the tests (tests/postgres_server.py); skipped without PostgreSQL (failed under CI).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support import ROOT, mkl_cli
+
+EXAMPLES = ROOT / "examples"
+
+
+def _files_holding(folder: Path, secret: str) -> list[str]:
+    return [str(path) for path in folder.rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
+
+
+def _stored_text(url: str) -> str:
+    """Every row of the store's tables as text (the records, the runs list, the pins, what was forgotten)."""
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        tables = ("mkl_records", "mkl_runs", "mkl_sources", "mkl_forgotten", "mkl_schema")
+        return "\n".join(str(row) for table in tables for row in connection.execute(f"SELECT * FROM {table}"))
+
+
+def test_a_run_started_in_one_folder_is_answered_from_another_through_the_server_store(
+    postgres: Any, tmp_path: Path
+) -> None:
+    from postgres_server import PASSWORD
+
+    url = postgres.database()
+    shown = url.replace(f":{PASSWORD}", "")  # the store as a printed command names it
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    alice.mkdir()
+    bob.mkdir()
+    for name in ("refund.mkl", "refund.script.yaml"):
+        shutil.copy(EXAMPLES / name, alice / name)
+    bob_script = bob / "script.yaml"
+    shutil.copy(EXAMPLES / "refund.script.yaml", bob_script)
+    outputs: list[str] = []
+
+    def mkl(folder: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+        code, status, out, err = mkl_cli(folder, *args, env=env)
+        outputs.extend((out, err))
+        return code, status, out + err
+
+    code, asked, said = mkl(
+        alice, "run", "refund.mkl", "--script", "refund.script.yaml", "--set", "ticket=Broken", "--hitl",
+        "--store", url,
+    )  # fmt: skip
+    assert (code, asked["status"]) == (3, "suspended"), said
+    assert f"--store '{shown}'" in said  # the command that answers it names the store, without its password
+    assert not (alice / ".mkl").exists()  # nothing of the run is kept in the folder
+
+    # Bob's folder holds nothing of Alice's: he names the store as the printed command does; the password
+    # comes as PostgreSQL's own clients take it.
+    code, done, said = mkl(
+        bob, "resume", "--store", shown, "--id", asked["run"], "--script", str(bob_script),
+        "--question", asked["question_id"], "--reply", "approve",
+        env={"PGPASSWORD": PASSWORD},
+    )  # fmt: skip
+    assert (code, done["status"]) == (0, "done"), said
+    assert done["result"] == "Hello! Your order A-1001 qualifies: we will refund it today. (approved)"
+
+    code, listed, said = mkl(alice, "runs", "--store", url)
+    assert code == 0, said
+    assert [(run["run"], run["status"]) for run in listed["runs"]] == [(asked["run"], "done")]
+    code, audited, said = mkl(bob, "audit", "--store", shown, env={"MKL_STORE": url})  # its password, by $MKL_STORE
+    assert code == 0, said
+    assert "approve" in said
+    code, _, said = mkl(bob, "trace", "--id", asked["run"], "--store", url)
+    assert code == 0 and " send " in said, said
+    code, planned, said = mkl(alice, "plan", "refund.mkl", "--id", asked["run"], "--store", url)
+    assert code == 0, said
+
+    code, _, said = mkl(bob, "runs", "--store", shown, env={"PGPASSWORD": "wrong"})  # refused in one line
+    assert code != 0 and "password authentication failed" in said and "Traceback" not in said, said
+
+    assert not [output for output in outputs if PASSWORD in output]
+    assert _files_holding(tmp_path, PASSWORD) == []
+    assert PASSWORD not in _stored_text(url)
+
+
+def test_a_store_url_with_its_password_in_the_query_is_named_without_it(postgres: Any) -> None:
+    from mkl_notebook.durable.store_opening import open_store
+    from postgres_server import PASSWORD
+
+    url = postgres.database().replace(f":{PASSWORD}@", "@") + f"&password={PASSWORD}"
+    store = open_store(url)
+    try:
+        assert PASSWORD not in store.location and "password" not in store.location
+        with store.lease("r"):
+            store.create("r", {"t": "start", "root": "m"})
+    finally:
+        store.close()  # type: ignore[attr-defined]
+
+
+def test_a_database_without_runs_lists_none_and_is_left_as_it_was(postgres: Any, tmp_path: Path) -> None:
+    import psycopg
+
+    url = postgres.database()
+    code, listed, out, err = mkl_cli(tmp_path, "runs", "--store", url)
+    assert (code, listed.get("runs")) == (0, []), out + err
+    with psycopg.connect(url) as connection:  # listing made no table
+        assert connection.execute("SELECT to_regclass('mkl_runs')").fetchone() == (None,)
+
+
+@pytest.mark.parametrize("given", ["postgresql://mkl@/nowhere?host=/nonexistent-socket-folder"])
+def test_a_server_that_cannot_be_reached_is_one_line(tmp_path: Path, given: str) -> None:
+    code, _, out, err = mkl_cli(tmp_path, "runs", "--store", given)
+    assert code != 0 and "Traceback" not in err
+    assert err.strip().count("\n") == 0 and "@/nowhere" in err and "failed" in err, err
