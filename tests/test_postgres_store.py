@@ -73,12 +73,12 @@ def test_a_run_started_in_one_folder_is_answered_from_another_through_the_server
     code, listed, said = mkl(alice, "runs", "--store", url)
     assert code == 0, said
     assert [(run["run"], run["status"]) for run in listed["runs"]] == [(asked["run"], "done")]
-    code, audited, said = mkl(bob, "audit", "--store", shown, env={"MKL_STORE": url})  # its password, by $MKL_STORE
+    code, _audited, said = mkl(bob, "audit", "--store", shown, env={"MKL_STORE": url})  # its password, by $MKL_STORE
     assert code == 0, said
     assert "approve" in said
     code, _, said = mkl(bob, "trace", "--id", asked["run"], "--store", url)
     assert code == 0 and " send " in said, said
-    code, planned, said = mkl(alice, "plan", "refund.mkl", "--id", asked["run"], "--store", url)
+    code, _planned, said = mkl(alice, "plan", "refund.mkl", "--id", asked["run"], "--store", url)
     assert code == 0, said
 
     code, _, said = mkl(bob, "runs", "--store", shown, env={"PGPASSWORD": "wrong"})  # refused in one line
@@ -90,8 +90,9 @@ def test_a_run_started_in_one_folder_is_answered_from_another_through_the_server
 
 
 def test_a_store_url_with_its_password_in_the_query_is_named_without_it(postgres: Any) -> None:
-    from mkl_notebook.durable.store_opening import open_store
     from postgres_server import PASSWORD
+
+    from mkl_notebook.durable.store_opening import open_store
 
     url = postgres.database().replace(f":{PASSWORD}@", "@") + f"&password={PASSWORD}"
     store = open_store(url)
@@ -115,6 +116,60 @@ def test_a_database_without_runs_lists_none_and_is_left_as_it_was(postgres: Any,
 
 @pytest.mark.parametrize("given", ["postgresql://mkl@/nowhere?host=/nonexistent-socket-folder"])
 def test_a_server_that_cannot_be_reached_is_one_line(tmp_path: Path, given: str) -> None:
-    code, _, out, err = mkl_cli(tmp_path, "runs", "--store", given)
+    code, _, _out, err = mkl_cli(tmp_path, "runs", "--store", given)
     assert code != 0 and "Traceback" not in err
     assert err.strip().count("\n") == 0 and "@/nowhere" in err and "failed" in err, err
+
+
+def _kernel_runs_and_answers(ip: Any, capsys: pytest.CaptureFixture[str], url: str) -> None:
+    """The refund run, asked and answered in the kernel: it is kept in the server store, not in the folder, and
+    nothing the kernel showed or wrote holds the password."""
+    import json
+
+    from postgres_server import PASSWORD
+
+    import mkl_notebook
+    from mkl_notebook.durable.store_opening import open_store
+
+    from support import REFUND, REFUND_RESULT, REFUND_SCRIPT
+
+    ip.define(REFUND)
+    ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")  # waits at its escalate gate (a notebook's default)
+    assert mkl_notebook.get_run("refund").status == "suspended"
+    ip.run(f"%mkl resume refund --question {mkl_notebook.get_run('refund').question_id} --reply approve")
+    run = mkl_notebook.get_run("refund")
+    assert (run.status, run.result) == ("done", REFUND_RESULT)
+    store = open_store(url, read_only=True)
+    try:
+        assert [(summary.run_id, summary.status) for summary in store.runs()] == [("refund", "done")]
+        assert [record["t"] for record in store.read("refund")].count("reply") == 1
+    finally:
+        store.close()  # type: ignore[attr-defined]
+    assert not (ip.tmp / ".mkl" / "runs.sqlite").exists()
+    ip.run("%mkl config")
+    shown = capsys.readouterr().out + json.dumps([published.data for published in ip.out.published])
+    assert "store = postgresql://mkl@/" in shown
+    assert PASSWORD not in shown
+    assert _files_holding(ip.tmp, PASSWORD) == []
+    assert PASSWORD not in _stored_text(url)
+
+
+def test_a_kernel_configured_with_a_server_store_runs_and_answers_there(
+    postgres: Any, ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = postgres.database()
+    ip.run(f"%mkl config store={url}")
+    capsys.readouterr()  # (the cell itself names the password: the person typed it there)
+    _kernel_runs_and_answers(ip, capsys, url)
+
+
+def test_a_kernel_takes_its_store_from_mkl_store(
+    postgres: Any, load_mkl: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from support import Cells, Recorder
+
+    url = postgres.database()
+    monkeypatch.setenv("MKL_STORE", url)
+    recorder = Recorder()
+    shell = load_mkl(recorder.publish).shell
+    _kernel_runs_and_answers(Cells(shell, recorder, tmp_path), capsys, url)
