@@ -107,9 +107,8 @@ def _runs(commands: Commands) -> None:
     listing.add_argument(
         "store",
         nargs="?",
-        default=DEFAULT_STORE_NAME,
-        help="a run store (default .mkl/runs.sqlite), a notebook (.ipynb), or a folder: every question waiting "
-        "in the notebooks and stores under it",
+        help="a run store (default $MKL_STORE, else .mkl/runs.sqlite; a file or a postgresql:// URL), a notebook "
+        "(.ipynb), or a folder: every question waiting in the notebooks and stores under it",
     )
     listing.add_argument("--store", dest="store_flag", metavar="PATH", help="the run store to list (as STORE)")
 

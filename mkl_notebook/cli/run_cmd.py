@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.errors import UsageProblem
-from ..app.settings import DEFAULT_STORE, command_api_base, printed_store
+from ..app.settings import command_api_base, default_store, printed_store
 from ..app.values import parse_assignments
 from ..render.commands import resume_command
 from ..render.common import note_said, printable
@@ -136,14 +136,18 @@ def runs_main(args: argparse.Namespace) -> int:
     """List runs; reading only, nothing is made or written (see app.listing)."""
     from ..app.listing import store_runs
 
+    given: str | None = args.store
     if args.store_flag is not None:  # a store file, whatever its name
-        if args.store != str(DEFAULT_STORE):
+        if given is not None:
             raise UsageProblem("name the store once: STORE or --store PATH")
-    elif args.store.endswith(".ipynb"):
-        return _notebook_runs(Path(args.store))
-    elif Path(args.store).is_dir():
-        return _waiting_under(Path(args.store))
-    store = args.store_flag or args.store
+        given = args.store_flag
+    elif given is None:
+        given = str(default_store())  # $MKL_STORE, else the default store
+    elif given.endswith(".ipynb"):
+        return _notebook_runs(Path(given))
+    elif Path(given).is_dir():
+        return _waiting_under(Path(given))
+    store = str(given)
     listing = store_runs(store)
     for listed in listing:
         _print_listed(listed)
