@@ -7,7 +7,10 @@ The server is real, started by the tests (tests/postgres_server.py); skipped wit
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +127,6 @@ def test_a_server_that_cannot_be_reached_is_one_line(tmp_path: Path, given: str)
 def _kernel_runs_and_answers(ip: Any, capsys: pytest.CaptureFixture[str], url: str) -> None:
     """The refund run, asked and answered in the kernel: it is kept in the server store, not in the folder, and
     nothing the kernel showed or wrote holds the password."""
-    import json
-
     from postgres_server import PASSWORD
 
     import mkl_notebook
@@ -173,3 +174,55 @@ def test_a_kernel_takes_its_store_from_mkl_store(
     recorder = Recorder()
     shell = load_mkl(recorder.publish).shell
     _kernel_runs_and_answers(Cells(shell, recorder, tmp_path), capsys, url)
+
+
+# A command started once everything it loads is loaded, when the file named first appears (polled): two of them go
+# on within a millisecond of each other, and race for the run.
+_AT_ONCE = """
+import os, sys
+import mkl_notebook.app.workspace, mkl_notebook.cli.run_cmd, mkl_notebook.durable.store_opening
+from mkl_notebook.cli import main
+try:
+    import psycopg, psycopg_pool
+except ImportError:
+    pass
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):
+    pass
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("store_at", ["sqlite", "postgres"], indirect=True)
+def test_two_processes_answering_one_question_at_once_one_reply_wins_and_nothing_is_lost(
+    store_at: Any, tmp_path: Path
+) -> None:
+    from support import env_without_models
+
+    location = store_at.location
+    script = str(EXAMPLES / "refund.script.yaml")
+    run = ["run", str(EXAMPLES / "refund.mkl"), "--script", script, "--set", "ticket=Broken", "--hitl"]
+    code, asked, out, err = mkl_cli(tmp_path, *run, "--store", location)
+    assert code == 3, out + err
+    go = tmp_path / "go"
+    answers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _AT_ONCE, str(go), "resume", "--store", location, "--id", asked["run"],
+             "--script", script, "--question", asked["question_id"], "--reply", reply, "--quiet"],
+            cwd=tmp_path, env=env_without_models(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for reply in ("approve", "reject")
+    ]  # fmt: skip
+    for answer in answers:  # each has loaded everything and waits for the word
+        assert answer.stdout is not None and answer.stdout.readline() == "ready\n"
+    go.touch()
+    ended = [(answer.wait(timeout=120), *answer.communicate()) for answer in answers]
+    assert sorted(code for code, _, _ in ended) == [0, 2], ended  # one answered, the other refused in one line
+    (won,) = [json.loads(out.strip().splitlines()[-1]) for code, out, _ in ended if code == 0]
+    (refused,) = [err for code, _, err in ended if code != 0]
+    assert "Traceback" not in refused and ("already being advanced" in refused or "not waiting" in refused), refused
+    held = store_at().read(asked["run"])
+    replies = [record for record in held if record["t"] == "reply"]
+    assert len(replies) == 1  # the winner's, and nothing of the other's
+    assert won["status"] == "done" and [record["t"] for record in held].count("start") == 1
+    assert len(held) == len(store_at().read(asked["run"]))
