@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import PASSWORD
 
 from support import ROOT, mkl_cli
 
@@ -37,7 +38,6 @@ def _stored_text(url: str) -> str:
 def test_a_run_started_in_one_folder_is_answered_from_another_through_the_server_store(
     postgres: Any, tmp_path: Path
 ) -> None:
-    from postgres_server import PASSWORD
 
     url = postgres.database()
     shown = url.replace(f":{PASSWORD}", "")  # the store as a printed command names it
@@ -93,7 +93,6 @@ def test_a_run_started_in_one_folder_is_answered_from_another_through_the_server
 
 
 def test_a_store_url_with_its_password_in_the_query_is_named_without_it(postgres: Any) -> None:
-    from postgres_server import PASSWORD
 
     from mkl_notebook.durable.store_opening import open_store
 
@@ -127,7 +126,6 @@ def test_a_server_that_cannot_be_reached_is_one_line(tmp_path: Path, given: str)
 def _kernel_runs_and_answers(ip: Any, capsys: pytest.CaptureFixture[str], url: str) -> None:
     """The refund run, asked and answered in the kernel: it is kept in the server store, not in the folder, and
     nothing the kernel showed or wrote holds the password."""
-    from postgres_server import PASSWORD
 
     import mkl_notebook
     from mkl_notebook.durable.store_opening import open_store
@@ -226,3 +224,20 @@ def test_two_processes_answering_one_question_at_once_one_reply_wins_and_nothing
     assert len(replies) == 1  # the winner's, and nothing of the other's
     assert won["status"] == "done" and [record["t"] for record in held].count("start") == 1
     assert len(held) == len(store_at().read(asked["run"]))
+
+
+def test_mkl_map_keeps_every_rows_run_on_the_server(postgres: Any, tmp_path: Path) -> None:
+    url = postgres.database()
+    shutil.copy(EXAMPLES / "refund.mkl", tmp_path / "refund.mkl")
+    rows = "".join(json.dumps({"id": f"T{n}", "ticket": f"ticket {n}"}) + "\n" for n in range(3))
+    (tmp_path / "rows.jsonl").write_text(rows, encoding="utf-8")
+    script = str(EXAMPLES / "refund.script.yaml")
+    args = ("map", "refund.mkl", "--over", "rows.jsonl", "--key", "id", "--script", script, "--hitl", "--store", url)
+    code, line, out, err = mkl_cli(tmp_path, *args)
+    assert (code, line["status"], line["counts"]) == (3, "suspended", {"suspended": 3}), out + err
+    assert "--store 'postgresql://mkl@/" in out and PASSWORD not in out + err  # each row's answering command
+    code, again, out, err = mkl_cli(tmp_path, *args)  # again: every row replays from the server's journal
+    assert all(row["calls"]["made"] == 0 for row in again["rows"]), out + err
+    code, listed, out, err = mkl_cli(tmp_path, "runs", "--store", url)
+    assert sorted(run["status"] for run in listed["runs"]) == ["suspended"] * 3
+    assert not (tmp_path / ".mkl").exists()
