@@ -235,3 +235,38 @@ def test_another_process_holding_the_lease_is_waited_for_and_a_killed_one_lets_g
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+_WRITER = """
+import sys
+from mkl_notebook.durable.store_opening import open_store
+store = open_store(sys.argv[1])
+with store.lease("r"):
+    store.create("r", {"t": "start", "root": "m"})
+    for n in range(1_000_000):
+        store.append("r", {"t": "answer", "pos": f"a/{n}", "n": n, "text": "x" * 2000})
+        if n == 20:
+            print("writing", flush=True)
+"""
+
+
+@pytest.mark.parametrize("store_at", ["sqlite", "postgres"], indirect=True)
+def test_a_writer_killed_mid_commit_leaves_every_record_whole_and_in_order(store_at: Any) -> None:
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, store_at.location],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+    writer.send_signal(signal.SIGKILL)  # while it commits one record after another
+    writer.wait()
+    store = store_at()
+    _lease_when_free(store)
+    with store.lease("r"):
+        held = store.read("r")
+        assert [record.get("n") for record in held[1:]] == list(range(len(held) - 1))
+        assert all(record["text"] == "x" * 2000 for record in held[1:])
+        assert len(held) > 21
+        store.append("r", {"t": "answer", "pos": "after", "n": len(held) - 1, "text": ""})
+    assert store_at().read("r")[-1]["pos"] == "after"
