@@ -44,7 +44,8 @@ def missing(reason: str) -> None:
 class PostgresServer:
     """A server of the tests' own, with a database made per test (:meth:`database`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync: bool = False) -> None:
+        """``fsync``: the server syncs its WAL, as a real one does (the tests need not: no power is cut)."""
         initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
         if initdb is None or pg_ctl is None:
             missing(INSTALL)
@@ -80,7 +81,8 @@ class PostgresServer:
             ]
         )
         password_file.unlink()
-        options = f"-c listen_addresses='' -k {self.socket} -c fsync=off -c max_connections=200"
+        synced = "on" if fsync else "off"
+        options = f"-c listen_addresses='' -k {self.socket} -c fsync={synced} -c max_connections=200"
         self._as_owner([pg_ctl, "-D", str(self.data), "-l", str(self.folder / "log"), "-o", options, "-w", "start"])
         self._count = itertools.count()
         self._wait_ready()

@@ -14,9 +14,10 @@ before them too), so they survive a power cut of the server before anything acts
 commit is synced. (A server run with ``fsync=off`` keeps none of these promises.)
 
 Leases: a run's lease is a session-level advisory lock (``pg_try_advisory_lock``) on 64 bits of its id's hash,
-taken on a connection held for the lease alone. The server lets it go when that session ends, so a holder that
-dies (even by SIGKILL) holds nothing; a lease is never waited for, as with SQLite: RunBusy at once. Session
-locks need a session per client: a pooler between (PgBouncer in transaction mode) would break them.
+taken on a connection held for the lease alone (kept for a later lease once it is let go: a new connection costs
+milliseconds). The server lets the lock go when that session ends, so a holder that dies (even by SIGKILL) holds
+nothing; a lease is never waited for, as with SQLite: RunBusy at once. Session locks need a session per client:
+a pooler between (PgBouncer in transaction mode) would break them.
 
 psycopg 3 and psycopg_pool are imported only when such a store is opened (the ``postgres`` extra). A URL's
 password never leaves this module: the store's ``location``, every message and every printed command name the
@@ -62,6 +63,7 @@ _SCHEMA_LOCK = 0x6D6B6C20736368
 _SET_STATUS = "UPDATE mkl_runs SET status = %s, error = %s, at = %s, updated = %s WHERE id = %s"
 _INSERT = "INSERT INTO mkl_records VALUES (%s, %s, %s)"
 POOL_SIZE = 4  # connections for appends and reads; each lease holds one more of its own
+IDLE_LEASES = 8  # connections kept for the next leases once theirs were let go (a new one costs milliseconds)
 CONNECT_TIMEOUT = 10  # seconds
 
 
@@ -121,6 +123,8 @@ class PostgresStore:
             url, min_size=1, max_size=POOL_SIZE, kwargs=self._kwargs, timeout=CONNECT_TIMEOUT, open=True
         )
         self._lock = threading.Lock()  # the numbering of records, and the records kept per leased run
+        self._idle_lock = threading.Lock()
+        self._idle: list[psycopg.Connection[Any]] = []  # connections of leases let go, holding no lock
         self._next_seq: dict[str, int] = {}
         self._written: dict[str, tuple[int, list[dict[str, Any]]]] = {}
 
@@ -184,6 +188,10 @@ class PostgresStore:
 
     def close(self) -> None:
         self._pool.close()
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -371,22 +379,67 @@ class PostgresStore:
 
     # -- leases --------------------------------------------------------------------------------------
 
+    def _lease_connection(self) -> psycopg.Connection[Any]:
+        """A connection for one lease: one let go by an earlier lease of this store, else a new one."""
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._fresh_lease_connection()
+
+    def _let_go(self, connection: psycopg.Connection[Any], key: int) -> None:
+        """Let lease ``key`` go, and keep its connection for the next lease only when it holds no lock any more
+        (a connection whose unlock failed is closed: its session's end lets every lock of it go)."""
+        try:
+            row = connection.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()
+            reusable = bool(row and row[0]) and not connection.closed
+        except self._psycopg.Error:
+            reusable = False
+        with self._idle_lock:
+            if reusable and len(self._idle) < IDLE_LEASES:
+                self._idle.append(connection)
+                return
+        connection.close()
+
     @contextlib.contextmanager
     def lease(self, run_id: str) -> Iterator[None]:
         """Run ``run_id`` advanced by this store alone, across processes and machines, until the block ends:
-        an advisory lock of a session held for it, which the server lets go when the session ends."""
-        with self._connection() as connection:
+        an advisory lock of a session held for it, which the server lets go when the session ends (a holder
+        that dies holds nothing)."""
+        key = lease_key(run_id)
+        connection = self._lease_connection()
+        try:
+            row = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        except self._psycopg.Error:
+            connection.close()  # (one kept from an earlier lease may have lost its server: try a new one once)
+            connection = self._fresh_lease_connection()
             try:
-                row = connection.execute("SELECT pg_try_advisory_lock(%s)", (lease_key(run_id),)).fetchone()
+                row = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             except self._psycopg.Error as exc:
+                connection.close()
                 raise self._problem(exc) from None
-            if not (row and row[0]):
-                raise RunBusy(f"run '{run_id}' is already being advanced by another process; wait for it or stop it")
-            with self._lock:
-                self._written[run_id] = (0, [])
-            try:
-                yield  # closing the connection lets the lock go
-            finally:
-                with self._lock:  # once the lease is let go another process may write the run
-                    self._written.pop(run_id, None)
-                    self._next_seq.pop(run_id, None)
+        if not (row and row[0]):
+            self._let_go_unheld(connection)
+            raise RunBusy(f"run '{run_id}' is already being advanced by another process; wait for it or stop it")
+        with self._lock:
+            self._written[run_id] = (0, [])
+        try:
+            yield
+        finally:
+            with self._lock:  # once the lease is let go another process may write the run
+                self._written.pop(run_id, None)
+                self._next_seq.pop(run_id, None)
+            self._let_go(connection, key)
+
+    def _fresh_lease_connection(self) -> psycopg.Connection[Any]:
+        try:
+            return self._psycopg.connect(self._url, **self._kwargs)
+        except self._psycopg.Error as exc:
+            raise self._problem(exc) from None
+
+    def _let_go_unheld(self, connection: psycopg.Connection[Any]) -> None:
+        """Keep a connection whose lease was refused (it took no lock) for the next lease."""
+        with self._idle_lock:
+            if len(self._idle) < IDLE_LEASES:
+                self._idle.append(connection)
+                return
+        connection.close()
