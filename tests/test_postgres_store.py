@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from postgres_server import PASSWORD
 
+from mkl_notebook.durable.store_opening import open_store
+
 from support import ROOT, mkl_cli
 
 EXAMPLES = ROOT / "examples"
@@ -94,8 +96,6 @@ def test_a_run_started_in_one_folder_is_answered_from_another_through_the_server
 
 def test_a_store_url_with_its_password_in_the_query_is_named_without_it(postgres: Any) -> None:
 
-    from mkl_notebook.durable.store_opening import open_store
-
     url = postgres.database().replace(f":{PASSWORD}@", "@") + f"&password={PASSWORD}"
     store = open_store(url)
     try:
@@ -128,7 +128,6 @@ def _kernel_runs_and_answers(ip: Any, capsys: pytest.CaptureFixture[str], url: s
     nothing the kernel showed or wrote holds the password."""
 
     import mkl_notebook
-    from mkl_notebook.durable.store_opening import open_store
 
     from support import REFUND, REFUND_RESULT, REFUND_SCRIPT
 
@@ -241,3 +240,30 @@ def test_mkl_map_keeps_every_rows_run_on_the_server(postgres: Any, tmp_path: Pat
     code, listed, out, err = mkl_cli(tmp_path, "runs", "--store", url)
     assert sorted(run["status"] for run in listed["runs"]) == ["suspended"] * 3
     assert not (tmp_path / ".mkl").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("postgresql://alice:s3cret@db.example.org:5433/mkl", "postgresql://alice@db.example.org:5433/mkl"),
+        ("postgres://:s3cret@db/mkl?sslmode=require", "postgres://db/mkl?sslmode=require"),
+        ("postgresql://alice@db/mkl?password=s3cret&sslmode=require", "postgresql://alice@db/mkl?sslmode=require"),
+        ("postgresql://db/mkl?sslpassword=s3cret", "postgresql://db/mkl"),
+        ("postgresql://alice@/mkl?host=/run/postgresql", "postgresql://alice@/mkl?host=/run/postgresql"),
+        ("folder/runs.sqlite", "folder/runs.sqlite"),
+    ],
+)
+def test_a_store_is_named_without_its_password_and_nothing_else_changes(given: str, shown: str) -> None:
+    from mkl_notebook.app.listing import store_flag
+
+    assert store_flag(given) == shown
+
+
+def test_without_psycopg_a_server_store_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mkl_notebook.durable.errors import StoreError
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the postgres extra is not installed
+    with pytest.raises(
+        StoreError, match=r"^a postgresql:// store needs psycopg .*pip install 'mkl-notebook\[postgres\]'"
+    ):
+        open_store("postgresql://alice@db/mkl")
