@@ -95,3 +95,56 @@ def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_all(path)
     shutil.rmtree(folder / ".mkl")  # the file alone carries the run
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A PostgreSQL server the tests start (tests/postgres_server.py); skipped without one (failed under CI)."""
+    from postgres_server import PostgresServer, missing
+
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        missing("psycopg is not installed: pip install 'mkl-notebook[postgres]'")
+    server = PostgresServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+STORE_KINDS = ("memory", "sqlite", "postgres")
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Any]:
+    """``store_at()``: a store of one kind (memory, SQLite, PostgreSQL), and each call another one on the same
+    runs (the same file, the same database; for memory, the same store). ``store_at.location``: what opens it."""
+    from mkl_notebook.durable.store_opening import open_store
+    from mkl_notebook.durable.stores import MemoryStore
+
+    if request.param == "memory":
+        memory = MemoryStore()
+
+        def opened(**_: Any) -> Any:
+            return memory
+
+        opened.location = None  # type: ignore[attr-defined]
+        opened.kind = "memory"  # type: ignore[attr-defined]
+        return opened
+    if request.param == "sqlite":
+        location = str(tmp_path / "runs.sqlite")
+    else:
+        location = request.getfixturevalue("postgres").database()
+    made: list[Any] = []
+
+    def opened_at(**options: Any) -> Any:
+        store = open_store(location, **options)
+        made.append(store)
+        return store
+
+    opened_at.location = location  # type: ignore[attr-defined]
+    opened_at.kind = request.param  # type: ignore[attr-defined]
+    request.addfinalizer(lambda: [store.close() for store in made])
+    return opened_at

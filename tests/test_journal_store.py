@@ -1,16 +1,11 @@
-"""The SQLite journal's records as a run hands them back are the records its file holds.
-
-While a store holds a run's lease it keeps what it commits and reads that back instead of the
-file; these tests pin down that nothing a caller sees differs from what a fresh reader of the
-file would see, down to the JSON types, and that a store reads the file again once the lease
-is let go (another process may have written the run meanwhile).
+"""The SQLite journal's own ways: machines pinned once in its file, JSON keys of several kinds, an ending
+committed with its status. (What every store does alike, SQLite's included, is tests/test_store_contract.py.)
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -19,7 +14,6 @@ import pytest
 
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import SQLiteStore, StoreError
-from mkl_notebook.engine.options import RunOptions
 from mkl_notebook.lang.loader import load
 from mkl_notebook.providers.host import HostOracle, Registry
 from mkl_notebook.providers.scripted import ScriptedOracle
@@ -38,55 +32,6 @@ def same_json(left: Any, right: Any) -> bool:
     if isinstance(left, list):
         return len(left) == len(right) and all(same_json(a, b) for a, b in zip(left, right, strict=True))
     return bool(left == right)
-
-
-def test_the_records_a_run_hands_back_are_the_files_down_to_their_types(tmp_path: Path) -> None:
-    registry = Registry()
-
-    @registry.tool(effect="read")
-    def lookup(q: str) -> dict[Any, Any]:
-        return dict(ODD)  # a tuple, an int key and a date: none of them JSON as they are
-
-    path = tmp_path / "runs.sqlite"
-    store = SQLiteStore(path)
-    outcome = runs.start(
-        load(LOOKUP),
-        HostOracle(ScriptedOracle({"produce": ["used it"]}), registry),
-        store=store,
-        run_id="odd",
-        options=RunOptions(suspendable=True),
-    )
-    assert outcome.result.status == "done"
-    from_file = SQLiteStore(path).read("odd")
-    assert len(from_file) == len(outcome.records) == 4
-    assert same_json(outcome.records, from_file)
-    # ... and in the same order of keys: a notebook's checkpoint is their JSON text, byte for byte
-    assert json.dumps(outcome.records) == json.dumps(from_file)
-    assert outcome.records[1]["answer"]["value"] == {
-        "pair": [1, 2],
-        "by id": {"3": "int key"},
-        "when": "2026-12-02",
-        "nested": [["a", None]],
-    }
-
-
-def test_a_store_reads_the_file_again_once_it_lets_the_lease_go(tmp_path: Path) -> None:
-    """Two stores on one file, as a notebook session and a `mkl resume` in a terminal: each advance under its
-    own lease sees what the other wrote, and numbers its records after them."""
-    path = tmp_path / "runs.sqlite"
-    notebook, terminal = SQLiteStore(path), SQLiteStore(path)
-    with notebook.lease("r"):
-        notebook.create("r", {"t": "start", "root": "m"})
-        notebook.append("r", {"t": "answer", "pos": "a/1"})
-        assert [record["t"] for record in notebook.read("r", since=1)] == ["answer"]
-    with terminal.lease("r"):
-        assert len(terminal.read("r")) == 2
-        terminal.append("r", {"t": "reply", "pos": "b/1"})
-    with notebook.lease("r"):
-        assert [record["pos"] for record in notebook.read("r", since=1)] == ["a/1", "b/1"]
-        notebook.append("r", {"t": "finish", "pos": "c/1"})  # the next number after the terminal's record
-        assert [record["t"] for record in notebook.read("r", since=2)] == ["reply", "finish"]
-    assert [record["t"] for record in terminal.read("r")] == ["start", "answer", "reply", "finish"]
 
 
 def _pins(source: str, sha256: str | None = None) -> dict[str, Any]:

@@ -30,10 +30,13 @@ from ..durable.chain import canonical, chain_start, chain_step
 from ..durable.errors import StoreError
 from ..durable.reading import claimed_name, established_how, root_of, run_state
 from ..durable.records import kind_of
-from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
+from ..durable.store_names import is_server_store, public_store
+from ..durable.store_opening import close_store, open_store, store_there
+from ..durable.stores import RunStore
 from ..engine.result import question_id
 from .errors import UsageProblem
 from .listing import files_under
+from .settings import default_store
 from .trust import Keyring
 from .workspace import Workspace
 
@@ -430,9 +433,16 @@ def _each_run(store: RunStore, shown: str, run_ids: Iterable[str]) -> Source:
         yield _History(shown, each, records)
 
 
-def _open_store(path: Path) -> SQLiteStore:
-    """The store file at ``path``, opened read-only (refused when it is none of ours)."""
-    return SQLiteStore(path, read_only=True)
+def _run_ids(store: RunStore) -> Iterable[str]:
+    """The ids of a store's runs: a few at a time where the store can list them so (a file's), else its list."""
+    listed = getattr(store, "run_ids", None)
+    return listed() if callable(listed) else (run.run_id for run in store.runs())
+
+
+def _open_store(location: str | Path) -> RunStore:
+    """The store at ``location`` (a file, or a server's URL), opened read-only (a file refused when it is none of
+    ours)."""
+    return open_store(location if is_server_store(location) else Path(location), read_only=True)
 
 
 def _store_file(path: Path, shown: str) -> Source:
@@ -443,23 +453,24 @@ def _store_file(path: Path, shown: str) -> Source:
         yield str(exc)
         return
     try:
-        yield from _store_histories(store, shown, None, store.run_ids())
+        yield from _store_histories(store, shown, None, _run_ids(store))
     except StoreError as exc:  # (the list of its runs cannot be read)
         yield str(exc)
     finally:
-        store.close()
+        close_store(store)
 
 
-def stream_store(path: str | Path, run_id: str | None = None, keyring: Keyring | None = None) -> AuditStream:
-    """Every answer in the run store at ``path`` (of run ``run_id`` only, when given), read run by run; read-only.
-    A store that cannot be opened, or holds no such run, is refused here, before any answer is read."""
-    store = _open_store(Path(path))
+def stream_store(location: str | Path, run_id: str | None = None, keyring: Keyring | None = None) -> AuditStream:
+    """Every answer in the run store at ``location`` (a file, or a server's URL; of run ``run_id`` only, when
+    given), read run by run; read-only. A store that cannot be opened, or holds no such run, is refused here,
+    before any answer is read."""
+    store = _open_store(location)
     try:
-        runs = _store_histories(store, str(path), run_id, store.run_ids())
+        runs = _store_histories(store, store.location, run_id, _run_ids(store))
     except BaseException:
-        store.close()
+        close_store(store)
         raise
-    return AuditStream(runs, keyring, several=False, close=store.close)
+    return AuditStream(runs, keyring, several=False, close=lambda: close_store(store))
 
 
 def stream_notebook(path: str | Path, keyring: Keyring | None = None) -> AuditStream:
@@ -501,7 +512,7 @@ def stream_target(
             return stream_notebook(target, keyring)
         if Path(target).is_dir():
             return stream_folder(target, keyring)
-    return stream_store(store if store is not None else DEFAULT_STORE, target, keyring)
+    return stream_store(store if store is not None else default_store(), target, keyring)
 
 
 def audit_target(target: str | None, *, store: str | Path | None = None, keyring: Keyring | None = None) -> Audit:
@@ -518,8 +529,8 @@ def workspace_audit(ws: Workspace, target: str | None = None) -> Audit:
     if opened is not None:
         listed = (run.run_id for run in opened.runs())  # (the store a kernel writes in: its list, as it stands)
         return AuditStream(_store_histories(opened, opened.location, target, listed), ws.keyring, several=False).whole()
-    if not ws.settings.store.exists():
+    if not store_there(ws.settings.store):
         if target is not None:
-            raise UsageProblem(f"{ws.settings.store}: holds no run '{target}'")
+            raise UsageProblem(f"{public_store(str(ws.settings.store))}: holds no run '{target}'")
         return Audit()
     return stream_store(ws.settings.store, target, ws.keyring).whole()

@@ -36,6 +36,7 @@ from ..durable.leases import file_lease
 from ..durable.reading import replies, run_state
 from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
+from ..durable.store_opening import close_store, open_store
 from ..durable.stores import RunStore, SQLiteStore
 from ..errors import UserError
 from ..render.batch_views import batch_answered_bundle, batch_bundle, batch_waiting_bundle
@@ -245,7 +246,7 @@ def _stands(mark: AdvancingMark, run_id: str) -> bool:
     if not mark.beside:
         return True
     try:
-        named = SQLiteStore(Path(mark.store), read_only=True)
+        named = open_store(mark.store, read_only=True)
     except (OSError, ValueError, UserError):
         return False
     try:
@@ -253,7 +254,7 @@ def _stands(mark: AdvancingMark, run_id: str) -> bool:
     except (OSError, ValueError, UserError):
         return False
     finally:
-        named.close()
+        close_store(named)
     return held > 0 and (mark.held is None or held >= mark.held)
 
 

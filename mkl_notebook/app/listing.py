@@ -19,6 +19,8 @@ from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
 from ..durable.reading import claimed_name, established_how, replies, spent
 from ..durable.replay import JournalIndex
+from ..durable.store_names import is_server_store, public_store
+from ..durable.store_opening import close_store, open_store
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_commands, resume_command
 from .continuing import drawn_on
@@ -31,8 +33,13 @@ STORE_NAME = "runs.sqlite"
 
 
 def store_flag(path: str | Path | None) -> str | None:
-    """The ``--store`` a command names: none for the default store (as this folder names it)."""
-    if path is None or Path(path) == DEFAULT_STORE:
+    """The ``--store`` a command names: none for the default store (as this folder names it); a server's URL
+    without its password (its reader supplies that: see :mod:`~mkl_notebook.durable.store_opening`)."""
+    if path is None:
+        return None
+    if is_server_store(path):
+        return public_store(str(path))
+    if Path(path) == DEFAULT_STORE:
         return None
     return str(path)
 
@@ -120,15 +127,15 @@ def listed_runs(store: RunStore, flag: str | None, *, waiting_only: bool = False
     return [run_summary(run_id, records, stored_resume(run_id, records, flag)) for run_id, records in journals]
 
 
-def store_runs(path: Path, *, waiting_only: bool = False) -> list[dict[str, Any]]:
-    """Every run of the store at ``path`` (those suspended, with ``waiting_only``), as a listing says it, the
-    most recently changed last. The store is opened read-only, and refused when there is none or the file is
-    not a store of ours."""
-    store = SQLiteStore(path, read_only=True)
+def store_runs(path: str | Path, *, waiting_only: bool = False) -> list[dict[str, Any]]:
+    """Every run of the store at ``path`` (a file, or a server's URL; those suspended, with ``waiting_only``), as
+    a listing says it, the most recently changed last. The store is opened read-only, and refused when there is
+    none or the file is not a store of ours (a server's database without runs lists none)."""
+    store = open_store(path, read_only=True)
     try:
         return listed_runs(store, store_flag(path), waiting_only=waiting_only)
     finally:
-        store.close()
+        close_store(store)
 
 
 class NotebookListing(NamedTuple):

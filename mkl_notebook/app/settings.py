@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..durable.store_names import DEFAULT_STORE_NAME, DURABILITY
+from ..durable.store_names import DEFAULT_STORE_NAME, DURABILITY, STORE_ENV, is_server_store, public_store
 from ..providers.secrets import shown_url
 from .defaults import DURABILITY_ENV
 from .errors import UsageProblem
@@ -51,6 +51,22 @@ def check_durability(value: str, given_as: str) -> str:
     return value
 
 
+def store_location(value: str) -> Path | str:
+    """A store as a setting holds it: a server's URL as it was given (a path would fold its ``//``), else a path."""
+    return value.strip() if is_server_store(value.strip()) else Path(value)
+
+
+def printed_store(location: str | None) -> str | None:
+    """A ``--store`` as a printed command or message names it: a server's URL without its password."""
+    return public_store(location) if location else location
+
+
+def default_store() -> Path | str:
+    """The store when none is named: ``$MKL_STORE`` (a path or a ``postgresql://`` URL), else ``.mkl/runs.sqlite``."""
+    given = os.environ.get(STORE_ENV, "").strip()
+    return store_location(given) if given else DEFAULT_STORE
+
+
 def check_hitl(value: str) -> str:
     """``hitl``: which escalate gates suspend for a person (none, those with an ``ask:``, all)."""
     if value not in HITL_MODES:
@@ -62,7 +78,7 @@ def check_hitl(value: str) -> str:
 class Settings:
     """What every run of a workspace shares unless a run says otherwise."""
 
-    store: Path = DEFAULT_STORE
+    store: Path | str = field(default_factory=default_store)  # a file's path, or a postgresql:// URL (a str)
     hitl: str = "asking"  # notebooks suspend at escalate gates that carry an `ask:`; the command line: "none"
     user: str | None = None  # who answers from here (default: $JUPYTERHUB_USER, else the OS user)
     max_workers: int | None = None  # fan-out branches at once
@@ -100,7 +116,7 @@ class Settings:
             raise UsageProblem("--max-model-calls caps calls across a Dask cluster: give --executor dask too")
         given = {key: value for key, value in (("model", model), ("api_base", api_base)) if value is not None}
         return cls(
-            store=Path(store) if store else DEFAULT_STORE,
+            store=store_location(store) if store else default_store(),
             hitl="all" if hitl else "none",
             executor=chosen,
             max_model_calls=limit,
@@ -119,8 +135,9 @@ class Settings:
         if key == "store":
             from ..durable.network_fs import check_store_place
 
-            check_store_place(value)  # refused now, not at the next run: a store is not written there
-            self.store = Path(value)
+            chosen = store_location(value) if value.strip() else default_store()
+            check_store_place(chosen)  # refused now, not at the next run: a store is not written there
+            self.store = chosen
         elif key == "durability":
             self.durability = check_durability(value, "durability")
         elif key == "hitl":
@@ -189,7 +206,7 @@ class Settings:
         tiers = ", ".join(f"{tier}={config.model_for(tier) or '—'}" for tier in TIERS)
         capped = f" (at most {self.max_model_calls} model calls at once)" if self.max_model_calls else ""
         return [
-            f"store = {self.store}",
+            f"store = {public_store(str(self.store))}",
             f"durability = {self._durability_shown()}",
             f"hitl = {self.hitl}",
             f"user = {self.user or who()}",

@@ -26,6 +26,8 @@ from ..durable.places import Place
 from ..durable.plan import Plan
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Preparation, Resolution
+from ..durable.store_names import public_store
+from ..durable.store_opening import open_store, store_there
 from ..durable.stores import RunStore, SQLiteStore, UnknownRun
 from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
@@ -102,7 +104,7 @@ class Workspace:
         """The run store, opened on first use."""
         with self._lock:
             if self._store is None:
-                self._store = SQLiteStore(self.settings.store, durability=self.settings.store_durability())
+                self._store = open_store(self.settings.store, durability=self.settings.store_durability())
             return self._store
 
     def store_opened(self) -> RunStore | None:
@@ -244,8 +246,12 @@ class Workspace:
         """Run ``run_id`` as its journal stands, calling or making nothing (a trace; a late answer's check): a run cut
         off mid-advance shows its steps so far; a newer copy in reach signed by a key not trusted is not read."""
         run_id = run_id if trust_file else self.copies.meant(run_id)
-        if self.store_opened() is None and not self.settings.store.exists() and not self.cells.copies_of(run_id, None):
-            raise UnknownRun(run_id, str(self.settings.store))
+        if (
+            self.store_opened() is None
+            and not store_there(self.settings.store)
+            and not self.cells.copies_of(run_id, None)
+        ):
+            raise UnknownRun(run_id, public_store(str(self.settings.store)))
         try:
             self.take_up(run_id, None, trust_file, reload=False)
         except Untrusted as problem:
@@ -432,7 +438,7 @@ class Workspace:
         """The runs that wait for a person now, as their journals stand (this store's, reconciled with the copies
         in reach: what a trusted copy holds past the store's history is taken up first), and the copies not
         taken up because no key this person trusts signed them (each says whose it is)."""
-        if self.store_opened() is None and not self.settings.store.exists() and not self.cells.carried_waiting():
+        if self.store_opened() is None and not store_there(self.settings.store) and not self.cells.carried_waiting():
             return [], []  # no store, and no copy waits: nothing to make a store for
         untrusted: list[Untrusted] = []
         waiting_here = {summary.run_id for summary in self.store.runs() if summary.status == "suspended"}
@@ -471,7 +477,7 @@ class Workspace:
         recently changed last. A store not opened yet is read from its file, if there is one, and not made or
         changed."""
         if self.store_opened() is None:
-            return store_runs(self.settings.store) if self.settings.store.exists() else []
+            return store_runs(self.settings.store) if store_there(self.settings.store) else []
         return listed_runs(self.store, self.store_flag())
 
     def map(self, name: str, over: Any, request: MapRequest | None = None, /, **options: Any) -> batch.Ran:
@@ -559,7 +565,7 @@ class Workspace:
 
     def answered_in(self, cell: str) -> list[Outcome]:
         """Each run whose question a form of ``cell`` answered, as that form left it (what the cells below see)."""
-        if self.store_opened() is None and not self.settings.store.exists():
+        if self.store_opened() is None and not store_there(self.settings.store):
             return []  # no store: no form answered anything (and looking makes none)
         return answered_in(self.store, cell, self.machines)
 

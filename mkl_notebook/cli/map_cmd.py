@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..app.settings import command_api_base
+from ..app.settings import command_api_base, printed_store
 from .common import (
     STATUS_EXIT,
     emit_status,
@@ -47,10 +47,15 @@ def map_main(args: argparse.Namespace) -> int:
     if not args.quiet:
         from ..render.batch_views import batch_continue_text, batch_summary_text
 
-        say(batch_summary_text(summaries, tally.counts, tally.spent(), args.store, listed=listed))
+        say(batch_summary_text(summaries, tally.counts, tally.spent(), printed_store(args.store), listed=listed))
         waiting = tally.waiting_rows()
         if waiting:
-            say("\n" + batch_continue_text(waiting, args.store, command_api_base(args.api_base), tally.waiting))
+            say(
+                "\n"
+                + batch_continue_text(
+                    waiting, printed_store(args.store), command_api_base(args.api_base), tally.waiting
+                )
+            )
     status: dict[str, Any] = {"status": tally.status, "counts": tally.counts, **tally.spent(), "rows": summaries}
     if not listed:
         status["rows_left_out"] = tally.left_out  # done rows of a large batch: each is in the store

@@ -107,9 +107,8 @@ def _runs(commands: Commands) -> None:
     listing.add_argument(
         "store",
         nargs="?",
-        default=DEFAULT_STORE_NAME,
-        help="a run store (default .mkl/runs.sqlite), a notebook (.ipynb), or a folder: every question waiting "
-        "in the notebooks and stores under it",
+        help="a run store (default $MKL_STORE, else .mkl/runs.sqlite; a file or a postgresql:// URL), a notebook "
+        "(.ipynb), or a folder: every question waiting in the notebooks and stores under it",
     )
     listing.add_argument("--store", dest="store_flag", metavar="PATH", help="the run store to list (as STORE)")
 
@@ -123,11 +122,15 @@ def _map_plan_and_trace(commands: Commands) -> None:
     planned = commands.add_parser("plan", help="what re-running a run with the machine as it is now would do")
     planned.add_argument("file", help="the .mkl machine file, as it is now")
     planned.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
-    planned.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE_NAME})")
+    planned.add_argument(
+        "--store", metavar="PATH", help=f"the run store: a file (default {DEFAULT_STORE_NAME}) or a postgresql:// URL"
+    )
 
     traced = commands.add_parser("trace", help="print a run's trace from its journal (nothing runs)")
     traced.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
-    traced.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE_NAME})")
+    traced.add_argument(
+        "--store", metavar="PATH", help=f"the run store: a file (default {DEFAULT_STORE_NAME}) or a postgresql:// URL"
+    )
     _all_flag(traced)
 
 
@@ -181,7 +184,11 @@ def _keep_and_audit(commands: Commands) -> None:
         help="a run of the store, a notebook (.ipynb), or a folder (its notebooks and .mkl/runs.sqlite stores); "
         "none: every run of the store",
     )
-    audit.add_argument("--store", metavar="PATH", help="the run store to read (default .mkl/runs.sqlite), read-only")
+    audit.add_argument(
+        "--store",
+        metavar="PATH",
+        help="the run store to read (default .mkl/runs.sqlite, or a postgresql:// URL), read-only",
+    )
     shape = audit.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print the answers as a JSON list of objects")
     shape.add_argument("--csv", action="store_true", help="print the answers as CSV, a header row first")
@@ -190,7 +197,9 @@ def _keep_and_audit(commands: Commands) -> None:
 def _command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:
     """The flags of a command that starts or continues runs that the notebook's magics do not take: the store
     and checkpoint files, a server's base URL, a tools file, and how much the command prints."""
-    parser.add_argument("--store", metavar="PATH", help=f"the run store (default {DEFAULT_STORE_NAME})")
+    parser.add_argument(
+        "--store", metavar="PATH", help=f"the run store: a file (default {DEFAULT_STORE_NAME}) or a postgresql:// URL"
+    )
     if not batch:
         parser.add_argument("--checkpoint", metavar="PATH", help="also write the run's checkpoint here")
     parser.add_argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible or local server")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.errors import UsageProblem
-from ..app.settings import DEFAULT_STORE, command_api_base
+from ..app.settings import command_api_base, default_store, printed_store
 from ..app.values import parse_assignments
 from ..render.commands import resume_command
 from ..render.common import note_said, printable
@@ -49,7 +49,7 @@ def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: s
     if args.checkpoint:
         write_checkpoint(args.checkpoint, outcome, ws.keyring.signer())
     if not args.quiet:
-        say(status.describe(outcome, resume, cli_cap(outcome.run_id, args.store, args.full)))
+        say(status.describe(outcome, resume, cli_cap(outcome.run_id, printed_store(args.store), args.full)))
     emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
     return STATUS_EXIT[outcome.result.status]
 
@@ -59,7 +59,7 @@ def _go_on(args: argparse.Namespace, run_id: str) -> str:
     command's store (its answers journaled so far replay), with the answers this command drew on."""
     given = {"script": args.script, "tools": args.tools, "model": getattr(args, "model", None)}
     answers = {key: value for key, value in given.items() if value}
-    again = resume_command(run_id, store=args.store, api_base=command_api_base(args.api_base), **answers)
+    again = resume_command(run_id, store=printed_store(args.store), api_base=command_api_base(args.api_base), **answers)
     return f"run {run_id} keeps every answer journaled so far; `{again}` goes on from there"
 
 
@@ -71,7 +71,7 @@ def _continue_with(args: argparse.Namespace, outcome: Outcome, **where: Any) -> 
     answers = {**outcome.result.started_with, **{key: value for key, value in given.items() if value}}
     return resume_command(
         outcome.run_id,
-        store=None if "notebook" in where else args.store,
+        store=None if "notebook" in where else printed_store(args.store),
         api_base=command_api_base(args.api_base),
         **answers,
         **where,
@@ -136,19 +136,23 @@ def runs_main(args: argparse.Namespace) -> int:
     """List runs; reading only, nothing is made or written (see app.listing)."""
     from ..app.listing import store_runs
 
+    given: str | None = args.store
     if args.store_flag is not None:  # a store file, whatever its name
-        if args.store != str(DEFAULT_STORE):
+        if given is not None:
             raise UsageProblem("name the store once: STORE or --store PATH")
-    elif args.store.endswith(".ipynb"):
-        return _notebook_runs(Path(args.store))
-    elif Path(args.store).is_dir():
-        return _waiting_under(Path(args.store))
-    store = args.store_flag or args.store
-    listing = store_runs(Path(store))
+        given = args.store_flag
+    elif given is None:
+        given = str(default_store())  # $MKL_STORE, else the default store
+    elif given.endswith(".ipynb"):
+        return _notebook_runs(Path(given))
+    elif Path(given).is_dir():
+        return _waiting_under(Path(given))
+    store = str(given)
+    listing = store_runs(store)
     for listed in listing:
         _print_listed(listed)
     if not listing:
-        print(f"{printable(store)}: no runs")
+        print(f"{printable(printed_store(store) or store)}: no runs")
     emit_status({"runs": listing})
     return 0
 

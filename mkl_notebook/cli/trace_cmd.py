@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..app.settings import printed_store
 from .common import cli_cap, emit_status, say, workspace
 
 
@@ -19,7 +20,7 @@ def trace_main(args: argparse.Namespace) -> int:
         outcome = ws.read(args.run_id)  # nothing is called or recorded
     result = outcome.result
     steps, answers = status.traced(outcome)
-    cap = cli_cap(args.run_id, args.store, args.full)
+    cap = cli_cap(args.run_id, printed_store(args.store), args.full)
     say(views.trace_table_text(steps, answers=answers, cap=cap))
     print()
     say(views.result_summary_text(result, None, cap))
