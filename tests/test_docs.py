@@ -208,3 +208,20 @@ def test_the_readmes_notebook_example_runs_and_ends_as_it_says(tmp_path: Path) -
     assert said is not None
     last = [output for output in ran.cells[2].outputs if output.get("output_type") == "execute_result"]
     assert [" ".join(output["data"]["text/plain"].split()) for output in last] == [said.group(1)]  # (pprint wraps)
+
+
+def test_the_hub_example_sets_only_variables_a_kernel_reads() -> None:
+    """The `jupyterhub_config.py` example of the teams how-to names the variables the package reads, spelled so."""
+    import ast
+
+    from mkl_notebook.app.settings import APPROVERS_ENV
+    from mkl_notebook.durable.store_names import STORE_ENV
+
+    page = (ROOT / "docs" / "howto" / "teams.md").read_text(encoding="utf-8")
+    [example] = re.findall(r"```python\n(# jupyterhub_config\.py\n.*?)```", page, flags=re.S)
+    tree = ast.parse(example)
+    [assigned] = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)]
+    assert ast.unparse(assigned.targets[0]) == "c.Spawner.environment"
+    assert isinstance(assigned.value, ast.Dict)
+    names = {key.value for key in assigned.value.keys if isinstance(key, ast.Constant)}
+    assert names == {STORE_ENV, APPROVERS_ENV}
