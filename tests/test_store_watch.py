@@ -1,6 +1,7 @@
 """A kernel that waits for a person wakes when another process answers: Alice's run waits in her kernel, someone
 answers it from a terminal on the same store, and her cell redraws what was answered, by whom and how, with no
-click and no cell executed in her kernel."""
+click and no cell executed in her kernel. On SQLite the kernel looks at the store's file; on PostgreSQL the
+server tells it (NOTIFY), and nothing else would: a store on a server is never looked at again and again."""
 
 from __future__ import annotations
 
@@ -28,26 +29,32 @@ def _printed(messages: list[dict[str, Any]]) -> str:
     return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
 
 
-def test_a_waiting_kernel_redraws_a_question_a_terminal_answered_with_no_click(tmp_path: Path) -> None:
+def _answered_elsewhere_redraws(alice: Path, bob: Path, store: str | None) -> None:
+    """Alice's kernel (in ``alice``) waits on a refund run in ``store`` (None: her folder's SQLite file); ``mkl
+    resume`` in ``bob`` answers it; her cell must redraw the answer with nothing executed in her kernel."""
     from jupyter_client.manager import KernelManager
 
-    shutil.copy(ROOT / "examples" / "refund.mkl", tmp_path / "refund.mkl")
-    shutil.copy(REFUND_SCRIPT, tmp_path / "refund.script.yaml")
+    for folder in (alice, bob):
+        folder.mkdir(exist_ok=True)
+        shutil.copy(ROOT / "examples" / "refund.mkl", folder / "refund.mkl")
+        shutil.copy(REFUND_SCRIPT, folder / "refund.script.yaml")
     manager = KernelManager(kernel_name="python3")
-    manager.start_kernel(cwd=str(tmp_path), env=env_without_models())
+    manager.start_kernel(cwd=str(alice), env=env_without_models())
     client = manager.client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=120)
         _execute(client, "%load_ext mkl_notebook\n%mkl load refund.mkl")
+        if store is not None:
+            _execute(client, f"%mkl config store={store}")
         shown = _execute(client, "%mkl run refund --id r --script refund.script.yaml --set ticket=broken")
         assert any(m["msg_type"] == "display_data" for m in shown)
         question = _printed(_execute(client, "import mkl_notebook\nprint(mkl_notebook.get_run('r').question_id)"))
         answering = ["--id", "r", "--script", "refund.script.yaml", "--question", question.strip()]
-        answering += ["--reply", "approve"]
+        answering += ["--reply", "approve"] + (["--store", store] if store is not None else [])
         answered = subprocess.run(
             [sys.executable, "-m", "mkl_notebook.cli", "resume", *answering],
-            cwd=tmp_path,
+            cwd=bob,
             env=env_without_models(),
             capture_output=True,
             text=True,
@@ -70,3 +77,14 @@ def test_a_waiting_kernel_redraws_a_question_a_terminal_answered_with_no_click(t
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+def test_a_waiting_kernel_redraws_a_question_a_terminal_answered_with_no_click(tmp_path: Path) -> None:
+    _answered_elsewhere_redraws(tmp_path, tmp_path, None)
+
+
+def test_a_waiting_kernel_on_a_postgresql_store_redraws_an_answer_given_from_another_folder(
+    postgres: Any, tmp_path: Path
+) -> None:
+    # Bob's folder shares no file with Alice's: only the server carries the answer, and its NOTIFY the news.
+    _answered_elsewhere_redraws(tmp_path / "alice", tmp_path / "bob", postgres.database())

@@ -5,7 +5,7 @@ redraw with no click in its page."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol
 
 from ..durable.stores import RunStore
 
@@ -30,3 +30,19 @@ def store_stamp(store: RunStore) -> tuple[Any, ...] | None:
 def journal_past(store: RunStore, run_id: str, length: int) -> bool:
     """Whether the store's journal of ``run_id`` holds more than ``length`` records (what a view shows)."""
     return bool(store.read(run_id, since=length)) if store.exists(run_id) else False
+
+
+class Changes(Protocol):
+    """What a store's server says moved (:class:`~..durable.server_changes.RunChanges`)."""
+
+    def wait(self, timeout: float) -> set[str] | None: ...
+
+    def close(self) -> None: ...
+
+
+def store_changes(store: RunStore) -> Changes | None:
+    """A listener to the runs other processes move in ``store``, on a connection of its own, for a store whose
+    server tells (PostgreSQL's NOTIFY); None for a store that must be looked at again and again (SQLite's file:
+    :func:`store_stamp`), or holds no runs of other processes (memory)."""
+    changes = getattr(store, "changes", None)
+    return changes() if callable(changes) else None

@@ -38,6 +38,7 @@ from .chain import canonical
 from .errors import RunBusy, StoreError
 from .forgotten import ForgottenHistory, decoded_forgotten, forgetting
 from .records import is_precious
+from .server_changes import RunChanges, notify
 from .store_files import SCHEMA_VERSION
 from .store_names import DURABILITY, public_store
 from .stores import RunStatus, RunSummary, UnknownRun, _decoded, _json_normal_start, _shared_pins
@@ -218,6 +219,7 @@ class PostgresStore:
                 (run_id, start.get("root", ""), now, now),
             )
             connection.execute(_INSERT, (run_id, 0, canonical(stored)))
+            notify(connection, run_id)
         with self._lock:
             self._next_seq[run_id] = 1
             self._keep(run_id, 0, [normal])
@@ -247,8 +249,9 @@ class PostgresStore:
                         ).fetchone()
                         seq = (found[0] if found else -1) + 1
                     connection.execute(_INSERT, (run_id, seq, body))
-                    if status is not None:
+                    if status is not None:  # an advance ended: a kernel waiting on the run hears it
                         connection.execute(_SET_STATUS, (status.status, status.error, status.at, time.time(), run_id))
+                        notify(connection, run_id)
             except BaseException:
                 self._next_seq.pop(run_id, None)  # what was written is not known for sure: ask the server
                 self._forget(run_id)
@@ -333,6 +336,7 @@ class PostgresStore:
                 self._synced(connection, True)
                 self._drop(connection, run_id)
                 connection.execute("DELETE FROM mkl_runs WHERE id = %s", (run_id,))
+                notify(connection, run_id)
             self._next_seq.pop(run_id, None)
             self._forget(run_id)
 
@@ -374,8 +378,15 @@ class PostgresStore:
 
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None:
         self._writable()
-        with self._pooled() as connection:
+        with self._pooled() as connection, connection.transaction():
             connection.execute(_SET_STATUS, (status, error, at, time.time(), run_id))
+            notify(connection, run_id)
+
+    def changes(self) -> RunChanges:
+        """A listener to the runs other processes move in this store (:mod:`.server_changes`), on a connection of
+        its own: for one thread to wait on (the store's pool is never waited on)."""
+        listening = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT}  # (read-only or not: it only listens)
+        return RunChanges(lambda: self._psycopg.connect(self._url, **listening), self._psycopg.Error, self._problem)
 
     # -- leases --------------------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """A kernel's watch of its store: when another process answers a run this notebook shows (a terminal's
 ``mkl resume``, a colleague's kernel on the same store), the cell that shows it redraws with no click in the page.
 
-A thread looks at the store every :data:`EVERY` seconds, cheaply (the store file's size and time first, then only
-the records past those the notebook shows); when a run the notebook follows went on past what it shows, the kernel
-is woken on its own loop (never on the thread), where the run is read again and its views and forms catch up as
-they do for any move.
+A thread waits for the store to change. A store on a PostgreSQL server tells it (a ``NOTIFY`` with the run's id
+when an advance ends, heard on a connection of the thread's own: :func:`~..app.watching.store_changes`); a SQLite
+store is looked at every :data:`EVERY` seconds, cheaply (its file's size and time first, then only the records
+past those the notebook shows). When a run the notebook follows went on past what it shows, the kernel is woken
+on its own loop (never on the thread), where the run is read again and its views and forms catch up as they do
+for any move.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..app.watching import journal_past, store_stamp
+from ..app.watching import Changes, journal_past, store_changes, store_stamp
 from ..app.workspace import Workspace
 
-EVERY = 0.5  # seconds between looks: a person sees the answer land within about this
+EVERY = 0.5  # seconds between looks at a SQLite store: a person sees the answer land within about this
+_NONE = object()  # (no store seen yet)
 Wake = Callable[[Callable[[], None]], None]  # run a function on the kernel's own loop (tornado's add_callback)
 
 
@@ -41,6 +44,8 @@ class StoreWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stamp: Any = None
+        self._listened: Any = _NONE  # the store self._changes listens to (None when it tells nothing)
+        self._changes: Changes | None = None
 
     def start(self) -> None:
         """Start looking (once)."""
@@ -53,23 +58,54 @@ class StoreWatch:
         self._stop.set()
 
     def _watch(self) -> None:
-        while not self._stop.wait(self._every):
+        while not self._stop.is_set():
             try:
-                self.look()
-            except Exception:  # a store closed or replaced meanwhile (%mkl config store=): the next look sees
-                continue
+                self._turn()
+            except Exception:  # a store closed or replaced meanwhile (%mkl config store=), a server gone: the next
+                self._listen_to(_NONE)  # turn sees (listening again on a new connection, after a look at all)
+                self._stop.wait(self._every)
+        self._listen_to(_NONE)
 
-    def look(self) -> list[str]:
+    def _turn(self) -> None:
+        """Wait for the store to change (told by its server, or a while between looks), and look."""
+        changes = self._listen_to(self._notebook.workspace.store_opened())
+        if changes is None:
+            if not self._stop.wait(self._every):
+                self.look()
+            return
+        moved = changes.wait(self._every)  # (back every so often to see whether to stop, or the store changed)
+        if moved is None:  # the first wait, or a connection made again: what moved unheard is looked for
+            self.look(everything=True)
+        elif moved:
+            self.look(only=moved)
+
+    def _listen_to(self, store: Any) -> Changes | None:
+        """A listener to ``store``'s server (the one kept while the store is the same), None for a store that
+        tells nothing (looked at again and again)."""
+        if store is self._listened:
+            return self._changes
+        if self._changes is not None:
+            self._changes.close()
+        self._listened, self._changes = store, None
+        if store is not None and store is not _NONE:
+            self._changes = store_changes(store)
+        return self._changes
+
+    def look(self, *, only: set[str] | None = None, everything: bool = False) -> list[str]:
         """One look: the followed runs whose journals in the store went on past what the notebook shows (the
-        kernel is woken to catch them up)."""
+        kernel is woken to catch them up). ``only``: the runs the store's server said moved (the others are not
+        read); ``everything``: every followed run is read, however the store's file looks."""
         followed = self._notebook.followed()
         store = self._notebook.workspace.store_opened()
         if not followed or store is None:
             return []
-        stamp = store_stamp(store)
-        if stamp is not None and stamp == self._stamp:
-            return []  # nothing written since the last look
-        self._stamp = stamp
+        if only is not None:
+            followed = {run_id: shown for run_id, shown in followed.items() if run_id in only}
+        elif not everything:
+            stamp = store_stamp(store)
+            if stamp is not None and stamp == self._stamp:
+                return []  # nothing written since the last look
+            self._stamp = stamp
         moved = [run_id for run_id, shown in followed.items() if journal_past(store, run_id, shown)]
         if moved:
             self._wake(lambda: self._notebook.caught_up(moved))
