@@ -351,6 +351,15 @@ def measure(kind: str, steps: int, rounds: int) -> Measured:
     return Measured(step_samples, resume_samples, notes, versions)
 
 
+def filesystem(folder: str) -> str:
+    """The kind of file system ``folder`` is on (where a commit's sync goes), as ``df`` says."""
+    try:
+        out = subprocess.run(["df", "--output=fstype", folder], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "a file system of unknown kind"
+    return out.split()[-1]
+
+
 def postgres_version() -> str:
     from postgres_server import _binary
 
@@ -432,7 +441,8 @@ def report_postgres(steps: int, rounds: int) -> str:
         "",
         *preamble(measured, rounds, (before, uptime())),
         "One PostgreSQL server started for the run on this machine (tests/postgres_server.py: its own `initdb`, a "
-        "Unix socket, `fsync=on` as a real server runs; everything else PostgreSQL's defaults, so "
+        f"Unix socket, its data on {filesystem(tempfile.gettempdir())}, `fsync=on` as a real server runs; everything "
+        "else PostgreSQL's defaults, so "
         "`synchronous_commit=on`), a database per engine. Durability per engine: **mkl_notebook** "
         "`durability=process` (its default) commits each model answer with `synchronous_commit=off` (in the "
         "server once committed, so a killed client loses nothing; a crash of the server's machine may lose the "
