@@ -1,9 +1,12 @@
 #!/usr/bin/env python
-"""mkl_notebook's SQLite journal beside LangGraph + SqliteSaver and DBOS on SQLite, per step and per resume.
+"""mkl_notebook's SQLite journal beside LangGraph + SqliteSaver and DBOS on SQLite, per step and per resume;
+with ``--postgres``, its PostgreSQL store beside LangGraph + PostgresSaver and DBOS on the same PostgreSQL server.
 
     python3 -m venv /work/peers-venv
     /work/peers-venv/bin/pip install -e . -r benchmarks/requirements-peers.txt
-    /work/peers-venv/bin/python benchmarks/peers.py [--quick] [--rounds 11] [--no-write]
+    /work/peers-venv/bin/python benchmarks/peers.py [--quick] [--rounds 11] [--no-write] [--postgres]
+
+(The script imports the mkl_notebook of the checkout it is in, whatever the venv has installed.)
 
 The peers are extras of this benchmark, never of the package (``benchmarks/requirements-peers.txt``);
 a peer that is not installed is named as missing and left out of the table.
@@ -51,6 +54,22 @@ Both CPU time (``time.process_time``: every thread of this process) and wall tim
 step (a whole run over N) and per resume; every engine runs once per round, in turn, the order
 reversed each round, so all see the same load; ratios are the medians of the ratios within a round.
 Writes the ``<!-- peers:start -->`` section of benchmarks/RESULTS.md.
+
+``--postgres``: the same workflows and the same timings, every engine on one PostgreSQL server started for the
+run (tests/postgres_server.py: ``initdb`` in a temporary folder, a Unix socket, ``fsync=on``; PostgreSQL and
+``psycopg``/``psycopg-pool`` needed), a database of its own per engine, kept open across the runs:
+
+- mkl_notebook: ``open_store("postgresql://…")`` (its ``PostgresStore``), ``durability="process"`` (the
+  default: model answers committed with ``synchronous_commit=off``, a person's answer with ``on``) and, as a
+  second row, ``durability="power"`` (every commit with ``synchronous_commit=on``), the like-for-like row for
+  the peers, which leave the server's default (``on``): every commit of theirs synced.
+- LangGraph: a ``PostgresSaver`` on one autocommit connection (as ``PostgresSaver.from_conn_string`` opens it).
+- DBOS: ``system_database_url`` the engine's database (DBOS makes its ``dbos`` schema there).
+
+The server's CPU is its own processes' and not in ``process_time``: it is read from ``/proc`` (the postmaster
+and its children, in clock ticks) around each timed action and shown as a column of its own, a mean over
+the rounds (ticks of 10 ms are too coarse for a median of a resume). Writes the ``<!-- peers_postgres:start -->``
+section of benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -60,14 +79,14 @@ import contextlib
 import datetime
 import gc
 import importlib.metadata
-import sqlite3
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,48 +94,40 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
+sys.path.append(str(ROOT / "tests"))  # tests/postgres_server.py starts the PostgreSQL server
 
 import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
-from run import linear, machine_description  # noqa: E402  (benchmarks/run.py, beside this file)
+from peer_engines import Dbos, LangGraph, Ours  # noqa: E402  (benchmarks/peer_engines.py, beside this file)
+from run import machine_description  # noqa: E402  (benchmarks/run.py, beside this file)
 
-ASK = "Approve the last step?"
-# How long a DBOS workflow waits for the reply before its thread gives up; the wait is durable, so a resumed
-# workflow whose message was sent before finds it however late it is resumed.
-RECV_TIMEOUT = 10.0
-PEERS = {"LangGraph": ("langgraph", "langgraph-checkpoint-sqlite"), "DBOS": ("dbos",)}
-
-
-def model(step: int, previous: str) -> str:
-    """The trivial deterministic "model" every engine calls once per step."""
-    return f"answer {step} after {previous[:24]}"
+# The packages each peer needs, per kind of store (mkl_notebook's PostgreSQL store needs OURS_ON_POSTGRES).
+PEERS = {
+    "sqlite": {"LangGraph": ("langgraph", "langgraph-checkpoint-sqlite"), "DBOS": ("dbos",)},
+    "postgres": {"LangGraph": ("langgraph", "langgraph-checkpoint-postgres"), "DBOS": ("dbos",)},
+}
+OURS_ON_POSTGRES = ("psycopg", "psycopg-pool")
+BARE = ("mkl_notebook", "LangGraph")  # the engines that also run with no store (the *bare* rows)
 
 
 @dataclass(frozen=True)
 class Sample:
     cpu: float
     wall: float
+    server: float = 0.0  # the PostgreSQL server's CPU seconds meanwhile (0 on SQLite)
 
 
 Action = Callable[[], Any]
 
 
-@dataclass
-class Engine:
-    """One column of the table: a run to time (``step``) and, when it has one, a resume (``resume``)."""
-
-    name: str
-    step: Action | None = None
-    resume: Action | None = None
-    versions: list[str] = field(default_factory=list)
-
-
-def timed(action: Action) -> Sample:
+def timed(action: Action, server_cpu: Callable[[], float]) -> Sample:
+    before = server_cpu()
     cpu, wall = time.process_time(), time.perf_counter()
     action()
-    return Sample(time.process_time() - cpu, time.perf_counter() - wall)
+    sample_cpu, sample_wall = time.process_time() - cpu, time.perf_counter() - wall
+    return Sample(sample_cpu, sample_wall, server_cpu() - before)
 
 
-def interleaved(actions: dict[str, Action], rounds: int) -> dict[str, list[Sample]]:
+def interleaved(actions: dict[str, Action], rounds: int, server_cpu: Callable[[], float]) -> dict[str, list[Sample]]:
     """Each action once per round after one warm-up run of each, the order reversed every round."""
     for action in actions.values():
         action()
@@ -125,284 +136,22 @@ def interleaved(actions: dict[str, Action], rounds: int) -> dict[str, list[Sampl
     for _ in range(rounds):
         for name, action in order:
             gc.collect()  # the garbage of the engine before is not this one's to collect
-            samples[name].append(timed(action))
+            samples[name].append(timed(action, server_cpu))
         order.reverse()
     return samples
 
 
-# -- mkl_notebook ------------------------------------------------------------------------------------
+def no_server() -> float:
+    return 0.0
 
 
-def gated(n: int) -> dict[str, Any]:
-    """``linear(n)`` whose state before the last asks a person before the last one runs."""
-    document = linear(n)
-    document["machine"] = f"gated{n}"
-    document["states"][f"s{n - 2}"]["gates"] = [
-        {"when": "the last step needs a sign-off", "escalate": True, "to": f"s{n - 1}", "ask": ASK},
-        {"when": "otherwise", "then": "ok", "to": f"s{n - 1}"},
-    ]
-    return document
+# -- the engines, on SQLite or on one PostgreSQL server ---------------------------------------------
 
 
-class Ours:
-    """mkl_notebook: one SQLiteStore kept open across the runs, the scripted oracle answering."""
-
-    def __init__(self, steps: int, folder: Path) -> None:
-        from mkl_notebook.durable.stores import SQLiteStore
-        from mkl_notebook.engine.options import RunOptions
-        from mkl_notebook.lang.loader import machine_from_mapping
-
-        self.linear = machine_from_mapping(linear(steps), strict=False)
-        self.gated = machine_from_mapping(gated(steps), strict=False)
-        self.store = SQLiteStore(folder / "mkl.sqlite")
-        self.options = RunOptions()
-        self.asking = RunOptions(hitl="asking", suspendable=True)
-        self.steps = steps
-        self.counter = iter(range(10**9))
-        self.waiting: list[tuple[str, str]] = []
-
-    def oracle(self, judge: bool = False) -> Any:
-        from mkl_notebook.providers.scripted import oracle_from_script
-
-        return oracle_from_script({"llm": {"produce": [], **({"judge": [0]} if judge else {})}})
-
-    def run(self) -> None:
-        from mkl_notebook.durable import runs
-
-        outcome = runs.start(
-            self.linear, self.oracle(), store=self.store, run_id=f"run-{next(self.counter)}", options=self.options
-        )
-        assert outcome.status == "done", outcome.status
-
-    def bare(self) -> None:
-        from mkl_notebook.engine.runner import run_machine
-
-        assert run_machine(self.linear, self.oracle(), options=self.options).status == "done"
-
-    def suspend(self, count: int) -> None:
-        from mkl_notebook.durable import runs
-
-        for _ in range(count):
-            run_id = f"wait-{next(self.counter)}"
-            outcome = runs.start(
-                self.gated, self.oracle(judge=True), store=self.store, run_id=run_id, options=self.asking
-            )
-            question = outcome.result.question_id(run_id)
-            assert outcome.status == "suspended" and question, outcome.status
-            assert len(outcome.result.trace) == self.steps - 1, len(outcome.result.trace)
-            self.waiting.append((run_id, question))
-
-    def resume(self) -> None:
-        from mkl_notebook.durable import runs
-
-        run_id, question = self.waiting.pop()
-        outcome = runs.resume_journal(
-            self.store,
-            run_id,
-            self.oracle(judge=True),
-            reply="approve",
-            has_reply=True,
-            question=question,
-            known={self.gated.name: self.gated},  # the machine this host holds (LangGraph's holds its graph)
-        )
-        assert outcome.status == "done", outcome.status
-        assert outcome.calls["made"] == 1, outcome.calls
-
-
-# -- LangGraph ---------------------------------------------------------------------------------------
-
-
-class LangGraph:
-    """A StateGraph of N nodes in a line over a SqliteSaver on one file (and, for the bare row, none)."""
-
-    def __init__(self, steps: int, folder: Path) -> None:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        self.steps = steps
-        self.connection = sqlite3.connect(folder / "langgraph.sqlite", check_same_thread=False)
-        self.saver = SqliteSaver(self.connection)
-        self.saver.setup()
-        self.graph = self._graph(gate=False).compile(checkpointer=self.saver)
-        self.bare_graph = self._graph(gate=False).compile()
-        self.gated = self._graph(gate=True).compile(checkpointer=self.saver)
-        self.counter = iter(range(10**9))
-        self.waiting: list[str] = []
-
-    def _graph(self, gate: bool) -> Any:
-        from langgraph.graph import END as LG_END
-        from langgraph.graph import START as LG_START
-        from langgraph.graph import StateGraph
-        from langgraph.types import interrupt
-        from typing_extensions import TypedDict
-
-        class State(TypedDict):
-            last: str
-
-        def node(step: int) -> Callable[[State], dict[str, str]]:
-            def call(state: State) -> dict[str, str]:
-                if gate and step == self.steps - 1:
-                    assert interrupt(ASK) == "approve"
-                return {"last": model(step, state["last"])}
-
-            return call
-
-        builder = StateGraph(State)
-        for step in range(self.steps):
-            builder.add_node(f"s{step}", node(step))
-            builder.add_edge(f"s{step - 1}" if step else LG_START, f"s{step}")
-        builder.add_edge(f"s{self.steps - 1}", LG_END)
-        return builder
-
-    def _config(self, thread: str) -> dict[str, Any]:
-        return {"configurable": {"thread_id": thread}, "recursion_limit": self.steps + 10}
-
-    def run(self, durability: str = "sync") -> None:
-        config = self._config(f"run-{next(self.counter)}")
-        out = self.graph.invoke({"last": "the start"}, config, durability=durability)
-        assert out["last"].startswith(f"answer {self.steps - 1} "), out
-
-    def run_async(self) -> None:
-        self.run("async")
-
-    def bare(self) -> None:
-        out = self.bare_graph.invoke({"last": "the start"}, self._config("bare"))
-        assert out["last"].startswith(f"answer {self.steps - 1} "), out
-
-    def suspend(self, count: int) -> None:
-        for _ in range(count):
-            thread = f"wait-{next(self.counter)}"
-            out = self.gated.invoke({"last": "the start"}, self._config(thread), durability="sync")
-            assert "__interrupt__" in out and out["last"].startswith(f"answer {self.steps - 2} "), out
-            self.waiting.append(thread)
-
-    def resume(self) -> None:
-        from langgraph.types import Command
-
-        config = self._config(self.waiting.pop())
-        out = self.gated.invoke(Command(resume="approve"), config, durability="sync")
-        assert out["last"].startswith(f"answer {self.steps - 1} "), out
-
-
-# -- DBOS --------------------------------------------------------------------------------------------
-
-
-class Dbos:
-    """One DBOS workflow of N steps, its system database on SQLite."""
-
-    def __init__(self, steps: int, folder: Path) -> None:
-        from dbos import DBOS
-
-        self.steps = steps
-        # Logging at CRITICAL: each cancelled wait's thread logs an error with a traceback as it ends, which is
-        # expected here (the setup then checks that no reply was recorded); what goes wrong otherwise raises.
-        url = f"sqlite:///{folder / 'dbos.sqlite'}"
-        DBOS(config={"name": "mkl-peers", "system_database_url": url, "log_level": "CRITICAL"})
-
-        @DBOS.step()
-        def call(step: int, previous: str) -> str:
-            return model(step, previous)
-
-        @DBOS.workflow()
-        def line(n: int) -> str:
-            last = "the start"
-            for step in range(n):
-                last = call(step, last)
-            return last
-
-        @DBOS.workflow()
-        def waiting(n: int) -> str:
-            last = "the start"
-            for step in range(n - 1):
-                last = call(step, last)
-            assert DBOS.recv("approval", timeout_seconds=RECV_TIMEOUT) == "approve"
-            return call(n - 1, last)
-
-        @DBOS.workflow()
-        def live(n: int) -> str:
-            last = "the start"
-            for step in range(n - 1):
-                last = call(step, last)
-            assert DBOS.recv("approval", timeout_seconds=3600) == "approve"
-            return call(n - 1, last)
-
-        self.line, self.waiting_workflow, self.live_workflow = line, waiting, live
-        self.live: list[tuple[str, Any]] = []
-        DBOS.launch()
-        self.counter = iter(range(10**9))
-        self.waiting: list[str] = []
-
-    def run(self) -> None:
-        from dbos import SetWorkflowID
-
-        with SetWorkflowID(f"run-{next(self.counter)}"):
-            assert self.line(self.steps).startswith(f"answer {self.steps - 1} ")
-
-    def suspend(self, count: int) -> None:
-        from dbos import DBOS, SetWorkflowID
-
-        handles = []
-        for _ in range(count):
-            workflow = f"wait-{next(self.counter)}"
-            with SetWorkflowID(workflow):
-                handles.append(DBOS.start_workflow(self.waiting_workflow, self.steps))
-            deadline = time.monotonic() + 120
-            while not any(step["function_name"] == "DBOS.sleep" for step in DBOS.list_workflow_steps(workflow)):
-                assert time.monotonic() < deadline, "a DBOS workflow never reached its wait"
-                time.sleep(0.01)
-            DBOS.cancel_workflow(workflow)  # while it waits: its wait ends with no reply recorded
-            self.waiting.append(workflow)
-        for handle in handles:
-            # Its thread gives up waiting after RECV_TIMEOUT and finds itself cancelled: none is left running.
-            with contextlib.suppress(Exception):
-                handle.get_result()
-        for workflow in self.waiting:
-            names = [step["function_name"] for step in DBOS.list_workflow_steps(workflow)]
-            assert DBOS.get_workflow_status(workflow).status == "CANCELLED" and "DBOS.recv" not in names, names
-
-    def resume(self) -> None:
-        from dbos import DBOS
-
-        workflow = self.waiting.pop()
-        DBOS.send(workflow, "approve", "approval")
-        result = DBOS.resume_workflow(workflow).get_result(polling_interval_sec=0.005)
-        assert result.startswith(f"answer {self.steps - 1} "), result
-
-    def suspend_live(self, count: int) -> None:
-        """``count`` workflows left waiting in ``recv`` in their threads (what a process that stops loses)."""
-        from dbos import DBOS, SetWorkflowID
-
-        for _ in range(count):
-            workflow = f"live-{next(self.counter)}"
-            with SetWorkflowID(workflow):
-                self.live.append((workflow, DBOS.start_workflow(self.live_workflow, self.steps)))
-        deadline = time.monotonic() + 120
-        for workflow, _handle in self.live:
-            while not any(step["function_name"] == "DBOS.sleep" for step in DBOS.list_workflow_steps(workflow)):
-                assert time.monotonic() < deadline, "a DBOS workflow never reached its wait"
-                time.sleep(0.01)
-
-    def resume_live(self) -> None:
-        from dbos import DBOS
-
-        workflow, handle = self.live.pop()
-        DBOS.send(workflow, "approve", "approval")
-        result = handle.get_result()
-        assert result.startswith(f"answer {self.steps - 1} "), result
-
-    @staticmethod
-    def close() -> None:
-        from dbos import DBOS
-
-        DBOS.destroy()
-
-
-# -- the run -----------------------------------------------------------------------------------------
-
-
-def missing(peer: str) -> str | None:
+def missing(peer: str, packages: tuple[str, ...]) -> str | None:
     """Why ``peer`` cannot run here, or None when every package it needs is installed."""
     absent = []
-    for package in PEERS[peer]:
+    for package in packages:
         try:
             importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
@@ -419,27 +168,83 @@ def version_line(packages: tuple[str, ...]) -> str:
     return ", ".join(f"{name} {importlib.metadata.version(name)}" for name in packages)
 
 
+def postmaster_cpu(data: Path) -> Callable[[], float]:
+    """A function giving the CPU seconds used so far by the server whose data folder is ``data``: its postmaster
+    and every process it started (those that ended are in the postmaster's children's times), from ``/proc``."""
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used() -> float:
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command's name: state, ppid, ...
+            except OSError:
+                continue  # it ended meanwhile: its time is in its parent's children's times
+            pid, ppid = int(stat.parent.name), int(fields[1])
+            if pid == postmaster:
+                total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+            elif ppid == postmaster:
+                total += int(fields[11]) + int(fields[12])
+        return total / tick
+
+    return used
+
+
 @contextlib.contextmanager
-def engines(steps: int, folder: Path) -> Iterator[tuple[dict[str, Any], list[str]]]:
-    """The engines installed here, by name, and a note for each peer that is not."""
-    notes: list[str] = []
-    made: dict[str, Any] = {"mkl_notebook": Ours(steps, folder)}
-    for peer, kind in (("LangGraph", LangGraph), ("DBOS", Dbos)):
-        why = missing(peer)
-        if why:
-            print(why, file=sys.stderr)
-            notes.append(why)
-        else:
-            made[peer] = kind(steps, folder)
+def server() -> Iterator[tuple[Any, Callable[[], float]]]:
+    """A throwaway PostgreSQL server (tests/postgres_server.py: its own ``initdb`` folder, a Unix socket, ``fsync=on``
+    as a real server runs) and what reads its CPU time; stopped and removed at the end."""
+    from postgres_server import PostgresServer
+
+    started = PostgresServer(fsync=True)
     try:
-        yield made, notes
+        yield started, postmaster_cpu(started.data)
     finally:
-        if "DBOS" in made:
-            Dbos.close()
+        started.stop()
+
+
+@contextlib.contextmanager
+def engines(kind: str, steps: int) -> Iterator[tuple[dict[str, Any], list[str], Callable[[], float]]]:
+    """The engines installed here on ``kind``'s stores (``sqlite``: a file each; ``postgres``: a database each on
+    one server), by name; a note for each peer that is not installed; what reads the server's CPU time."""
+    with contextlib.ExitStack() as stack:
+        if kind == "postgres":
+            why = missing("mkl_notebook's PostgreSQL store", OURS_ON_POSTGRES)
+            if why:
+                raise SystemExit(why)
+            pg, server_cpu = stack.enter_context(server())
+            ours = [Ours(steps, pg.database()), Ours(steps, pg.database(), durability="power")]
+            where: dict[str, Callable[[], str]] = {"LangGraph": pg.database, "DBOS": pg.database}
+        else:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mkl-peers-")))
+            server_cpu = no_server
+            ours = [Ours(steps, str(folder / "mkl.sqlite"))]
+            where = {
+                "LangGraph": lambda: str(folder / "langgraph.sqlite"),
+                "DBOS": lambda: f"sqlite:///{folder}/dbos.sqlite",
+            }
+        made: dict[str, Any] = dict(zip(("mkl_notebook", "mkl_notebook power"), ours, strict=False))
+        notes: list[str] = []
+        for peer, engine in (("LangGraph", LangGraph), ("DBOS", Dbos)):
+            why = missing(peer, PEERS[kind][peer])
+            if why:
+                print(why, file=sys.stderr)
+                notes.append(why)
+            else:
+                made[peer] = engine(steps, where[peer]())
+        for each in made.values():
+            stack.callback(each.close)
+        yield made, notes, server_cpu
 
 
 def median(samples: list[Sample], kind: str) -> float:
     return statistics.median(getattr(each, kind) for each in samples)
+
+
+def mean_total(samples: list[Sample]) -> float:
+    """The mean of this process's and the server's CPU together (the server's is read in 10 ms ticks: a mean)."""
+    return statistics.mean(each.cpu + each.server for each in samples)
 
 
 def round_ratio(ours: list[Sample], theirs: list[Sample], kind: str) -> float:
@@ -463,26 +268,36 @@ def fmt_ratio(value: float) -> str:
     return f"{value:.2f}×" if value < 10 else f"{value:.1f}×"
 
 
-def table(title: str, samples: dict[str, list[Sample]], base: str, per: int, rows: list[tuple[str, str]]) -> list[str]:
+def table(
+    title: str, samples: dict[str, list[Sample]], per: int, rows: list[tuple[str, str]], server: bool = False
+) -> list[str]:
+    """A table of the rows measured, each against ``mkl_notebook``'s; ``server``: with the server's CPU."""
+    extra = ("server CPU | ", "---|", "(CPU + server) ÷ mkl_notebook | ", "---|") if server else ("",) * 4
     lines = [
         title,
         "",
-        "| engine | CPU | wall | CPU ÷ mkl_notebook | wall ÷ mkl_notebook |",
-        "|---|---|---|---|---|",
+        f"| engine | CPU | {extra[0]}wall | CPU ÷ mkl_notebook | {extra[2]}wall ÷ mkl_notebook |",
+        f"|---|---|{extra[1]}---|---|{extra[3]}---|",
     ]
+    base = samples["mkl_notebook"]
     for name, label in rows:
         if name not in samples:
             continue
-        cpu, wall = median(samples[name], "cpu") / per, median(samples[name], "wall") / per
-        if name == base:
-            ratios = "1.00× | 1.00×"
-        else:
-            ratios = " | ".join(fmt_ratio(round_ratio(samples[base], samples[name], kind)) for kind in ("cpu", "wall"))
-        lines.append(f"| {label} | {fmt_us(cpu)} | {fmt_us(wall)} | {ratios} |")
+        mine = samples[name]
+        cpu, wall = median(mine, "cpu") / per, median(mine, "wall") / per
+        ratios = [round_ratio(base, mine, kind) for kind in ("cpu", "wall")]
+        cells = [fmt_us(cpu)]
+        if server:
+            cells.append(fmt_us(statistics.mean(each.server for each in mine) / per))
+        cells += [fmt_us(wall), fmt_ratio(ratios[0])]
+        if server:
+            cells.append(fmt_ratio(mean_total(mine) / mean_total(base)))
+        cells.append(fmt_ratio(ratios[1]))
+        lines.append(f"| {label} | {' | '.join(cells)} |")
     return lines
 
 
-def added(samples: dict[str, list[Sample]], steps: int) -> list[str]:
+def added(samples: dict[str, list[Sample]], steps: int, store: str, saver: str) -> list[str]:
     """A sentence on what durability adds per step (CPU) where an engine has a bare run: durable minus bare."""
     ours = ("mkl_notebook", "mkl_notebook bare")
     if any(name not in samples for name in (*ours, "LangGraph", "LangGraph bare")):
@@ -494,20 +309,27 @@ def added(samples: dict[str, list[Sample]], steps: int) -> list[str]:
     rounds = zip(*(samples[name] for name in (*ours, "LangGraph", "LangGraph bare")), strict=True)
     quotient = statistics.median((c.cpu - d.cpu) / (a.cpu - b.cpu) for a, b, c, d in rounds if a.cpu > b.cpu)
     return [
-        "What durability adds per step (CPU, the durable run less the bare one): mkl_notebook's journal "
-        f"{fmt_us(per_step(*ours))}, LangGraph's SqliteSaver (`sync`) {fmt_us(per_step('LangGraph', 'LangGraph bare'))}"
-        f" ({fmt_ratio(quotient)} as much, the median within a round)."
+        f"What durability adds per step (CPU of this process, the durable run less the bare one): mkl_notebook's "
+        f"{store} {fmt_us(per_step(*ours))}, LangGraph's {saver} (`sync`) "
+        f"{fmt_us(per_step('LangGraph', 'LangGraph bare'))} ({fmt_ratio(quotient)} as much, the median within a round)."
     ]
 
 
-def measure(steps: int, rounds: int) -> tuple[dict[str, list[Sample]], dict[str, list[Sample]], list[str], list[str]]:
-    folder = Path(tempfile.mkdtemp(prefix="mkl-peers-"))
-    with engines(steps, folder) as (made, notes):
+@dataclass
+class Measured:
+    steps: dict[str, list[Sample]]
+    resumes: dict[str, list[Sample]]
+    notes: list[str]
+    versions: list[str]
+
+
+def measure(kind: str, steps: int, rounds: int) -> Measured:
+    with engines(kind, steps) as (made, notes, server_cpu):
         runs: dict[str, Action] = {}
         resumes: dict[str, Action] = {}
         for name, engine in made.items():
             runs[name] = engine.run
-            if hasattr(engine, "bare"):
+            if name in BARE:
                 runs[f"{name} bare"] = engine.bare
             if hasattr(engine, "run_async"):
                 runs[f"{name} async"] = engine.run_async
@@ -516,36 +338,74 @@ def measure(steps: int, rounds: int) -> tuple[dict[str, list[Sample]], dict[str,
             if hasattr(engine, "resume_live"):
                 engine.suspend_live(rounds + 1)
                 resumes[f"{name} live"] = engine.resume_live
-        print(f"per step: {steps} steps, {rounds} rounds", file=sys.stderr)
-        step_samples = interleaved(runs, rounds)
-        print("per resume", file=sys.stderr)
-        resume_samples = interleaved(resumes, rounds)
+        print(f"{kind}, per step: {steps} steps, {rounds} rounds", file=sys.stderr)
+        step_samples = interleaved(runs, rounds, server_cpu)
+        print(f"{kind}, per resume", file=sys.stderr)
+        resume_samples = interleaved(resumes, rounds, server_cpu)
         versions = [f"mkl_notebook {importlib.metadata.version('mkl-notebook')}"]
-        versions += [version_line(PEERS[peer]) for peer in PEERS if peer in made]
-    return step_samples, resume_samples, notes, versions
+        if kind == "postgres":
+            versions.append(version_line(OURS_ON_POSTGRES))
+        versions += [version_line(needs) for peer, needs in PEERS[kind].items() if peer in made]
+        if kind == "postgres":
+            versions.append(postgres_version())
+    return Measured(step_samples, resume_samples, notes, versions)
 
 
-def report(steps: int, rounds: int) -> str:
-    load_before = uptime()
-    step_samples, resume_samples, notes, versions = measure(steps, rounds)
-    load_after = uptime()
+def filesystem(folder: str) -> str:
+    """The kind of file system ``folder`` is on (where a commit's sync goes), as ``df`` says."""
+    try:
+        out = subprocess.run(["df", "--output=fstype", folder], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "a file system of unknown kind"
+    return out.split()[-1]
+
+
+def postgres_version() -> str:
+    from postgres_server import _binary
+
+    postgres = _binary("postgres") or "postgres"
+    try:
+        out = subprocess.run([postgres, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "PostgreSQL (version unknown)"
+    return "PostgreSQL " + out.split()[2]  # "postgres (PostgreSQL) 15.18 (Debian …)"
+
+
+def preamble(measured: Measured, rounds: int, load: tuple[str, str]) -> list[str]:
     today = datetime.date.today().isoformat()
-    lines = [
-        "## Peers: LangGraph + SqliteSaver and DBOS on SQLite (`python benchmarks/peers.py`)",
-        "",
-        f"Measured {today} on {machine_description()}; {', '.join(versions)}. Load (`uptime`) before: "
-        f"`{load_before}`; after: `{load_after}`. Medians of {rounds} rounds, every engine once per round in "
+    return [
+        f"Measured {today} on {machine_description()}; {', '.join(measured.versions)}. Load (`uptime`) before: "
+        f"`{load[0]}`; after: `{load[1]}`. Medians of {rounds} rounds, every engine once per round in "
         "turn (the order reversed each round); a ratio is the median of the ratios within a round, and says how "
         "many times mkl_notebook's cost the peer's is. *CPU* is `process_time` (every thread of the process), "
         "*wall* is elapsed time. What each engine does is in the script's docstring.",
         "",
+        *[line for note in measured.notes for line in (f"> {note}", "")],
     ]
-    lines += [line for note in notes for line in (f"> {note}", "")]
+
+
+STEP_TITLE = (
+    "**Per step**: a linear workflow of {steps} steps, each one call of a trivial deterministic model, each "
+    "step's result durable before the next; a whole run's time over its steps."
+)
+RESUME_TITLE = (
+    "**Per resume**: the same workflow stopped after {before} steps waiting for a person, given `approve` "
+    "and run to its end (the reply recorded, the earlier steps restored from the store, the last step made)."
+)
+
+
+def report(steps: int, rounds: int) -> str:
+    """The SQLite section: each engine's store a file of its own."""
+    before = uptime()
+    measured = measure("sqlite", steps, rounds)
+    lines = [
+        "## Peers: LangGraph + SqliteSaver and DBOS on SQLite (`python benchmarks/peers.py`)",
+        "",
+        *preamble(measured, rounds, (before, uptime())),
+    ]
     lines += table(
-        f"**Per step**: a linear workflow of {steps} steps, each one call of a trivial deterministic model, each "
-        "step's result durable before the next; a whole run's time over its steps.",
-        step_samples,
-        "mkl_notebook",
+        STEP_TITLE.format(steps=steps),
+        measured.steps,
         steps,
         [
             ("mkl_notebook", "mkl_notebook, SQLite journal"),
@@ -556,12 +416,10 @@ def report(steps: int, rounds: int) -> str:
             ("DBOS", "DBOS, SQLite system database"),
         ],
     )
-    lines += ["", *added(step_samples, steps), ""]
+    lines += ["", *added(measured.steps, steps, "journal", "SqliteSaver"), ""]
     lines += table(
-        f"**Per resume**: the same workflow stopped after {steps - 1} steps waiting for a person, given `approve` "
-        "and run to its end (the reply recorded, the earlier steps restored from the store, the last step made).",
-        resume_samples,
-        "mkl_notebook",
+        RESUME_TITLE.format(before=steps - 1),
+        measured.resumes,
         1,
         [
             ("mkl_notebook", "mkl_notebook: `resume_journal(reply=…)`, the journal replayed"),
@@ -573,8 +431,59 @@ def report(steps: int, rounds: int) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    sections.write_section("peers", text)
+def report_postgres(steps: int, rounds: int) -> str:
+    """The PostgreSQL section: one server, a database per engine."""
+    before = uptime()
+    measured = measure("postgres", steps, rounds)
+    lines = [
+        "## Peers on PostgreSQL: LangGraph + PostgresSaver and DBOS beside mkl_notebook's PostgreSQL store "
+        "(`python benchmarks/peers.py --postgres`)",
+        "",
+        *preamble(measured, rounds, (before, uptime())),
+        "One PostgreSQL server started for the run on this machine (tests/postgres_server.py: its own `initdb`, a "
+        f"Unix socket, its data on {filesystem(tempfile.gettempdir())}, `fsync=on` as a real server runs; everything "
+        "else PostgreSQL's defaults, so "
+        "`synchronous_commit=on`), a database per engine. Durability per engine: **mkl_notebook** "
+        "`durability=process` (its default) commits each model answer with `synchronous_commit=off` (in the "
+        "server once committed, so a killed client loses nothing; a crash of the server's machine may lose the "
+        "last answers, which are made again) and a person's answer with `synchronous_commit=on`; "
+        "`durability=power` commits every record with `synchronous_commit=on`. **LangGraph**'s PostgresSaver and "
+        "**DBOS** set nothing, so every commit of theirs is synced (`synchronous_commit=on`): the like-for-like "
+        "row for them is mkl_notebook `power`. *server CPU* is the server's processes' CPU meanwhile (from "
+        "`/proc`, in 10 ms ticks: a mean over the rounds, not a median), not in *CPU*; *(CPU + server)* compares "
+        "the means of both together.",
+        "",
+    ]
+    lines += table(
+        STEP_TITLE.format(steps=steps),
+        measured.steps,
+        steps,
+        [
+            ("mkl_notebook", "mkl_notebook, PostgreSQL store, `durability=process`"),
+            ("mkl_notebook power", "mkl_notebook, PostgreSQL store, `durability=power` (every commit synced)"),
+            ("mkl_notebook bare", "mkl_notebook, no journal"),
+            ("LangGraph", "LangGraph + PostgresSaver, `durability=sync`"),
+            ("LangGraph async", "LangGraph + PostgresSaver, `durability=async` (its default)"),
+            ("LangGraph bare", "LangGraph, no checkpointer"),
+            ("DBOS", "DBOS, PostgreSQL system database"),
+        ],
+        server=True,
+    )
+    lines += ["", *added(measured.steps, steps, "PostgreSQL store (`process`)", "PostgresSaver"), ""]
+    lines += table(
+        RESUME_TITLE.format(before=steps - 1),
+        measured.resumes,
+        1,
+        [
+            ("mkl_notebook", "mkl_notebook (`process`): `resume_journal(reply=…)`, the journal replayed"),
+            ("mkl_notebook power", "mkl_notebook (`power`): the same"),
+            ("LangGraph", "LangGraph: `invoke(Command(resume=…))` from the latest checkpoint"),
+            ("DBOS", "DBOS: `send` + `resume_workflow` of the cancelled wait, recorded steps read back"),
+            ("DBOS live", "DBOS: `send` to a workflow still waiting in `recv` in its thread (nothing restored)"),
+        ],
+        server=True,
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -582,13 +491,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--quick", action="store_true", help="20 steps, 3 rounds: a check that everything runs")
+    parser.add_argument(
+        "--postgres", action="store_true", help="on one PostgreSQL server started for the run, instead of SQLite"
+    )
     parser.add_argument("--no-write", action="store_true", help="print the section, leave RESULTS.md as it is")
     args = parser.parse_args()
     steps, rounds = (20, 3) if args.quick else (args.steps, args.rounds)
-    text = report(steps, rounds)
+    if args.postgres:
+        from postgres_server import ServerUnavailable
+
+        try:
+            text = report_postgres(steps, rounds)
+        except ServerUnavailable as why:
+            raise SystemExit(f"no PostgreSQL server could be started: {why}") from None
+    else:
+        text = report(steps, rounds)
     print(text)
     if not args.no_write:
-        write_section(text)
+        sections.write_section("peers_postgres" if args.postgres else "peers", text)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import sections  # noqa: E402  (benchmarks/sections.py, beside this file)
-from postgres_server import PostgresServer  # noqa: E402  (tests/postgres_server.py)
+from postgres_server import PostgresServer, ServerUnavailable  # noqa: E402  (tests/postgres_server.py)
 
 from mkl_notebook.durable import records as rec  # noqa: E402
 from mkl_notebook.durable.store_opening import close_store, open_store  # noqa: E402
@@ -92,7 +92,10 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=40)
     parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args()
-    server = PostgresServer(fsync=True)
+    try:
+        server = PostgresServer(fsync=True)
+    except ServerUnavailable as why:
+        raise SystemExit(f"no PostgreSQL server could be started: {why}") from None
     results: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     try:
         for _ in range(args.rounds):

@@ -100,14 +100,17 @@ def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Any]:
     """A PostgreSQL server the tests start (tests/postgres_server.py); skipped without one (failed under CI)."""
-    from postgres_server import PostgresServer, missing
+    from postgres_server import PostgresServer, ServerUnavailable, missing
 
     try:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError:
         missing("psycopg is not installed: pip install 'mkl-notebook[postgres]'")
-    server = PostgresServer()
+    try:
+        server = PostgresServer()
+    except ServerUnavailable as why:
+        missing(str(why))
     try:
         yield server
     finally:

@@ -3,7 +3,8 @@ socket in that folder (no TCP), a password required of every connection, stopped
 
 As root, ``initdb`` refuses to run: the server is then made and run by the ``postgres`` account (Debian's
 package makes it; ``.ci/run`` installs the package). Without PostgreSQL the tests that need it are skipped in
-one line naming the package; under CI (``$CI`` set) they fail instead.
+one line naming the package; under CI (``$CI`` set) they fail instead. The benchmarks start theirs with the same
+class (pytest is imported only by :func:`missing`, which they do not call).
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import quote
-
-import pytest
 
 USER = "mkl"
 PASSWORD = "pg-Secret-4f9a1c"  # the tests look for it in every output byte: it must be found nowhere
@@ -34,8 +34,14 @@ def _binary(name: str) -> str | None:
     return candidates[0] if candidates else None
 
 
-def missing(reason: str) -> None:
+class ServerUnavailable(Exception):
+    """No server can be started here; the message says why, in one line."""
+
+
+def missing(reason: str) -> NoReturn:
     """Skip the test (fail it under CI) because the server cannot be had."""
+    import pytest
+
     if os.environ.get("CI"):
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
@@ -45,11 +51,11 @@ class PostgresServer:
     """A server of the tests' own, with a database made per test (:meth:`database`)."""
 
     def __init__(self, *, fsync: bool = False) -> None:
-        """``fsync``: the server syncs its WAL, as a real one does (the tests need not: no power is cut)."""
+        """``fsync``: the server syncs its WAL, as a real one does (the tests need not: no power is cut).
+        Raises :class:`ServerUnavailable` when PostgreSQL is not installed or cannot be run here."""
         initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
         if initdb is None or pg_ctl is None:
-            missing(INSTALL)
-        assert initdb is not None and pg_ctl is not None
+            raise ServerUnavailable(INSTALL)
         self.pg_ctl = pg_ctl
         self.folder = Path(tempfile.mkdtemp(prefix="mkl-pg-"))
         self.data = self.folder / "data"
@@ -59,7 +65,9 @@ class PostgresServer:
             try:
                 account = pwd.getpwnam("postgres")
             except KeyError:
-                missing("running as root, the tests run PostgreSQL as the 'postgres' account, which is not there")
+                raise ServerUnavailable(
+                    "running as root, PostgreSQL is run as the 'postgres' account, which is not there"
+                ) from None
             self.owner = "postgres"
             os.chown(self.folder, account.pw_uid, account.pw_gid)
         os.chmod(self.folder, 0o700 if self.owner is None else 0o755)

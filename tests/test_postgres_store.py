@@ -267,3 +267,24 @@ def test_without_psycopg_a_server_store_is_refused_in_one_line(monkeypatch: pyte
         StoreError, match=r"^a postgresql:// store needs psycopg .*pip install 'mkl-notebook\[postgres\]'"
     ):
         open_store("postgresql://alice@db/mkl")
+
+
+def test_the_server_the_tests_start_is_started_without_pytest_and_missing_postgresql_is_one_line() -> None:
+    """benchmarks/peers.py and server_store.py start theirs with tests/postgres_server.py, in venvs without pytest."""
+    from postgres_server import INSTALL
+
+    script = (
+        "import sys\n"
+        "sys.modules['pytest'] = None  # importing it fails\n"
+        "import postgres_server\n"
+        "postgres_server._binary = lambda name: None  # as where PostgreSQL is not installed\n"
+        "try:\n"
+        "    postgres_server.PostgresServer()\n"
+        "except postgres_server.ServerUnavailable as why:\n"
+        "    print(why)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT / "tests", capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == INSTALL
