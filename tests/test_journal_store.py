@@ -4,7 +4,6 @@ committed with its status. (What every store does alike, SQLite's included, is t
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -19,19 +18,6 @@ from mkl_notebook.providers.host import HostOracle, Registry
 from mkl_notebook.providers.scripted import ScriptedOracle
 
 from support import LOOKUP
-
-ODD = {"pair": (1, 2), "by id": {3: "int key"}, "when": datetime.date(2026, 12, 2), "nested": [("a", None)]}
-
-
-def same_json(left: Any, right: Any) -> bool:
-    """Equal, and of the same JSON types all the way down (a tuple is not a list, an int key not a str)."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(same_json(left[key], right[key]) for key in left)
-    if isinstance(left, list):
-        return len(left) == len(right) and all(same_json(a, b) for a, b in zip(left, right, strict=True))
-    return bool(left == right)
 
 
 def _pins(source: str, sha256: str | None = None) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from .server_changes import RunChanges, notify
 from .store_files import SCHEMA_VERSION
 from .store_names import DURABILITY, public_store
 from .stores import RunStatus, RunSummary, UnknownRun, _decoded, _json_normal_start, _shared_pins
+from .written import LeasedRecords
 
 if TYPE_CHECKING:
     import psycopg
@@ -127,7 +128,7 @@ class PostgresStore:
         self._idle_lock = threading.Lock()
         self._idle: list[psycopg.Connection[Any]] = []  # connections of leases let go, holding no lock
         self._next_seq: dict[str, int] = {}
-        self._written: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._written = LeasedRecords()
 
     # -- connections and errors ---------------------------------------------------------------------
 
@@ -222,7 +223,7 @@ class PostgresStore:
             notify(connection, run_id)
         with self._lock:
             self._next_seq[run_id] = 1
-            self._keep(run_id, 0, [normal])
+            self._written.keep(run_id, 0, [normal])
         return normal
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
@@ -236,7 +237,7 @@ class PostgresStore:
     def _append(self, run_id: str, record: Mapping[str, Any], status: RunStatus | None) -> None:
         self._writable()
         body = canonical(record)
-        kept = _decoded(body) if run_id in self._written else None  # what reading the row back would give
+        kept = _decoded(body) if self._written.leased(run_id) else None  # what reading the row back would give
         # One writer at a time: records of one run are numbered in the order they commit, with no gap.
         with self._lock:
             try:
@@ -254,41 +255,26 @@ class PostgresStore:
                         notify(connection, run_id)
             except BaseException:
                 self._next_seq.pop(run_id, None)  # what was written is not known for sure: ask the server
-                self._forget(run_id)
+                self._written.forget(run_id)
                 raise
             self._next_seq[run_id] = seq + 1
             if kept is not None:
-                self._keep(run_id, seq, [kept])
+                self._written.keep(run_id, seq, [kept])
             else:
-                self._forget(run_id)
+                self._written.forget(run_id)
 
     def _writable(self) -> None:
         if self.read_only:
             raise StoreError(f"{self.location}: opened to be read only")
-
-    def _keep(self, run_id: str, seq: int, records: list[dict[str, Any]]) -> None:
-        """Remember run ``run_id``'s records from ``seq`` on, when the run is leased here (the lock is held)."""
-        kept = self._written.get(run_id)
-        if kept is None:
-            return
-        first, known = kept
-        if known and seq == first + len(known):
-            known.extend(records)
-        else:
-            self._written[run_id] = (seq, list(records))
-
-    def _forget(self, run_id: str) -> None:
-        if run_id in self._written:
-            self._written[run_id] = (0, [])
 
     # -- reading -------------------------------------------------------------------------------------
 
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
         """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
         with self._lock:
-            first, known = self._written.get(run_id, (0, []))
-            if known and first <= since <= first + len(known):
-                return known[since - first :]  # this store wrote them, under the run's lease
+            kept = self._written.since(run_id, since)
+            if kept is not None:
+                return kept  # this store wrote them, under the run's lease
             if self._empty:
                 raise UnknownRun(run_id, self.location)
             with self._pooled() as connection, connection.transaction():
@@ -305,7 +291,7 @@ class PostgresStore:
                     self._fill_pins(connection, run_id, records[0])
             if not since:
                 self._next_seq[run_id] = len(records)
-                self._keep(run_id, 0, records)
+                self._written.keep(run_id, 0, records)
         return records
 
     def _fill_pins(self, connection: psycopg.Connection[Any], run_id: str, start: dict[str, Any]) -> None:
@@ -338,7 +324,7 @@ class PostgresStore:
                 connection.execute("DELETE FROM mkl_runs WHERE id = %s", (run_id,))
                 notify(connection, run_id)
             self._next_seq.pop(run_id, None)
-            self._forget(run_id)
+            self._written.forget(run_id)
 
     def _drop(self, connection: psycopg.Connection[Any], run_id: str) -> None:
         """Delete run ``run_id``'s records, keeping what :mod:`.forgotten` keeps of them (in a transaction)."""
@@ -432,12 +418,12 @@ class PostgresStore:
             self._let_go_unheld(connection)
             raise RunBusy(f"run '{run_id}' is already being advanced by another process; wait for it or stop it")
         with self._lock:
-            self._written[run_id] = (0, [])
+            self._written.lease_taken(run_id)
         try:
             yield
         finally:
             with self._lock:  # once the lease is let go another process may write the run
-                self._written.pop(run_id, None)
+                self._written.lease_let_go(run_id)
                 self._next_seq.pop(run_id, None)
             self._let_go(connection, key)
 

@@ -30,6 +30,7 @@ from .network_fs import check_store_place
 from .records import is_precious
 from .store_files import APPLICATION_ID, SCHEMA_VERSION, check_ours, reading_connection
 from .store_names import DEFAULT_STORE_NAME, DURABILITY  # (named there: a command's help reads them, not the store)
+from .written import LeasedRecords
 
 DEFAULT_STORE = Path(DEFAULT_STORE_NAME)
 RUN_ID_MAX = 80  # characters of a run id
@@ -291,7 +292,7 @@ class SQLiteStore:
         self._waiting: list[_Pending] = []
         self._next_seq: dict[str, int] = {}
         # Per run leased here: the seq of the first record kept, and the records committed from it on, in order.
-        self._written: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._written = LeasedRecords()
 
     def _writing_connection(self, durability: str) -> sqlite3.Connection:
         """The store's file opened to be written, made (with its folder) when there is none; a file that is
@@ -347,7 +348,7 @@ class SQLiteStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._next_seq[run_id] = 1
-            self._keep(run_id, 0, [normal])
+            self._written.keep(run_id, 0, [normal])
         return normal
 
     def append(self, run_id: str, record: Mapping[str, Any]) -> None:
@@ -361,7 +362,7 @@ class SQLiteStore:
 
     def _append(self, pending: _Pending) -> None:
         run_id = pending.run_id
-        if run_id in self._written:  # read back now, outside the lock: what reading the file would give
+        if self._written.leased(run_id):  # read back now, outside the lock: what reading the file would give
             pending.record = _decoded(pending.body)
         with self._waiting_lock:
             self._waiting.append(pending)
@@ -406,15 +407,15 @@ class SQLiteStore:
             self._next_seq.update(seqs)
             for run_id, seq, record in kept:
                 if record is not None:
-                    self._keep(run_id, seq, [record])
+                    self._written.keep(run_id, seq, [record])
                 else:  # leased only after it was appended: from here on, reads ask the file
-                    self._forget(run_id)
+                    self._written.forget(run_id)
         except BaseException as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             for pending in group:  # what was written is not known for sure: the next append asks the file
                 self._next_seq.pop(pending.run_id, None)
-                self._forget(pending.run_id)  # nor what it holds: reads go to the file
+                self._written.forget(pending.run_id)  # nor what it holds: reads go to the file
             reason = exc if isinstance(exc, sqlite3.DatabaseError) else "the commit was interrupted"
             failed = StoreError(f"{self.path}: {reason}")
             for pending in group:
@@ -428,29 +429,12 @@ class SQLiteStore:
             for pending in group:
                 pending.done = True
 
-    def _keep(self, run_id: str, seq: int, records: list[dict[str, Any]]) -> None:
-        """Remember run ``run_id``'s records from ``seq`` on, when the run is leased here (the lock is held).
-        A record that does not follow those kept starts the kept ones anew."""
-        kept = self._written.get(run_id)
-        if kept is None:
-            return
-        first, known = kept
-        if known and seq == first + len(known):
-            known.extend(records)
-        else:
-            self._written[run_id] = (seq, list(records))
-
-    def _forget(self, run_id: str) -> None:
-        """Keep none of run ``run_id``'s records so far, when it is leased here (the lock is held)."""
-        if run_id in self._written:
-            self._written[run_id] = (0, [])
-
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
         """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
         with self._lock:
-            first, known = self._written.get(run_id, (0, []))
-            if known and first <= since <= first + len(known):
-                return known[since - first :]  # this store wrote them, under the run's lease
+            kept = self._written.since(run_id, since)
+            if kept is not None:
+                return kept  # this store wrote them, under the run's lease
             rows = self._execute(
                 "SELECT body FROM records WHERE run_id = ? AND seq >= ? ORDER BY seq", (run_id, since)
             ).fetchall()
@@ -464,7 +448,7 @@ class SQLiteStore:
                 self._fill_pins(run_id, records[0])
             if not since and not self.read_only:  # (nothing is appended to a store read only, as it goes)
                 self._next_seq[run_id] = len(records)
-                self._keep(run_id, 0, records)
+                self._written.keep(run_id, 0, records)
         return records
 
     def _fill_pins(self, run_id: str, start: dict[str, Any]) -> None:
@@ -495,7 +479,7 @@ class SQLiteStore:
                 if self._db.in_transaction:
                     self._execute("ROLLBACK")
             self._next_seq.pop(run_id, None)
-            self._forget(run_id)
+            self._written.forget(run_id)
 
     def _drop(self, run_id: str) -> None:
         """Delete run ``run_id``'s records, keeping what :mod:`.forgotten` keeps of them (the lock is held, in
@@ -565,10 +549,10 @@ class SQLiteStore:
         """Run ``run_id`` advanced by this store alone, across processes, until the block ends."""
         with self._leases.hold(run_id):
             with self._lock:
-                self._written[run_id] = (0, [])
+                self._written.lease_taken(run_id)
             try:
                 yield
             finally:
                 with self._lock:  # once the lease is let go another process may write the run
-                    self._written.pop(run_id, None)
+                    self._written.lease_let_go(run_id)
                     self._next_seq.pop(run_id, None)
