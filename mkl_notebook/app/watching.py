@@ -28,7 +28,11 @@ def store_stamp(store: RunStore) -> tuple[Any, ...] | None:
 
 
 def journal_past(store: RunStore, run_id: str, length: int) -> bool:
-    """Whether the store's journal of ``run_id`` holds more than ``length`` records (what a view shows)."""
+    """Whether the store's journal of ``run_id`` holds more than ``length`` records (what a view shows); never
+    while this process is advancing the run (what it does there, it shows itself when the advance ends)."""
+    leased_here = getattr(store, "leased_here", None)
+    if callable(leased_here) and leased_here(run_id):
+        return False
     return bool(store.read(run_id, since=length)) if store.exists(run_id) else False
 
 

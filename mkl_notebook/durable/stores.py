@@ -429,6 +429,11 @@ class SQLiteStore:
             for pending in group:
                 pending.done = True
 
+    def leased_here(self, run_id: str) -> bool:
+        """Whether this store holds run ``run_id``'s lease now: this process is advancing it."""
+        with self._lock:
+            return self._written.leased(run_id)
+
     def read(self, run_id: str, since: int = 0) -> list[dict[str, Any]]:
         """Run ``run_id``'s records, from the ``since``-th on (0: the whole journal)."""
         with self._lock:
