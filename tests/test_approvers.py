@@ -73,6 +73,24 @@ def test_a_reply_from_someone_the_run_does_not_name_is_refused_in_one_line_and_j
     assert _replies(tmp_path) == []
 
 
+def test_a_waiting_run_says_who_may_answer_it_beside_its_commands_and_in_its_status_line(tmp_path: Path) -> None:
+    code, status, out, err = mkl_cli(
+        tmp_path,
+        "run",
+        str(REFUND_MKL),
+        "--script",
+        str(REFUND_SCRIPT),
+        "--set",
+        "ticket=broken",
+        "--hitl",
+        "--approvers",
+        "bob,alice",
+    )
+    assert code == 3, out + err
+    assert status["approvers"] == ["alice", "bob"]
+    assert "To continue (only alice, bob may answer it):" in out, out
+
+
 def test_an_approver_answers_and_the_audit_says_the_rule_each_answer_was_taken_under(tmp_path: Path) -> None:
     me = os_account()
     assert me, "these tests run as an account with a name"

@@ -10,7 +10,7 @@ from ..checkpoints.envelope import MIME_TYPE, checkpoint_of, write_private
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
-from ..durable.reading import claimed_name, established_how, replies, run_state
+from ..durable.reading import approvers_of_journal, claimed_name, established_how, replies, run_state
 from ..durable.records import kind_of
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
@@ -41,6 +41,9 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
     question = result.question_id(outcome.run_id)
     if question is not None:
         status["question_id"] = question  # what a reply must name: `mkl resume … --question ID`
+        approvers = approvers_of_journal(outcome.records)
+        if approvers:
+            status["approvers"] = list(approvers)  # who may answer it (anyone else is refused)
     if result.answers:  # what people answered, each with the note beside it when they wrote one
         status["answers"] = [status_answer(answer) for answer in result.answers]
     if result.machine:
@@ -109,8 +112,10 @@ def describe(outcome: Outcome, resume: str, cap: views.Cap | None = None) -> str
     )
     parts = [trace, views.result_summary_text(result, outcome.calls, cap)]
     commands = views.continue_commands(result, resume, result.question_id(outcome.run_id))
+    approvers = approvers_of_journal(outcome.records) if result.waits_for_person else ()
     if commands:
-        parts.append("To continue:\n" + "\n".join(f"  {command}" for command in commands))
+        who = f" (only {', '.join(approvers)} may answer it)" if approvers else ""
+        parts.append(f"To continue{who}:\n" + "\n".join(f"  {command}" for command in commands))
     return "\n\n".join(parts)
 
 
