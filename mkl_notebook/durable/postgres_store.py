@@ -41,7 +41,7 @@ from .records import is_precious
 from .server_changes import RunChanges, notify
 from .store_files import SCHEMA_VERSION
 from .store_names import DURABILITY, public_store
-from .stores import RunStatus, RunSummary, UnknownRun, _decoded, _json_normal_start, _shared_pins
+from .stores import RunStatus, RunSummary, UnknownRun, decoded_record, json_normal_start, shared_pins
 from .written import LeasedRecords
 
 if TYPE_CHECKING:
@@ -206,8 +206,8 @@ class PostgresStore:
         """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
         self._writable()
         now = time.time()
-        normal = _json_normal_start(start)
-        stored, shared = _shared_pins(normal)
+        normal = json_normal_start(start)
+        stored, shared = shared_pins(normal)
         with self._lock, self._pooled() as connection, connection.transaction():
             self._synced(connection, True)
             for source in shared:
@@ -237,7 +237,7 @@ class PostgresStore:
     def _append(self, run_id: str, record: Mapping[str, Any], status: RunStatus | None) -> None:
         self._writable()
         body = canonical(record)
-        kept = _decoded(body) if self._written.leased(run_id) else None  # what reading the row back would give
+        kept = decoded_record(body) if self._written.leased(run_id) else None  # what reading the row back would give
         # One writer at a time: records of one run are numbered in the order they commit, with no gap.
         with self._lock:
             try:
@@ -289,7 +289,7 @@ class PostgresStore:
                 if not rows and not since:
                     raise UnknownRun(run_id, self.location)
                 try:
-                    records = [_decoded(body) for (body,) in rows]
+                    records = [decoded_record(body) for (body,) in rows]
                 except ValueError as exc:
                     raise StoreError(f"{self.location}: run '{run_id}' has a damaged record ({exc})") from None
                 if records and not since:
@@ -336,7 +336,7 @@ class PostgresStore:
         rows = connection.execute("SELECT body FROM mkl_records WHERE run_id = %s ORDER BY seq", (run_id,)).fetchall()
         if rows:
             try:
-                records = [_decoded(body) for (body,) in rows]
+                records = [decoded_record(body) for (body,) in rows]
                 self._fill_pins(connection, run_id, records[0])
             except (ValueError, StoreError):
                 records = []  # a damaged journal: nothing of it can be recognised again

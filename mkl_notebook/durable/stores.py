@@ -87,7 +87,7 @@ class RunStore(Protocol):
     def lease(self, run_id: str) -> contextlib.AbstractContextManager[None]: ...
 
 
-def _json_normal_start(start: Mapping[str, Any]) -> dict[str, Any]:
+def json_normal_start(start: Mapping[str, Any]) -> dict[str, Any]:
     """The start record as it would read back from disk, keys in the same order; the pinned sources, plain
     strings, are not re-encoded."""
     pins = start.get("machines")
@@ -115,7 +115,7 @@ class MemoryStore:
 
     def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
         """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
-        normal = _json_normal_start(start)
+        normal = json_normal_start(start)
         with self._lock:
             self._drop(run_id)
             self._records[run_id] = [normal]
@@ -206,7 +206,7 @@ _IDS_AT_ONCE = 256  # run ids fetched together by SQLiteStore.run_ids
 _SET_STATUS = "UPDATE runs SET status = ?, error = ?, at = ?, updated = ? WHERE id = ?"
 
 
-def _decoded(body: str) -> Any:
+def decoded_record(body: str) -> Any:
     """A record's JSON text read back: as ``json.loads`` reads it, without its per-call scanning for blanks
     around the text (a journal holds thousands of records, and they are written without any)."""
     try:
@@ -218,7 +218,7 @@ def _decoded(body: str) -> Any:
     return json.loads(body)  # blanks around the text, or damage: json.loads reads it or says what is wrong
 
 
-def _shared_pins(start: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+def shared_pins(start: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """``start`` as the records table keeps it, and the ``(sha256, source)`` of the machines it names by hash
     alone: those whose pin gives the true hash of its source (any other pin stays whole in the record)."""
     pins = start.get("machines")
@@ -330,8 +330,8 @@ class SQLiteStore:
     def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
         """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
         now = time.time()
-        normal = _json_normal_start(start)
-        stored, shared = _shared_pins(normal)
+        normal = json_normal_start(start)
+        stored, shared = shared_pins(normal)
         with self._lock:
             self._execute("BEGIN IMMEDIATE")
             try:
@@ -363,7 +363,7 @@ class SQLiteStore:
     def _append(self, pending: _Pending) -> None:
         run_id = pending.run_id
         if self._written.leased(run_id):  # read back now, outside the lock: what reading the file would give
-            pending.record = _decoded(pending.body)
+            pending.record = decoded_record(pending.body)
         with self._waiting_lock:
             self._waiting.append(pending)
         with self._lock:
@@ -446,7 +446,7 @@ class SQLiteStore:
             if not rows and not since:
                 raise UnknownRun(run_id, self.location)
             try:
-                records = [_decoded(body) for (body,) in rows]
+                records = [decoded_record(body) for (body,) in rows]
             except ValueError as exc:
                 raise StoreError(f"{self.path}: run '{run_id}' has a damaged record ({exc})") from None
             if records and not since:
@@ -492,7 +492,7 @@ class SQLiteStore:
         rows = self._execute("SELECT body FROM records WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
         if rows:
             try:
-                records = [_decoded(body) for (body,) in rows]
+                records = [decoded_record(body) for (body,) in rows]
                 self._fill_pins(run_id, records[0])
             except (ValueError, StoreError):
                 records = []  # a damaged journal: nothing of it can be recognised again
