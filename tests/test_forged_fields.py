@@ -144,7 +144,9 @@ def test_an_origin_that_is_not_a_path_is_refused_in_one_line(
 def test_a_history_read_again_is_checked_as_it_is_now_not_as_it_was_first_read() -> None:
     """The signatures a view reads several times are checked once per history object and length: one that grew
     is checked again, and a copy of it that someone changed is checked on its own (never given the first's)."""
-    from mkl_notebook.checkpoints.seals import signatures
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from mkl_notebook.checkpoints.seals import Signer, signatures
 
     signer = Keyring().signer()
     records: list[dict[str, Any]] = [{"t": "start", "run": "r"}, {"t": "step", "n": 0}]
@@ -155,4 +157,10 @@ def test_a_history_read_again_is_checked_as_it_is_now_not_as_it_was_first_read()
     changed = [dict(record) for record in records]
     changed[1]["n"] = 9  # a copy whose signed stretch was altered
     assert next(s.seal is not None and s.seal.holds for s in signatures(changed)) is False
+    assert next(s.seal is not None and s.seal.holds for s in signatures(records)) is True
+    # A signature once found to hold is not checked again, but only for those very bytes: another signature put
+    # in its place (here another key's over the same history, the key named left as it was) is checked anew.
+    forged = [dict(record) for record in records]
+    forged[2]["sig"] = Signer(Ed25519PrivateKey.generate(), "mallory").endorse(records[:2])["sig"]
+    assert next(s.seal is not None and s.seal.holds for s in signatures(forged)) is False
     assert next(s.seal is not None and s.seal.holds for s in signatures(records)) is True
