@@ -164,3 +164,25 @@ def test_a_history_read_again_is_checked_as_it_is_now_not_as_it_was_first_read()
     forged[2]["sig"] = Signer(Ed25519PrivateKey.generate(), "mallory").endorse(records[:2])["sig"]
     assert next(s.seal is not None and s.seal.holds for s in signatures(forged)) is False
     assert next(s.seal is not None and s.seal.holds for s in signatures(records)) is True
+
+
+def test_a_history_digested_again_is_digested_as_it_is_now() -> None:
+    """The digests of a history's prefix are taken from a recent digest of the same record objects, never from one
+    of other records of the same length: a grown history and an altered copy each digest as from scratch."""
+    from mkl_notebook.durable.chain import canonical, chain_digest, chain_start
+
+    def from_scratch(records: list[dict[str, Any]]) -> bytes:
+        import hashlib
+
+        digest = chain_start()
+        for record in records:
+            digest = hashlib.sha256(digest + canonical(record).encode("utf-8")).digest()
+        return digest
+
+    records: list[dict[str, Any]] = [{"t": "start", "run": "r"}, *({"t": "step", "n": n} for n in range(5))]
+    assert chain_digest(records) == from_scratch(records)
+    records.append({"t": "step", "n": 5})  # grown
+    assert chain_digest(records) == from_scratch(records)
+    altered = [*records[:3], {"t": "step", "n": 99}, *records[4:]]  # the same length, one record another's
+    assert chain_digest(altered) == from_scratch(altered) != chain_digest(records)
+    assert chain_digest(records[:4]) == from_scratch(records[:4])  # a prefix of one digested

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ..durable import records as rec
-from ..durable.chain import chain_digest, chain_start, chain_step
+from ..durable.chain import chain_digest, chain_prefixes
 from ..errors import UserError
 
 KEY_PREFIX = "ed25519:"
@@ -167,14 +167,14 @@ def signatures(records: Sequence[dict[str, Any]], envelope_seal: Seal | None = N
             if seen is records and length == len(records) and seal is envelope_seal:
                 return list(known)
     found: list[Signed] = []
-    chain = chain_start()
+    chains = chain_prefixes(records if isinstance(records, list) else list(records))
     start = 0
     for position, record in enumerate(records):
         if rec.is_sign(record):
             at = record.get("time")
-            found.append(Signed(start, position, _holds(record, chain), at if isinstance(at, (int, float)) else None))
+            held = _holds(record, chains[position])
+            found.append(Signed(start, position, held, at if isinstance(at, (int, float)) else None))
             start = position + 1
-        chain = chain_step(chain, record)
     if start < len(records):
         found.append(Signed(start, len(records), envelope_seal))
     with _RECENT_LOCK:
