@@ -159,6 +159,9 @@ def test_bobs_answer_in_his_copy_is_refused_on_the_way_back_on_every_road(
     [listed] = listing["runs"]
     assert "only carol may answer it" in listed["refused"] and "command" not in listed, listed
     assert "REFUSED:" in out and "only carol may answer it" in out, out
+    code, under, out, err = alice.mkl("runs", ".")  # every question waiting under the folder: not that one
+    assert code == 0 and "flow.ipynb: r REFUSED" in out, out + err
+    assert [kept["run"] for kept in under["refused"]] == ["r"], under
 
     # mkl audit NOTEBOOK: Bob's answer is marked, never shown as accepted
     code, _, out, err = alice.mkl("audit", alice.notebook.name, "--json")

@@ -207,7 +207,8 @@ def _waiting_under(folder: Path) -> int:
         print(f"not read: {printable(problem)}")
     if not questions:
         print(f"{printable(folder)}: no run waits for a person")
-    emit_status({"questions": questions, "stale": stale, "refused": refused, "not_read": problems})
+    kept_aside = {"refused": refused} if refused else {}  # (a file's run holding an answer its run refuses)
+    emit_status({"questions": questions, "stale": stale, **kept_aside, "not_read": problems})
     return EXIT_FAILED if problems else 0
 
 
