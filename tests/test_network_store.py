@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from mkl_notebook.checkpoints.envelope import checkpoint_of
 from mkl_notebook.durable.network_fs import check_store_place, filesystem_type, is_network, mount_table
+from mkl_notebook.durable.runs import read_run
+from mkl_notebook.durable.stores import SQLiteStore
 from mkl_notebook.errors import UserError
 from mkl_notebook.notebook import session as session_module
 
@@ -340,3 +343,29 @@ def test_a_kernel_reads_a_run_its_notebook_carries_on_nfs_while_the_store_holds_
         said = "".join(output.get("text", "") for output in cell.get("outputs", []))
         assert said.startswith("UsageError: ") and "network filesystem (nfs4)" in said, said
         assert len(said.strip().splitlines()) == 1, said
+
+
+def test_a_page_saying_hello_to_a_kernel_on_nfs_has_its_runs_read_and_nothing_written(
+    waiting_on_nfs: tuple[Path, dict[str, str]],
+) -> None:
+    """JupyterLab's extension hands the kernel the runs the notebook's metadata holds (its hello); the kernel reads
+    the store's history of each, to put an older copy right, writing nothing in the store on NFS."""
+    from test_metadata_runs import _Kernel
+
+    home, env = waiting_on_nfs
+    store = SQLiteStore(home / ".mkl" / "runs.sqlite", read_only=True)
+    held = store.read("r")
+    store.close()
+    older = {"r": checkpoint_of(read_run("r", held[:-2]))}  # the metadata's copy: before the run last stopped
+    before = _snapshot(home)
+    kernel = _Kernel(home, "flow.ipynb", env)
+    try:
+        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": older})
+        shown = kernel.execute("%mkl pending", every=True)
+    finally:
+        kernel.close()
+    put = [m["content"]["data"] for m in shown if m["msg_type"] == "comm_msg"]
+    assert [(data["op"], data["run"]) for data in put if data.get("op") == "put"] == [("put", "r")], put
+    texts = json.dumps([m["content"] for m in shown])
+    assert "network filesystem" not in texts and "suspended" in texts, texts[:2000]
+    assert _snapshot(home) == before
