@@ -6,17 +6,22 @@ tests' stand-in for ``/proc/self/mountinfo``) that says the folder is an NFS hom
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from mkl_notebook.checkpoints.envelope import checkpoint_of
 from mkl_notebook.durable.network_fs import check_store_place, filesystem_type, is_network, mount_table
+from mkl_notebook.durable.runs import read_run
+from mkl_notebook.durable.stores import SQLiteStore
 from mkl_notebook.errors import UserError
 from mkl_notebook.notebook import session as session_module
 
-from support import REFUND, REFUND_SCRIPT, RUN_MIME, Cells, mkl_cli
+from support import REFUND, REFUND_SCRIPT, RUN_MIME, Cells, mkl_cli, refund_notebook
 
 # Lines as Linux writes them: optional fields before the " - ", a space in a mount point as \040.
 ROOT_LINE = "27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda1 rw,discard"
@@ -198,3 +203,169 @@ def test_the_documented_network_types_are_those_checked() -> None:
     section = text.split("### No store on a network filesystem", 1)[1].split("Every other type is taken as local", 1)[0]
     listed = set(re.findall(r"`([a-z0-9.-]+)`", section.split("refused in one line, with nothing made:", 1)[1]))
     assert listed == NETWORK_TYPES
+
+
+def _snapshot(folder: Path) -> dict[str, int]:
+    """Every file and folder under ``folder``, with when it last changed: what reading must leave as it is."""
+    return {str(path.relative_to(folder)): path.stat().st_mtime_ns for path in folder.rglob("*")}
+
+
+@pytest.fixture
+def waiting_on_nfs(nfs_home: tuple[Path, dict[str, str]]) -> tuple[Path, dict[str, str]]:
+    """The NFS home's store (written there once, with the override) holding run 'r', waiting for a person."""
+    home, env = nfs_home
+    code, status, _, stderr = mkl_cli(home, *RUN, "--id", "r", "--hitl", env={**env, "MKL_STORE_ON_NETWORK": "allow"})
+    assert (code, status["status"]) == (3, "suspended"), stderr
+    return home, env
+
+
+READING_COMMANDS = {
+    "runs": ("runs",),
+    "runs FOLDER": ("runs", "."),
+    "audit": ("audit",),
+    "trace": ("trace", "--id", "r"),
+    "plan": ("plan", "refund.mkl", "--id", "r"),
+}
+
+
+KERNEL_READINGS = (
+    *("%mkl pending", "%mkl pending --queue", "%mkl pending --all .", "%mkl runs", "%mkl audit"),
+    *("%mkl trace r", "%mkl visits r", "%mkl plan r"),
+)
+
+
+def test_the_documented_reading_commands_are_those_held_by_these_tests() -> None:
+    """The docs state one rule for every command on a network filesystem and name the commands that only read:
+    each of them is one these tests run there."""
+    from support import ROOT
+
+    text = " ".join((ROOT / "docs" / "language.md").read_text(encoding="utf-8").split())
+    listed = text.split("The commands that only read", 1)[1].split("So a store made on NFS", 1)[0]
+    documented = set(re.findall(r"`(%?mkl [a-z]+)", listed))
+    tested = {" ".join(command.split()[:2]) for command in KERNEL_READINGS}
+    tested |= {f"mkl {words[0]}" for words in READING_COMMANDS.values()}
+    assert documented == tested
+
+
+@pytest.mark.parametrize("command", list(READING_COMMANDS))
+def test_every_reading_command_reads_a_store_on_nfs_and_writes_nothing(
+    waiting_on_nfs: tuple[Path, dict[str, str]], command: str
+) -> None:
+    home, env = waiting_on_nfs
+    before = _snapshot(home)
+    code, _, out, stderr = mkl_cli(home, *READING_COMMANDS[command], env=env)
+    assert code == 0 and "network filesystem" not in stderr, out + stderr
+    assert "r" in out and ("refund" in out or "approve" in out.lower() or "answers" in out), out
+    assert _snapshot(home) == before  # no store opened to be written: no -wal, -shm or lock file, nothing changed
+
+
+def test_a_command_that_writes_is_refused_in_the_one_line_on_a_store_on_nfs(
+    waiting_on_nfs: tuple[Path, dict[str, str]],
+) -> None:
+    home, env = waiting_on_nfs
+    before = _snapshot(home)
+    code, _, _, stderr = mkl_cli(
+        home, "resume", "--id", "r", "--reply", "approve", "--script", str(REFUND_SCRIPT), env=env
+    )
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert "network filesystem (nfs4)" in stderr and "MKL_STORE_ON_NETWORK=allow" in stderr, stderr
+    assert _snapshot(home) == before
+
+
+def test_a_kernel_reads_a_store_on_nfs_and_writes_nothing_until_it_would_write(
+    ip: Cells, waiting_on_nfs: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, env = waiting_on_nfs
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(home)
+    ip.define(REFUND)
+    before = _snapshot(home)
+    for reading in KERNEL_READINGS:
+        ip.run(reading)
+    shown = json.dumps([published.data for published in ip.out.published])
+    assert "suspended" in shown and "approve" in shown.lower(), shown[:2000]
+    assert _snapshot(home) == before
+
+    error = ip.fails(f"%mkl resume r --reply approve --script {REFUND_SCRIPT}")  # answering writes: refused
+    assert "network filesystem (nfs4)" in str(error) and "\n" not in str(error).strip()
+    assert _snapshot(home) == before
+
+
+def test_a_kernel_reads_a_run_its_notebook_carries_on_nfs_while_the_store_holds_that_copy(
+    nfs_home: tuple[Path, dict[str, str]],
+) -> None:
+    """A Run All of a notebook that carries a copy of a run the store on NFS holds already: its kernel compares
+    the two reading only, lists and traces the run, and writes nothing beside the store; a copy that went further
+    would have to be written into the store, and that is refused."""
+    import nbformat
+    from lab_client import run_all
+
+    from mkl_notebook.checkpoints import notebook_file as nbfile
+
+    home, env = nfs_home
+    made = home / "made.ipynb"
+    refund_notebook(made, {"r": "Parcel A-1 arrived broken"})
+    run_all(made, env={**env, "MKL_STORE_ON_NETWORK": "allow"})  # the store on NFS, as before the check
+    with sqlite3.connect(home / ".mkl" / "runs.sqlite") as db:  # its writer gone, everything in the file itself
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    assert not (home / ".mkl" / "runs.sqlite-wal").exists()
+    [carried] = nbfile.embedded_runs(made)
+    reader = home / "reader.ipynb"
+    cells = ["%load_ext mkl_notebook", "%mkl pending", "%mkl trace r"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    notebook.metadata["mkl"] = {"runs": {"r": carried.raw}}
+    nbformat.write(notebook, reader)
+    before = {name: when for name, when in _snapshot(home).items() if name != reader.name}
+
+    ran = run_all(reader, env=env)
+    shown = json.dumps([output for cell in ran.cells for output in cell.get("outputs", [])])
+    assert "suspended" in shown and "network filesystem" not in shown, shown[:2000]
+    assert {name: when for name, when in _snapshot(home).items() if name != reader.name} == before
+
+    # The notebook's copy goes on past the store's history (answered where the store was then copied back as it
+    # was): reading it would take that up into the store first, a write, refused in the one line.
+    store = home / ".mkl" / "runs.sqlite"
+    kept = store.read_bytes()
+    allowed = {**env, "MKL_STORE_ON_NETWORK": "allow"}
+    _, listing, _, _ = mkl_cli(home, "runs", made.name, env=env)
+    question = listing["runs"][0]["question_id"]
+    answer = ("--question", question, "--reply", "approve", "--script", "refund.script.yaml")
+    code, _, out, err = mkl_cli(home, "resume", made.name, "--run", "r", *answer, env=allowed)
+    assert code in (0, 3), out + err
+    store.write_bytes(kept)
+    [answered] = nbfile.embedded_runs(made)
+    notebook.metadata["mkl"] = {"runs": {"r": answered.raw}}
+    nbformat.write(notebook, reader)
+    ran = run_all(reader, env=env, allow_errors=True)
+    for cell in ran.cells[1:]:  # %mkl pending, %mkl trace r: each refused in the one line (a UsageError)
+        said = "".join(output.get("text", "") for output in cell.get("outputs", []))
+        assert said.startswith("UsageError: ") and "network filesystem (nfs4)" in said, said
+        assert len(said.strip().splitlines()) == 1, said
+
+
+def test_a_page_saying_hello_to_a_kernel_on_nfs_has_its_runs_read_and_nothing_written(
+    waiting_on_nfs: tuple[Path, dict[str, str]],
+) -> None:
+    """JupyterLab's extension hands the kernel the runs the notebook's metadata holds (its hello); the kernel reads
+    the store's history of each, to put an older copy right, writing nothing in the store on NFS."""
+    from test_metadata_runs import _Kernel
+
+    home, env = waiting_on_nfs
+    store = SQLiteStore(home / ".mkl" / "runs.sqlite", read_only=True)
+    held = store.read("r")
+    store.close()
+    older = {"r": checkpoint_of(read_run("r", held[:-2]))}  # the metadata's copy: before the run last stopped
+    before = _snapshot(home)
+    kernel = _Kernel(home, "flow.ipynb", env)
+    try:
+        kernel.say(kernel.load_mkl(), {"op": "hello", "runs": older})
+        shown = kernel.execute("%mkl pending", every=True)
+    finally:
+        kernel.close()
+    put = [m["content"]["data"] for m in shown if m["msg_type"] == "comm_msg"]
+    assert [(data["op"], data["run"]) for data in put if data.get("op") == "put"] == [("put", "r")], put
+    texts = json.dumps([m["content"] for m in shown])
+    assert "network filesystem" not in texts and "suspended" in texts, texts[:2000]
+    assert _snapshot(home) == before

@@ -15,6 +15,7 @@ from typing import Any
 from support import REFUND_SCRIPT, env_without_models
 
 ROOT = Path(__file__).resolve().parent.parent
+STARTING = ("--script", "refund.script.yaml", "--set", "ticket=broken")
 
 
 def _execute(client: Any, code: str) -> list[dict[str, Any]]:
@@ -29,9 +30,11 @@ def _printed(messages: list[dict[str, Any]]) -> str:
     return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
 
 
-def _answered_elsewhere_redraws(alice: Path, bob: Path, store: str | None) -> None:
+def _answered_elsewhere_redraws(alice: Path, bob: Path, store: str | None, *, only_reads: bool = False) -> None:
     """Alice's kernel (in ``alice``) waits on a refund run in ``store`` (None: her folder's SQLite file); ``mkl
-    resume`` in ``bob`` answers it; her cell must redraw the answer with nothing executed in her kernel."""
+    resume`` in ``bob`` answers it; her cell must redraw the answer with nothing executed in her kernel.
+    ``only_reads``: the run was started from a terminal, and her kernel only lists it (``%mkl pending``), never
+    opening the store to write."""
     from jupyter_client.manager import KernelManager
 
     for folder in (alice, bob):
@@ -47,7 +50,20 @@ def _answered_elsewhere_redraws(alice: Path, bob: Path, store: str | None) -> No
         _execute(client, "%load_ext mkl_notebook\n%mkl load refund.mkl")
         if store is not None:
             _execute(client, f"%mkl config store={store}")
-        shown = _execute(client, "%mkl run refund --id r --script refund.script.yaml --set ticket=broken")
+        if only_reads:
+            started = subprocess.run(
+                [sys.executable, "-m", "mkl_notebook.cli", "run", "refund.mkl", "--id", "r", "--hitl", *STARTING],
+                cwd=alice,
+                env=env_without_models(),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert started.returncode == 3, started.stdout + started.stderr
+        shown = _execute(
+            client,
+            "%mkl pending" if only_reads else "%mkl run refund --id r --script refund.script.yaml --set ticket=broken",
+        )
         assert any(m["msg_type"] == "display_data" for m in shown)
         question = _printed(_execute(client, "import mkl_notebook\nprint(mkl_notebook.get_run('r').question_id)"))
         answering = ["--id", "r", "--script", "refund.script.yaml", "--question", question.strip()]
@@ -81,6 +97,12 @@ def _answered_elsewhere_redraws(alice: Path, bob: Path, store: str | None) -> No
 
 def test_a_waiting_kernel_redraws_a_question_a_terminal_answered_with_no_click(tmp_path: Path) -> None:
     _answered_elsewhere_redraws(tmp_path, tmp_path, None)
+
+
+def test_a_kernel_that_only_lists_a_waiting_run_redraws_it_when_a_terminal_answers(tmp_path: Path) -> None:
+    """Listing writes nothing, so the kernel never opens its store to write: it is looked at read-only all the
+    same."""
+    _answered_elsewhere_redraws(tmp_path, tmp_path, None, only_reads=True)
 
 
 def test_a_waiting_kernel_on_a_postgresql_store_redraws_an_answer_given_from_another_folder(

@@ -3,8 +3,9 @@
 Each answer is one row: the run, the question as shown, what it was about (text and digest), the value and
 note, who answered and how that is established, the key whose signature covers the reply record (whether it
 verifies and whether the key is trusted here), when it was asked and answered, and through what. An answer
-whose signature fails, that no signature covers, or whose subject no longer matches what the run asked is
-marked (``problem``), never listed as valid. Questions still waiting are counted, with their age.
+whose signature fails, that no signature covers, whose subject no longer matches what the run asked, or that
+is by someone the run does not let answer (a copy from someone's notebook: ``accepted_under`` says it was
+not) is marked (``problem``), never listed as valid. Questions still waiting are counted, with their age.
 
 Reading only, as a listing reads (:mod:`app.listing`): stores are opened read-only, under a folder no link
 out of it is followed, and no key, store or side file is made. Read as it goes (:class:`AuditStream`): one run
@@ -67,6 +68,7 @@ FIELDS = (
     "problem",
 )
 CLAIMED = "claimed"  # how a name is established when only the replier's word says it
+REFUSED = "not accepted"  # an answer's rule when it is by someone the run does not let answer
 
 
 @dataclass
@@ -195,6 +197,7 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
     stretches = signatures(records, history.seal)
     machine = root_of(records) or None
     asked: dict[str, Mapping[str, Any]] = {}  # the latest question at each position, up to here
+    refused = dict(judge.keyring.refused_replies(records, history.seal))  # (by someone the run does not let answer)
     rows = []
     for index, record in enumerate(records):
         kind = kind_of(record)
@@ -207,7 +210,8 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
         later = [r for r in records[index + 1 :] if kind_of(r) == "suspend" and str(r.get("pos")) == position]
         stretch = covering(stretches, index)
         signed, unsigned = _signature(stretch, judge)
-        problems = [p for p in (unsigned, _subject_problem(run_id, record, question, later)) if p]
+        not_let = f"refused: {refused[index]}" if index in refused else None
+        problems = [p for p in (not_let, unsigned, _subject_problem(run_id, record, question, later)) if p]
         about = record.get("about", question.get("about") if question is not None else None)
         about = about if isinstance(about, str) else None
         asked_at = _number(question.get("time")) if question is not None else None
@@ -233,7 +237,7 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
                 round(answered_at - asked_at, 3) if asked_at is not None and answered_at is not None else None
             ),
             "via": record.get("via"),
-            "accepted_under": accepted_under(record),
+            "accepted_under": REFUSED if index in refused else accepted_under(record),
             "problem": "; ".join(problems) or None,
         }
         rows.append((row, canonical(record)))

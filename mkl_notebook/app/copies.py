@@ -10,11 +10,13 @@ this person's own made in place of a copy that could not be used, and runs forgo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..checkpoints.envelope import checkpoint_of
 from ..durable import runs as durable
+from ..durable.chain import common_prefix
 from ..durable.stores import RunStore
 from ..lang.model import Machine
 from .errors import UsageProblem
@@ -75,9 +77,15 @@ class Copies:
     along unchanged: run id -> [(run id, checkpoint)]) and ``forgotten`` (never taken up from a copy again)."""
 
     def __init__(
-        self, store: Callable[[], RunStore], keyring: Keyring, machines: Mapping[str, Machine], reach: Reach
+        self,
+        store: Callable[[], RunStore],
+        keyring: Keyring,
+        machines: Mapping[str, Machine],
+        reach: Reach,
+        reading: Callable[[], AbstractContextManager[RunStore | None]] | None = None,
     ) -> None:
         self._store = store
+        self._reading = reading  # the store read-only for one read while it is not open to be written (else None)
         self.keyring = keyring
         self.machines = machines
         self.reach = reach
@@ -97,7 +105,7 @@ class Copies:
         if run_id in self.forgotten:
             return False
         copies = self.reach.copies_of(run_id, notebook)
-        if not copies:
+        if not copies or self._held_already(run_id, copies):
             return False
         store = self._store()
         reconciled = reconcile(store, run_id, copies, self.keyring, trust_file=trust_file)
@@ -119,6 +127,16 @@ class Copies:
         if problem is not None:
             raise problem
         return any(judged.branch is None for judged in reconciled.taken)
+
+    def _held_already(self, run_id: str, copies: list[Copy]) -> bool:
+        """Whether the store, read while it is not open to be written, holds each copy's records already (the
+        copy is its history, or an older part of it): reconciling would write nothing, so the store is not
+        opened to be written (a reading command writes nothing, wherever the store is)."""
+        if self._reading is None:
+            return False
+        with self._reading() as store:
+            held = store.read(run_id) if store is not None and store.exists(run_id) else None
+        return held is not None and all(common_prefix(held, copy.records) == len(copy.records) for copy in copies)
 
     def meant(self, run_id: str) -> str:
         """The run asking for ``run_id`` means: this person's own run made in its place while the copy of

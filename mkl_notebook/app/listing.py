@@ -109,6 +109,10 @@ def run_summary(
     ]
     if provenance is not None:
         listed.update(trusted=provenance.trusted, made_by=provenance.mark, key=provenance.key)
+        if provenance.refused is not None:  # an answer from someone the run does not let answer: not answerable
+            listed["refused"] = provenance.refused
+            for key in ("question_id", "command", "commands"):
+                listed.pop(key, None)
     return listed
 
 
@@ -258,6 +262,7 @@ class Waiting(NamedTuple):
     questions: list[dict[str, Any]]
     problems: list[str]
     stale: list[dict[str, Any]]
+    refused: list[dict[str, Any]]  # files' runs holding an answer from someone their run does not let answer
 
 
 def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
@@ -269,9 +274,10 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
     questions: list[dict[str, Any]] = []
     problems: list[str] = []
     stale: list[dict[str, Any]] = []
-    for path, shown, refused in files_under(folder):
-        if refused is not None:
-            problems.append(refused)
+    refused: list[dict[str, Any]] = []
+    for path, shown, left_out in files_under(folder):
+        if left_out is not None:
+            problems.append(left_out)
             continue
         try:
             if path.suffix == ".ipynb":
@@ -287,10 +293,11 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
                     _mark_stale(item, older.get(run.run_id))
                     if "stale" in item and item.get("ask"):
                         stale.append({"where": shown, **item})
+                refused += [{"where": shown, **item} for item in listed if "refused" in item]
             else:
                 listed = store_runs(Path(shown), waiting_only=True)
         except (NotebookFileError, StoreError) as exc:
             problems.append(str(exc))
             continue
         questions += [{"where": shown, **item} for item in listed if item.get("question_id")]
-    return Waiting(questions, problems, stale)
+    return Waiting(questions, problems, stale, refused)

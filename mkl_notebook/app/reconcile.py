@@ -11,7 +11,8 @@ reach and takes up what a trusted one holds past the store's history, like a fas
 - ``extends``: the copy goes on past the store's history (or the store holds none of it), and every stretch it
   adds is signed by this person or a key they trust: it is taken up, with no call;
 - ``untrusted``: it goes on past the store's history, signed by a key not trusted (or not signed): shown, with
-  whose it is, never used unless the person chooses to (``trust_file``);
+  whose it is, never used unless the person chooses to (``trust_file``); or it holds an answer from someone
+  the run does not let answer (:meth:`~.trust.Keyring.refused_replies`): shown, and never used;
 - ``parted``: it and the store's history go on differently from where they last agree. Both are kept: the
   store's under the run's id, the copy's (when trusted) under :func:`branch_id`, which names its origin.
 
@@ -144,7 +145,9 @@ def reconcile(
             continue
         held = store.read(run_id) if store.exists(run_id) else None
         found = judge(held, copy, keyring)
-        chosen = found.provenance is not None and (found.provenance.trusted or trust_file)
+        provenance = found.provenance
+        # (an answer from someone the run does not let answer is never taken up, not even by choice)
+        chosen = provenance is not None and provenance.refused is None and (provenance.trusted or trust_file)
         if found.status in (EXTENDS, UNTRUSTED) and chosen:
             if held is None:
                 durable.import_envelope(store, {**copy.header, "run_id": run_id}, copy.records)

@@ -58,6 +58,23 @@ def not_an_approver(approvers: Sequence[str], answering: Answerer) -> str | None
     )
 
 
+def not_approved_reply(reply: Mapping[str, Any], approvers: Sequence[str], key_name: str | None) -> str | None:
+    """Why a reply that a copy of a run brings (someone's notebook) may not stand where only ``approvers`` may
+    answer, in a phrase naming who answered and who may; None when it may (no rule lets anyone). It stands when
+    the name its record establishes (not one only claimed) is an approver, or ``key_name`` is: the name this
+    person trusts the key that signed it under (None: a key not trusted, or no signature)."""
+    by = reply.get("by")
+    if not approvers or (established_how(reply) is not None and by in approvers) or key_name in approvers:
+        return None
+    who = who_answered(by, established_how(reply), claimed_name(reply)) or "no one named"
+    signed = f"signed by the key you trust as {key_name!r}" if key_name is not None else "signed by no key you trust"
+    question = reply.get("question") or reply.get("pos")
+    return (
+        f"the answer {fmt(reply.get('value'))[:80]!r} to question {question} is by {who}, {signed}, and only "
+        f"{', '.join(approvers)} may answer it"
+    )
+
+
 def check_approver(run_id: str, question: str, approvers: Sequence[str], answering: Answerer) -> None:
     """Refuse (:class:`NotAnApprover`) a reply to ``question`` from ``answering`` unless the run lets them answer
     (see :func:`not_an_approver`)."""

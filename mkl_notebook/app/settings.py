@@ -19,6 +19,7 @@ from .values import parse_budget, parse_cost
 if TYPE_CHECKING:
     from ..engine.options import RunOptions
     from ..providers.config import ModelConfig
+    from .requests import MapRequest, StartRequest
 
 DEFAULT_STORE = Path(DEFAULT_STORE_NAME)  # (as durable.stores has it, without loading the store)
 HITL_MODES = ("none", "asking", "all")
@@ -180,6 +181,25 @@ class Settings:
         if self.approvers is not None:
             return self.approvers
         return parse_approvers(os.environ.get(APPROVERS_ENV, "").strip() or None, f"${APPROVERS_ENV}")
+
+    def start_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
+        """What a run is started with, as a start or map request (``asks``) and these settings say; its approvers
+        are the request's, else those in force here (:meth:`approvers_in_force`)."""
+        import dataclasses
+
+        from .replies import parse_approvers
+
+        options = run_options(
+            max_steps=asks.max_steps,
+            max_tokens=asks.max_tokens,
+            max_cost=asks.max_cost,
+            suspend=asks.suspend,
+            hitl=asks.hitl or self.hitl,
+            max_workers=self.max_workers,
+            **more,
+        )
+        approvers = parse_approvers(asks.approvers, "--approvers") or self.approvers_in_force()
+        return dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
 
     def store_durability(self) -> str:
         """What the store's records survive: the ``durability`` setting, else ``$MKL_DURABILITY`` (checked now,

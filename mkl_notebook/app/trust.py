@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,12 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from ..checkpoints import seals
 from ..checkpoints.seals import KEY_PREFIX, Seal, Signer, key_fingerprint
 from ..durable.disk import sync_folder
-from ..durable.reading import RunState
-from ..durable.records import is_ending
+from ..durable.reading import RunState, approvers_in
+from ..durable.records import is_ending, kind_of
 from ..lang import files
 from ..render.commands import trust_key_command
 from .errors import UsageProblem
-from .replies import who
+from .replies import not_approved_reply, who
 
 __all__ = ["KEY_PREFIX", "Keyring", "Provenance", "Signer", "Untrusted", "key_fingerprint", "keyring_folder"]
 
@@ -48,6 +48,7 @@ class Provenance:
     key: str | None = None
     by: str | None = None  # the name the key's signatures claim
     name: str | None = None  # of a key not trusted: a name to trust it under that no one here has yet
+    refused: str | None = None  # an answer in it from someone the run does not let answer: never taken up
 
 
 def keyring_folder() -> Path:
@@ -217,13 +218,46 @@ class Keyring:
             for stretch in seals.signatures(records, seal)
             if stretch.end > since or (stretch.end == since and stretch.time is not None)
         ]
+        refused = next((why for _, why in self.refused_replies(records, seal, since)), None)
         for provenance in judged:
             if not provenance.trusted:
-                return provenance
+                return replace(provenance, refused=refused)
         marks = list(dict.fromkeys(provenance.mark.removeprefix("made by ") for provenance in judged))
+        if refused is not None:
+            return Provenance(False, f"refused: {refused}", judged[-1].key if judged else None, refused=refused)
         if not marks:
             return Provenance(True, "nothing new")
         return Provenance(True, "made by " + ", ".join(marks), judged[-1].key)
+
+    def refused_replies(
+        self, records: list[dict[str, Any]], seal: Seal | None = None, since: int = 0
+    ) -> list[tuple[int, str]]:
+        """The answers of a history from ``since`` on that its run does not let stand (each record's index, and
+        why: :func:`~.replies.not_approved_reply`), judged by the approvers in force where each was given and,
+        for a copy going on past a history held (``since``), those in force at its end too: a copy cannot
+        loosen the rule it came under. A key counts by the name this person trusts it under, never by the
+        name its signatures claim; their own key by the name their records establish."""
+        stretches = seals.signatures(records, seal)
+        trusted = {key: str(entry.get("name")) for key, entry in self.trusted().items()}
+        held: tuple[str, ...] = ()
+        rule: tuple[str, ...] = ()
+        refused: list[tuple[int, str]] = []
+        for index, record in enumerate(records):
+            if index == since:
+                held = rule
+            kind = kind_of(record)
+            options = record.get("options")
+            if kind in ("start", "rerun") and isinstance(options, dict):
+                rule = approvers_in(options)
+            if kind != "reply" or index < since:
+                continue
+            stretch = seals.covering(stretches, index)
+            signer = stretch.seal if stretch is not None else None
+            name = trusted.get(signer.key) if signer is not None and signer.holds else None
+            why = not_approved_reply(record, held, name) or not_approved_reply(record, rule, name)
+            if why is not None:
+                refused.append((index, why))
+        return refused
 
     def started_here(self, records: list[dict[str, Any]]) -> bool:
         """Whether this person started the run ``records`` hold: its first advance (the start record up to the
@@ -271,12 +305,29 @@ class Untrusted(UsageProblem):
         what = f"run '{run_id}' is {provenance.mark}"
         if added is not None:
             what = f"run '{run_id}' goes on past the copy you hold ({added}), and that is {provenance.mark}"
-        super().__init__(
-            f"{source}: {what}, so it is not taken up; {hint}pass --trust-file to take up this file's run anyway"
-        )
+        if provenance.refused is not None:
+            super().__init__(_refusal(run_id, source, provenance, added, self.trust))
+        else:
+            super().__init__(
+                f"{source}: {what}, so it is not taken up; {hint}pass --trust-file to take up this file's run anyway"
+            )
         self.run_id = run_id
         self.source = source
         self.provenance = provenance
         self.found = found  # the run as the file shows it
         self.added = added
         self.checkpoint: dict[str, Any] | None = None  # the copy as the file holds it, to carry on unchanged
+
+
+def _refusal(run_id: str, source: str, provenance: Provenance, added: str | None, trust: str | None) -> str:
+    """Why a copy holding an answer from someone its run does not let answer is not taken up, in one line: who
+    answered, who may, and that nothing (not --trust-file) takes it up; trusting the key that signed it, under
+    the name of an approver, is the one way when it is an approver's."""
+    assert provenance.refused is not None
+    goes_on = f" goes on past the copy you hold ({added}) and" if added is not None else ""
+    besides = "" if provenance.mark.startswith("refused") else f" (and it is {provenance.mark})"
+    hint = f"; if that key is an approver's, trust it under their name: `{trust}`" if trust else ""
+    return (
+        f"{source}: run '{run_id}'{goes_on} is not taken up: {provenance.refused}{besides}{hint}; the file keeps "
+        "it as it came, and --trust-file does not take it up"
+    )

@@ -14,9 +14,9 @@ a request comes from, what shows a run, the notebook's own copies of its runs); 
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,9 @@ from ..durable.places import Place
 from ..durable.plan import Plan
 from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Preparation, Resolution
-from ..durable.store_names import public_store
-from ..durable.store_opening import open_store, store_there
+from ..durable.store_names import is_server_store, public_store
+from ..durable.store_opening import open_store, reading_store, store_there
 from ..durable.stores import RunStore, SQLiteStore, UnknownRun
-from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
@@ -42,9 +41,9 @@ from .equipment import Equipment
 from .errors import USER_ERRORS, Superseded, UsageProblem
 from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
-from .replies import answerer, approvers_of, check_approver, checked_note, parse_approvers, parse_resolve, read_reply
+from .replies import answerer, approvers_of, check_approver, checked_note, parse_resolve, read_reply
 from .requests import ContinueRequest, MapRequest, StartRequest, asked
-from .settings import Settings, run_options
+from .settings import Settings
 from .shelf import Shelf
 from .status import run_output
 from .trust import Keyring, Untrusted
@@ -83,7 +82,7 @@ class Workspace:
         self.start_local = start_local
         self.runs: dict[str, Run] = {}
         self.cells: Cells = cells or NoCells()
-        self.copies = Copies(lambda: self.store, self.keyring, self.machines, self.cells)
+        self.copies = Copies(lambda: self.store, self.keyring, self.machines, self.cells, self._unopened)
         self._store: RunStore | None = None
         self._lock = threading.Lock()
 
@@ -113,6 +112,27 @@ class Workspace:
         with self._lock:
             return self._store
 
+    def reading(self) -> AbstractContextManager[RunStore | None]:
+        """The store to read runs from, writing nothing: the store when it is open, else its file read only, for
+        one read (None: there is none; see :func:`~mkl_notebook.durable.store_opening.reading_store`). A server's
+        store is opened as it is to be written, once, and kept (so the kernel is told when its runs move)."""
+        served = is_server_store(self.settings.store)
+        return reading_store(self.store if served else self.store_opened(), self.settings.store)
+
+    def _unopened(self) -> AbstractContextManager[RunStore | None]:
+        """The store's file read only, for one read, while it is not open to be written (else None)."""
+        unopened = self.store_opened() is None and not is_server_store(self.settings.store)
+        return reading_store(None, self.settings.store) if unopened else nullcontext()
+
+    @contextmanager
+    def reading_run(self, run_id: str) -> Iterator[RunStore]:
+        """The store to read run ``run_id`` from, writing nothing (:meth:`reading`); :class:`UnknownRun` when it
+        holds none of it."""
+        with self.reading() as store:
+            if store is None or not store.exists(run_id):
+                raise UnknownRun(run_id, store.location if store else public_store(str(self.settings.store)))
+            yield store
+
     def reset_store(self) -> None:
         """Open ``settings.store`` afresh on next use (after the setting changed)."""
         with self._lock:
@@ -121,20 +141,6 @@ class Workspace:
     def store_flag(self) -> str | None:
         """The ``--store`` a command continuing this workspace's runs names (None: the default store)."""
         return store_flag(self.settings.store)
-
-    def _run_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
-        """What a run is started with, as a start or map request and the settings say."""
-        options = run_options(
-            max_steps=asks.max_steps,
-            max_tokens=asks.max_tokens,
-            max_cost=asks.max_cost,
-            suspend=asks.suspend,
-            hitl=asks.hitl or self.settings.hitl,
-            max_workers=self.settings.max_workers,
-            **more,
-        )
-        approvers = parse_approvers(asks.approvers, "--approvers") or self.settings.approvers_in_force()
-        return dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
 
     def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
         made_from = self.shelf.files.get(machine.name) if self.follow_files else None
@@ -162,7 +168,9 @@ class Workspace:
             self.cells.let_go(run_id)
             self.copies.taken_up.pop(run_id, None)  # the new run is this person's own
         host_values = host_input(asks.input or {}, "input")
-        run_settings = self._run_options(asks, on_untrusted_flow=asks.on_untrusted_flow, ask_human=asks.ask_human)
+        run_settings = self.settings.start_options(
+            asks, on_untrusted_flow=asks.on_untrusted_flow, ask_human=asks.ask_human
+        )
         set_aside = None
         if not fresh:
             try:
@@ -203,9 +211,7 @@ class Workspace:
             options=run_settings,
             fresh=fresh,
             observer=asks.observer,
-            origin=self.equipment.origin(
-                self.shelf.files.get(machine.name) if self.follow_files else None, script, model
-            ),
+            origin=self._origin(machine, script, model),
             place=None if fresh else self.place(run_id),
             retry=asks.retry,
             endorse=self.equipment.endorser(),
@@ -234,8 +240,8 @@ class Workspace:
             if script is not None or model is not None:
                 handle.oracle = self.equipment.oracle(script, model)
             return handle
-        if not self.store.exists(run_id):
-            raise UnknownRun(run_id, self.store.location)  # nor here, nor in a file in reach
+        with self.reading_run(run_id):  # (none: nor here, nor in a file in reach)
+            pass
         handle = self.new_handle(run_id, "", self.equipment.oracle(script, model))
         if not self.cells.show_found(handle):
             handle.reload()
@@ -257,9 +263,8 @@ class Workspace:
         except Untrusted as problem:
             if problem.added is None:
                 raise  # the store holds none of it: there is nothing else to read
-        if not self.store.exists(run_id):
-            raise UnknownRun(run_id, self.store.location)
-        return durable.read_run(run_id, self.store.read(run_id), known=self.machines)
+        with self.reading_run(run_id) as store:
+            return durable.read_run(run_id, store.read(run_id), known=self.machines)
 
     def replay_outcome(self, run_id: str, oracle: Oracle, observer: Observer | None = None) -> Outcome:
         """Run ``run_id`` again from its journal, asking ``oracle`` only for what it does not hold."""
@@ -429,10 +434,9 @@ class Workspace:
 
     def plan(self, run_id: str) -> Plan:
         """What running ``run_id`` again with the machines as defined now would replay, call anew and ask again;
-        nothing is called or journaled."""
-        if not self.store.exists(run_id):
-            raise UnknownRun(run_id, self.store.location)
-        return durable.plan_run(self.store, run_id, dict(self.machines) or None)
+        nothing is called or journaled, nor the store opened to be written."""
+        with self.reading_run(run_id) as store:
+            return durable.plan_run(store, run_id, dict(self.machines) or None)
 
     def waiting(self) -> tuple[list[Run], list[Untrusted]]:
         """The runs that wait for a person now, as their journals stand (this store's, reconciled with the copies
@@ -441,7 +445,9 @@ class Workspace:
         if self.store_opened() is None and not store_there(self.settings.store) and not self.cells.carried_waiting():
             return [], []  # no store, and no copy waits: nothing to make a store for
         untrusted: list[Untrusted] = []
-        waiting_here = {summary.run_id for summary in self.store.runs() if summary.status == "suspended"}
+        with self.reading() as store:  # (a copy with nothing to take up is only read: listing writes nothing)
+            summaries = list(store.runs()) if store is not None else []
+        waiting_here = {summary.run_id for summary in summaries if summary.status == "suspended"}
         for run_id in dict.fromkeys([*self.cells.carried_waiting(), *sorted(waiting_here & self.cells.carried_runs())]):
             try:
                 self.take_up(run_id, None)  # a copy may hold what answered it since
@@ -449,7 +455,9 @@ class Workspace:
                 untrusted.append(problem)
         found = []
         held_back = {problem.run_id for problem in untrusted if problem.added is not None}
-        for summary in self.store.runs():
+        with self.reading() as store:
+            summaries = list(store.runs()) if store is not None else []
+        for summary in summaries:
             if summary.status != "suspended" or summary.run_id in held_back:
                 continue  # (a copy in reach answered it, by a key not trusted yet: it is not asked again here)
             handle = self.runs.get(summary.run_id)
@@ -518,7 +526,7 @@ class Workspace:
                 except Untrusted:
                     if script is None:
                         raise  # running it afresh would call a model instead of the file's run: ask first
-        run_settings = self._run_options(asks)
+        run_settings = self.settings.start_options(asks)
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
         make_oracle = self.equipment.oracle_factory(
             script,
@@ -536,9 +544,7 @@ class Workspace:
             options=run_settings,
             input=host_input(asks.input or {}, "input"),
             fresh=fresh,
-            origin=self.equipment.origin(
-                self.shelf.files.get(machine.name) if self.follow_files else None, script, model
-            ),
+            origin=self._origin(machine, script, model),
             endorse=self.equipment.endorser(),
         )
         stops = batch.run_rows(start, plan, concurrency=concurrency)
@@ -561,13 +567,13 @@ class Workspace:
 
     def as_cells_left(self, run_id: str, cells: list[str]) -> Outcome | None:
         """Run ``run_id`` as the cells above ``cells`` left it (see :func:`~.cells.as_cells_left`)."""
-        return as_cells_left(self.store, run_id, cells, self.machines)
+        with self.reading() as store:
+            return as_cells_left(store, run_id, cells, self.machines) if store is not None else None
 
     def answered_in(self, cell: str) -> list[Outcome]:
         """Each run whose question a form of ``cell`` answered, as that form left it (what the cells below see)."""
-        if self.store_opened() is None and not store_there(self.settings.store):
-            return []  # no store: no form answered anything (and looking makes none)
-        return answered_in(self.store, cell, self.machines)
+        with self.reading() as store:  # (no store: no form answered anything, and looking makes none)
+            return answered_in(store, cell, self.machines) if store is not None else []
 
     # -- what the notebook's cells add (nothing, for a command) ------------------------------------
 

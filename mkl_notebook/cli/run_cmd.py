@@ -172,7 +172,9 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
         print(printable(f"    asked {views.answer_time(listed['asked_at'])}{made_by}"))
     if listed.get("stale"):
         print(printable(f"    STALE: {listed['stale']}; not answerable here"))
-    if listed.get("trusted") is False:
+    if listed.get("refused"):
+        print(printable(f"    REFUSED: {listed['refused']}; never taken up, not even with --trust-file"))
+    elif listed.get("trusted") is False:
         made_by = printable(listed["made_by"])
         print(f"    not trusted: {made_by}; taken up only with --trust-file, or once you trust the key")
     for answer in listed["answers"]:
@@ -189,7 +191,7 @@ def _waiting_under(folder: Path) -> int:
     """Every question waiting in the notebooks and stores under ``folder``: one line each, with its command."""
     from ..app.listing import waiting_questions
 
-    questions, problems, stale = waiting_questions(folder)
+    questions, problems, stale, refused = waiting_questions(folder)
     for question in questions:
         mark = f" [NOT TRUSTED: {question['made_by']}]" if question.get("trusted") is False else ""
         print(
@@ -199,11 +201,14 @@ def _waiting_under(folder: Path) -> int:
             print(f"    or: {printable(command)}")
     for old in stale:
         print(printable(f"{old['where']}: {old['run']} STALE, asks {old['ask']!r} — {old['stale']}"))
+    for kept in refused:
+        print(printable(f"{kept['where']}: {kept['run']} REFUSED — {kept['refused']}"))
     for problem in problems:
         print(f"not read: {printable(problem)}")
     if not questions:
         print(f"{printable(folder)}: no run waits for a person")
-    emit_status({"questions": questions, "stale": stale, "not_read": problems})
+    kept_aside = {"refused": refused} if refused else {}  # (a file's run holding an answer its run refuses)
+    emit_status({"questions": questions, "stale": stale, **kept_aside, "not_read": problems})
     return EXIT_FAILED if problems else 0
 
 

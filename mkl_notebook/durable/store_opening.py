@@ -9,6 +9,8 @@ user, server and database.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .store_names import STORE_ENV, is_server_store, public_store
@@ -46,3 +48,22 @@ def close_store(store: RunStore) -> None:
     close = getattr(store, "close", None)
     if close is not None:
         close()
+
+
+@contextmanager
+def reading_store(opened: RunStore | None, location: str | Path) -> Iterator[RunStore | None]:
+    """The store to read runs from, writing nothing: ``opened`` (a workspace's store, when it is open), else the
+    store at ``location`` opened read-only for this one read and let go after (a file opened once as it is then:
+    see :func:`~.store_files.reading_connection`); None when there is none there. A store that may not be written
+    where it is (a network filesystem: :mod:`.network_fs`) is read all the same."""
+    if opened is not None:
+        yield opened
+        return
+    if not store_there(location):
+        yield None
+        return
+    store = open_store(location, read_only=True)
+    try:
+        yield store
+    finally:
+        close_store(store)

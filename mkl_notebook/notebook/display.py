@@ -204,7 +204,14 @@ class RunView:
         where = "in an unknown state" if found is None else views.status_phrase(found.status, found.error, found.at)
         provenance = problem.provenance
         banner = views.untrusted_bundle(
-            problem.run_id, problem.source, provenance.mark, where, ask, added=problem.added, trust=problem.trust
+            problem.run_id,
+            problem.source,
+            provenance.mark,
+            where,
+            ask,
+            added=problem.added,
+            trust=problem.trust,
+            refused=provenance.refused,
         )
         if problem.checkpoint is not None:  # the outputs this replaces may have held the file's only copy
             self._carry(problem.run_id, problem.checkpoint)

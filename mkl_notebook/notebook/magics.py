@@ -212,9 +212,9 @@ class MklMagics(Magics):
         """The buttons of a run a file holds that is not trusted: trust its signer's key under the name the
         person typed (the one step the view names), or take it up this once; each then runs ``again`` (with
         ``trust_file`` for the latter)."""
-        choices: list[tuple[str, Callable[[str], None]]] = [
-            ("Take up the file's run", lambda _name: again(trust_file=True))
-        ]
+        choices: list[tuple[str, Callable[[str], None]]] = []
+        if problem.provenance.refused is None:  # (an answer from someone the run does not let answer: never)
+            choices.append(("Take up the file's run", lambda _name: again(trust_file=True)))
         key = problem.provenance.key
         if key is not None and problem.provenance.name is not None:  # signed by a key unknown here
 
@@ -401,6 +401,7 @@ class MklMagics(Magics):
         if args.all is not None:
             under = waiting_questions(Path(self.values.text(args.all)), self.session.keyring)
             stale = [f"{old['where']}: run {old['run']} is stale: {old['stale']}" for old in under.stale]
+            stale += [f"{kept['where']}: run {kept['run']} is refused: {kept['refused']}" for kept in under.refused]
             display(views.questions_bundle(under.questions, under.problems + stale), raw=True)
             return None
         answered = self.notebook.answered_here()  # re-executed: the runs this cell's forms answered, as left

@@ -280,9 +280,10 @@ class KernelNotebook:
         workspace = self.workspace
         signer = workspace.equipment.signer()
         for run_id in sorted(runs):
-            if run_id in workspace.copies.forgotten or not workspace.store.exists(run_id):
+            with workspace.reading() as store:  # (read only: a page saying hello writes nothing in the store)
+                held = store.read(run_id) if store is not None and store.exists(run_id) else None
+            if run_id in workspace.copies.forgotten or held is None:
                 continue
-            held = workspace.store.read(run_id)
             page = self.link.held(run_id)
             if page is not None:
                 try:

@@ -96,9 +96,12 @@ class StoreWatch:
         kernel is woken to catch them up). ``only``: the runs the store's server said moved (the others are not
         read); ``everything``: every followed run is read, however the store's file looks."""
         followed = self._notebook.followed()
-        store = self._notebook.workspace.store_opened()
-        if not followed or store is None:
+        if not followed:
             return []
+        with self._notebook.workspace.reading() as store:  # (a kernel that has only read its store reads it so)
+            return self._look(store, followed, only, everything) if store is not None else []
+
+    def _look(self, store: Any, followed: dict[str, int], only: set[str] | None, everything: bool) -> list[str]:
         if only is not None:
             followed = {run_id: shown for run_id, shown in followed.items() if run_id in only}
         elif not everything:

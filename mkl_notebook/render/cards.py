@@ -123,10 +123,14 @@ def untrusted_bundle(
     *,
     added: str | None = None,
     trust: str | None = None,
+    refused: str | None = None,
 ) -> dict[str, str]:
     """What stands where a run would show when the notebook's copy of it is not trusted: whose it is, how
     the file shows it (its question behind that mark), what it adds past the copy held here (``added``), and
-    how to take it up (``trust``: the command that trusts its signer's key)."""
+    how to take it up (``trust``: the command that trusts its signer's key). A copy holding an answer from
+    someone its run does not let answer (``refused``: who answered, who may) is never taken up, and says so."""
+    if refused is not None:
+        return _refused_bundle(run_id, source, refused, found, trust)
     commands = [*([trust] if trust else []), f"%mkl run … --trust-file  (or %mkl resume {run_id} --trust-file)"]
     if trust is None:
         commands.append(trust_command(source))
@@ -153,6 +157,22 @@ def untrusted_bundle(
         "<p>What it shows may not be what its machine's author wrote, and nothing "
         f"of it runs here until you choose to take it up. As the file shows it, the run is {_e(found)}."
         f"{asked_html}</p><p>Take it up with a button, or:</p><ul>{listed}</ul></section>"
+    )
+    return {"text/plain": text, "text/html": page}
+
+
+def _refused_bundle(run_id: str, source: str, refused: str, found: str, trust: str | None) -> dict[str, str]:
+    """What stands where a run would show when the notebook's copy of it holds an answer its run refuses."""
+    hint = f" If that key is an approver's, trust it under their name: {trust}" if trust else ""
+    text = (
+        f"REFUSED: run {run_id} in {source} is not taken up: {refused}. As the file shows it, the run is {found}; "
+        f"the file keeps it as it came, and nothing (not --trust-file) takes it up.{hint}"
+    )
+    hint_html = f" If that key is an approver's, trust it under their name: {_code(trust)}" if trust else ""
+    page = (
+        f"<section><p><strong>Refused:</strong> run {_code(run_id)} in {_code(source)} is not taken up: "
+        f"<em>{_e(refused)}</em>.</p><p>As the file shows it, the run is {_e(found)}; the file keeps it as it "
+        f"came, and nothing (not <code>--trust-file</code>) takes it up.{hint_html}</p></section>"
     )
     return {"text/plain": text, "text/html": page}
 
