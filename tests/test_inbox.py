@@ -167,6 +167,7 @@ def test_a_store_named_and_the_configured_store_are_read_and_a_password_is_never
     assert {row["run"] for row in configured} >= {"c1", "c2"}
     both = _inbox(empty, "--store", str(store), env={"MKL_STORE": str(store)})
     assert sorted(row["run"] for row in both) == sorted(row["run"] for row in named)  # one store, read once
+    assert all(row["also_in"] == [] for row in both), both
 
 
 @pytest.mark.parametrize(
