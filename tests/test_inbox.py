@@ -160,14 +160,14 @@ def test_older_than_and_machine_filter_and_overdue_needs_a_deadline(tree: Path) 
 
 def test_a_store_named_and_the_configured_store_are_read_and_a_password_is_never_shown(tree: Path) -> None:
     store = tree / "team-c" / ".mkl" / "runs.sqlite"
-    empty = tree / "team-a"
-    named = _inbox(empty, "--store", str(store))
+    elsewhere = tree / "team-a"
+    named = _inbox(elsewhere, "--store", str(store))
     assert {row["run"] for row in named} >= {"c1", "c2"}
-    configured = _inbox(empty, env={"MKL_STORE": str(store)})
+    configured = _inbox(elsewhere, env={"MKL_STORE": str(store)})
     assert {row["run"] for row in configured} >= {"c1", "c2"}
-    both = _inbox(empty, "--store", str(store), env={"MKL_STORE": str(store)})
+    both = _inbox(elsewhere, "--store", str(store), env={"MKL_STORE": str(store)})
     assert sorted(row["run"] for row in both) == sorted(row["run"] for row in named)  # one store, read once
-    assert all(row["also_in"] == [] for row in both), both
+    assert all(row["also_in"] == [] for row in both if row["run"] in ("c1", "c2")), both
 
 
 @pytest.mark.parametrize(
