@@ -206,3 +206,14 @@ def test_a_files_text_cannot_act_on_the_terminal(tmp_path: Path) -> None:
     text = inbox_text([row], full=True)
     assert "\x1b" not in text and "\u202e" not in text and "\\x1b[2J" in text
     assert "line one\\nline two" in text and "2h 1m" in text
+
+
+def test_the_magic_draws_the_same_rows_as_an_html_table_with_a_text_twin(tree: Path, ip: Any) -> None:
+    ip.run(f"%mkl inbox {tree / 'team-a'} {tree / 'team-c'} --mine")
+    bundle = ip.out.last("text/html")
+    assert "<table>" in bundle["text/html"] and "<th" in bundle["text/html"]
+    text = bundle["text/plain"]
+    assert "2 questions waiting" in text and "c2" not in text  # a1 and c1; c2 is not mine to answer
+    assert "mkl resume" in bundle["text/html"] and "mkl resume" in text
+    error = ip.fails("%mkl inbox --older-than later")
+    assert "--older-than takes a duration" in str(error)
