@@ -217,3 +217,12 @@ def test_the_magic_draws_the_same_rows_as_an_html_table_with_a_text_twin(tree: P
     assert "mkl resume" in bundle["text/html"] and "mkl resume" in text
     error = ip.fails("%mkl inbox --older-than later")
     assert "--older-than takes a duration" in str(error)
+
+
+def test_what_cannot_be_read_is_one_line_each_and_a_servers_password_is_not_among_them(tmp_path: Path) -> None:
+    (tmp_path / "broken.ipynb").write_text("{not json", encoding="utf-8")
+    env = {"MKL_STORE": "postgresql://me:s3cret@127.0.0.1:1/db"}  # the configured store: a server not there
+    code, _, out, err = mkl_cli(tmp_path, "inbox", env=env)
+    assert code == 0, err
+    assert "No question waits" in out and "Not read: broken.ipynb: is not a notebook" in out
+    assert "Not read: postgresql://***@127.0.0.1:1/db" in out and "s3cret" not in out + err

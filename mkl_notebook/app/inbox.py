@@ -32,7 +32,7 @@ from ..durable.records import kind_of
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import close_store, open_store, store_there
 from ..durable.stores import RunStore
-from .errors import UsageProblem
+from .errors import UsageProblem, without_secrets
 from .listing import file_resume, files_under, run_summary, store_flag, stored_resume
 from .replies import answerer, not_an_approver
 from .requests import InboxRequest
@@ -104,7 +104,7 @@ class _Reach:
         try:
             embedded, damaged = nbfile.scan(path)
         except NotebookFileError as exc:
-            self.problems.append(str(exc))
+            self.problems.append(without_secrets(str(exc)))
             return
         self.problems += [f"{shown}, {bad.where}: {bad.reason}" for bad in damaged]
         for run in embedded:
@@ -125,7 +125,7 @@ class _Reach:
         except StoreError as exc:
             if named:
                 raise
-            self.problems.append(str(exc))
+            self.problems.append(without_secrets(str(exc)))  # (a server's URL may be in it)
             return
         place = len(self.stores)
         flag = store_flag(location)
@@ -133,7 +133,7 @@ class _Reach:
         try:
             waiting = [run.run_id for run in opened.runs() if run.status == "suspended"]
         except StoreError as exc:
-            self.problems.append(str(exc))
+            self.problems.append(without_secrets(str(exc)))
             return
         for run_id in waiting:
             self._read_run(place, run_id)
@@ -146,7 +146,7 @@ class _Reach:
         try:
             records = opened.read(run_id)
         except StoreError as exc:
-            self.problems.append(str(exc))
+            self.problems.append(without_secrets(str(exc)))
             return
         self.add(_Copy(run_id, records, f"store {shown}", store=shown, flag=flag))
 
@@ -162,7 +162,7 @@ class _Reach:
                 try:
                     there = opened.exists(run_id)
                 except StoreError as exc:
-                    self.problems.append(str(exc))
+                    self.problems.append(without_secrets(str(exc)))
                     continue
                 if there:
                     self._read_run(place, run_id)
