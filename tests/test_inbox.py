@@ -60,10 +60,16 @@ def _inbox(folder: Path, *args: str, env: dict[str, str] | None = None) -> list[
     return rows
 
 
-def _everything(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` (hidden ones too) with a digest of its bytes."""
+def _everything(folder: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file under ``folder`` (hidden ones too, a store's ``-wal`` and ``-shm``) with a digest of its bytes,
+    its mode and its mtime: what a reader must leave as it was. (Of a WAL store's ``-shm``, the shared-memory index
+    every SQLite reader maps, the mtime is left out: mapping it is how a reader reads, as with ``mkl runs``.)"""
     return {
-        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        str(path.relative_to(folder)): (
+            hashlib.sha256(path.read_bytes()).hexdigest(),
+            path.stat().st_mode,
+            0 if path.name.endswith("-shm") else path.stat().st_mtime_ns,
+        )
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
