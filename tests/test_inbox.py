@@ -232,3 +232,37 @@ def test_what_cannot_be_read_is_one_line_each_and_a_servers_password_is_not_amon
     assert code == 0, err
     assert "No question waits" in out and "Not read: broken.ipynb: is not a notebook" in out
     assert "Not read: postgresql://***@127.0.0.1:1/db" in out and "s3cret" not in out + err
+
+
+def test_a_server_stores_questions_are_listed_without_its_password_and_answered_by_their_command(
+    postgres: Any, tmp_path: Path
+) -> None:
+    from postgres_server import PASSWORD
+
+    url = postgres.database()
+    shown = url.replace(f":{PASSWORD}", "")
+    _store_run(tmp_path, "on-server", "--store", url)
+    outputs: list[str] = []
+    for env in ({}, {"MKL_STORE": url}):  # named, then configured
+        given = () if env else ("--store", url)
+        code, _, out, err = mkl_cli(tmp_path, "inbox", *given, "--json", env=env)
+        outputs += [out, err]
+        assert code == 0, err
+        [row] = json.loads(out.strip().splitlines()[-1])
+        assert row["run"] == "on-server" and row["where"] == f"store {shown}" and row["store"] == shown
+        assert f"--store {shlex.quote(shown)}" in row["command"]
+        code, _, out, err = mkl_cli(tmp_path, "inbox", *given, env=env)
+        outputs += [out, err]
+        assert code == 0 and shown in out, err
+    assert not [output for output in outputs if PASSWORD in output]
+    done = subprocess.run(
+        [sys.executable, "-m", "mkl_notebook.cli", *shlex.split(row["command"])[1:]],
+        cwd=tmp_path,
+        env={**env_without_models(), "PGPASSWORD": PASSWORD},  # the password as PostgreSQL's own clients take it
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _inbox(tmp_path, "--store", url) == []
