@@ -173,6 +173,25 @@ FLAGS: dict[str, Flag] = {
         Flag("--key", "the column naming each row's run (default: its content)", metavar="COLUMN"),
         Flag("--id", "the batch's name, first in each run id", dest="batch", metavar="BATCH"),
         Flag("--concurrency", "rows run at once", type=int, default=DEFAULT_CONCURRENCY, metavar="N"),
+        # -- the inbox -----------------------------------------------------------------------
+        Flag(
+            "--store",
+            "a run store whose waiting questions are listed too: a file or a postgresql:// URL; repeatable",
+            dest="stores",
+            action="append",
+            default=(),
+            metavar="URL",
+        ),
+        Flag("--json", "print the rows as one JSON list, each with the commands that answer it", action="store_true"),
+        Flag(
+            "--mine",
+            "only the questions you may answer (the run names no approvers, or you among them)",
+            action="store_true",
+        ),
+        Flag("--machine", "only the questions of runs of this machine", dest="machine", metavar="NAME"),
+        Flag("--older-than", "only the questions asked longer ago than this (e.g. 30m, 2h, 1d)", metavar="DURATION"),
+        Flag("--overdue", "only the questions whose deadline has passed", action="store_true"),
+        Flag("--full", "show each question's subject whole (the table cuts it to one short line)", action="store_true"),
     )
 }
 
@@ -193,6 +212,7 @@ STARTING = (
 RUN = ("run_id", *STARTING, "retry", "on_untrusted_flow", "ask_human")
 REPLYING = ("reply_set", "reply", "note", "question", "by", *LIMITS, "resolve", "trust_file", "script", "model")
 MAP = ("over", "key", "batch", "concurrency", *STARTING)
+INBOX = ("stores", "json", "mine", "machine", "older_than", "overdue", "full")
 
 
 def add_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:

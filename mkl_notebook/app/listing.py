@@ -50,7 +50,7 @@ def stored_resume(run_id: str, records: list[dict[str, Any]], store: str | None)
     return resume_command(run_id, store=store, started_with=drawn_on(records))
 
 
-def _file_resume(run_id: str, records: list[dict[str, Any]], notebook: str, store: str | None, trusted: bool) -> str:
+def file_resume(run_id: str, records: list[dict[str, Any]], notebook: str, store: str | None, trusted: bool) -> str:
     """The command that continues a notebook file's run: ``--trust-file`` when this person does not trust it."""
     return resume_command(
         run_id, notebook=notebook, store=store, trust_file=not trusted, started_with=drawn_on(records, trusted=trusted)
@@ -170,14 +170,14 @@ def notebook_runs(path: Path, keyring: Keyring | None = None) -> NotebookListing
         listed = run_summary(
             run.run_id,
             run.records,
-            _file_resume(run.run_id, run.records, str(path), left_in, provenance.trusted),
+            file_resume(run.run_id, run.records, str(path), left_in, provenance.trusted),
             provenance,
             known,
         )
         _mark_stale(listed, stale.get(run.run_id))
         if left_in is not None:
             listed["advancing_in"] = left_in
-            listed["finish"] = _file_resume(run.run_id, run.records, str(path), left_in, provenance.trusted)
+            listed["finish"] = file_resume(run.run_id, run.records, str(path), left_in, provenance.trusted)
         if run.run_id in outputs_only:  # stripping outputs would take it away; what keeps it
             listed["only_in_outputs"] = keep_command(str(path))
         cell = None if run.cell_index is None else run.cell_index + 1
@@ -286,7 +286,7 @@ def waiting_questions(folder: Path, keyring: Keyring | None = None) -> Waiting:
                 listed = []
                 for run in embedded:
                     provenance = keyring.judge_history(run.records, run.seal)
-                    resume = _file_resume(run.run_id, run.records, shown, None, provenance.trusted)
+                    resume = file_resume(run.run_id, run.records, shown, None, provenance.trusted)
                     listed.append(run_summary(run.run_id, run.records, resume, provenance, known))
                 older = _stale(embedded)
                 for item, run in zip(listed, embedded, strict=True):

@@ -117,7 +117,24 @@ class MapRequest(Limits, Answering):
     progress: Callable[[int, int], None] | None = None
 
 
-Request = TypeVar("Request", StartRequest, ContinueRequest, MapRequest)
+@dataclass(frozen=True, kw_only=True)
+class InboxRequest:
+    """Which waiting questions an inbox lists: those in the notebooks and stores under ``folders``, in the
+    ``stores`` named, and in the ``configured`` store (``$MKL_STORE``, a kernel's store; None: none), kept when
+    they pass every filter: ``mine`` (questions ``via`` this front end's person may answer), ``machine``,
+    ``older_than`` (a duration, e.g. ``30m``), ``overdue``."""
+
+    folders: Sequence[str] = (".",)
+    stores: Sequence[str] = ()
+    configured: str | None = None
+    mine: bool = False
+    machine: str | None = None
+    older_than: str | None = None
+    overdue: bool = False
+    via: str = "cli"
+
+
+Request = TypeVar("Request", StartRequest, ContinueRequest, MapRequest, InboxRequest)
 
 
 def asked(kind: type[Request], request: Request | None, options: Mapping[str, Any]) -> Request:

@@ -79,6 +79,13 @@ class Keyring:
     def own_key(self) -> str:
         return self.signer().key
 
+    def _own_key_if_made(self) -> str | None:
+        """This person's key when they have one; judging a file's runs never makes one (a listing writes nothing,
+        and with no key of their own, nothing was made by them)."""
+        if self._signer is None and not (self.folder / KEY_FILE).exists():
+            return None
+        return self.own_key()
+
     def _private_key(self) -> Ed25519PrivateKey:
         path = self.folder / KEY_FILE
         if not path.exists():
@@ -148,7 +155,7 @@ class Keyring:
         wanted = _name_key(name)
         if not wanted:
             return "a key needs a name that says whose it is"
-        own = self.signer().by
+        own = self._signer.by if self._signer is not None else who()[: seals.MAX_NAME]  # (no key made to say it)
         if wanted == _name_key(own):
             return f"'{name}' is your own name (your runs are signed as '{own}')"
         for other, entry in (self.trusted() if keys is None else keys).items():
@@ -190,7 +197,7 @@ class Keyring:
             return Provenance(
                 False, f"changed after it was signed (the signature by key {seal.fingerprint} does not match)", seal.key
             )
-        if seal.key == self.own_key():
+        if seal.key == self._own_key_if_made():
             return Provenance(True, "made by you", seal.key)
         known = self.trusted().get(seal.key)
         if known is not None:

@@ -12,7 +12,7 @@ import os
 import sys
 
 from ..app.defaults import DEFAULT_STORE_NAME, DURABILITY_ENV
-from ..app.flags import MAP, REPLYING, RUN, add_flags
+from ..app.flags import INBOX, MAP, REPLYING, RUN, add_flags
 from ..render.rows import FIRST_ROWS, LAST_ROWS, WHOLE_ROWS
 
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing for `mkl --help`)
@@ -38,6 +38,7 @@ CARRIED_OUT_BY = {
     "trust": "trust_cmd:trust_main",
     "keep": "keep_cmd:keep_main",
     "audit": "audit_cmd:audit_main",
+    "inbox": "inbox_cmd:inbox_main",
 }
 # The commands that end with the JSON status line: each takes --output-file.
 STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
@@ -192,6 +193,20 @@ def _keep_and_audit(commands: Commands) -> None:
     shape = audit.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print the answers as a JSON list of objects")
     shape.add_argument("--csv", action="store_true", help="print the answers as CSV, a header row first")
+
+    inbox = commands.add_parser(
+        "inbox",
+        help="every question waiting for a person in the notebooks and stores in reach, oldest first, with the "
+        "command that answers each",
+    )
+    inbox.add_argument(
+        "folders",
+        nargs="*",
+        metavar="DIR",
+        help="folders whose notebooks and .mkl/runs.sqlite stores are read (default: here); besides them, the "
+        "stores named with --store and $MKL_STORE (else .mkl/runs.sqlite), when there",
+    )
+    add_flags(inbox, INBOX)
 
 
 def _command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from IPython.core.error import UsageError
 
 from ..app.errors import MklError, UsageProblem
-from ..app.flags import FLAGS, MAP, REPLYING, RUN, add_flags
+from ..app.flags import FLAGS, INBOX, MAP, REPLYING, RUN, add_flags
 from ..app.values import host_input, merge, parse_assignments, parse_input
 
 SUBCOMMANDS = (
@@ -28,6 +28,7 @@ SUBCOMMANDS = (
     "trace",
     "visits",
     "pending",
+    "inbox",
     "audit",
     "forget",
     "check",
@@ -61,6 +62,9 @@ HELP = """\
 %mkl pending              the runs waiting for a person, each with its form
 %mkl pending --queue      the same questions in one review queue (filter, sort, approve the N shown)
 %mkl pending --all [DIR]  every question waiting in the notebooks and stores under DIR (default: here)
+%mkl inbox [DIR ...] [--store URL] [--mine] [--machine M] [--older-than 2h] [--overdue] [--full] [--json]
+                          every question waiting in the notebooks and stores under DIR (default: here), the
+                          stores named and this kernel's store: one row each, oldest first, with its command
 %mkl audit [RUN|NOTEBOOK|DIR]  every answer given: question, value, who, key and signature, time to decide
 %mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
 %mkl visits RUN [--all]   entries per state: the 40 states entered most of a big machine, or with --all every one
@@ -161,6 +165,9 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     audit.add_argument(
         "target", nargs="?", help="a run, a notebook (.ipynb) or a folder (default: every run of the store)"
     )
+    inbox = _Parser(prog="inbox", add_help=False)
+    inbox.add_argument("folders", nargs="*", metavar="DIR", help="folders to read (default: here)")
+    add_flags(inbox, INBOX)
     check_parser = _Parser(prog="check", add_help=False)
     check_parser.add_argument("name", help="a machine defined in this notebook")
     library = _Parser(prog="stdlib", add_help=False)
@@ -182,6 +189,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         "resume": resume,
         "pending": pending,
         "audit": audit,
+        "inbox": inbox,
         "check": check_parser,
         "test": test,
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,8 +25,9 @@ from ..app.audit import workspace_audit
 from ..app.checkpoints import batch_place
 from ..app.errors import USER_ERRORS, without_secrets
 from ..app.handle import Run
+from ..app.inbox import inbox
 from ..app.listing import waiting_questions
-from ..app.requests import ContinueRequest, MapRequest, StartRequest, from_flags
+from ..app.requests import ContinueRequest, InboxRequest, MapRequest, StartRequest, from_flags
 from ..app.status import traced
 from ..app.terms import TIERS, Machine
 from ..app.trust import Untrusted, key_fingerprint
@@ -34,6 +36,7 @@ from ..render import views
 from ..render.audit_views import audit_bundle
 from ..render.batch_views import batch_answered_bundle
 from ..render.diagram import diagram_bundle
+from ..render.inbox_views import inbox_bundle
 from ..render.plan_views import plan_bundle
 from .batch import Batch, run_batch
 from .display import RunView
@@ -449,6 +452,19 @@ class MklMagics(Magics):
         queue.show(batch_place(asked, [run.id for run in runs], self.notebook.notebook_named()))
         place.append(queue)
         return queue
+
+    def _cmd_inbox(self, words: list[str]) -> None:
+        args = self._parse("inbox", words)
+        folders, stores = (tuple(map(self.values.text, given)) for given in (args.folders or ["."], args.stores))
+        store = str(self.session.settings.store)
+        asked = from_flags(
+            InboxRequest, args, self.values.text, folders=folders, stores=stores, configured=store, via="magic"
+        )
+        found = inbox(asked, self.session.keyring)  # reading only: nothing is made or written
+        if args.json:
+            print(json.dumps(found.rows, ensure_ascii=True, default=str))
+        else:
+            display(inbox_bundle(found.rows, found.problems, full=args.full), raw=True)
 
     def _cmd_audit(self, words: list[str]) -> None:
         target = self.values.maybe_text(self._parse("audit", words).target)
