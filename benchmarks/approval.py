@@ -191,7 +191,10 @@ def click_through(page: Any, base: str, name: str, gates: int) -> list[float]:
     return taken
 
 
-def approval_times(gates: int, notebooks: int) -> list[float]:
+EARLY, LATE = range(2, 6), range(15, 21)  # the gates whose clicks are set against each other
+
+
+def approval_times(gates: int, notebooks: int) -> list[list[float]]:
     from browser_support import browser_page, lab_env, serve
 
     folder = Path(tempfile.mkdtemp(prefix="mkl-approval-"))
@@ -201,12 +204,12 @@ def approval_times(gates: int, notebooks: int) -> list[float]:
     machine = gates_machine(gates)
     for index in range(notebooks):
         write_notebook(root / f"gates{index}.ipynb", f"gates-{index}", machine)
-    samples: list[float] = []
+    samples: list[list[float]] = []  # each notebook's clicks, gate by gate
     with serve(root, lab_env(folder), folder / "jupyter.log") as base, browser_page() as page:
         for index in range(notebooks):
             taken = click_through(page, base, f"gates{index}.ipynb", gates)
             print(f"notebook {index}: " + ", ".join(f"{each:.0f}" for each in taken) + " ms", file=sys.stderr)
-            samples += taken[1:]  # the first click is the warm-up
+            samples.append(taken)
             shut_down_kernels(page, base)  # so that the next notebook's kernel is the only one to wait for
             page.goto("about:blank")
     return samples
@@ -316,7 +319,10 @@ def resume_times(rounds: int) -> dict[str, list[float]]:
 
 def report(gates: int, notebooks: int, rounds: int) -> str:
     load_before = uptime()
-    clicks = approval_times(gates, notebooks)
+    by_notebook = approval_times(gates, notebooks)
+    clicks = [each for taken in by_notebook for each in taken[1:]]  # the first click of a page warms up
+    early = [taken[gate - 1] for taken in by_notebook for gate in EARLY if gate <= len(taken)]
+    late = [taken[gate - 1] for taken in by_notebook for gate in LATE if gate <= len(taken)]
     resumes = resume_times(rounds)
     load_after = uptime()
     import jupyterlab
@@ -345,6 +351,13 @@ def report(gates: int, notebooks: int, rounds: int) -> str:
         "|---|---|---|---|---|",
         f"| {len(clicks)} | {ms(clicks):.0f} ms | {percentile(clicks, 0.9):.0f} ms | {min(clicks):.0f} ms | "
         f"{max(clicks):.0f} ms |",
+        "",
+        "Along the run (does a click cost more the longer the run is?): the median click at gates 2-5 and at gates "
+        "15-20, and their ratio (1.0: a click costs the same throughout).",
+        "",
+        "| gates 2-5 | gates 15-20 | late / early |",
+        "|---|---|---|",
+        f"| {ms(early):.0f} ms | {ms(late):.0f} ms | {ms(late) / ms(early):.2f}× |" if late else "| – | – | – |",
         "",
         f"**Resume from a received notebook**: a run of {RESUME_STEPS} model steps waiting at a gate, saved in a "
         "notebook by another person (another key), taken up from a fresh copy with no store, the reply "

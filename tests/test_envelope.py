@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mkl_notebook.checkpoints import envelope
+from mkl_notebook.checkpoints import envelope, seals
 from mkl_notebook.checkpoints import notebook_file as nbfile
 from mkl_notebook.checkpoints.envelope import EnvelopeError
 from mkl_notebook.checkpoints.journal_words import WORDS
@@ -90,6 +91,24 @@ def test_the_envelopes_under_test_are_what_they_claim() -> None:
     assert len(PLAIN_RUN.result.trace) == 19
     assert PLAIN["journal"]["encoding"] == "json"
     assert BIG["journal"]["encoding"] == envelope.PACKED == "zlib+words1+base85"
+
+
+def test_a_checkpoint_is_built_once_while_its_run_stands_and_anew_when_it_moves() -> None:
+    """A click puts a run's checkpoint in the notebook's metadata and draws its view with it: one build serves both
+    (the same object), and the kernel reading back the one it put is not made to check its own work. A change of
+    where the run stands, or of who seals it, builds another; one built here and edited since is checked again."""
+    run = _finished_run(rounds=3)
+    first = envelope.checkpoint_of(run)
+    assert envelope.checkpoint_of(run) is first
+    assert envelope.verify_checkpoint(first).records == run.records
+    signer = seals.Signer(Ed25519PrivateKey.generate(), "ann")
+    assert envelope.checkpoint_of(run, signer) is not first  # sealed by ann now: the records' last are unsigned
+    run.result.status = "halt"
+    moved = envelope.checkpoint_of(run)
+    assert moved is not first and moved["status"] == "halt" and first["status"] == "done"
+    moved["status"] = "done"  # edited in place after it was built: its digest no longer holds
+    with pytest.raises(EnvelopeError, match="digest"):
+        envelope.verify_checkpoint(moved)
 
 
 # -- files ----------------------------------------------------------------------------------

@@ -144,7 +144,9 @@ def test_an_origin_that_is_not_a_path_is_refused_in_one_line(
 def test_a_history_read_again_is_checked_as_it_is_now_not_as_it_was_first_read() -> None:
     """The signatures a view reads several times are checked once per history object and length: one that grew
     is checked again, and a copy of it that someone changed is checked on its own (never given the first's)."""
-    from mkl_notebook.checkpoints.seals import signatures
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from mkl_notebook.checkpoints.seals import Signer, signatures
 
     signer = Keyring().signer()
     records: list[dict[str, Any]] = [{"t": "start", "run": "r"}, {"t": "step", "n": 0}]
@@ -156,3 +158,31 @@ def test_a_history_read_again_is_checked_as_it_is_now_not_as_it_was_first_read()
     changed[1]["n"] = 9  # a copy whose signed stretch was altered
     assert next(s.seal is not None and s.seal.holds for s in signatures(changed)) is False
     assert next(s.seal is not None and s.seal.holds for s in signatures(records)) is True
+    # A signature once found to hold is not checked again, but only for those very bytes: another signature put
+    # in its place (here another key's over the same history, the key named left as it was) is checked anew.
+    forged = [dict(record) for record in records]
+    forged[2]["sig"] = Signer(Ed25519PrivateKey.generate(), "mallory").endorse(records[:2])["sig"]
+    assert next(s.seal is not None and s.seal.holds for s in signatures(forged)) is False
+    assert next(s.seal is not None and s.seal.holds for s in signatures(records)) is True
+
+
+def test_a_history_digested_again_is_digested_as_it_is_now() -> None:
+    """The digests of a history's prefix are taken from a recent digest of the same record objects, never from one
+    of other records of the same length: a grown history and an altered copy each digest as from scratch."""
+    from mkl_notebook.durable.chain import canonical, chain_digest, chain_start
+
+    def from_scratch(records: list[dict[str, Any]]) -> bytes:
+        import hashlib
+
+        digest = chain_start()
+        for record in records:
+            digest = hashlib.sha256(digest + canonical(record).encode("utf-8")).digest()
+        return digest
+
+    records: list[dict[str, Any]] = [{"t": "start", "run": "r"}, *({"t": "step", "n": n} for n in range(5))]
+    assert chain_digest(records) == from_scratch(records)
+    records.append({"t": "step", "n": 5})  # grown
+    assert chain_digest(records) == from_scratch(records)
+    altered = [*records[:3], {"t": "step", "n": 99}, *records[4:]]  # the same length, one record another's
+    assert chain_digest(altered) == from_scratch(altered) != chain_digest(records)
+    assert chain_digest(records[:4]) == from_scratch(records[:4])  # a prefix of one digested

@@ -361,9 +361,15 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     assert all(control.disabled for control in first.controls)
     # Each form's widgets share their layouts; the second form shares none of the first's (ipywidgets keeps a
     # listener on a layout for every view drawn with it: one shared along a long run made each click slower).
-    first_layouts = {control.layout.model_id for control in (*first.controls, first.header, first.buttons)}
-    second_layouts = {control.layout.model_id for control in (*second.controls, second.header, second.buttons)}
-    assert len(first_layouts) < len(first.controls) + 2 and not first_layouts & second_layouts
+    first_parts = (*first.controls, first.header, first.buttons)
+    second_parts = (*second.controls, second.header, second.buttons)
+    assert len({control.layout.model_id for control in second_parts}) < len(second.controls) + 2
+    assert not {id(part.layout) for part in first_parts} & {id(part.layout) for part in second_parts}
+    # The first form left the page: its widgets and the layouts only they used are closed, in the kernel and in
+    # every page (each page's widget manager kept a form's worth of models per answer, and a long run's clicks
+    # grew slower); the second's are live.
+    assert all(part.comm is None and part.layout.comm is None for part in (*first_parts, first.status, first.widget))
+    assert all(part.comm is not None and part.layout.comm is not None for part in (*second_parts, second.widget))
     assert {shown_id for data, shown_id in nb.out.published if WIDGET_MIME in data} == {view.form_out.display_id}
     second.reply.value = "ok"
     second.send.click()

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ..durable import records as rec
-from ..durable.chain import chain_digest, chain_start, chain_step
+from ..durable.chain import chain_digest, chain_prefixes
 from ..errors import UserError
 
 KEY_PREFIX = "ed25519:"
@@ -129,13 +129,29 @@ class Signed:
 
 def _holds(record: dict[str, Any], chain: bytes) -> Seal:
     key, by, at = str(record.get("key")), str(record.get("by")), record.get("time")
-    try:
-        public = public_key(key)
-        raw = base64.b64decode(str(record.get("sig")), validate=True)
-        public.verify(raw, _history_bytes(chain, key, by, at if isinstance(at, (int, float)) else float("nan")))
-    except (SealError, binascii.Error, ValueError, InvalidSignature):
-        return Seal(key, by, holds=False)
-    return Seal(key, by, holds=True)
+    signed = _history_bytes(chain, key, by, at if isinstance(at, (int, float)) else float("nan"))
+    sig = str(record.get("sig"))
+    with _CHECKED_LOCK:
+        holds = _CHECKED.get((signed, sig))
+    if holds is None:
+        try:
+            public_key(key).verify(base64.b64decode(sig, validate=True), signed)
+            holds = True
+        except (SealError, binascii.Error, ValueError, InvalidSignature):
+            holds = False
+        with _CHECKED_LOCK:
+            _CHECKED[(signed, sig)] = holds
+            while len(_CHECKED) > MAX_CHECKED:
+                _CHECKED.pop(next(iter(_CHECKED)))
+    return Seal(key, by, holds=holds)
+
+
+# Whether a signature holds over what it signs is a fact that never changes: a view of a run checks each ``sign``
+# record of its history once, not again at every click as the history grows. Keyed by the signed bytes and the
+# signature, so nothing else can match; the oldest are let go past a few thousand.
+MAX_CHECKED = 4096
+_CHECKED: dict[tuple[bytes, str], bool] = {}
+_CHECKED_LOCK = threading.Lock()
 
 
 def covering(stretches: Sequence[Signed], index: int) -> Signed | None:
@@ -151,14 +167,14 @@ def signatures(records: Sequence[dict[str, Any]], envelope_seal: Seal | None = N
             if seen is records and length == len(records) and seal is envelope_seal:
                 return list(known)
     found: list[Signed] = []
-    chain = chain_start()
+    chains = chain_prefixes(records if isinstance(records, list) else list(records))
     start = 0
     for position, record in enumerate(records):
         if rec.is_sign(record):
             at = record.get("time")
-            found.append(Signed(start, position, _holds(record, chain), at if isinstance(at, (int, float)) else None))
+            held = _holds(record, chains[position])
+            found.append(Signed(start, position, held, at if isinstance(at, (int, float)) else None))
             start = position + 1
-        chain = chain_step(chain, record)
     if start < len(records):
         found.append(Signed(start, len(records), envelope_seal))
     with _RECENT_LOCK:

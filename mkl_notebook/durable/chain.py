@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -84,7 +86,37 @@ def setup_digest(setup: Mapping[str, Any]) -> str:
 
 def chain_digest(records: Iterable[Any]) -> bytes:
     """The chain digest of a whole journal: a change of any record, or of their order, changes it."""
-    digest = chain_start()
-    for record in records:
+    held = records if isinstance(records, list) else list(records)
+    return chain_prefixes(held)[-1]
+
+
+def chain_prefixes(records: list[Any]) -> list[bytes]:
+    """The chain digest before each record of ``records`` and after the last (``len(records) + 1`` digests).
+
+    A history only grows, and its records are never changed once written: the digests of a prefix held by the
+    same record objects as one computed lately are taken as they were, and only the records after it are
+    encoded and hashed (a click late in a long run digested the whole journal several times over)."""
+    start, digests = 0, [chain_start()]
+    with _PREFIXES_LOCK:
+        for held, known in _PREFIXES:
+            length = min(len(held), len(records))
+            if length > start and held[length - 1] is records[length - 1] and _same_objects(held, records, length):
+                start, digests = length, known[: length + 1]
+    digest = digests[-1]
+    for record in records[start:]:
         digest = chain_step(digest, record)
-    return digest
+        digests.append(digest)
+    if len(records) > start:
+        with _PREFIXES_LOCK:
+            _PREFIXES.append((list(records), digests))
+    return digests
+
+
+def _same_objects(held: list[Any], records: list[Any], length: int) -> bool:
+    return all(mine is theirs for mine, theirs in zip(held[:length], records[:length], strict=True))
+
+
+# The histories digested lately, each with its prefix digests: a few runs' at a time. Held by the record objects
+# themselves (a copy of the list), so no other record can take one's place.
+_PREFIXES: deque[tuple[list[Any], list[bytes]]] = deque(maxlen=8)
+_PREFIXES_LOCK = threading.Lock()

@@ -351,6 +351,8 @@ class RunView:
         # updates (reloaded, another person's) follows widgets, and the output's own twin is drawn only without one.
         asked = made(widgets.HTML, f"{self.place}/{form.question_id}/printed", value=printed["text/html"])
         box = self._box([*became, asked, form.widget])
+        if previous.place != form.place:
+            previous.close()
         return self._settled(outcome, previous_asked), {**box._repr_mimebundle_(), **printed}
 
     def _printed(self, run: Run, outcome: Outcome, pending: dict[str, Any], asked: Any) -> dict[str, Any]:
@@ -368,6 +370,7 @@ class RunView:
         question's place says what was answered). None: leave it as it is."""
         if self.current_form is not None and self.mirrored:  # the places above say what became of it
             self._box([])
+            self.current_form.close()
             self.current_form = None
             return {"text/plain": ""}
         if self.current_form is not None:
@@ -375,6 +378,7 @@ class RunView:
             done = views.result_summary_html(result, None, views.notebook_cap(run.id))
             said = made(widgets.HTML, f"{self.place}/result", value=done)
             self._box([self._what_became(run, self._asked), said])
+            self.current_form.close()
             self.current_form = None
             return {"text/plain": ""}
         if self.form_out is None and top.get("text/plain") and self.unattended is None:

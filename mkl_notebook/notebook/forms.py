@@ -80,6 +80,25 @@ def shared(cls: type[W], scope: str, **traits: Any) -> W:
     return live
 
 
+def close_widgets(gone: list[widgets.Widget]) -> None:
+    """Close widgets :func:`made` here that no page will show again, with the layouts and styles they alone
+    used (those :func:`shared` in a scope of theirs)."""
+    for widget in gone:
+        if widget.comm is None:
+            continue  # closed already
+        for name in ("layout", "style"):
+            part = getattr(widget, name, None)
+            if not isinstance(part, widgets.Widget) or part.comm is None:
+                continue
+            part_id: str = part.model_id
+            if _shared.get(part_id) is part:
+                _shared.pop(part_id).close()
+        model_id: str = widget.model_id
+        if _made.get(model_id) is widget:
+            del _made[model_id]
+        widget.close()
+
+
 def made(cls: type[W], key: str, scope: str | None = None, **traits: Any) -> W:
     """A ``cls`` widget whose model id derives from ``key``; its layout and style are :func:`shared` ones in
     ``scope`` (by default the place ``key`` is in), made from the traits given for them, as a dict.
@@ -307,6 +326,12 @@ class QuestionForm:
         self.control.settle()
         self._enable(False)
         self.status.value = f"<em>{html.escape(what_happened)}</em>"
+
+    def close(self) -> None:
+        """The form has left the page for good (a form of the next question stands in its place): its widgets
+        close, in the kernel and in every page, so a run of many questions does not gather a form's worth of live
+        widgets per answer (each page's widget manager kept every one, and a click late in a long run cost more)."""
+        close_widgets([self.widget, self.header, self.buttons, self.status, *self.controls])
 
 
 def _status(said: str) -> str:
