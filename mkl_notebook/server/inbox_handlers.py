@@ -76,14 +76,31 @@ def _relative(root: str, shown: Any) -> Any:
 
 
 def _served(root: str, row: dict[str, Any]) -> dict[str, Any]:
-    """An inbox row with its files and stores named relative to the server's folder ``root``."""
-    return {
+    """An inbox row with its files and stores named relative to the server's folder ``root``, and the notebook a
+    page opens for it (``open``: its path and the cell that asked; a run kept by a store and a notebook alike is
+    opened in the notebook)."""
+    served = {
         **row,
         "file": _relative(root, row.get("file")),
         "store": _relative(root, row.get("store")),
         "where": _place(root, row.get("where")),
         "also_in": [_place(root, place) for place in row.get("also_in") or []],
     }
+    served["open"] = next(
+        (found for place in (served["where"], *served["also_in"]) if (found := _notebook_at(place)) is not None),
+        None,
+    )
+    return served
+
+
+def _notebook_at(place: Any) -> dict[str, Any] | None:
+    """The notebook (``path``, ``cell``: 1 is the first) a row's place names, if it names one."""
+    if not isinstance(place, str) or place.startswith("store "):
+        return None
+    path, _, rest = place.partition(", cell ")
+    if not path.endswith(".ipynb"):
+        return None
+    return {"path": path, "cell": int(rest) if rest.isdigit() else None}
 
 
 def _place(root: str, place: Any) -> Any:
