@@ -156,13 +156,20 @@ def lab_env(folder: Path) -> dict[str, str]:
 def checkout_extension(env: dict[str, str]) -> None:
     """Have the Lab of ``env`` load the ``mkl-notebook`` extension as built in this checkout (committed, or
     rebuilt by ``jlpm build:prod`` in labextension/), ahead of the copy installed in the environment: a folder on
-    ``JUPYTER_PATH`` comes first on Jupyter's path (the user's data folder comes after the environment's)."""
+    ``JUPYTER_PATH`` comes first on Jupyter's path (the user's data folder comes after the environment's); and
+    its server side (the inbox's routes), enabled."""
     built = ROOT / "mkl_notebook" / "labextension"
     assert (built / "package.json").exists(), "no mkl_notebook/labextension/: git checkout it (docs/development/)"
     first = Path(env["JUPYTER_DATA_DIR"]).parent / "checkout_jupyter_path"
     (first / "labextensions").mkdir(parents=True)
     (first / "labextensions" / "mkl-notebook").symlink_to(built, target_is_directory=True)
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(first), env.get("JUPYTER_PATH")]))
+    # The server side of the inbox panel, enabled as the checkout's file says (pip puts it in the environment's
+    # etc/jupyter/jupyter_server_config.d, which an older editable install may lack).
+    config = Path(env["JUPYTER_DATA_DIR"]).parent / "checkout_jupyter_config" / "jupyter_server_config.d"
+    config.mkdir(parents=True)
+    (config / "mkl_notebook.json").symlink_to(ROOT / "jupyter-config" / "mkl_notebook.json")
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(config.parent), env.get("JUPYTER_CONFIG_PATH")]))
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ LAYERS = {
     "testing": 6,
     "notebook": 7,
     "cli": 7,
+    "server": 7,
 }
 JUPYTER = ("IPython", "ipywidgets", "ipykernel", "traitlets", "jupyter_client", "nbformat", "nbclient")
 
@@ -84,7 +85,7 @@ def upward(module: str, imports: Iterator[tuple[str, int]]) -> list[str]:
 
 
 # The front ends parse input and render output: every use case is the application layer's.
-FRONT_ENDS = ("cli", "notebook")
+FRONT_ENDS = ("cli", "notebook", "server")
 FRONT_END_MAY_IMPORT = ("app", "render")
 FRONT_END_EXCEPTIONS: dict[str, str] = {}  # "module -> imported module": why the front end may reach past app
 # Modules that only re-export names under their old paths (kept for one release), and the package's root: a

@@ -20,6 +20,8 @@
  *
  * It also keeps the forms' widget models out of the widget state a saved notebook carries, and hides the forms a
  * notebook was opened with once its kernel turns out not to hold them (see formstate.ts).
+ *
+ * And it adds the inbox to the left sidebar: every question waiting under the server's folder (see inbox.ts).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
@@ -27,6 +29,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import { followCollaborators } from './collaboration';
 import { dropSavedForms, hideDeadForms, keepFormsOutOfSavedState } from './formstate';
+import { addInbox } from './inbox';
 
 const TARGET = 'mkl.metadata';
 const KEY = 'mkl';
@@ -203,4 +206,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+const inbox: JupyterFrontEndPlugin<void> = {
+  id: 'mkl-notebook:inbox',
+  description: 'Every question waiting for a person under the server folder, answered in the left sidebar.',
+  autoStart: true,
+  activate: (app: JupyterFrontEnd) => {
+    addInbox(app);
+  }
+};
+
+export default [plugin, inbox];

@@ -416,7 +416,7 @@ class Workspace:
             raise UsageProblem(
                 f"name the run to resume with --run ID (runs in {notebook}: {checkpoints.notebook_run_names(notebook)})"
             )
-        asks = asked(ContinueRequest, request, {**options, "via": "notebook-file"})
+        asks = asked(ContinueRequest, request, {"via": "notebook-file", **options})
         return checkpoints.resume_in_notebook(
             notebook,
             run_id,
