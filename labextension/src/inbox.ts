@@ -12,7 +12,10 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
+// Between two looks while the panel is shown: at least this, and ten times what the last look took the server
+// (a folder of many notebooks takes seconds to read: the panel then costs the server a tenth of a core at most).
 const REFRESH_MS = 3000;
+const REFRESH_SHARE = 10;
 
 /** One waiting question, as the server lists it (the fields the panel shows or sends back). */
 interface IRow {
@@ -83,14 +86,27 @@ export class InboxPanel extends Widget {
   }
 
   protected onAfterShow(): void {
-    void this.refresh();
-    this.timer = window.setInterval(() => void this.refresh(), REFRESH_MS);
+    void this.look();
   }
 
   protected onAfterHide(): void {
     if (this.timer !== null) {
-      window.clearInterval(this.timer);
+      window.clearTimeout(this.timer);
       this.timer = null;
+    }
+  }
+
+  /** Refresh now, and again later while the panel is shown (see REFRESH_SHARE). */
+  private async look(): Promise<void> {
+    if (this.timer !== null) {
+      window.clearTimeout(this.timer);
+      this.timer = null;
+    }
+    const started = performance.now();
+    await this.refresh();
+    if (this.isVisible && this.timer === null) {
+      const wait = Math.max(REFRESH_MS, REFRESH_SHARE * (performance.now() - started));
+      this.timer = window.setTimeout(() => void this.look(), wait);
     }
   }
 
