@@ -8,6 +8,7 @@ top.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import threading
@@ -29,6 +30,7 @@ from .continuing import drawn_on
 from .copies import Copies
 from .equipment import Equipment
 from .errors import USER_ERRORS, UsageProblem
+from .oracles import makes_calls
 from .requests import ContinueRequest, asked
 from .status import asked_by, asked_when, cell_answered, with_keys
 
@@ -244,7 +246,11 @@ class Run:
 
     def catch_up(self) -> bool:
         """Read the run again when its journal went on past what this handle shows (another process answered
-        it): every form and view of it catches up. Whether it had; nothing is called or recorded."""
+        it): every form and view of it catches up. Whether it had.
+
+        When the process that answered could not make the calls that follow (no model or script there: a
+        colleague's server on a hub, a terminal without ``--script``), the run goes on here, where it waits,
+        with the calls this handle makes; otherwise nothing is called or recorded."""
         if self.outcome is None or not self.outcome.as_it_stands:
             return False  # not read yet, or shown as a cell left it: a cell's own request moves it
         try:
@@ -254,6 +260,11 @@ class Run:
         if now.length <= self.journal_length:
             return False
         self.advanced(lambda: now)
+        if now.result.waits_for_model and makes_calls(self.oracle):
+            going_on = ContinueRequest(via="notebook")
+            # (another process going on with it meanwhile holds its lease: it is read again when that one ends)
+            with contextlib.suppress(*USER_ERRORS):
+                self.advanced(lambda: self.workspace.continue_run(self.id, self.oracle, going_on))
         return True
 
     def showing(self, outcome: Outcome) -> Run:
