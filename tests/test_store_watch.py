@@ -107,3 +107,52 @@ def test_a_waiting_kernel_on_postgresql_goes_on_with_a_run_answered_where_no_mod
     postgres: Any, tmp_path: Path
 ) -> None:
     _answered_elsewhere_redraws(tmp_path / "alice", tmp_path / "bob", postgres.database(), scripted=False)
+
+
+def test_a_form_whose_question_a_terminal_answered_asks_the_next_question_with_no_click(tmp_path: Path) -> None:
+    """Alice's run cell asks gate A; a terminal answers it and the run goes on to gate B there: her cell, with
+    nothing executed in her kernel, asks gate B in a live form where gate A was asked (not only a line saying
+    the run went on elsewhere), as it would had she clicked."""
+    import json
+
+    from jupyter_client.manager import KernelManager
+    from test_one_history import GATE_B, SCRIPT, TWO_GATES
+
+    (tmp_path / "twogates.mkl").write_text(TWO_GATES, encoding="utf-8")
+    (tmp_path / "twogates.script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(cwd=str(tmp_path), env=env_without_models())
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        _execute(client, "%load_ext mkl_notebook\n%mkl load twogates.mkl")
+        _execute(client, "%mkl run twogates --id r --hitl --script twogates.script.json")
+        question = _printed(_execute(client, "import mkl_notebook\nprint(mkl_notebook.get_run('r').question_id)"))
+        answering = ["--id", "r", "--script", "twogates.script.json", "--question", question.strip()]
+        answered = subprocess.run(
+            [sys.executable, "-m", "mkl_notebook.cli", "resume", *answering, "--reply", "approve"],
+            cwd=tmp_path,
+            env=env_without_models(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert answered.returncode == 3, answered.stdout + answered.stderr  # (it waits at gate B)
+
+        asked: list[str] = []
+        form_redrawn = False
+        deadline = time.monotonic() + 60
+        while not (any(GATE_B in text for text in asked) and form_redrawn):  # nothing executed meanwhile
+            assert time.monotonic() < deadline, f"the cell did not ask the next question: {asked}"
+            try:
+                message = client.get_iopub_msg(timeout=1)
+            except Exception:  # (queue.Empty: nothing published this second)
+                continue
+            if message["msg_type"] == "update_display_data":
+                data = message["content"]["data"]
+                asked.append(str(data.get("text/plain", "")))
+                form_redrawn |= "application/vnd.jupyter.widget-view+json" in data
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)

@@ -112,6 +112,9 @@ class Run:
         # Runs a copy in reach held that this run's next view carries along unchanged: (run id, checkpoint).
         self.carried: list[tuple[str, dict[str, Any]]] = []
         self.drawn_in: int | None = None  # the cell execution whose magic drew this run's view live
+        # True while the run moves here because another process answered it (:meth:`catch_up`): no form of this
+        # process gave the answer, so what asked the question asks the next one.
+        self.answered_elsewhere = False
         self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------
@@ -259,13 +262,19 @@ class Run:
             return False  # forgotten since, say: whoever reads it next is told
         if now.length <= self.journal_length:
             return False
-        self.advanced(lambda: now)
-        if now.result.waits_for_model and makes_calls(self.oracle):
-            going_on = ContinueRequest(via="notebook")
-            # (another process going on with it meanwhile holds its lease: it is read again when that one ends)
-            with contextlib.suppress(*USER_ERRORS):
-                self.advanced(lambda: self.workspace.continue_run(self.id, self.oracle, going_on))
-        return True
+        self.answered_elsewhere = True
+        try:
+            if now.result.waits_for_model and makes_calls(self.oracle):
+                going_on = ContinueRequest(via="notebook")
+                # (shown once it went on, never first as stopped; another process going on with it meanwhile
+                # holds its lease, and it is read again when that one ends)
+                with contextlib.suppress(*USER_ERRORS):
+                    self.advanced(lambda: self.workspace.continue_run(self.id, self.oracle, going_on))
+                    return True
+            self.advanced(lambda: now)
+            return True
+        finally:
+            self.answered_elsewhere = False
 
     def showing(self, outcome: Outcome) -> Run:
         """This handle, showing ``outcome`` (the run as a cell left it)."""
