@@ -1,0 +1,133 @@
+"""A team on one PostgreSQL store behind a real JupyterHub, driven in Chromium: Alice's run waits in her server,
+Bob answers it in his own server (his review queue, ``%mkl pending``), and Alice's cell redraws with the next
+question with no click in her page; the audit says the answer is Bob's, as the Hub established it.
+
+The Hub is configured as docs/howto/teams.md tells a deployment to (tests/hub_server.py runs the page's
+example), with the test's PostgreSQL server as the store every server is given."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from browser_support import browser_pages
+from hub_server import PASSWORD, home, jupyterhub
+from postgres_server import PASSWORD as STORE_PASSWORD
+from test_browser import ARTIFACTS
+from test_one_history import GATE_A, GATE_B, SCRIPT, TWO_GATES
+
+from support import mkl_cli
+
+pytestmark = pytest.mark.browser  # drives Chromium
+ALICES = "flow.ipynb"
+BOBS = "review.ipynb"
+
+
+def _notebook(path: Path, *sources: str) -> None:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, path)
+
+
+@pytest.fixture
+def hub(tmp_path: Path, postgres: Any) -> Iterator[tuple[str, str]]:
+    """A JupyterHub for Alice and Bob, both on one new PostgreSQL database (the store): its address and the
+    store's URL (with the password, for ``mkl audit``)."""
+    store = postgres.database()
+    alice, bob = home(tmp_path, "alice"), home(tmp_path, "bob")
+    for folder in (alice, bob):
+        folder.mkdir(parents=True)
+    (alice / "twogates.script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+    _notebook(
+        alice / ALICES,
+        "%load_ext mkl_notebook",
+        "%%mkl\n" + TWO_GATES,
+        "%mkl run twogates --id r --hitl --script twogates.script.json",
+    )
+    _notebook(bob / BOBS, "%load_ext mkl_notebook", "%mkl pending")
+    without_password = store.replace(f":{STORE_PASSWORD}@", "@")
+    assert without_password != store
+    with jupyterhub(tmp_path, ["alice", "bob"], without_password, STORE_PASSWORD) as base:
+        yield base, store
+
+
+def _log_in_and_open(page: Any, base: str, name: str, notebook: str) -> None:
+    """``name`` logs in at the Hub's own login form and is taken to ``notebook`` in their server, spawned for
+    them; returns once the notebook's kernel is idle."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/hub/login")
+    page.fill("input[name=username]", name)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_url(re.compile(f"/user/{name}/lab"), timeout=90_000)  # spawned, as the Hub does at a login
+    page.goto(f"{base}/user/{name}/lab/tree/{notebook}")
+    expect(page.locator(".jp-NotebookPanel .jp-Notebook")).to_be_visible(timeout=90_000)
+    kernels = f"{base}/user/{name}/api/kernels"
+    deadline = time.monotonic() + 60
+    while True:  # polled: the page connects to its kernel once the kernel has started
+        listed = page.request.get(kernels)
+        states = listed.json() if listed.ok else []
+        if any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in states):
+            return
+        assert time.monotonic() < deadline, f"{name}'s kernel never became idle: {states}"
+        page.wait_for_timeout(200)
+
+
+def _run_all(page: Any) -> None:
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+
+
+def test_bob_answers_alices_question_in_his_own_server_and_her_cell_moves_on_with_no_click(
+    hub: tuple[str, str], tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    base, store = hub
+    approve = "button.jupyter-button:has-text('Approve'):not([disabled])"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with browser_pages(2) as (alice, bob):
+        run_cell = alice.locator(".jp-Notebook .jp-Cell").nth(2)
+        try:
+            _log_in_and_open(alice, base, "alice", ALICES)
+            _run_all(alice)
+            expect(run_cell.locator(f".jp-OutputArea-output:has-text('{GATE_A}')").first).to_be_visible(timeout=60_000)
+            expect(run_cell.locator(approve)).to_have_count(1, timeout=30_000)
+
+            _log_in_and_open(bob, base, "bob", BOBS)
+            _run_all(bob)
+            queue = bob.locator(".jp-Notebook .jp-Cell").nth(1)
+            expect(queue.locator(f".jp-OutputArea-output:has-text('{GATE_A}')").first).to_be_visible(timeout=60_000)
+            expect(queue.locator(approve)).to_have_count(1, timeout=30_000)
+            queue.locator(approve).click()
+
+            # Alice's page is not touched: her kernel hears of the answer from the store, and her cell redraws
+            expect(run_cell.locator(f".jp-OutputArea-output:has-text('{GATE_B}')").first).to_be_visible(timeout=30_000)
+            expect(run_cell).to_contain_text("Answered 'approve' (by bob", timeout=30_000)
+            expect(run_cell.locator(approve)).to_have_count(1, timeout=30_000)
+        finally:
+            with contextlib.suppress(Exception):  # (a page that never drew its notebook is taken as it is)
+                run_cell.scroll_into_view_if_needed(timeout=5_000)
+            for name, page in (("alice", alice), ("bob", bob)):
+                page.screenshot(path=str(ARTIFACTS / f"hub-{name}.png"), full_page=True)
+    print(f"hub test: {time.monotonic() - started:.1f} s in the browser")
+
+    # The audit, as a person reads it: the answer is Bob's, established by the Hub, under the approvers rule
+    code, _, out, err = mkl_cli(tmp_path, "audit", "--store", store)
+    assert code == 0, err
+    [row] = [line for line in out.splitlines() if GATE_A in line]
+    assert "bob (JupyterHub)" in row and "approvers: alice, bob" in row, out
+    assert STORE_PASSWORD not in out + err
+    code, _, out, err = mkl_cli(tmp_path, "audit", "--store", store, "--json")
+    assert code == 0, err
+    answers = [(row["by"], row["established"]) for row in json.loads(out)]
+    assert answers == [("bob", "jupyterhub")], out
