@@ -1,6 +1,7 @@
 """A team on one PostgreSQL store behind a real JupyterHub, driven in Chromium: Alice's run waits in her server,
-Bob answers it in his own server (his review queue, ``%mkl pending``), and Alice's cell redraws with the next
-question with no click in her page; the audit says the answer is Bob's, as the Hub established it.
+Carol (not among its approvers) sees the question in her server and cannot answer it, Bob answers it in his own
+server (his review queue, ``%mkl pending``), and Alice's cell redraws with the next question with no click in her
+page; the audit says the answer is Bob's, as the Hub established it.
 
 The Hub is configured as docs/howto/teams.md tells a deployment to (tests/hub_server.py runs the page's
 example), with the test's PostgreSQL server as the store every server is given."""
@@ -18,7 +19,7 @@ from typing import Any
 import nbformat
 import pytest
 from browser_support import browser_pages
-from hub_server import PASSWORD, home, jupyterhub
+from hub_server import PASSWORD, home, jupyterhub, proxy_command
 from postgres_server import PASSWORD as STORE_PASSWORD
 from test_browser import ARTIFACTS
 from test_one_history import GATE_A, GATE_B, SCRIPT, TWO_GATES
@@ -27,7 +28,7 @@ from support import mkl_cli
 
 pytestmark = pytest.mark.browser  # drives Chromium
 ALICES = "flow.ipynb"
-BOBS = "review.ipynb"
+PENDING = "review.ipynb"  # Bob's and Carol's: every run of the store that waits, each with its form
 
 
 def _notebook(path: Path, *sources: str) -> None:
@@ -37,12 +38,13 @@ def _notebook(path: Path, *sources: str) -> None:
 
 
 @pytest.fixture
-def hub(tmp_path: Path, postgres: Any) -> Iterator[tuple[str, str]]:
-    """A JupyterHub for Alice and Bob, both on one new PostgreSQL database (the store): its address and the
-    store's URL (with the password, for ``mkl audit``)."""
-    store = postgres.database()
-    alice, bob = home(tmp_path, "alice"), home(tmp_path, "bob")
-    for folder in (alice, bob):
+def hub(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """A JupyterHub for Alice, Bob and Carol, all on one new PostgreSQL database (the store): its address and
+    the store's URL (with the password, for ``mkl audit``). The how-to's example names alice and bob approvers."""
+    proxy_command()  # (skipped, or failed under CI, in one line before any server starts, when there is none)
+    store = request.getfixturevalue("postgres").database()
+    alice, bob, carol = (home(tmp_path, name) for name in ("alice", "bob", "carol"))
+    for folder in (alice, bob, carol):
         folder.mkdir(parents=True)
     (alice / "twogates.script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
     _notebook(
@@ -51,22 +53,28 @@ def hub(tmp_path: Path, postgres: Any) -> Iterator[tuple[str, str]]:
         "%%mkl\n" + TWO_GATES,
         "%mkl run twogates --id r --hitl --script twogates.script.json",
     )
-    _notebook(bob / BOBS, "%load_ext mkl_notebook", "%mkl pending")
+    for folder in (bob, carol):
+        _notebook(folder / PENDING, "%load_ext mkl_notebook", "%mkl pending")
     without_password = store.replace(f":{STORE_PASSWORD}@", "@")
     assert without_password != store
-    with jupyterhub(tmp_path, ["alice", "bob"], without_password, STORE_PASSWORD) as base:
+    with jupyterhub(tmp_path, ["alice", "bob", "carol"], without_password, STORE_PASSWORD) as base:
         yield base, store
 
 
-def _log_in_and_open(page: Any, base: str, name: str, notebook: str) -> None:
-    """``name`` logs in at the Hub's own login form and is taken to ``notebook`` in their server, spawned for
-    them; returns once the notebook's kernel is idle."""
-    from playwright.sync_api import expect
-
+def _log_in(page: Any, base: str, name: str) -> None:
+    """``name`` logs in at the Hub's own login form; the Hub spawns their server (not awaited here: three
+    servers start at once)."""
     page.goto(f"{base}/hub/login")
     page.fill("input[name=username]", name)
     page.fill("input[name=password]", PASSWORD)
     page.click("input[type=submit], button[type=submit]")
+
+
+def _open(page: Any, base: str, name: str, notebook: str) -> None:
+    """Once ``name``'s server is up (the Hub takes their page there), open ``notebook`` in it; returns once the
+    notebook's kernel is idle."""
+    from playwright.sync_api import expect
+
     page.wait_for_url(re.compile(f"/user/{name}/lab"), timeout=90_000)  # spawned, as the Hub does at a login
     page.goto(f"{base}/user/{name}/lab/tree/{notebook}")
     expect(page.locator(".jp-NotebookPanel .jp-Notebook")).to_be_visible(timeout=90_000)
@@ -95,15 +103,26 @@ def test_bob_answers_alices_question_in_his_own_server_and_her_cell_moves_on_wit
     approve = "button.jupyter-button:has-text('Approve'):not([disabled])"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with browser_pages(2) as (alice, bob):
+    with browser_pages(3) as (alice, bob, carol):
         run_cell = alice.locator(".jp-Notebook .jp-Cell").nth(2)
         try:
-            _log_in_and_open(alice, base, "alice", ALICES)
+            for page, name in ((alice, "alice"), (carol, "carol"), (bob, "bob")):
+                _log_in(page, base, name)
+            _open(alice, base, "alice", ALICES)
             _run_all(alice)
             expect(run_cell.locator(f".jp-OutputArea-output:has-text('{GATE_A}')").first).to_be_visible(timeout=60_000)
             expect(run_cell.locator(approve)).to_have_count(1, timeout=30_000)
 
-            _log_in_and_open(bob, base, "bob", BOBS)
+            # Carol sees the question in her own server, its form read-only: she is not among the approvers
+            _open(carol, base, "carol", PENDING)
+            _run_all(carol)
+            seen = carol.locator(".jp-Notebook .jp-Cell").nth(1)
+            expect(seen.locator(f".jp-OutputArea-output:has-text('{GATE_A}')").first).to_be_visible(timeout=60_000)
+            expect(seen).to_contain_text("may be answered only by alice, bob", timeout=30_000)
+            expect(seen).to_contain_text("you are carol (jupyterhub)")
+            expect(seen.locator("button.jupyter-button:has-text('Approve')")).to_be_disabled()
+
+            _open(bob, base, "bob", PENDING)
             _run_all(bob)
             queue = bob.locator(".jp-Notebook .jp-Cell").nth(1)
             expect(queue.locator(f".jp-OutputArea-output:has-text('{GATE_A}')").first).to_be_visible(timeout=60_000)
@@ -117,7 +136,7 @@ def test_bob_answers_alices_question_in_his_own_server_and_her_cell_moves_on_wit
         finally:
             with contextlib.suppress(Exception):  # (a page that never drew its notebook is taken as it is)
                 run_cell.scroll_into_view_if_needed(timeout=5_000)
-            for name, page in (("alice", alice), ("bob", bob)):
+            for name, page in (("alice", alice), ("bob", bob), ("carol", carol)):
                 page.screenshot(path=str(ARTIFACTS / f"hub-{name}.png"), full_page=True)
     print(f"hub test: {time.monotonic() - started:.1f} s in the browser")
 
