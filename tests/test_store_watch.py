@@ -156,3 +156,46 @@ def test_a_form_whose_question_a_terminal_answered_asks_the_next_question_with_n
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+def test_a_run_another_process_is_still_advancing_is_not_caught_up_half_way(tmp_path: Path) -> None:
+    """The watch may look while another process is advancing the run, its journal holding the reply and not yet
+    what followed (a model's call takes seconds): the handle stays on the question it shows, and catches up to
+    the next one once that process has written it. A view never draws the run as cut off half way."""
+    import json
+    import sqlite3
+
+    from test_one_history import GATE_A, GATE_B, SCRIPT, TWO_GATES
+
+    from mkl_notebook.app.settings import Settings
+    from mkl_notebook.app.workspace import Workspace
+
+    (tmp_path / "twogates.script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+    store = tmp_path / "runs.sqlite"
+    workspace = Workspace(Settings(store=str(store)))
+    workspace.shelf.define(TWO_GATES)
+    handle = workspace.start("twogates", id="r", hitl="all", script=SCRIPT)
+    assert handle.pending is not None and handle.pending["ask"] == GATE_A
+    mkl = [sys.executable, "-m", "mkl_notebook.cli", "resume", "--id", "r", "--store", str(store)]
+    mkl += ["--script", "twogates.script.json"]
+    answered = subprocess.run(
+        [*mkl, "--question", str(handle.question_id), "--reply", "approve"],
+        cwd=tmp_path,
+        env=env_without_models(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert answered.returncode == 3, answered.stdout + answered.stderr
+    with sqlite3.connect(store) as db:  # as the journal stood while that process was calling its model
+        records = db.execute("SELECT seq, body FROM records WHERE run_id = 'r'").fetchall()
+        [reply] = [seq for seq, body in records if json.loads(body).get("t") == "reply"]
+        db.execute("DELETE FROM records WHERE run_id = 'r' AND seq > ?", (reply,))
+
+    assert handle.catch_up() is False
+    assert handle.pending is not None and handle.pending["ask"] == GATE_A
+
+    gone_on = subprocess.run(mkl, cwd=tmp_path, env=env_without_models(), capture_output=True, text=True, check=False)
+    assert gone_on.returncode == 3, gone_on.stdout + gone_on.stderr
+    assert handle.catch_up() is True
+    assert handle.pending is not None and handle.pending["ask"] == GATE_B

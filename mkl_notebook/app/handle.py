@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypedDict
 from ..checkpoints.envelope import checkpoint_of
 from ..durable.places import Place
 from ..durable.reading import approvers_of_journal
+from ..durable.replay import JOURNAL_ENDS
 from ..durable.runs import Observer, Outcome
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult, TraceStep
@@ -253,14 +254,18 @@ class Run:
 
         When the process that answered could not make the calls that follow (no model or script there: a
         colleague's server on a hub, a terminal without ``--script``), the run goes on here, where it waits,
-        with the calls this handle makes; otherwise nothing is called or recorded."""
+        with the calls this handle makes; otherwise nothing is called or recorded. A journal read half way
+        through another process's advance (its reply written, not yet what followed) is left until that process
+        writes on: what shows the run never draws it cut off."""
         if self.outcome is None or not self.outcome.as_it_stands:
             return False  # not read yet, or shown as a cell left it: a cell's own request moves it
         try:
             now = self.workspace.read(self.id)
         except USER_ERRORS:
             return False  # forgotten since, say: whoever reads it next is told
-        if now.length <= self.journal_length:
+        if now.length <= self.journal_length or now.result.error == JOURNAL_ENDS:
+            # (the second: another process is advancing it, its reply written and not yet what followed; the
+            # store's next change, that process's next records, wakes this again)
             return False
         self.answered_elsewhere = True
         try:
