@@ -199,3 +199,63 @@ def test_a_run_another_process_is_still_advancing_is_not_caught_up_half_way(tmp_
     assert gone_on.returncode == 3, gone_on.stdout + gone_on.stderr
     assert handle.catch_up() is True
     assert handle.pending is not None and handle.pending["ask"] == GATE_B
+
+
+def test_a_queue_with_no_model_says_a_run_answered_elsewhere_went_on_and_does_not_take_it_for_its_own(
+    tmp_path: Path,
+) -> None:
+    """Carol's review queue shows Alice's question; Bob answers it where no model is, and the run waits for one
+    (Alice's kernel goes on with it, not Carol's): Carol's cell says the run went on, and never that it left the
+    run needing a model, which it did not."""
+    from jupyter_client.manager import KernelManager
+
+    store = tmp_path / "runs.sqlite"
+    for folder in ("alice", "carol", "bob"):
+        (tmp_path / folder).mkdir()
+    shutil.copy(ROOT / "examples" / "refund.mkl", tmp_path / "alice" / "refund.mkl")
+    shutil.copy(REFUND_SCRIPT, tmp_path / "alice" / "refund.script.yaml")
+    mkl = [sys.executable, "-m", "mkl_notebook.cli"]
+    starting = ["run", "refund.mkl", "--id", "r", "--hitl", "--store", str(store), "--script", "refund.script.yaml"]
+    started = subprocess.run(
+        [*mkl, *starting, "--set", "ticket=broken"],
+        cwd=tmp_path / "alice",
+        env=env_without_models(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert started.returncode == 3, started.stdout + started.stderr
+    question = started.stdout.strip().splitlines()[-1].split('"question_id": "')[1].split('"')[0]
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(cwd=str(tmp_path / "carol"), env=env_without_models())
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        _execute(client, f"%load_ext mkl_notebook\n%mkl config store={store}")
+        shown = _execute(client, "%mkl pending")
+        assert any(m["msg_type"] == "display_data" for m in shown)
+        answered = subprocess.run(
+            [*mkl, "resume", "--id", "r", "--store", str(store), "--question", question, "--reply", "approve"],
+            cwd=tmp_path / "bob",
+            env=env_without_models(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert answered.returncode == 3, answered.stdout + answered.stderr  # (it waits for a model)
+
+        redrawn: list[str] = []
+        deadline = time.monotonic() + 60
+        while not any("The run went on after this cell" in text for text in redrawn):
+            assert time.monotonic() < deadline, f"the queue's cell did not say the run went on: {redrawn}"
+            try:
+                message = client.get_iopub_msg(timeout=1)
+            except Exception:  # (queue.Empty: nothing published this second)
+                continue
+            if message["msg_type"] == "update_display_data":
+                redrawn.append(str(message["content"]["data"].get("text/plain", "")))
+        assert not any("left the run needing a model" in text for text in redrawn), redrawn
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)

@@ -267,7 +267,9 @@ class Run:
             # (the second: another process is advancing it, its reply written and not yet what followed; the
             # store's next change, that process's next records, wakes this again)
             return False
-        self.answered_elsewhere = True
+        # (a run that waits for a model this kernel has none of is not asked here: it is not this view's to ask;
+        # the kernel where it waits goes on with it, and this one reads it again then)
+        self.answered_elsewhere = not now.result.waits_for_model or makes_calls(self.oracle)
         try:
             if now.result.waits_for_model and makes_calls(self.oracle):
                 going_on = ContinueRequest(via="notebook")
