@@ -8,6 +8,7 @@ top.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import threading
@@ -18,6 +19,7 @@ from typing import Any, Protocol, TypedDict
 from ..checkpoints.envelope import checkpoint_of
 from ..durable.places import Place
 from ..durable.reading import approvers_of_journal
+from ..durable.replay import JOURNAL_ENDS
 from ..durable.runs import Observer, Outcome
 from ..engine.oracle import Oracle
 from ..engine.result import RunResult, TraceStep
@@ -29,6 +31,7 @@ from .continuing import drawn_on
 from .copies import Copies
 from .equipment import Equipment
 from .errors import USER_ERRORS, UsageProblem
+from .oracles import makes_calls
 from .requests import ContinueRequest, asked
 from .status import asked_by, asked_when, cell_answered, with_keys
 
@@ -110,6 +113,9 @@ class Run:
         # Runs a copy in reach held that this run's next view carries along unchanged: (run id, checkpoint).
         self.carried: list[tuple[str, dict[str, Any]]] = []
         self.drawn_in: int | None = None  # the cell execution whose magic drew this run's view live
+        # True while the run moves here because another process answered it (:meth:`catch_up`): no form of this
+        # process gave the answer, so what asked the question asks the next one.
+        self.answered_elsewhere = False
         self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------
@@ -244,17 +250,38 @@ class Run:
 
     def catch_up(self) -> bool:
         """Read the run again when its journal went on past what this handle shows (another process answered
-        it): every form and view of it catches up. Whether it had; nothing is called or recorded."""
+        it): every form and view of it catches up. Whether it had.
+
+        When the process that answered could not make the calls that follow (no model or script there: a
+        colleague's server on a hub, a terminal without ``--script``), the run goes on here, where it waits,
+        with the calls this handle makes; otherwise nothing is called or recorded. A journal read half way
+        through another process's advance (its reply written, not yet what followed) is left until that process
+        writes on: what shows the run never draws it cut off."""
         if self.outcome is None or not self.outcome.as_it_stands:
             return False  # not read yet, or shown as a cell left it: a cell's own request moves it
         try:
             now = self.workspace.read(self.id)
         except USER_ERRORS:
             return False  # forgotten since, say: whoever reads it next is told
-        if now.length <= self.journal_length:
+        if now.length <= self.journal_length or now.result.error == JOURNAL_ENDS:
+            # (the second: another process is advancing it, its reply written and not yet what followed; the
+            # store's next change, that process's next records, wakes this again)
             return False
-        self.advanced(lambda: now)
-        return True
+        # (a run that waits for a model this kernel has none of is not asked here: it is not this view's to ask;
+        # the kernel where it waits goes on with it, and this one reads it again then)
+        self.answered_elsewhere = not now.result.waits_for_model or makes_calls(self.oracle)
+        try:
+            if now.result.waits_for_model and makes_calls(self.oracle):
+                going_on = ContinueRequest(via="notebook")
+                # (shown once it went on, never first as stopped; another process going on with it meanwhile
+                # holds its lease, and it is read again when that one ends)
+                with contextlib.suppress(*USER_ERRORS):
+                    self.advanced(lambda: self.workspace.continue_run(self.id, self.oracle, going_on))
+                    return True
+            self.advanced(lambda: now)
+            return True
+        finally:
+            self.answered_elsewhere = False
 
     def showing(self, outcome: Outcome) -> Run:
         """This handle, showing ``outcome`` (the run as a cell left it)."""

@@ -116,6 +116,14 @@ def choose(
     return executor(host) if executor is not None else host
 
 
+def makes_calls(oracle: Oracle) -> bool:
+    """Whether ``oracle`` can make a run's new calls here (a script or a model), not only replay its journal."""
+    inner: Any = oracle
+    while inner is not None and not isinstance(inner, NoModelOracle):
+        inner = getattr(inner, "model", None) or getattr(inner, "inner", None)  # (HostOracle, an executor)
+    return inner is None
+
+
 def factory(
     *,
     script: Script | None = None,

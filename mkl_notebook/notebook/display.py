@@ -421,16 +421,18 @@ class RunView:
         return form
 
     def _went_on(self, run: Run) -> bool:
-        """The notebook's word that the run moved. By this view's own form's reply: the view draws the run as it
-        stands (its next question, or its result). By another path (a cell, another form, a terminal): it says
-        so here, and settles the form. True once the run is over (nothing more to follow)."""
+        """The notebook's word that the run moved. By this view's own form's reply, or by another process's
+        answer to the question this view's form asks (a colleague's server, a terminal: no form here answered
+        it): the view draws the run as it stands (its next question, or its result). By another path of this
+        kernel (a cell, another form): it says so here, and settles the form, as the path that moved it draws it
+        on. True once the run is over (nothing more to follow)."""
         if self.shown is None or run.outcome is None:
             return False
         if run.outcome.length <= self.shown.length:
             return False  # nothing new beyond what this view shows
         form, asked = self.current_form, self._asked
-        if form is not None and form.sent and not form.settled:
-            self.show(run)  # this view's own reply went in: what the run asks now, or what became of it
+        if form is not None and not form.settled and (form.sent or run.answered_elsewhere):
+            self.show(run)  # what the run asks now, or what became of it
             return run.status in ("done", "halt")
         self.shown = self.shown.overtaken(run.outcome)
         self._draw_view(run.id, self.shown, question_above=False)
