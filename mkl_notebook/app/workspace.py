@@ -44,6 +44,7 @@ from .handle import Run, what_happened
 from .listing import listed_runs, store_flag, store_runs
 from .replies import answerer, approvers_of, check_approver, checked_note, parse_approvers, parse_resolve, read_reply
 from .requests import ContinueRequest, MapRequest, StartRequest, asked
+from .rules import with_rule
 from .settings import Settings, run_options
 from .shelf import Shelf
 from .status import run_output
@@ -134,7 +135,8 @@ class Workspace:
             **more,
         )
         approvers = parse_approvers(asks.approvers, "--approvers") or self.settings.approvers_in_force()
-        return dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
+        options = dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
+        return with_rule(options, asks, self.settings) if isinstance(asks, StartRequest) else options
 
     def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
         made_from = self.shelf.files.get(machine.name) if self.follow_files else None

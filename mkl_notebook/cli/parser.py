@@ -38,6 +38,7 @@ CARRIED_OUT_BY = {
     "trust": "trust_cmd:trust_main",
     "keep": "keep_cmd:keep_main",
     "audit": "audit_cmd:audit_main",
+    "tick": "tick_cmd:tick_main",
 }
 # The commands that end with the JSON status line: each takes --output-file.
 STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
@@ -192,6 +193,24 @@ def _keep_and_audit(commands: Commands) -> None:
     shape = audit.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print the answers as a JSON list of objects")
     shape.add_argument("--csv", action="store_true", help="print the answers as CSV, a header row first")
+
+    tick = commands.add_parser(
+        "tick", help="decide every question past its deadline by its run's rule (--on-timeout); run it from cron"
+    )
+    tick.add_argument(
+        "folders",
+        nargs="*",
+        metavar="DIR",
+        help="a folder: the notebooks and .mkl/runs.sqlite stores under it (none, and no --store: the default store)",
+    )
+    tick.add_argument(
+        "--store",
+        dest="stores",
+        action="append",
+        metavar="PATH",
+        help="a run store (a file or a postgresql:// URL); repeatable",
+    )
+    tick.add_argument("--json", action="store_true", help="print the decisions as a JSON list of objects")
 
 
 def _command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:
