@@ -18,10 +18,11 @@ from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable import runs as durable
 from ..durable.errors import StoreError
 from ..durable.outcome import Outcome
-from ..durable.policy import NotDue, due, policy_records, policy_said
+from ..durable.policy import NotDue, due, due_at, policy_records, policy_said
 from ..durable.records import kind_of, started_with
 from ..durable.runs import Preparation
 from ..durable.store_opening import store_there
+from ..durable.stores import RunStore
 from . import checkpoints
 from .errors import USER_ERRORS
 from .listing import files_under
@@ -50,6 +51,25 @@ def decide(ws: Workspace, run_id: str, *, now: float | None = None) -> Outcome:
         return durable.advance(
             ws.store, run_id, oracle, before=prepare, known=ws.machines, endorse=ws.equipment.endorser()
         )
+
+
+def deadline_of(store: RunStore, run_id: str) -> float | None:
+    """When the deadline of the question run ``run_id`` of ``store`` waits on passes (seconds since the epoch);
+    None when it waits on none, its run has no deadline, or the deadline decided it already."""
+    return due_at(store.read(run_id))
+
+
+def decide_shown(ws: Workspace, run_ids: Iterable[str]) -> list[str]:
+    """Decide the due questions of runs ``run_ids`` a kernel shows (see :func:`decide`): the runs decided here
+    (one another process, or a person, got to first is left as it is, and caught up as any move is)."""
+    decided = []
+    for run_id in run_ids:
+        try:
+            decide(ws, run_id)
+        except (StoreError, *USER_ERRORS):
+            continue
+        decided.append(run_id)
+    return decided
 
 
 class Decided(NamedTuple):

@@ -17,7 +17,7 @@ from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.marks import advancing_marks
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
-from ..durable.reading import claimed_name, established_how, replies, spent
+from ..durable.reading import claimed_name, decisions, established_how, spent
 from ..durable.replay import JournalIndex
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import close_store, open_store
@@ -105,7 +105,7 @@ def run_summary(
             "time": answer.get("time"),
             **({"note": answer["note"]} if answer.get("note") is not None else {}),
         }
-        for answer in with_keys(replies(records), records)
+        for answer in with_keys(decisions(records), records)
     ]
     if provenance is not None:
         listed.update(trusted=provenance.trusted, made_by=provenance.mark, key=provenance.key)

@@ -181,6 +181,16 @@ def replies(records: Iterable[Mapping[str, Any]]) -> list[ReplyRecord]:
     return [cast(ReplyRecord, record) for record in records if kind_of(record) == "reply"]
 
 
+def decisions(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The answers among ``records``, in order: each person's reply, and each decision a deadline made by the
+    run's rule (a ``policy`` record that gives the gate its value, marked ``via`` policy, with no one's name)."""
+    return [
+        dict(record) if kind_of(record) == "reply" else {**record, "via": "policy"}
+        for record in records
+        if kind_of(record) == "reply" or (kind_of(record) == "policy" and "value" in record)
+    ]
+
+
 def approvers_in(options: Mapping[str, Any]) -> tuple[str, ...]:
     """Who may answer a run's questions, as the options in force in its journal say (empty: anyone)."""
     names = options.get("approvers")
