@@ -145,7 +145,7 @@ def test_a_deadline_that_approves_lets_the_run_go_on_as_approved(tmp_path: Path)
     _waiting(tmp_path, "--deadline", "1s", "--on-timeout", "approve")
     said = _tick_until_decided(tmp_path, str(tmp_path))  # (the folder: its store found as `mkl runs DIR` finds it)
     assert "approve; the run is now done" in said, said
-    code, status, _, _ = mkl_cli(tmp_path, "trace", "--id", "r")
+    _, status, _, _ = mkl_cli(tmp_path, "trace", "--id", "r")
     assert status["result"] == APPROVED
     [row] = _audit(tmp_path)
     assert row["decided_by"] == "policy" and row["value"] == "approve" and row["by"] is None
@@ -198,9 +198,9 @@ def test_the_deadline_settings_and_their_environment_variables_set_a_runs_rule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = Settings()
-    with pytest.raises(UsageProblem, match="^deadline takes a duration"):
+    with pytest.raises(UsageProblem, match=r"^deadline takes a duration"):
         settings.change("deadline", "soon")
-    with pytest.raises(UsageProblem, match="^on_timeout takes reject, approve or escalate:NAME"):
+    with pytest.raises(UsageProblem, match=r"^on_timeout takes reject, approve or escalate:NAME"):
         settings.change("on_timeout", "later")
     settings.change("deadline", "2h")
     assert "deadline = 2h" in settings.lines()
@@ -209,7 +209,7 @@ def test_the_deadline_settings_and_their_environment_variables_set_a_runs_rule(
         tmp_path, "run", str(REFUND_MKL), "--script", str(REFUND_SCRIPT), "--hitl", env={"MKL_DEADLINE": "soon"}
     )
     assert code == 2 and "$MKL_DEADLINE takes a duration" in err.strip().splitlines()[-1], out + err
-    code, status, out, err = mkl_cli(
+    code, _, out, err = mkl_cli(
         tmp_path,
         "run",
         str(REFUND_MKL),
@@ -287,9 +287,7 @@ def test_a_kernel_showing_the_run_decides_its_due_question_itself_and_redraws(tm
     try:
         client.wait_for_ready(timeout=120)
         _execute(client, "%load_ext mkl_notebook\n%mkl load refund.mkl")
-        shown = _execute(
-            client, "%mkl run refund --id r --script refund.script.yaml --set ticket=broken --deadline 1s"
-        )
+        shown = _execute(client, "%mkl run refund --id r --script refund.script.yaml --set ticket=broken --deadline 1s")
         assert any(m["msg_type"] == "display_data" for m in shown)
         redrawn: list[str] = []
         limit = time.monotonic() + 60
@@ -308,6 +306,6 @@ def test_a_kernel_showing_the_run_decides_its_due_question_itself_and_redraws(tm
         manager.shutdown_kernel(now=True)
     [policy] = _records(tmp_path, "policy")
     assert policy["value"] == "reject" and _records(tmp_path, "reply") == []
-    code, _, out, err = mkl_cli(tmp_path, "tick")  # the kernel decided it: nothing is left to decide
+    _, _, out, err = mkl_cli(tmp_path, "tick")  # the kernel decided it: nothing is left to decide
     assert "no question is past its deadline" in out, out + err
     assert len(_records(tmp_path, "policy")) == 1

@@ -32,7 +32,7 @@ from .workspace import Workspace
 # -- deciding ---------------------------------------------------------------------------------------
 
 
-def decide(ws: Workspace, run_id: str, *, now: float | None = None) -> Outcome:
+def decide_by_deadline(ws: Workspace, run_id: str, *, now: float | None = None) -> Outcome:
     """Decide the question run ``run_id`` of ``ws``'s store waits on by its deadline rule, and let the run go on
     as if that were the gate's answer (an escalation asks again). Under the run's lease: a question answered or
     decided meanwhile, or not due, raises :class:`NotDue` and nothing is journaled."""
@@ -53,6 +53,9 @@ def decide(ws: Workspace, run_id: str, *, now: float | None = None) -> Outcome:
         )
 
 
+_REFUSED: tuple[type[Exception], ...] = (StoreError, *USER_ERRORS)  # what leaves one run undecided, said in a line
+
+
 def deadline_of(store: RunStore, run_id: str) -> float | None:
     """When the deadline of the question run ``run_id`` of ``store`` waits on passes (seconds since the epoch);
     None when it waits on none, its run has no deadline, or the deadline decided it already."""
@@ -60,13 +63,13 @@ def deadline_of(store: RunStore, run_id: str) -> float | None:
 
 
 def decide_shown(ws: Workspace, run_ids: Iterable[str]) -> list[str]:
-    """Decide the due questions of runs ``run_ids`` a kernel shows (see :func:`decide`): the runs decided here
-    (one another process, or a person, got to first is left as it is, and caught up as any move is)."""
+    """Decide the due questions of runs ``run_ids`` a kernel shows (see :func:`decide_by_deadline`): the runs
+    decided here (one another process, or a person, got to first is left as it is, and caught up as any move is)."""
     decided = []
     for run_id in run_ids:
         try:
-            decide(ws, run_id)
-        except (StoreError, *USER_ERRORS):
+            decide_by_deadline(ws, run_id)
+        except _REFUSED:
             continue
         decided.append(run_id)
     return decided
@@ -109,7 +112,7 @@ def _decided(where: str, run_id: str, outcome: Outcome, at: int) -> Decided:
 def _tick_store(ws: Workspace, shown: str, now: float) -> Iterator[Decided | str]:
     try:
         waiting = [run.run_id for run in ws.store.runs() if run.status == "suspended"]
-    except (StoreError, *USER_ERRORS) as exc:
+    except _REFUSED as exc:
         yield f"{shown}: {exc}"
         return
     for run_id in waiting:
@@ -117,10 +120,10 @@ def _tick_store(ws: Workspace, shown: str, now: float) -> Iterator[Decided | str
             records = ws.store.read(run_id)
             if due(records, now) is None:
                 continue
-            outcome = decide(ws, run_id, now=now)
+            outcome = decide_by_deadline(ws, run_id, now=now)
         except NotDue:
             continue  # another decider (or a person) was first
-        except (StoreError, *USER_ERRORS) as exc:
+        except _REFUSED as exc:
             yield f"{shown}: run '{run_id}': {exc}"
             continue
         yield _decided(shown, run_id, outcome, len(records))
@@ -139,11 +142,11 @@ def _tick_notebook(ws: Workspace, path: Path, shown: str, now: float) -> Iterato
             continue
         try:
             outcome = checkpoints.resume_in_notebook(
-                path, run.run_id, ws.store, lambda found: decide(ws, found, now=now), keyring=ws.keyring
+                path, run.run_id, ws.store, lambda found: decide_by_deadline(ws, found, now=now), keyring=ws.keyring
             )
         except NotDue:
             continue
-        except (StoreError, *USER_ERRORS) as exc:
+        except _REFUSED as exc:
             yield f"{shown}: run '{run.run_id}': {exc}"
             continue
         yield _decided(shown, run.run_id, outcome, len(run.records))

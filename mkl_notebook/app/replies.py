@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
-from ..durable.reading import RunState, approvers_in, claimed_name, escalated_to, established_how, replies
 from ..durable.policy import decided, policy_said
+from ..durable.reading import RunState, approvers_in, claimed_name, escalated_to, established_how, replies
 from ..durable.records import NOTE_MAX
 from ..durable.replay import JournalIndex
 from ..durable.runs import Resolution, not_waiting

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..durable.policy import ESCALATE
@@ -14,7 +15,6 @@ from .errors import UsageProblem
 
 if TYPE_CHECKING:
     from .requests import StartRequest
-    from .settings import Settings
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -58,16 +58,16 @@ def check_rule_value(key: str, value: str, given_as: str) -> str:
     return value.strip()
 
 
-def with_rule(options: RunOptions, asks: StartRequest, settings: Settings) -> RunOptions:
+def with_rule(options: RunOptions, asks: StartRequest, in_force: Callable[[str], str | None]) -> RunOptions:
     """``options`` with the deadline rule a start request gives (``--deadline``, ``--on-timeout``,
-    ``--remind-after``), else the settings' (``%mkl config``, else ``$MKL_DEADLINE``, ``$MKL_ON_TIMEOUT``,
-    ``$MKL_REMIND_AFTER``)."""
+    ``--remind-after``), else the one ``in_force`` says for each key (``Settings.deadline_in_force``: ``%mkl
+    config``, else ``$MKL_DEADLINE``, ``$MKL_ON_TIMEOUT``, ``$MKL_REMIND_AFTER``)."""
     given = {"deadline": asks.deadline, "on_timeout": asks.on_timeout, "remind_after": asks.remind_after}
     rule: dict[str, Any] = {}
     for key, value in given.items():
         flag = _SETTING_NAMES[key]
         if value is None:
-            value, flag = settings.deadline_in_force(key), key
+            value, flag = in_force(key), key
         rule[key] = parse_on_timeout(value, flag) if key == "on_timeout" else parse_duration(value, flag)
     if asks.on_timeout is not None and rule["deadline"] is None:
         raise UsageProblem("--on-timeout decides a question once its deadline passes: give --deadline too")

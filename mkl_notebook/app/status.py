@@ -11,7 +11,7 @@ from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
 from ..durable.policy import policy_said
-from ..durable.reading import approvers_of_journal, claimed_name, decisions, established_how, replies, run_state
+from ..durable.reading import approvers_of_journal, claimed_name, decisions, established_how, run_state
 from ..durable.records import kind_of
 from ..durable.runs import Outcome
 from ..engine.result import RunResult

@@ -136,7 +136,7 @@ class Workspace:
         )
         approvers = parse_approvers(asks.approvers, "--approvers") or self.settings.approvers_in_force()
         options = dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
-        return with_rule(options, asks, self.settings) if isinstance(asks, StartRequest) else options
+        return with_rule(options, asks, self.settings.deadline_in_force) if isinstance(asks, StartRequest) else options
 
     def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
         made_from = self.shelf.files.get(machine.name) if self.follow_files else None

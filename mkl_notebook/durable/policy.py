@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..errors import UserError
 from . import records as rec
 from .chain import canonical
-from ..errors import UserError
 from .reading import escalated_to, run_state
 
 REJECT = "reject"  # what a deadline decides when the rule names nothing else: the safe default
@@ -145,7 +145,7 @@ def due_at(records: Sequence[Mapping[str, Any]]) -> float | None:
     or a deadline decided it already)."""
     if not records:
         return None
-    question = run_state(list(records)).question_id(str(records[0].get("run")))
+    question = run_state(records).question_id(str(records[0].get("run")))
     rule = rule_of_journal(records)
     if question is None or rule is None or rule.deadline is None or decided(records, question) is not None:
         return None
@@ -159,7 +159,7 @@ def due(records: Sequence[Mapping[str, Any]], now: float) -> Due | None:
     rule = rule_of_journal(records)
     if at is None or rule is None or now < at:
         return None
-    state = run_state(list(records))
+    state = run_state(records)
     question = str(state.question_id(str(records[0].get("run"))))
     action, name = rule.on_timeout, None
     if escalated_to(records) is not None:
@@ -181,7 +181,7 @@ def reminder_due(records: Sequence[Mapping[str, Any]], now: float) -> Reminder |
     deadline decided it; None otherwise. Nothing is journaled for it: whoever sends reminders asks this."""
     if not records:
         return None
-    question = run_state(list(records)).question_id(str(records[0].get("run")))
+    question = run_state(records).question_id(str(records[0].get("run")))
     rule = rule_of_journal(records)
     if question is None or rule is None or rule.remind_after is None or decided(records, question) is not None:
         return None
@@ -202,7 +202,7 @@ def policy_records(run_id: str, records: Sequence[Mapping[str, Any]], now: float
     decision = due(records, now)
     if decision is None:
         raise NotDue(f"run '{run_id}' has no question past its deadline: nothing was recorded")
-    state = run_state(list(records))
+    state = run_state(records)
     return [
         rec.policy_record(
             decision.position,

@@ -201,7 +201,7 @@ def escalated_to(records: Sequence[Mapping[str, Any]]) -> str | None:
     """The one approver the question a journal waits on was escalated to by its deadline (None: it was not)."""
     if not records:
         return None
-    question = run_state(list(records)).question_id(str(records[0].get("run")))
+    question = run_state(records).question_id(str(records[0].get("run")))
     escalation = next(
         (
             r
@@ -233,7 +233,7 @@ def root_of(records: Sequence[Mapping[str, Any]]) -> str:
     return str(records[0].get("root") or "") if records else ""
 
 
-def run_state(records: list[dict[str, Any]]) -> RunState:
+def run_state(records: Sequence[Mapping[str, Any]]) -> RunState:
     """Where the run a journal holds stands: its latest ``suspend`` or ``finish`` record says."""
     ending = next((r for r in reversed(records) if is_ending(r)), None)
     return state_of(ending)
