@@ -126,19 +126,46 @@ def test_a_one_second_deadline_rejects_by_policy_and_the_audit_shows_policy_not_
     assert _records(tmp_path) == journal
 
 
-def test_two_ticks_racing_decide_a_question_once(tmp_path: Path) -> None:
+def test_ticks_racing_decide_a_question_once(tmp_path: Path) -> None:
     _waiting(tmp_path, "--deadline", "1s")
     _passed(tmp_path, 1.0)
     command = [sys.executable, "-m", "mkl_notebook.cli", "tick"]
     ticks = [
-        subprocess.Popen(command, cwd=tmp_path, env=env_without_models(), stdout=subprocess.PIPE, text=True)
-        for _ in range(2)
+        subprocess.Popen(
+            command, cwd=tmp_path, env=env_without_models(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
     ]
-    said = [tick.communicate(timeout=120)[0] for tick in ticks]
-    assert [tick.returncode for tick in ticks] == [0, 0]
-    assert sum("decided by policy" in out for out in said) == 1, said
+    said = [tick.communicate(timeout=120) for tick in ticks]
+    assert [tick.returncode for tick in ticks] == [0, 0, 0]
+    assert sum("decided by policy" in out for out, _ in said) == 1, said
+    for out, err in said:  # the others found it decided, or being decided (the lease): neither decided again
+        assert "decided by policy" in out or "no question is past its deadline" in out, (out, err)
+        assert not err or "is already being advanced by another process" in err, err
     assert len(_records(tmp_path, "policy")) == 1
     assert [r["status"] for r in _records(tmp_path, "finish")] == ["done"]
+
+
+def test_a_decider_another_got_ahead_of_between_its_look_and_the_lease_decides_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mkl_notebook.app import deadlines
+    from mkl_notebook.app.workspace import Workspace
+    from mkl_notebook.durable.policy import NotDue
+
+    _waiting(tmp_path, "--deadline", "1s")
+    _passed(tmp_path, 1.0)
+    advance = deadlines.durable.advance
+
+    def another_tick_first(*args: Any, **kwargs: Any) -> Any:  # another process decides right before the lease
+        code, _, out, err = mkl_cli(tmp_path, "tick")
+        assert code == 0 and "decided by policy" in out, out + err
+        return advance(*args, **kwargs)
+
+    monkeypatch.setattr(deadlines.durable, "advance", another_tick_first)
+    with Workspace(Settings(store=tmp_path / ".mkl" / "runs.sqlite")) as ws, pytest.raises(NotDue):
+        deadlines.decide_by_deadline(ws, "r")
+    assert len(_records(tmp_path, "policy")) == 1
 
 
 def test_a_deadline_that_approves_lets_the_run_go_on_as_approved(tmp_path: Path) -> None:
@@ -221,6 +248,9 @@ def test_the_deadline_settings_and_their_environment_variables_set_a_runs_rule(
         env={"MKL_DEADLINE": "30m", "MKL_ON_TIMEOUT": "approve", "MKL_REMIND_AFTER": "10m"},
     )
     assert code == 3, out + err
+    code, status, out, err = mkl_cli(tmp_path, "runs")
+    [run] = status["runs"]
+    assert run["deadline_at"] == run["asked_at"] + 1800, run  # when the rule decides it, for an inbox to show
     [start] = _records(tmp_path, "start")
     assert {k: start["options"].get(k) for k in ("deadline", "on_timeout", "remind_after")} == {
         "deadline": 1800,

@@ -17,6 +17,7 @@ from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.marks import advancing_marks
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
+from ..durable.policy import due_at
 from ..durable.reading import claimed_name, decisions, established_how, spent
 from ..durable.replay import JournalIndex
 from ..durable.store_names import is_server_store, public_store
@@ -91,6 +92,9 @@ def run_summary(
         asked = (index.last or {}).get("time")
         if isinstance(asked, (int, float)) and not isinstance(asked, bool):
             listed["asked_at"] = asked
+        deadline = due_at(records)
+        if deadline is not None:  # when the run's rule decides it, unless someone answers first
+            listed["deadline_at"] = deadline
     listed["answers"] = [
         {
             "question": answer.get("question"),
