@@ -105,6 +105,9 @@ def test_a_one_second_deadline_rejects_by_policy_and_the_audit_shows_policy_not_
     code, status, out, err = mkl_cli(tmp_path, "trace", "--id", "r")
     assert code == 0 and status["status"] == "done", out + err
     assert status["result"] == WITHHELD  # the run went on as rejected: the refund was withheld
+    code, status, out, err = mkl_cli(tmp_path, "runs")
+    assert "answered 'reject' (by policy (deadline 1s, on timeout reject, sha256:" in out, out
+    assert status["runs"][0]["answers"][0]["by"] is None
 
     [row] = _audit(tmp_path)
     assert row["decided_by"] == "policy" and row["via"] == "policy" and row["value"] == "reject"

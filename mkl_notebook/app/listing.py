@@ -17,7 +17,7 @@ from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.marks import advancing_marks
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
-from ..durable.policy import due_at
+from ..durable.policy import due_at, policy_said
 from ..durable.reading import claimed_name, decisions, established_how, spent
 from ..durable.replay import JournalIndex
 from ..durable.store_names import is_server_store, public_store
@@ -108,6 +108,7 @@ def run_summary(
             "via": answer.get("via"),
             "time": answer.get("time"),
             **({"note": answer["note"]} if answer.get("note") is not None else {}),
+            **({"rule": policy_said(answer)} if answer.get("t") == "policy" else {}),  # (a deadline's decision)
         }
         for answer in with_keys(decisions(records), records)
     ]
