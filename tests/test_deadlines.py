@@ -84,7 +84,17 @@ def _audit(folder: Path, *target: str) -> list[dict[str, Any]]:
 
 def _reply(folder: Path, question: str, *flags: str) -> tuple[int, str, str]:
     code, _, out, err = mkl_cli(
-        folder, "resume", "--id", "r", "--script", str(REFUND_SCRIPT), "--question", question, "--reply", "approve"
+        folder,
+        "resume",
+        "--id",
+        "r",
+        "--script",
+        str(REFUND_SCRIPT),
+        "--question",
+        question,
+        "--reply",
+        "approve",
+        *flags,
     )
     return code, out, err
 
@@ -342,3 +352,14 @@ def test_a_kernel_showing_the_run_decides_its_due_question_itself_and_redraws(tm
     _, _, out, err = mkl_cli(tmp_path, "tick")  # the kernel decided it: nothing is left to decide
     assert "no question is past its deadline" in out, out + err
     assert len(_records(tmp_path, "policy")) == 1
+
+
+def test_tick_decides_a_question_waiting_in_a_postgresql_store(postgres: Any, tmp_path: Path) -> None:
+    store = postgres.database()
+    question = _waiting(tmp_path, "--deadline", "1s", "--store", store)
+    said = _tick_until_decided(tmp_path, "--store", store)
+    assert "reject; the run is now done" in said, said
+    [row] = _audit(tmp_path, "--store", store)
+    assert row["decided_by"] == "policy" and row["by"] is None and row["value"] == "reject"
+    code, out, err = _reply(tmp_path, question, "--store", store)
+    assert code == 2 and "was answered already: 'reject' by policy (deadline 1s" in err, out + err
