@@ -282,6 +282,21 @@ def test_a_reminder_falls_due_and_is_said_without_journaling_anything() -> None:
     assert due is not None and due.since == 1060.0 and due.question.startswith("q-")
 
 
+def test_the_reminders_due_in_a_folder_are_said_and_nothing_is_journaled(tmp_path: Path) -> None:
+    from mkl_notebook.app.deadlines import reminders_due
+
+    question = _waiting(tmp_path, "--deadline", "1h", "--remind-after", "1s")
+    asked = max(r["time"] for r in _records(tmp_path, "suspend"))
+    journal = _records(tmp_path)
+    assert reminders_due([tmp_path], [], now=asked + 0.9) == ([], [])
+    limit = time.monotonic() + 30
+    while not (found := reminders_due([tmp_path], [])[0]):  # poll: due one second after the question was asked
+        assert time.monotonic() < limit, "no reminder fell due"
+        time.sleep(0.05)
+    assert [(item.run, item.question, item.since) for item in found] == [("r", question, asked + 1)]
+    assert _records(tmp_path) == journal  # saying a reminder is due journals nothing
+
+
 def test_tick_continues_a_run_a_notebook_holds_and_writes_the_decision_back_into_it(tmp_path: Path) -> None:
     notebook = tmp_path / "refunds.ipynb"
     refund_notebook(notebook, {"waiting": "Parcel A-1001 arrived broken"}, first=("%mkl config deadline=3s",))

@@ -18,10 +18,10 @@ from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable import runs as durable
 from ..durable.errors import StoreError
 from ..durable.outcome import Outcome
-from ..durable.policy import NotDue, due, due_at, policy_records, policy_said
+from ..durable.policy import NotDue, due, due_at, policy_records, policy_said, reminder_due
 from ..durable.records import kind_of, started_with
 from ..durable.runs import Preparation
-from ..durable.store_opening import store_there
+from ..durable.store_opening import close_store, open_store, store_there
 from ..durable.stores import RunStore
 from . import checkpoints
 from .errors import USER_ERRORS
@@ -152,6 +152,24 @@ def _tick_notebook(ws: Workspace, path: Path, shown: str, now: float) -> Iterato
         yield _decided(shown, run.run_id, outcome, len(run.records))
 
 
+def _places(
+    folders: list[str | Path], stores: list[str], base: Settings, problems: list[str]
+) -> list[tuple[Path | str, str, Path | None]]:
+    """Where questions are looked for: each a store (for a notebook, the one its runs go on in), as shown, and the
+    notebook (None for a store's own runs); a file under a folder that is refused is a line in ``problems``."""
+    places: list[tuple[Path | str, str, Path | None]] = []
+    for folder in folders:
+        for path, shown, refused in files_under(Path(folder)):
+            if refused is not None:
+                problems.append(refused)
+            else:
+                places.append((base.store, shown, path) if path.suffix == ".ipynb" else (path, shown, None))
+    places += [(store, store, None) for store in stores]
+    if not folders and not stores and store_there(base.store):
+        places.append((base.store, str(base.store), None))
+    return places
+
+
 def tick(
     folders: Iterable[str | Path],
     stores: Iterable[str],
@@ -165,22 +183,61 @@ def tick(
     file. What one place or run could not do is a line; the others are decided still."""
     at = time.time() if now is None else now
     base = settings or Settings()
-    folders, stores = list(folders), list(stores)
     decided: list[Decided] = []
     problems: list[str] = []
-    places: list[tuple[Path | str, str, Path | None]] = []  # a store (or a notebook's store), shown, notebook
-    for folder in folders:
-        for path, shown, refused in files_under(Path(folder)):
-            if refused is not None:
-                problems.append(refused)
-            else:
-                places.append((base.store, shown, path) if path.suffix == ".ipynb" else (path, shown, None))
-    places += [(store, store, None) for store in stores]
-    if not folders and not stores and store_there(base.store):
-        places.append((base.store, str(base.store), None))
-    for store, shown, notebook in places:
+    for store, shown, notebook in _places(list(folders), list(stores), base, problems):
         with Workspace(dataclasses.replace(base, store=store), follow_files=True) as ws:
             found = _tick_notebook(ws, notebook, shown, at) if notebook else _tick_store(ws, shown, at)
             for item in found:
                 (decided if isinstance(item, Decided) else problems).append(item)  # type: ignore[arg-type]
     return Ticked(decided, problems)
+
+
+_NOT_READ: tuple[type[Exception], ...] = (NotebookFileError, *_REFUSED)
+
+
+class Reminded(NamedTuple):
+    """A reminder due: where the question waits, its run, the question's id, and since when it is due."""
+
+    where: str
+    run: str
+    question: str
+    since: float
+
+
+def _journals(store: Path | str, notebook: Path | None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The waiting runs' journals of a place (a notebook's runs, or a store's suspended ones, read-only)."""
+    if notebook is not None:
+        for run in nbfile.scan(notebook)[0]:
+            yield run.run_id, run.records
+        return
+    opened = open_store(store, read_only=True)
+    try:
+        for run_id in [run.run_id for run in opened.runs() if run.status == "suspended"]:
+            yield run_id, opened.read(run_id)
+    finally:
+        close_store(opened)
+
+
+def reminders_due(
+    folders: Iterable[str | Path],
+    stores: Iterable[str],
+    *,
+    settings: Settings | None = None,
+    now: float | None = None,
+) -> tuple[list[Reminded], list[str]]:
+    """Which reminders are due at ``now`` in reach (where :func:`tick` looks): each waiting question whose run's
+    ``remind_after`` has passed and that no deadline decided, and one line for each place not read. It reads
+    only, and journals nothing: whoever sends reminders (a notifier) asks this, and keeps what it sent."""
+    at = time.time() if now is None else now
+    problems: list[str] = []
+    due_now: list[Reminded] = []
+    for store, shown, notebook in _places(list(folders), list(stores), settings or Settings(), problems):
+        try:
+            for run_id, records in _journals(store, notebook):
+                reminder = reminder_due(records, at)
+                if reminder is not None:
+                    due_now.append(Reminded(shown, run_id, reminder.question, reminder.since))
+        except _NOT_READ as exc:
+            problems.append(f"{shown}: {exc}")
+    return due_now, problems
