@@ -160,7 +160,6 @@ def read_reply(
     pending = state.question_id(run_id)
     answered = _answered(index.journal, question) if question != pending or decided(index.journal, pending) else None
     if answered is not None:
-        pending = state.question_id(run_id)
         now = (
             f"run '{run_id}' now waits on question {pending} ({state.shown!r})"
             if state.waits_for_reply and pending
