@@ -249,7 +249,7 @@ def test_the_deadline_settings_and_their_environment_variables_set_a_runs_rule(
         tmp_path, "run", str(REFUND_MKL), "--script", str(REFUND_SCRIPT), "--hitl", env={"MKL_DEADLINE": "soon"}
     )
     assert code == 2 and "$MKL_DEADLINE takes a duration" in err.strip().splitlines()[-1], out + err
-    code, _, out, err = mkl_cli(
+    code, status, out, err = mkl_cli(
         tmp_path,
         "run",
         str(REFUND_MKL),
@@ -261,6 +261,7 @@ def test_the_deadline_settings_and_their_environment_variables_set_a_runs_rule(
         env={"MKL_DEADLINE": "30m", "MKL_ON_TIMEOUT": "approve", "MKL_REMIND_AFTER": "10m"},
     )
     assert code == 3, out + err
+    assert status["deadline_at"] == max(r["time"] for r in _records(tmp_path, "suspend")) + 1800, status
     code, status, out, err = mkl_cli(tmp_path, "runs")
     [run] = status["runs"]
     assert run["deadline_at"] == run["asked_at"] + 1800, run  # when the rule decides it, for an inbox to show

@@ -10,7 +10,7 @@ from ..checkpoints.envelope import MIME_TYPE, checkpoint_of, write_private
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
-from ..durable.policy import policy_said
+from ..durable.policy import due_at, policy_said
 from ..durable.reading import approvers_of_journal, claimed_name, decisions, established_how, run_state
 from ..durable.records import kind_of
 from ..durable.runs import Outcome
@@ -45,6 +45,9 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
         approvers = approvers_of_journal(outcome.records)
         if approvers:
             status["approvers"] = list(approvers)  # who may answer it (anyone else is refused)
+        deadline = due_at(outcome.records)
+        if deadline is not None:  # when the run's rule decides it unless someone answers first (`mkl tick`)
+            status["deadline_at"] = deadline
     if result.answers:  # what people answered, each with the note beside it when they wrote one
         status["answers"] = [status_answer(answer) for answer in result.answers]
     if result.machine:
