@@ -29,6 +29,7 @@ from ..checkpoints.notebook_disk import NotebookFileError
 from ..checkpoints.seals import Seal, Signed, covering, key_fingerprint, signatures
 from ..durable.chain import canonical, chain_start, chain_step
 from ..durable.errors import StoreError
+from ..durable.policy import policy_said
 from ..durable.reading import claimed_name, established_how, root_of, run_state
 from ..durable.records import kind_of
 from ..durable.store_names import is_server_store, public_store
@@ -65,6 +66,7 @@ FIELDS = (
     "seconds_to_decide",
     "via",
     "accepted_under",
+    "decided_by",
     "problem",
 )
 CLAIMED = "claimed"  # how a name is established when only the replier's word says it
@@ -86,7 +88,11 @@ class Audit:
 
     def median_seconds(self) -> float | None:
         """The median time from question to answer, over the answers whose question's time is known."""
-        times = [row["seconds_to_decide"] for row in self.answers if row["seconds_to_decide"] is not None]
+        times = [
+            row["seconds_to_decide"]
+            for row in self.answers
+            if row["seconds_to_decide"] is not None and row["decided_by"] != "policy"
+        ]
         return statistics.median(times) if times else None
 
     def summary(self) -> dict[str, Any]:
@@ -203,7 +209,7 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
         kind = kind_of(record)
         if kind == "suspend" and record.get("pos") is not None:
             asked[str(record.get("pos"))] = record
-        if kind != "reply":
+        if kind not in ("reply", "policy"):
             continue
         position = str(record.get("pos"))
         question = asked.get(position)
@@ -238,10 +244,25 @@ def _rows(history: _History, judge: _Judge) -> list[tuple[dict[str, Any], str]]:
             ),
             "via": record.get("via"),
             "accepted_under": REFUSED if index in refused else accepted_under(record),
+            "decided_by": "person",
             "problem": "; ".join(problems) or None,
         }
+        if kind == "policy":  # the run's rule decided, past the deadline: no one's answer, and said so
+            row.update(_policy_row(record))
         rows.append((row, canonical(record)))
     return rows
+
+
+def _policy_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a policy decision's row says instead of a person: the decision, and the rule (its digest, who set it)."""
+    action = str(record.get("action"))
+    escalated = record.get("escalate_to")
+    return {
+        "value": record.get("value", f"{action} to {escalated}" if escalated else action),
+        "via": "policy",
+        "accepted_under": f"policy: {policy_said(record)}",
+        "decided_by": "policy",
+    }
 
 
 def accepted_under(reply: Mapping[str, Any]) -> str:
@@ -391,7 +412,7 @@ class AuditStream:
                 seen.add(key)
                 self.count += 1
                 self.marked += bool(row["problem"])
-                if row["seconds_to_decide"] is not None:
+                if row["seconds_to_decide"] is not None and row["decided_by"] != "policy":  # (a person's time)
                     self._times.append(row["seconds_to_decide"])
                 yield row
             self._copies.note(history, _waiting(history, self._now))

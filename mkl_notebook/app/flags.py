@@ -108,6 +108,24 @@ FLAGS: dict[str, Flag] = {
             metavar="NAMES",
         ),
         Flag(
+            "--deadline",
+            "how long a question may wait for a person (e.g. 30s, 30m, 2h, 1d); then --on-timeout decides it, "
+            "journaled as a policy decision (default: the deadline setting, else $MKL_DEADLINE, else none)",
+            metavar="DURATION",
+        ),
+        Flag(
+            "--on-timeout",
+            "what decides a question past its deadline: reject (the default), approve, or escalate:NAME (asks "
+            "again, NAME the only approver; default: the on_timeout setting, else $MKL_ON_TIMEOUT)",
+            metavar="reject|approve|escalate:NAME",
+        ),
+        Flag(
+            "--remind-after",
+            "when a reminder of a waiting question falls due (e.g. 15m; default: the remind_after setting, else "
+            "$MKL_REMIND_AFTER, else none)",
+            metavar="DURATION",
+        ),
+        Flag(
             "--ask-human",
             "let every generative state ask the person a question (extension)",
             action="store_true",
@@ -209,7 +227,8 @@ STARTING = (
     "fresh",
     "approvers",
 )
-RUN = ("run_id", *STARTING, "retry", "on_untrusted_flow", "ask_human")
+DEADLINES = ("deadline", "on_timeout", "remind_after")
+RUN = ("run_id", *STARTING, *DEADLINES, "retry", "on_untrusted_flow", "ask_human")
 REPLYING = ("reply_set", "reply", "note", "question", "by", *LIMITS, "resolve", "trust_file", "script", "model")
 MAP = ("over", "key", "batch", "concurrency", *STARTING)
 INBOX = ("stores", "json", "mine", "machine", "older_than", "overdue", "full")

@@ -17,7 +17,8 @@ from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.marks import advancing_marks
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
-from ..durable.reading import claimed_name, established_how, replies, spent
+from ..durable.policy import due_at, policy_said
+from ..durable.reading import claimed_name, decisions, established_how, spent
 from ..durable.replay import JournalIndex
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import close_store, open_store
@@ -91,6 +92,9 @@ def run_summary(
         asked = (index.last or {}).get("time")
         if isinstance(asked, (int, float)) and not isinstance(asked, bool):
             listed["asked_at"] = asked
+        deadline = due_at(records)
+        if deadline is not None:  # when the run's rule decides it, unless someone answers first
+            listed["deadline_at"] = deadline
     listed["answers"] = [
         {
             "question": answer.get("question"),
@@ -104,8 +108,9 @@ def run_summary(
             "via": answer.get("via"),
             "time": answer.get("time"),
             **({"note": answer["note"]} if answer.get("note") is not None else {}),
+            **({"rule": policy_said(answer)} if answer.get("t") == "policy" else {}),  # (a deadline's decision)
         }
-        for answer in with_keys(replies(records), records)
+        for answer in with_keys(decisions(records), records)
     ]
     if provenance is not None:
         listed.update(trusted=provenance.trusted, made_by=provenance.mark, key=provenance.key)

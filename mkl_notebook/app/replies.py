@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
-from ..durable.reading import RunState, approvers_in, claimed_name, established_how, replies
+from ..durable.policy import decided, policy_said
+from ..durable.reading import RunState, approvers_in, claimed_name, escalated_to, established_how, replies
 from ..durable.records import NOTE_MAX
 from ..durable.replay import JournalIndex
 from ..durable.runs import Resolution, not_waiting
@@ -42,8 +43,10 @@ class NotAnApprover(UsageProblem):
 
 
 def approvers_of(index: JournalIndex) -> tuple[str, ...]:
-    """Who run's journal (``index``) lets answer its questions: the run's own rule (empty: anyone)."""
-    return approvers_in(index.options)
+    """Who run's journal (``index``) lets answer its questions: the one approver a deadline escalated the waiting
+    question to, else the run's own rule (empty: anyone)."""
+    escalated = escalated_to(index.journal)
+    return (escalated,) if escalated is not None else approvers_in(index.options)
 
 
 def not_an_approver(approvers: Sequence[str], answering: Answerer) -> str | None:
@@ -171,9 +174,9 @@ def read_reply(
     refused saying by whom, when and how). Whether the run waits on exactly that question is checked where the
     reply is journaled, under the run's lease."""
     state = index.state
-    answered = _answered(index.journal, question) if question != state.question_id(run_id) else None
+    pending = state.question_id(run_id)
+    answered = _answered(index.journal, question) if question != pending or decided(index.journal, pending) else None
     if answered is not None:
-        pending = state.question_id(run_id)
         now = (
             f"run '{run_id}' now waits on question {pending} ({state.shown!r})"
             if state.waits_for_reply and pending
@@ -188,6 +191,10 @@ def read_reply(
 def _answered(records: Sequence[Mapping[str, Any]], question: str | None) -> str | None:
     """What the journal says a person answered to ``question`` (value, who and how known, when, through what),
     or None when it holds no answer to it."""
+    ruled = decided(records, question)
+    if ruled is not None:  # a deadline passed first: the run's rule decided it, and no one's answer comes after
+        when = answer_time(ruled.get("time"))
+        return f"{fmt(ruled.get('value'))!r} by policy ({policy_said(ruled)})" + (f" at {when}" if when else "")
     given = [record for record in replies(records) if question and record.get("question") == question]
     if not given:
         return None

@@ -59,6 +59,9 @@ class StartRequest(Limits, Answering):
     on_untrusted_flow: str = "report"
     ask_human: bool = False
     approvers: str | Sequence[str] | None = None
+    deadline: str | int | None = None  # a question's deadline (``30m``, or seconds); None: the settings'
+    on_timeout: str | None = None  # reject, approve or escalate:NAME; None: the settings', else reject
+    remind_after: str | int | None = None
     observer: Observer | None = None
 
 

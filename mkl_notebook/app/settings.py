@@ -30,12 +30,17 @@ RUN_SETTINGS = (
     "hitl",
     "user",
     "approvers",
+    "deadline",
+    "on_timeout",
+    "remind_after",
     "max_workers",
     "executor",
     "max_model_calls",
     "library",
 )
 APPROVERS_ENV = "MKL_APPROVERS"  # who may answer the questions of runs started here (a hub's one setting)
+# A deadline rule for the runs started here (a hub's settings too): see app.deadlines.
+DEADLINE_ENVS = {"deadline": "MKL_DEADLINE", "on_timeout": "MKL_ON_TIMEOUT", "remind_after": "MKL_REMIND_AFTER"}
 NOTEBOOK_SETTINGS = "this notebook (%mkl config, %config MklMagics)"  # where %mkl models says a model was set
 
 
@@ -90,6 +95,9 @@ class Settings:
     library: tuple[Path, ...] | None = None  # folders `call:` searches before the shipped library; None: the env's
     durability: str | None = None  # "process" or "power" (see DURABILITY); None: $MKL_DURABILITY, else "process"
     approvers: tuple[str, ...] | None = None  # who may answer runs started here; None: $MKL_APPROVERS, else anyone
+    # The deadline rule of runs started here, as given (checked when set): deadline, on_timeout, remind_after;
+    # one not set here is read from its DEADLINE_ENVS variable.
+    deadlines: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_flags(
@@ -149,6 +157,11 @@ class Settings:
             from .replies import parse_approvers
 
             self.approvers = parse_approvers(value, "approvers") if value.strip() else ()
+        elif key in DEADLINE_ENVS:
+            from .rules import check_rule_value
+
+            check_rule_value(key, value, key)
+            self.deadlines[key] = value.strip()
         elif key == "executor":
             self.executor = check_executor(value)
         elif key == "max_model_calls":
@@ -184,10 +197,13 @@ class Settings:
 
     def start_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
         """What a run is started with, as a start or map request (``asks``) and these settings say; its approvers
-        are the request's, else those in force here (:meth:`approvers_in_force`)."""
+        are the request's, else those in force here (:meth:`approvers_in_force`); a start's deadline rule, the
+        request's, else the one in force here (:meth:`deadline_in_force`)."""
         import dataclasses
 
         from .replies import parse_approvers
+        from .requests import StartRequest
+        from .rules import with_rule
 
         options = run_options(
             max_steps=asks.max_steps,
@@ -199,7 +215,18 @@ class Settings:
             **more,
         )
         approvers = parse_approvers(asks.approvers, "--approvers") or self.approvers_in_force()
-        return dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
+        options = dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
+        return with_rule(options, asks, self.deadline_in_force) if isinstance(asks, StartRequest) else options
+
+    def deadline_in_force(self, key: str) -> str | None:
+        """The ``deadline``, ``on_timeout`` or ``remind_after`` of runs started here, as text: the setting, else
+        its environment variable (checked now, naming it), else None."""
+        from .rules import check_rule_value
+
+        if key in self.deadlines:
+            return self.deadlines[key] or None
+        given = os.environ.get(DEADLINE_ENVS[key], "").strip()
+        return check_rule_value(key, given, f"${DEADLINE_ENVS[key]}") if given else None
 
     def store_durability(self) -> str:
         """What the store's records survive: the ``durability`` setting, else ``$MKL_DURABILITY`` (checked now,
@@ -231,6 +258,7 @@ class Settings:
             f"hitl = {self.hitl}",
             f"user = {self.user or who()}",
             f"approvers = {self._approvers_shown()}",
+            *(f"{key} = {self._deadline_shown(key)}" for key in DEADLINE_ENVS),
             f"max_workers = {self.max_workers or 'default'}",
             f"executor = {self.executor or 'threads'}{capped}",
             f"library = {self._library_shown()}",
@@ -251,6 +279,12 @@ class Settings:
             return ", ".join(self.approvers) or "anyone"
         given = os.environ.get(APPROVERS_ENV, "").strip()
         return f"{given} (${APPROVERS_ENV})" if given else "anyone"
+
+    def _deadline_shown(self, key: str) -> str:
+        if key in self.deadlines:
+            return self.deadlines[key] or "none"
+        given = os.environ.get(DEADLINE_ENVS[key], "").strip()
+        return f"{given} (${DEADLINE_ENVS[key]})" if given else "reject" if key == "on_timeout" else "none"
 
     def _durability_shown(self) -> str:
         if self.durability is not None:

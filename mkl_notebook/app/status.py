@@ -10,7 +10,8 @@ from ..checkpoints.envelope import MIME_TYPE, checkpoint_of, write_private
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
-from ..durable.reading import approvers_of_journal, claimed_name, established_how, replies, run_state
+from ..durable.policy import due_at, policy_said
+from ..durable.reading import approvers_of_journal, claimed_name, decisions, established_how, run_state
 from ..durable.records import kind_of
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
@@ -44,6 +45,9 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
         approvers = approvers_of_journal(outcome.records)
         if approvers:
             status["approvers"] = list(approvers)  # who may answer it (anyone else is refused)
+        deadline = due_at(outcome.records)
+        if deadline is not None:  # when the run's rule decides it unless someone answers first (`mkl tick`)
+            status["deadline_at"] = deadline
     if result.answers:  # what people answered, each with the note beside it when they wrote one
         status["answers"] = [status_answer(answer) for answer in result.answers]
     if result.machine:
@@ -135,8 +139,9 @@ def later(outcome: Outcome) -> views.Later | None:
             "at": r.get("time"),
             "via": r.get("via"),
             "note": r.get("note"),
+            **({"rule": policy_said(r)} if kind_of(r) == "policy" else {}),
         }
-        for r in with_keys(replies(since), outcome.latest)
+        for r in with_keys(decisions(since), outcome.latest)
     )
     return views.Later(now.status, now.error, now.at, answers)
 
@@ -223,7 +228,8 @@ def answered_place(outcome: Outcome, cell: str | None, asked: str | None, *, new
 
 def answers_to(records: Sequence[Mapping[str, Any]], question_id: Any) -> list[dict[str, Any]]:
     """The replies a journal holds to question ``question_id`` (each with the key that signed it)."""
-    return with_keys([r for r in replies(records) if question_id and r.get("question") == question_id], records)
+    given = [r for r in decisions(records) if question_id and r.get("question") == question_id]
+    return with_keys([{**r, "rule": policy_said(r)} if kind_of(r) == "policy" else r for r in given], records)
 
 
 # -- the key that signed each answer ---------------------------------------------------------------------
@@ -236,7 +242,7 @@ def reply_seals(records: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], d
     stretches = signatures(records)  # type: ignore[arg-type]
     found: dict[tuple[Any, Any], dict[str, str]] = {}
     for index, record in enumerate(records):
-        if kind_of(record) != "reply":
+        if kind_of(record) not in ("reply", "policy"):
             continue
         stretch = covering(stretches, index)
         seal = stretch.seal if stretch is not None else None

@@ -104,6 +104,8 @@ def _option_check(name: str) -> Check:
     default = getattr(RunOptions(), name)
     if name == "max_cost":
         return lambda value: value is None or _amount(value)
+    if name == "on_timeout":
+        return lambda value: value is None or _text(value)
     if default is None:
         return lambda value: value is None or _whole(value)
     if isinstance(default, bool):
@@ -179,6 +181,22 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "about": _maybe_text,
             "note": _note,
             "approvers": lambda value: isinstance(value, list) and all(_text(name) for name in value),
+        },
+    ),
+    "policy": (
+        frozenset({"pos", "question", "action", "rule", "digest"}),
+        {
+            "pos": _text,
+            "question": _text,
+            "action": _one_of("reject", "approve", "escalate"),
+            "rule": _mapping,
+            "digest": _text,
+            "time": _number,
+            "reply_to": _maybe_text,
+            "value": _one_of("reject", "approve"),
+            "escalate_to": _text,
+            "set_by": _text,
+            "about": _maybe_text,
         },
     ),
     "resume": (

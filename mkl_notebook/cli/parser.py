@@ -39,6 +39,7 @@ CARRIED_OUT_BY = {
     "keep": "keep_cmd:keep_main",
     "audit": "audit_cmd:audit_main",
     "inbox": "inbox_cmd:inbox_main",
+    "tick": "tick_cmd:tick_main",
 }
 # The commands that end with the JSON status line: each takes --output-file.
 STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
@@ -207,6 +208,23 @@ def _keep_and_audit(commands: Commands) -> None:
         "stores named with --store and $MKL_STORE (else .mkl/runs.sqlite), when there",
     )
     add_flags(inbox, INBOX)
+    tick = commands.add_parser(
+        "tick", help="decide every question past its deadline by its run's rule (--on-timeout); run it from cron"
+    )
+    tick.add_argument(
+        "folders",
+        nargs="*",
+        metavar="DIR",
+        help="a folder: the notebooks and .mkl/runs.sqlite stores under it (none, and no --store: the default store)",
+    )
+    tick.add_argument(
+        "--store",
+        dest="stores",
+        action="append",
+        metavar="PATH",
+        help="a run store (a file or a postgresql:// URL); repeatable",
+    )
+    tick.add_argument("--json", action="store_true", help="print the decisions as a JSON list of objects")
 
 
 def _command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:

@@ -37,7 +37,9 @@ def claimed_name(reply: Mapping[str, Any]) -> str | None:
 
 
 def decode_answer(kind: str, record: Mapping[str, Any]) -> Any:
-    """The oracle answer an ``answer`` (or ``reply``) record holds."""
+    """The oracle answer an ``answer`` (or ``reply``, or a deadline's ``policy``) record holds."""
+    if kind == "reply" and kind_of(record) == "policy":  # decided by the run's rule: no one's name
+        return HumanReply(record.get("value"), via="policy", at=record.get("time"))
     if kind == "reply":
         note = record.get("note")
         return HumanReply(
@@ -179,15 +181,46 @@ def replies(records: Iterable[Mapping[str, Any]]) -> list[ReplyRecord]:
     return [cast(ReplyRecord, record) for record in records if kind_of(record) == "reply"]
 
 
+def decisions(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The answers among ``records``, in order: each person's reply, and each decision a deadline made by the
+    run's rule (a ``policy`` record that gives the gate its value, marked ``via`` policy, with no one's name)."""
+    return [
+        dict(record) if kind_of(record) == "reply" else {**record, "via": "policy"}
+        for record in records
+        if kind_of(record) == "reply" or (kind_of(record) == "policy" and "value" in record)
+    ]
+
+
 def approvers_in(options: Mapping[str, Any]) -> tuple[str, ...]:
     """Who may answer a run's questions, as the options in force in its journal say (empty: anyone)."""
     names = options.get("approvers")
     return tuple(sorted(name for name in names if isinstance(name, str))) if isinstance(names, list) else ()
 
 
+def escalated_to(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """The one approver the question a journal waits on was escalated to by its deadline (None: it was not)."""
+    if not records:
+        return None
+    question = run_state(records).question_id(str(records[0].get("run")))
+    escalation = next(
+        (
+            r
+            for r in reversed(records)
+            if kind_of(r) == "policy" and r.get("question") == question and r.get("action") == "escalate"
+        ),
+        None,
+    )
+    name = escalation.get("escalate_to") if question is not None and escalation is not None else None
+    return name if isinstance(name, str) else None
+
+
 def approvers_of_journal(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """Who may answer the questions of the run a journal holds: the options of its start, or of the latest
-    re-run that set them anew (empty: anyone)."""
+    """Who may answer the questions of the run a journal holds: the one approver its deadline escalated the
+    waiting question to, else the options of its start, or of the latest re-run that set them anew (empty:
+    anyone)."""
+    escalated = escalated_to(records)
+    if escalated is not None:
+        return (escalated,)
     for record in reversed(records):
         if kind_of(record) in ("start", "rerun") and "options" in record:
             options = record.get("options")
@@ -200,7 +233,7 @@ def root_of(records: Sequence[Mapping[str, Any]]) -> str:
     return str(records[0].get("root") or "") if records else ""
 
 
-def run_state(records: list[dict[str, Any]]) -> RunState:
+def run_state(records: Sequence[Mapping[str, Any]]) -> RunState:
     """Where the run a journal holds stands: its latest ``suspend`` or ``finish`` record says."""
     ending = next((r for r in reversed(records) if is_ending(r)), None)
     return state_of(ending)

@@ -10,6 +10,8 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
 - ``invalidated``: a recorded answer no longer matches its request (the machine or its
   input changed); the call is made anew.
 - ``reply``: a person's answer at a gate's position.
+- ``policy``: a question's deadline passed and the run's rule decided it (reject, approve, or escalate to
+  another approver): never a person's answer, and kept apart from them.
 - ``suspend`` / ``finish``: how the latest advance of the run ended.
 - ``resume``: budgets raised for the next advance.
 - ``resolve``: a person settled a tool call left in doubt (or, as a ``retry`` valued ``NOT_SENT``, the run
@@ -118,6 +120,24 @@ class ReplyRecord(_ReplyKeys, total=False):
     approvers: list[str]  # the rule it was taken under: who the run let answer (absent: anyone)
 
 
+class _PolicyKeys(TypedDict):
+    t: Literal["policy"]
+    pos: str
+    question: str  # the id of the question decided
+    action: str  # reject, approve or escalate
+    rule: dict[str, Any]  # the run's deadline rule: deadline (seconds), on_timeout, remind_after
+    digest: str  # sha256 of the rule's canonical JSON
+    time: float
+
+
+class PolicyRecord(_PolicyKeys, total=False):
+    reply_to: str | None
+    value: str  # the decision the gate is given (approve or reject); absent for an escalation
+    escalate_to: str  # the one approver an escalation asks again
+    set_by: str  # who set the rule: the run's starter, as its journal says
+    about: str  # what the question was about, as it was shown
+
+
 class _SuspendKeys(TypedDict):
     t: Literal["suspend"]
     reason: str | None
@@ -211,6 +231,7 @@ Record = (
     | IntentRecord
     | InvalidatedRecord
     | ReplyRecord
+    | PolicyRecord
     | SuspendRecord
     | FinishRecord
     | ResumeRecord
@@ -221,7 +242,7 @@ Record = (
 ENDINGS = ("suspend", "finish")  # the kinds that end an advance
 # The kinds no one can give again if a power cut took them: a person's answer, a person's settlement of a call
 # in doubt, and the intent written before a non-idempotent tool runs (lost, the tool could run twice).
-PRECIOUS = ("reply", "resolve", "intent")
+PRECIOUS = ("reply", "resolve", "intent", "policy")
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
 
 
@@ -390,6 +411,42 @@ def reply_record(
     if approvers:
         record["approvers"] = sorted(approvers)
     record["time"] = time.time()
+    return record
+
+
+def policy_record(
+    position: str,
+    question: str,
+    action: str,
+    rule: Mapping[str, Any],
+    digest: str,
+    *,
+    reply_to: str | None = None,
+    set_by: str | None = None,
+    about: str | None = None,
+    escalate_to: str | None = None,
+) -> PolicyRecord:
+    """A deadline's decision of ``question`` (at ``position``) under the run's ``rule`` (with its ``digest``):
+    ``action`` reject or approve gives the gate that value; escalate asks again with ``escalate_to`` as the one
+    approver. ``set_by`` is who set the rule (the run's starter)."""
+    record: PolicyRecord = {
+        "t": "policy",
+        "pos": position,
+        "question": question,
+        "action": action,
+        "rule": dict(rule),
+        "digest": digest,
+        "time": time.time(),
+    }
+    if action in ("approve", "reject"):
+        record["value"] = action
+        record["reply_to"] = reply_to
+    if escalate_to:
+        record["escalate_to"] = escalate_to
+    if set_by:
+        record["set_by"] = set_by
+    if about is not None:
+        record["about"] = about
     return record
 
 

@@ -129,8 +129,8 @@ class JournalIndex:
                 self.retried.add(position)
         elif kind == "resolve":
             self.resolutions[position] = record
-        elif kind == "reply":
-            self.replies.setdefault(position, []).append(record)
+        elif kind == "reply" or (kind == "policy" and "value" in record):
+            self.replies.setdefault(position, []).append(record)  # a deadline's decision answers as a reply would
         elif kind in ("suspend", "finish"):
             self.last = record
             self.set_up_again = False

@@ -21,7 +21,7 @@ from ..lang import stdlib
 from ..lang.findings import MachineError
 from ..lang.loader import load
 from ..lang.model import Machine, reachable
-from . import places
+from . import places, policy
 from . import records as rec
 from .chain import common_prefix, setup_digest
 from .journaled_options import options_from_record, options_record
@@ -453,8 +453,8 @@ def resume_records(
         if not state.waits_for_reply:
             raise RunStateError(not_waiting(run_id, state))
         pending = state.question_id(run_id)
-        if question is not None and question != pending:
-            raise RunStateError(not_pending(run_id, question, state))
+        if (question is not None and question != pending) or policy.decided(index.journal, pending):
+            raise RunStateError(not_pending(run_id, question or str(pending), state))  # (or its deadline decided it)
         question = pending
         added.append(
             rec.reply_record(

@@ -38,6 +38,12 @@ class RunOptions:
     # Who may answer the run's questions (established names or trusted key names); empty: anyone. The engine
     # never reads it: the run's journal keeps it, and whoever journals a reply holds the reply to it.
     approvers: frozenset[str] = frozenset()
+    # A question's deadline, in seconds after it is asked, and what decides it then (None: reject, the safe
+    # default; or approve, or escalate:NAME); a reminder falls due remind_after seconds after it is asked. The
+    # engine never reads them either: whoever holds the run's lease when a deadline passes journals the decision.
+    deadline: int | None = None
+    on_timeout: str | None = None
+    remind_after: int | None = None
     max_workers: int = DEFAULT_MAX_WORKERS
     secret: bytes = b""  # per-run secret for fence nonces; random when empty
     ask_human: bool = False  # let every generative state ask the person (extension)

@@ -52,6 +52,7 @@ HELP = """\
     --trust-file (take up the notebook's copy of the run though no key you trust sealed it)
     --retry (make the calls that failed again; a re-run otherwise replays a provider's failure as it was)
     --executor dask|dask://ADDRESS (make the calls on this kernel's Dask client, or a scheduler's)
+    --deadline DURATION --on-timeout reject|approve|escalate:NAME --remind-after DURATION (a question's deadline)
     --on-untrusted-flow report|halt  --ask-human   (the flags `mkl run` shares mean the same, see `mkl run -h`)
 %mkl map NAME --over $rows|ROWS.jsonl|.csv  one run per row (a list of dicts, a DataFrame or a file);
     --key COLUMN  --id BATCH  --concurrency N, and run's flags; one form for all the rows' questions
@@ -79,7 +80,9 @@ HELP = """\
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
 %mkl config [key=value]   show or change settings: store, durability (process, or power: every record synced
                           to disk, as MKL_DURABILITY), hitl, user, approvers (who may answer runs started here,
-                          as MKL_APPROVERS), max_workers, executor, max_model_calls,
+                          as MKL_APPROVERS), deadline, on_timeout, remind_after (a question's deadline
+                          rule, as MKL_DEADLINE, MKL_ON_TIMEOUT, MKL_REMIND_AFTER), max_workers, executor,
+                          max_model_calls,
                           library (folders call: searches first, as MKL_LIBRARY_PATH), and models: model,
                           fast, balanced, reasoning, judge, api_base, timeout, retries
                           (also %config MklMagics.model = "openai/gpt-4o-mini")

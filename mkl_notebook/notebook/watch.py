@@ -6,15 +6,18 @@ when an advance ends, heard on a connection of the thread's own: :func:`~..app.w
 store is looked at every :data:`EVERY` seconds, cheaply (its file's size and time first, then only the records
 past those the notebook shows). When a run the notebook follows went on past what it shows, the kernel is woken
 on its own loop (never on the thread), where the run is read again and its views and forms catch up as they do
-for any move.
+for any move. So is it when the deadline of a question a followed run waits on passes: on its loop the kernel
+decides the question by the run's rule (unless another process did first) and the cell redraws.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..app.deadlines import deadline_of, decide_shown
 from ..app.watching import Changes, journal_past, store_changes, store_stamp
 from ..app.workspace import Workspace
 
@@ -46,6 +49,7 @@ class StoreWatch:
         self._stamp: Any = None
         self._listened: Any = _NONE  # the store self._changes listens to (None when it tells nothing)
         self._changes: Changes | None = None
+        self._deadlines: dict[str, tuple[int, float | None]] = {}  # by run: how far it was shown, and its deadline
 
     def start(self) -> None:
         """Start looking (once)."""
@@ -69,6 +73,7 @@ class StoreWatch:
     def _turn(self) -> None:
         """Wait for the store to change (told by its server, or a while between looks), and look."""
         changes = self._listen_to(self._notebook.workspace.store_opened())
+        self.decide_due()
         if changes is None:
             if not self._stop.wait(self._every):
                 self.look()
@@ -113,3 +118,29 @@ class StoreWatch:
         if moved:
             self._wake(lambda: self._notebook.caught_up(moved))
         return moved
+
+    def decide_due(self, now: float | None = None) -> list[str]:
+        """The followed runs whose question's deadline has passed by ``now``: the kernel is woken to decide each by
+        its rule, and the cells that show them redraw (each is woken for once per journal length shown)."""
+        followed = self._notebook.followed()
+        store = self._notebook.workspace.store_opened()
+        if not followed or store is None:
+            return []
+        at = time.time() if now is None else now
+        due = []
+        for run_id, shown in followed.items():
+            known = self._deadlines.get(run_id)
+            if known is None or known[0] != shown:
+                known = self._deadlines[run_id] = (shown, deadline_of(store, run_id))
+            if known[1] is not None and at >= known[1]:
+                due.append(run_id)
+                self._deadlines[run_id] = (shown, None)  # (woken once; what it shows next says again)
+        if due:
+            self._wake(lambda: self._decide(due))
+        return due
+
+    def _decide(self, run_ids: list[str]) -> None:
+        """On the kernel's loop: decide the due questions, and catch up what shows the runs decided."""
+        decided = decide_shown(self._notebook.workspace, run_ids)
+        if decided:
+            self._notebook.caught_up(decided)

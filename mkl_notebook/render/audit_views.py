@@ -78,6 +78,8 @@ def _about(row: Row) -> str:
 
 
 def _by(row: Row) -> str:
+    if row.get("decided_by") == "policy":
+        return "policy"  # (the rule that decided is under accepted_under: no one's name)
     return who_answered(row.get("by"), row.get("established"), row.get("claimed")) or NONE
 
 

@@ -182,6 +182,8 @@ def answered_by(answer: Mapping[str, Any]) -> str:
     says: "by alice (JupyterHub) · 2026-12-03 14:02:11 UTC · via form · key 3f2a 91c0 5d7e 02b4"."""
     who = who_answered(answer.get("by"), answer.get("established"), answer.get("claimed"))
     via = answer.get("via")
+    if via == "policy":  # a deadline's decision by the run's rule: no one's name, and the rule said instead
+        who, via = f"policy ({answer['rule']})" if answer.get("rule") else "policy", None
     parts = (
         f"by {who}" if who else "",
         answer_time(answer.get("at", answer.get("time"))),
