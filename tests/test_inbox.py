@@ -161,7 +161,7 @@ def test_older_than_and_machine_filter_and_overdue_needs_a_deadline(tree: Path) 
     assert sorted(row["run"] for row in _inbox(tree, "team-c", "--older-than", "0s")) == ["c1", "c2"]
     assert _inbox(tree, "team-c", "--machine", "other") == []
     assert len(_inbox(tree, "team-c", "--machine", "refund")) == 2
-    assert _inbox(tree, "team-c", "--overdue") == []  # no run has a deadline yet
+    assert _inbox(tree, "team-c", "--overdue") == []  # no run there has a deadline
 
 
 def test_a_store_named_and_the_configured_store_are_read_and_a_password_is_never_shown(tree: Path) -> None:
@@ -179,7 +179,7 @@ def test_a_store_named_and_the_configured_store_are_read_and_a_password_is_never
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--older-than", "soon"], "--older-than takes a duration such as 30m, 2h or 1d, not 'soon'"),
+        (["--older-than", "soon"], "--older-than takes a duration such as 30s, 30m, 2h or 1d, not 'soon'"),
         (["no-such-folder"], "no-such-folder: no such folder"),
         (["--store", "missing.sqlite"], "missing.sqlite: no such run store"),
         (["--store", "postgresql://me:s3cret@127.0.0.1:1/db"], None),
@@ -266,3 +266,19 @@ def test_a_server_stores_questions_are_listed_without_its_password_and_answered_
     )
     assert done.returncode == 0, done.stderr
     assert _inbox(tmp_path, "--store", url) == []
+
+
+def test_a_deadline_shows_in_its_row_and_overdue_keeps_the_questions_past_it(tmp_path: Path) -> None:
+    import time
+
+    _store_run(tmp_path, "soon", "--deadline", "1s")
+    _store_run(tmp_path, "later", "--deadline", "1d")
+    _store_run(tmp_path, "never")
+    rows = {row["run"]: row for row in _inbox(tmp_path)}
+    assert rows["never"]["deadline"] is None
+    for run, seconds in (("soon", 1), ("later", 86400)):
+        assert abs(rows[run]["deadline"] - (rows[run]["asked_at"] + seconds)) < 1, rows[run]
+    deadline = time.monotonic() + 60
+    while [row["run"] for row in _inbox(tmp_path, "--overdue")] != ["soon"]:  # (nothing decides it: no tick ran)
+        assert time.monotonic() < deadline, _inbox(tmp_path, "--overdue")
+        time.sleep(0.2)

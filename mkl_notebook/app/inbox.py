@@ -15,7 +15,6 @@ made, and no file is written.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,19 +35,10 @@ from .errors import UsageProblem, without_secrets
 from .listing import file_resume, files_under, run_summary, store_flag, stored_resume
 from .replies import answerer, not_an_approver
 from .requests import InboxRequest
+from .rules import parse_duration
 from .trust import Keyring, Provenance
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _LEFT_OUT = ("answers", "status", "cost_usd", "key")  # of a listing's row: what an inbox row does not say
-
-
-def parse_duration(text: str, flag: str = "--older-than") -> float:
-    """Seconds in a duration as a person writes it: ``45s``, ``30m``, ``2h``, ``1d``, ``1w``."""
-    found = _DURATION.match(str(text))
-    if found is None:
-        raise UsageProblem(f"{flag} takes a duration such as 30m, 2h or 1d, not {text!r}")
-    return float(found.group(1)) * _UNITS[found.group(2)]
 
 
 @dataclass
@@ -239,7 +229,7 @@ def _row(copy: _Copy, others: Sequence[_Copy], known: dict[str, str], now: float
         asked_by_trusted_as=trusted_as,
         asked_at=asked_at,
         age_seconds=None if asked_at is None else round(max(0.0, now - asked_at), 3),
-        deadline=None,  # (a run's deadline, once runs have one)
+        deadline=listed.pop("deadline_at", None),  # when the run's rule decides it (--deadline), if it has one
         where=copy.place,
         file=copy.file,
         cell=copy.cell,
@@ -292,7 +282,7 @@ def inbox(request: InboxRequest, keyring: Keyring | None = None, *, now: float |
     answer it (``command``, ``commands``). A named store that cannot be opened, a folder that is not there, or a
     filter that does not parse is refused (:class:`UsageProblem`, or the store's own error), nothing listed.
     """
-    older = parse_duration(request.older_than) if request.older_than is not None else None
+    older = parse_duration(request.older_than, "--older-than", zero=True)
     now = time.time() if now is None else now
     keyring = keyring or Keyring()
     reach = _Reach(keyring)

@@ -16,21 +16,21 @@ from .errors import UsageProblem
 if TYPE_CHECKING:
     from .requests import StartRequest
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
-_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SETTING_NAMES = {"deadline": "--deadline", "on_timeout": "--on-timeout", "remind_after": "--remind-after"}
 
 
-def parse_duration(value: Any, flag: str) -> int | None:
-    """Seconds from a duration (``30s``, ``30m``, ``2h``, ``1d``, or a whole number of seconds); None for none.
-    Anything else is refused, naming ``flag``."""
+def parse_duration(value: Any, flag: str, *, zero: bool = False) -> int | None:
+    """Seconds from a duration (``30s``, ``30m``, ``2h``, ``1d``, ``1w``, or a whole number of seconds); None for
+    none. Anything else (and no time at all, unless ``zero``) is refused, naming ``flag``."""
     if value is None or value == "":
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, int) and not isinstance(value, bool) and (value > 0 or (zero and value == 0)):
         return value
     found = _DURATION.match(value) if isinstance(value, str) else None
-    seconds = int(found.group(1)) * _UNIT[found.group(2)] if found else 0
-    if seconds <= 0:
+    seconds = int(found.group(1)) * _UNIT[found.group(2)] if found else -1
+    if seconds < 0 or (seconds == 0 and not zero):
         raise UsageProblem(f"{flag} takes a duration such as 30s, 30m, 2h or 1d, not {value!r}")
     return seconds
 
