@@ -108,6 +108,15 @@ FLAGS: dict[str, Flag] = {
             metavar="NAMES",
         ),
         Flag(
+            "--notify",
+            "announce each new question of the run on a channel: an https:// webhook (Slack-compatible JSON) or "
+            "mailto:ADDRESS (sent through $MKL_SMTP); repeatable (default: the notify setting, else $MKL_NOTIFY). "
+            "The run's journal names it only by a digest and its host; it is kept whole on this machine alone",
+            action="append",
+            default=(),
+            metavar="URL",
+        ),
+        Flag(
             "--ask-human",
             "let every generative state ask the person a question (extension)",
             action="store_true",
@@ -189,6 +198,7 @@ STARTING = (
     "executor",
     "fresh",
     "approvers",
+    "notify",
 )
 RUN = ("run_id", *STARTING, "retry", "on_untrusted_flow", "ask_human")
 REPLYING = ("reply_set", "reply", "note", "question", "by", *LIMITS, "resolve", "trust_file", "script", "model")

@@ -17,7 +17,7 @@ from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.marks import advancing_marks
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
-from ..durable.reading import claimed_name, established_how, replies, spent
+from ..durable.reading import claimed_name, established_how, notification_failed, replies, spent
 from ..durable.replay import JournalIndex
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import close_store, open_store
@@ -91,6 +91,9 @@ def run_summary(
         asked = (index.last or {}).get("time")
         if isinstance(asked, (int, float)) and not isinstance(asked, bool):
             listed["asked_at"] = asked
+        failed = notification_failed(records)
+        if failed is not None:  # (the channel redacted: its journal never holds it whole)
+            listed["notification_failed"] = failed
     listed["answers"] = [
         {
             "question": answer.get("question"),

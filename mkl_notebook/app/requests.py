@@ -59,6 +59,7 @@ class StartRequest(Limits, Answering):
     on_untrusted_flow: str = "report"
     ask_human: bool = False
     approvers: str | Sequence[str] | None = None
+    notify: str | Sequence[str] | None = None  # channels a new question is announced on (``--notify``)
     observer: Observer | None = None
 
 
@@ -114,6 +115,7 @@ class MapRequest(Limits, Answering):
     fresh: bool = False
     concurrency: int = DEFAULT_CONCURRENCY
     approvers: str | Sequence[str] | None = None
+    notify: str | Sequence[str] | None = None
     progress: Callable[[int, int], None] | None = None
 
 
@@ -150,6 +152,8 @@ def from_flags(
         if name in _GIVEN or not hasattr(args, name):
             continue
         value = getattr(args, name)
+        if isinstance(value, list):  # (a repeatable flag: each value read as one)
+            value = [text(item) if isinstance(item, str) else item for item in value]
         values[name] = text(value) if isinstance(value, str) else value
     if any(field.name == "hitl" for field in dataclasses.fields(kind)):
         values["hitl"] = hitl_choice(args)

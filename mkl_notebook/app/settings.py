@@ -19,6 +19,7 @@ from .values import parse_budget, parse_cost
 if TYPE_CHECKING:
     from ..engine.options import RunOptions
     from ..providers.config import ModelConfig
+    from .channels import Channel
 
 DEFAULT_STORE = Path(DEFAULT_STORE_NAME)  # (as durable.stores has it, without loading the store)
 HITL_MODES = ("none", "asking", "all")
@@ -29,6 +30,7 @@ RUN_SETTINGS = (
     "hitl",
     "user",
     "approvers",
+    "notify",
     "max_workers",
     "executor",
     "max_model_calls",
@@ -89,6 +91,9 @@ class Settings:
     library: tuple[Path, ...] | None = None  # folders `call:` searches before the shipped library; None: the env's
     durability: str | None = None  # "process" or "power" (see DURABILITY); None: $MKL_DURABILITY, else "process"
     approvers: tuple[str, ...] | None = None  # who may answer runs started here; None: $MKL_APPROVERS, else anyone
+    # Channels new questions are announced on, as given (a webhook's URL is a secret: never in a repr); None:
+    # $MKL_NOTIFY, else none.
+    notify: tuple[str, ...] | None = field(default=None, repr=False)
 
     @classmethod
     def from_flags(
@@ -148,6 +153,10 @@ class Settings:
             from .replies import parse_approvers
 
             self.approvers = parse_approvers(value, "approvers") if value.strip() else ()
+        elif key == "notify":
+            from .channels import parse_channels
+
+            self.notify = tuple(channel.given for channel in parse_channels(value, "notify"))
         elif key == "executor":
             self.executor = check_executor(value)
         elif key == "max_model_calls":
@@ -181,6 +190,15 @@ class Settings:
             return self.approvers
         return parse_approvers(os.environ.get(APPROVERS_ENV, "").strip() or None, f"${APPROVERS_ENV}")
 
+    def notify_channels(self) -> tuple[Channel, ...]:
+        """The channels new questions of runs started here are announced on: the ``notify`` setting, else
+        ``$MKL_NOTIFY`` (checked now), else none."""
+        from .channels import NOTIFY_ENV, parse_channels
+
+        if self.notify is not None:
+            return parse_channels(self.notify, "notify")
+        return parse_channels(os.environ.get(NOTIFY_ENV, ""), f"${NOTIFY_ENV}")
+
     def store_durability(self) -> str:
         """What the store's records survive: the ``durability`` setting, else ``$MKL_DURABILITY`` (checked now,
         naming it when it is not a durability), else ``process``."""
@@ -211,6 +229,7 @@ class Settings:
             f"hitl = {self.hitl}",
             f"user = {self.user or who()}",
             f"approvers = {self._approvers_shown()}",
+            f"notify = {self._notify_shown()}",
             f"max_workers = {self.max_workers or 'default'}",
             f"executor = {self.executor or 'threads'}{capped}",
             f"library = {self._library_shown()}",
@@ -231,6 +250,16 @@ class Settings:
             return ", ".join(self.approvers) or "anyone"
         given = os.environ.get(APPROVERS_ENV, "").strip()
         return f"{given} (${APPROVERS_ENV})" if given else "anyone"
+
+    def _notify_shown(self) -> str:
+        """The channels in force, redacted (a webhook's URL is a secret: its path is never shown)."""
+        from .channels import NOTIFY_ENV
+
+        try:
+            shown = ", ".join(channel.redacted for channel in self.notify_channels()) or "none"
+        except UsageProblem:
+            return f"not channels (${NOTIFY_ENV})"
+        return shown if self.notify is not None or shown == "none" else f"{shown} (${NOTIFY_ENV})"
 
     def _durability_shown(self) -> str:
         if self.durability is not None:

@@ -10,7 +10,14 @@ from ..checkpoints.envelope import MIME_TYPE, checkpoint_of, write_private
 from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
-from ..durable.reading import approvers_of_journal, claimed_name, established_how, replies, run_state
+from ..durable.reading import (
+    approvers_of_journal,
+    claimed_name,
+    established_how,
+    notification_failed,
+    replies,
+    run_state,
+)
 from ..durable.records import kind_of
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
@@ -44,6 +51,9 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
         approvers = approvers_of_journal(outcome.records)
         if approvers:
             status["approvers"] = list(approvers)  # who may answer it (anyone else is refused)
+        failed = notification_failed(outcome.records)
+        if failed is not None:
+            status["notification_failed"] = failed  # its channel redacted, its reason without secrets
     if result.answers:  # what people answered, each with the note beside it when they wrote one
         status["answers"] = [status_answer(answer) for answer in result.answers]
     if result.machine:

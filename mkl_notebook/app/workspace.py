@@ -33,7 +33,7 @@ from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
-from . import batch, checkpoints, oracles
+from . import batch, checkpoints, notifying, oracles
 from .cells import Cells, NoCells, answered_in, as_cells_left
 from .checkpoints import own_run_id
 from .continuing import changed_files
@@ -134,7 +134,8 @@ class Workspace:
             **more,
         )
         approvers = parse_approvers(asks.approvers, "--approvers") or self.settings.approvers_in_force()
-        return dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
+        options = dataclasses.replace(options, approvers=frozenset(approvers)) if approvers else options
+        return notifying.with_channels(options, asks.notify, self.settings)  # (kept whole here, journaled redacted)
 
     def _origin(self, machine: Machine, script: Any, model: str | None) -> dict[str, str] | None:
         made_from = self.shelf.files.get(machine.name) if self.follow_files else None

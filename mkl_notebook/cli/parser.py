@@ -38,9 +38,10 @@ CARRIED_OUT_BY = {
     "trust": "trust_cmd:trust_main",
     "keep": "keep_cmd:keep_main",
     "audit": "audit_cmd:audit_main",
+    "notify": "notify_cmd:notify_main",
 }
 # The commands that end with the JSON status line: each takes --output-file.
-STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
+STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep", "notify")
 # The commands that load machines (a resumed run goes on in the machines it pinned): each takes --library.
 LIBRARY_COMMANDS = ("check", "run", "map", "test")
 # The commands that write runs to a store: each takes --durability.
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _map_plan_and_trace(commands)
     _trust(commands)
     _keep_and_audit(commands)
+    _notify(commands)
     for name in STATUS_COMMANDS:
         _output_file_flag(commands.choices[name])
     for name in LIBRARY_COMMANDS:
@@ -192,6 +194,28 @@ def _keep_and_audit(commands: Commands) -> None:
     shape = audit.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print the answers as a JSON list of objects")
     shape.add_argument("--csv", action="store_true", help="print the answers as CSV, a header row first")
+
+
+def _notify(commands: Commands) -> None:
+    notify = commands.add_parser(
+        "notify",
+        help="send the notifications of waiting questions still due (a sender was killed, a receiver was down)",
+    )
+    notify.add_argument("folders", nargs="*", metavar="DIR", help="folders whose .mkl/runs.sqlite stores to send from")
+    notify.add_argument(
+        "--store",
+        action="append",
+        metavar="URL",
+        help=f"a run store to send from (a file or a postgresql:// URL); repeatable (none, and no DIR: "
+        f"$MKL_STORE, else {DEFAULT_STORE_NAME})",
+    )
+    notify.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a channel this machine may send on, beside those it keeps (runs name theirs by digest only)",
+    )
 
 
 def _command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:

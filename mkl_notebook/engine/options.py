@@ -38,6 +38,9 @@ class RunOptions:
     # Who may answer the run's questions (established names or trusted key names); empty: anyone. The engine
     # never reads it: the run's journal keeps it, and whoever journals a reply holds the reply to it.
     approvers: frozenset[str] = frozenset()
+    # Where a new question of the run is announced: each channel as its journal may show it (a digest naming it
+    # and its redacted form, never the channel itself). The engine never reads it either.
+    notify: frozenset[str] = frozenset()
     max_workers: int = DEFAULT_MAX_WORKERS
     secret: bytes = b""  # per-run secret for fence nonces; random when empty
     ask_human: bool = False  # let every generative state ask the person (extension)
