@@ -8,6 +8,7 @@ sent by ``mkl`` in subprocesses, which the tests SIGKILL at chosen points while 
 
 from __future__ import annotations
 
+import contextlib
 import email
 import http.server
 import json
@@ -104,7 +105,7 @@ class Webhook:
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if not receiver.holding.arriving():
                     self.close_connection = True
@@ -112,12 +113,10 @@ class Webhook:
                 with receiver.holding.lock:
                     receiver.posts.append((self.headers.get("Idempotency-Key"), self.path, body))
                 failed = receiver.holding.arrived()
-                try:
+                with contextlib.suppress(OSError):  # the sender was killed while this was held
                     self.send_response(503 if failed else 200)
                     self.end_headers()
                     self.wfile.write(b"ok")
-                except OSError:
-                    pass  # the sender was killed while this was held
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -151,10 +150,8 @@ class MailServer:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                try:
+                with contextlib.suppress(OSError):  # the sender was killed mid-conversation
                     self._talk()
-                except OSError:
-                    pass  # the sender was killed mid-conversation
 
             def _say(self, line: str) -> None:
                 self.wfile.write(line.encode() + b"\r\n")
@@ -256,9 +253,7 @@ def _journals(folder: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def _all_bytes(folder: Path, *, but: tuple[str, ...] = ()) -> bytes:
-    return b"".join(
-        path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file() and path.name not in but
-    )
+    return b"".join(path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file() and path.name not in but)
 
 
 def test_a_hundred_questions_are_announced_once_each_however_often_the_sender_is_killed(
@@ -420,7 +415,7 @@ def test_channels_are_checked_and_shown_redacted(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("MKL_NOTIFY", slack)
     assert "notify = https://hooks.slack.com/… ($MKL_NOTIFY)" in Settings().lines()
     _folder(tmp_path, 1)
-    code, line, out, err = mkl_cli(
+    code, _, out, err = mkl_cli(
         tmp_path, "run", "refund.mkl", "--notify", "gopher://example.org/" + CANARY, env={"MKL_NOTIFY": ""}
     )
     assert code == 2 and "Traceback" not in err and CANARY not in out + err

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..durable.store_names import is_server_store
+from ..errors import MklError
 from ..providers.secrets import scrub
 from .errors import UsageProblem
 
@@ -43,7 +44,7 @@ SEND_TIMEOUT = 10.0  # seconds a receiver may take; a slower one is a failed sen
 _REASON_MAX = 200
 
 
-class SendFailed(Exception):
+class SendFailed(MklError):
     """A receiver did not take a notification; the message says why, with no secret of the channel in it."""
 
 

@@ -17,6 +17,7 @@ and ``mkl notify`` for whatever is still due (:func:`send_due`, which a schedule
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -35,6 +36,7 @@ from ..durable.reading import (
     sendings,
 )
 from ..durable.stores import RunStore
+from .cells import NoCells
 from .channels import (
     Channel,
     ChannelBook,
@@ -46,9 +48,11 @@ from .channels import (
     parse_channels,
     send,
 )
+from .errors import UsageProblem
 from .listing import run_summary, stored_resume
 
 if TYPE_CHECKING:
+    from ..durable.runs import Outcome
     from ..engine.options import RunOptions
     from .settings import Settings
 
@@ -213,16 +217,28 @@ def with_channels(options: RunOptions, given: str | Sequence[str] | None, settin
     return dataclasses.replace(options, notify=journaled(channels))
 
 
-def after_advance(ws: Any, run_id: str, status: str) -> Report | None:
-    """Right after an advance left run ``run_id`` waiting (its suspension durable), send its notifications;
-    a failure is journaled, and never fails the command or the cell."""
-    if status != "suspended":
-        return None
+def after_advance(ws: Any, run_id: str) -> Report:
+    """Send run ``run_id``'s due notifications from workspace ``ws``; a failure is journaled, and never fails
+    the command or the cell."""
     try:
         book = channel_book(ws.settings.store, ws.settings.notify_channels())
         return send_run(ws.store, run_id, book, store_flag=ws.store_flag(), endorse=ws.equipment.endorser())
-    except (StoreError, OSError) as problem:
+    except (StoreError, UsageProblem, OSError) as problem:
         return Report(skipped=[(run_id, "", f"not sent now ({type(problem).__name__}); `mkl notify` sends it")])
+
+
+def announce(ws: Any, outcome: Outcome) -> None:
+    """Right after an advance of workspace ``ws`` left a run waiting (its suspension durable), send the
+    notifications of its question: at once from a command (``ws.notified`` keeps what it did), on a thread of
+    its own in a kernel, so that the cell is not held up by a slow receiver (a kernel stopped meanwhile leaves
+    the intent journaled, and ``mkl notify`` sends it again with its key)."""
+    ws.notified.pop(outcome.run_id, None)
+    if outcome.result.status != "suspended" or not channels_of_journal(outcome.records):
+        return
+    if isinstance(ws.cells, NoCells):
+        ws.notified[outcome.run_id] = after_advance(ws, outcome.run_id)
+    else:
+        threading.Thread(target=after_advance, args=(ws, outcome.run_id), name="mkl-notify", daemon=True).start()
 
 
 def stores_under(folder: Path) -> tuple[list[Path], list[str]]:

@@ -86,6 +86,7 @@ class Workspace:
         self.copies = Copies(lambda: self.store, self.keyring, self.machines, self.cells)
         self._store: RunStore | None = None
         self._lock = threading.Lock()
+        self.notified: dict[str, notifying.Report] = {}  # what announcing each run's latest question did
 
     def __enter__(self) -> Workspace:
         return self
@@ -212,6 +213,7 @@ class Workspace:
             endorse=self.equipment.endorser(),
         )
         self.reached(run_id, handle.outcome)
+        notifying.announce(self, handle.outcome)
         self.runs[run_id] = handle
         self.cells.kept(handle)  # shown or not (`mkl_notebook.run()` displays nothing), the notebook keeps it
         return handle
@@ -334,7 +336,7 @@ class Workspace:
             return Preparation(records, registry, current)
 
         with checkpoints.kernel_advance(self.cells.file_holding(run_id), run_id, self.store):
-            return durable.advance(
+            outcome = durable.advance(
                 self.store,
                 run_id,
                 oracle,
@@ -344,6 +346,8 @@ class Workspace:
                 known=known,
                 endorse=self.equipment.endorser(),
             )
+        notifying.announce(self, outcome)  # (a new question, durable now: its notifications go)
+        return outcome
 
     def submit(
         self,

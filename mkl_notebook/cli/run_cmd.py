@@ -45,14 +45,13 @@ def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: s
     """Print the outcome and its status line; ``written`` names a file the caller already updated."""
     from ..app import status
     from ..app.checkpoints import write_checkpoint
-    from ..app.notifying import after_advance
 
     if args.checkpoint:
         write_checkpoint(args.checkpoint, outcome, ws.keyring.signer())
     if not args.quiet:
         say(status.describe(outcome, resume, cli_cap(outcome.run_id, printed_store(args.store), args.full)))
     line = status.status_line(outcome, checkpoint=args.checkpoint or written)
-    sent = after_advance(ws, outcome.run_id, outcome.result.status)  # (its question is durable: announce it)
+    sent = ws.notified.get(outcome.run_id)  # what announcing its question did, when it waits on one
     if sent is not None and (sent.sent or sent.failed):
         line["notified"] = [channel for _, channel in sent.sent]
         if sent.failed:
