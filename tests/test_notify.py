@@ -420,3 +420,54 @@ def test_channels_are_checked_and_shown_redacted(tmp_path: Path, monkeypatch: py
     )
     assert code == 2 and "Traceback" not in err and CANARY not in out + err
     assert "--notify: a channel is an https:// (or http://) webhook URL or mailto:ADDRESS" in err
+
+
+def test_a_notebooks_kernel_announces_its_questions_and_the_notebook_never_holds_the_webhooks_secret(
+    tmp_path: Path, webhook: Webhook, mail: MailServer
+) -> None:
+    """Restart & Run All of a notebook whose webhook is read from the environment (its cells hold no secret): the
+    `notify` setting and a run's `--notify` announce each question once; the saved notebook, its outputs, the
+    store and the kernel's printing hold no piece of the webhook's secret path."""
+    import nbformat
+    from lab_client import run_all
+
+    _folder(tmp_path, 0)
+    notebook = tmp_path / "approvals.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext mkl_notebook"),
+        nbformat.v4.new_code_cell("import os\nhook = os.environ['HOOK']"),
+        nbformat.v4.new_code_cell("%mkl config notify=$hook"),
+        nbformat.v4.new_code_cell("%mkl config"),
+        nbformat.v4.new_code_cell("%%mkl\n" + REFUND),
+        nbformat.v4.new_code_cell("%mkl run refund --id nb1 --set ticket=one --script refund.script.yaml"),
+        nbformat.v4.new_code_cell("%mkl config notify="),
+        nbformat.v4.new_code_cell(
+            "%mkl run refund --id nb2 --set ticket=two --script refund.script.yaml --notify $hook"
+        ),
+        nbformat.v4.new_code_cell("%mkl runs"),
+    ]
+    nbformat.write(nb, notebook)
+    run_all(notebook, env={**_env(mail), "HOOK": webhook.url, "PYTHONUNBUFFERED": "1"})
+    # The kernel sent on a thread of its own; whatever a kernel shut down before it sent is sent by `mkl notify`.
+    code, _, out, err = mkl_cli(tmp_path, "notify", env=_env(mail))
+    assert code == 0, err
+    keys = webhook.keys()
+    with webhook.holding.lock:
+        runs = sorted(body["run"] for _, _, body in webhook.posts)
+    assert len(keys) == 2 and sorted(set(runs)) == ["nb1", "nb2"]
+    assert all(count == 1 for count in keys.values())
+
+    from mkl_notebook.checkpoints import notebook_file
+
+    embedded, damaged = notebook_file.scan(notebook)
+    assert not damaged and {run.run_id for run in embedded} == {"nb1", "nb2"}
+    for run in embedded:  # the journals the notebook carries name the channel by digest and host only
+        journal = json.dumps(run.records)
+        assert CANARY not in journal
+        (entry,) = run.records[0]["options"]["notify"]
+        assert entry.startswith("sha256:") and entry.endswith(webhook.url.split("/services/")[0] + "/…")
+    saved = notebook.read_text(encoding="utf-8")
+    assert "notify = http://127.0.0.1:" in saved and "/…" in saved  # %mkl config shows it redacted
+    assert CANARY not in saved + out + err
+    assert CANARY.encode() not in _all_bytes(tmp_path, but=("notify-channels.json",))
