@@ -16,6 +16,7 @@ and ``mkl notify`` for whatever is still due (:func:`send_due`, which a schedule
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -259,3 +260,14 @@ def send_from(ws: Any, channels: Iterable[Channel] = ()) -> Report:
     keeps), journaling and signing as ``ws`` does."""
     book = channel_book(ws.settings.store, (*ws.settings.notify_channels(), *channels))
     return send_due(ws.store, book, store_flag=ws.store_flag(), endorse=ws.equipment.endorser())
+
+
+def announce_waiting(ws: Any) -> None:
+    """Send whatever is due in workspace ``ws``'s store on a thread of its own (a kernel's batch just left rows
+    waiting: the cell is not held up by a slow receiver); a failure is journaled, or left to ``mkl notify``."""
+
+    def sending() -> None:
+        with contextlib.suppress(StoreError, UsageProblem, OSError):  # (what is due stays due for the next sender)
+            send_from(ws)
+
+    threading.Thread(target=sending, name="mkl-notify", daemon=True).start()
