@@ -473,3 +473,34 @@ def test_a_notebooks_kernel_announces_its_questions_and_the_notebook_never_holds
     assert "notify = http://127.0.0.1:" in saved and "/…" in saved  # %mkl config shows it redacted
     assert CANARY not in saved + out + err
     assert CANARY.encode() not in _all_bytes(tmp_path, but=("notify-channels.json",))
+
+
+def test_a_person_answers_while_a_receiver_takes_its_time_and_the_sent_notification_is_still_journaled(
+    tmp_path: Path, webhook: Webhook, mail: MailServer
+) -> None:
+    """Sending never holds the run: while the webhook keeps the sender waiting, an answer is taken at once."""
+    folder = _folder(tmp_path, 0)
+    env = _env(mail)
+    webhook.holding.new_round(1)  # the first notification is taken and not answered until released
+    sender = _mkl(
+        folder,
+        env,
+        *("run", "refund.mkl", "--script", "refund.script.yaml", "--hitl", "--id", "r2", "--notify", webhook.url),
+    )
+    _until(webhook.holding.held.is_set, "the webhook to hold the notification")
+    code, listing, _, err = mkl_cli(folder, "runs", env=env)
+    (waiting,) = [run for run in listing["runs"] if run["run"] == "r2"]
+    code, line, _, err = mkl_cli(
+        folder,
+        *("resume", "--id", "r2", "--script", "refund.script.yaml", "--question", waiting["question_id"]),
+        *("--reply", "approve"),
+        env=env,
+    )
+    assert code == 0 and line["status"] == "done", err
+    webhook.holding.release.set()
+    out, err_bytes = sender.communicate(timeout=WAIT)
+    assert sender.returncode == 3, err_bytes
+    assert json.loads(out.decode().strip().splitlines()[-1])["notified"] == [webhook.url.split("/services/")[0] + "/…"]
+    records = _journals(folder)["r2"]
+    assert [r["outcome"] for r in records if r["t"] == "notified"] == ["sent"]
+    assert [r["value"] for r in records if r["t"] == "reply"] == ["approve"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
 
 
 Send = Callable[[Channel, str, Mapping[str, Any]], None]
+Endorse = Callable[[list[dict[str, Any]]], Mapping[str, Any]]
+SENDING = "#notify"  # after a run's id, the lease of whoever sends its notifications ('#' is in no run id)
+LEASE_WAIT = 30.0  # seconds a sender waits for an advance holding the run to end before it leaves a record
 
 
 @dataclass(frozen=True)
@@ -147,44 +151,83 @@ def send_run(
     book: ChannelBook,
     *,
     store_flag: str | None = None,
-    endorse: Callable[[list[dict[str, Any]]], Mapping[str, Any]] | None = None,
+    endorse: Endorse | None = None,
     sender: Send = send,
     report: Report | None = None,
 ) -> Report:
-    """Send what is due of run ``run_id`` under its lease (a run another process holds is left to the next
-    sender): for each notification its intent, the send, then its outcome; ``endorse`` signs what was added."""
-    from ..durable.reading import unsigned_from
-
+    """Send what is due of run ``run_id``: for each notification its intent, the send, then its outcome;
+    ``endorse`` signs what was added. One sender of a run's notifications at a time (another one's run is left
+    to it); records are journaled under the run's lease, but the lease is let go while a receiver takes its
+    time, so that a person answering meanwhile is not refused."""
     report = report if report is not None else Report()
     try:
-        with store.lease(run_id):
-            records = store.read(run_id)
-            due = due_in(run_id, records)
-            if not due:
-                return report
-            content = message(run_id, records, store_flag)
-            for item in due:
-                channel = book.find(item.digest)
-                if channel is None:
-                    report.skipped.append((run_id, entry_shown(item.entry), "the channel is not configured here"))
-                    continue
-                if not item.resent:
-                    store.append(run_id, rec.notify_record(item.key, item.digest, item.question))
-                try:
-                    sender(channel, item.key, content)
-                except SendFailed as problem:
-                    store.append(run_id, rec.notified_record(item.key, str(problem) or "failed"))
-                    report.failed.append((run_id, entry_shown(item.entry), str(problem)))
-                    continue
-                store.append(run_id, rec.notified_record(item.key))
-                report.sent.append((run_id, entry_shown(item.entry)))
-            if endorse is not None:
+        with store.lease(run_id + SENDING):
+            with store.lease(run_id):
                 records = store.read(run_id)
-                if unsigned_from(records) < len(records):
-                    store.append(run_id, endorse(records))
+                due = due_in(run_id, records)
+                content = message(run_id, records, store_flag) if due else {}
+                sending = []
+                for item in due:
+                    channel = book.find(item.digest)
+                    if channel is None:
+                        report.skipped.append((run_id, entry_shown(item.entry), "the channel is not configured here"))
+                    else:
+                        sending.append((item, channel))
+            for item, channel in sending:
+                _send_one(store, run_id, item, channel, content, sender, endorse, report)
     except RunBusy:
-        report.skipped.append((run_id, "", "the run is being advanced elsewhere; the next sender sends"))
+        report.skipped.append((run_id, "", "the run is being advanced or notified elsewhere; the next sender sends"))
     return report
+
+
+def _send_one(
+    store: RunStore,
+    run_id: str,
+    item: Due,
+    channel: Channel,
+    content: Mapping[str, Any],
+    sender: Send,
+    endorse: Endorse | None,
+    report: Report,
+) -> None:
+    """One notification: its intent journaled (unless one is open: a send may have left, and goes again with the
+    same key), the send, its outcome journaled."""
+    if not item.resent and not _journal(store, run_id, [rec.notify_record(item.key, item.digest, item.question)]):
+        report.skipped.append((run_id, entry_shown(item.entry), "the run was busy; the next sender sends"))
+        return
+    try:
+        sender(channel, item.key, content)
+    except SendFailed as problem:
+        outcome = rec.notified_record(item.key, str(problem) or "failed")
+        report.failed.append((run_id, entry_shown(item.entry), str(problem)))
+    else:
+        outcome = rec.notified_record(item.key)
+        report.sent.append((run_id, entry_shown(item.entry)))
+    if not _journal(store, run_id, [outcome], endorse):
+        # Sent, and not journaled: the next sender sends again with the same key, which the receiver drops.
+        report.skipped.append((run_id, entry_shown(item.entry), "its outcome waits for the next sender"))
+
+
+def _journal(store: RunStore, run_id: str, records: list[rec.Record], endorse: Endorse | None = None) -> bool:
+    """Append ``records`` to run ``run_id`` under its lease, waiting a while for an advance that holds it to end;
+    False when it did not end in time (nothing appended)."""
+    from ..durable.reading import unsigned_from
+
+    deadline = time.monotonic() + LEASE_WAIT
+    while True:
+        try:
+            with store.lease(run_id):
+                for record in records:
+                    store.append(run_id, record)
+                if endorse is not None:
+                    journal = store.read(run_id)
+                    if unsigned_from(journal) < len(journal):
+                        store.append(run_id, endorse(journal))
+            return True
+        except RunBusy:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
 
 
 def send_due(
@@ -192,7 +235,7 @@ def send_due(
     book: ChannelBook,
     *,
     store_flag: str | None = None,
-    endorse: Callable[[list[dict[str, Any]]], Mapping[str, Any]] | None = None,
+    endorse: Endorse | None = None,
     sender: Send = send,
 ) -> Report:
     """Send every notification due in ``store`` (see :func:`due_notifications`); what was done, in a report."""
