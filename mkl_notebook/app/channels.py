@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import smtplib
@@ -199,7 +200,7 @@ def send(channel: Channel, key: str, message: Mapping[str, Any]) -> None:
             _mail(channel, key, message)
     except SendFailed:
         raise
-    except (OSError, smtplib.SMTPException, ssl.SSLError, ValueError) as problem:
+    except (OSError, http.client.HTTPException, smtplib.SMTPException, ssl.SSLError, ValueError) as problem:
         raise SendFailed(_reason(problem, channel)) from None
 
 

@@ -1,7 +1,7 @@
 """Notifying people of a new question, once per question and channel, across crashes.
 
-Each notification has an idempotency key: a digest of the question's id and the channel's digest. Under the
-run's lease a sender journals the intent (a ``notify`` record: key, channel digest, question), sends, and journals
+Each notification has an idempotency key: a digest of the question's id and the channel's digest. A sender
+journals the intent (a ``notify`` record: key, channel digest, question), sends, and journals
 the outcome (a ``notified`` record: ``sent``, or ``failed`` and why). A sender that finds an intent without an
 outcome (one before it was killed between the two) sends again with the same key, which the receiver gets (an
 ``Idempotency-Key`` header and field; an e-mail's Message-ID), so a receiver that drops a key it has seen shows
@@ -10,7 +10,7 @@ is at-least-once delivery with a stable key: exactly one notification per questi
 the key; the journal says what was sent. A failed send is retried by the next sender, up to :data:`MAX_FAILURES`
 times, and never holds the run up.
 
-Who sends: the process that journals the question, right after the suspension is durable (:func:`after_advance`),
+Who sends: the process that journals the question, right after the suspension is durable (:func:`announce`),
 and ``mkl notify`` for whatever is still due (:func:`send_due`, which a scheduler such as ``mkl tick`` may call).
 """
 
