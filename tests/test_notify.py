@@ -8,6 +8,7 @@ sent by ``mkl`` in subprocesses, which the tests SIGKILL at chosen points while 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import email
 import http.server
@@ -146,6 +147,7 @@ class MailServer:
     def __init__(self) -> None:
         self.messages: list[email.message.Message] = []
         self.holding = _Holding()
+        self.login: tuple[str, str] | None = None  # the user and password it wants (None: no login)
         receiver = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -165,7 +167,13 @@ class MailServer:
                     verb = line.decode(errors="replace").strip().split(" ")[0].upper()
                     if verb == "EHLO":
                         self._say("250-localhost")
+                        if receiver.login is not None:
+                            self._say("250-AUTH PLAIN")
                         self._say("250 8BITMIME")
+                    elif verb == "AUTH":
+                        given = base64.b64decode(line.split()[-1]).split(b"\0")[1:]
+                        wanted = [part.encode() for part in receiver.login or ("", "")]
+                        self._say("235 welcome" if given == wanted else "535 bad credentials")
                     elif verb in ("HELO", "MAIL", "RCPT", "RSET", "NOOP"):
                         self._say("250 ok")
                     elif verb == "DATA":
@@ -504,3 +512,27 @@ def test_a_person_answers_while_a_receiver_takes_its_time_and_the_sent_notificat
     records = _journals(folder)["r2"]
     assert [r["outcome"] for r in records if r["t"] == "notified"] == ["sent"]
     assert [r["value"] for r in records if r["t"] == "reply"] == ["approve"]
+
+
+def test_an_e_mail_logs_in_carries_the_key_as_its_message_id_and_a_refused_login_leaks_no_password(
+    tmp_path: Path, webhook: Webhook, mail: MailServer
+) -> None:
+    folder = _folder(tmp_path, 0)
+    password = "SmtpPw-Canary-61d0c2"
+    mail.login = ("mkl-bot", password)
+    env = {**_env(mail), "MKL_SMTP_USER": "mkl-bot", "MKL_SMTP_PASSWORD": "wrong-" + password}
+    run = ("run", "refund.mkl", "--script", "refund.script.yaml", "--hitl", "--id", "m1", "--notify")
+    code, line, out, err = mkl_cli(folder, *run, f"mailto:{MAIL_TO}", env=env)
+    assert code == 3 and mail.count() == 0
+    assert line["notification_failed"].startswith(f"mailto:{MAIL_TO}: (535")
+    code, line, out2, err2 = mkl_cli(folder, "notify", env={**env, "MKL_SMTP_PASSWORD": password})
+    assert code == 0 and line["notified"][0]["sent"] == [{"run": "m1", "channel": f"mailto:{MAIL_TO}"}]
+    (message,) = mail.messages
+    records = _journals(folder)["m1"]
+    (key,) = {record["key"] for record in records if record["t"] == "notified"}
+    assert message["Message-ID"] == f"<{key}@mkl-notebook>" and message["To"] == MAIL_TO
+    assert message["Subject"] == "mkl: m1 asks: The draft promises a refund. Approve sending it?"
+    body = message.get_payload()
+    assert "mkl resume --id m1" in body and "--question q-" in body
+    assert password not in out + err + out2 + err2
+    assert password.encode() not in _all_bytes(folder)
