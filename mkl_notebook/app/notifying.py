@@ -37,6 +37,7 @@ from ..durable.reading import (
     run_state,
     sendings,
 )
+from ..durable.store_opening import store_there
 from ..durable.stores import RunStore
 from .cells import NoCells
 from .channels import (
@@ -283,6 +284,11 @@ def announce(ws: Any, outcome: Outcome) -> None:
         ws.notified[outcome.run_id] = after_advance(ws, outcome.run_id)
     else:
         threading.Thread(target=after_advance, args=(ws, outcome.run_id), name="mkl-notify", daemon=True).start()
+
+
+def store_in_reach(location: Path | str) -> bool:
+    """Whether there is a run store at ``location`` to send from (sending never makes one)."""
+    return store_there(location)
 
 
 def stores_under(folder: Path) -> tuple[list[Path], list[str]]:

@@ -20,7 +20,7 @@ from .parser import EXIT_FAILED, EXIT_OK
 
 def notify_main(args: argparse.Namespace) -> int:
     from ..app.channels import parse_channels
-    from ..app.notifying import send_from, stores_under
+    from ..app.notifying import send_from, store_in_reach, stores_under
     from ..app.settings import store_location
     from ..app.workspace import Workspace
 
@@ -38,6 +38,9 @@ def notify_main(args: argparse.Namespace) -> int:
     done: list[dict[str, Any]] = []
     for location in dict.fromkeys(locations):
         shown = printed_store(str(location)) or str(location)
+        if not store_in_reach(location):  # (nothing waits there, and sending makes no store)
+            print(printable(f"{shown}: no run store"))
+            continue
         with Workspace(Settings(store=location)) as ws:
             report = send_from(ws, channels)
         for run_id, channel in report.sent:
