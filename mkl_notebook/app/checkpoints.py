@@ -100,11 +100,13 @@ def own_run_id(run_id: str, signer: Signer | None) -> str:
 
 
 def resume_checkpoint_file(
-    path: str, store: SQLiteStore, advance: Callable[[str], Outcome], *, keyring: Keyring, trust_file: bool = False
+    path: str, store: RunStore, advance: Callable[[str], Outcome], *, keyring: Keyring, trust_file: bool = False
 ) -> Outcome:
-    """Resume the run a checkpoint file carries (``advance(run_id)`` once it is in ``store``) and write its new
-    checkpoint over the file, sealed by this person. Concurrent resumes of one file take turns (a lock beside the
-    store), so the later one reads what the earlier one wrote."""
+    """Resume the run a checkpoint file carries (``advance(run_id)`` once it is in ``store``, a store file) and
+    write its new checkpoint over the file, sealed by this person. Concurrent resumes of one file take turns (a
+    lock beside the store), so the later one reads what the earlier one wrote."""
+    if not isinstance(store, SQLiteStore):
+        raise UsageProblem("a checkpoint file is resumed in a run store file (--store PATH)")
     lock = store.path.parent / "locks" / (Path(path).resolve().name + ".checkpoint.lock")
     with file_lease(lock, f"checkpoint {path}"):
         header, records, seal = envelope.read_file(path)

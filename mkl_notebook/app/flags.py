@@ -126,6 +126,15 @@ FLAGS: dict[str, Flag] = {
             metavar="DURATION",
         ),
         Flag(
+            "--notify",
+            "announce each new question of the run on a channel: an https:// webhook (Slack-compatible JSON) or "
+            "mailto:ADDRESS (sent through $MKL_SMTP); repeatable (default: the notify setting, else $MKL_NOTIFY). "
+            "The run's journal names it only by a digest and its host; it is kept whole on this machine alone",
+            action="append",
+            default=(),
+            metavar="URL",
+        ),
+        Flag(
             "--ask-human",
             "let every generative state ask the person a question (extension)",
             action="store_true",
@@ -226,6 +235,7 @@ STARTING = (
     "executor",
     "fresh",
     "approvers",
+    "notify",
 )
 DEADLINES = ("deadline", "on_timeout", "remind_after")
 RUN = ("run_id", *STARTING, *DEADLINES, "retry", "on_untrusted_flow", "ask_human")

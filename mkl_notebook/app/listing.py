@@ -18,7 +18,7 @@ from ..checkpoints.marks import advancing_marks
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.errors import StoreError
 from ..durable.policy import due_at, policy_said
-from ..durable.reading import claimed_name, decisions, established_how, spent
+from ..durable.reading import claimed_name, decisions, established_how, notification_failed, spent
 from ..durable.replay import JournalIndex
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import close_store, open_store
@@ -95,6 +95,9 @@ def run_summary(
         deadline = due_at(records)
         if deadline is not None:  # when the run's rule decides it, unless someone answers first
             listed["deadline_at"] = deadline
+        failed = notification_failed(records)
+        if failed is not None:  # (the channel redacted: its journal never holds it whole)
+            listed["notification_failed"] = failed
     listed["answers"] = [
         {
             "question": answer.get("question"),

@@ -62,6 +62,7 @@ class StartRequest(Limits, Answering):
     deadline: str | int | None = None  # a question's deadline (``30m``, or seconds); None: the settings'
     on_timeout: str | None = None  # reject, approve or escalate:NAME; None: the settings', else reject
     remind_after: str | int | None = None
+    notify: str | Sequence[str] | None = None  # channels a new question is announced on (``--notify``)
     observer: Observer | None = None
 
 
@@ -117,6 +118,7 @@ class MapRequest(Limits, Answering):
     fresh: bool = False
     concurrency: int = DEFAULT_CONCURRENCY
     approvers: str | Sequence[str] | None = None
+    notify: str | Sequence[str] | None = None
     progress: Callable[[int, int], None] | None = None
 
 
@@ -170,6 +172,8 @@ def from_flags(
         if name in _GIVEN or not hasattr(args, name):
             continue
         value = getattr(args, name)
+        if isinstance(value, list):  # (a repeatable flag: each value read as one)
+            value = [text(item) if isinstance(item, str) else item for item in value]
         values[name] = text(value) if isinstance(value, str) else value
     if any(field.name == "hitl" for field in dataclasses.fields(kind)):
         values["hitl"] = hitl_choice(args)

@@ -19,6 +19,7 @@ from .values import parse_budget, parse_cost
 if TYPE_CHECKING:
     from ..engine.options import RunOptions
     from ..providers.config import ModelConfig
+    from .channels import Channel
     from .requests import MapRequest, StartRequest
 
 DEFAULT_STORE = Path(DEFAULT_STORE_NAME)  # (as durable.stores has it, without loading the store)
@@ -33,6 +34,7 @@ RUN_SETTINGS = (
     "deadline",
     "on_timeout",
     "remind_after",
+    "notify",
     "max_workers",
     "executor",
     "max_model_calls",
@@ -98,6 +100,9 @@ class Settings:
     # The deadline rule of runs started here, as given (checked when set): deadline, on_timeout, remind_after;
     # one not set here is read from its DEADLINE_ENVS variable.
     deadlines: dict[str, str] = field(default_factory=dict)
+    # Channels new questions are announced on, as given (a webhook's URL is a secret: never in a repr); None:
+    # $MKL_NOTIFY, else none.
+    notify: tuple[str, ...] | None = field(default=None, repr=False)
 
     @classmethod
     def from_flags(
@@ -162,6 +167,10 @@ class Settings:
 
             check_rule_value(key, value, key)
             self.deadlines[key] = value.strip()
+        elif key == "notify":
+            from .channels import parse_channels
+
+            self.notify = tuple(channel.given for channel in parse_channels(value, "notify"))
         elif key == "executor":
             self.executor = check_executor(value)
         elif key == "max_model_calls":
@@ -228,6 +237,15 @@ class Settings:
         given = os.environ.get(DEADLINE_ENVS[key], "").strip()
         return check_rule_value(key, given, f"${DEADLINE_ENVS[key]}") if given else None
 
+    def notify_channels(self) -> tuple[Channel, ...]:
+        """The channels new questions of runs started here are announced on: the ``notify`` setting, else
+        ``$MKL_NOTIFY`` (checked now), else none."""
+        from .channels import NOTIFY_ENV, parse_channels
+
+        if self.notify is not None:
+            return parse_channels(self.notify, "notify")
+        return parse_channels(os.environ.get(NOTIFY_ENV, ""), f"${NOTIFY_ENV}")
+
     def store_durability(self) -> str:
         """What the store's records survive: the ``durability`` setting, else ``$MKL_DURABILITY`` (checked now,
         naming it when it is not a durability), else ``process``."""
@@ -259,6 +277,7 @@ class Settings:
             f"user = {self.user or who()}",
             f"approvers = {self._approvers_shown()}",
             *(f"{key} = {self._deadline_shown(key)}" for key in DEADLINE_ENVS),
+            f"notify = {self._notify_shown()}",
             f"max_workers = {self.max_workers or 'default'}",
             f"executor = {self.executor or 'threads'}{capped}",
             f"library = {self._library_shown()}",
@@ -285,6 +304,16 @@ class Settings:
             return self.deadlines[key] or "none"
         given = os.environ.get(DEADLINE_ENVS[key], "").strip()
         return f"{given} (${DEADLINE_ENVS[key]})" if given else "reject" if key == "on_timeout" else "none"
+
+    def _notify_shown(self) -> str:
+        """The channels in force, redacted (a webhook's URL is a secret: its path is never shown)."""
+        from .channels import NOTIFY_ENV
+
+        try:
+            shown = ", ".join(channel.redacted for channel in self.notify_channels()) or "none"
+        except UsageProblem:
+            return f"not channels (${NOTIFY_ENV})"
+        return shown if self.notify is not None or shown == "none" else f"{shown} (${NOTIFY_ENV})"
 
     def _durability_shown(self) -> str:
         if self.durability is not None:

@@ -11,7 +11,14 @@ from ..checkpoints.notebook_file import FORM_MIME
 from ..checkpoints.seals import Signer, covering, key_fingerprint, signatures
 from ..durable import places
 from ..durable.policy import due_at, policy_said
-from ..durable.reading import approvers_of_journal, claimed_name, decisions, established_how, run_state
+from ..durable.reading import (
+    approvers_of_journal,
+    claimed_name,
+    decisions,
+    established_how,
+    notification_failed,
+    run_state,
+)
 from ..durable.records import kind_of
 from ..durable.runs import Outcome
 from ..engine.result import RunResult
@@ -48,6 +55,9 @@ def status_line(outcome: Outcome, *, checkpoint: str | None = None) -> dict[str,
         deadline = due_at(outcome.records)
         if deadline is not None:  # when the run's rule decides it unless someone answers first (`mkl tick`)
             status["deadline_at"] = deadline
+        failed = notification_failed(outcome.records)
+        if failed is not None:
+            status["notification_failed"] = failed  # its channel redacted, its reason without secrets
     if result.answers:  # what people answered, each with the note beside it when they wrote one
         status["answers"] = [status_answer(answer) for answer in result.answers]
     if result.machine:

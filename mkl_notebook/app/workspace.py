@@ -28,11 +28,12 @@ from ..durable.replay import JournalIndex
 from ..durable.runs import Observer, Outcome, Preparation, Resolution
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import open_store, reading_store, store_there
-from ..durable.stores import RunStore, SQLiteStore, UnknownRun
+from ..durable.stores import RunStore, UnknownRun
+from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
-from . import batch, checkpoints, oracles
+from . import batch, checkpoints, notifying, oracles
 from .cells import Cells, NoCells, answered_in, as_cells_left
 from .checkpoints import own_run_id
 from .continuing import changed_files
@@ -85,6 +86,7 @@ class Workspace:
         self.copies = Copies(lambda: self.store, self.keyring, self.machines, self.cells, self._unopened)
         self._store: RunStore | None = None
         self._lock = threading.Lock()
+        self.notified: dict[str, notifying.Report] = {}  # what announcing each run's latest question did
 
     def __enter__(self) -> Workspace:
         return self
@@ -138,6 +140,10 @@ class Workspace:
         with self._lock:
             self._store = None
 
+    def _start_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
+        """:meth:`Settings.start_options`, with the channels announcing questions (kept whole here, journaled redacted)."""
+        return notifying.with_channels(self.settings.start_options(asks, **more), asks.notify, self.settings)
+
     def store_flag(self) -> str | None:
         """The ``--store`` a command continuing this workspace's runs names (None: the default store)."""
         return store_flag(self.settings.store)
@@ -168,9 +174,7 @@ class Workspace:
             self.cells.let_go(run_id)
             self.copies.taken_up.pop(run_id, None)  # the new run is this person's own
         host_values = host_input(asks.input or {}, "input")
-        run_settings = self.settings.start_options(
-            asks, on_untrusted_flow=asks.on_untrusted_flow, ask_human=asks.ask_human
-        )
+        run_settings = self._start_options(asks, on_untrusted_flow=asks.on_untrusted_flow, ask_human=asks.ask_human)
         set_aside = None
         if not fresh:
             try:
@@ -217,6 +221,7 @@ class Workspace:
             endorse=self.equipment.endorser(),
         )
         self.reached(run_id, handle.outcome)
+        notifying.announce(self, handle.outcome)
         self.runs[run_id] = handle
         self.cells.kept(handle)  # shown or not (`mkl_notebook.run()` displays nothing), the notebook keeps it
         return handle
@@ -338,7 +343,7 @@ class Workspace:
             return Preparation(records, registry, current)
 
         with checkpoints.kernel_advance(self.cells.file_holding(run_id), run_id, self.store):
-            return durable.advance(
+            outcome = durable.advance(
                 self.store,
                 run_id,
                 oracle,
@@ -348,6 +353,8 @@ class Workspace:
                 known=known,
                 endorse=self.equipment.endorser(),
             )
+        notifying.announce(self, outcome)  # (a new question, durable now: its notifications go)
+        return outcome
 
     def submit(
         self,
@@ -402,7 +409,7 @@ class Workspace:
         asks = asked(ContinueRequest, request, options)
         return checkpoints.resume_checkpoint_file(
             path,
-            self._sqlite_store(),
+            self.store,
             lambda run_id: self.resume(run_id, asks),
             keyring=self.keyring,
             trust_file=asks.trust_file,
@@ -425,12 +432,6 @@ class Workspace:
             keyring=self.keyring,
             trust_file=asks.trust_file,
         )
-
-    def _sqlite_store(self) -> SQLiteStore:
-        store = self.store
-        if not isinstance(store, SQLiteStore):
-            raise UsageProblem("a checkpoint file is resumed in a run store file (--store PATH)")
-        return store
 
     def plan(self, run_id: str) -> Plan:
         """What running ``run_id`` again with the machines as defined now would replay, call anew and ask again;
@@ -526,7 +527,7 @@ class Workspace:
                 except Untrusted:
                     if script is None:
                         raise  # running it afresh would call a model instead of the file's run: ask first
-        run_settings = self.settings.start_options(asks)
+        run_settings = self._start_options(asks)
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
         make_oracle = self.equipment.oracle_factory(
             script,

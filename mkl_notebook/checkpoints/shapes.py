@@ -246,6 +246,14 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
             "failed": _text,
         },
     ),
+    "notify": (
+        frozenset({"key", "channel", "question"}),
+        {"key": _text, "channel": _text, "question": _text, "time": _number},
+    ),
+    "notified": (
+        frozenset({"key", "outcome"}),
+        {"key": _text, "outcome": _one_of("sent", "failed"), "reason": _text, "time": _number},
+    ),
     "sign": (
         frozenset({"key", "by", "sig"}),
         {

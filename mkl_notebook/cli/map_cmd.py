@@ -21,6 +21,7 @@ from .parser import EXIT_FAILED
 
 if TYPE_CHECKING:
     from ..app import batch
+    from ..app.notifying import Report
 
 BATCH_EXIT = {**STATUS_EXIT, "error": EXIT_FAILED}
 
@@ -36,7 +37,7 @@ def map_main(args: argparse.Namespace) -> int:
             print(f"\r{done}/{total} rows", end="", file=sys.stderr, flush=True)
 
     try:
-        tally = _map(args, progress)
+        tally, report = _map(args, progress)
     except KeyboardInterrupt:
         said = "every row's answers journaled so far stay; the same mkl map command again (without --fresh) goes on"
         return interrupted(said)
@@ -57,15 +58,22 @@ def map_main(args: argparse.Namespace) -> int:
                 )
             )
     status: dict[str, Any] = {"status": tally.status, "counts": tally.counts, **tally.spent(), "rows": summaries}
+    if report is not None and (report.sent or report.failed):
+        status["notified"] = len(report.sent)
+        if report.failed:
+            status["notifications_failed"] = len(report.failed)
+            say(f"{len(report.failed)} notifications failed (`mkl runs` says why; `mkl notify` tries again)")
     if not listed:
         status["rows_left_out"] = tally.left_out  # done rows of a large batch: each is in the store
     emit_status(status)
     return BATCH_EXIT[tally.status]
 
 
-def _map(args: argparse.Namespace, progress: Callable[[int, int], None]) -> batch.Tally:
-    """Every row's run, as the flags say, each counted into the tally and dropped."""
+def _map(args: argparse.Namespace, progress: Callable[[int, int], None]) -> tuple[batch.Tally, Report | None]:
+    """Every row's run, as the flags say, each counted into the tally and dropped; then the notifications of
+    the questions the rows left waiting, sent (each row's suspension is durable by then)."""
     from ..app import batch
+    from ..app.notifying import send_from
     from ..app.requests import MapRequest, from_flags
 
     with workspace(args) as ws:
@@ -75,4 +83,5 @@ def _map(args: argparse.Namespace, progress: Callable[[int, int], None]) -> batc
         tally = batch.Tally(running.total)
         for row in running:  # each row is counted in and dropped: a batch of any size holds the rows running
             tally.add(row)
-    return tally
+        report = send_from(ws) if tally.counts.get("suspended") else None
+    return tally, report

@@ -40,9 +40,10 @@ CARRIED_OUT_BY = {
     "audit": "audit_cmd:audit_main",
     "inbox": "inbox_cmd:inbox_main",
     "tick": "tick_cmd:tick_main",
+    "notify": "notify_cmd:notify_main",
 }
 # The commands that end with the JSON status line: each takes --output-file.
-STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep")
+STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep", "notify")
 # The commands that load machines (a resumed run goes on in the machines it pinned): each takes --library.
 LIBRARY_COMMANDS = ("check", "run", "map", "test")
 # The commands that write runs to a store: each takes --durability.
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     _map_plan_and_trace(commands)
     _trust(commands)
     _keep_and_audit(commands)
+    _notify(commands)
     for name in STATUS_COMMANDS:
         _output_file_flag(commands.choices[name])
     for name in LIBRARY_COMMANDS:
@@ -225,6 +227,28 @@ def _keep_and_audit(commands: Commands) -> None:
         help="a run store (a file or a postgresql:// URL); repeatable",
     )
     tick.add_argument("--json", action="store_true", help="print the decisions as a JSON list of objects")
+
+
+def _notify(commands: Commands) -> None:
+    notify = commands.add_parser(
+        "notify",
+        help="send the notifications of waiting questions still due (a sender was killed, a receiver was down)",
+    )
+    notify.add_argument("folders", nargs="*", metavar="DIR", help="folders whose .mkl/runs.sqlite stores to send from")
+    notify.add_argument(
+        "--store",
+        action="append",
+        metavar="URL",
+        help=f"a run store to send from (a file or a postgresql:// URL); repeatable (none, and no DIR: "
+        f"$MKL_STORE, else {DEFAULT_STORE_NAME})",
+    )
+    notify.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a channel this machine may send on, beside those it keeps (runs name theirs by digest only)",
+    )
 
 
 def _command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:

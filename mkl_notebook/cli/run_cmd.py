@@ -50,7 +50,15 @@ def _finish(args: argparse.Namespace, ws: Workspace, outcome: Outcome, resume: s
         write_checkpoint(args.checkpoint, outcome, ws.keyring.signer())
     if not args.quiet:
         say(status.describe(outcome, resume, cli_cap(outcome.run_id, printed_store(args.store), args.full)))
-    emit_status(status.status_line(outcome, checkpoint=args.checkpoint or written))
+    line = status.status_line(outcome, checkpoint=args.checkpoint or written)
+    sent = ws.notified.get(outcome.run_id)  # what announcing its question did, when it waits on one
+    if sent is not None and (sent.sent or sent.failed):
+        line["notified"] = [channel for _, channel in sent.sent]
+        if sent.failed:
+            line["notification_failed"] = "; ".join(f"{channel}: {why}" for _, channel, why in sent.failed)
+            if not args.quiet:
+                say(f"notification failed: {line['notification_failed']} (`mkl notify` tries again)")
+    emit_status(line)
     return STATUS_EXIT[outcome.result.status]
 
 
@@ -170,6 +178,8 @@ def _print_listed(listed: dict[str, Any], where: str = "") -> None:
     if listed.get("asked_at") is not None:
         made_by = f", {listed['made_by']}" if listed.get("trusted") else ""  # (an untrusted mark says so below)
         print(printable(f"    asked {views.answer_time(listed['asked_at'])}{made_by}"))
+    if listed.get("notification_failed"):
+        print(printable(f"    notification failed: {listed['notification_failed']}"))
     if listed.get("stale"):
         print(printable(f"    STALE: {listed['stale']}; not answerable here"))
     if listed.get("refused"):

@@ -15,7 +15,7 @@ from ..engine.options import RunOptions
 
 _UNJOURNALED_OPTIONS = frozenset({"secret", "observer"})  # the secret has its own key; observers are live only
 _OPTIONS_ONLY_WHEN_SET = frozenset(
-    {"budgets", "max_cost", "approvers", "deadline", "on_timeout", "remind_after"}
+    {"budgets", "max_cost", "approvers", "deadline", "on_timeout", "remind_after", "notify"}
 )  # so that runs from before the option existed still match
 _DEFAULT_OPTIONS = RunOptions()
 JOURNALED_OPTIONS = tuple(item.name for item in fields(RunOptions) if item.name not in _UNJOURNALED_OPTIONS)

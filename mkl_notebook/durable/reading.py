@@ -8,13 +8,14 @@ unsigned records begin). What kind a record is (``kind_of``, ``is_ending``) is s
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from ..engine.oracle import ESTABLISHED_BY, HumanReply, JudgeAnswer, ProduceAnswer
 from ..engine.result import question_id
-from .records import ReplyRecord, is_ending, is_sign, kind_of
+from .records import NOTIFYING, ReplyRecord, is_ending, is_sign, kind_of
 
 Status = Literal["running", "done", "halt", "suspended", "in_doubt"]
 
@@ -237,3 +238,65 @@ def run_state(records: Sequence[Mapping[str, Any]]) -> RunState:
     """Where the run a journal holds stands: its latest ``suspend`` or ``finish`` record says."""
     ending = next((r for r in reversed(records) if is_ending(r)), None)
     return state_of(ending)
+
+
+# -- notifications of a question (sent by app.notifying) ---------------------------------------
+
+MAX_FAILURES = 5  # failed sends of one notification before senders give up on it (the runs list says so)
+
+
+def notification_key(question: str, channel_digest: str) -> str:
+    """The idempotency key of the notification of ``question`` on the channel named by ``channel_digest``."""
+    return "mkl-" + hashlib.sha256(f"{question}\n{channel_digest}".encode()).hexdigest()[:40]
+
+
+def channels_of_journal(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The channels (journaled entries: digest and redacted form) a run's options name, as its start or its
+    latest re-run that set options says."""
+    for record in reversed(records):
+        if kind_of(record) in ("start", "rerun") and isinstance(record.get("options"), Mapping):
+            entries = record["options"].get("notify")
+            return tuple(sorted(e for e in entries if isinstance(e, str))) if isinstance(entries, list) else ()
+    return ()
+
+
+@dataclass
+class Sending:
+    """What the journal says of one notification (by key): intents, failures, and whether it was sent."""
+
+    intents: int = 0
+    failures: list[str] = field(default_factory=list)
+    sent: bool = False
+
+
+def sendings(records: Iterable[Mapping[str, Any]]) -> dict[str, Sending]:
+    """Every notification a journal tells of, by key."""
+    found: dict[str, Sending] = {}
+    for record in records:
+        kind = kind_of(record)
+        if kind not in NOTIFYING:
+            continue
+        one = found.setdefault(str(record.get("key")), Sending())
+        if kind == "notify":
+            one.intents += 1
+        elif record.get("outcome") == "sent":
+            one.sent = True
+        else:
+            one.failures.append(str(record.get("reason") or "failed"))
+    return found
+
+
+def notification_failed(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why a notification of the question a run waits on failed (its latest failure), when one is not sent."""
+    run_id = str(records[0].get("run")) if records else ""
+    question = run_state(records).question_id(run_id)
+    if question is None:
+        return None
+    known = sendings(records)
+    for entry in channels_of_journal(records):
+        now = known.get(notification_key(question, entry.partition(" ")[0]))
+        if now is not None and not now.sent and now.failures:
+            gave_up = " (given up)" if len(now.failures) >= MAX_FAILURES else ""
+            shown = entry.partition(" ")[2]
+            return f"{shown}: {now.failures[-1]}{gave_up}"
+    return None

@@ -17,6 +17,9 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
 - ``resolve``: a person settled a tool call left in doubt (or, as a ``retry`` valued ``NOT_SENT``, the run
   withdrew the intent of a call that never left it).
 - ``rerun``: the run was started again with a changed setup.
+- ``notify`` / ``notified``: a notification of the run's question is about to be sent on a channel (its
+  idempotency key, the channel's digest, the question), and how that send ended (``sent`` or ``failed``).
+  Neither changes the run: a replay reads past them.
 - ``sign``: whoever appended the records since the previous ``sign`` (or the start) vouches for
   them: their key, the name they sign as, and a signature over the history up to here.
 
@@ -225,6 +228,28 @@ class SignRecord(TypedDict):
     time: float
 
 
+class NotifyRecord(TypedDict):
+    """A notification is about to be sent: written before the send, so a sender that finds it without its
+    ``notified`` outcome knows a send may have left, and sends again with the same key."""
+
+    t: Literal["notify"]
+    key: str  # the idempotency key: the question id and the channel digest, hashed
+    channel: str  # the digest that names the channel (the channel itself is never journaled)
+    question: str
+    time: float
+
+
+class _NotifiedKeys(TypedDict):
+    t: Literal["notified"]
+    key: str
+    outcome: Literal["sent", "failed"]
+    time: float
+
+
+class NotifiedRecord(_NotifiedKeys, total=False):
+    reason: str  # why a send failed (no secret of the channel in it)
+
+
 Record = (
     StartRecord
     | AnswerRecord
@@ -238,12 +263,15 @@ Record = (
     | ResolveRecord
     | RerunRecord
     | SignRecord
+    | NotifyRecord
+    | NotifiedRecord
 )
 ENDINGS = ("suspend", "finish")  # the kinds that end an advance
 # The kinds no one can give again if a power cut took them: a person's answer, a person's settlement of a call
 # in doubt, and the intent written before a non-idempotent tool runs (lost, the tool could run twice).
 PRECIOUS = ("reply", "resolve", "intent", "policy")
 SETUP_KEYS = ("root", "machines", "input", "context", "options")
+NOTIFYING = ("notify", "notified")  # the kinds a notification of a question journals: the run reads past them
 
 
 # -- builders -------------------------------------------------------------------------------
@@ -456,6 +484,24 @@ def sign_record(key: str, by: str, signature: str, at: float) -> SignRecord:
     return {"t": "sign", "key": key, "by": by, "sig": signature, "time": at}
 
 
+def notify_record(key: str, channel: str, question: str) -> NotifyRecord:
+    """The intent to send notification ``key`` of ``question`` on the channel whose digest is ``channel``."""
+    return {"t": "notify", "key": key, "channel": channel, "question": question, "time": time.time()}
+
+
+def notified_record(key: str, reason: str | None = None) -> NotifiedRecord:
+    """How sending notification ``key`` ended: sent (the receiver accepted it), or failed for ``reason``."""
+    record: NotifiedRecord = {
+        "t": "notified",
+        "key": key,
+        "outcome": "sent" if reason is None else "failed",
+        "time": time.time(),
+    }
+    if reason is not None:
+        record["reason"] = reason
+    return record
+
+
 def resume_record(
     *,
     max_steps: int | None = None,
@@ -577,6 +623,11 @@ def is_ending(record: Mapping[str, Any]) -> bool:
 def is_precious(record: Mapping[str, Any]) -> bool:
     """Whether ``record`` is synced to disk before it is used, whatever the store's durability (:data:`PRECIOUS`)."""
     return kind_of(record) in PRECIOUS
+
+
+def is_notifying(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is about a notification of a question (:data:`NOTIFYING`): it changes nothing in the run."""
+    return kind_of(record) in NOTIFYING
 
 
 def is_sign(record: Mapping[str, Any]) -> bool:

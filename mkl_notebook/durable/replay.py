@@ -107,8 +107,8 @@ class JournalIndex:
 
     def add(self, record: dict[str, Any]) -> None:
         kind = rec.kind_of(record)
-        if kind == "sign":
-            return  # a signature vouches for the records before it; the run reads past it
+        if kind == "sign" or rec.is_notifying(record):
+            return  # a signature vouches for the records before it, a notification tells of them: the run reads past
         self.settled = rec.is_ending(record)
         position = str(record.get("pos"))
         if kind == "answer":

@@ -44,6 +44,9 @@ class RunOptions:
     deadline: int | None = None
     on_timeout: str | None = None
     remind_after: int | None = None
+    # Where a new question of the run is announced: each channel as its journal may show it (a digest naming it
+    # and its redacted form, never the channel itself). The engine never reads it either.
+    notify: frozenset[str] = frozenset()
     max_workers: int = DEFAULT_MAX_WORKERS
     secret: bytes = b""  # per-run secret for fence nonces; random when empty
     ask_human: bool = False  # let every generative state ask the person (extension)

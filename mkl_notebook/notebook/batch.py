@@ -13,6 +13,7 @@ from typing import Any
 from ..app import batch
 from ..app.checkpoints import BATCH_MIME, BATCH_ROWS_MIME, CHECKPOINT_MIME, REFERENCE_MIME
 from ..app.handle import Run, pandas_for
+from ..app.notifying import announce_waiting
 from ..app.requests import MapRequest
 from ..app.workspace import Workspace
 from ..render.batch_views import batch_bundle
@@ -117,4 +118,6 @@ def run_batch(session: Workspace, name: str, over: Any, request: MapRequest | No
     says (see :meth:`Workspace.map`), as the value ``%mkl map`` gives: the rows' table, their runs, and a form
     for their questions."""
     ran = session.map(name, over, request, **options)
+    if any(row.waits_for_person for row in ran.rows):  # the rows' questions are durable: announce them
+        announce_waiting(session)
     return Batch(ran.name, ran.rows, ran.runs, notebook_of(session))
