@@ -37,6 +37,7 @@ from ..durable.reading import (
     run_state,
     sendings,
 )
+from ..durable.record_types import Record
 from ..durable.store_opening import store_there
 from ..durable.stores import RunStore
 from .cells import NoCells
@@ -67,7 +68,7 @@ LEASE_WAIT = 30.0  # seconds a sender waits for an advance holding the run to en
 
 
 @dataclass(frozen=True)
-class Due:
+class DueNotice:
     """A notification to send now: of run ``run``'s ``question`` on the channel journaled as ``entry``."""
 
     run: str
@@ -81,7 +82,7 @@ class Due:
         return entry_digest(self.entry)
 
 
-def due_in(run_id: str, records: Sequence[Mapping[str, Any]]) -> list[Due]:
+def due_in(run_id: str, records: Sequence[Mapping[str, Any]]) -> list[DueNotice]:
     """The notifications run ``run_id``'s journal says are due: of the question it waits on, one per channel,
     not yet sent and not given up on."""
     question = run_state(records).question_id(run_id)
@@ -95,13 +96,13 @@ def due_in(run_id: str, records: Sequence[Mapping[str, Any]]) -> list[Due]:
         now = known.get(key, Sending())
         if now.sent or len(now.failures) >= MAX_FAILURES:
             continue
-        due.append(Due(run_id, question, entry, key, resent=now.intents > len(now.failures)))
+        due.append(DueNotice(run_id, question, entry, key, resent=now.intents > len(now.failures)))
     return due
 
 
-def due_notifications(store: RunStore) -> list[Due]:
+def due_notifications(store: RunStore) -> list[DueNotice]:
     """Every notification due in ``store``: of each question waiting there, on each of its run's channels."""
-    due: list[Due] = []
+    due: list[DueNotice] = []
     for summary in store.runs():
         if summary.status == "suspended":
             due += due_in(summary.run_id, store.read(summary.run_id))
@@ -184,7 +185,7 @@ def send_run(
 def _send_one(
     store: RunStore,
     run_id: str,
-    item: Due,
+    item: DueNotice,
     channel: Channel,
     content: Mapping[str, Any],
     sender: Send,
@@ -209,7 +210,7 @@ def _send_one(
         report.skipped.append((run_id, entry_shown(item.entry), "its outcome waits for the next sender"))
 
 
-def _journal(store: RunStore, run_id: str, records: list[rec.Record], endorse: Endorse | None = None) -> bool:
+def _journal(store: RunStore, run_id: str, records: list[Record], endorse: Endorse | None = None) -> bool:
     """Append ``records`` to run ``run_id`` under its lease, waiting a while for an advance that holds it to end;
     False when it did not end in time (nothing appended)."""
     from ..durable.reading import unsigned_from

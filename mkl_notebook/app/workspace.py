@@ -109,8 +109,7 @@ class Workspace:
             return self._store
 
     def store_opened(self) -> RunStore | None:
-        """The run store when it is open already; None when it is not (listings then read its file, if any,
-        without making or changing it)."""
+        """The run store when it is open already, else None (a listing then reads its file, changing nothing)."""
         with self._lock:
             return self._store
 
@@ -141,7 +140,7 @@ class Workspace:
             self._store = None
 
     def _start_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
-        """:meth:`Settings.start_options`, with the channels announcing questions (kept whole here, journaled redacted)."""
+        """:meth:`Settings.start_options`, and the channels announcing questions (whole here, journaled redacted)."""
         return notifying.with_channels(self.settings.start_options(asks, **more), asks.notify, self.settings)
 
     def store_flag(self) -> str | None:

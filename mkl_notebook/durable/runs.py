@@ -29,6 +29,7 @@ from .outcome import Outcome
 from .places import Place
 from .plan import Plan, plan
 from .reading import RunState, run_state, unsigned_from
+from .record_types import Pin
 from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
 
@@ -70,7 +71,7 @@ def new_run_id() -> str:
     return f"run-{uuid.uuid4().hex[:10]}"
 
 
-def pin_machines(root: Machine, registry: Mapping[str, Machine]) -> dict[str, rec.Pin]:
+def pin_machines(root: Machine, registry: Mapping[str, Machine]) -> dict[str, Pin]:
     """The root and every machine it can call, transitively (the standard library's included), with hash and
     source."""
     known = stdlib.with_library(root, registry)
