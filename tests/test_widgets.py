@@ -337,6 +337,7 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     view = nb.view()
     assert view.top is not None
     first = nb.form()
+    first_box_layout = view.box.layout
     assert html.escape("First: is the draft <b>fine</b>?") in first.header.value
     first.approve.click()
     run = mkl_notebook.get_run("twogates")
@@ -370,6 +371,10 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     # grew slower); the second's are live.
     assert all(part.comm is None and part.layout.comm is None for part in (*first_parts, first.status, first.widget))
     assert all(part.comm is not None and part.layout.comm is not None for part in (*second_parts, second.widget))
+    # The box holding the form is the same widget (a page that follows only widgets sees the new question in
+    # it), with a layout of the new question's own: the first's is closed, with every listener left on it.
+    assert view.box.layout.comm is not None and view.box.layout is not first_box_layout
+    assert first_box_layout.comm is None
     assert {shown_id for data, shown_id in nb.out.published if WIDGET_MIME in data} == {view.form_out.display_id}
     second.reply.value = "ok"
     second.send.click()

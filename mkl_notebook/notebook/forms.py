@@ -99,6 +99,13 @@ def close_widgets(gone: list[widgets.Widget]) -> None:
         widget.close()
 
 
+def let_go(part: widgets.Widget) -> None:
+    """Close a layout or style :func:`shared` here that nothing shows any more."""
+    if part.comm is not None:
+        _shared.pop(part.model_id, None)
+        part.close()
+
+
 def made(cls: type[W], key: str, scope: str | None = None, **traits: Any) -> W:
     """A ``cls`` widget whose model id derives from ``key``; its layout and style are :func:`shared` ones in
     ``scope`` (by default the place ``key`` is in), made from the traits given for them, as a dict.
