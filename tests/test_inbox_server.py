@@ -115,3 +115,31 @@ def test_an_answer_that_names_no_question_in_reach_is_refused_in_one_line(
     message = body.get("message", "")
     assert said in message and "\n" not in message and "Traceback" not in message, body
     assert any(row["run"] == "r2" for row in _get(base, "/mkl/inbox")["rows"])  # still waiting
+
+
+def test_the_server_decides_a_question_past_its_deadline_with_no_tick_and_no_kernel(tmp_path: Path) -> None:
+    """Deadlines fire from whichever runs first: here the Jupyter server, on its own, every MKL_TICK_SECONDS."""
+    import time
+
+    from support import EXAMPLES, REFUND_SCRIPT
+
+    folder = tmp_path / "served" / "ops"
+    folder.mkdir(parents=True)
+    code, status, _, err = mkl_cli(
+        folder, "run", str(EXAMPLES / "refund.mkl"), "--id", "late", "--hitl", "--script", str(REFUND_SCRIPT),
+        "--deadline", "1s", "--on-timeout", "reject",
+    )  # fmt: skip
+    assert code == 3 and status["status"] == "suspended", err
+    env = lab_env(tmp_path / "lab")
+    checkout_extension(env)
+    env["MKL_TICK_SECONDS"] = "0.5"
+    with serve(tmp_path / "served", env, tmp_path / "server.log", app=("jupyter", "server")) as base:
+        deadline = time.monotonic() + 90
+        while any(row["run"] == "late" for row in _get(base, "/mkl/inbox")["rows"]):
+            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-2000:]
+            time.sleep(0.2)
+    code, _, out, err = mkl_cli(folder, "audit", "--json")
+    assert code == 0, err
+    [decided] = [row for row in json.loads(out.strip().splitlines()[-1]) if row["run"] == "late"]
+    assert decided["decided_by"] == "policy" and decided["value"] == "reject", decided
+    assert "decided by policy (deadline 1s" in (tmp_path / "server.log").read_text()

@@ -26,7 +26,7 @@ from ..durable.stores import RunStore
 from . import checkpoints
 from .errors import USER_ERRORS
 from .listing import files_under
-from .settings import Settings
+from .settings import Settings, default_store
 from .workspace import Workspace
 
 # -- deciding ---------------------------------------------------------------------------------------
@@ -241,3 +241,10 @@ def reminders_due(
         except _NOT_READ as exc:
             problems.append(f"{shown}: {exc}")
     return due_now, problems
+
+
+def tick_served(folder: str | Path) -> Ticked:
+    """:func:`tick` under ``folder`` and in the configured store (``$MKL_STORE``, else ``.mkl/runs.sqlite`` here)
+    when it is there: what a Jupyter server serving ``folder`` decides on its own, every little while."""
+    configured = default_store()
+    return tick((folder,), (str(configured),) if store_there(configured) else ())
