@@ -143,3 +143,38 @@ def test_the_server_decides_a_question_past_its_deadline_with_no_tick_and_no_ker
     [decided] = [row for row in json.loads(out.strip().splitlines()[-1]) if row["run"] == "late"]
     assert decided["decided_by"] == "policy" and decided["value"] == "reject", decided
     assert "decided by policy (deadline 1s" in (tmp_path / "server.log").read_text()
+
+
+def test_the_server_sends_a_questions_reminder_once_with_no_cron(tmp_path: Path) -> None:
+    """Reminders go from whichever runs first too: here the Jupyter server's look every MKL_TICK_SECONDS."""
+    import time
+
+    from test_notify import Webhook
+
+    from support import EXAMPLES, REFUND_SCRIPT
+
+    folder = tmp_path / "served" / "ops"
+    folder.mkdir(parents=True)
+    webhook = Webhook()
+    try:
+        code, _, _, err = mkl_cli(
+            folder, "run", str(EXAMPLES / "refund.mkl"), "--id", "slow", "--hitl", "--script", str(REFUND_SCRIPT),
+            "--notify", webhook.url, "--remind-after", "1s",
+        )  # fmt: skip
+        assert code == 3 and webhook.count() == 1, err  # the question, announced by the command that asked it
+        env = lab_env(tmp_path / "lab")
+        checkout_extension(env)
+        env["MKL_TICK_SECONDS"] = "0.5"
+        with serve(tmp_path / "served", env, tmp_path / "server.log", app=("jupyter", "server")):
+            deadline = time.monotonic() + 90
+            while webhook.count() < 2:
+                assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-2000:]
+                time.sleep(0.2)
+            _, _, body = webhook.posts[1]
+            assert body["reminder"] is True and body["text"].startswith("Reminder, still waiting: mkl run slow")
+            settled = time.monotonic() + 3  # a few more looks of the server: the reminder is not sent again
+            while time.monotonic() < settled:
+                assert webhook.count() == 2
+                time.sleep(0.5)
+    finally:
+        webhook.close()

@@ -536,3 +536,29 @@ def test_an_e_mail_logs_in_carries_the_key_as_its_message_id_and_a_refused_login
     assert "mkl resume --id m1" in body and "--question q-" in body
     assert password not in out + err + out2 + err2
     assert password.encode() not in _all_bytes(folder)
+
+
+def test_a_reminder_goes_once_on_each_channel_after_remind_after_and_never_before(
+    tmp_path: Path, webhook: Webhook, mail: MailServer
+) -> None:
+    folder = _folder(tmp_path, 1)
+    env = _env(mail)
+    code, _, _, err = mkl_cli(
+        folder,
+        *("run", "refund.mkl", "--script", "refund.script.yaml", "--hitl", "--id", "r1", "--notify", webhook.url),
+        *("--remind-after", "1s"),
+        env=env,
+    )
+    assert code == 3, err
+    assert webhook.count() == 1 and "Reminder" not in webhook.posts[0][2]["text"]  # the question, announced
+
+    def reminded() -> bool:
+        mkl_cli(folder, "notify", env=env)
+        return webhook.count() == 2
+
+    _until(reminded, "the reminder")
+    key, _, body = webhook.posts[1]
+    assert body["text"].startswith("Reminder, still waiting: mkl run r1") and body["reminder"] is True
+    assert key != webhook.posts[0][0] and key == body["idempotency_key"]
+    code, line, _, err = mkl_cli(folder, "notify", env=env)  # sent once: never again
+    assert code == 0 and line["notified"][0]["sent"] == [] and webhook.count() == 2, (line, err)

@@ -26,6 +26,7 @@ from ..durable.stores import RunStore
 from . import checkpoints
 from .errors import USER_ERRORS
 from .listing import files_under
+from .notifying import Report, send_from, store_in_reach, stores_under
 from .settings import Settings, default_store
 from .workspace import Workspace
 
@@ -248,3 +249,19 @@ def tick_served(folder: str | Path) -> Ticked:
     when it is there: what a Jupyter server serving ``folder`` decides on its own, every little while."""
     configured = default_store()
     return tick((folder,), (str(configured),) if store_there(configured) else ())
+
+
+def notify_served(folder: str | Path) -> Report:
+    """Send what is due (notices and reminders) from every run store under ``folder`` and the configured one, as
+    ``mkl notify FOLDER`` does: what a Jupyter server serving ``folder`` sends on its own, every little while."""
+    found, _refused = stores_under(Path(folder))
+    report = Report()
+    for location in dict.fromkeys([*found, default_store()]):
+        if not store_in_reach(location):
+            continue
+        with Workspace(Settings(store=location)) as ws:
+            done = send_from(ws)
+        report.sent += done.sent
+        report.failed += done.failed
+        report.skipped += done.skipped
+    return report

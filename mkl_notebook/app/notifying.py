@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..durable import records as rec
 from ..durable.errors import RunBusy, StoreError
+from ..durable.policy import reminder_due
 from ..durable.reading import (
     MAX_FAILURES,
     Sending,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 Send = Callable[[Channel, str, Mapping[str, Any]], None]
 Endorse = Callable[[list[dict[str, Any]]], Mapping[str, Any]]
 SENDING = "#notify"  # after a run's id, the lease of whoever sends its notifications ('#' is in no run id)
+REMINDER = "#reminder"  # after a question's id, what its reminder's idempotency key is made of
 LEASE_WAIT = 30.0  # seconds a sender waits for an advance holding the run to end before it leaves a record
 
 
@@ -76,27 +78,35 @@ class DueNotice:
     entry: str
     key: str
     resent: bool  # an intent without an outcome: a send may have left, and goes again with the same key
+    reminder: bool = False  # the question's reminder (its run's --remind-after passed), not its first notice
 
     @property
     def digest(self) -> str:
         return entry_digest(self.entry)
 
 
-def due_in(run_id: str, records: Sequence[Mapping[str, Any]]) -> list[DueNotice]:
-    """The notifications run ``run_id``'s journal says are due: of the question it waits on, one per channel,
-    not yet sent and not given up on."""
+def due_in(run_id: str, records: Sequence[Mapping[str, Any]], now: float | None = None) -> list[DueNotice]:
+    """The notifications run ``run_id``'s journal says are due (at ``now``): of the question it waits on, one
+    per channel, and once its run's ``--remind-after`` has passed (and no deadline decided it), its reminder on
+    each channel too (a key of its own: one reminder per question and channel); none sent already or given up
+    on."""
     question = run_state(records).question_id(run_id)
     channels = channels_of_journal(records)
     if question is None or not channels:
         return []
+    notices = [(question, False)]
+    if reminder_due(records, time.time() if now is None else now) is not None:
+        notices.append((f"{question}{REMINDER}", True))
     known = sendings(records)
     due = []
     for entry in channels:
-        key = notification_key(question, entry_digest(entry))
-        now = known.get(key, Sending())
-        if now.sent or len(now.failures) >= MAX_FAILURES:
-            continue
-        due.append(DueNotice(run_id, question, entry, key, resent=now.intents > len(now.failures)))
+        for about, reminder in notices:
+            key = notification_key(about, entry_digest(entry))
+            sending = known.get(key, Sending())
+            if sending.sent or len(sending.failures) >= MAX_FAILURES:
+                continue
+            resent = sending.intents > len(sending.failures)
+            due.append(DueNotice(run_id, question, entry, key, resent=resent, reminder=reminder))
     return due
 
 
@@ -176,10 +186,16 @@ def send_run(
                     else:
                         sending.append((item, channel))
             for item, channel in sending:
-                _send_one(store, run_id, item, channel, content, sender, endorse, report)
+                said = _reminding(content) if item.reminder else content
+                _send_one(store, run_id, item, channel, said, sender, endorse, report)
     except RunBusy:
         report.skipped.append((run_id, "", "the run is being advanced or notified elsewhere; the next sender sends"))
     return report
+
+
+def _reminding(content: Mapping[str, Any]) -> dict[str, Any]:
+    """A question's notice as its reminder says it: still waiting."""
+    return {**content, "text": f"Reminder, still waiting: {content.get('text', '')}", "reminder": True}
 
 
 def _send_one(
