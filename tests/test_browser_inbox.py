@@ -81,5 +81,12 @@ def test_the_inbox_panel_lists_questions_of_closed_notebooks_and_answers_one_wit
             _rows(page)["n1"].locator(".mkl-inbox-open").click()
             active = page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")
             expect(active).to_contain_text("--id n1", timeout=60_000)
+            # A notification's link (MKL_INBOX_URL with the question named) opens the inbox at that question.
+            [s2] = [row for row in get_json(f"{base}/mkl/inbox")["rows"] if row["run"] == "s2"]  # type: ignore[index]
+            page.goto(f"{base}/lab?mkl-question={s2['question_id']}")
+            asked = page.locator("#mkl-inbox .mkl-inbox-row.mkl-inbox-asked")
+            expect(asked).to_have_count(1, timeout=60_000)
+            assert asked.get_attribute("data-run") == "s2"
+            expect(page.locator("#mkl-inbox")).to_be_visible()
         finally:
             page.screenshot(path=str(ARTIFACTS / "inbox-panel.png"))

@@ -562,3 +562,25 @@ def test_a_reminder_goes_once_on_each_channel_after_remind_after_and_never_befor
     assert key != webhook.posts[0][0] and key == body["idempotency_key"]
     code, line, _, err = mkl_cli(folder, "notify", env=env)  # sent once: never again
     assert code == 0 and line["notified"][0]["sent"] == [] and webhook.count() == 2, (line, err)
+
+
+def test_a_notifications_link_opens_the_question_in_the_inbox_when_the_inbox_is_named(
+    tmp_path: Path, webhook: Webhook, mail: MailServer
+) -> None:
+    folder = _folder(tmp_path, 1)
+    env = {**_env(mail), "MKL_INBOX_URL": "https://hub.example.org/hub/user-redirect/lab"}
+    code, line, _, err = mkl_cli(
+        folder,
+        *("run", "refund.mkl", "--script", "refund.script.yaml", "--hitl", "--id", "r1", "--notify", webhook.url),
+        env=env,
+    )
+    assert code == 3, err
+    [(_, _, body)] = webhook.posts
+    link = f"https://hub.example.org/hub/user-redirect/lab?mkl-question={line['question_id']}"
+    assert body["inbox_url"] == link and body["text"].endswith(f"Or in the inbox: {link}")
+    code, _, _, err = mkl_cli(
+        folder,
+        *("run", "refund.mkl", "--script", "refund.script.yaml", "--hitl", "--id", "r2", "--notify", webhook.url),
+        env=_env(mail),
+    )
+    assert code == 3 and webhook.posts[1][2]["inbox_url"] is None and "inbox" not in webhook.posts[1][2]["text"]

@@ -73,6 +73,7 @@ function element<K extends keyof HTMLElementTagNameMap>(
 export class InboxPanel extends Widget {
   private timer: number | null = null;
   private rows: IRow[] = [];
+  private asked: string | null = null; // the question a link opened the inbox at (?mkl-question=…)
   private said = new Map<string, string>(); // question id -> what became of this panel's answer to it
 
   constructor(private app: JupyterFrontEnd) {
@@ -147,8 +148,20 @@ export class InboxPanel extends Widget {
     list.replaceChildren(...this.rows.map(row => this.rowNode(row)));
   }
 
+  /** Show the question ``question`` (a notification's link names it): the panel opens, and its row is marked and
+   * scrolled to once it is listed. */
+  showQuestion(question: string): void {
+    this.asked = question;
+    this.app.shell.activateById(this.id);
+    this.draw();
+  }
+
   private rowNode(row: IRow): HTMLElement {
     const node = element('div', 'mkl-inbox-row');
+    if (row.question_id === this.asked) {
+      node.classList.add('mkl-inbox-asked');
+      window.requestAnimationFrame(() => node.scrollIntoView({ block: 'nearest' }));
+    }
     node.dataset.run = row.run;
     node.dataset.question = row.question_id;
     node.appendChild(element('div', 'mkl-inbox-ask', row.ask || row.question || 'A question waits'));
@@ -272,9 +285,14 @@ export class InboxPanel extends Widget {
   }
 }
 
-/** Add the inbox to the left sidebar. */
+/** Add the inbox to the left sidebar; a page opened from a notification's link (``?mkl-question=ID``) opens it
+ * at that question. */
 export function addInbox(app: JupyterFrontEnd): InboxPanel {
   const panel = new InboxPanel(app);
   app.shell.add(panel, 'left', { rank: 950 });
+  const question = new URLSearchParams(window.location.search).get('mkl-question');
+  if (question) {
+    void app.restored.then(() => panel.showQuestion(question));
+  }
   return panel;
 }

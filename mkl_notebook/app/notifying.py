@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from ..durable import records as rec
 from ..durable.errors import RunBusy, StoreError
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 Send = Callable[[Channel, str, Mapping[str, Any]], None]
 Endorse = Callable[[list[dict[str, Any]]], Mapping[str, Any]]
 SENDING = "#notify"  # after a run's id, the lease of whoever sends its notifications ('#' is in no run id)
+INBOX_URL_ENV = "MKL_INBOX_URL"  # a Lab's address, for the link of a notification to the question in the inbox
 REMINDER = "#reminder"  # after a question's id, what its reminder's idempotency key is made of
 LEASE_WAIT = 30.0  # seconds a sender waits for an advance holding the run to end before it leaves a record
 
@@ -133,6 +136,9 @@ def message(run_id: str, records: list[dict[str, Any]], store_flag: str | None) 
     if approvers:
         text += f"\nWho may answer: {', '.join(approvers)}"
     text += f"\nAnswer it: {listed.get('command')}"
+    inbox = inbox_link(listed.get("question_id"))
+    if inbox is not None:
+        text += f"\nOr in the inbox: {inbox}"
     return {
         "text": text,
         "run": run_id,
@@ -144,7 +150,18 @@ def message(run_id: str, records: list[dict[str, Any]], store_flag: str | None) 
         "approvers": approvers,
         "answer_command": listed.get("command"),
         "answer_commands": listed.get("commands", []),
+        "inbox_url": inbox,
     }
+
+
+def inbox_link(question: Any) -> str | None:
+    """Where a notification's link opens the question in JupyterLab's inbox panel: ``$MKL_INBOX_URL`` (a Lab's
+    address; on JupyterHub ``https://HUB/hub/user-redirect/lab``, which opens the reader's own server) with the
+    question named; None when it is not set."""
+    base = os.environ.get(INBOX_URL_ENV, "").strip()
+    if not base or not isinstance(question, str):
+        return None
+    return f"{base}{'&' if '?' in base else '?'}{urlencode({'mkl-question': question})}"
 
 
 @dataclass
