@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +19,21 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 from traitlets import Unicode, observe
 
-from ..app.audit import workspace_audit
 from ..app.checkpoints import batch_place
 from ..app.errors import USER_ERRORS, without_secrets
 from ..app.handle import Run
-from ..app.inbox import inbox
 from ..app.listing import waiting_questions
-from ..app.requests import ContinueRequest, InboxRequest, MapRequest, StartRequest, from_flags
-from ..app.status import traced
-from ..app.terms import TIERS, Machine
+from ..app.requests import ContinueRequest, MapRequest, StartRequest, from_flags
+from ..app.terms import Machine
 from ..app.trust import Untrusted, key_fingerprint
 from ..app.workspace import Workspace
 from ..render import views
-from ..render.audit_views import audit_bundle
 from ..render.batch_views import batch_answered_bundle
 from ..render.diagram import diagram_bundle
-from ..render.inbox_views import inbox_bundle
-from ..render.plan_views import plan_bundle
 from .batch import Batch, run_batch
 from .display import RunView
 from .magic_args import HELP, SUBCOMMANDS, HelpShown, Values, parsers, split_words
+from .reading_magics import ReadingCommands
 from .review import ReviewQueue
 from .session import KernelNotebook, current_session, notebook_of, served_by_voila
 
@@ -69,7 +62,7 @@ def _running(view: RunView) -> Iterator[None]:
 
 
 @magics_class
-class MklMagics(Magics):
+class MklMagics(ReadingCommands, Magics):
     """Also configurable: ``%config MklMagics.model = "openai/gpt-4o-mini"`` (and judge_model, api_base)."""
 
     model = Unicode(None, allow_none=True, help="litellm model for every tier").tag(config=True)
@@ -345,59 +338,12 @@ class MklMagics(Magics):
         self.present(run, view)
         return run
 
-    # -- reading -------------------------------------------------------------------------------
-
-    def _cmd_trace(self, words: list[str]) -> None:
-        args = self._parse("trace", words)
-        outcome = self.session.read(self.values.text(args.run_id))  # nothing is called or recorded
-        steps, answers = traced(outcome)  # as `mkl trace` shows them, each answer with the key that signed it
-        cap = replace(views.notebook_cap(outcome.run_id), full=args.full)
-        display(
-            {
-                "text/html": views.trace_table_html(steps, answers=answers, cap=cap),
-                "text/plain": views.trace_table_text(steps, answers=answers, cap=cap),
-            },
-            raw=True,
-        )
-
-    def _cmd_visits(self, words: list[str]) -> None:
-        args = self._parse("visits", words)
-        outcome = self.session.read(self.values.text(args.run_id))  # nothing is called or recorded
-        result = outcome.result
-        machine = outcome.machines.get(outcome.root)
-        if machine is None:
-            raise UsageError(f"the machine of run '{outcome.run_id}' cannot be read from its journal")
-        cap = replace(views.notebook_cap(outcome.run_id), full=args.full)
-        display(
-            {
-                "text/html": views.visits_table_html(machine, result.visits, result.diagnosis, cap=cap),
-                "text/plain": views.visits_table_text(machine, result.visits, result.diagnosis, cap=cap),
-            },
-            raw=True,
-        )
-
-    def _cmd_plan(self, words: list[str]) -> None:
-        found = self.session.plan(self.values.text(self._parse("plan", words).run_id))
-        display(plan_bundle(found.as_dict()), raw=True)
+    # -- the runs of this kernel ------------------------------------------------------------
 
     def _cmd_forget(self, words: list[str]) -> None:
         run_id = self.values.text(self._parse("forget", words).run_id)
         self.session.forget(run_id)
         print(f"Forgot run '{run_id}': it is gone from {self.session.store.location} and the notebook's metadata.")
-
-    def _cmd_runs(self, words: list[str]) -> None:
-        rows = [
-            (
-                listed["run"],
-                listed["machine"] or "",
-                listed["status"],
-                listed["error"] or "",
-                listed["at"] or "",
-                views.spent_cell(listed.get("cost_usd")),
-            )
-            for listed in self.session.listing()
-        ]
-        display(views.runs_bundle(rows), raw=True)
 
     def _cmd_pending(self, words: list[str]) -> ReviewQueue | None:
         args = self._parse("pending", words)
@@ -452,72 +398,6 @@ class MklMagics(Magics):
         queue.show(batch_place(asked, [run.id for run in runs], self.notebook.notebook_named()))
         place.append(queue)
         return queue
-
-    def _cmd_inbox(self, words: list[str]) -> None:
-        args = self._parse("inbox", words)
-        folders, stores = (tuple(map(self.values.text, given)) for given in (args.folders or ["."], args.stores))
-        store = str(self.session.settings.store)
-        asked = from_flags(
-            InboxRequest, args, self.values.text, folders=folders, stores=stores, configured=store, via="magic"
-        )
-        found = inbox(asked, self.session.keyring)  # reading only: nothing is made or written
-        if args.json:
-            print(json.dumps(found.rows, ensure_ascii=True, default=str))
-        else:
-            display(inbox_bundle(found.rows, found.problems, full=args.full), raw=True)
-
-    def _cmd_audit(self, words: list[str]) -> None:
-        target = self.values.maybe_text(self._parse("audit", words).target)
-        found = workspace_audit(self.session, target)  # reading only: nothing is made or written
-        display(audit_bundle(found.answers, found.pending, found.problems, found.median_seconds()), raw=True)
-
-    # -- machines ------------------------------------------------------------------------------
-
-    def _cmd_check(self, words: list[str]) -> None:
-        name = self.values.text(self._parse("check", words).name)
-        findings = self.session.shelf.check(name)
-        if not findings:
-            print(f"{name}: no findings")
-        for finding in findings:
-            print(finding)
-
-    def _cmd_test(self, words: list[str]) -> None:
-        args = self._parse("test", words)
-        outcomes = self.session.shelf.test(self.values.text(args.name), Path(self.values.text(args.script)))
-        display(
-            {"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
-            raw=True,
-        )
-
-    def _cmd_stdlib(self, words: list[str]) -> None:
-        name = self._parse("stdlib", words).name
-        if name is None:
-            library, shadowed = self.session.shelf.library()
-            html_table, text = views.library_html(library, shadowed), views.library_text(library, shadowed)
-            display({"text/html": html_table, "text/plain": text}, raw=True)
-            return
-        machine = self.session.shelf.library_machine(self.values.text(name))
-        display(diagram_bundle(machine), raw=True)
-        display({"text/markdown": f"```yaml\n{machine.source}```", "text/plain": machine.source}, raw=True)
-
-    def _cmd_load(self, words: list[str]) -> None:
-        machine = self.session.shelf.load(self.values.text(self._parse("load", words).path))
-        self._show_definition(machine, calls_known=True)
-
-    def _cmd_models(self, words: list[str]) -> None:
-        self._parse("models", words)
-        config = self.session.equipment.model_config()
-        rows = [(tier, config.model_for(tier), config.tiers[tier].source) for tier in TIERS]
-        rows.append(("judge", config.judge, config.judge_source))
-        width = max(len(model or "") for _, model, _ in rows) or 1
-        for tier, model, source in rows:
-            if model is None:
-                unset = "(each state's tier model)" if tier == "judge" else "(not configured)"
-                print(f"{tier:<9} {unset}")
-            else:
-                print(f"{tier:<9} {model:<{width}}  from {source}")
-        if not config.configured:
-            print("No tier has a model: runs need --script, or %mkl config model=… (docs/language.md §9).")
 
     def _cmd_notebook(self, words: list[str]) -> None:
         path = self._parse("notebook", words).path
