@@ -54,6 +54,7 @@ BATCH_MIME = envelope.BATCH_MIME_TYPE  # a batch output's checkpoints (or refere
 BATCH_FORM_MIME = nbfile.BATCH_FORM_MIME  # marks where a batch form's questions are printed
 BATCH_ROWS_MIME = nbfile.BATCH_ROWS_MIME  # a batch output's rows that have no run, as its table shows them
 FORM_MIME = nbfile.FORM_MIME  # what stands in a form's place: {run, question_id}
+WIDGET_MIME = nbfile.WIDGET_VIEW_MIME  # a widget drawn by the kernel
 referring = envelope.referring  # a run output that refers to the metadata's copy of its checkpoint instead
 checkpoint_of = envelope.checkpoint_of  # a run's checkpoint
 

@@ -28,7 +28,7 @@ import ipywidgets as widgets
 from IPython import get_ipython
 from IPython.display import DisplayHandle, display
 
-from ..app.checkpoints import CHECKPOINT_MIME, referring
+from ..app.checkpoints import CHECKPOINT_MIME, WIDGET_MIME, referring
 from ..app.handle import Run, what_happened
 from ..app.status import answered_place, cell_answered, form_place, run_diagram, run_output
 from ..app.terms import Machine, Outcome, Signer
@@ -455,6 +455,9 @@ class RunView:
         return run.status in ("done", "halt")
 
 
+BLANK: dict[str, Any] = {"text/plain": ""}  # an output that shows nothing
+
+
 class Placed:
     """A place of a view drawn as a display output. The page that ran the cell redraws it by its display id; a page
     that shows the notebook's outputs but did not draw them (reloaded, a second page) knows no display id, so the
@@ -466,6 +469,7 @@ class Placed:
         self.key, self.link = key, link
         self.metadata = {"mkl": {"place": key}}
         self.handle: DisplayHandle = display(bundle, raw=True, display_id=True, metadata=self.metadata)
+        self.widget_shown = WIDGET_MIME in bundle
         if link is not None:
             link.drawn(key, bundle, self.metadata)
 
@@ -474,6 +478,16 @@ class Placed:
         return str(self.handle.display_id)
 
     def update(self, bundle: dict[str, Any], raw: bool = True) -> None:
+        """Redraw the place. A widget redrawn over a widget is blanked first: JupyterLab hands the new output to
+        the renderer that drew the last one, and ipywidgets' renderer then adds a view of the widget and keeps
+        the old ones alive, each following its model, so every click of a long run redrew all the forms before
+        it. A blank output ends that renderer, and with it its views."""
+        if self.widget_shown and WIDGET_MIME in bundle:
+            self._draw(BLANK)
+        self._draw(bundle)
+        self.widget_shown = WIDGET_MIME in bundle
+
+    def _draw(self, bundle: dict[str, Any]) -> None:
         self.handle.update(bundle, raw=True, metadata=self.metadata)
         if self.link is not None:
             self.link.draw(self.key, bundle, self.metadata)
