@@ -54,7 +54,7 @@ class RunRef:
 
 def run_ref(spec: str, store: str | None = None) -> RunRef:
     """The run a RUN spec names: ``NOTEBOOK.ipynb:RUN`` (a run the notebook carries) or ``RUN`` (one of
-    ``store``). A spec that names no run, or a notebook and a store both, is refused in one line."""
+    ``store``, which a notebook's run is not read from). A spec that names no run is refused in one line."""
     notebook, found, run_id = spec.partition(NOTEBOOK_SUFFIX)
     if not found:
         if not spec.strip():
@@ -62,8 +62,6 @@ def run_ref(spec: str, store: str | None = None) -> RunRef:
         return RunRef(spec, store=store)
     if not notebook or not run_id:
         raise UsageProblem(f"{spec!r}: name a notebook and a run in it, as NOTEBOOK.ipynb:RUN")
-    if store is not None:
-        raise UsageProblem(f"{spec} is read from its notebook; give it without a store")
     return RunRef(run_id, notebook=notebook + NOTEBOOK_SUFFIX[:-1])
 
 
@@ -143,8 +141,8 @@ def compare(a: Side, b: Side) -> RunDiff:
     answers_a, answers_b = a.outcome.result.answers, b.outcome.result.answers
     found = RunDiff(_facts(a), _facts(b))
     found.parted = _parting(a, b)
-    matcher = difflib.SequenceMatcher(None, [s.get("state") for s in steps_a], [s.get("state") for s in steps_b])
-    matcher.autojunk = False
+    path_a, path_b = ([str(s.get("state")) for s in steps] for steps in (steps_a, steps_b))
+    matcher = difflib.SequenceMatcher(None, path_a, path_b, autojunk=False)
     for op, a0, a1, b0, b1 in matcher.get_opcodes():
         if op != "equal":
             found.decisions.append(_path(steps_a, steps_b, a0, a1, b0, b1))
@@ -153,7 +151,10 @@ def compare(a: Side, b: Side) -> RunDiff:
             _step_differences(found, (steps_a[i], steps_b[j]), (i, j), (a.ref.shown, b.ref.shown))
     for answer_a, answer_b in zip(answers_a, answers_b, strict=False):
         found.decisions.extend(_answer_differences(answer_a, answer_b, steps_a))
-    for extra, side, steps in ((answers_a[len(answers_b) :], "a", steps_a), (answers_b[len(answers_a) :], "b", steps_b)):
+    for extra, side, steps in (
+        (answers_a[len(answers_b) :], "a", steps_a),
+        (answers_b[len(answers_a) :], "b", steps_b),
+    ):
         for answer in extra:
             other = "b" if side == "a" else "a"
             found.decisions.append(

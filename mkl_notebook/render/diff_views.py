@@ -86,6 +86,11 @@ def _step(entry: Mapping[str, Any]) -> str:
     return f"{a if a is not None else NONE} / {b if b is not None else NONE}"
 
 
+def _label(output: Mapping[str, Any]) -> str:
+    """What an output of the diff is: "The result", or "The output of step 3 (send)"."""
+    return "The result" if output["state"] == "result" else f"The output of step {_step(output)} ({output['state']})"
+
+
 def _text(value: Any) -> str:
     return NONE if value is None else str(value)
 
@@ -108,7 +113,7 @@ def diff_text(diff: Diff) -> str:
         ]
         lines += ["", "Decisions that differ:", *("  " + line for line in columns(rows))]
     for output in diff["outputs"]:
-        label = "The result" if output["state"] == "result" else f"The output of step {_step(output)} ({output['state']})"
+        label = _label(output)
         lines += ["", f"{printable(label)} differs:"]
         lines += ["  " + printable(line) for line in output["diff"].splitlines()]
     return "\n".join(lines)
@@ -146,7 +151,7 @@ def diff_html(diff: Diff) -> str:
         )
         parts.append(f"<p>Decisions that differ:</p><table><thead>{head}</thead><tbody>{body}</tbody></table>")
     for output in diff["outputs"]:
-        label = "The result" if output["state"] == "result" else f"The output of step {_step(output)} ({output['state']})"
+        label = _label(output)
         head = table_row(["A", "B"], tag="th")
         side_by_side = table_row([_pre(output["a"]), _pre(output["b"])])
         parts.append(
