@@ -16,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 
+from mkl_notebook.render.diff_views import diff_html
+
 from support import EXAMPLES, REFUND, REFUND_SCRIPT, Cells, mkl_cli
 
 RUN = ["--hitl", "--script", str(REFUND_SCRIPT), "--set", "ticket=Parcel A-1001 arrived broken"]
@@ -142,3 +144,27 @@ def test_mkl_diff_in_a_shell_shows_the_table_side_by_side(ip: Cells) -> None:
     ip.run("%mkl diff k1 k1")
     assert "The runs are identical" in ip.out.last("text/html")["text/html"]
     assert "no run 'nope'" in str(ip.fails("%mkl diff k1 nope"))
+
+
+def test_an_output_that_differs_is_diffed_and_text_from_the_files_is_shown_escaped(tmp_path: Path) -> None:
+    """Two runs whose order lookups answered differently part at step 1; the hostile text one of them holds (a
+    tag, a terminal escape that would clear the screen) is escaped in the HTML and shown inert on the terminal."""
+    plain = """'{"order": "A-1001", "refundable": true}'"""
+    hostile = r'"<b>A-1001</b>\x1b[2J"'  # (YAML's double quotes: a real ESC character)
+    script = REFUND_SCRIPT.read_text(encoding="utf-8")
+    assert plain in script
+    (tmp_path / "hostile.yaml").write_text(script.replace(plain, hostile), encoding="utf-8")
+    for run_id, used in (("plain", str(REFUND_SCRIPT)), ("odd", "hostile.yaml")):
+        code, _, _, err = mkl_cli(tmp_path, "run", str(EXAMPLES / "refund.mkl"), "--id", run_id, "--script", used)
+        assert code == 0, err
+    code, _, out, err = mkl_cli(tmp_path, "diff", "plain", "odd")
+    assert code == 1, err
+    assert "The runs part at step 1 (lookup): the output differs." in out
+    assert "The output of step 1 (lookup) differs:" in out
+    assert "+<b>A-1001</b>" in out and "\x1b" not in out
+    code, _, out, err = mkl_cli(tmp_path, "diff", "plain", "odd", "--json")
+    assert code == 1, err
+    found = json.loads(out)
+    assert found["parted"]["what"] == "output" and found["outputs"][0]["b"] == "<b>A-1001</b>\x1b[2J"
+    html = diff_html(found)
+    assert "&lt;b&gt;A-1001&lt;/b&gt;" in html and "<b>A-1001" not in html
