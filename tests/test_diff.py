@@ -82,6 +82,15 @@ def test_mkl_diff_names_where_two_refund_runs_part_in_text_and_json_and_writes_n
     assert code == 0, err
     assert "The runs are identical" in out and "Decisions that differ" not in out
 
+    code, _, _, err = mkl_cli(tmp_path, "run", str(EXAMPLES / "refund.mkl"), "--id", "waits", *RUN)
+    assert code == 3, err
+    code, _, out, err = mkl_cli(tmp_path, "diff", "waits", "ra", "--json")  # one still asks, one was answered
+    assert code == 1, err
+    found = json.loads(out)
+    assert found["parted"] == PARTED and found["a"]["status"] == "suspended"
+    first = found["decisions"][0]
+    assert (first["what"], first["a"], first["b"]) == ("reply", "(no answer)", "approve")
+
 
 def test_a_run_only_a_notebooks_metadata_holds_is_diffed_against_the_stores(tmp_path: Path) -> None:
     """Bob's rejected run reaches Alice in a notebook (its outputs stripped); her approved one is in her store.

@@ -17,6 +17,7 @@ import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from .workspace import Workspace
 
 NOTEBOOK_SUFFIX = ".ipynb:"  # what parts a notebook's name from its run's in a RUN spec
 _GATE_KEYS = ("gate", "to", "gate_via", "hook", "policy")  # what a step's decision is
+Event = tuple[str, int, dict[str, Any]]  # a step ("step", its number, what counts) or an answer ("answer", after)
 
 
 @dataclass(frozen=True)
@@ -192,11 +194,11 @@ def _facts(side: Side) -> dict[str, Any]:
     return facts
 
 
-def _events(side: Side) -> list[tuple[str, int, dict[str, Any]]]:
+def _events(side: Side) -> list[Event]:
     """A run's steps and answers in the order they happened: ("step", n, what) and ("answer", n, what), n the
     steps finished before it."""
     result = side.outcome.result
-    events: list[tuple[str, int, dict[str, Any]]] = []
+    events: list[Event] = []
     answers = list(result.answers)
     for n, step in enumerate(result.trace_with_open_call()):
         while answers and int(answers[0].get("after") or 0) <= n:
@@ -208,27 +210,35 @@ def _events(side: Side) -> list[tuple[str, int, dict[str, Any]]]:
 
 def _parting(a: Side, b: Side) -> dict[str, Any] | None:
     """The first step where the runs part, and what parts them there (None: they never do)."""
-    events_a, events_b = _events(a), _events(b)
     steps_a, steps_b = a.outcome.result.trace_with_open_call(), b.outcome.result.trace_with_open_call()
-    for event_a, event_b in zip(events_a, events_b, strict=False):
-        if event_a == event_b:
-            continue
-        kind_a, n_a, key_a = event_a
-        kind_b, n_b, key_b = event_b
-        if kind_a == kind_b == "answer":
-            what = "reply" if key_a["value"] != key_b["value"] else "answerer"
+    for event_a, event_b in zip_longest(_events(a), _events(b)):
+        if event_a != event_b:
+            n_a, n_b, what = _what_parts(event_a, event_b)
             return _parted_at(steps_a, steps_b, n_a, n_b, what)
-        if kind_a == kind_b == "step" and key_a["state"] == key_b["state"]:
-            what = "gate" if any(key_a[k] != key_b[k] for k in _GATE_KEYS) else "output"
-            return _parted_at(steps_a, steps_b, n_a, n_b, what)
-        return _parted_at(steps_a, steps_b, n_a if kind_a == "step" else n_a + 1, n_b, "path")
-    if len(events_a) != len(events_b):
-        n = min(len(steps_a), len(steps_b))
-        return _parted_at(steps_a, steps_b, n + 1, n + 1, "path")
     ends = [(s.outcome.result.status, s.outcome.result.at, _value(s.outcome.result.result)) for s in (a, b)]
     if ends[0] != ends[1]:
         return _parted_at(steps_a, steps_b, len(steps_a), len(steps_b), "ending")
     return None
+
+
+def _what_parts(event_a: Event | None, event_b: Event | None) -> tuple[int, int, str]:
+    """Of the first events of two runs that differ (None: the run has no more), the step of each where they part
+    and what parts them: an answer given in one run and not the other, or given otherwise (its value, who gave
+    it, the note beside it); a gate's decision or an output at the same state; else the path."""
+    answers = [event for event in (event_a, event_b) if event is not None and event[0] == "answer"]
+    if answers:
+        n = answers[0][1]
+        if len(answers) == 1:
+            return n, n, "reply"
+        key_a, key_b = answers[0][2], answers[1][2]
+        what = "reply" if key_a["value"] != key_b["value"] else "answerer" if key_a["by"] != key_b["by"] else "note"
+        return n, n, what
+    if event_a is not None and event_b is not None and event_a[2]["state"] == event_b[2]["state"]:
+        key_a, key_b = event_a[2], event_b[2]
+        what = "gate" if any(key_a[k] != key_b[k] for k in _GATE_KEYS) else "output"
+        return event_a[1], event_b[1], what
+    n = min(event[1] for event in (event_a, event_b) if event is not None)
+    return n, n, "path"
 
 
 def _parted_at(steps_a: Sequence[Any], steps_b: Sequence[Any], n_a: int, n_b: int, what: str) -> dict[str, Any]:
@@ -245,9 +255,17 @@ def _step_key(step: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "state": step.get("state"),
         "output": _value(step.get("branches", step.get("output"))),
-        "sub": _value(step.get("sub_trace")),
+        "sub": _behaviour(step.get("sub_trace")),
         **{key: step.get(key) for key in _GATE_KEYS},
     }
+
+
+def _behaviour(sub_trace: Any) -> Any:
+    """A call's steps as they count for the diff (each step's :func:`_step_key`, nothing of its cost or time);
+    a fan-out's, one list per branch."""
+    if isinstance(sub_trace, list):
+        return [_behaviour(each) for each in sub_trace]
+    return _step_key(sub_trace) if isinstance(sub_trace, Mapping) else sub_trace
 
 
 def _answer_key(answer: Mapping[str, Any]) -> dict[str, Any]:

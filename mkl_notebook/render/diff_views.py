@@ -67,7 +67,7 @@ def verdict(diff: Diff) -> str:
         return "The runs are identical: the same path, decisions, outputs, answers and ending."
     parted = diff["parted"]
     state_a, state_b = parted.get("state_a"), parted.get("state_b")
-    where = state_a if state_a == state_b else f"{state_a or 'ended'} in A, {state_b or 'ended'} in B"
+    where = state_a if state_a == state_b else f"{state_a or 'no step'} in A, {state_b or 'no step'} in B"
     what = {
         "reply": "the reply differs",
         "answerer": "who answered differs",
