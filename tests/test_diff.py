@@ -18,7 +18,7 @@ import nbformat
 
 from mkl_notebook.render.diff_views import diff_html
 
-from support import EXAMPLES, REFUND, REFUND_SCRIPT, Cells, mkl_cli
+from support import EXAMPLES, REFUND, REFUND_SCRIPT, RUN_MIME, Cells, mkl_cli
 
 RUN = ["--hitl", "--script", str(REFUND_SCRIPT), "--set", "ticket=Parcel A-1001 arrived broken"]
 PARTED = {"step": 2, "state_a": "draft", "state_b": "draft", "what": "reply"}
@@ -153,6 +153,14 @@ def test_mkl_diff_in_a_shell_shows_the_table_side_by_side(ip: Cells) -> None:
     ip.run("%mkl diff k1 k1")
     assert "The runs are identical" in ip.out.last("text/html")["text/html"]
     assert "no run 'nope'" in str(ip.fails("%mkl diff k1 nope"))
+
+    checkpoint = ip.tmp / "k2.json"  # k2 as a notebook sent back carries it, only in its metadata
+    checkpoint.write_text(json.dumps(ip.shell.user_ns["k2"]._repr_mimebundle_()[RUN_MIME]), encoding="utf-8")
+    _sent_notebook(ip.tmp / "sent.ipynb", checkpoint)
+    ip.out.clear()
+    ip.run("%mkl diff k1 sent.ipynb:k2")
+    html = ip.out.last("text/html")["text/html"]
+    assert f"<p>{VERDICT}</p>" in html and "sent.ipynb (metadata)" in html and "made by you" in html
 
 
 def test_an_output_that_differs_is_diffed_and_text_from_the_files_is_shown_escaped(tmp_path: Path) -> None:
