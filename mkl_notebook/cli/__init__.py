@@ -1,5 +1,5 @@
 """The ``mkl`` command line: check, test, run (one row or many), resume, trace and list machines' runs; trust keys;
-keep a notebook's runs in its metadata; audit every answer.
+keep a notebook's runs in its metadata; audit every answer; compare two runs.
 
 Exit codes: 0 done / no errors / all tests pass, 1 halt / a test failed, 2 load,
 usage or check error (an unknown run included), 3 suspended, 4 in doubt.  Run-like

@@ -41,6 +41,7 @@ CARRIED_OUT_BY = {
     "inbox": "inbox_cmd:inbox_main",
     "tick": "tick_cmd:tick_main",
     "notify": "notify_cmd:notify_main",
+    "diff": "diff_cmd:diff_main",
 }
 # The commands that end with the JSON status line: each takes --output-file.
 STATUS_COMMANDS = ("check", "run", "resume", "runs", "map", "plan", "trace", "keep", "notify")
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     _trust(commands)
     _keep_and_audit(commands)
     _notify(commands)
+    _diff(commands)
     for name in STATUS_COMMANDS:
         _output_file_flag(commands.choices[name])
     for name in LIBRARY_COMMANDS:
@@ -249,6 +251,29 @@ def _notify(commands: Commands) -> None:
         metavar="URL",
         help="a channel this machine may send on, beside those it keeps (runs name theirs by digest only)",
     )
+
+
+def _diff(commands: Commands) -> None:
+    """``mkl diff RUN_A RUN_B``."""
+    diffed = commands.add_parser(
+        "diff",
+        help="two runs side by side: where they part, each decision and output that differs, what each spent",
+        description="Compare two runs, reading only. A RUN is a run of the store, or NOTEBOOK.ipynb:RUN for one a "
+        "notebook carries (one sent to you, say). Exit code: 0 identical, 1 they differ, 2 a run not found.",
+    )
+    diffed.add_argument("run_a", metavar="RUN_A", help="a run of the store, or NOTEBOOK.ipynb:RUN")
+    diffed.add_argument(
+        "run_b", metavar="RUN_B", help="a run of the store (--store-b's, if given), or NOTEBOOK.ipynb:RUN"
+    )
+    diffed.add_argument(
+        "--store",
+        metavar="PATH",
+        help=f"the run store a RUN (not NOTEBOOK.ipynb:RUN) is read from, read-only: a file (default $MKL_STORE, else "
+        f"{DEFAULT_STORE_NAME}) "
+        "or a postgresql:// URL",
+    )
+    diffed.add_argument("--store-b", metavar="PATH", help="the run store RUN_B is read from, when not --store's")
+    diffed.add_argument("--json", action="store_true", help="print the diff as one JSON object")
 
 
 def _command_line_flags(parser: argparse.ArgumentParser, *, batch: bool = False) -> None:

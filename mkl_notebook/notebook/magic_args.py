@@ -30,6 +30,7 @@ SUBCOMMANDS = (
     "pending",
     "inbox",
     "audit",
+    "diff",
     "forget",
     "check",
     "test",
@@ -69,6 +70,8 @@ HELP = """\
 %mkl audit [RUN|NOTEBOOK|DIR]  every answer given: question, value, who, key and signature, time to decide
 %mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
 %mkl visits RUN [--all]   entries per state: the 40 states entered most of a big machine, or with --all every one
+%mkl diff RUN_A RUN_B [--json]  two runs side by side: where they part, each decision and output that
+                          differs, what each spent (a RUN: this kernel's, or NOTEBOOK.ipynb:RUN, one a file carries)
 %mkl plan RUN             what running RUN again would replay, call anew and ask again, with the machines as defined now
 %mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
@@ -168,6 +171,10 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     audit.add_argument(
         "target", nargs="?", help="a run, a notebook (.ipynb) or a folder (default: every run of the store)"
     )
+    diffed = _Parser(prog="diff", add_help=False)
+    diffed.add_argument("run_a", metavar="RUN_A", help="a run of this kernel's store, or NOTEBOOK.ipynb:RUN")
+    diffed.add_argument("run_b", metavar="RUN_B", help="a run of this kernel's store, or NOTEBOOK.ipynb:RUN")
+    diffed.add_argument("--json", action="store_true", help="print the diff as one JSON object")
     inbox = _Parser(prog="inbox", add_help=False)
     inbox.add_argument("folders", nargs="*", metavar="DIR", help="folders to read (default: here)")
     add_flags(inbox, INBOX)
@@ -192,6 +199,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         "resume": resume,
         "pending": pending,
         "audit": audit,
+        "diff": diffed,
         "inbox": inbox,
         "check": check_parser,
         "test": test,

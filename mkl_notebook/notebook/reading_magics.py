@@ -1,4 +1,4 @@
-"""The ``%mkl`` subcommands that read and show (trace, visits, plan, runs, inbox, audit) and those about
+"""The ``%mkl`` subcommands that read and show (trace, visits, plan, runs, inbox, audit, diff) and those about
 machines (check, test, stdlib, load, models): nothing here advances a run.
 
 :class:`ReadingCommands` is mixed into :class:`~mkl_notebook.notebook.magics.MklMagics`, which dispatches
@@ -17,6 +17,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ..app.audit import workspace_audit
+from ..app.diffing import diff_runs, run_ref
 from ..app.inbox import inbox
 from ..app.requests import InboxRequest, from_flags
 from ..app.status import traced
@@ -25,13 +26,14 @@ from ..app.workspace import Workspace
 from ..render import views
 from ..render.audit_views import audit_bundle
 from ..render.diagram import diagram_bundle
+from ..render.diff_views import diff_bundle
 from ..render.inbox_views import inbox_bundle
 from ..render.plan_views import plan_bundle
 from .magic_args import Values
 
 
 class ReadingCommands:
-    """``%mkl trace/visits/plan/runs/inbox/audit/check/test/stdlib/load/models``."""
+    """``%mkl trace/visits/plan/runs/inbox/audit/diff/check/test/stdlib/load/models``."""
 
     session: Workspace
     values: Values
@@ -104,6 +106,15 @@ class ReadingCommands:
         target = self.values.maybe_text(self._parse("audit", words).target)
         found = workspace_audit(self.session, target)  # reading only: nothing is made or written
         display(audit_bundle(found.answers, found.pending, found.problems, found.median_seconds()), raw=True)
+
+    def _cmd_diff(self, words: list[str]) -> None:
+        args = self._parse("diff", words)
+        a, b = (run_ref(self.values.text(spec)) for spec in (args.run_a, args.run_b))
+        found = diff_runs(a, b, self.session).as_dict()  # reading only: nothing is called or written
+        if args.json:
+            print(json.dumps(found, ensure_ascii=True, default=str))
+        else:
+            display(diff_bundle(found), raw=True)
 
     # -- machines ------------------------------------------------------------------------------
 
