@@ -25,7 +25,7 @@ import yaml
 
 from mkl_notebook.cli import main as mkl_main
 
-from support import mkl_cli
+from support import Cells, mkl_cli
 
 FLOW = """\
 machine: flow
@@ -248,3 +248,18 @@ def test_where_the_runs_are_must_be_said_and_be_there(root: Path) -> None:
     assert code == 2 and status["error"] == "nowhere: no such folder"
     code, status, _, _ = mkl_cli(root, "plan", "flow.mkl", "--id", "s01", "--over", "team")
     assert code == 2 and status["error"].startswith("--id plans one run of one store")
+
+
+def test_the_notebook_plans_every_run_of_a_machine_as_defined_now(root: Path, ip: Cells) -> None:
+    ip.define(FLOW.replace('"Draft from {{notes}}."', '"Redraft from {{notes}}."'))
+    ip.out.clear()
+    ip.run(f"%mkl plan flow --over {root / 'team'}")
+    shown = ip.out.last("text/plain")["text/plain"]
+    assert "Plan for the runs of flow with the machine as it is now (21 runs):" in shown
+    assert "Answers people gave are at stake in 16 runs: " in shown
+    assert "NOT TRUSTED (made by an unknown key" in shown
+    ip.define(FLOW)
+    ip.out.clear()
+    ip.run(f"%mkl plan flow --store {root / 'team' / '.mkl' / 'runs.sqlite'}")
+    shown = ip.out.last("text/plain")["text/plain"]
+    assert "(10 runs)" in shown and "No answer a person gave (in a copy trusted here) would be asked again." in shown

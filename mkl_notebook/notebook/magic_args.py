@@ -70,6 +70,8 @@ HELP = """\
 %mkl trace RUN [--all]    a run's steps: the first and last 20 of a long trace, or with --all every one
 %mkl visits RUN [--all]   entries per state: the 40 states entered most of a big machine, or with --all every one
 %mkl plan RUN             what running RUN again would replay, call anew and ask again, with the machines as defined now
+%mkl plan NAME --over DIR [--store S] [--json]   the same for every run of machine NAME in the notebooks and
+                          stores under DIR (and the stores named): which answers people gave an edit puts at stake
 %mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
 %mkl stdlib [NAME]        the standard library's machines (call: std_cot, ...); one's diagram and source
@@ -155,6 +157,9 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         parser.add_argument("run_id", help="the run")
     for name in ("trace", "visits"):
         one_run[name].add_argument("--all", action="store_true", dest="full", help="every row, however many")
+    one_run["plan"].add_argument("--over", action="append", metavar="DIR", help="every run of NAME under DIR")
+    one_run["plan"].add_argument("--store", action="append", dest="stores", metavar="S", help="every run of NAME in S")
+    one_run["plan"].add_argument("--json", action="store_true", help="with --over/--store: the rows as JSON")
     pending = _Parser(prog="pending", add_help=False)
     pending.add_argument(
         "--all",

@@ -123,3 +123,13 @@ def plan_over_lines(found: Mapping[str, Any]) -> list[str]:
     else:
         lines.append("No answer a person gave (in a copy trusted here) would be asked again.")
     return lines
+
+
+def plan_over_bundle(found: Mapping[str, Any]) -> dict[str, str]:
+    """:func:`plan_over_lines` for a notebook: the text, and the same as HTML (a paragraph, a list of runs)."""
+    lines = plan_over_lines(found)
+    items = "".join(f"<li>{escape(line.strip())}</li>" for line in lines[1:-1])
+    return {
+        "text/plain": "\n".join(lines),
+        "text/html": f"<p>{escape(lines[0])}</p><ul>{items}</ul><p><b>{escape(lines[-1])}</b></p>",
+    }
