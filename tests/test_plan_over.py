@@ -198,9 +198,7 @@ def test_an_edit_after_the_gate_lists_the_runs_calling_anew_there_and_passes(roo
     assert stranger["made_by"].startswith("made by an unknown key")
 
 
-def test_an_edit_before_the_gate_lists_the_runs_whose_approvals_are_at_stake_and_fails(
-    root: Path, edited: Any
-) -> None:
+def test_an_edit_before_the_gate_lists_the_runs_whose_approvals_are_at_stake_and_fails(root: Path, edited: Any) -> None:
     machine = edited('"Draft from {{notes}}."', '"Redraft from {{notes}}."')
     code, rows, _ = _plan(root, machine, "--over", "team")
     assert code == 1
