@@ -174,7 +174,7 @@ def plan_row(copy: _Copy, machines: Mapping[str, Machine], others: Sequence[_Cop
         row.update(error=without_secrets(str(exc)), replays=0, calls_anew=[], answers_kept=0, asked_again=again)
         row["invalidates"] = copy.trusted and bool(again)
         return row
-    anew = []
+    anew: list[dict[str, Any]] = []
     if found.first_call is not None:
         first = found.first_call
         why = "an edit changed its request" if first["position"] in index.answers else "the run never came this far"
