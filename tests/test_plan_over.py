@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import nbformat
 import pytest
 import yaml
 
+from mkl_notebook.app.deadlines import tick
 from mkl_notebook.cli import main as mkl_main
 
 from support import Cells, mkl_cli
@@ -64,7 +66,8 @@ states:
 """
 SCRIPT = {"llm": {"produce": {"Research": "notes", "Draft from": "draft text", "Send": "sent", "Say": "word"}}}
 STORE_APPROVED = [f"s{n:02}" for n in range(1, 9)]
-STORE_WAITING = ["s09", "s10"]
+STORE_WAITING = ["s09"]
+DECIDED = "s10"  # its question decided past its deadline by the run's rule (approve), not by a person
 NOTEBOOKS = {  # notebook -> {run: approved}
     "team/a.ipynb": {"n11": True, "n12": True, "n13": True},
     "team/deep/b.ipynb": {"n14": True, "n15": True, "n16": False},
@@ -122,6 +125,10 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for run_id in STORE_APPROVED + STORE_WAITING:
         checkpoint = cps / f"{run_id}.json" if run_id == "s01" else None
         _made(root, store, run_id, approve=run_id in STORE_APPROVED, checkpoint=checkpoint)
+    _mkl(*("run", str(root / "flow.mkl"), "--id", DECIDED, "--hitl", "--set", f"topic={DECIDED}", "--store", str(store)),
+         *("--script", str(root / "s.yaml"), "--deadline", "1h", "--on-timeout", "approve"))  # fmt: skip
+    [decided] = tick([], [str(store)], now=time.time() + 2 * 3600).decided  # (as cron's tick, two hours on)
+    assert decided.run == DECIDED
     _mkl("run", str(root / "other.mkl"), "--id", "o1", "--store", str(store), "--script", str(root / "s.yaml"))
     for name, runs in NOTEBOOKS.items():
         for run_id, approve in runs.items():
@@ -181,7 +188,7 @@ def test_an_edit_after_the_gate_lists_the_runs_calling_anew_there_and_passes(roo
     assert _everything(root) == before  # reading only: no store made, no file written
     assert code == 0
     runs = _by_run(rows)
-    assert sorted(runs) == sorted(APPROVED + WAITING) and len(runs) == 20
+    assert sorted(runs) == sorted([*APPROVED, *WAITING, DECIDED]) and len(runs) == 20
     for run_id in APPROVED:
         assert runs[run_id]["replays"] == 2 and runs[run_id]["answers_kept"] == 1
         [anew] = runs[run_id]["calls_anew"]
@@ -189,6 +196,8 @@ def test_an_edit_after_the_gate_lists_the_runs_calling_anew_there_and_passes(roo
         assert runs[run_id]["asked_again"] == [] and not runs[run_id]["invalidates"]
     for run_id in WAITING:  # they wait at the gate, before the edit: nothing anew
         assert runs[run_id]["calls_anew"] == [] and runs[run_id]["status"] == "suspended"
+    [anew] = runs[DECIDED]["calls_anew"]
+    assert anew["state"] == "send" and runs[DECIDED]["asked_again"] == []
     assert runs["s01"]["also_in"] and {runs["s01"]["where"], *runs["s01"]["also_in"]} == {
         "team/c.ipynb, metadata",
         "store team/.mkl/runs.sqlite",
@@ -213,6 +222,8 @@ def test_an_edit_before_the_gate_lists_the_runs_whose_approvals_are_at_stake_and
         ]
     for run_id in WAITING:  # re-drafted, but no one had approved anything
         assert [call["state"] for call in runs[run_id]["calls_anew"]] == ["draft"] and not runs[run_id]["invalidates"]
+    [by_rule] = runs[DECIDED]["asked_again"]  # listed, but a deadline's decision is no one's approval
+    assert (by_rule["via"], by_rule["person"], runs[DECIDED]["invalidates"]) == ("policy", False, False)
     [stranger] = [row for row in rows if not row["trusted"]]
     assert stranger["asked_again"] and not stranger["invalidates"]  # marked, listed, not counted
 
@@ -221,6 +232,7 @@ def test_an_edit_before_the_gate_lists_the_runs_whose_approvals_are_at_stake_and
     assert (status["runs"], status["untrusted"], status["skipped"]) == (21, 1, 1)
     assert "Answers people gave are at stake in 16 runs: " in out
     assert "may ask again at root/1:draft#1/reply@0: 'approve' by " in out
+    assert "may decide again by its rule at root/1:draft#1/reply@0: 'approve' by policy" in out
     assert "NOT TRUSTED (made by an unknown key" in out
 
 
@@ -234,7 +246,7 @@ def test_a_store_alone_lists_its_runs_of_the_machine(root: Path, edited: Any) ->
     code, rows, _ = _plan(root, machine, "--store", "team/.mkl/runs.sqlite")
     assert code == 1
     runs = _by_run(rows)
-    assert sorted(runs) == sorted(STORE_APPROVED + STORE_WAITING)
+    assert sorted(runs) == sorted([*STORE_APPROVED, *STORE_WAITING, DECIDED])
     assert sorted(run_id for run_id, row in runs.items() if row["invalidates"]) == STORE_APPROVED
     assert all(row["calls_anew"][0]["state"] == "research" for row in rows)
 

@@ -25,6 +25,7 @@ from ..checkpoints.notebook_disk import NotebookFileError
 from ..durable.chain import common_prefix
 from ..durable.errors import StoreError
 from ..durable.reading import claimed_name, decisions, established_how, run_state
+from ..durable.records import kind_of
 from ..durable.replay import JournalIndex
 from ..durable.runs import plan_journal
 from ..durable.store_names import is_server_store, public_store
@@ -63,7 +64,8 @@ class PlanOver:
 
     @property
     def invalidating(self) -> list[dict[str, Any]]:
-        """The rows whose answers a person gave the edit puts at stake (trusted copies only)."""
+        """The rows whose answers a person gave the edit puts at stake (trusted copies only; a deadline's
+        decision by the run's rule is listed, but is no one's approval)."""
         return [row for row in self.rows if row["invalidates"]]
 
     def summary(self) -> dict[str, Any]:
@@ -140,13 +142,16 @@ def _answer(given: Mapping[str, Any], why: str, *, certain: bool, index: Journal
     """An answer a person gave that running again asks again (``certain``) or may, as a row says it."""
     position = str(given.get("position"))
     reply = (index.replies.get(position) or [dict(given)])[-1]
+    decided = kind_of(reply) == "policy" or given.get("via") == "policy"  # a deadline's rule, not a person
     return {
         "position": position,
         "value": given.get("value"),
         "by": given.get("by"),
         "established": established_how(reply),
         "claimed": claimed_name(reply),
+        "via": "policy" if decided else reply.get("via"),
         "time": reply.get("time"),
+        "person": not decided,
         "certain": certain,
         "why": why,
     }
@@ -172,7 +177,7 @@ def plan_row(copy: _Copy, machines: Mapping[str, Machine], others: Sequence[_Cop
         given = [{**answer, "position": answer.get("pos")} for answer in decisions(copy.records)]
         again = [_answer(answer, why, certain=False, index=index) for answer in given]
         row.update(error=without_secrets(str(exc)), replays=0, calls_anew=[], answers_kept=0, asked_again=again)
-        row["invalidates"] = copy.trusted and bool(again)
+        row["invalidates"] = copy.trusted and any(answer["person"] for answer in again)
         return row
     anew: list[dict[str, Any]] = []
     if found.first_call is not None:
@@ -192,7 +197,7 @@ def plan_row(copy: _Copy, machines: Mapping[str, Machine], others: Sequence[_Cop
         for given in found.may_ask_again
     ]
     row.update(replays=len(found.replays), calls_anew=anew, answers_kept=len(found.answers_kept), asked_again=again)
-    row["invalidates"] = copy.trusted and bool(again)
+    row["invalidates"] = copy.trusted and any(answer["person"] for answer in again)
     return row
 
 

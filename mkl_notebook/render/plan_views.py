@@ -100,6 +100,8 @@ def _planned_row(row: Mapping[str, Any]) -> list[str]:
         lines.append(f"      NOT TRUSTED ({row.get('made_by')}): its answers are not counted")
     for again in row.get("asked_again") or []:
         how = "asks again" if again.get("certain") else "may ask again"
+        if again.get("person") is False:
+            how = "decides again by its rule" if again.get("certain") else "may decide again by its rule"
         lines.append(
             f"      {how} at {again.get('position')}: {fmt(again.get('value'))!r} {answered_by(again)} "
             f"({again.get('why')})"
