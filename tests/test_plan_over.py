@@ -125,8 +125,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for run_id in STORE_APPROVED + STORE_WAITING:
         checkpoint = cps / f"{run_id}.json" if run_id == "s01" else None
         _made(root, store, run_id, approve=run_id in STORE_APPROVED, checkpoint=checkpoint)
-    _mkl(*("run", str(root / "flow.mkl"), "--id", DECIDED, "--hitl", "--set", f"topic={DECIDED}", "--store", str(store)),
-         *("--script", str(root / "s.yaml"), "--deadline", "1h", "--on-timeout", "approve"))  # fmt: skip
+    rule = ("--deadline", "1h", "--on-timeout", "approve")
+    common = ("--store", str(store), "--script", str(root / "s.yaml"), *rule)
+    _mkl("run", str(root / "flow.mkl"), "--id", DECIDED, "--hitl", "--set", f"topic={DECIDED}", *common)
     [decided] = tick([], [str(store)], now=time.time() + 2 * 3600).decided  # (as cron's tick, two hours on)
     assert decided.run == DECIDED
     _mkl("run", str(root / "other.mkl"), "--id", "o1", "--store", str(store), "--script", str(root / "s.yaml"))
