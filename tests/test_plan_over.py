@@ -170,9 +170,11 @@ def _everything(folder: Path) -> dict[str, str]:
 
 
 def _plan(root: Path, machine: Path, *where: str) -> tuple[int, list[dict[str, Any]], str]:
-    code, _, out, err = mkl_cli(root, "plan", str(machine), *where, "--json")
+    code, status, out, err = mkl_cli(root, "plan", str(machine), *where, "--json")
     assert code in (0, 1), err
-    rows: list[dict[str, Any]] = json.loads(out)
+    listed, _ = out.splitlines()  # the rows, then the status line
+    rows: list[dict[str, Any]] = json.loads(listed)
+    assert status["status"] == ("invalidates" if code == 1 else "ok") and status["runs"] == len(rows)
     return code, rows, err
 
 
@@ -261,7 +263,9 @@ def test_where_the_runs_are_must_be_said_and_be_there(root: Path) -> None:
     assert code == 2 and status["error"].startswith("--id plans one run of one store")
 
 
-def test_the_notebook_plans_every_run_of_a_machine_as_defined_now(root: Path, ip: Cells) -> None:
+def test_the_notebook_plans_every_run_of_a_machine_as_defined_now(
+    root: Path, ip: Cells, capsys: pytest.CaptureFixture[str]
+) -> None:
     ip.define(FLOW.replace('"Draft from {{notes}}."', '"Redraft from {{notes}}."'))
     ip.out.clear()
     ip.run(f"%mkl plan flow --over {root / 'team'}")
@@ -274,3 +278,7 @@ def test_the_notebook_plans_every_run_of_a_machine_as_defined_now(root: Path, ip
     ip.run(f"%mkl plan flow --store {root / 'team' / '.mkl' / 'runs.sqlite'}")
     shown = ip.out.last("text/plain")["text/plain"]
     assert "(10 runs)" in shown and "No answer a person gave (in a copy trusted here) would be asked again." in shown
+    capsys.readouterr()
+    ip.run(f"%mkl plan flow --over {root / 'team'} --json")
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 21 and not any(row["invalidates"] for row in rows)

@@ -145,7 +145,11 @@ def _map_plan_and_trace(commands: Commands) -> None:
         action="append",
         help="a folder: every run of MACHINE in its notebooks and .mkl/runs.sqlite stores (repeat for several)",
     )
-    planned.add_argument("--json", action="store_true", help="with --over/--store: print the rows as one JSON list")
+    planned.add_argument(
+        "--json",
+        action="store_true",
+        help="with --over/--store: the rows as one JSON list (a line before the status line)",
+    )
 
     traced = commands.add_parser("trace", help="print a run's trace from its journal (nothing runs)")
     traced.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")

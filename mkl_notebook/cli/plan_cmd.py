@@ -41,11 +41,11 @@ def _plan_over(args: argparse.Namespace, stores: list[str]) -> int:
 
     name, machines = machines_to_plan(args.file)
     found = plan_over(PlanOverRequest(name, tuple(args.over or ()), tuple(stores)), machines)
-    if args.json:
+    if args.json:  # the rows on one line, then the status line (as every plan ends), ASCII only
         print(json.dumps(found.rows, ensure_ascii=True, default=str))
         for problem in found.problems:
             print(f"not read: {printable(problem)}", file=sys.stderr)
     else:
         say("\n".join(plan_over_lines(found.as_dict())))
-        emit_status(found.summary())
+    emit_status(found.summary())
     return EXIT_FAILED if found.invalidating else EXIT_OK
