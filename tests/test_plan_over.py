@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import io
 import json
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,7 +28,9 @@ import yaml
 from mkl_notebook.app.deadlines import tick
 from mkl_notebook.cli import main as mkl_main
 
-from support import Cells, mkl_cli
+from support import EXAMPLES, Cells, mkl_cli
+
+LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy" / "runs.sqlite"
 
 FLOW = """\
 machine: flow
@@ -282,3 +285,15 @@ def test_the_notebook_plans_every_run_of_a_machine_as_defined_now(
     ip.run(f"%mkl plan flow --over {root / 'team'} --json")
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 21 and not any(row["invalidates"] for row in rows)
+
+
+def test_a_store_of_an_earlier_release_is_planned_as_it_is_and_left_as_it_was(tmp_path: Path) -> None:
+    """Reading only: a store an older release made is read, never migrated (a store opened to be written
+    would be), nor is anything made beside it."""
+    legacy = tmp_path / "old" / ".mkl" / "runs.sqlite"
+    legacy.parent.mkdir(parents=True)
+    shutil.copy(LEGACY, legacy)
+    before = _everything(tmp_path), legacy.stat().st_mtime_ns
+    code, status, _, err = mkl_cli(tmp_path, "plan", str(EXAMPLES / "refund.mkl"), "--over", "old")
+    assert code in (0, 1) and status["runs"] >= 1, err
+    assert (_everything(tmp_path), legacy.stat().st_mtime_ns) == before
