@@ -133,12 +133,15 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _mkl("run", str(root / "flow.mkl"), "--id", DECIDED, "--hitl", "--set", f"topic={DECIDED}", *common)
     [decided] = tick([], [str(store)], now=time.time() + 2 * 3600).decided  # (as cron's tick, two hours on)
     assert decided.run == DECIDED
-    _mkl("run", str(root / "other.mkl"), "--id", "o1", "--store", str(store), "--script", str(root / "s.yaml"))
+    other = ("--store", str(store), "--script", str(root / "s.yaml"), "--checkpoint", str(cps / "o1.json"))
+    _mkl("run", str(root / "other.mkl"), "--id", "o1", *other)  # another machine's run, in a notebook too
     for name, runs in NOTEBOOKS.items():
         for run_id, approve in runs.items():
             if run_id != "s01":
                 _made(root, scratch / "runs.sqlite", run_id, approve=approve, checkpoint=cps / f"{run_id}.json")
         carried = {run_id: cps / f"{run_id}.json" for run_id in runs}
+        if name == "team/a.ipynb":
+            carried["o1"] = cps / "o1.json"
         if name == "team/c.ipynb":
             _made(root, scratch / "runs.sqlite", LOOSE, approve=True, checkpoint=cps / f"{LOOSE}.json")
             carried[LOOSE] = cps / f"{LOOSE}.json"

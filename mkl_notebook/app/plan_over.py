@@ -210,10 +210,11 @@ class _Reach:
     found: PlanOver
     copies: dict[str, list[_Copy]] = field(default_factory=dict)
     opened: set[str] = field(default_factory=set)
+    skipped: set[str] = field(default_factory=set)  # the runs of other machines (a run once, however many copies)
 
     def add(self, copy: _Copy) -> None:
         if JournalIndex.build(copy.records).setup.get("root") != self.machine:
-            self.found.skipped += 1
+            self.skipped.add(copy.run_id)
             return
         self.copies.setdefault(copy.run_id, []).append(copy)
 
@@ -243,7 +244,7 @@ class _Reach:
         try:
             for summary in opened.runs():
                 if summary.machine != self.machine:
-                    self.found.skipped += 1
+                    self.skipped.add(summary.run_id)
                     continue
                 self.add(_Copy(summary.run_id, opened.read(summary.run_id), f"store {shown}"))
         except StoreError as exc:
@@ -275,6 +276,7 @@ def plan_over(request: PlanOverRequest, machines: Mapping[str, Machine], keyring
     for location in request.stores:
         shown = public_store(location) if is_server_store(location) else str(location)
         reach.store(location, shown, named=True)  # (one that cannot be opened is refused, with its own words)
+    found.skipped = len(reach.skipped)
     for copies in reach.copies.values():
         found.rows += [plan_row(copy, machines, others) for copy, others in _newest(copies)]
     found.rows.sort(key=lambda row: (row["where"], row["run"]))
