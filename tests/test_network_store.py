@@ -225,6 +225,7 @@ READING_COMMANDS = {
     "audit": ("audit",),
     "trace": ("trace", "--id", "r"),
     "plan": ("plan", "refund.mkl", "--id", "r"),
+    "plan --over": ("plan", "refund.mkl", "--over", "."),
 }
 
 

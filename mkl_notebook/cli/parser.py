@@ -125,11 +125,32 @@ def _map_plan_and_trace(commands: Commands) -> None:
     add_flags(mapped, MAP)
     _command_line_flags(mapped, batch=True)
 
-    planned = commands.add_parser("plan", help="what re-running a run with the machine as it is now would do")
-    planned.add_argument("file", help="the .mkl machine file, as it is now")
-    planned.add_argument("--id", dest="run_id", required=True, metavar="RUN", help="the run")
+    planned = commands.add_parser(
+        "plan",
+        help="what re-running a run, or every run of the machine under a folder or in a store, with the machine as "
+        "it is now would do",
+        description="With --id: one run. With --over DIR or --store S (and no --id): every run of MACHINE there, "
+        "one row each; the exit code is 1 when an answer a person gave would (or may) be asked again, else 0.",
+    )
+    planned.add_argument("file", metavar="MACHINE", help="the .mkl machine file as it is now (or a library machine)")
+    planned.add_argument("--id", dest="run_id", metavar="RUN", help="the run (of the one --store)")
     planned.add_argument(
-        "--store", metavar="PATH", help=f"the run store: a file (default {DEFAULT_STORE_NAME}) or a postgresql:// URL"
+        "--store",
+        metavar="PATH",
+        action="append",
+        help=f"a run store: a file (default {DEFAULT_STORE_NAME}) or a postgresql:// URL; without --id, every run "
+        "of MACHINE in it (repeat for several), read-only",
+    )
+    planned.add_argument(
+        "--over",
+        metavar="DIR",
+        action="append",
+        help="a folder: every run of MACHINE in its notebooks and .mkl/runs.sqlite stores (repeat for several)",
+    )
+    planned.add_argument(
+        "--json",
+        action="store_true",
+        help="with --over/--store: the rows as one JSON list (a line before the status line)",
     )
 
     traced = commands.add_parser("trace", help="print a run's trace from its journal (nothing runs)")

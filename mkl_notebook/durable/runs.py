@@ -571,7 +571,11 @@ def extend_run(store: RunStore, run_id: str, held: int, records: list[dict[str, 
 def plan_run(store: RunStore, run_id: str, registry: Mapping[str, Machine] | None = None) -> Plan:
     """What running ``run_id`` again with ``registry`` (the machines as they are now; default: the copies it
     pinned) would replay, call anew and ask again; nothing is called or journaled."""
-    records = store.read(run_id)
+    return plan_journal(run_id, store.read(run_id), registry)
+
+
+def plan_journal(run_id: str, records: list[dict[str, Any]], registry: Mapping[str, Machine] | None = None) -> Plan:
+    """:func:`plan_run` of a journal read from anywhere (a store's, or a notebook's copy)."""
 
     def run(index: JournalIndex, oracle: ReplayOracle, machines: Mapping[str, Machine]) -> None:
         _run_journal(run_id, index, oracle, _journal_machines(run_id, index, machines, None), None)

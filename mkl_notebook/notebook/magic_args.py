@@ -73,6 +73,8 @@ HELP = """\
 %mkl diff RUN_A RUN_B [--json]  two runs side by side: where they part, each decision and output that
                           differs, what each spent (a RUN: this kernel's, or NOTEBOOK.ipynb:RUN, one a file carries)
 %mkl plan RUN             what running RUN again would replay, call anew and ask again, with the machines as defined now
+%mkl plan NAME --over DIR [--store S] [--json]   the same for every run of machine NAME in the notebooks and
+                          stores under DIR (and the stores named): which answers people gave an edit puts at stake
 %mkl forget RUN           delete a run from this kernel's store and from the notebook's metadata
 %mkl check NAME           static findings with line numbers
 %mkl stdlib [NAME]        the standard library's machines (call: std_cot, ...); one's diagram and source
@@ -158,6 +160,9 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         parser.add_argument("run_id", help="the run")
     for name in ("trace", "visits"):
         one_run[name].add_argument("--all", action="store_true", dest="full", help="every row, however many")
+    one_run["plan"].add_argument("--over", action="append", metavar="DIR", help="every run of NAME under DIR")
+    one_run["plan"].add_argument("--store", action="append", dest="stores", metavar="S", help="every run of NAME in S")
+    one_run["plan"].add_argument("--json", action="store_true", help="with --over/--store: the rows as JSON")
     pending = _Parser(prog="pending", add_help=False)
     pending.add_argument(
         "--all",

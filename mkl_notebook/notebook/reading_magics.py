@@ -19,6 +19,7 @@ from IPython.display import display
 from ..app.audit import workspace_audit
 from ..app.diffing import diff_runs, run_ref
 from ..app.inbox import inbox
+from ..app.plan_over import PlanOverRequest, plan_over
 from ..app.requests import InboxRequest, from_flags
 from ..app.status import traced
 from ..app.terms import TIERS
@@ -28,7 +29,7 @@ from ..render.audit_views import audit_bundle
 from ..render.diagram import diagram_bundle
 from ..render.diff_views import diff_bundle
 from ..render.inbox_views import inbox_bundle
-from ..render.plan_views import plan_bundle
+from ..render.plan_views import plan_bundle, plan_over_bundle
 from .magic_args import Values
 
 
@@ -72,8 +73,19 @@ class ReadingCommands:
         )
 
     def _cmd_plan(self, words: list[str]) -> None:
-        found = self.session.plan(self.values.text(self._parse("plan", words).run_id))
-        display(plan_bundle(found.as_dict()), raw=True)
+        args = self._parse("plan", words)
+        named = self.values.text(args.run_id)
+        if not args.over and not args.stores:
+            display(plan_bundle(self.session.plan(named).as_dict()), raw=True)
+            return
+        machine = self.session.shelf.machine(named)  # %mkl plan NAME --over DIR: every run of that machine there
+        folders, stores = (tuple(map(self.values.text, given or ())) for given in (args.over, args.stores))
+        request = PlanOverRequest(machine.name, folders, stores)
+        found = plan_over(request, self.session.shelf.callees(machine), self.session.keyring)  # reading only
+        if args.json:
+            print(json.dumps(found.rows, ensure_ascii=True, default=str))
+        else:
+            display(plan_over_bundle(found.as_dict()), raw=True)
 
     def _cmd_runs(self, words: list[str]) -> None:
         rows = [

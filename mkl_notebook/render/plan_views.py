@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from ..lang.interpolate import fmt
-from .common import cut
+from .common import answered_by, cut
 
 
 def _count(items: list[Any], word: str) -> str:
@@ -75,4 +75,63 @@ def plan_bundle(plan: Mapping[str, Any]) -> dict[str, str]:
         "text/html": f"<p>{escape(lines[0])}</p><ul>"
         + "".join(f"<li>{escape(line.strip())}</li>" for line in lines[1:])
         + "</ul>",
+    }
+
+
+def _planned_row(row: Mapping[str, Any]) -> list[str]:
+    """One run of a plan over a folder or store (``app.plan_over``'s row), a line and its details."""
+    anew = row.get("calls_anew") or []
+    said = f"replays {_count([None] * int(row.get('replays') or 0), 'call')}"
+    if row.get("error"):
+        said = f"cannot be planned: {row['error']}"
+    elif anew:
+        first = anew[0]
+        said += f", then calls anew at {first.get('state')} ({first.get('kind')}: {first.get('why')})"
+        if len(anew) > 1:
+            said += f" and may call again {_count(anew[1:], 'call')} after it, at " + ", ".join(
+                dict.fromkeys(str(call.get("state")) for call in anew[1:])
+            )
+    else:
+        said += ", calls nothing anew"
+    lines = [f"  {row.get('run')}  {row.get('where')}  {row.get('status')}: {said}"]
+    if row.get("also_in"):
+        lines.append(f"      also in {', '.join(map(str, row['also_in']))} (the same history, or an older one)")
+    if not row.get("trusted", True):
+        lines.append(f"      NOT TRUSTED ({row.get('made_by')}): its answers are not counted")
+    for again in row.get("asked_again") or []:
+        how = "asks again" if again.get("certain") else "may ask again"
+        if again.get("person") is False:
+            how = "decides again by its rule" if again.get("certain") else "may decide again by its rule"
+        lines.append(
+            f"      {how} at {again.get('position')}: {fmt(again.get('value'))!r} {answered_by(again)} "
+            f"({again.get('why')})"
+        )
+    return lines
+
+
+def plan_over_lines(found: Mapping[str, Any]) -> list[str]:
+    """A plan over every run of a machine (``PlanOver.as_dict()``): a line per run, then whether the edit puts
+    answers a person gave at stake."""
+    rows = found.get("rows") or []
+    lines = [f"Plan for the runs of {found.get('machine')} with the machine as it is now ({_count(rows, 'run')}):"]
+    lines += [line for row in rows for line in _planned_row(row)]
+    if found.get("skipped"):
+        lines.append(f"  ({_count([None] * int(found['skipped']), 'run')} of other machines skipped)")
+    lines += [f"  not read: {problem}" for problem in found.get("problems") or []]
+    at_stake = [row for row in rows if row.get("invalidates")]
+    if at_stake:
+        names = _listed([row.get("run") for row in at_stake])
+        lines.append(f"Answers people gave are at stake in {_count(at_stake, 'run')}: {names}")
+    else:
+        lines.append("No answer a person gave (in a copy trusted here) would be asked again.")
+    return lines
+
+
+def plan_over_bundle(found: Mapping[str, Any]) -> dict[str, str]:
+    """:func:`plan_over_lines` for a notebook: the text, and the same as HTML (a paragraph, a list of runs)."""
+    lines = plan_over_lines(found)
+    items = "".join(f"<li>{escape(line.strip())}</li>" for line in lines[1:-1])
+    return {
+        "text/plain": "\n".join(lines),
+        "text/html": f"<p>{escape(lines[0])}</p><ul>{items}</ul><p><b>{escape(lines[-1])}</b></p>",
     }
