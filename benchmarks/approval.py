@@ -345,7 +345,10 @@ def report(gates: int, notebooks: int, rounds: int) -> str:
         f"page, {len(clicks)} clicks (the first of each page left out). Until 2026-12-04 a click grew slower along "
         "the run (about 60 ms at gate 2, 150-190 ms at gate 20, p90 136 ms on a quiet machine): every form shared "
         "one layout model, and ipywidgets leaves a listener on a layout for each view ever drawn with it, so "
-        "removing a view scanned them all; forms now share layouts only among their own widgets.",
+        "removing a view scanned them all; forms now share layouts only among their own widgets. Until 2026-12-07 "
+        "the page also kept a view of the form per question asked (1.22x late/early at load under 1): JupyterLab "
+        "gives a redrawn output to the renderer that drew the last one, which ipywidgets' renderer answers with one "
+        "view more; the form's place is now blanked before it is redrawn, and the renderer goes with its views.",
         "",
         "| clicks | median | p90 | fastest | slowest |",
         "|---|---|---|---|---|",
