@@ -46,11 +46,10 @@ class Frozen:
     status: str
     answers: int
 
-    def line(self) -> str:
-        return (
-            f"froze run {self.run_id} ({self.machine}, {self.status}: {self.answers} answers) into {self.path}; "
-            f"test it with: mkl test {self.machine}.mkl --script {self.path}"
-        )
+    def line(self, test_with: str) -> str:
+        """What was written, and (``test_with``, the front end's own command) how to test it."""
+        what = f"{self.machine}, {self.status}: {self.answers} answers"
+        return f"froze run {self.run_id} ({what}) into {self.path}; {test_with}"
 
 
 def _scrubbed(value: Any) -> Any:
@@ -205,19 +204,20 @@ def _write_new(path: Path, text: str, force: bool) -> None:
         raise FreezeProblem(f"{path}: cannot be written ({exc.strerror or exc})") from None
 
 
-def freeze(ws: Workspace, run_id: str, out: str | Path, *, force: bool = False) -> Frozen:
-    """Freeze run ``run_id`` of ``ws`` (its store and the copies in reach) into the scenario file ``out``."""
-    path = Path(out)
-    if path.exists() and not force:  # said before the run is read: nothing is done for a file kept
-        raise FreezeProblem(f"{path}: exists; give --force to write over it, or another -o FILE")
+def freeze(ws: Workspace, run_id: str, out: str | Path | None = None, *, force: bool = False) -> Frozen:
+    """Freeze run ``run_id`` of ``ws`` (its store and the copies in reach) into the scenario file ``out``
+    (default: ``MACHINE-RUN.test.yaml`` here)."""
+    if out is not None and Path(out).exists() and not force:  # said before the run is read: a kept file is kept
+        raise FreezeProblem(f"{out}: exists; give --force to write over it, or another -o FILE")
     outcome = ws.read(run_id)
     data = frozen_scenario(outcome)
+    path = Path(out) if out is not None else Path(f"{outcome.root}-{outcome.run_id}.test.yaml")
     _write_new(path, frozen_text(outcome, data), force)
     return Frozen(path, outcome.run_id, outcome.root, outcome.status, len(data["scenarios"][0]["frozen"]))
 
 
 def freeze_from_notebook(
-    notebook: str | Path, run_id: str, out: str | Path, *, force: bool = False, trust_file: bool = False
+    notebook: str | Path, run_id: str, out: str | Path | None, *, force: bool = False, trust_file: bool = False
 ) -> Frozen:
     """Freeze run ``run_id`` a notebook file carries: its copy is reconciled into a scratch store (so nothing but
     ``out`` is written), then read as a trace reads it."""

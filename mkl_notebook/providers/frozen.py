@@ -160,15 +160,14 @@ class FrozenOracle(Oracle):
             )
         else:
             what = _difference(request, entry)
-            where = f"the {request.kind} of state '{request.state}' ({request.position})"
-            problem = None if what is None else f"{where}: {what}"
-        if problem is not None:
-            with self._lock:
-                self.changed.append(problem)
-            raise OracleError(f"state-error: {problem.splitlines()[0]}")
+            if what is None:
+                with self._lock:
+                    self.calls[request.kind] += 1
+                return _answer(request, entry)
+            problem = f"the {request.kind} of state '{request.state}' ({request.position}): {what}"
         with self._lock:
-            self.calls[request.kind] += 1
-        return _answer(request, entry)
+            self.changed.append(problem)
+        raise OracleError(f"state-error: {problem.splitlines()[0]}")
 
 
 def _answer(request: OracleRequest, entry: Mapping[str, Any]) -> Any:
