@@ -410,9 +410,7 @@ A run that did what you wanted is a test waiting to be written. `%mkl freeze RUN
 (the model's, the tools', the hooks', and people's replies with their notes), each beside what it answered,
 and the route and result they gave. This run is approved twice, the first time with a note:
 """),
-    code(
-        '%mkl run refund --id kept --set ticket="Parcel A-1001 arrived broken" --script data/refund.script.yaml'
-    ),
+    code('%mkl run refund --id kept --set ticket="Parcel A-1001 arrived broken" --script data/refund.script.yaml'),
     checked(
         """kept = mkl_notebook.get_run("kept")
 kept.submit("approve", note="receipt checked")
@@ -424,7 +422,10 @@ print(kept.status, "-", kept.result)"""
 The file is plain block YAML, meant to be read and diffed; its header says how to test it. Here are its
 first answers:
 """),
-    checked('print("".join(open("kept.test.yaml", encoding="utf-8").readlines()[:24]))'),
+    checked(
+        """with open("kept.test.yaml", encoding="utf-8") as frozen:
+    print("".join(frozen.readlines()[:24]))"""
+    ),
     md("""
 Testing it replays the run with no model. After an edit, the test fails at the first request that
 changed, naming its state and what changed (here one word of `draft`'s prompt):
