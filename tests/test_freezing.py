@@ -76,7 +76,8 @@ def test_a_refund_run_a_model_answered_is_frozen_and_its_test_asks_the_model_not
         stub.route(user="Write the reply", replies=["We will refund order A-1001 today."])
         stub.route(user="Final reply", replies=["Order A-1001 is refunded."])
         model = {"MKL_MODEL": MODEL, "MKL_API_BASE": stub.url, "OPENAI_API_KEY": FAKE_KEY}
-        asked = mkl(tmp_path, "run", "refund.mkl", "--id", "r", "--hitl", "--tools", "tools.py", "--set", TICKET,
+        secrets = f"{TICKET}, see https://alice:hunter2secret@shop.example/A-1001 (my key: {FAKE_KEY})"
+        asked = mkl(tmp_path, "run", "refund.mkl", "--id", "r", "--hitl", "--tools", "tools.py", "--set", secrets,
                     **model)  # fmt: skip
         assert asked.returncode == 3, asked.stdout + asked.stderr
         done = mkl(tmp_path, "resume", "--id", "r", "--tools", "tools.py", "--question", question_of(asked),
@@ -106,7 +107,8 @@ def test_a_refund_run_a_model_answered_is_frozen_and_its_test_asks_the_model_not
         "approve",
         "receipt checked",
     )
-    for secret in (FAKE_KEY, "ed25519", "sig:", "secret", "established", stub.url):
+    assert "https://***@shop.example/A-1001 (my key: ***)" in text  # a secret the run was given is masked
+    for secret in (FAKE_KEY, "hunter2secret", "ed25519", "sig:", "secret", "established", stub.url):
         assert secret not in text
     assert not re.search(r"data-[0-9a-f]{12}", text)  # the run's fence nonces are keyed by its secret
     assert "{" not in text.split("frozen:")[0] and "  - at: root/0:lookup#1/tool\n" in text  # block YAML

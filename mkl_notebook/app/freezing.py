@@ -23,6 +23,7 @@ from ..durable.outcome import Outcome
 from ..durable.replay import JournalIndex
 from ..durable.runs import read_run
 from ..engine.oracle import HookRequest, JudgeRequest, OracleRequest, ProduceRequest, ReplyRequest, ToolRequest
+from ..engine.taint import tool_class
 from ..providers.frozen import plain_prompt
 from ..providers.secrets import scrub
 from .errors import UsageProblem
@@ -65,7 +66,7 @@ def _scrubbed(value: Any) -> Any:
 
 def _reply_record(index: JournalIndex, request: ReplyRequest) -> Mapping[str, Any]:
     """The reply the journal gave ``request`` (the latest about what the person was shown, as a replay takes)."""
-    given = index.replies.get(request.position) or []
+    given = index.replies.get(request.position) or [{}]
     return next((r for r in reversed(given) if r.get("about", request.about) == request.about), given[-1])
 
 
@@ -99,15 +100,21 @@ def _entry(request: OracleRequest, index: JournalIndex, tokens: bool) -> dict[st
     return entry
 
 
-def _run_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The scenario's ``run:`` block: the options the run had that change its route."""
+def _run_options(options: Mapping[str, Any], index: JournalIndex) -> dict[str, Any]:
+    """The scenario's ``run:`` block: the options the run had that change its route, with the class each tool
+    had when it ran where that is not the one a test would give it (it decides what is fenced as outside text)."""
     run: dict[str, Any] = {}
+    ran_as = {
+        name: effect for name, effect in sorted(index.tool_effects.items()) if tool_class(name, {}, None) != effect
+    }
+    if tool_effects := {**ran_as, **(options.get("tool_effects") or {})}:
+        run["tool_effects"] = tool_effects
     if options.get("hitl") in ("all", "asking"):
         run["hitl"] = options["hitl"]
     for key in ("cost_budget", "max_steps"):
         if options.get(key) is not None:
             run[key] = options[key]
-    for key in ("suspendable", "ask_human", "tool_effects", "trusted_keys"):
+    for key in ("suspendable", "ask_human", "trusted_keys"):
         if options.get(key):
             run[key] = options[key]
     if options.get("on_untrusted_flow") == "halt":
@@ -147,9 +154,13 @@ def frozen_scenario(outcome: Outcome) -> dict[str, Any]:
     for key in ("input", "context"):
         if index.setup.get(key):
             scenario[key] = _scrubbed(index.setup[key])
-    if run := _run_options(options):
+    if run := _run_options(options, index):
         scenario["run"] = run
     tokens = options.get("cost_budget") is not None
+    written: dict[str, int] = {}  # where each answer is in the journal: branches running at once are told in any order
+    for number, record in enumerate(outcome.records):
+        written.setdefault(str(record.get("pos")), number)
+    asked.sort(key=lambda request: written.get(request.position, len(written)))
     scenario["frozen"] = [_entry(request, index, tokens) for request in asked]
     scenario["expect"] = _expect(outcome)
     return {"scenarios": [scenario]}
