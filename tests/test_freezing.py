@@ -216,3 +216,54 @@ def test_bad_input_is_one_line_and_a_file_there_is_kept(tmp_path: Path) -> None:
 
     forced = mkl(tmp_path, "test", "freeze", "r", "-o", kept.name, "--force")
     assert forced.returncode == 0 and "scenarios:" in kept.read_text(encoding="utf-8")
+
+
+# Their branch's call failed for want of a scripted answer, which no journal records (a provider's failure is).
+UNFROZEN = {"a-failed-item-does-not-stop-the-others", "a-failed-branch-casts-no-vote-and-the-run-goes-on"}
+
+
+def test_every_shipped_scenario_run_durably_freezes_into_a_test_that_passes() -> None:
+    """Fan-outs, calls, repairs, refusals and replies: each stdlib, example and conformance scenario, run as a
+    durable run and frozen from its journal, passes as a frozen scenario."""
+    from mkl_notebook.app.freezing import frozen_text
+    from mkl_notebook.app.scenarios import (
+        load_cases,
+        load_scenarios,
+        run_scenario,
+        scenario_options,
+        scenarios_from_mapping,
+    )
+    from mkl_notebook.durable import runs as durable
+    from mkl_notebook.durable.stores import MemoryStore
+    from mkl_notebook.providers.scripted import oracle_from_script
+
+    shipped = [
+        *(
+            scenario
+            for machine in [*sorted((ROOT / "mkl_notebook" / "stdlib").glob("*.mkl")), EXAMPLES / "refund.mkl"]
+            for scenario in load_scenarios(machine, machine.with_suffix(".test.yaml"))
+        ),
+        *load_cases(sorted((ROOT / "tests" / "conformance" / "cases").glob("*.yaml"))),
+    ]
+    failed = []
+    for scenario in shipped:
+        if scenario.name in UNFROZEN:
+            continue
+        store = MemoryStore()
+        durable.start(
+            scenario.machine,
+            oracle_from_script(dict(scenario.script)),
+            store=store,
+            run_id="r",
+            registry=scenario.registry,
+            input=dict(scenario.input),
+            context=dict(scenario.context),
+            options=scenario_options(scenario.run, scenario.name),
+        )
+        outcome = durable.read_run("r", store.read("r"), known=dict(scenario.registry))
+        frozen = scenarios_from_mapping(scenario.machine, parse_plain(frozen_text(outcome)), scenario.registry, "f")
+        tested = run_scenario(frozen[0])
+        if not tested.passed:
+            failed.append(f"{scenario.source} {scenario.name}: {tested.why}")
+    assert len(shipped) > 80
+    assert not failed, "\n".join(failed)

@@ -155,8 +155,8 @@ class FrozenOracle(Oracle):
             raise AwaitingHuman(request.position)  # nobody had answered it when the run was frozen
         if entry is None:
             problem = (
-                f"state '{request.state}' asks for a {request.kind} ({request.position}) the frozen run never asked "
-                "for: the route changed before it"
+                f"state '{request.state}' asks for a {request.kind} ({request.position}) the frozen run holds no "
+                "answer for: the route changed before it"
             )
         else:
             what = _difference(request, entry)
