@@ -82,7 +82,13 @@ def _check_and_test(commands: Commands) -> None:
     checked = commands.add_parser("check", help="report static findings for a machine file")
     checked.add_argument("file", help="a .mkl machine file")
 
-    tested = commands.add_parser("test", help="run scripted scenarios or conformance cases")
+    tested = commands.add_parser(
+        "test",
+        help="run scripted scenarios or conformance cases; freeze a run into scenarios",
+        description="mkl test MACHINE --script FILE runs a machine's scenarios; mkl test --case FILE... runs "
+        "conformance cases; mkl test freeze RUN [--store PATH | NOTEBOOK] -o FILE.test.yaml writes a real run as "
+        "a scenario file that replays it with no model.",
+    )
     tested.add_argument("machine", nargs="?", help="a .mkl machine file (with --script), or freeze")
     tested.add_argument("--script", help="a scenario file (scenarios: [...]) to run against MACHINE")
     tested.add_argument("--case", nargs="+", metavar="FILE", help="conformance case files")
@@ -96,7 +102,7 @@ def _check_and_test(commands: Commands) -> None:
     tested.add_argument("-o", dest="output", metavar="FILE.test.yaml", help="with freeze: the scenario file to write")
     tested.add_argument("--force", action="store_true", help="with freeze: write over a file already there")
     tested.add_argument(
-        "--store", metavar="PATH", help=f"with freeze: the run store (default {DEFAULT_STORE_NAME}, or $MKL_STORE)"
+        "--store", metavar="PATH", help=f"with freeze: the run store (default $MKL_STORE, else {DEFAULT_STORE_NAME})"
     )
 
 
