@@ -267,3 +267,19 @@ def test_every_shipped_scenario_run_durably_freezes_into_a_test_that_passes() ->
             failed.append(f"{scenario.source} {scenario.name}: {tested.why}")
     assert len(shipped) > 80
     assert not failed, "\n".join(failed)
+
+
+def test_a_notebook_run_no_trusted_key_sealed_is_frozen_only_when_asked(tmp_path: Path) -> None:
+    for name in ("shared-approval.ipynb", "refund.mkl"):
+        shutil.copy(DATA / name, tmp_path / name)
+
+    refused = mkl(tmp_path, "test", "freeze", "shared-refund", "shared-approval.ipynb", "-o", "s.test.yaml")
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
+    assert "signed as 'alice'" in refused.stderr and "--trust-file" in refused.stderr
+    assert not (tmp_path / "s.test.yaml").exists()
+
+    taken = mkl(
+        tmp_path, "test", "freeze", "shared-refund", "shared-approval.ipynb", "-o", "s.test.yaml", "--trust-file"
+    )
+    assert taken.returncode == 0, taken.stderr
+    assert mkl(tmp_path, "test", "refund.mkl", "--script", "s.test.yaml").returncode == 0

@@ -8,7 +8,7 @@ import argparse
 from .common import say, workspace
 from .parser import EXIT_OK
 
-_USAGE = "mkl test freeze RUN [--store S | NOTEBOOK] -o FILE.test.yaml"
+_USAGE = "mkl test freeze RUN [--store S | NOTEBOOK [--trust-file]] -o FILE.test.yaml"
 
 
 def freeze_main(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def freeze_main(args: argparse.Namespace) -> int:
     if notebook is not None and args.store:
         raise UsageProblem(f"{_USAGE}: give a store or a notebook to read the run from, not both")
     if notebook is not None:
-        frozen = freeze_from_notebook(notebook, run_id, args.output, force=args.force)
+        frozen = freeze_from_notebook(notebook, run_id, args.output, force=args.force, trust_file=args.trust_file)
     else:
         with workspace(args) as ws:
             frozen = freeze(ws, run_id, args.output, force=args.force)

@@ -101,6 +101,7 @@ def _check_and_test(commands: Commands) -> None:
     )
     tested.add_argument("-o", dest="output", metavar="FILE.test.yaml", help="with freeze: the scenario file to write")
     tested.add_argument("--force", action="store_true", help="with freeze: write over a file already there")
+    add_flags(tested, ("trust_file",))  # with freeze and a notebook no key you trust sealed
     tested.add_argument(
         "--store", metavar="PATH", help=f"with freeze: the run store (default $MKL_STORE, else {DEFAULT_STORE_NAME})"
     )

@@ -17,7 +17,13 @@ def test_main(args: argparse.Namespace) -> int:
         from .freeze_cmd import freeze_main
 
         return freeze_main(args)
-    given = [flag for flag, value in (("RUN", args.frozen_run), ("-o", args.output), ("--force", args.force)) if value]
+    freezing = (
+        ("RUN", args.frozen_run),
+        ("-o", args.output),
+        ("--force", args.force),
+        ("--trust-file", args.trust_file),
+    )
+    given = [flag for flag, value in freezing if value]
     if given or args.store:
         raise UsageProblem(f"{', '.join(given or ['--store'])}: only with mkl test freeze RUN ... -o FILE.test.yaml")
     library = library_of(args) if args.machine else ()  # a library folder that is not there: one line, exit 2
