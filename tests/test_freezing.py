@@ -283,3 +283,26 @@ def test_a_notebook_run_no_trusted_key_sealed_is_frozen_only_when_asked(tmp_path
     )
     assert taken.returncode == 0, taken.stderr
     assert mkl(tmp_path, "test", "refund.mkl", "--script", "s.test.yaml").returncode == 0
+
+
+def test_an_edited_route_names_the_first_request_the_frozen_run_never_made(tmp_path: Path) -> None:
+    scripted_refund_run(tmp_path)
+    assert mkl(tmp_path, "test", "freeze", "r", "-o", "r.test.yaml").returncode == 0
+    machine = tmp_path / "refund.mkl"
+    text = machine.read_text(encoding="utf-8")
+    machine.write_text(
+        text.replace("{ when: otherwise, then: ok, to: draft }", "{ when: otherwise, then: ok, to: send }")
+    )
+
+    tested = mkl(tmp_path, "test", "refund.mkl", "--script", "r.test.yaml")
+
+    assert tested.returncode == 1
+    assert tested.stdout.splitlines()[0] == (
+        "FAIL refund-r: the first request that differs from the frozen run: state 'send' asks for a produce "
+        "(root/1:send#1/produce) the frozen run holds no answer for: the route changed before it"
+    )
+    frozen = (tmp_path / "r.test.yaml").read_text(encoding="utf-8")
+    (tmp_path / "mixed.test.yaml").write_text(frozen.replace("    frozen:\n", "    llm: {judge: [0]}\n    frozen:\n"))
+    mixed = mkl(tmp_path, "test", "refund.mkl", "--script", "mixed.test.yaml")
+    assert mixed.returncode == 2 and len(mixed.stderr.splitlines()) == 1
+    assert "scenario 'refund-r' answers from 'frozen', so it takes no llm" in mixed.stderr
