@@ -403,6 +403,42 @@ mkl = f"{shlex.quote(sys.executable)} -m mkl_notebook.cli"
 """),
     checked("%mkl check refund"),
     md("""
+## Freeze a run into a test
+
+A run that did what you wanted is a test waiting to be written. `%mkl freeze RUN -o FILE` (or
+`mkl test freeze RUN -o FILE` in a terminal) writes it as a scenario file: every answer the run was given
+(the model's, the tools', the hooks', and people's replies with their notes), each beside what it answered,
+and the route and result they gave. This run is approved twice, the first time with a note:
+"""),
+    code('%mkl run refund --id kept --set ticket="Parcel A-1001 arrived broken" --script data/refund.script.yaml'),
+    checked(
+        """kept = mkl_notebook.get_run("kept")
+kept.submit("approve", note="receipt checked")
+kept.submit("approve")
+print(kept.status, "-", kept.result)"""
+    ),
+    checked("%mkl freeze kept -o kept.test.yaml --force"),
+    md("""
+The file is plain block YAML, meant to be read and diffed; its header says how to test it. Here are its
+first answers:
+"""),
+    checked(
+        """with open("kept.test.yaml", encoding="utf-8") as frozen:
+    print("".join(frozen.readlines()[:24]))"""
+    ),
+    md("""
+Testing it replays the run with no model. After an edit, the test fails at the first request that
+changed, naming its state and what changed (here one word of `draft`'s prompt):
+"""),
+    checked("!{mkl} test data/refund.mkl --script kept.test.yaml"),
+    checked(
+        """with open("data/refund.mkl", encoding="utf-8") as machine:
+    edited = machine.read().replace("Draft a reply", "Write a reply")
+with open("refund-edited.mkl", "w", encoding="utf-8") as machine:
+    machine.write(edited)"""
+    ),
+    checked("!{mkl} test refund-edited.mkl --script kept.test.yaml"),
+    md("""
 ## The standard library
 
 Ten tested machines ship with mkl_notebook, and any machine can call one by name

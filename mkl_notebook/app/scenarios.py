@@ -24,7 +24,8 @@ from ..lang.loader import load_file, machine_from_mapping
 from ..lang.located import parse_plain
 from ..lang.model import Machine
 from ..lang.siblings import sibling_registry
-from ..providers.scripted import ScriptError, oracle_from_script
+from ..providers.frozen import FrozenOracle
+from ..providers.scripted import ScriptedOracle, ScriptError, oracle_from_script
 from .errors import UsageProblem
 
 RUN_OPTION_KEYS = frozenset(
@@ -36,12 +37,16 @@ RUN_OPTION_KEYS = frozenset(
         "tool_effects",
         "trusted_keys",
         "max_workers",
+        "hitl",
+        "max_steps",
+        "ask_human",
     }
 )
 EXPECT_KEYS = frozenset({"status", "error", "error_prefix", "result", "at", "ask", "reply_to", "context", "trace"})
 SCENARIO_KEYS = frozenset(
-    {"name", "description", "llm", "tools", "hooks", "replies", "expect", "input", "context", "run"}
+    {"name", "description", "llm", "tools", "hooks", "replies", "frozen", "expect", "input", "context", "run"}
 )
+SCRIPTED_KEYS = ("llm", "tools", "hooks", "replies")
 _ABSENT = object()
 
 
@@ -105,10 +110,15 @@ def scenario_options(run: Mapping[str, Any], where: str) -> RunOptions:
     policy = run.get("on_untrusted_flow", "report")
     if policy not in ("report", "halt"):
         raise ScenarioFileError(f"{where}: on_untrusted_flow must be 'report' or 'halt', got {policy!r}")
+    hitl = run.get("hitl", "all" if run.get("escalate_suspend") else "none")
+    if hitl not in ("all", "asking", "none"):
+        raise ScenarioFileError(f"{where}: hitl must be 'all', 'asking' or 'none', got {hitl!r}")
     return RunOptions(
         cost_budget=run.get("cost_budget"),
+        max_steps=run.get("max_steps"),
         suspendable=bool(run.get("suspendable", False)),
-        hitl="all" if run.get("escalate_suspend") else "none",
+        hitl=hitl,
+        ask_human=bool(run.get("ask_human", False)),
         on_untrusted_flow=policy,
         tool_effects=MappingProxyType(dict(run.get("tool_effects") or {})),
         trusted_keys=frozenset(run.get("trusted_keys") or ()),
@@ -189,12 +199,17 @@ def scenarios_from_mapping(machine: Machine, data: Any, registry: Mapping[str, M
                 f"{where}: scenario '{name}' has unknown key(s) {', '.join(unknown)}; "
                 f"known: {', '.join(sorted(SCENARIO_KEYS))} (docs/language.md §8)"
             )
+        beside = [key for key in SCRIPTED_KEYS if key in item]
+        if "frozen" in item and beside:  # two sources of answers: which one a request took would be unclear
+            raise ScenarioFileError(
+                f"{where}: scenario '{name}' answers from 'frozen', so it takes no {', '.join(beside)}"
+            )
         scenarios.append(
             Scenario(
                 name=name,
                 machine=machine,
                 registry=registry,
-                script={key: item.get(key) for key in ("llm", "tools", "hooks", "replies") if key in item},
+                script={key: item.get(key) for key in (*SCRIPTED_KEYS, "frozen") if key in item},
                 expect=item.get("expect"),
                 input=item.get("input") or {},
                 context=item.get("context") or {},
@@ -252,7 +267,12 @@ def run_scenario(scenario: Scenario) -> ScenarioResult:
         return ScenarioResult(scenario.name, False, f"unknown expect key(s) {', '.join(sorted(map(str, unknown)))}")
     try:
         options = scenario_options(scenario.run, scenario.name)
-        oracle = oracle_from_script(copy.deepcopy(dict(scenario.script)), where=scenario.name)
+        script = copy.deepcopy(dict(scenario.script))
+        oracle: ScriptedOracle | FrozenOracle = (
+            FrozenOracle(script["frozen"], where=scenario.name)
+            if "frozen" in script
+            else oracle_from_script(script, where=scenario.name)
+        )
     except (ScenarioFileError, ScriptError) as exc:
         return ScenarioResult(scenario.name, False, str(exc))
     result = run_machine(
@@ -263,6 +283,9 @@ def run_scenario(scenario: Scenario) -> ScenarioResult:
         input=copy.deepcopy(dict(scenario.input)),
         options=options,
     )
+    if isinstance(oracle, FrozenOracle) and oracle.changed:  # what every later mismatch follows from
+        why = f"the first request that differs from the frozen run: {oracle.changed[0]}"
+        return ScenarioResult(scenario.name, False, why, result)
     problems = _mismatches(scenario.expect, result)
     return ScenarioResult(scenario.name, not problems, "; ".join(problems), result)
 

@@ -84,10 +84,29 @@ def _check_and_test(commands: Commands) -> None:
     checked = commands.add_parser("check", help="report static findings for a machine file")
     checked.add_argument("file", help="a .mkl machine file")
 
-    tested = commands.add_parser("test", help="run scripted scenarios or conformance cases")
-    tested.add_argument("machine", nargs="?", help="a .mkl machine file (with --script)")
+    tested = commands.add_parser(
+        "test",
+        help="run scripted scenarios or conformance cases; freeze a run into scenarios",
+        description="mkl test MACHINE --script FILE runs a machine's scenarios; mkl test --case FILE... runs "
+        "conformance cases; mkl test freeze RUN [--store PATH | NOTEBOOK] -o FILE.test.yaml writes a real run as "
+        "a scenario file that replays it with no model.",
+    )
+    tested.add_argument("machine", nargs="?", help="a .mkl machine file (with --script), or freeze")
     tested.add_argument("--script", help="a scenario file (scenarios: [...]) to run against MACHINE")
     tested.add_argument("--case", nargs="+", metavar="FILE", help="conformance case files")
+    # `mkl test freeze RUN [--store S | NOTEBOOK] -o FILE.test.yaml`: a real run frozen into a scenario file
+    tested.add_argument(
+        "frozen_run",
+        nargs="*",
+        metavar="RUN [NOTEBOOK]",
+        help="after `freeze`: the run to freeze, and the notebook (.ipynb) that carries it if no store is to be read",
+    )
+    tested.add_argument("-o", dest="output", metavar="FILE.test.yaml", help="with freeze: the scenario file to write")
+    tested.add_argument("--force", action="store_true", help="with freeze: write over a file already there")
+    add_flags(tested, ("trust_file",))  # with freeze and a notebook no key you trust sealed
+    tested.add_argument(
+        "--store", metavar="PATH", help=f"with freeze: the run store (default $MKL_STORE, else {DEFAULT_STORE_NAME})"
+    )
 
 
 def _runs(commands: Commands) -> None:

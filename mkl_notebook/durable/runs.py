@@ -264,7 +264,14 @@ class _NotInPrefix(RunInterrupted):
 
 
 class _PrefixOnly(Oracle):
-    """Answers nothing: a journal prefix is shown from its own records alone."""
+    """Answers nothing: a journal prefix is shown from its own records alone (``told`` hears what it held)."""
+
+    def __init__(self, told: Callable[[OracleRequest], None] | None = None) -> None:
+        self.told = told
+
+    def replayed(self, request: OracleRequest) -> None:
+        if self.told is not None:
+            self.told(request)
 
     def ask(self, request: OracleRequest) -> Any:
         if isinstance(request, ReplyRequest):
@@ -306,8 +313,15 @@ def show_prefix(
     return Outcome(run_id, result, calls, doubt, shown, latest, _replayed_steps(result, replay_oracle), pinned)
 
 
-def read_run(run_id: str, records: list[dict[str, Any]], *, known: Mapping[str, Machine] | None = None) -> Outcome:
-    """The run as its journal shows it, asking and recording nothing (a trace, a listing, a late answer's check).
+def read_run(
+    run_id: str,
+    records: list[dict[str, Any]],
+    *,
+    known: Mapping[str, Machine] | None = None,
+    told: Callable[[OracleRequest], None] | None = None,
+) -> Outcome:
+    """The run as its journal shows it, asking and recording nothing (a trace, a listing, a late answer's check);
+    ``told`` hears each request the journal answered, in the order the run asked it (freezing a run).
 
     A run whose journal was cut off in the middle of an advance (a crash, an interrupt) shows its steps so far,
     suspended where the journal ends ("interrupted"); one whose last advance ended at a call the journal does not
@@ -315,7 +329,7 @@ def read_run(run_id: str, records: list[dict[str, Any]], *, known: Mapping[str, 
     """
     index = JournalIndex.build(records)
     pinned = machines_from_pins(index.machines, run_id, known=known)
-    replay_oracle = ReplayOracle(_PrefixOnly(), index, _refuse_append, read_only=True)
+    replay_oracle = ReplayOracle(_PrefixOnly(told), index, _refuse_append, read_only=True)
     result, doubt = _run_journal(run_id, index, replay_oracle, pinned, None)
     ended = index.state
     status = ended.status

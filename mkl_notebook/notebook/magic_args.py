@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "forget",
     "check",
     "test",
+    "freeze",
     "stdlib",
     "load",
     "models",
@@ -83,6 +84,7 @@ HELP = """\
 %mkl notebook [PATH]      which notebook this kernel runs and how it knows; with PATH, say which (as
                           MKL_NOTEBOOK=PATH does), where a headless client (papermill, nbconvert) leaves it unclear
 %mkl test NAME --script FILE   scripted scenarios, as a pass/fail table
+%mkl freeze RUN [-o FILE.test.yaml] [--force]  a run's answers, route and result as a scenario file to test with
 %mkl config [key=value]   show or change settings: store, durability (process, or power: every record synced
                           to disk, as MKL_DURABILITY), hitl, user, approvers (who may answer runs started here,
                           as MKL_APPROVERS), deadline, on_timeout, remind_after (a question's deadline
@@ -195,6 +197,10 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     test = _Parser(prog="test", add_help=False)
     test.add_argument("name", help="a machine defined in this notebook")
     test.add_argument("--script", required=True, help="a scenario file (scenarios: [...]) to run against it")
+    freeze = _Parser(prog="freeze", add_help=False)
+    freeze.add_argument("run_id", help="the run")
+    freeze.add_argument("-o", dest="output", help="the scenario file to write (default: MACHINE-RUN.test.yaml)")
+    freeze.add_argument("--force", action="store_true", help="write over a file already there")
     mapped = _Parser(prog="map", add_help=False)
     mapped.add_argument("name", help="a machine defined in this notebook")
     add_flags(mapped, MAP)
@@ -208,6 +214,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         "inbox": inbox,
         "check": check_parser,
         "test": test,
+        "freeze": freeze,
     }
     return {**named, "stdlib": library, "load": load_parser, "models": models, "notebook": notebook, **one_run}
 

@@ -1,5 +1,5 @@
 """The ``%mkl`` subcommands that read and show (trace, visits, plan, runs, inbox, audit, diff) and those about
-machines (check, test, stdlib, load, models): nothing here advances a run.
+machines (check, test, freeze, stdlib, load, models): nothing here advances a run.
 
 :class:`ReadingCommands` is mixed into :class:`~mkl_notebook.notebook.magics.MklMagics`, which dispatches
 ``%mkl NAME`` to its ``_cmd_NAME``.
@@ -18,6 +18,7 @@ from IPython.display import display
 
 from ..app.audit import workspace_audit
 from ..app.diffing import diff_runs, run_ref
+from ..app.freezing import freeze
 from ..app.inbox import inbox
 from ..app.plan_over import PlanOverRequest, plan_over
 from ..app.requests import InboxRequest, from_flags
@@ -34,7 +35,7 @@ from .magic_args import Values
 
 
 class ReadingCommands:
-    """``%mkl trace/visits/plan/runs/inbox/audit/diff/check/test/stdlib/load/models``."""
+    """``%mkl trace/visits/plan/runs/inbox/audit/diff/check/test/freeze/stdlib/load/models``."""
 
     session: Workspace
     values: Values
@@ -145,6 +146,12 @@ class ReadingCommands:
             {"text/html": views.scenario_table_html(outcomes), "text/plain": views.scenario_table_text(outcomes)},
             raw=True,
         )
+
+    def _cmd_freeze(self, words: list[str]) -> None:
+        args = self._parse("freeze", words)
+        run_id, output = self.values.text(args.run_id), self.values.maybe_text(args.output)
+        frozen = freeze(self.session, run_id, output, force=args.force)  # read as %mkl trace reads it
+        print(frozen.line(f"test it with: %mkl test {frozen.machine} --script {frozen.path}"))
 
     def _cmd_stdlib(self, words: list[str]) -> None:
         name = self._parse("stdlib", words).name
