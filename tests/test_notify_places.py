@@ -165,3 +165,22 @@ def test_a_postgresql_stores_channels_announce_every_run_started_in_it(
         return "\n".join(str(row) for row in rows)
 
     _store_announces_every_run_started_in_it(tmp_path, webhook, mail, url, stored_text)
+
+
+def test_a_notebooks_machine_is_in_the_notebooks_folder_and_announces_on_its_channel_file(
+    ip: Any, webhook: Webhook, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A machine defined in a cell is in the notebook's folder (the kernel's working folder): its runs announce on
+    that folder's file, said in the cell's output as the run starts."""
+    from test_notify import _until
+
+    monkeypatch.setenv("MKL_NOTIFY", "")
+    (ip.tmp / "mkl-notify.txt").write_text(webhook.url + "\n", encoding="utf-8")
+    ip.define(REFUND)
+    ip.run(f"%mkl run refund --script {REFUND_SCRIPT}")  # waits at its escalate gate (a notebook's default)
+    _until(lambda: webhook.count() == 1, "the kernel's notification")
+    said = capsys.readouterr()
+    shown = webhook.url.split("/services/")[0] + "/…"
+    assert f"this run notifies {shown} (from {ip.tmp / 'mkl-notify.txt'}, line 1)" in said.err
+    assert webhook.posts[0][2]["run"] == "refund"
+    assert CANARY not in said.out + said.err + json.dumps([published.data for published in ip.out.published])
