@@ -116,7 +116,9 @@ def _store_announces_every_run_started_in_it(
     digest = line["channels"][0]["digest"]
 
     bob_env = {**env, "HOME": str(tmp_path / "bob-home")}  # another person: nothing of Alice's machine
-    code, line, out, err = mkl_cli(bob, *START, "--id", "b1", "--store", store, "--notify", f"mailto:{MAIL_TO}", env=bob_env)
+    code, line, out, err = mkl_cli(
+        bob, *START, "--id", "b1", "--store", store, "--notify", f"mailto:{MAIL_TO}", env=bob_env
+    )
     outputs += [out, err]
     assert code == 3, err
     assert f"this run notifies {shown} (from the notify setting of store" in err
@@ -145,10 +147,8 @@ def test_a_stores_channels_announce_every_run_started_in_it_whoever_starts_it(
     tmp_path: Path, webhook: Webhook, mail: MailServer
 ) -> None:
     store = tmp_path / "shared" / "runs.sqlite"
-    _store_announces_every_run_started_in_it(
-        tmp_path, webhook, mail, str(store), lambda: _journal_text(store)
-    )
-    with sqlite3.connect(store) as db:  # the store itself keeps the channel whole (whoever sends must know it)
+    _store_announces_every_run_started_in_it(tmp_path, webhook, mail, str(store), lambda: _journal_text(store))
+    with sqlite3.connect(store) as db:  # unset, the store keeps nothing of the channel
         assert db.execute("SELECT count(*) FROM settings").fetchone() == (0,)
 
 

@@ -39,14 +39,14 @@ _COMMENT = re.compile(r"(^|\s)#.*$")  # (a '#' inside a URL, its fragment, is no
 
 
 @dataclass(frozen=True)
-class Placed:
+class GivenChannel:
     """A channel and where it was given (``FILE, line N``, or the store), as a run's start shows it."""
 
     channel: Channel
     source: str
 
 
-def folder_channels(folder: Path | None) -> list[Placed]:
+def folder_channels(folder: Path | None) -> list[GivenChannel]:
     """The channels folder ``folder``'s ``mkl-notify.txt`` names (none without one); a line that is not channels
     is refused in one line naming the file and line."""
     if folder is None:
@@ -64,7 +64,7 @@ def folder_channels(folder: Path | None) -> list[Placed]:
     for number, line in enumerate(text.splitlines(), 1):
         where = f"{path}, line {number}"
         words = _COMMENT.sub("", line).replace(",", " ").split()
-        found += [Placed(parse_channel(word, where), where) for word in words]
+        found += [GivenChannel(parse_channel(word, where), where) for word in words]
     return found
 
 
@@ -74,10 +74,10 @@ def _stored(store: RunStore) -> str:
     return store.setting(STORE_KEY) or ""
 
 
-def store_channels(store: RunStore) -> list[Placed]:
+def store_channels(store: RunStore) -> list[GivenChannel]:
     """The channels store ``store`` announces every run's questions on (its ``notify`` setting)."""
     where = f"the notify setting of store {store.location}"
-    return [Placed(channel, where) for channel in parse_channels(_stored(store).splitlines(), where)]
+    return [GivenChannel(channel, where) for channel in parse_channels(_stored(store).splitlines(), where)]
 
 
 def set_store_channels(store: RunStore, channels: Iterable[Channel]) -> list[Channel]:
