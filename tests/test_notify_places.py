@@ -184,3 +184,33 @@ def test_a_notebooks_machine_is_in_the_notebooks_folder_and_announces_on_its_cha
     assert f"this run notifies {shown} (from {ip.tmp / 'mkl-notify.txt'}, line 1)" in said.err
     assert webhook.posts[0][2]["run"] == "refund"
     assert CANARY not in said.out + said.err + json.dumps([published.data for published in ip.out.published])
+
+
+def test_a_stores_channels_are_kept_by_every_kind_of_store_and_two_people_adding_at_once_both_add(
+    store_at: Any,
+) -> None:
+    import threading
+
+    from mkl_notebook.app.channel_places import add_to_store, remove_from_store, store_channels
+    from mkl_notebook.app.errors import UsageProblem
+
+    first = store_at()
+    assert store_channels(first) == []
+    hooks = [f"https://hooks.example.org/services/{number}/{CANARY}" for number in range(8)]
+    stores = [store_at() for _ in hooks]  # a store each, as separate people have (one for memory)
+    threads = [threading.Thread(target=add_to_store, args=(store, [hook])) for store, hook in zip(stores, hooks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(placed.channel.given for placed in store_channels(first)) == sorted(hooks)
+    if store_at.location is not None:  # opened to be read only, the store lists them as well
+        assert len(store_channels(store_at(read_only=True))) == len(hooks)
+
+    with pytest.raises(UsageProblem) as refused:
+        remove_from_store(first, [hooks[0], "https://other.example.org/x"])
+    assert "https://other.example.org/… is not a channel of store" in str(refused.value)
+    assert CANARY not in str(refused.value) and len(store_channels(first)) == len(hooks)  # nothing changed
+    digest = store_channels(first)[0].channel.digest
+    assert len(remove_from_store(first, [digest])) == len(hooks) - 1
+    assert remove_from_store(first, ["all"]) == [] and store_channels(store_at()) == []

@@ -80,36 +80,45 @@ def store_channels(store: RunStore) -> list[GivenChannel]:
     return [GivenChannel(channel, where) for channel in parse_channels(_stored(store).splitlines(), where)]
 
 
-def set_store_channels(store: RunStore, channels: Iterable[Channel]) -> list[Channel]:
-    """Keep ``channels`` (none: no channel) as store ``store``'s, whole; the channels it now has."""
+def _change_store(store: RunStore, change: Callable[[list[Channel]], list[Channel]]) -> list[Channel]:
+    """Store ``store``'s channels as ``change`` makes them of those it has, in one transaction of the store (two
+    people adding a channel at once both add theirs); the channels it now has."""
     if not isinstance(store, SettingsStore):
         raise UsageProblem(f"{store.location}: this store keeps no settings")
-    kept = list(dict.fromkeys(channels))
-    store.set_setting(STORE_KEY, "\n".join(channel.given for channel in kept) or None)
-    return kept
+    where = f"the notify setting of store {store.location}"
+
+    def changed(value: str | None) -> str | None:
+        kept = list(dict.fromkeys(change(list(parse_channels((value or "").splitlines(), where)))))
+        return "\n".join(channel.given for channel in kept) or None
+
+    return list(parse_channels((store.change_setting(STORE_KEY, changed) or "").splitlines(), where))
 
 
 def add_to_store(store: RunStore, given: Iterable[str]) -> list[Channel]:
     """Store ``store``'s channels with those ``given`` (``--set``) added; the channels it now has."""
     added = parse_channels(list(given), "--set")
-    return set_store_channels(store, [*(placed.channel for placed in store_channels(store)), *added])
+    return _change_store(store, lambda kept: [*kept, *added])
 
 
 def remove_from_store(store: RunStore, given: Iterable[str]) -> list[Channel]:
     """Store ``store``'s channels without those ``given`` (``--unset``: a channel as given, its digest as
     ``--list`` shows it, or ``all``); the channels it now has. One it does not have is refused, naming it
-    redacted."""
-    kept = [placed.channel for placed in store_channels(store)]
+    redacted, and nothing changes."""
+    given = [text.strip() for text in given]
     for text in given:
-        if text.strip() == "all":
-            kept = []
-            continue
-        matching = [channel for channel in kept if text.strip() in (channel.given, channel.digest)]
-        if not matching:
-            shown = text.strip() if text.strip().startswith("sha256:") else parse_channel(text, "--unset").redacted
-            raise UsageProblem(f"--unset: {shown} is not a channel of store {store.location} (`--list` lists them)")
-        kept = [channel for channel in kept if channel not in matching]
-    return set_store_channels(store, kept)
+        if text != "all" and not text.startswith("sha256:"):
+            parse_channel(text, "--unset")  # (refused now if it is no channel at all)
+
+    def removing(kept: list[Channel]) -> list[Channel]:
+        for text in given:
+            matching = [channel for channel in kept if text in ("all", channel.given, channel.digest)]
+            if not matching and text != "all":
+                shown = text if text.startswith("sha256:") else parse_channel(text, "--unset").redacted
+                raise UsageProblem(f"--unset: {shown} is not a channel of store {store.location} (`--list` lists them)")
+            kept = [channel for channel in kept if channel not in matching]
+        return kept
+
+    return _change_store(store, removing)
 
 
 def placed_channels(

@@ -10,6 +10,7 @@ know nothing of it leave alone); a store without it, or opened read-only, has no
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import StoreError
@@ -20,12 +21,15 @@ POSTGRES_TABLE = "CREATE TABLE IF NOT EXISTS mkl_settings (key TEXT PRIMARY KEY,
 _POSTGRES_LOCK = 0x6D6B6C2073657473
 
 
+Change = Callable[[str | None], str | None]  # a setting's value as it is (None: unset) -> as it is to be
+
+
 @runtime_checkable
 class SettingsStore(Protocol):
     """A run store that keeps settings of its own (SQLite, PostgreSQL and in-memory stores do)."""
 
     def setting(self, key: str) -> str | None: ...
-    def set_setting(self, key: str, value: str | None) -> None: ...
+    def change_setting(self, key: str, change: Change) -> str | None: ...
 
 
 def sqlite_setting(db: sqlite3.Connection, where: str, key: str) -> str | None:
@@ -41,16 +45,24 @@ def sqlite_setting(db: sqlite3.Connection, where: str, key: str) -> str | None:
     return str(row[0]) if row else None
 
 
-def set_sqlite_setting(db: sqlite3.Connection, where: str, key: str, value: str | None) -> None:
-    """Set (None: drop) setting ``key`` of the SQLite store ``db``, in one transaction."""
+def change_sqlite_setting(db: sqlite3.Connection, where: str, key: str, change: Change) -> str | None:
+    """Change setting ``key`` of the SQLite store ``db`` as ``change`` says (None: drop it), in one transaction
+    that no other writer interleaves with (two people adding a channel at once both add theirs); its new value."""
     try:
         db.execute(SQLITE_TABLE)
-        if value is None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            value = change(sqlite_setting(db, where, key))
             db.execute("DELETE FROM settings WHERE key = ?", (key,))
-        else:
-            db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
+            if value is not None:
+                db.execute("INSERT INTO settings VALUES (?, ?)", (key, value))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{where}: {exc}") from None
+    return value
 
 
 def postgres_setting(connection: Any, key: str) -> str | None:
@@ -62,11 +74,14 @@ def postgres_setting(connection: Any, key: str) -> str | None:
     return str(row[0]) if row else None
 
 
-def set_postgres_setting(connection: Any, key: str, value: str | None) -> None:
-    """Set (None: drop) setting ``key`` of a PostgreSQL store, on ``connection``, in one transaction."""
+def change_postgres_setting(connection: Any, key: str, change: Change) -> str | None:
+    """Change setting ``key`` of a PostgreSQL store as ``change`` says (None: drop it), on ``connection``, in one
+    transaction that no other writer of a setting interleaves with; its new value."""
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (_POSTGRES_LOCK,))
         connection.execute(POSTGRES_TABLE)
+        value = change(postgres_setting(connection, key))
         connection.execute("DELETE FROM mkl_settings WHERE key = %s", (key,))
         if value is not None:
             connection.execute("INSERT INTO mkl_settings VALUES (%s, %s)", (key, value))
+    return value

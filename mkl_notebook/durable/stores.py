@@ -30,7 +30,7 @@ from .network_fs import check_store_place
 from .records import is_precious
 from .store_files import APPLICATION_ID, SCHEMA_VERSION, check_ours, reading_connection
 from .store_names import DEFAULT_STORE_NAME, DURABILITY  # (named there: a command's help reads them, not the store)
-from .store_settings import set_sqlite_setting, sqlite_setting
+from .store_settings import Change, change_sqlite_setting, sqlite_setting
 from .written import LeasedRecords
 
 DEFAULT_STORE = Path(DEFAULT_STORE_NAME)
@@ -119,12 +119,14 @@ class MemoryStore:
         """The store's setting ``key`` (see :mod:`.store_settings`), None when it is not set."""
         return self._settings.get(key)
 
-    def set_setting(self, key: str, value: str | None) -> None:
-        """Set (None: drop) the store's setting ``key``."""
+    def change_setting(self, key: str, change: Change) -> str | None:
+        """Change the store's setting ``key`` as ``change`` says (None: drop it); its new value."""
         with self._lock:
-            self._settings[key] = value or ""
-            if value is None:
-                del self._settings[key]
+            value = change(self._settings.get(key))
+            self._settings.pop(key, None)
+            if value is not None:
+                self._settings[key] = value
+            return value
 
     def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
         """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
@@ -533,10 +535,11 @@ class SQLiteStore:
         with self._lock:
             return sqlite_setting(self._db, str(self.path), key)
 
-    def set_setting(self, key: str, value: str | None) -> None:
-        """Set (None: drop) the store's setting ``key``."""
+    def change_setting(self, key: str, change: Change) -> str | None:
+        """Change the store's setting ``key`` as ``change`` says (None: drop it), in one transaction; its new
+        value."""
         with self._lock:
-            set_sqlite_setting(self._db, str(self.path), key, value)
+            return change_sqlite_setting(self._db, str(self.path), key, change)
 
     def runs(self) -> list[RunSummary]:
         with self._lock:
