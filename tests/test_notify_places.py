@@ -198,7 +198,9 @@ def test_a_stores_channels_are_kept_by_every_kind_of_store_and_two_people_adding
     assert store_channels(first) == []
     hooks = [f"https://hooks.example.org/services/{number}/{CANARY}" for number in range(8)]
     stores = [store_at() for _ in hooks]  # a store each, as separate people have (one for memory)
-    threads = [threading.Thread(target=add_to_store, args=(store, [hook])) for store, hook in zip(stores, hooks)]
+    threads = [
+        threading.Thread(target=add_to_store, args=(store, [hook])) for store, hook in zip(stores, hooks, strict=True)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
