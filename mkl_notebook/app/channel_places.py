@@ -143,7 +143,10 @@ def of_run(ws: Any, machine: Machine) -> tuple[list[Channel], list[Channel]]:
     a machine defined in a notebook's cell, the notebook's folder (the kernel's working folder); a command's
     machine without a file (the library's) is in none. Shown with ``ws.tell``."""
     made_from = ws.shelf.files.get(machine.name)
-    folder = made_from.parent if made_from is not None else None if isinstance(ws.cells, NoCells) else Path.cwd()
+    if made_from is not None:
+        folder: Path | None = made_from.parent
+    else:
+        folder = None if isinstance(ws.cells, NoCells) else Path.cwd()
     return placed_channels(folder, ws.store, ws.tell)
 
 
