@@ -16,6 +16,7 @@ A run announces on the union of its own channels (``--notify``, else the ``notif
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -143,10 +144,12 @@ def of_run(ws: Any, machine: Machine) -> tuple[list[Channel], list[Channel]]:
     a machine defined in a notebook's cell, the notebook's folder (the kernel's working folder); a command's
     machine without a file (the library's) is in none. Shown with ``ws.tell``."""
     made_from = ws.shelf.files.get(machine.name)
+    folder: Path | None = None
     if made_from is not None:
-        folder: Path | None = made_from.parent
-    else:
-        folder = None if isinstance(ws.cells, NoCells) else Path.cwd()
+        folder = made_from.parent
+    elif not isinstance(ws.cells, NoCells):
+        with contextlib.suppress(OSError):  # (a kernel whose working folder was deleted is in none)
+            folder = Path.cwd()
     return placed_channels(folder, ws.store, ws.tell)
 
 
