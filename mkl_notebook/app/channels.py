@@ -5,7 +5,8 @@ A webhook's URL is often a secret itself (Slack's ``https://hooks.slack.com/serv
 holds it post), and a journal travels in notebooks to other people. So a run's journal names a channel only by a
 digest and a redacted form (the scheme and host; never the path, the query or a password); the channel as given
 is kept on this machine alone, in a file beside the store (:class:`ChannelBook`), or in ``%mkl config notify=``
-and ``$MKL_NOTIFY``. Whoever sends looks a journaled digest up there.
+and ``$MKL_NOTIFY``; a store's own channels, in the store (see :mod:`.channel_places`). Whoever sends looks a
+journaled digest up there.
 """
 
 from __future__ import annotations

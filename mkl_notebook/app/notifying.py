@@ -44,6 +44,7 @@ from ..durable.record_types import Record
 from ..durable.store_opening import store_there
 from ..durable.stores import RunStore
 from .cells import NoCells
+from .channel_places import of_run, store_channels
 from .channels import (
     Channel,
     ChannelBook,
@@ -61,6 +62,8 @@ from .listing import run_summary, stored_resume
 if TYPE_CHECKING:
     from ..durable.runs import Outcome
     from ..engine.options import RunOptions
+    from ..lang.model import Machine
+    from .requests import MapRequest, StartRequest
     from .settings import Settings
 
 
@@ -285,22 +288,47 @@ def channel_book(store: Path | str, more: Iterable[Channel] = ()) -> ChannelBook
     return ChannelBook(book_path(store), more)
 
 
-def with_channels(options: RunOptions, given: str | Sequence[str] | None, settings: Settings) -> RunOptions:
-    """``options`` with the channels a new run announces its questions on: those given (``--notify``), else the
-    ``notify`` setting, else ``$MKL_NOTIFY``. They are kept whole in the store's channel book on this machine;
-    the run's options journal only their digests and redacted forms."""
-    channels = parse_channels(given, "--notify") if given else settings.notify_channels()
+def with_channels(
+    options: RunOptions,
+    given: str | Sequence[str] | None,
+    settings: Settings,
+    *,
+    placed: tuple[Sequence[Channel], Sequence[Channel]] = ((), ()),
+) -> RunOptions:
+    """``options`` with the channels a new run announces its questions on: its own (those given, ``--notify``,
+    else the ``notify`` setting, else ``$MKL_NOTIFY``) and ``placed``, its machine folder's and its store's (see
+    :mod:`.channel_places`), each once. Its own and its folder's are kept whole in the store's channel book on
+    this machine (the store keeps its own: one unset there is sent on no more); the run's options journal only
+    their digests and redacted forms."""
+    own = parse_channels(given, "--notify") if given else settings.notify_channels()
+    folder, stored = placed
+    channels = tuple(dict.fromkeys((*own, *folder, *stored)))
     if not channels:
         return options
-    channel_book(settings.store).keep(channels)
+    channel_book(settings.store).keep(dict.fromkeys((*own, *folder)))
     return dataclasses.replace(options, notify=journaled(channels))
+
+
+def start_options(ws: Any, asks: StartRequest | MapRequest, machine: Machine, **more: Any) -> RunOptions:
+    """What workspace ``ws`` starts a run of ``machine`` with (:meth:`Settings.start_options`), with the channels
+    announcing its questions (:func:`with_channels`): its own, its machine folder's and its store's
+    (:func:`~.channel_places.of_run`, each shown as the run starts)."""
+    placed = of_run(ws, machine)
+    return with_channels(ws.settings.start_options(asks, **more), asks.notify, ws.settings, placed=placed)
+
+
+def known_channels(ws: Any, more: Iterable[Channel] = ()) -> ChannelBook:
+    """The channels workspace ``ws`` can send on: those this machine keeps for its store, its ``notify``
+    setting's, its store's (looked up now: one unset there is sent on no more) and ``more``."""
+    stored = [placed.channel for placed in store_channels(ws.store)]
+    return channel_book(ws.settings.store, (*ws.settings.notify_channels(), *stored, *more))
 
 
 def after_advance(ws: Any, run_id: str) -> Report:
     """Send run ``run_id``'s due notifications from workspace ``ws``; a failure is journaled, and never fails
     the command or the cell."""
     try:
-        book = channel_book(ws.settings.store, ws.settings.notify_channels())
+        book = known_channels(ws)
         return send_run(ws.store, run_id, book, store_flag=ws.store_flag(), endorse=ws.equipment.endorser())
     except (StoreError, UsageProblem, OSError) as problem:
         return Report(skipped=[(run_id, "", f"not sent now ({type(problem).__name__}); `mkl notify` sends it")])
@@ -341,7 +369,7 @@ def stores_under(folder: Path) -> tuple[list[Path], list[str]]:
 def send_from(ws: Any, channels: Iterable[Channel] = ()) -> Report:
     """Send every notification due in workspace ``ws``'s store (``channels``: given now, beside those this machine
     keeps), journaling and signing as ``ws`` does."""
-    book = channel_book(ws.settings.store, (*ws.settings.notify_channels(), *channels))
+    book = known_channels(ws, channels)
     return send_due(ws.store, book, store_flag=ws.store_flag(), endorse=ws.equipment.endorser())
 
 

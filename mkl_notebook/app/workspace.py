@@ -29,12 +29,12 @@ from ..durable.runs import Observer, Outcome, Preparation, Resolution
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import open_store, reading_store, store_there
 from ..durable.stores import RunStore, UnknownRun
-from ..engine.options import RunOptions
 from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.host import Registry
 from . import batch, checkpoints, notifying, oracles
 from .cells import Cells, NoCells, answered_in, as_cells_left
+from .channel_places import tell_stderr
 from .checkpoints import own_run_id
 from .continuing import changed_files
 from .copies import Copies
@@ -87,6 +87,7 @@ class Workspace:
         self._store: RunStore | None = None
         self._lock = threading.Lock()
         self.notified: dict[str, notifying.Report] = {}  # what announcing each run's latest question did
+        self.tell: Callable[[str], None] = tell_stderr  # what a run's start shows its starter
 
     def __enter__(self) -> Workspace:
         return self
@@ -139,10 +140,6 @@ class Workspace:
         with self._lock:
             self._store = None
 
-    def _start_options(self, asks: StartRequest | MapRequest, **more: Any) -> RunOptions:
-        """:meth:`Settings.start_options`, and the channels announcing questions (whole here, journaled redacted)."""
-        return notifying.with_channels(self.settings.start_options(asks, **more), asks.notify, self.settings)
-
     def store_flag(self) -> str | None:
         """The ``--store`` a command continuing this workspace's runs names (None: the default store)."""
         return store_flag(self.settings.store)
@@ -173,7 +170,8 @@ class Workspace:
             self.cells.let_go(run_id)
             self.copies.taken_up.pop(run_id, None)  # the new run is this person's own
         host_values = host_input(asks.input or {}, "input")
-        run_settings = self._start_options(asks, on_untrusted_flow=asks.on_untrusted_flow, ask_human=asks.ask_human)
+        flow = {"on_untrusted_flow": asks.on_untrusted_flow, "ask_human": asks.ask_human}
+        run_settings = notifying.start_options(self, asks, machine, **flow)
         set_aside = None
         if not fresh:
             try:
@@ -526,7 +524,7 @@ class Workspace:
                 except Untrusted:
                     if script is None:
                         raise  # running it afresh would call a model instead of the file's run: ask first
-        run_settings = self._start_options(asks)
+        run_settings = notifying.start_options(self, asks, machine)
         needs_model = any(oracles.starts_anew(self.store, row.run_id, fresh) for row in plan)
         make_oracle = self.equipment.oracle_factory(
             script,

@@ -1,4 +1,5 @@
-"""``mkl notify [DIR…] [--store URL…]``: send the notifications of waiting questions that are still due.
+"""``mkl notify [DIR…] [--store URL…]``: send the notifications of waiting questions that are still due; with
+``--set URL``, ``--unset URL`` or ``--list``, keep, drop or list a store's own channels instead.
 
 The process that journals a question sends its notifications at once; this command catches up on what that
 one could not (it was killed, a receiver was down): intents without an outcome are sent again with the same
@@ -24,6 +25,8 @@ def notify_main(args: argparse.Namespace) -> int:
     from ..app.settings import store_location
     from ..app.workspace import Workspace
 
+    if args.set or args.unset or args.list:
+        return _store_channels(args)
     channels = parse_channels(args.notify, "--notify")
     locations: list[Path | str] = [store_location(given) for given in args.store or ()]
     refused: list[str] = []
@@ -64,3 +67,23 @@ def notify_main(args: argparse.Namespace) -> int:
     emit_status({"notified": done, "not_read": refused})
     failed = any(item["failed"] for item in done)
     return EXIT_FAILED if failed or refused else EXIT_OK
+
+
+def _store_channels(args: argparse.Namespace) -> int:
+    """``mkl notify [--store S] --set URL | --unset URL | --list``: the store's channels, changed, then listed
+    (redacted, with the digest ``--unset`` takes), one a line, then a JSON status line."""
+    from ..app.channel_places import kept_in_store
+    from ..app.settings import store_location
+
+    if args.folders or len(args.store or ()) > 1 or args.notify:
+        raise UsageProblem("--set, --unset and --list name one store (--store, else the default) and nothing else")
+    location = store_location(args.store[0]) if args.store else default_store()
+    shown = printed_store(str(location)) or str(location)
+    channels = kept_in_store(location, args.set or (), args.unset or ())
+    for channel in channels:
+        print(printable(f"{shown}: {channel.digest} {channel.redacted}"))
+    if not channels:
+        print(printable(f"{shown}: no channels"))
+    listed = [{"digest": channel.digest, "channel": channel.redacted} for channel in channels]
+    emit_status({"store": shown, "channels": listed})
+    return EXIT_OK

@@ -291,6 +291,21 @@ def _notify(commands: Commands) -> None:
         metavar="URL",
         help="a channel this machine may send on, beside those it keeps (runs name theirs by digest only)",
     )
+    # The store's own channels (every run started in it announces on them): set, unset, listed; nothing is sent.
+    kept = notify.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--set",
+        action="append",
+        metavar="URL",
+        help="keep a channel in the store: every run started in it announces its questions there; repeatable",
+    )
+    kept.add_argument(
+        "--unset",
+        action="append",
+        metavar="URL",
+        help="drop a channel of the store (as given, its sha256:… digest as --list shows it, or 'all'); repeatable",
+    )
+    kept.add_argument("--list", action="store_true", help="list the store's channels (redacted)")
 
 
 def _diff(commands: Commands) -> None:

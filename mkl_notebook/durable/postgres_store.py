@@ -41,6 +41,7 @@ from .records import is_precious
 from .server_changes import RunChanges, notify
 from .store_files import SCHEMA_VERSION
 from .store_names import DURABILITY, public_store
+from .store_settings import Change, change_postgres_setting, postgres_setting
 from .stores import RunStatus, RunSummary, UnknownRun, decoded_record, json_normal_start, shared_pins
 from .written import LeasedRecords
 
@@ -366,6 +367,20 @@ class PostgresStore:
                 "SELECT id, machine, status, error, at, updated FROM mkl_runs ORDER BY updated"
             ).fetchall()
         return [RunSummary(*row) for row in rows]
+
+    def setting(self, key: str) -> str | None:
+        """The store's setting ``key`` (see :mod:`.store_settings`), None when it is not set."""
+        if self._empty:
+            return None
+        with self._pooled() as connection:
+            return postgres_setting(connection, key)
+
+    def change_setting(self, key: str, change: Change) -> str | None:
+        """Change the store's setting ``key`` as ``change`` says (None: drop it), in one transaction; its new
+        value."""
+        self._writable()
+        with self._pooled() as connection:
+            return change_postgres_setting(connection, key, change)
 
     def set_status(self, run_id: str, status: str, error: str | None, at: str | None) -> None:
         self._writable()

@@ -30,6 +30,7 @@ from .network_fs import check_store_place
 from .records import is_precious
 from .store_files import APPLICATION_ID, SCHEMA_VERSION, check_ours, reading_connection
 from .store_names import DEFAULT_STORE_NAME, DURABILITY  # (named there: a command's help reads them, not the store)
+from .store_settings import Change, change_sqlite_setting, sqlite_setting
 from .written import LeasedRecords
 
 DEFAULT_STORE = Path(DEFAULT_STORE_NAME)
@@ -112,6 +113,20 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._leased: set[str] = set()
         self._forgotten: dict[str, list[ForgottenHistory]] = {}
+        self._settings: dict[str, str] = {}
+
+    def setting(self, key: str) -> str | None:
+        """The store's setting ``key`` (see :mod:`.store_settings`), None when it is not set."""
+        return self._settings.get(key)
+
+    def change_setting(self, key: str, change: Change) -> str | None:
+        """Change the store's setting ``key`` as ``change`` says (None: drop it); its new value."""
+        with self._lock:
+            value = change(self._settings.get(key))
+            self._settings.pop(key, None)
+            if value is not None:
+                self._settings[key] = value
+            return value
 
     def create(self, run_id: str, start: Mapping[str, Any]) -> dict[str, Any]:
         """Begin (or replace) run ``run_id``'s journal with ``start``: the record as :meth:`read` gives it back."""
@@ -514,6 +529,17 @@ class SQLiteStore:
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
         return [gone for (body,) in rows if (gone := decoded_forgotten(body)) is not None]
+
+    def setting(self, key: str) -> str | None:
+        """The store's setting ``key`` (see :mod:`.store_settings`), None when it is not set."""
+        with self._lock:
+            return sqlite_setting(self._db, str(self.path), key)
+
+    def change_setting(self, key: str, change: Change) -> str | None:
+        """Change the store's setting ``key`` as ``change`` says (None: drop it), in one transaction; its new
+        value."""
+        with self._lock:
+            return change_sqlite_setting(self._db, str(self.path), key, change)
 
     def runs(self) -> list[RunSummary]:
         with self._lock:
