@@ -185,3 +185,25 @@ def test_an_output_that_differs_is_diffed_and_text_from_the_files_is_shown_escap
     assert found["parted"]["what"] == "output" and found["outputs"][0]["b"] == "<b>A-1001</b>\x1b[2J"
     html = diff_html(found)
     assert "&lt;b&gt;A-1001&lt;/b&gt;" in html and "<b>A-1001" not in html
+
+
+def test_two_runs_given_different_tickets_are_not_identical_though_the_script_answered_alike(tmp_path: Path) -> None:
+    """A scripted model answers both runs alike: the path, decisions and outputs match, but the runs were given
+    different tickets, and the diff says so rather than calling them identical."""
+    for run_id, ticket in (("t1", "Parcel A-1001 arrived broken"), ("t2", "Parcel B-2 never came")):
+        given = ["--id", run_id, "--script", str(REFUND_SCRIPT), "--set", f"ticket={ticket}"]
+        code, _, _, err = mkl_cli(tmp_path, "run", str(EXAMPLES / "refund.mkl"), *given)
+        assert code == 0, err
+    code, _, out, err = mkl_cli(tmp_path, "diff", "t1", "t2")
+    assert code == 1, err
+    assert "identical" not in out
+    assert "The runs were given different input ticket, and took the same path" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("input ticket"))
+    assert "Parcel A-1001 arrived broken" in row and "Parcel B-2 never came" in row
+    code, _, out, err = mkl_cli(tmp_path, "diff", "t1", "t2", "--json")
+    assert code == 1, err
+    found = json.loads(out)
+    assert found["identical"] is False and found["parted"] is None
+    assert found["given"] == [
+        {"what": "input ticket", "a": "Parcel A-1001 arrived broken", "b": "Parcel B-2 never came"}
+    ]

@@ -24,6 +24,7 @@ from typing import Any
 from ..checkpoints import notebook_file as nbfile
 from ..durable import runs as durable
 from ..durable.reading import root_of
+from ..durable.replay import JournalIndex
 from ..durable.runs import Outcome
 from ..durable.store_names import public_store
 from ..durable.store_opening import reading_store
@@ -111,14 +112,16 @@ class RunDiff:
 
     a: dict[str, Any]
     b: dict[str, Any]
-    parted: dict[str, Any] | None = None  # the first step where they part (None: identical)
+    parted: dict[str, Any] | None = None  # the first step where they part (None: they never do)
+    given: list[dict[str, Any]] = field(default_factory=list)  # what they were started with that differs
     decisions: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
-        """Whether the runs took the same path with the same decisions, outputs, answers and ending."""
-        return self.parted is None
+        """Whether the runs were given the same and took the same path with the same decisions, outputs, answers
+        and ending."""
+        return self.parted is None and not self.given
 
     def as_dict(self) -> dict[str, Any]:
         """The diff as ``--json`` prints it and the views draw it."""
@@ -127,6 +130,7 @@ class RunDiff:
             "a": self.a,
             "b": self.b,
             "parted": self.parted,
+            "given": self.given,
             "decisions": self.decisions,
             "outputs": self.outputs,
         }
@@ -143,6 +147,7 @@ def compare(a: Side, b: Side) -> RunDiff:
     answers_a, answers_b = a.outcome.result.answers, b.outcome.result.answers
     found = RunDiff(_facts(a), _facts(b))
     found.parted = _parting(a, b)
+    found.given = _given(a, b)
     path_a, path_b = ([str(s.get("state")) for s in steps] for steps in (steps_a, steps_b))
     matcher = difflib.SequenceMatcher(None, path_a, path_b, autojunk=False)
     for op, a0, a1, b0, b1 in matcher.get_opcodes():
@@ -192,6 +197,24 @@ def _facts(side: Side) -> dict[str, Any]:
     if side.trusted is not None:
         facts.update(trusted=side.trusted, made_by=side.made_by)
     return facts
+
+
+def _given(a: Side, b: Side) -> list[dict[str, Any]]:
+    """What the runs were started with that differs: each value of their input and context (as last set, a
+    resume may change them), and the version of the machine they ran (its source's sha256)."""
+    setups = [JournalIndex.build(side.outcome.records) for side in (a, b)]
+    found = []
+    for part in ("input", "context"):
+        values_a, values_b = (dict(index.setup.get(part) or {}) for index in setups)
+        for key in sorted(set(values_a) | set(values_b), key=str):
+            shown = [_value(values[key]) if key in values else "(not given)" for values in (values_a, values_b)]
+            if shown[0] != shown[1]:
+                found.append({"what": f"{part} {key}", "a": shown[0], "b": shown[1]})
+    versions = [index.machines.get(str(index.setup.get("root")), {}).get("sha256") for index in setups]
+    if versions[0] != versions[1]:
+        shown = [f"sha256 {version[:12]}" if version else "(unknown)" for version in versions]
+        found.append({"what": "machine version", "a": shown[0], "b": shown[1]})
+    return found
 
 
 def _events(side: Side) -> list[Event]:

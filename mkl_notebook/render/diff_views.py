@@ -64,8 +64,12 @@ def _facts_rows(diff: Diff) -> list[tuple[str, str, str]]:
 def verdict(diff: Diff) -> str:
     """One sentence: identical, or the first step where the runs part and what parts them there."""
     if diff["identical"]:
-        return "The runs are identical: the same path, decisions, outputs, answers and ending."
+        return "The runs are identical: given the same, the same path, decisions, outputs, answers and ending."
+    given = diff.get("given") or []
+    started = f"The runs were given different {', '.join(g['what'] for g in given)}" if given else ""
     parted = diff["parted"]
+    if parted is None:
+        return f"{started}, and took the same path with the same decisions, outputs, answers and ending."
     state_a, state_b = parted.get("state_a"), parted.get("state_b")
     where = state_a if state_a == state_b else f"{state_a or 'no step'} in A, {state_b or 'no step'} in B"
     what = {
@@ -76,7 +80,8 @@ def verdict(diff: Diff) -> str:
         "path": "the path differs",
         "ending": "they end differently",
     }.get(parted["what"], parted["what"])
-    return f"The runs part at step {parted['step']} ({where}): {what}."
+    said = f"part at step {parted['step']} ({where}): {what}."
+    return f"{started}; they {said}" if started else f"The runs {said}"
 
 
 def _step(entry: Mapping[str, Any]) -> str:
@@ -99,6 +104,12 @@ def diff_text(diff: Diff) -> str:
     """The diff as text for a terminal: the facts side by side, the verdict, the decisions, the outputs' diffs."""
     lines = columns([("", "A", "B"), *_facts_rows(diff)])
     lines += ["", printable(verdict(diff))]
+    if diff.get("given"):
+        rows = [
+            ("given", "A", "B"),
+            *((g["what"], shorten(g["a"], CELL), shorten(g["b"], CELL)) for g in diff["given"]),
+        ]
+        lines += ["", "Given differently:", *("  " + line for line in columns(rows))]
     if diff["decisions"]:
         rows = [("step", "state", "what", "A", "B")]
         rows += [
@@ -135,6 +146,10 @@ def _facts_html(rows: Sequence[tuple[str, str, str]]) -> str:
 def diff_html(diff: Diff) -> str:
     """The diff as HTML for a notebook: the same facts as :func:`diff_text`, in tables, every text escaped."""
     parts = [_facts_html(_facts_rows(diff)), f"<p>{_e(verdict(diff))}</p>"]
+    if diff.get("given"):
+        head = table_row(["given", "A", "B"], tag="th")
+        body = "".join(table_row([_e(g["what"]), _e(g["a"]), _e(g["b"])]) for g in diff["given"])
+        parts.append(f"<p>Given differently:</p><table><thead>{head}</thead><tbody>{body}</tbody></table>")
     if diff["decisions"]:
         head = table_row(["step", "state", "what", "A", "B"], tag="th")
         body = "".join(
