@@ -37,7 +37,7 @@ from ..render import views
 from ..render.commands import UNKNOWN_NOTEBOOK, continue_commands, resume_command
 from ..render.questions import Asked, question_place
 from ..render.views import Live, progress_bundle
-from .forms import FORM_CLASS, QuestionForm, TakeUpChoice, close_widgets, let_go, made, shared
+from .forms import FORM_CLASS, QuestionForm, TakeUpChoice, close_widgets, made
 from .metadata_link import MetadataLink
 from .session import KernelNotebook
 
@@ -348,7 +348,7 @@ class RunView:
         self._asked = form.question_id
         printed = self._printed(run, outcome, pending, form.question_id)
         if previous is None:
-            box = self._box([form.widget], form.place)
+            box = self._box([form.widget])
             return printed, {**box._repr_mimebundle_(), "text/plain": ""}
         # The place above says what became of the last question wherever outputs are redrawn (a page whose
         # extension answered: JupyterLab, Notebook 7); elsewhere (Voila) only widgets move, so the box says it.
@@ -356,8 +356,8 @@ class RunView:
         became = [] if redrawn else [self._what_became(run, previous_asked)]
         # The new question with the commands that answer it, in the box too: a page that cannot follow the outputs'
         # updates (reloaded, another person's) follows widgets, and the output's own twin is drawn only without one.
-        asked = made(widgets.HTML, f"{self.place}/{form.question_id}/printed", value=printed["text/html"])
-        box = self._box([*became, asked, form.widget], form.place)
+        asked = made(widgets.HTML, f"{self.place}/{form.question_id}/printed", self.place, value=printed["text/html"])
+        box = self._box([*became, asked, form.widget])
         if previous.place != form.place:
             previous.close()
         return self._settled(outcome, previous_asked), {**box._repr_mimebundle_(), **printed}
@@ -383,7 +383,7 @@ class RunView:
         if self.current_form is not None:
             result = outcome.result
             done = views.result_summary_html(result, None, views.notebook_cap(run.id))
-            said = made(widgets.HTML, f"{self.place}/result", value=done)
+            said = made(widgets.HTML, f"{self.place}/result", self.place, value=done)
             self._box([self._what_became(run, self._asked), said])
             self.current_form.close()
             self.current_form = None
@@ -402,18 +402,12 @@ class RunView:
         """Show ``bundle`` as a display output of this view (``name``: its place) that later updates redraw."""
         return Placed(f"{self.place}/{name}", bundle, None if self.unattended is not None else self.link)
 
-    def _box(self, children: list[widgets.Widget], scope: str | None = None) -> widgets.VBox:
-        """The widget in the form's place, holding ``children`` now (made with them: no update to send). With
-        ``scope`` (a new question's place), it takes a layout of that scope and the last one is closed: each
-        redraw of the place draws the box anew, and ipywidgets leaves a listener on its layout for each view it
-        drew, so one layout along a long run made each click slower in the page. What leaves the box is closed."""
+    def _box(self, children: list[widgets.Widget]) -> widgets.VBox:
+        """The widget in the form's place, holding ``children`` now (made with them: no update to send). Its
+        layout, and those of the forms it holds, are the view's own, made once. What leaves the box is closed."""
         if self.box is None:
-            self.box = made(widgets.VBox, f"{self.place}/box", scope, children=children, _dom_classes=[FORM_CLASS])
+            self.box = made(widgets.VBox, f"{self.place}/box", self.place, children=children, _dom_classes=[FORM_CLASS])
             return self.box
-        if scope is not None and self.box.layout is not shared(widgets.Layout, scope):
-            before = self.box.layout
-            self.box.layout = shared(widgets.Layout, scope)
-            let_go(before)
         gone = [child for child in self.box.children if all(child is not kept for kept in children)]
         self.box.children = children
         close_widgets(gone)  # (what said the last question, and its form: no page shows them again)
@@ -421,11 +415,13 @@ class RunView:
 
     def _what_became(self, run: Run, asked: str | None) -> widgets.HTML:
         said = html.escape(what_happened(run, asked))
-        return made(widgets.HTML, f"{self.place}/{asked}/became", value=f"<p><em>{said}</em></p>")
+        return made(widgets.HTML, f"{self.place}/{asked}/became", self.place, value=f"<p><em>{said}</em></p>")
 
     def _form(self, run: Run, pending: dict[str, Any], *, beside: bool) -> QuestionForm:
         place = f"{self.place}/{pending.get('question_id')}"
-        form = QuestionForm(run, pending, cell=self.cell, observer=self.observer, place=place, beside=beside)
+        form = QuestionForm(
+            run, pending, cell=self.cell, observer=self.observer, place=place, beside=beside, scope=self.place
+        )
         self.current_form = form
         return form
 

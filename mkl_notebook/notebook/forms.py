@@ -65,13 +65,13 @@ def unplaced() -> str:
 
 def shared(cls: type[W], scope: str, **traits: Any) -> W:
     """The one live ``cls`` (a layout or a style) with ``traits`` in ``scope`` (the place of the widgets made
-    together: one form, one row), shared by the widgets made there with them; its model id derives from both.
-    Never change it in place: give the widget another (``widget.layout = shared(...)``).
+    together: one run's view and its forms, one row), shared by the widgets made there with them; its model id
+    derives from both. Never change it in place: give the widget another (``widget.layout = shared(...)``).
 
-    Not shared wider: every view of a widget listens to its layout and style models, and ipywidgets does not
-    always let go when a view leaves the page (a form redrawn per answer), so a model shared by every form of
-    a kernel gathered listeners that each view's removal scanned; a click late in a long run (gate 20) spent
-    40 ms in that scan alone."""
+    Not shared wider: every view of a widget listens to its layout and style models, and a page that keeps a
+    view it no longer shows (as ipywidgets did for an output redrawn over a widget, see ``Placed.update``)
+    leaves a listener on them each time; one model shared by every form of a kernel gathered listeners that
+    each view's removal scanned (a click at gate 20 spent 40 ms in that scan alone)."""
     kind = f"{cls.__module__}.{cls.__qualname__}"
     model_id = widget_id(f"shared/{scope}/{kind}/{json.dumps(traits, sort_keys=True)}")
     live = _shared.get(model_id)
@@ -81,8 +81,10 @@ def shared(cls: type[W], scope: str, **traits: Any) -> W:
 
 
 def close_widgets(gone: list[widgets.Widget]) -> None:
-    """Close widgets :func:`made` here that no page will show again, with the layouts and styles they alone
-    used (those :func:`shared` in a scope of theirs)."""
+    """Close widgets :func:`made` here that no page will show again, and the layouts and styles :func:`shared`
+    that no live widget made here uses any more (a form's, when its scope was its own; a run view's stay while
+    the view's next form uses them)."""
+    parts: dict[str, widgets.Widget] = {}
     for widget in gone:
         if widget.comm is None:
             continue  # closed already
@@ -90,20 +92,24 @@ def close_widgets(gone: list[widgets.Widget]) -> None:
             part = getattr(widget, name, None)
             if not isinstance(part, widgets.Widget) or part.comm is None:
                 continue
-            part_id: str = part.model_id
+            part_id = str(part.model_id)
             if _shared.get(part_id) is part:
-                _shared.pop(part_id).close()
+                parts[part_id] = part
         model_id: str = widget.model_id
         if _made.get(model_id) is widget:
             del _made[model_id]
         widget.close()
-
-
-def let_go(part: widgets.Widget) -> None:
-    """Close a layout or style :func:`shared` here that nothing shows any more."""
-    if part.comm is not None:
-        _shared.pop(part.model_id, None)
-        part.close()
+    if not parts:
+        return
+    used = {
+        getattr(widget, name).model_id
+        for widget in _made.values()
+        if widget.comm is not None
+        for name in ("layout", "style")
+        if isinstance(getattr(widget, name, None), widgets.Widget)
+    }
+    for model_id in parts.keys() - used:
+        _shared.pop(model_id).close()
 
 
 def made(cls: type[W], key: str, scope: str | None = None, **traits: Any) -> W:
@@ -227,25 +233,27 @@ class QuestionForm:
         observer: Observer | None = None,
         place: str | None = None,
         beside: bool = False,
+        scope: str | None = None,
     ) -> None:
         self.run = run
         self.run_id = run.id
         self.cell = cell
         self.observer = observer
         self.place = place or unplaced()
-        self.status = made(widgets.HTML, f"{self.place}/status", self.place, value="")
+        self.scope = scope or self.place  # where its layouts and styles are shared (a view's forms share them)
+        self.status = made(widgets.HTML, f"{self.place}/status", self.scope, value="")
         hidden = {"display": "none"} if beside else {}
-        self.header = made(widgets.HTML, f"{self.place}/header", self.place, value=self._ready(pending), layout=hidden)
-        self.buttons = made(widgets.HBox, f"{self.place}/buttons", self.place, children=self._row_children())
+        self.header = made(widgets.HTML, f"{self.place}/header", self.scope, value=self._ready(pending), layout=hidden)
+        self.buttons = made(widgets.HBox, f"{self.place}/buttons", self.scope, children=self._row_children())
         self.widget = made(
-            widgets.VBox, f"{self.place}/form", self.place, children=self._children(), _dom_classes=[FORM_CLASS]
+            widgets.VBox, f"{self.place}/form", self.scope, children=self._children(), _dom_classes=[FORM_CLASS]
         )
 
     def ask(self, pending: Pending) -> None:
         """Show ``pending`` in this form's place, with controls of its own (those of an answered question leave
         the page, so a click can only ever answer the question it was shown with)."""
         self.header.value = self._ready(pending)
-        self.header.layout = shared(widgets.Layout, self.place)  # no output beside prints this question: the form does
+        self.header.layout = shared(widgets.Layout, self.scope)  # no output beside prints this question: the form does
         self.buttons.children = self._row_children()
         self.widget.children = self._children()
 
@@ -263,7 +271,7 @@ class QuestionForm:
         )
         key = f"{self.place}/{pending.get('question_id') or pending.get('at')}"
         placeholder = "Reply, or a note for Approve / Reject (optional)"
-        scope = self.place  # one form's widgets share their layouts and styles (see shared)
+        scope = self.scope  # the form's widgets share their layouts and styles (see shared)
         self.reply = made(widgets.Textarea, f"{key}/reply", scope, placeholder=placeholder, layout={"width": "100%"})
         self.approve = made(
             widgets.Button, f"{key}/approve", scope, description="Approve", button_style="success", icon="check"

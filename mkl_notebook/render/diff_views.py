@@ -105,11 +105,11 @@ def diff_text(diff: Diff) -> str:
     lines = columns([("", "A", "B"), *_facts_rows(diff)])
     lines += ["", printable(verdict(diff))]
     if diff.get("given"):
-        rows = [
+        given = [
             ("given", "A", "B"),
             *((g["what"], shorten(g["a"], CELL), shorten(g["b"], CELL)) for g in diff["given"]),
         ]
-        lines += ["", "Given differently:", *("  " + line for line in columns(rows))]
+        lines += ["", "Given differently:", *("  " + line for line in columns(given))]
     if diff["decisions"]:
         rows = [("step", "state", "what", "A", "B")]
         rows += [
