@@ -90,6 +90,7 @@ class RunView:
         self.top: ViewPlace | None = None
         self.form_out: Placed | None = None  # the form's place, right below the question's
         self.box: widgets.VBox | None = None  # the widget standing there: the form, or what became of it
+        self._leaving: list[widgets.Widget] = []  # widgets that left the box, closed once the view is drawn
         self.handle: ViewPlace | None = None
         self.current_form: Any = None
         self.place = _place(cell, run_id)  # the form's widgets' model ids derive from it
@@ -276,6 +277,9 @@ class RunView:
         if not self._following and self.kernel is not None:
             self._following = True
             self.kernel.follow(run.id, self._went_on)
+        # Closed last: each is a message to every page, which would draw the new question after them.
+        leaving, self._leaving = self._leaving, []
+        close_widgets(leaving)
 
     def _carry(self, run_id: str, checkpoint: dict[str, Any]) -> None:
         """An output that keeps another run a copy in reach held (the file's run set aside, a history that
@@ -359,7 +363,7 @@ class RunView:
         asked = made(widgets.HTML, f"{self.place}/{form.question_id}/printed", self.place, value=printed["text/html"])
         box = self._box([*became, asked, form.widget])
         if previous.place != form.place:
-            previous.close()
+            self._leaving += previous.parts()
         return self._settled(outcome, previous_asked), {**box._repr_mimebundle_(), **printed}
 
     def _printed(self, run: Run, outcome: Outcome, pending: dict[str, Any], asked: Any) -> dict[str, Any]:
@@ -410,7 +414,7 @@ class RunView:
             return self.box
         gone = [child for child in self.box.children if all(child is not kept for kept in children)]
         self.box.children = children
-        close_widgets(gone)  # (what said the last question, and its form: no page shows them again)
+        self._leaving += gone  # (what said the last question, and its form: no page shows them again)
         return self.box
 
     def _what_became(self, run: Run, asked: str | None) -> widgets.HTML:

@@ -346,7 +346,11 @@ class QuestionForm:
         """The form has left the page for good (a form of the next question stands in its place): its widgets
         close, in the kernel and in every page, so a run of many questions does not gather a form's worth of live
         widgets per answer (each page's widget manager kept every one, and a click late in a long run cost more)."""
-        close_widgets([self.widget, self.header, self.buttons, self.status, *self.controls])
+        close_widgets(self.parts())
+
+    def parts(self) -> list[widgets.Widget]:
+        """The widgets of this form (what :meth:`close` closes)."""
+        return [self.widget, self.header, self.buttons, self.status, *self.controls]
 
 
 def _status(said: str) -> str:
