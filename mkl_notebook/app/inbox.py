@@ -31,8 +31,8 @@ from ..durable.records import kind_of
 from ..durable.store_names import is_server_store, public_store
 from ..durable.store_opening import close_store, open_store, store_there
 from ..durable.stores import RunStore
-from .errors import UsageProblem, without_secrets
-from .listing import file_resume, files_under, run_summary, store_flag, stored_resume
+from .errors import without_secrets
+from .listing import file_resume, reach_into, run_summary, store_flag, stored_resume
 from .replies import answerer, not_an_approver
 from .requests import InboxRequest
 from .rules import parse_duration
@@ -243,20 +243,7 @@ def _row(copy: _Copy, others: Sequence[_Copy], known: dict[str, str], now: float
 
 
 def _gather(request: InboxRequest, reach: _Reach) -> None:
-    for folder in request.folders:
-        path = Path(folder)
-        if not path.is_dir():
-            raise UsageProblem(f"{folder}: no such folder")
-        for found, shown, refused in files_under(path):
-            if refused is not None:
-                reach.problems.append(refused)
-            elif found.suffix == ".ipynb":
-                reach.notebook(found, shown)
-            else:
-                reach.store(Path(shown), shown)
-    for location in request.stores:
-        shown = public_store(location) if is_server_store(location) else str(location)
-        reach.store(location, shown, named=True)
+    reach_into(request.folders, request.stores, reach, reach.problems)
     configured = request.configured
     if configured is not None and store_there(configured):
         reach.store(configured, public_store(str(configured)))

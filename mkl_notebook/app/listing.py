@@ -9,9 +9,9 @@ notebook's paths (the store a stopped resume named) are shown, never opened.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.marks import advancing_marks
@@ -25,6 +25,7 @@ from ..durable.store_opening import close_store, open_store
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_commands, resume_command
 from .continuing import drawn_on
+from .errors import UsageProblem
 from .reconcile import forgotten_phrase, older_than_forgotten, stale_note
 from .status import with_keys
 from .trust import Keyring, Provenance
@@ -261,6 +262,35 @@ def files_under(folder: Path) -> Iterator[tuple[Path, str, str | None]]:
     for path in _files(folder):
         shown = os.path.relpath(path)
         yield path, shown, f"{shown}: a link out of {folder}, not followed" if _leaves(path, folder) else None
+
+
+class Reach(Protocol):
+    """What gathers runs from the notebooks and stores :func:`reach_into` finds."""
+
+    def notebook(self, path: Path, shown: str) -> None:
+        """Read the runs of the notebook at ``path`` (shown as ``shown``)."""
+
+    def store(self, location: str | Path, shown: str, *, named: bool = False) -> None:
+        """Read the runs of the store at ``location`` (``named``: the person named it, so it must open)."""
+
+
+def reach_into(folders: Iterable[str], stores: Iterable[str | Path], reach: Reach, problems: list[str]) -> None:
+    """Hand ``reach`` every notebook and run store under ``folders`` and each store of ``stores``; a file
+    refused (a link out of its folder) is said in ``problems``, a folder that is not there refused at once."""
+    for folder in folders:
+        path = Path(folder)
+        if not path.is_dir():
+            raise UsageProblem(f"{folder}: no such folder")
+        for file, shown, refused in files_under(path):
+            if refused is not None:
+                problems.append(refused)
+            elif file.suffix == ".ipynb":
+                reach.notebook(file, shown)
+            else:
+                reach.store(Path(shown), shown)
+    for location in stores:
+        shown = public_store(str(location)) if is_server_store(str(location)) else str(location)
+        reach.store(location, shown, named=True)  # (one that cannot be opened is refused, with its own words)
 
 
 class Waiting(NamedTuple):

@@ -28,13 +28,13 @@ from ..durable.reading import claimed_name, decisions, established_how, run_stat
 from ..durable.records import kind_of
 from ..durable.replay import JournalIndex
 from ..durable.runs import plan_journal
-from ..durable.store_names import is_server_store, public_store
+from ..durable.store_names import is_server_store
 from ..durable.store_opening import close_store, open_store
 from ..errors import MklError
 from ..lang import stdlib
 from ..lang.model import Machine
 from .errors import UsageProblem, without_secrets
-from .listing import files_under
+from .listing import reach_into
 from .settings import Settings
 from .shelf import Shelf
 from .trust import Keyring, Provenance
@@ -262,20 +262,7 @@ def plan_over(request: PlanOverRequest, machines: Mapping[str, Machine], keyring
         raise UsageProblem("name where the runs are: --over DIR (a folder) or --store S (a run store)")
     found = PlanOver(request.machine)
     reach = _Reach(request.machine, keyring or Keyring(), found)
-    for folder in request.folders:
-        path = Path(folder)
-        if not path.is_dir():
-            raise UsageProblem(f"{folder}: no such folder")
-        for file, shown, refused in files_under(path):
-            if refused is not None:
-                found.problems.append(refused)
-            elif file.suffix == ".ipynb":
-                reach.notebook(file, shown)
-            else:
-                reach.store(Path(shown), shown)
-    for location in request.stores:
-        shown = public_store(location) if is_server_store(location) else str(location)
-        reach.store(location, shown, named=True)  # (one that cannot be opened is refused, with its own words)
+    reach_into(request.folders, request.stores, reach, found.problems)
     found.skipped = len(reach.skipped)
     for copies in reach.copies.values():
         found.rows += [plan_row(copy, machines, others) for copy, others in _newest(copies)]
