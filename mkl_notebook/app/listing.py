@@ -264,7 +264,7 @@ def files_under(folder: Path) -> Iterator[tuple[Path, str, str | None]]:
         yield path, shown, f"{shown}: a link out of {folder}, not followed" if _leaves(path, folder) else None
 
 
-class Reach(Protocol):
+class Gatherer(Protocol):
     """What gathers runs from the notebooks and stores :func:`reach_into` finds."""
 
     def notebook(self, path: Path, shown: str) -> None:
@@ -274,7 +274,7 @@ class Reach(Protocol):
         """Read the runs of the store at ``location`` (``named``: the person named it, so it must open)."""
 
 
-def reach_into(folders: Iterable[str], stores: Iterable[str | Path], reach: Reach, problems: list[str]) -> None:
+def reach_into(folders: Iterable[str], stores: Iterable[str | Path], reach: Gatherer, problems: list[str]) -> None:
     """Hand ``reach`` every notebook and run store under ``folders`` and each store of ``stores``; a file
     refused (a link out of its folder) is said in ``problems``, a folder that is not there refused at once."""
     for folder in folders:
