@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from .._version import __version__
 from ..engine.options import RunOptions
-from ..engine.oracle import Oracle, OracleRequest, OutcomeUnknown, ReplyRequest, RunInterrupted
+from ..engine.oracle import Advanced, Oracle, OracleRequest, OutcomeUnknown, ReplyRequest, RunInterrupted
 from ..engine.result import RunResult
 from ..engine.runner import root_step, run_machine
 from ..errors import UserError
@@ -28,7 +28,7 @@ from .journaled_options import options_from_record, options_record
 from .outcome import Outcome
 from .places import Place
 from .plan import Plan, plan
-from .reading import RunState, run_state, unsigned_from
+from .reading import RunState, gates_decided, run_state, trace_of, unsigned_from
 from .record_types import Pin
 from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
@@ -172,6 +172,7 @@ def _advance_leased(
     just wrote, ``records``, so that it is not read back)."""
     if records is None:
         records = store.read(run_id)
+    since = len(records)  # where what this advance appends begins
     index = JournalIndex.build(records)
     prepared = before(index) if before else Preparation([])
     added = prepared.records
@@ -190,14 +191,26 @@ def _advance_leased(
     closing = rec.ending_record(result, calls, doubt, place, failed)
     if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
         # A pure replay that ends as before leaves the journal untouched.
+        new_trace = oracle.traced and trace_of(records) is None
+        if new_trace:
+            store.append(run_id, rec.trace_record())  # every later advance exports into this trace
         store.append_ending(run_id, closing, RunStatus(result.status, result.error, result.at))
         records = records + store.read(run_id, since=len(records))  # what this advance added, as it reads back
+        if oracle.traced:
+            oracle.advanced(_advanced(run_id, index, records, since, result)._replace(new_trace=new_trace))
     if endorse is not None and unsigned_from(records) < len(records):
         # What this advance appended, or what one cut off before its signature left (or an older version wrote).
         store.append(run_id, endorse(records))
         records = records + store.read(run_id, since=len(records))
     replayed = _replayed_steps(result, replay_oracle)
     return Outcome(run_id, result, calls, doubt, records, replayed_steps=replayed, machines=machines)
+
+
+def _advanced(run_id: str, index: JournalIndex, records: list[dict[str, Any]], since: int, result: Any) -> Advanced:
+    """What the advance that appended ``records[since:]`` did, as a traced oracle is told it."""
+    started, ended = float(index.start.get("time") or 0.0), float(records[-1].get("time") or 0.0)
+    root, decided = str(index.setup.get("root") or ""), tuple(gates_decided(records, since))
+    return Advanced(run_id, root, trace_of(records), started, result.status, result.error, ended, decided)
 
 
 def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:
