@@ -21,7 +21,7 @@ from ..lang.model import Machine
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
 from ..providers.secrets import scrub
-from ..telemetry.switch import export_of, header_values
+from ..telemetry.switch import check_endpoint, export_of, header_values
 from . import executors, oracles
 from .continuing import run_origin
 from .errors import UsageProblem
@@ -132,7 +132,7 @@ class Equipment:
         """What wraps a run's oracle so that its advances are exported as traces to ``otel`` (else the ``otel``
         setting, else ``OTEL_EXPORTER_OTLP_*``); None when export is off. The OpenTelemetry SDK is imported
         only then."""
-        export = export_of(otel if otel is not None else self.settings.otel, os.environ)
+        export = export_of(check_endpoint(otel, "--otel") if otel is not None else self.settings.otel, os.environ)
         if export is None:
             return None
         from ..telemetry.otlp import OtlpSender

@@ -83,5 +83,6 @@ def header_values(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
         for pair in given.get(variable, "").split(","):
             _, equals, value = pair.partition("=")
             if equals and value.strip():
-                values.append(unquote(value.strip()))
+                value = unquote(value).strip()
+                values.extend([value, value.split()[-1]])  # (and an "Authorization: Bearer …" header's token alone)
     return tuple(values)

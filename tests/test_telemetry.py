@@ -1,0 +1,166 @@
+"""Runs, calls and approvals as OpenTelemetry traces (issue 54), sent to a real OTLP/HTTP receiver the test starts
+(``otlp_receiver``: an ``http.server`` thread decoding each body with opentelemetry-proto), by the ``mkl`` command
+as a person runs it: the refund example's span tree with its approval span, one trace across the processes that
+advance the run, no ``chat`` span for a call a replay did not make, and no secret in any byte sent."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otlp_receiver import Received, otlp_receiver
+from support import EXAMPLES, REFUND_SCRIPT, mkl_cli
+
+REFUND_MKL = str(EXAMPLES / "refund.mkl")
+DRAFT = "Hello! Your order A-1001 qualifies: we will refund it today."  # what the approver is shown
+NO_OTEL = {  # (the environment of the test process must not choose the endpoint or what spans carry)
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "",
+    "OTEL_EXPORTER_OTLP_HEADERS": "",
+    "OTEL_SEMCONV_STABILITY_OPT_IN": "",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "",
+    "OTEL_SDK_DISABLED": "",
+    "OTEL_TRACES_EXPORTER": "",
+}
+
+
+def refund(folder: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``mkl ARGS`` over the refund example's store in ``folder``, scripted: its status line (it must not fail)."""
+    code, status, _, err = mkl_cli(
+        folder, *args, "--script", str(REFUND_SCRIPT), "--store", "runs.sqlite", env={**NO_OTEL, **(env or {})}
+    )
+    assert code in (0, 3), err
+    return status
+
+
+def approved_refund(folder: Path, url: str, run_id: str = "r1") -> dict[str, Any]:
+    """The README's refund run, stopped at its approval (``--hitl``) and approved by a second ``mkl`` process
+    with a note, both exporting to ``url``: the question's status line."""
+    asked = refund(folder, "run", REFUND_MKL, "--id", run_id, "--hitl", "--set", "ticket=Parcel broken", "--otel", url)
+    assert asked["status"] == "suspended", asked
+    note = "checked the photo of the parcel"
+    given = ("--question", asked["question_id"], "--reply", "approve", "--note", note, "--as", "dan")
+    done = refund(folder, "resume", "--id", run_id, *given, "--otel", url)
+    assert done["status"] == "done", done
+    return asked
+
+
+def tree(spans: list[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
+    """Spans by their parent's id (None: roots)."""
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        children.setdefault(span["parent_id"], []).append(span)
+    return children
+
+
+def finished(received: Received) -> list[dict[str, Any]]:
+    return received.wait_for(lambda spans: any(span["parent_id"] is None for span in spans))
+
+
+def test_the_refund_example_is_one_trace_with_its_approval_span(tmp_path: Path) -> None:
+    with otlp_receiver() as (url, received):
+        asked = approved_refund(tmp_path, url)
+        spans = finished(received)
+    assert len({span["trace_id"] for span in spans}) == 1  # the resume, another process, continued the trace
+    assert len({span["span_id"] for span in spans}) == len(spans)  # each span sent once
+    children = tree(spans)
+    [run] = children[None]
+    assert run["name"] == "invoke_workflow refund"
+    assert run["attributes"]["mkl.status"] == "done" and run["attributes"]["gen_ai.operation.name"] == "invoke_workflow"
+    ids = {span["span_id"] for span in spans}
+    assert all(span["parent_id"] in ids for span in spans if span["parent_id"] is not None)  # no orphan
+
+    visits = {span["name"]: span for span in children[run["span_id"]]}
+    assert set(visits) == {"state lookup", "state draft", "state send"}
+    [tool] = children[visits["state lookup"]["span_id"]]
+    assert tool["name"] == "execute_tool order_lookup"
+    assert tool["attributes"]["gen_ai.operation.name"] == "execute_tool"
+    assert tool["attributes"]["gen_ai.tool.name"] == "order_lookup"
+    under_draft = Counter(span["name"] for span in children[visits["state draft"]["span_id"]])
+    assert under_draft == {"chat scripted": 2, "approval": 1}  # the draft, the judge of its gates, the approval
+    [send] = children[visits["state send"]["span_id"]]
+    chat = send["attributes"]
+    assert chat["gen_ai.operation.name"] == "chat" and chat["gen_ai.request.model"] == "scripted"
+    assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]) == (120, 40)
+    assert chat["gen_ai.response.finish_reasons"] == ["stop"]
+
+    [approval] = [span for span in spans if span["name"] == "approval"]
+    said = approval["attributes"]
+    assert said["mkl.question.id"] == asked["question_id"]
+    assert said["mkl.approval.decided_by"] == "person" and said["mkl.approval.decision"] == "approve"
+    assert said["mkl.approval.established"] == "os-account" and said["mkl.approval.answerer"]
+    assert said["mkl.approval.claimed"] == "dan"  # (the name given with --as, which no one established)
+    assert said["mkl.approval.note_given"] is True
+    assert said["mkl.approval.subject_sha256"] == hashlib.sha256(DRAFT.encode()).hexdigest()
+    assert said["mkl.approval.wait_seconds"] > 0 and approval["end"] > approval["start"]
+    assert approval["start"] >= visits["state draft"]["start"]  # asked when the draft's visit ended
+    sent = json.dumps(spans)
+    assert "checked the photo" not in sent  # the note's presence is said, never the note
+    assert "Parcel broken" not in sent and not any(span["events"] for span in spans)  # no content unless asked
+
+
+def test_a_replay_adds_no_chat_spans(tmp_path: Path) -> None:
+    with otlp_receiver() as (url, received):
+        approved_refund(tmp_path, url)
+        first = finished(received)
+        again = refund(
+            tmp_path, "run", REFUND_MKL, "--id", "r1", "--hitl", "--set", "ticket=Parcel broken", "--otel", url
+        )
+        assert again["status"] == "done" and again["calls"]["made"] == 0  # (the whole run replayed)
+        approved_refund(tmp_path, url, "r2")  # a second run, whose spans arrive after any the replay sent
+        spans = received.wait_for(lambda spans: sum(span["parent_id"] is None for span in spans) == 2)
+    [trace] = {span["trace_id"] for span in first}
+    replayed = [span for span in spans if span["trace_id"] == trace]
+    assert sorted(span["span_id"] for span in replayed) == sorted(span["span_id"] for span in first)
+    chats = [span["attributes"]["mkl.position"] for span in spans if span["name"].startswith("chat")]
+    assert len(chats) == 6 and len(set(chats)) == 3  # three calls a run, each once; the resume replayed the draft's
+
+
+@pytest.mark.parametrize("conventions", ["", "gen_ai_latest_experimental"])
+def test_no_secret_reaches_a_span_byte_though_content_is_captured(tmp_path: Path, conventions: str) -> None:
+    key = "sk-test-SECRET0123456789abcdef"
+    token = "hdr-SECRET-9876543210"
+    with otlp_receiver() as (url, received):
+        env = {
+            "OPENAI_API_KEY": key,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": url,  # (configured by the environment alone: no --otel)
+            "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer%20{token}",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+            "OTEL_SEMCONV_STABILITY_OPT_IN": conventions,
+        }
+        ticket = f"ticket=Parcel broken; my key is {key} and the token {token}"
+        done = refund(tmp_path, "run", REFUND_MKL, "--id", "s1", "--set", ticket, env=env)
+        assert done["status"] == "done"
+        spans = finished(received)
+    assert all(headers["authorization"] == f"Bearer {token}" for headers in received.headers)  # sent, as asked
+    everything = b"".join(received.bodies)
+    assert key.encode() not in everything and token.encode() not in everything
+    assert b"SECRET" not in everything
+    prompts = []
+    for span in spans:
+        if conventions:
+            prompts += [span["attributes"][name] for name in ("gen_ai.input.messages",) if name in span["attributes"]]
+        else:
+            prompts += [
+                attributes["gen_ai.prompt"] for name, attributes in span["events"] if "gen_ai.prompt" in attributes
+            ]
+    assert any("Parcel broken; my key is ***" in prompt for prompt in prompts)  # the prompt, its secrets masked
+    named = "gen_ai.provider.name" if conventions else "gen_ai.system"
+    assert all(named in span["attributes"] for span in spans if span["name"].startswith("chat"))
+
+
+def test_a_bad_endpoint_is_one_line(tmp_path: Path) -> None:
+    code, _, _, err = mkl_cli(
+        tmp_path, "run", REFUND_MKL, "--script", str(REFUND_SCRIPT), "--set", "ticket=x", "--otel", "ftp://x"
+    )
+    assert code == 2 and "Traceback" not in err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .endswith("--otel: an OTLP/HTTP endpoint is an http:// or https:// URL, or off; not 'ftp://x'")
+    )
