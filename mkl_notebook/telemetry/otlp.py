@@ -7,16 +7,14 @@ exporter's own, read from the standard variables; the service is ``OTEL_SERVICE_
 
 from __future__ import annotations
 
-import logging
+import atexit
 import os
-import threading
 from typing import Any
 
 from .._version import __version__
 from ..errors import UserError
 from .spans import Span
 
-log = logging.getLogger(__name__)
 INSTALL = "pip install 'mkl_notebook[otel]'"
 
 
@@ -36,22 +34,21 @@ class OtlpSender:
             raise TelemetryMissing(
                 f"exporting traces to {endpoint} needs the OpenTelemetry SDK ({missing.name} is missing): {INSTALL}"
             ) from None
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
         self.endpoint = endpoint
-        self._exporter = OTLPSpanExporter(endpoint=endpoint)
+        # Spans leave on the processor's own thread: an advance never waits on a slow or absent receiver, and
+        # what is still queued is sent when the process ends (atexit), within the exporter's timeout.
+        self._processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint))
         named = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "mkl"}
         self._resource = Resource.create({**named, "service.version": __version__})
         self._scope = InstrumentationScope("mkl_notebook", __version__)
-        self._lock = threading.Lock()  # the exporter's session is not shared between threads
+        atexit.register(self.close)
 
     def __call__(self, trace_id: str, spans: list[Span]) -> None:
-        """Export ``spans`` of the trace ``trace_id``; a receiver that refuses them is logged, not raised."""
-        if not spans:
-            return
-        readable = [self._readable(int(trace_id, 16), span) for span in spans]
-        with self._lock:
-            result = self._exporter.export(readable)
-        if result.name != "SUCCESS":
-            log.warning("mkl: the receiver at %s did not take the run's spans", self.endpoint)
+        """Queue ``spans`` of the trace ``trace_id`` for export (a receiver that refuses them is logged by the SDK)."""
+        for span in spans:
+            self._processor.on_end(self._readable(int(trace_id, 16), span))
 
     def _readable(self, trace_id: int, span: Span) -> Any:
         from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -77,5 +74,6 @@ class OtlpSender:
         )
 
     def close(self) -> None:
-        """Let go of the exporter's HTTP session."""
-        self._exporter.shutdown()
+        """Send what is queued, and let go of the exporter's thread and HTTP session (once)."""
+        atexit.unregister(self.close)
+        self._processor.shutdown()
