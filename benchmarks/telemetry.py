@@ -50,7 +50,8 @@ folder = Path(tempfile.mkdtemp())
 lines = [f'machine: chain\nmklang: "0.4"\nentry: s0\nbudget: {states + 5}\nstates:']
 for index in range(states):
     to = f"s{index + 1}" if index + 1 < states else "END"
-    lines.append(f"  s{index}: {{structure: s, prompt: p{index}, output: o, gates: [{{when: otherwise, then: ok, to: {to}}}]}}")
+    gate = f"{{when: otherwise, then: ok, to: {to}}}"
+    lines.append(f"  s{index}: {{structure: s, prompt: p{index}, output: o, gates: [{gate}]}}")
 (folder / "chain.mkl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 script = folder / "chain.script.json"
 script.write_text(json.dumps({"llm": {"produce": {"p": "An answer of a sentence or two."}, "tokens": [50, 20]}}))
