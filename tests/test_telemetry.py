@@ -164,3 +164,65 @@ def test_a_bad_endpoint_is_one_line(tmp_path: Path) -> None:
         .splitlines()[-1]
         .endswith("--otel: an OTLP/HTTP endpoint is an http:// or https:// URL, or off; not 'ftp://x'")
     )
+
+
+FAN = """mklang: "0.4"
+machine: fan
+entry: split
+budget: 6
+context: { text: "" }
+states:
+  split:
+    structure: A JSON array of topics.
+    prompt: "List the topics of: {{text}}"
+    output: topics
+    parse: list
+    gates:
+      - { when: otherwise, then: ok, to: each }
+  each:
+    call: summarize
+    over: "{{topics}}"
+    input: { topic: "{{item}}" }
+    output: parts
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+SUMMARIZE = """mklang: "0.4"
+machine: summarize
+entry: write
+budget: 3
+context: { topic: "" }
+states:
+  write:
+    structure: One sentence.
+    prompt: "Summarize {{topic}}"
+    output: summary
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+
+def test_a_fan_out_over_a_sub_machine_has_a_span_per_branch_and_call(tmp_path: Path) -> None:
+    (tmp_path / "fan.mkl").write_text(FAN, encoding="utf-8")
+    (tmp_path / "summarize.mkl").write_text(SUMMARIZE, encoding="utf-8")
+    script = {"llm": {"produce": {"List the topics": '["apples", "pears"]', "Summarize": "A sentence."}}}
+    (tmp_path / "fan.script.json").write_text(json.dumps(script), encoding="utf-8")
+    with otlp_receiver() as (url, received):
+        code, status, _, err = mkl_cli(
+            tmp_path, "run", "fan.mkl", "--script", "fan.script.json", "--set", "text=fruit", "--otel", url, env=NO_OTEL
+        )
+        assert code == 0 and status["status"] == "done", err
+        spans = finished(received)
+    children = tree(spans)
+    [run] = children[None]
+    by_name = {span["name"]: span for span in children[run["span_id"]]}
+    assert set(by_name) == {"state split", "state each"}
+    branches = sorted(children[by_name["state each"]["span_id"]], key=lambda span: span["name"])
+    assert [span["name"] for span in branches] == ["branch 0", "branch 1"]
+    for branch in branches:
+        [call] = children[branch["span_id"]]
+        assert call["name"] == "invoke_workflow summarize"
+        [visit] = children[call["span_id"]]
+        assert visit["name"] == "state write" and visit["attributes"]["mkl.machine"] == "summarize"
+        [chat] = children[visit["span_id"]]
+        assert chat["name"] == "chat scripted" and chat["start"] >= branch["start"] and chat["end"] <= branch["end"]
