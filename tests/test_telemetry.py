@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -226,3 +227,25 @@ def test_a_fan_out_over_a_sub_machine_has_a_span_per_branch_and_call(tmp_path: P
         assert visit["name"] == "state write" and visit["attributes"]["mkl.machine"] == "summarize"
         [chat] = children[visit["span_id"]]
         assert chat["name"] == "chat scripted" and chat["start"] >= branch["start"] and chat["end"] <= branch["end"]
+
+
+def test_a_deadline_decision_is_an_approval_span_a_policy_decided(tmp_path: Path) -> None:
+    with otlp_receiver() as (url, received):
+        on = {"OTEL_EXPORTER_OTLP_ENDPOINT": url}  # (`mkl tick` exports where the environment says)
+        flags = ("--hitl", "--set", "ticket=Parcel broken", "--deadline", "1s", "--on-timeout", "reject")
+        asked = refund(tmp_path, "run", REFUND_MKL, "--id", "d1", *flags, env=on)
+        limit = time.monotonic() + 60
+        while True:  # each tick before the deadline decides nothing
+            code, _, out, err = mkl_cli(tmp_path, "tick", "--store", "runs.sqlite", env={**NO_OTEL, **on})
+            assert code == 0, out + err
+            if "decided by policy" in out:
+                break
+            assert time.monotonic() < limit, "no tick decided the question"
+        spans = finished(received)
+    assert len({span["trace_id"] for span in spans}) == 1
+    [approval] = [span for span in spans if span["name"] == "approval"]
+    said = approval["attributes"]
+    assert said["mkl.question.id"] == asked["question_id"]
+    assert said["mkl.approval.decided_by"] == "policy" and said["mkl.approval.decision"] == "reject"
+    assert "mkl.approval.answerer" not in said and said["mkl.approval.rule"]  # no one's name: the rule's digest
+    assert said["mkl.approval.wait_seconds"] >= 1
