@@ -249,3 +249,19 @@ def test_a_deadline_decision_is_an_approval_span_a_policy_decided(tmp_path: Path
     assert said["mkl.approval.decided_by"] == "policy" and said["mkl.approval.decision"] == "reject"
     assert "mkl.approval.answerer" not in said and said["mkl.approval.rule"]  # no one's name: the rule's digest
     assert said["mkl.approval.wait_seconds"] >= 1
+
+
+def test_a_checkpoint_carries_the_trace_to_where_the_run_is_resumed(tmp_path: Path) -> None:
+    there = tmp_path / "elsewhere"
+    there.mkdir()
+    with otlp_receiver() as (url, received):
+        flags = ("--hitl", "--set", "ticket=Parcel broken", "--checkpoint", str(tmp_path / "run.json"))
+        asked = refund(tmp_path, "run", REFUND_MKL, "--id", "c1", *flags, "--otel", url)
+        answer = ("--question", asked["question_id"], "--reply", "approve", "--trust-file", "--otel", url)
+        code, status, _, err = mkl_cli(
+            there, "resume", str(tmp_path / "run.json"), "--script", str(REFUND_SCRIPT), *answer, env=NO_OTEL
+        )
+        assert code == 0 and status["status"] == "done", err  # (the file's journal, its trace record in it, read)
+        spans = finished(received)
+    assert len({span["trace_id"] for span in spans}) == 1
+    assert {span["name"] for span in spans} >= {"invoke_workflow refund", "approval", "state send"}
