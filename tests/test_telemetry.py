@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from otlp_receiver import Received, otlp_receiver
-from support import EXAMPLES, REFUND_SCRIPT, mkl_cli
+from support import EXAMPLES, REFUND, REFUND_SCRIPT, Cells, mkl_cli
 
 REFUND_MKL = str(EXAMPLES / "refund.mkl")
 DRAFT = "Hello! Your order A-1001 qualifies: we will refund it today."  # what the approver is shown
@@ -265,3 +265,21 @@ def test_a_checkpoint_carries_the_trace_to_where_the_run_is_resumed(tmp_path: Pa
         spans = finished(received)
     assert len({span["trace_id"] for span in spans}) == 1
     assert {span["name"] for span in spans} >= {"invoke_workflow refund", "approval", "state send"}
+
+
+def test_a_notebook_exports_where_its_config_says_and_a_bad_one_is_refused(ip: Cells) -> None:
+    ip.define(REFUND)
+    assert "otel: an OTLP/HTTP endpoint is an http:// or https:// URL, or off" in str(ip.fails("%mkl config otel=nope"))
+    with otlp_receiver() as (url, received):
+        ip.run(f"%mkl config otel={url}")
+        ip.run(f"r = %mkl run refund --id n1 --script {REFUND_SCRIPT} --set ticket=broken --hitl")
+        ip.run("r.submit('approve', by='erin')")  # (the form's road: the handle's oracle, made at the run)
+        spans = finished(received)
+        ip.run("%mkl config otel=off")
+        ip.run(f"%mkl run refund --id n2 --script {REFUND_SCRIPT} --set ticket=broken")
+        ip.run(f"%mkl run refund --id n3 --script {REFUND_SCRIPT} --set ticket=broken --otel {url}")  # (this run's own)
+        every = received.wait_for(lambda spans: any(span["attributes"].get("mkl.run.id") == "n3" for span in spans))
+    assert ip.shell.user_ns["r"].status == "done"
+    assert len({span["trace_id"] for span in spans}) == 1 and any(span["name"] == "approval" for span in spans)
+    runs = {span["attributes"]["mkl.run.id"] for span in every}
+    assert runs == {"n1", "n3"}  # off, n2 sent nothing (spans leave in order: n2's would have come before n3's)

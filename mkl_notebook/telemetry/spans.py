@@ -236,7 +236,10 @@ def advance_spans(
     if advance.status != "suspended":
         error = None if advance.error is None else conventions.scrub(advance.error)
         spans.append(_run_span(advance, run_span, error))
-    return [*containers.values(), *spans]
+    every = [*containers.values(), *spans]
+    for span in every:  # (a run's spans found by its id, though its own span comes only when it ends)
+        span.attributes["mkl.run.id"] = advance.run_id
+    return every
 
 
 def _run_span(advance: Advanced, span_id: str, error: str | None) -> Span:
