@@ -283,3 +283,22 @@ def test_a_notebook_exports_where_its_config_says_and_a_bad_one_is_refused(ip: C
     assert len({span["trace_id"] for span in spans}) == 1 and any(span["name"] == "approval" for span in spans)
     runs = {span["attributes"]["mkl.run.id"] for span in every}
     assert runs == {"n1", "n3"}  # off, n2 sent nothing (spans leave in order: n2's would have come before n3's)
+
+
+def test_a_run_first_exported_when_resumed_marks_the_visits_it_replayed(tmp_path: Path) -> None:
+    asked = refund(tmp_path, "run", REFUND_MKL, "--id", "late", "--hitl", "--set", "ticket=Parcel broken")  # no export
+    with otlp_receiver() as (url, received):
+        answer = ("--question", asked["question_id"], "--reply", "approve")
+        assert refund(tmp_path, "resume", "--id", "late", *answer, "--otel", url)["status"] == "done"
+        spans = finished(received)
+    children = tree(spans)
+    [run] = children[None]
+    visits = {span["name"]: span for span in children[run["span_id"]]}
+    assert {name for name, span in visits.items() if span["attributes"].get("mkl.replayed")} == {
+        "state lookup",
+        "state draft",
+    }
+    assert "mkl.replayed" not in visits["state send"]["attributes"]
+    assert visits["state lookup"]["span_id"] not in children  # a replayed call has no span
+    assert [span["name"] for span in children[visits["state draft"]["span_id"]]] == ["approval"]
+    assert [span["name"] for span in children[visits["state send"]["span_id"]]] == ["chat scripted"]

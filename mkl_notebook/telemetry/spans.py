@@ -177,6 +177,11 @@ def _call_span(call: Call, parent: str | None, conventions: Conventions) -> Span
     return span
 
 
+def _word(value: Any) -> bool:
+    """Whether a decision is a word (approve, reject, escalate, a choice), not text a person wrote."""
+    return isinstance(value, bool) or (isinstance(value, str) and len(value) <= 40 and value.isidentifier())
+
+
 def _approval_span(decided: dict[str, Any], parent: str | None, now_ns: int, conventions: Conventions) -> Span:
     scrub = conventions.scrub
     end = int(float(decided.get("decided_at") or now_ns / 1e9) * 1e9)
@@ -185,30 +190,31 @@ def _approval_span(decided: dict[str, Any], parent: str | None, now_ns: int, con
         "mkl.question.id": str(decided.get("question") or ""),
         "mkl.position": str(decided.get("position") or ""),
         "mkl.approval.decided_by": decided["decided_by"],
-        "mkl.approval.decision": scrub(str(decided.get("decision"))),
         "mkl.approval.note_given": bool(decided.get("note")),
         "mkl.approval.wait_seconds": round(max(0, end - start) / 1e9, 3),
     }
+    decision = decided.get("decision")
+    if conventions.capture or _word(decision):  # (a person's free text, an ask_human answer, is content)
+        attributes["mkl.approval.decision"] = scrub(decision if isinstance(decision, str) else json.dumps(decision))
     for key in ("answerer", "established", "claimed", "subject_sha256", "rule"):
         if decided.get(key):
             attributes[f"mkl.approval.{key}"] = scrub(str(decided[key]))
     return Span("approval", os.urandom(8).hex(), parent, start, max(start, end), attributes)
 
 
-def advance_spans(
-    advance: Advanced, calls: Sequence[Call], conventions: Conventions, *, new_trace: bool = False, now_ns: int = 0
-) -> list[Span]:
+def advance_spans(advance: Advanced, calls: Sequence[Call], conventions: Conventions, now_ns: int = 0) -> list[Span]:
     """The spans of one advance of a run (see the module's docstring): ``calls`` are the requests its oracle was
-    asked, in any order; ``new_trace`` says the run's trace began with this advance."""
+    asked, in any order; ``now_ns`` ends an approval whose decision has no time."""
     if advance.trace is None:
         return []
     trace_id, run_span = advance.trace
+    new_trace = advance.new_trace
     made = [call for call in calls if not call.replayed and call.request.kind != "reply"]
     replayed = {path for call in calls if call.replayed for path, _, _ in _containers(call.request.position, "")}
     containers: dict[str, Span] = {}
     spans: list[Span] = []
 
-    def parent_of(position: str, start: int, end: int, was_replayed: bool = False) -> str:
+    def parent_of(position: str, start: int, end: int) -> str:
         parent = run_span
         for path, name, attributes in _containers(position, advance.machine):
             span_id = container_id(trace_id, path)

@@ -82,7 +82,7 @@ class TracingOracle(Oracle):
         if advance.trace is None:
             return
         try:
-            spans = advance_spans(advance, calls, self.conventions, new_trace=advance.new_trace, now_ns=time.time_ns())
+            spans = advance_spans(advance, calls, self.conventions, time.time_ns())
             self.send(advance.trace[0], spans)
         except Exception as failure:  # telemetry never breaks a run
             log.warning("mkl: the run's trace was not exported: %s", self.conventions.scrub(str(failure)))
