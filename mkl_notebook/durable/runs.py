@@ -191,13 +191,12 @@ def _advance_leased(
     closing = rec.ending_record(result, calls, doubt, place, failed)
     if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
         # A pure replay that ends as before leaves the journal untouched.
-        new_trace = oracle.traced and trace_of(records) is None
-        if new_trace:
+        if oracle.traced and trace_of(records) is None:
             store.append(run_id, rec.trace_record())  # every later advance exports into this trace
         store.append_ending(run_id, closing, RunStatus(result.status, result.error, result.at))
         records = records + store.read(run_id, since=len(records))  # what this advance added, as it reads back
-        if oracle.traced:
-            oracle.advanced(_advanced(run_id, index, records, since, result)._replace(new_trace=new_trace))
+    if oracle.traced:
+        oracle.advanced(_advanced(run_id, index, records, since, result))
     if endorse is not None and unsigned_from(records) < len(records):
         # What this advance appended, or what one cut off before its signature left (or an older version wrote).
         store.append(run_id, endorse(records))
@@ -206,11 +205,16 @@ def _advance_leased(
     return Outcome(run_id, result, calls, doubt, records, replayed_steps=replayed, machines=machines)
 
 
-def _advanced(run_id: str, index: JournalIndex, records: list[dict[str, Any]], since: int, result: Any) -> Advanced:
-    """What the advance that appended ``records[since:]`` did, as a traced oracle is told it."""
+def _advanced(
+    run_id: str, index: JournalIndex, records: list[dict[str, Any]], since: int, result: RunResult
+) -> Advanced:
+    """What the advance that appended ``records[since:]`` (none: a pure replay) did, as a traced oracle is told it."""
     started, ended = float(index.start.get("time") or 0.0), float(records[-1].get("time") or 0.0)
     root, decided = str(index.setup.get("root") or ""), tuple(gates_decided(records, since))
-    return Advanced(run_id, root, trace_of(records), started, result.status, result.error, ended, decided)
+    trace = trace_of(records)
+    new_trace = any(rec.is_trace(record) for record in records[since:])
+    wrote = len(records) > since
+    return Advanced(run_id, root, trace, started, result.status, result.error, ended, decided, new_trace, wrote)
 
 
 def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:

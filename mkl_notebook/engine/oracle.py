@@ -251,6 +251,7 @@ class Advanced(NamedTuple):
     ended: float  # when the advance ended
     decided: tuple[dict[str, Any], ...] = ()  # the human gates it decided (see ``durable.reading.gates_decided``)
     new_trace: bool = False  # the run's trace began with this advance (it was advanced before without one)
+    wrote: bool = True  # it appended records (a pure replay that ends as before appends none)
 
 
 class Oracle(ABC):

@@ -239,7 +239,7 @@ def advance_spans(advance: Advanced, calls: Sequence[Call], conventions: Convent
         for call in calls:
             if call.replayed:
                 parent_of(call.request.position, call.start_ns, call.end_ns)
-    if advance.status != "suspended":
+    if advance.wrote and advance.status != "suspended":  # (a pure replay of an ended run: its span was sent)
         error = None if advance.error is None else conventions.scrub(advance.error)
         spans.append(_run_span(advance, run_span, error))
     every = [*containers.values(), *spans]
