@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -302,3 +303,18 @@ def test_a_run_first_exported_when_resumed_marks_the_visits_it_replayed(tmp_path
     assert visits["state lookup"]["span_id"] not in children  # a replayed call has no span
     assert [span["name"] for span in children[visits["state draft"]["span_id"]]] == ["approval"]
     assert [span["name"] for span in children[visits["state send"]["span_id"]]] == ["chat scripted"]
+
+
+def test_without_the_sdk_an_asked_export_is_one_line_and_the_environments_alone_is_a_warning(tmp_path: Path) -> None:
+    blocked = tmp_path / "no-sdk" / "opentelemetry"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text('raise ImportError("not installed here")\n', encoding="utf-8")
+    path = os.pathsep.join([str(blocked.parent), os.environ.get("PYTHONPATH", "")])
+    args = ("run", REFUND_MKL, "--script", str(REFUND_SCRIPT), "--set", "ticket=x", "--store", "runs.sqlite")
+    code, _, _, err = mkl_cli(tmp_path, *args, "--otel", "http://127.0.0.1:9", env={**NO_OTEL, "PYTHONPATH": path})
+    assert code == 2 and "Traceback" not in err
+    assert "pip install 'mkl_notebook[otel]'" in err.strip().splitlines()[-1]
+    env = {**NO_OTEL, "PYTHONPATH": path, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    code, status, _, err = mkl_cli(tmp_path, *args, env=env)
+    assert code == 0 and status["status"] == "done", err  # (a variable set for other programs stops no run)
+    assert err.count("runs are not traced") == 1

@@ -8,6 +8,7 @@ cluster. What it appends is signed with this person's key. Nothing here runs a m
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,8 @@ from .continuing import run_origin
 from .errors import UsageProblem
 from .settings import Settings
 from .trust import Keyring
+
+log = logging.getLogger(__name__)
 
 
 class Equipment:
@@ -52,6 +55,7 @@ class Equipment:
         self._tools_file: str | None = None  # the tools file loaded last (``load_tools``)
         self._dask = executors.DaskStreams(start_local)  # the Dask clusters used, and what was started for them
         self._senders: dict[str, Any] = {}  # by endpoint: what sends this workspace's traces there
+        self._untraced = False  # the environment asked for traces and the SDK is missing (said once)
 
     def close(self) -> None:
         """Let go of the streams to Dask workers, a LocalCluster started here, and the senders of traces."""
@@ -135,13 +139,22 @@ class Equipment:
         export = export_of(check_endpoint(otel, "--otel") if otel is not None else self.settings.otel, os.environ)
         if export is None:
             return None
-        from ..telemetry.otlp import OtlpSender
+        from ..telemetry.otlp import OtlpSender, TelemetryMissing
         from ..telemetry.spans import Conventions
         from ..telemetry.tracing import TracingOracle
 
         sender = self._senders.get(export.endpoint)
         if sender is None:
-            sender = self._senders[export.endpoint] = OtlpSender(export.endpoint)
+            try:
+                sender = self._senders[export.endpoint] = OtlpSender(export.endpoint)
+            except TelemetryMissing as missing:
+                if otel is not None or self.settings.otel is not None:
+                    raise  # asked for here: said in a line
+                # Only the environment asks (set for other programs, perhaps): the runs go on untraced, said once.
+                if not self._untraced:
+                    log.warning("mkl: %s; runs are not traced", missing)
+                self._untraced = True
+                return None
         conventions = Conventions(export.capture, export.latest, functools.partial(scrub, secrets=header_values()))
         return lambda oracle: TracingOracle(oracle, sender, conventions)
 
