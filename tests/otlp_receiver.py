@@ -70,6 +70,7 @@ def _span(span: Any, resource: Any) -> dict[str, Any]:
             for event in span.events
         ],
         "status": span.status.code,
+        "kind": span.kind,  # (OTLP: 1 internal, 3 client)
         "resource": {attribute.key: _value(attribute.value) for attribute in resource.attributes},
     }
 

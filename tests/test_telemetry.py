@@ -90,6 +90,7 @@ def test_the_refund_example_is_one_trace_with_its_approval_span(tmp_path: Path) 
     assert chat["gen_ai.operation.name"] == "chat" and chat["gen_ai.request.model"] == "scripted"
     assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]) == (120, 40)
     assert chat["gen_ai.response.finish_reasons"] == ["stop"]
+    assert send["kind"] == 3 and tool["kind"] == 1  # a model call is a client's (OTLP: 3); a tool runs in-process (1)
 
     [approval] = [span for span in spans if span["name"] == "approval"]
     said = approval["attributes"]

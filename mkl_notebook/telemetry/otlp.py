@@ -52,7 +52,7 @@ class OtlpSender:
 
     def _readable(self, trace_id: int, span: Span) -> Any:
         from opentelemetry.sdk.trace import Event, ReadableSpan
-        from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
         flags = TraceFlags(TraceFlags.SAMPLED)
         context = SpanContext(trace_id, int(span.span_id, 16), is_remote=False, trace_flags=flags)
@@ -68,6 +68,7 @@ class OtlpSender:
             attributes=span.attributes,
             events=[Event(name, attributes, timestamp) for name, timestamp, attributes in span.events],
             status=status,
+            kind=SpanKind.CLIENT if span.client else SpanKind.INTERNAL,
             start_time=span.start_ns,
             end_time=span.end_ns,
             instrumentation_scope=self._scope,

@@ -39,6 +39,7 @@ class Span:
     attributes: dict[str, Any]
     events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     error: str | None = None
+    client: bool = False  # a call to a model's service (SpanKind CLIENT); else INTERNAL
 
 
 @dataclass(frozen=True)
@@ -94,20 +95,25 @@ def _provider(model: str | None) -> str:
     return model.split("/", 1)[0] if model and "/" in model else "_OTHER"
 
 
+def _model_name(model: str) -> str:
+    """A litellm model without its provider (``openai/gpt-4o-mini`` → ``gpt-4o-mini``), as the conventions name it."""
+    return model.split("/", 1)[1] if "/" in model else model
+
+
 def _model_attributes(call: Call, conventions: Conventions) -> dict[str, Any]:
     answer = call.answer
     model = getattr(answer, "model", None) or "unknown"
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name" if conventions.latest else "gen_ai.system": _provider(model),
-        "gen_ai.request.model": model,
+        "gen_ai.request.model": _model_name(model),
         "mkl.kind": call.request.kind,
     }
     if isinstance(call.request, ProduceRequest):
         attributes["mkl.tier"] = call.request.tier
         attributes["gen_ai.request.temperature"] = call.request.temperature
     if isinstance(answer, (ProduceAnswer, JudgeAnswer)):
-        attributes["gen_ai.response.model"] = model
+        attributes["gen_ai.response.model"] = _model_name(model)
         attributes["gen_ai.usage.input_tokens"] = answer.input_tokens
         attributes["gen_ai.usage.output_tokens"] = answer.output_tokens
         truncated = isinstance(answer, ProduceAnswer) and answer.truncated
@@ -172,6 +178,7 @@ def _call_span(call: Call, parent: str | None, conventions: Conventions) -> Span
     if error is not None:
         attributes["error.type"] = "mkl.call_failed"
     span = Span(title, os.urandom(8).hex(), parent, call.start_ns, call.end_ns, attributes, error=error)
+    span.client = request.kind not in _HOST_KINDS
     if conventions.capture:
         _content(span, call, conventions)
     return span
