@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openai_stub import Reply, running_stub
 
 from otlp_receiver import Received, otlp_receiver
 from support import EXAMPLES, REFUND, REFUND_SCRIPT, Cells, mkl_cli
@@ -319,3 +320,51 @@ def test_without_the_sdk_an_asked_export_is_one_line_and_the_environments_alone_
     code, status, _, err = mkl_cli(tmp_path, *args, env=env)
     assert code == 0 and status["status"] == "done", err  # (a variable set for other programs stops no run)
     assert err.count("runs are not traced") == 1
+
+
+GREET = """mklang: "0.4"
+machine: greet
+entry: hello
+budget: 4
+context: { name: world }
+states:
+  hello:
+    structure: A greeting.
+    prompt: "Greet {{name}}."
+    output: greeting
+    gates:
+      - { when: otherwise, then: ok, to: END }
+"""
+
+
+def test_a_real_model_call_is_a_chat_span_and_the_key_it_echoes_is_in_no_byte(tmp_path: Path) -> None:
+    key = "sk-test-SECRET0123456789abcdef"
+    (tmp_path / "greet.mkl").write_text(GREET, encoding="utf-8")
+    (tmp_path / "mkl.toml").write_text("backoff = 0.01\n", encoding="utf-8")
+    with running_stub() as model, otlp_receiver() as (url, received):
+        model.route(
+            system="Output contract:",
+            replies=[Reply(f"Hello! (my key is {key})", prompt_tokens=31, completion_tokens=7)],
+        )
+        env = {
+            **NO_OTEL,
+            "OPENAI_API_KEY": key,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+        }
+        flags = ("--model", "openai/gpt-4o-mini", "--api-base", model.url, "--otel", url)
+        code, status, _, err = mkl_cli(tmp_path, "run", "greet.mkl", "--set", f"name={key}", *flags, env=env)
+        assert code == 0 and status["status"] == "done", err
+        spans = finished(received)
+        assert any(key in str(request) for request in model.requests)  # (the key went where it belongs)
+    [chat] = [span for span in spans if span["name"].startswith("chat")]
+    assert chat["name"] == "chat gpt-4o-mini" and chat["attributes"]["gen_ai.system"] == "openai"
+    assert (chat["attributes"]["gen_ai.usage.input_tokens"], chat["attributes"]["gen_ai.usage.output_tokens"]) == (
+        31,
+        7,
+    )
+    [(_, completion)] = [event for event in chat["events"] if event[0] == "gen_ai.content.completion"]
+    assert completion["gen_ai.completion"].startswith("Hello! (my key is ")
+    [(_, prompt)] = [event for event in chat["events"] if event[0] == "gen_ai.content.prompt"]
+    assert "Greet " in prompt["gen_ai.prompt"]  # (the prompt, which named the key: masked)
+    assert key.encode() not in b"".join(received.bodies)
