@@ -246,7 +246,7 @@ def advance_spans(advance: Advanced, calls: Sequence[Call], conventions: Convent
         for call in calls:
             if call.replayed:
                 parent_of(call.request.position, call.start_ns, call.end_ns)
-    if advance.wrote and advance.status != "suspended":  # (a pure replay of an ended run: its span was sent)
+    if advance.wrote and advance.status in ("done", "halt"):  # (a pure replay of an ended run: its span was sent)
         error = None if advance.error is None else conventions.scrub(advance.error)
         spans.append(_run_span(advance, run_span, error))
     every = [*containers.values(), *spans]
