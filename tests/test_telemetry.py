@@ -368,3 +368,14 @@ def test_a_real_model_call_is_a_chat_span_and_the_key_it_echoes_is_in_no_byte(tm
     [(_, prompt)] = [event for event in chat["events"] if event[0] == "gen_ai.content.prompt"]
     assert "Greet " in prompt["gen_ai.prompt"]  # (the prompt, which named the key: masked)
     assert key.encode() not in b"".join(received.bodies)
+
+
+def test_each_row_of_a_map_is_a_trace_of_its_own(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"ticket": f"Parcel {n} broken"}) + "\n" for n in range(3)), encoding="utf-8")
+    with otlp_receiver() as (url, received):
+        status = refund(tmp_path, "map", REFUND_MKL, "--over", str(rows), "--otel", url)
+        spans = received.wait_for(lambda spans: sum(span["parent_id"] is None for span in spans) == 3)
+    assert status["counts"] == {"done": 3}
+    runs = {span["trace_id"]: span["attributes"]["mkl.run.id"] for span in spans if span["parent_id"] is None}
+    assert sorted(runs.values()) == sorted(row["run"] for row in status["rows"])  # a trace per row's run
