@@ -379,3 +379,28 @@ def test_each_row_of_a_map_is_a_trace_of_its_own(tmp_path: Path) -> None:
     assert status["counts"] == {"done": 3}
     runs = {span["trace_id"]: span["attributes"]["mkl.run.id"] for span in spans if span["parent_id"] is None}
     assert sorted(runs.values()) == sorted(row["run"] for row in status["rows"])  # a trace per row's run
+
+
+def test_a_re_run_of_an_edited_machine_sends_no_span_twice(tmp_path: Path) -> None:
+    machine = tmp_path / "refund.mkl"
+    machine.write_text((EXAMPLES / "refund.mkl").read_text(encoding="utf-8"), encoding="utf-8")
+    with otlp_receiver() as (url, received):
+        assert (
+            refund(tmp_path, "run", str(machine), "--id", "e1", "--set", "ticket=x", "--otel", url)["status"] == "done"
+        )
+        first = finished(received)
+        edited = machine.read_text(encoding="utf-8").replace("Final reply based on", "Final reply, short, based on")
+        machine.write_text(edited, encoding="utf-8")
+        again = refund(tmp_path, "run", str(machine), "--id", "e1", "--set", "ticket=x", "--otel", url)
+        assert again["status"] == "done" and again["calls"]["made"] == 1  # (only the edited state's call)
+        spans = received.wait_for(lambda spans: sum(span["name"] == "invoke_workflow refund" for span in spans) == 2)
+    assert len({span["span_id"] for span in spans}) == len(spans)  # no span sent twice
+    assert len({span["trace_id"] for span in spans}) == 1
+    [rerun] = [span for span in spans if span["attributes"].get("mkl.rerun") == 1]
+    assert rerun["parent_id"] == next(span["span_id"] for span in first if span["parent_id"] is None)
+    children = tree(spans)
+    visits = {span["name"]: span for span in children[rerun["span_id"]]}
+    assert set(visits) == {"state lookup", "state draft", "state send"}
+    assert all(visits[name]["attributes"].get("mkl.replayed") for name in ("state lookup", "state draft"))
+    assert [span["name"] for span in children[visits["state send"]["span_id"]]] == ["chat scripted"]
+    assert visits["state lookup"]["span_id"] not in children  # its call replayed: no span

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import functools
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -209,12 +210,13 @@ def _advanced(
     run_id: str, index: JournalIndex, records: list[dict[str, Any]], since: int, result: RunResult
 ) -> Advanced:
     """What the advance that appended ``records[since:]`` (none: a pure replay) did, as a traced oracle is told it."""
-    started, ended = float(index.start.get("time") or 0.0), float(records[-1].get("time") or 0.0)
-    root, decided = str(index.setup.get("root") or ""), tuple(gates_decided(records, since))
+    reruns = [record for record in records if rec.kind_of(record) == "rerun"]
+    started = float((reruns[-1] if reruns else index.start).get("time") or 0.0)  # (a re-run starts afresh)
+    root, decided, ended = str(index.setup.get("root") or ""), tuple(gates_decided(records, since)), time.time()
+    new = any(rec.kind_of(record) in ("trace", "rerun") for record in records[since:])
     trace = trace_of(records)
-    new_trace = any(rec.is_trace(record) for record in records[since:])
     wrote = len(records) > since
-    return Advanced(run_id, root, trace, started, result.status, result.error, ended, decided, new_trace, wrote)
+    return Advanced(run_id, root, trace, started, result.status, result.error, ended, decided, new, len(reruns), wrote)
 
 
 def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:

@@ -250,7 +250,8 @@ class Advanced(NamedTuple):
     error: str | None
     ended: float  # when the advance ended
     decided: tuple[dict[str, Any], ...] = ()  # the human gates it decided (see ``durable.reading.gates_decided``)
-    new_trace: bool = False  # the run's trace began with this advance (it was advanced before without one)
+    new_trace: bool = False  # the run's trace (or its latest re-run) began with this advance
+    rerun: int = 0  # how many times the run was started again with a changed setup: each time, spans afresh
     wrote: bool = True  # it appended records (a pure replay that ends as before appends none)
 
 

@@ -7,7 +7,9 @@ per tool or hook call, and an ``approval`` span per human gate decided. A visit'
 derived from the trace and its position, so a later advance (a resume, in another process) hangs its spans under the
 one an earlier advance exported, and never exports it twice: a container whose calls were replayed is not exported
 again, and a replayed call gets no span. Only the first advance of a run's trace (the run was advanced before with
-export off) exports the visits it replayed, marked ``mkl.replayed``, with no call spans under them.
+export off) exports the visits it replayed, marked ``mkl.replayed``, with no call spans under them; so does the first
+advance of a re-run with a changed setup, whose spans (ids salted by the re-run's number) hang under a run span of
+its own, a child of the run's first.
 """
 
 from __future__ import annotations
@@ -214,8 +216,10 @@ def advance_spans(advance: Advanced, calls: Sequence[Call], conventions: Convent
     asked, in any order; ``now_ns`` ends an approval whose decision has no time."""
     if advance.trace is None:
         return []
-    trace_id, run_span = advance.trace
+    trace_id, first_run_span = advance.trace
     new_trace = advance.new_trace
+    salt = f"rerun-{advance.rerun}/" if advance.rerun else ""  # (a re-run's spans are its own, under its own run)
+    run_span = container_id(trace_id, f"{salt}run") if advance.rerun else first_run_span
     made = [call for call in calls if not call.replayed and call.request.kind != "reply"]
     replayed = {path for call in calls if call.replayed for path, _, _ in _containers(call.request.position, "")}
     containers: dict[str, Span] = {}
@@ -224,7 +228,7 @@ def advance_spans(advance: Advanced, calls: Sequence[Call], conventions: Convent
     def parent_of(position: str, start: int, end: int) -> str:
         parent = run_span
         for path, name, attributes in _containers(position, advance.machine):
-            span_id = container_id(trace_id, path)
+            span_id = container_id(trace_id, salt + path)
             if path not in replayed or new_trace:
                 known = containers.get(path)
                 if known is None:
@@ -249,6 +253,9 @@ def advance_spans(advance: Advanced, calls: Sequence[Call], conventions: Convent
     if advance.wrote and advance.status in ("done", "halt"):  # (a pure replay of an ended run: its span was sent)
         error = None if advance.error is None else conventions.scrub(advance.error)
         spans.append(_run_span(advance, run_span, error))
+        if advance.rerun:
+            spans[-1].parent_id = first_run_span
+            spans[-1].attributes["mkl.rerun"] = advance.rerun
     every = [*containers.values(), *spans]
     for span in every:  # (a run's spans found by its id, though its own span comes only when it ends)
         span.attributes["mkl.run.id"] = advance.run_id
