@@ -1,6 +1,6 @@
 """The package's shape, read from its source: layers depend downward only, and the hot path stays plain.
 
-Layers, lowest first: lang < engine < durable, providers, render, executors < checkpoints < app < testing <
+Layers, lowest first: lang < engine < durable, providers, render, executors, telemetry < checkpoints < app < testing <
 notebook, cli.
 A module may import its own package and any lower layer; never a peer, never a higher one.
 These tests parse every module with ``ast`` (imports inside functions count too).
@@ -26,6 +26,7 @@ LAYERS = {
     "providers": 3,
     "render": 3,
     "executors": 3,
+    "telemetry": 3,  # traces of runs, exported over OTLP (its SDK imported only when export is on)
     "checkpoints": 4,
     "app": 5,
     "testing": 6,

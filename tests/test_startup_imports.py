@@ -63,6 +63,8 @@ NOT_FOR_THE_PARSER = (
     "dataclasses",
     "typing",
     "inspect",
+    "opentelemetry",
+    "google",  # (protobuf, which OpenTelemetry's exporter brings)
 )
 
 
@@ -128,3 +130,16 @@ def test_a_command_that_runs_loads_what_it_needs(tmp_path: Path) -> None:
     modules, done = imported_by(tmp_path, "runs", "no-such-store.sqlite")
     assert done.returncode == 2 and "no such run store" in done.stderr, done.stderr[-2000:]
     assert {"mkl_notebook.cli.common", "mkl_notebook.app.listing"} <= set(modules)
+
+
+def test_a_run_without_export_loads_no_opentelemetry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Traces are exported only when asked for: a run with no endpoint configured imports no OpenTelemetry (and the
+    probe would see it: the same run exporting does import it, see tests/test_telemetry.py)."""
+    for name in [key for key in os.environ if key.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    script = ROOT / "examples" / "refund.script.yaml"
+    arguments = ("run", str(ROOT / "examples" / "refund.mkl"), "--script", str(script), "--set", "ticket=broken")
+    modules, done = imported_by(tmp_path, *arguments)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mkl_notebook.durable.runs" in modules  # (it ran)
+    assert [name for name in modules if name.split(".")[0] in ("opentelemetry", "google")] == []

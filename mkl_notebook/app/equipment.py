@@ -7,6 +7,9 @@ cluster. What it appends is signed with this person's key. Nothing here runs a m
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,11 +21,15 @@ from ..engine.oracle import Oracle
 from ..lang.model import Machine
 from ..providers.config import ModelConfig
 from ..providers.host import Registry, default_registry
+from ..providers.secrets import scrub
+from ..telemetry.switch import check_endpoint, export_of, header_values
 from . import executors, oracles
 from .continuing import run_origin
 from .errors import UsageProblem
 from .settings import Settings
 from .trust import Keyring
+
+log = logging.getLogger(__name__)
 
 
 class Equipment:
@@ -47,10 +54,15 @@ class Equipment:
         self.signing_as: Callable[[], str | None] = lambda: self.settings.user
         self._tools_file: str | None = None  # the tools file loaded last (``load_tools``)
         self._dask = executors.DaskStreams(start_local)  # the Dask clusters used, and what was started for them
+        self._senders: dict[str, Any] = {}  # by endpoint: what sends this workspace's traces there
+        self._untraced = False  # the environment asked for traces and the SDK is missing (said once)
 
     def close(self) -> None:
-        """Let go of the streams to Dask workers, and a LocalCluster started here."""
+        """Let go of the streams to Dask workers, a LocalCluster started here, and the senders of traces."""
         self._dask.close()
+        for sender in self._senders.values():
+            sender.close()
+        self._senders.clear()
 
     def signer(self) -> Signer | None:
         """What seals this workspace's checkpoints: this person's key (None when it cannot be made or read,
@@ -103,10 +115,12 @@ class Equipment:
         machine: Machine | None = None,
         executor: str | None = None,
         calls: int | None = None,
+        otel: str | None = None,
     ) -> Callable[[], Oracle]:
         """A maker of one oracle per run (a script read once, a model checked once), its calls made where
-        ``executor`` (else the setting) says, ``calls`` at once (see :meth:`executor`)."""
-        return oracles.factory(
+        ``executor`` (else the setting) says, ``calls`` at once (see :meth:`executor`), its advances exported
+        as traces where ``otel`` (else the setting, else the environment) says (see :meth:`tracing`)."""
+        made = oracles.factory(
             script=script,
             config=None if script is not None or self.model_factory else self.model_config(model),
             model_factory=self.model_factory,
@@ -115,6 +129,34 @@ class Equipment:
             registry=self.registry,
             executor=self.executor(executor, calls),
         )
+        traced = self.tracing(otel)
+        return made if traced is None else lambda: traced(made())
+
+    def tracing(self, otel: str | None = None) -> Callable[[Oracle], Oracle] | None:
+        """What wraps a run's oracle so that its advances are exported as traces to ``otel`` (else the ``otel``
+        setting, else ``OTEL_EXPORTER_OTLP_*``); None when export is off. The OpenTelemetry SDK is imported
+        only then."""
+        export = export_of(check_endpoint(otel, "--otel") if otel is not None else self.settings.otel, os.environ)
+        if export is None:
+            return None
+        from ..telemetry.otlp import OtlpSender, TelemetryMissing
+        from ..telemetry.spans import Conventions
+        from ..telemetry.tracing import TracingOracle
+
+        sender = self._senders.get(export.endpoint)
+        if sender is None:
+            try:
+                sender = self._senders[export.endpoint] = OtlpSender(export.endpoint)
+            except TelemetryMissing as missing:
+                if otel is not None or self.settings.otel is not None:
+                    raise  # asked for here: said in a line
+                # Only the environment asks (set for other programs, perhaps): the runs go on untraced, said once.
+                if not self._untraced:
+                    log.warning("mkl: %s; runs are not traced", missing)
+                self._untraced = True
+                return None
+        conventions = Conventions(export.capture, export.latest, functools.partial(scrub, secrets=header_values()))
+        return lambda oracle: TracingOracle(oracle, sender, conventions)
 
     def can_call(self, script: Any = None, model: str | None = None) -> bool:
         """Whether a run made here could make its calls: a script that can be read here, or a model."""
@@ -128,6 +170,11 @@ class Equipment:
         needs_model: bool = False,
         machine: Machine | None = None,
         executor: str | None = None,
+        otel: str | None = None,
     ) -> Oracle:
-        """The oracle of one run: a script, the model factory, or the configured model."""
-        return self.oracle_factory(script, model, needs_model=needs_model, machine=machine, executor=executor)()
+        """The oracle of one run: a script, the model factory, or the configured model (traced as
+        :meth:`tracing` says)."""
+        made = self.oracle_factory(
+            script, model, needs_model=needs_model, machine=machine, executor=executor, otel=otel
+        )
+        return made()

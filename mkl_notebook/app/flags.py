@@ -167,6 +167,13 @@ FLAGS: dict[str, Flag] = {
             metavar="threads|dask|dask://ADDRESS",
         ),
         Flag("--max-model-calls", "model calls in flight at once across the cluster", metavar="N"),
+        Flag(
+            "--otel",
+            "export the run's trace (the run, its states, model and tool calls, approvals) to this OTLP/HTTP "
+            "endpoint, e.g. http://localhost:4318, or off (default: the otel setting, else "
+            "$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT, else off); needs the otel extra",
+            metavar="URL",
+        ),
         # -- a person's answer ---------------------------------------------------------------
         Flag(
             "--set",
@@ -236,10 +243,11 @@ STARTING = (
     "fresh",
     "approvers",
     "notify",
+    "otel",
 )
 DEADLINES = ("deadline", "on_timeout", "remind_after")
 RUN = ("run_id", *STARTING, *DEADLINES, "retry", "on_untrusted_flow", "ask_human")
-REPLYING = ("reply_set", "reply", "note", "question", "by", *LIMITS, "resolve", "trust_file", "script", "model")
+REPLYING = ("reply_set", "reply", "note", "question", "by", *LIMITS, "resolve", "trust_file", "script", "model", "otel")
 MAP = ("over", "key", "batch", "concurrency", *STARTING)
 INBOX = ("stores", "json", "mine", "machine", "older_than", "overdue", "full")
 

@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from ..durable.places import Place
 from ..durable.runs import Observer, Resolution
@@ -31,14 +31,27 @@ class Limits:
     max_cost: float | str | None = None
 
 
+class CallsMade(TypedDict):
+    """Where a run's calls are made (``executor``) and where its traces go (``otel``)."""
+
+    executor: str | None
+    otel: str | None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Answering:
-    """Where a run's calls are answered: scripted answers (a file or a dict), a litellm model, and where the
-    calls are made (``threads``, ``dask``, ``dask://ADDRESS``; None: the setting)."""
+    """Where a run's calls are answered: scripted answers (a file or a dict), a litellm model, where the
+    calls are made (``threads``, ``dask``, ``dask://ADDRESS``; None: the setting), and where the run's traces
+    are exported (``otel``: an OTLP/HTTP endpoint, or ``off``; None: the setting, else the environment's)."""
 
     script: Any = None
     model: str | None = None
     executor: str | None = None
+    otel: str | None = None
+
+    def calls_made(self) -> CallsMade:
+        """Where the calls are made and traced, as ``Equipment.oracle`` takes them."""
+        return {"executor": self.executor, "otel": self.otel}
 
 
 @dataclass(frozen=True, kw_only=True)

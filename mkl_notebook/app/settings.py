@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..durable.store_names import DEFAULT_STORE_NAME, DURABILITY, STORE_ENV, is_server_store, public_store
 from ..providers.secrets import shown_url
+from ..telemetry.switch import check_endpoint
 from .defaults import DURABILITY_ENV
 from .errors import UsageProblem
 from .values import parse_budget, parse_cost
@@ -39,6 +40,7 @@ RUN_SETTINGS = (
     "executor",
     "max_model_calls",
     "library",
+    "otel",
 )
 APPROVERS_ENV = "MKL_APPROVERS"  # who may answer the questions of runs started here (a hub's one setting)
 # A deadline rule for the runs started here (a hub's settings too): see app.deadlines.
@@ -103,6 +105,9 @@ class Settings:
     # Channels new questions are announced on, as given (a webhook's URL is a secret: never in a repr); None:
     # $MKL_NOTIFY, else none.
     notify: tuple[str, ...] | None = field(default=None, repr=False)
+    # Where runs started or continued here export their traces (an OTLP/HTTP endpoint, or "off"); None: the
+    # OTEL_EXPORTER_OTLP_* variables (see telemetry.switch). Its query may carry a key: never in a repr.
+    otel: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_flags(
@@ -171,6 +176,8 @@ class Settings:
             from .channels import parse_channels
 
             self.notify = tuple(channel.given for channel in parse_channels(value, "notify"))
+        elif key == "otel":
+            self.otel = check_endpoint(value, "otel")
         elif key == "executor":
             self.executor = check_executor(value)
         elif key == "max_model_calls":
@@ -281,6 +288,7 @@ class Settings:
             f"max_workers = {self.max_workers or 'default'}",
             f"executor = {self.executor or 'threads'}{capped}",
             f"library = {self._library_shown()}",
+            f"otel = {self._otel_shown()}",
             f"models ({config.source}): {tiers}; judge={config.judge or 'same as tier'}; "
             f"api_base={shown_url(config.api_base) or '—'}",
         ]
@@ -314,6 +322,16 @@ class Settings:
         except UsageProblem:
             return f"not channels (${NOTIFY_ENV})"
         return shown if self.notify is not None or shown == "none" else f"{shown} (${NOTIFY_ENV})"
+
+    def _otel_shown(self) -> str:
+        """Where traces go, the address without its credentials, and whence that is known."""
+        from ..telemetry.switch import export_of
+
+        export = export_of(self.otel, os.environ)
+        if export is None:
+            return "off"
+        shown = shown_url(export.endpoint) or "off"
+        return shown if self.otel is not None else f"{shown} ($OTEL_EXPORTER_OTLP_*)"
 
     def _durability_shown(self) -> str:
         if self.durability is not None:

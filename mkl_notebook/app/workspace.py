@@ -198,7 +198,7 @@ class Workspace:
         handle = self.new_handle(
             run_id,
             name,
-            self.equipment.oracle(script, model, needs_model=needs_model, machine=machine, executor=asks.executor),
+            self.equipment.oracle(script, model, needs_model=needs_model, machine=machine, **asks.calls_made()),
         )
         handle.set_aside = set_aside
         handle.carried = self.copies.carried.pop(run_id, [])
@@ -399,7 +399,7 @@ class Workspace:
         """Continue run ``run_id`` of the store, its calls answered as the request says (see
         :meth:`continue_run` for the rest of it)."""
         asks = asked(ContinueRequest, request, options)
-        return self.continue_run(run_id, self.equipment.oracle(asks.script, asks.model, executor=asks.executor), asks)
+        return self.continue_run(run_id, self.equipment.oracle(asks.script, asks.model, **asks.calls_made()), asks)
 
     def resume_checkpoint(self, path: str, request: ContinueRequest | None = None, /, **options: Any) -> Outcome:
         """Continue the run a checkpoint file carries, and write its new checkpoint over the file."""
@@ -531,7 +531,7 @@ class Workspace:
             model,
             needs_model=needs_model,
             machine=machine,
-            executor=asks.executor,
+            **asks.calls_made(),
             calls=min(concurrency, len(plan)),
         )
         start = batch.RowStart(

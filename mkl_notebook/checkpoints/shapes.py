@@ -254,6 +254,14 @@ _SHAPES: dict[str, tuple[frozenset[str], dict[str, Check]]] = {
         frozenset({"key", "outcome"}),
         {"key": _text, "outcome": _one_of("sent", "failed"), "reason": _text, "time": _number},
     ),
+    "trace": (
+        frozenset({"trace_id", "span_id"}),
+        {
+            "trace_id": lambda v: isinstance(v, str) and len(v) == 32 and bool(_HEX.match(v)),
+            "span_id": lambda v: isinstance(v, str) and len(v) == 16 and bool(_HEX.match(v)),
+            "time": _number,
+        },
+    ),
     "sign": (
         frozenset({"key", "by", "sig"}),
         {

@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 
 from ..engine.oracle import ESTABLISHED_BY, HumanReply, JudgeAnswer, ProduceAnswer
 from ..engine.result import question_id
-from .records import NOTIFYING, ReplyRecord, is_ending, is_sign, kind_of
+from .records import NOTIFYING, ReplyRecord, is_ending, is_sign, is_trace, kind_of
 
 Status = Literal["running", "done", "halt", "suspended", "in_doubt"]
 
@@ -190,6 +190,51 @@ def decisions(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for record in records
         if kind_of(record) == "reply" or (kind_of(record) == "policy" and "value" in record)
     ]
+
+
+def trace_of(records: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The run's trace id and the id of its own span (hex), as its ``trace`` record names them; None when its
+    journal has none (a run never advanced with trace export on, or journaled before traces were)."""
+    for record in records:
+        if is_trace(record) and isinstance(record.get("trace_id"), str) and isinstance(record.get("span_id"), str):
+            return record["trace_id"], record["span_id"]
+    return None
+
+
+def gates_decided(records: Sequence[Mapping[str, Any]], since: int) -> list[dict[str, Any]]:
+    """Each human gate decided by the records from ``since`` on, told as a trace's approval span tells it: the
+    question, who answered and how that is established, the name claimed, the decision, whether a note was
+    written (never the note), the sha256 of what the person was shown, when it was asked and decided, and
+    whether a person or the run's deadline rule (``policy``) decided."""
+    asked: dict[tuple[Any, Any], float] = {}  # when the run first waited at a position, about what it showed
+    for record in records[:since]:
+        if kind_of(record) == "suspend" and isinstance(record.get("time"), (int, float)):
+            asked.setdefault((record.get("pos"), record.get("about")), record["time"])
+    decided = []
+    for record in records[since:]:
+        kind = kind_of(record)
+        if kind not in ("reply", "policy"):
+            continue
+        question = record.get("question")
+        about = record.get("about")
+        person = kind == "reply"
+        decided.append(
+            {
+                "question": question,
+                "position": record.get("pos"),
+                "decided_by": "person" if person else "policy",
+                "answerer": record.get("by") if person else None,
+                "established": (established_how(record) or "claimed") if person and record.get("by") else None,
+                "claimed": claimed_name(record) if person else None,
+                "decision": record.get("value") if person else record.get("value", record.get("action")),
+                "note": bool(record.get("note")),
+                "subject_sha256": hashlib.sha256(about.encode()).hexdigest() if isinstance(about, str) else None,
+                "asked_at": asked.get((record.get("pos"), about)),
+                "decided_at": record.get("time"),
+                "rule": record.get("digest") if not person else None,
+            }
+        )
+    return decided
 
 
 def approvers_in(options: Mapping[str, Any]) -> tuple[str, ...]:

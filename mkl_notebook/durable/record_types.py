@@ -214,6 +214,17 @@ class NotifiedRecord(_NotifiedKeys, total=False):
     reason: str  # why a send failed (no secret of the channel in it)
 
 
+class TraceRecord(TypedDict):
+    """The run's trace, written the first time a run is advanced with trace export on (see
+    :mod:`mkl_notebook.telemetry`): every advance after it, in any process, exports its spans into this one trace.
+    """
+
+    t: Literal["trace"]
+    trace_id: str  # 32 hex digits, the W3C trace id
+    span_id: str  # 16 hex digits: the run's own span (``invoke_workflow``), the parent of its top-level spans
+    time: float
+
+
 Record = (
     StartRecord
     | AnswerRecord
@@ -229,4 +240,5 @@ Record = (
     | SignRecord
     | NotifyRecord
     | NotifiedRecord
+    | TraceRecord
 )

@@ -20,6 +20,9 @@ A journal is an append-only list of JSON objects, each with a kind ``t``:
 - ``notify`` / ``notified``: a notification of the run's question is about to be sent on a channel (its
   idempotency key, the channel's digest, the question), and how that send ended (``sent`` or ``failed``).
   Neither changes the run: a replay reads past them.
+- ``trace``: the run's trace id and the id of its own span, written the first time the run is advanced with
+  trace export on, so that every later advance (a resume, another process) exports into the same trace.
+  The run reads past it.
 - ``sign``: whoever appended the records since the previous ``sign`` (or the start) vouches for
   them: their key, the name they sign as, and a signature over the history up to here.
 
@@ -32,6 +35,7 @@ JSON and chain digests are in :mod:`durable.chain`, and a start record's options
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -57,6 +61,7 @@ from .record_types import (
     SignRecord,
     StartRecord,
     SuspendRecord,
+    TraceRecord,
 )
 
 FORMAT = "mkl-run/1"
@@ -280,6 +285,11 @@ def sign_record(key: str, by: str, signature: str, at: float) -> SignRecord:
     return {"t": "sign", "key": key, "by": by, "sig": signature, "time": at}
 
 
+def trace_record() -> TraceRecord:
+    """A new trace for the run: a random W3C trace id and the id of the run's own span."""
+    return {"t": "trace", "trace_id": os.urandom(16).hex(), "span_id": os.urandom(8).hex(), "time": time.time()}
+
+
 def notify_record(key: str, channel: str, question: str) -> NotifyRecord:
     """The intent to send notification ``key`` of ``question`` on the channel whose digest is ``channel``."""
     return {"t": "notify", "key": key, "channel": channel, "question": question, "time": time.time()}
@@ -424,6 +434,11 @@ def is_precious(record: Mapping[str, Any]) -> bool:
 def is_notifying(record: Mapping[str, Any]) -> bool:
     """Whether ``record`` is about a notification of a question (:data:`NOTIFYING`): it changes nothing in the run."""
     return kind_of(record) in NOTIFYING
+
+
+def is_trace(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` names the run's trace (it changes nothing in the run)."""
+    return kind_of(record) == "trace"
 
 
 def is_sign(record: Mapping[str, Any]) -> bool:

@@ -107,8 +107,8 @@ class JournalIndex:
 
     def add(self, record: dict[str, Any]) -> None:
         kind = rec.kind_of(record)
-        if kind == "sign" or rec.is_notifying(record):
-            return  # a signature vouches for the records before it, a notification tells of them: the run reads past
+        if kind in ("sign", "trace") or rec.is_notifying(record):
+            return  # a signature vouches for the records before it, a notification or a trace tells of them
         self.settled = rec.is_ending(record)
         position = str(record.get("pos"))
         if kind == "answer":

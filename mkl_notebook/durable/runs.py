@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import functools
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any, NamedTuple
 
 from .._version import __version__
 from ..engine.options import RunOptions
-from ..engine.oracle import Oracle, OracleRequest, OutcomeUnknown, ReplyRequest, RunInterrupted
+from ..engine.oracle import Advanced, Oracle, OracleRequest, OutcomeUnknown, ReplyRequest, RunInterrupted
 from ..engine.result import RunResult
 from ..engine.runner import root_step, run_machine
 from ..errors import UserError
@@ -28,7 +29,7 @@ from .journaled_options import options_from_record, options_record
 from .outcome import Outcome
 from .places import Place
 from .plan import Plan, plan
-from .reading import RunState, run_state, unsigned_from
+from .reading import RunState, gates_decided, run_state, trace_of, unsigned_from
 from .record_types import Pin
 from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
@@ -172,6 +173,7 @@ def _advance_leased(
     just wrote, ``records``, so that it is not read back)."""
     if records is None:
         records = store.read(run_id)
+    since = len(records)  # where what this advance appends begins
     index = JournalIndex.build(records)
     prepared = before(index) if before else Preparation([])
     added = prepared.records
@@ -190,14 +192,31 @@ def _advance_leased(
     closing = rec.ending_record(result, calls, doubt, place, failed)
     if added or replay_oracle.counts.recorded or not rec.same_ending(index.last, closing):
         # A pure replay that ends as before leaves the journal untouched.
+        if oracle.traced and trace_of(records) is None:
+            store.append(run_id, rec.trace_record())  # every later advance exports into this trace
         store.append_ending(run_id, closing, RunStatus(result.status, result.error, result.at))
         records = records + store.read(run_id, since=len(records))  # what this advance added, as it reads back
+    if oracle.traced:
+        oracle.advanced(_advanced(run_id, index, records, since, result))
     if endorse is not None and unsigned_from(records) < len(records):
         # What this advance appended, or what one cut off before its signature left (or an older version wrote).
         store.append(run_id, endorse(records))
         records = records + store.read(run_id, since=len(records))
     replayed = _replayed_steps(result, replay_oracle)
     return Outcome(run_id, result, calls, doubt, records, replayed_steps=replayed, machines=machines)
+
+
+def _advanced(
+    run_id: str, index: JournalIndex, records: list[dict[str, Any]], since: int, result: RunResult
+) -> Advanced:
+    """What the advance that appended ``records[since:]`` (none: a pure replay) did, as a traced oracle is told it."""
+    reruns = [record for record in records if rec.kind_of(record) == "rerun"]
+    started = float((reruns[-1] if reruns else index.start).get("time") or 0.0)  # (a re-run starts afresh)
+    root, decided, ended = str(index.setup.get("root") or ""), tuple(gates_decided(records, since)), time.time()
+    new = any(rec.kind_of(record) in ("trace", "rerun") for record in records[since:])
+    trace = trace_of(records)
+    wrote = len(records) > since
+    return Advanced(run_id, root, trace, started, result.status, result.error, ended, decided, new, len(reruns), wrote)
 
 
 def _replayed_steps(result: RunResult, oracle: ReplayOracle) -> int:

@@ -238,8 +238,27 @@ class CannotAnswer(RunInterrupted):
         self.state = state
 
 
+class Advanced(NamedTuple):
+    """What one advance of a durable run did, as its journal tells it once written: what an oracle that exports
+    traces is told (see :meth:`Oracle.advanced`)."""
+
+    run_id: str
+    machine: str  # the run's root machine
+    trace: tuple[str, str] | None  # the run's trace id and the id of its own span (hex), from its journal
+    started: float  # when the run started (its start record)
+    status: str  # how the advance ended: suspended, done, halt or in_doubt
+    error: str | None
+    ended: float  # when the advance ended
+    decided: tuple[dict[str, Any], ...] = ()  # the human gates it decided (see ``durable.reading.gates_decided``)
+    new_trace: bool = False  # the run's trace (or its latest re-run) began with this advance
+    rerun: int = 0  # how many times the run was started again with a changed setup: each time, spans afresh
+    wrote: bool = True  # it appended records (a pure replay that ends as before appends none)
+
+
 class Oracle(ABC):
     """The single interface through which a run meets the world."""
+
+    traced = False  # whether runs it answers keep a trace id in their journal, and are told of each advance
 
     @abstractmethod
     def ask(self, request: OracleRequest) -> Any:
@@ -262,6 +281,10 @@ class Oracle(ABC):
 
     def replayed(self, request: OracleRequest) -> None:
         """Told when a journal answered ``request`` instead of this oracle (scripts keep their place)."""
+        return None
+
+    def advanced(self, advance: Advanced) -> None:
+        """Told what an advance of a durable run did once its journal is written (only when :attr:`traced`)."""
         return None
 
     @property

@@ -89,7 +89,8 @@ HELP = """\
                           to disk, as MKL_DURABILITY), hitl, user, approvers (who may answer runs started here,
                           as MKL_APPROVERS), deadline, on_timeout, remind_after (a question's deadline
                           rule, as MKL_DEADLINE, MKL_ON_TIMEOUT, MKL_REMIND_AFTER), max_workers, executor,
-                          max_model_calls,
+                          max_model_calls, otel (an OTLP/HTTP endpoint the runs' traces go to, or off; as
+                          OTEL_EXPORTER_OTLP_ENDPOINT),
                           library (folders call: searches first, as MKL_LIBRARY_PATH), and models: model,
                           fast, balanced, reasoning, judge, api_base, timeout, retries
                           (also %config MklMagics.model = "openai/gpt-4o-mini")
