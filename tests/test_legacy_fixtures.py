@@ -21,6 +21,7 @@ from mkl_notebook.checkpoints import envelope
 from mkl_notebook.checkpoints import notebook_file as nbfile
 from mkl_notebook.durable import runs
 from mkl_notebook.durable.stores import MemoryStore, SQLiteStore
+from mkl_notebook.durable.taken_up import import_envelope
 from mkl_notebook.engine.oracle import AwaitingHuman, Oracle, OracleRequest, ReplyRequest
 
 from support import EXAMPLES, REFUND_RESULT, env_without_models
@@ -115,7 +116,7 @@ def test_an_old_checkpoint_verifies_imports_and_resumes(legacy: Path) -> None:
     header, records, _ = envelope.read_file(legacy / "waiting.checkpoint.json")
     assert header["status"] == "suspended" and header["ask"] == "The draft promises a refund. Approve sending it?"
     store = MemoryStore()
-    runs.import_envelope(store, header, records)
+    import_envelope(store, header, records)
     waiting = runs.replay(store, "refund-waiting", NoCalls())
     assert (waiting.result.status, waiting.result.at, waiting.calls["made"]) == ("suspended", "send", 0)
     question = waiting.result.question_id("refund-waiting")  # an old journal's question has an id too

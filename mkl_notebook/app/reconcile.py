@@ -29,11 +29,11 @@ from ..checkpoints import envelope
 from ..checkpoints import notebook_file as nbfile
 from ..checkpoints.notebook_disk import NotebookFileError
 from ..checkpoints.seals import Seal
-from ..durable import runs as durable
 from ..durable.chain import chain_digest, common_prefix
 from ..durable.forgotten import ForgottenHistory
 from ..durable.reading import claimed_name, established_how, replies, run_state
 from ..durable.stores import RunStore
+from ..durable.taken_up import extend_run, import_envelope
 from ..lang.interpolate import fmt
 from ..render.common import answer_time, who_answered
 from .errors import UsageProblem
@@ -150,9 +150,9 @@ def reconcile(
         chosen = provenance is not None and provenance.refused is None and (provenance.trusted or trust_file)
         if found.status in (EXTENDS, UNTRUSTED) and chosen:
             if held is None:
-                durable.import_envelope(store, {**copy.header, "run_id": run_id}, copy.records)
+                import_envelope(store, {**copy.header, "run_id": run_id}, copy.records)
             else:
-                durable.extend_run(store, run_id, found.shared, copy.records)
+                extend_run(store, run_id, found.shared, copy.records)
             found = found._replace(taken=True)
         elif found.status == PARTED and chosen:
             branch = found.branch or branch_id(run_id, copy.records, found.shared)

@@ -24,12 +24,12 @@ from ..lang.loader import load
 from ..lang.model import Machine, reachable
 from . import places, policy
 from . import records as rec
-from .chain import common_prefix, setup_digest
+from .chain import setup_digest
 from .journaled_options import options_from_record, options_record
 from .outcome import Outcome
 from .places import Place
 from .plan import Plan, plan
-from .reading import RunState, gates_decided, run_state, trace_of, unsigned_from
+from .reading import RunState, gates_decided, trace_of, unsigned_from
 from .record_types import Pin
 from .replay import JOURNAL_ENDS, JournalIndex, ReplayOracle
 from .stores import RunStatus, RunStore, check_run_id
@@ -574,31 +574,6 @@ def resume_journal(
         known=known,
         endorse=endorse,
     )
-
-
-def import_envelope(store: RunStore, header: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
-    """Put a verified envelope's journal into ``store`` (replacing what it held for that run)."""
-    run_id = check_run_id(str(header["run_id"]))
-    with store.lease(run_id):
-        store.create(run_id, records[0])
-        for record in records[1:]:
-            store.append(run_id, record)
-    state = run_state(records)
-    store.set_status(run_id, state.status, state.error, state.at)
-    return run_id
-
-
-def extend_run(store: RunStore, run_id: str, held: int, records: list[dict[str, Any]]) -> None:
-    """Append ``records[held:]`` to run ``run_id``, whose journal holds the first ``held`` of them: a copy that
-    goes on past it, taken up. Refused when the journal changed meanwhile (it no longer ends where it did)."""
-    with store.lease(run_id):
-        now = store.read(run_id)
-        if len(now) != held or common_prefix(now, records) != held:
-            raise RunStateError(f"run '{run_id}' changed while a copy that goes on past it was being taken up")
-        for record in records[held:]:
-            store.append(run_id, record)
-    state = run_state(records)
-    store.set_status(run_id, state.status, state.error, state.at)
 
 
 def plan_run(store: RunStore, run_id: str, registry: Mapping[str, Machine] | None = None) -> Plan:
