@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import time
 from collections import Counter
 from pathlib import Path
@@ -168,6 +169,24 @@ def test_a_bad_endpoint_is_one_line(tmp_path: Path) -> None:
         .splitlines()[-1]
         .endswith("--otel: an OTLP/HTTP endpoint is an http:// or https:// URL, or off; not 'ftp://x'")
     )
+
+
+def test_a_receiver_that_is_not_there_is_one_line_without_its_password_and_the_run_ends(tmp_path: Path) -> None:
+    """Nothing listens where the traces go: the run is done as ever, and the exporter's retries, each a
+    paragraph naming the address, are one line instead, its credentials masked; the command does not wait
+    through the retries at its end (the exporter's own timeout would be 10 s)."""
+    with socket.socket() as probe:  # a port nothing listens on (bound, then let go)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://alice:pw-{port}-secret@127.0.0.1:{port}/v1/traces"
+    code, status, _, err = mkl_cli(
+        tmp_path, "run", REFUND_MKL, "--script", str(REFUND_SCRIPT), "--set", "ticket=x", "--otel", url, env=NO_OTEL
+    )
+    assert code == 0 and status["status"] == "done", err
+    said = [line for line in err.splitlines() if "traces could not be sent" in line]
+    assert len(said) == 1 and f"127.0.0.1:{port}/v1/traces" in said[0], err
+    assert f"pw-{port}-secret" not in err and "Transient error" not in err.replace(said[0], "")
+    assert "Traceback" not in err
 
 
 FAN = """mklang: "0.4"

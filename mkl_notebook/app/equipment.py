@@ -143,10 +143,11 @@ class Equipment:
         from ..telemetry.spans import Conventions
         from ..telemetry.tracing import TracingOracle
 
+        scrubbed = functools.partial(scrub, secrets=header_values())
         sender = self._senders.get(export.endpoint)
         if sender is None:
             try:
-                sender = self._senders[export.endpoint] = OtlpSender(export.endpoint)
+                sender = self._senders[export.endpoint] = OtlpSender(export.endpoint, scrubbed)
             except TelemetryMissing as missing:
                 if otel is not None or self.settings.otel is not None:
                     raise  # asked for here: said in a line
@@ -155,7 +156,7 @@ class Equipment:
                     log.warning("mkl: %s; runs are not traced", missing)
                 self._untraced = True
                 return None
-        conventions = Conventions(export.capture, export.latest, functools.partial(scrub, secrets=header_values()))
+        conventions = Conventions(export.capture, export.latest, scrubbed)
         return lambda oracle: TracingOracle(oracle, sender, conventions)
 
     def can_call(self, script: Any = None, model: str | None = None) -> bool:
