@@ -91,7 +91,12 @@ def test_a_bad_channel_file_or_url_is_one_line_naming_where_it_is(tmp_path: Path
     assert code == 2 and "Traceback" not in err and CANARY not in out + err
     (said,) = err.strip().splitlines()
     assert said.startswith(f"mkl: error: {listed}, line 3: a channel is an https:// (or http://) webhook URL")
-    assert not (team / ".mkl" / "runs.sqlite").exists() or "gopher" not in _journal_text(team / ".mkl" / "runs.sqlite")
+    assert not (team / ".mkl").exists()  # refused before anything is made
+
+    elsewhere = _machine(tmp_path / "elsewhere")  # no channel file: a bad --notify alone is refused as early
+    code, _, out, err = mkl_cli(elsewhere, *START, "--notify", f"gopher://example.org/{CANARY}", env=_env(tmp_path))
+    assert code == 2 and "--notify: a channel is" in err and CANARY not in out + err
+    assert not (elsewhere / ".mkl").exists()
 
     listed.write_bytes(b"https://hooks.example.org/\xff\n")
     code, _, _, err = mkl_cli(team, *START, env=_env(tmp_path))

@@ -123,11 +123,13 @@ def remove_from_store(store: RunStore, given: Iterable[str]) -> list[Channel]:
 
 
 def placed_channels(
-    folder: Path | None, store: RunStore, tell: Callable[[str], None] | None
+    folder: Path | None, store: Callable[[], RunStore], tell: Callable[[str], None] | None
 ) -> tuple[list[Channel], list[Channel]]:
-    """The channels a run of a machine in ``folder`` started in ``store`` announces on besides its own: its
-    folder's and its store's, each ``told`` (redacted, with where it was given) as the run starts."""
-    in_folder, in_store = folder_channels(folder), store_channels(store)
+    """The channels a run of a machine in ``folder`` started in ``store`` (opened once the folder's file is
+    read: a bad file makes no store) announces on besides its own: its folder's and its store's, each ``told``
+    (redacted, with where it was given) as the run starts."""
+    in_folder = folder_channels(folder)
+    in_store = store_channels(store())
     if tell is not None:
         for item in (*in_folder, *in_store):
             tell(printable(f"this run notifies {item.channel.redacted} (from {item.source})"))
@@ -150,7 +152,7 @@ def of_run(ws: Any, machine: Machine) -> tuple[list[Channel], list[Channel]]:
     elif not isinstance(ws.cells, NoCells):
         with contextlib.suppress(OSError):  # (a kernel whose working folder was deleted is in none)
             folder = Path.cwd()
-    return placed_channels(folder, ws.store, ws.tell)
+    return placed_channels(folder, lambda: ws.store, ws.tell)
 
 
 def kept_in_store(location: Path | str, add: Iterable[str] = (), remove: Iterable[str] = ()) -> list[Channel]:

@@ -312,9 +312,12 @@ def with_channels(
 def start_options(ws: Any, asks: StartRequest | MapRequest, machine: Machine, **more: Any) -> RunOptions:
     """What workspace ``ws`` starts a run of ``machine`` with (:meth:`Settings.start_options`), with the channels
     announcing its questions (:func:`with_channels`): its own, its machine folder's and its store's
-    (:func:`~.channel_places.of_run`, each shown as the run starts)."""
-    placed = of_run(ws, machine)
-    return with_channels(ws.settings.start_options(asks, **more), asks.notify, ws.settings, placed=placed)
+    (:func:`~.channel_places.of_run`, each shown as the run starts). Bad flags are refused before the store,
+    which the store's channels are read from, is opened (or made)."""
+    options = ws.settings.start_options(asks, **more)
+    if asks.notify:
+        parse_channels(asks.notify, "--notify")
+    return with_channels(options, asks.notify, ws.settings, placed=of_run(ws, machine))
 
 
 def known_channels(ws: Any, more: Iterable[Channel] = ()) -> ChannelBook:
