@@ -28,11 +28,11 @@ from ..durable.chain import common_prefix
 from ..durable.errors import StoreError
 from ..durable.reading import approvers_of_journal, run_state
 from ..durable.records import kind_of
-from ..durable.store_names import is_server_store, public_store
-from ..durable.store_opening import close_store, open_store, store_there
+from ..durable.store_names import public_store
+from ..durable.store_opening import close_store, store_there
 from ..durable.stores import RunStore
 from .errors import without_secrets
-from .listing import file_resume, reach_into, run_summary, store_flag, stored_resume
+from .listing import file_resume, open_once, reach_into, run_summary, store_flag, stored_resume
 from .replies import answerer, not_an_approver
 from .requests import InboxRequest
 from .rules import parse_duration
@@ -106,16 +106,8 @@ class _Reach:
     def store(self, location: str | Path, shown: str, *, named: bool = False) -> None:
         """The runs waiting in the store at ``location`` (opened read-only, once however often it is reached);
         one that cannot be opened is a line of :attr:`problems`, or (``named``: a store given by name) refused."""
-        same = str(location) if is_server_store(location) else str(Path(location).resolve())
-        if same in self._opened:
-            return
-        self._opened.add(same)
-        try:
-            opened = open_store(location, read_only=True)
-        except StoreError as exc:
-            if named:
-                raise
-            self.problems.append(without_secrets(str(exc)))  # (a server's URL may be in it)
+        opened = open_once(location, self._opened, self.problems, named=named)
+        if opened is None:
             return
         place = len(self.stores)
         flag = store_flag(location)

@@ -25,7 +25,7 @@ from ..durable.store_opening import close_store, open_store
 from ..durable.stores import DEFAULT_STORE, RunStore, SQLiteStore
 from ..render.commands import keep_command, reply_commands, resume_command
 from .continuing import drawn_on
-from .errors import UsageProblem
+from .errors import UsageProblem, without_secrets
 from .reconcile import forgotten_phrase, older_than_forgotten, stale_note
 from .status import with_keys
 from .trust import Keyring, Provenance
@@ -291,6 +291,23 @@ def reach_into(folders: Iterable[str], stores: Iterable[str | Path], reach: Gath
     for location in stores:
         shown = public_store(str(location)) if is_server_store(str(location)) else str(location)
         reach.store(location, shown, named=True)  # (one that cannot be opened is refused, with its own words)
+
+
+def open_once(location: str | Path, opened: set[str], problems: list[str], *, named: bool = False) -> RunStore | None:
+    """The store at ``location`` opened read-only, unless a walk opened it already (``opened`` holds where, by
+    its resolved path or URL): None then, or when it cannot be opened, said in ``problems``; a store the
+    person ``named`` that cannot be opened is refused."""
+    same = str(location) if is_server_store(str(location)) else str(Path(location).resolve())
+    if same in opened:
+        return None
+    opened.add(same)
+    try:
+        return open_store(location, read_only=True)
+    except StoreError as exc:
+        if named:
+            raise
+        problems.append(without_secrets(str(exc)))  # (a server's URL may be in it)
+        return None
 
 
 class Waiting(NamedTuple):

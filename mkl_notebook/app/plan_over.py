@@ -28,13 +28,12 @@ from ..durable.reading import claimed_name, decisions, established_how, run_stat
 from ..durable.records import kind_of
 from ..durable.replay import JournalIndex
 from ..durable.runs import plan_journal
-from ..durable.store_names import is_server_store
-from ..durable.store_opening import close_store, open_store
+from ..durable.store_opening import close_store
 from ..errors import MklError
 from ..lang import stdlib
 from ..lang.model import Machine
 from .errors import UsageProblem, without_secrets
-from .listing import reach_into
+from .listing import open_once, reach_into
 from .settings import Settings
 from .shelf import Shelf
 from .trust import Keyring, Provenance
@@ -230,16 +229,8 @@ class _Reach:
             self.add(_Copy(run.run_id, run.records, f"{shown}, {run.where}", provenance))
 
     def store(self, location: str | Path, shown: str, *, named: bool = False) -> None:
-        same = str(location) if is_server_store(location) else str(Path(location).resolve())
-        if same in self.opened:
-            return
-        self.opened.add(same)
-        try:
-            opened = open_store(location, read_only=True)
-        except StoreError as exc:
-            if named:
-                raise
-            self.found.problems.append(without_secrets(str(exc)))
+        opened = open_once(location, self.opened, self.found.problems, named=named)
+        if opened is None:
             return
         try:
             for summary in opened.runs():
