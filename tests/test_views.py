@@ -1495,3 +1495,21 @@ def test_a_long_audit_table_is_laid_out_by_its_first_rows_and_printed_a_row_at_a
     assert wider.startswith(f"r{ALIGNED}  Send it?") and after.startswith(f"r{ALIGNED + 1}  Send it?")
     assert first[2].startswith("r0    Send it?")  # (r0 to r999: the run column four wide)
     assert table.end([], [], "1,002 answers") == ["1,002 answers"]
+
+
+def test_the_sentence_above_a_long_runs_form_names_the_latest_answers_and_counts_the_rest() -> None:
+    from mkl_notebook.render.views import answered_bundle
+
+    answers = [
+        {"value": "approve", "note": f"note {index}", "by": "alice", "how": "OS account", "via": "form"}
+        for index in range(1, 6)
+    ]
+    said = answered_bundle(answers)
+    # Five answers a cell's forms gave: the place above its form names the last three, after a count of the two
+    # before (a run of a hundred gates would otherwise push its question a hundred lines down the page), and the
+    # HTML says what the text says.
+    assert said["text/plain"].startswith("Answered 2 questions before (the run's trace lists each answer), then ")
+    assert [f"note {index}" in said["text/plain"] for index in range(1, 6)] == [False, False, True, True, True]
+    assert said["text/plain"].count("'approve'") == 3 and "note 5" in said["text/html"]
+    one = answered_bundle(answers[:1])["text/plain"]
+    assert one.startswith("Answered 'approve' with the note 'note 1' (by alice") and "before" not in one

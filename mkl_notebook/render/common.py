@@ -205,16 +205,24 @@ def note_said(note: Any, limit: int | None = NOTE_PREVIEW) -> str:
     return f"with the note {(shorten(note, limit) if limit else note)!r}"
 
 
+ANSWERS_SAID = 3  # the latest answers a sentence names; it counts those before (a run's trace lists every one)
+
+
 def answers_sentence(answers: Sequence[Mapping[str, Any]]) -> str:
     """The answers a cell's form gave, one sentence: "Answered 'approve' with the note '…' (by alice, …,
-    via form)."."""
+    via form)."; of a long run's, the latest :data:`ANSWERS_SAID`, after a count of the others, so that the
+    sentence above a form stays a line or two however many questions the cell answered."""
     from ..lang.interpolate import fmt
 
     said = []
-    for answer in answers:
+    for answer in answers[-ANSWERS_SAID:]:
         facts = answered_by(answer)
         note = note_said(answer.get("note"))
         said.append(f"{fmt(answer.get('value'))!r}" + (f" {note}" if note else "") + (f" ({facts})" if facts else ""))
+    earlier = len(answers) - len(said)
+    if earlier:
+        before = f"Answered {_plural(earlier, 'question')} before (the run's trace lists each answer)"
+        return f"{before}, then {', then '.join(said)}."
     return f"Answered {', then '.join(said)}." if said else ""
 
 
