@@ -495,10 +495,10 @@ def test_the_notebook_form_shows_the_model_question_and_sends_replies(
     view = views[-1]
     form = view.current_form
     assert isinstance(form, QuestionForm)
-    assert "The model asks" in form.header.value and "model output" in form.header.value
-    assert html.escape(Q1) in form.header.value
-    assert AUTHOR_LABEL not in form.header.value
-    buttons = form.widget.children[2].children
+    assert "The model asks" in form.question_html and "model output" in form.question_html
+    assert html.escape(Q1) in form.question_html
+    assert AUTHOR_LABEL not in form.question_html
+    buttons = form.buttons.children
     assert [button.description for button in buttons] == ["Send reply"]
     assert _produce_answers(tmp_path) == {f"{PLAN}/produce": 1}
 
@@ -509,7 +509,7 @@ def test_the_notebook_form_shows_the_model_question_and_sends_replies(
     assert all(control.disabled for control in form.controls)
     second = view.current_form
     assert isinstance(second, QuestionForm) and second is not form
-    assert html.escape(Q2) in second.header.value and "model output" in second.header.value
+    assert html.escape(Q2) in second.question_html and "model output" in second.question_html
     assert _produce_answers(tmp_path) == {f"{PLAN}/produce": 1, f"{PLAN}/produce~r1": 1}
     assert run.calls == {"made": 1, "replayed": 1}
 

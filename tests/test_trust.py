@@ -534,9 +534,9 @@ def test_a_run_cell_shows_whose_the_files_run_is_and_takes_it_up_only_on_a_click
     assert isinstance(form, QuestionForm) and form.pending["ask"] == REFUND_ASK
     # Taken up by choice, still not trusted: the form says so, and whose word the question is.
     assert "Not trusted:</strong> taken up from shared.ipynb by your choice; it is made by an unknown key" in (
-        form.header.value
+        form.question_html
     )
-    assert "The file says its machine's author asks:" in form.header.value
+    assert "The file says its machine's author asks:" in form.question_html
     run = mkl_notebook.get_run("r")
     assert (run.status, run.calls["made"]) == ("suspended", 0)  # Alice's run, replayed: no model called
 

@@ -160,8 +160,8 @@ def test_the_run_cell_returns_with_the_run_waiting_and_its_form_shown(nb: Notebo
     assert below["text/plain"] == ""  # no second copy of the question where widgets do not draw
     assert REFUND_ASK not in nb.out.latest(view.handle.display_id)["text/plain"]  # the question is printed once
     form = nb.form()
-    assert REFUND_ASK in form.header.value and form.header.layout.display == "none"  # printed above, not twice
-    assert "approval" in form.header.value
+    assert REFUND_ASK in form.question_html and form.header is None  # printed above, not twice
+    assert "approval" in form.question_html
     assert [button.description for button in (form.approve, form.reject, form.send)] == [
         "Approve",
         "Reject",
@@ -175,7 +175,7 @@ def test_the_header_shows_the_authored_ask_literally_and_escaped(nb: Notebook) -
     source = REFUND.replace('"The draft promises a refund. Approve sending it?"', f"'{MARKUP_ASK}'")
     run = _start_refund(nb, source)
     assert run.pending is not None and run.pending["ask"] == MARKUP_ASK
-    header = nb.form().header.value
+    header = nb.form().question_html
     assert html.escape(MARKUP_ASK) in header
     assert "<b>" not in header
     page = nb.out.latest(nb.view().top.display_id)  # the form's stand-in for readers without a kernel
@@ -338,7 +338,7 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     assert view.top is not None
     first = nb.form()
     first_box_layout = view.box.layout
-    assert html.escape("First: is the draft <b>fine</b>?") in first.header.value
+    assert html.escape("First: is the draft <b>fine</b>?") in first.question_html
     first.approve.click()
     run = mkl_notebook.get_run("twogates")
     assert (run.status, run.at, run.pending["ask"] if run.pending else None) == (
@@ -353,16 +353,17 @@ def test_a_second_gate_shows_a_second_form_in_the_same_box(nb: Notebook) -> None
     assert first.widget not in view.box.children
     assert "Second: sign off the review?" in below["text/plain"] and "mkl resume" in below["text/plain"]
     # A page that follows only widgets (reloaded, another person's) reads the new question and the commands that
-    # answer it in the box, above the form, as the first question was printed above the first form.
-    [printed] = [child for child in view.box.children if "mkl resume" in getattr(child, "value", "")]
-    assert "Second: sign off the review?" in printed.value
-    assert view.box.children[-1] is second.widget and second.header.layout.display == "none"
+    # answer it in the form's header, as the first question was printed above the first form.
+    assert second.header is not None and second.header in second.widget.children
+    assert "Second: sign off the review?" in second.header.value and "mkl resume" in second.header.value
+    assert [child for child in view.box.children if "mkl resume" in getattr(child, "value", "")] == []  # once
+    assert view.box.children[-1] is second.widget
     assert "Answered 'approve' (by " in nb.out.latest(view.top.display_id)["text/plain"]  # where it was asked
     assert not any(control.disabled for control in second.controls)
     assert all(control.disabled for control in first.controls)
     # The view's forms share their layouts and styles, made once for the view (each new model is a message to
     # every page, and a click late in a long run would make and close a form's worth of them).
-    first_parts = (*first.controls, first.header, first.buttons)
+    first_parts = (*first.controls, first.buttons)
     second_parts = (*second.controls, second.header, second.buttons)
     assert len({control.layout.model_id for control in second_parts}) < len(second.controls) + 2
     assert {part.layout.model_id for part in second_parts} <= {part.layout.model_id for part in first_parts}
@@ -455,7 +456,7 @@ def test_a_form_answered_by_another_process_catches_up_on_its_next_click(nb: Not
     assert [(reply["value"], reply["claimed"], reply["via"]) for reply in nb.replies()] == [("approve", "bob", "cli")]
     assert "claims bob) · " in stale.status.value and "via cli · key " in stale.status.value
     assert all(control.disabled for control in stale.controls)
-    assert "Second: sign off the review?" in nb.form().header.value  # the view shows what is asked now
+    assert "Second: sign off the review?" in nb.form().question_html  # the view shows what is asked now
 
 
 # -- who clicked, and how that is known ------------------------------------------------------------
@@ -543,7 +544,7 @@ def test_a_question_only_alice_may_answer_is_read_only_for_carol_and_her_click_r
     assert form.approve.disabled and form.reject.disabled and form.send.disabled
     said = html.unescape(form.status.value)
     assert "may be answered only by alice" in said and "you are carol (jupyterhub)" in said, said
-    assert "Only alice may answer it." in html.unescape(form.header.value)
+    assert "Only alice may answer it." in html.unescape(form.question_html)
     form.approve.click()
     assert nb.replies() == []
     assert mkl_notebook.get_run("refund").status == "suspended"

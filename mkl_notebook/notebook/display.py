@@ -17,6 +17,7 @@ are updated by their display ids too, so the saved file says where the run is.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import threading
@@ -39,6 +40,7 @@ from ..render.questions import Asked, question_place
 from ..render.views import Live, progress_bundle
 from .forms import FORM_CLASS, QuestionForm, TakeUpChoice, close_widgets, made
 from .metadata_link import MetadataLink
+from .redraws import RestOfRedraw, streams_flushed_once
 from .session import KernelNotebook
 
 LIVE_INTERVAL = 0.15  # seconds between live progress redraws
@@ -113,6 +115,8 @@ class RunView:
         self._branch_count = 0
         self._live_lock = threading.Lock()  # branches report from their own threads
         self._main = threading.main_thread()
+        self._drawing = threading.RLock()  # a redraw, and the rest of one drawn later (see RestOfRedraw)
+        self._rest = RestOfRedraw(self._drawing)
 
     # -- live progress ------------------------------------------------------------
 
@@ -237,6 +241,11 @@ class RunView:
     def show(self, run: Run) -> None:
         """Draw the run as its handle shows it, with its form when it waits for a person; from now on the view
         follows the run, and draws it again whenever it moves (by its own form's reply, or by any other path)."""
+        with self._drawing, streams_flushed_once():
+            self._rest.void()
+            self._show(run)
+
+    def _show(self, run: Run) -> None:
         machine = run.machine or self.machine
         self.machine = machine
         result = run.run_result
@@ -254,11 +263,9 @@ class RunView:
             self.top = self._shown("top", top)
         else:
             self.top.update(top, raw=True)
-        if form_place_now is not None:
-            if self.form_out is None:
-                self.form_out = self._placed("form", form_place_now)
-            else:
-                self.form_out.update(form_place_now, raw=True)
+        if form_place_now is not None and self.form_out is None:
+            self.form_out = self._placed("form", form_place_now)
+            form_place_now = None
         if run.set_aside:  # said once, by the view of the cell that made the run anew
             self.note, run.set_aside = run.set_aside, None
         carried, run.carried = run.carried, []
@@ -267,17 +274,29 @@ class RunView:
         kept = self._kept.pop(run.id, None)
         if kept is not None:  # the run the file held, taken up since: its view below carries it now
             kept.update({"text/plain": ""}, raw=True)
-        self._draw_view(run.id, outcome, question_above=asking)
+        if not self._following and self.kernel is not None:
+            self._following = True
+            self.kernel.follow(run.id, self._went_on)
+        rest = functools.partial(self._draw_rest, run.id, outcome, machine, asking, form_place_now)
+        if self.handle is None or not self._rest.schedule(rest):
+            rest()
+
+    def _draw_rest(
+        self, run_id: str, outcome: Outcome, machine: Machine | None, asking: bool, form_place: dict[str, Any] | None
+    ) -> None:
+        """The places of a redraw nobody waits for: the run's view and diagram, the form's place (its printed twin,
+        for the file and for pages that follow outputs: the page shows the new question as soon as the box holds
+        it, and a redrawn place draws the box anew), and the closing of the widgets that left the box (each is a
+        message to every page, which would draw the new question after them)."""
+        self._draw_view(run_id, outcome, question_above=asking)
         if machine is not None:
             diagram = run_diagram(machine, outcome)
             if self.diagram is None:
                 self.diagram = self._shown("diagram", diagram)
             else:
                 self.diagram.update(diagram, raw=True)
-        if not self._following and self.kernel is not None:
-            self._following = True
-            self.kernel.follow(run.id, self._went_on)
-        # Closed last: each is a message to every page, which would draw the new question after them.
+        if form_place is not None and self.form_out is not None:
+            self.form_out.update(form_place, raw=True)
         leaving, self._leaving = self._leaving, []
         close_widgets(leaving)
 
@@ -348,20 +367,21 @@ class RunView:
             asked = pending.get("question_id")
             self.current_form, self._asked = None, asked if isinstance(asked, str) else None
             return self._printed(run, outcome, pending, self._asked), None  # and no empty place for a form
-        form = self._form(run, pending, beside=True)
-        self._asked = form.question_id
-        printed = self._printed(run, outcome, pending, form.question_id)
+        asked = pending.get("question_id")
+        printed = self._printed(run, outcome, pending, asked)
         if previous is None:
+            form = self._form(run, pending)  # the question is printed above it
             box = self._box([form.widget])
             return printed, {**box._repr_mimebundle_(), "text/plain": ""}
+        # The new question with the commands that answer it, in the form's header: a page that cannot follow the
+        # outputs' updates (reloaded, another person's) follows widgets, and the output's own twin is drawn only
+        # without one.
+        form = self._form(run, pending, printed=printed["text/html"])
         # The place above says what became of the last question wherever outputs are redrawn (a page whose
         # extension answered: JupyterLab, Notebook 7); elsewhere (Voila) only widgets move, so the box says it.
         redrawn = self.mirrored or (self.link is not None and self.link.linked)
         became = [] if redrawn else [self._what_became(run, previous_asked)]
-        # The new question with the commands that answer it, in the box too: a page that cannot follow the outputs'
-        # updates (reloaded, another person's) follows widgets, and the output's own twin is drawn only without one.
-        asked = made(widgets.HTML, f"{self.place}/{form.question_id}/printed", self.place, value=printed["text/html"])
-        box = self._box([*became, asked, form.widget])
+        box = self._box([*became, form.widget])
         if previous.place != form.place:
             self._leaving += previous.parts()
         return self._settled(outcome, previous_asked), {**box._repr_mimebundle_(), **printed}
@@ -421,12 +441,20 @@ class RunView:
         said = html.escape(what_happened(run, asked))
         return made(widgets.HTML, f"{self.place}/{asked}/became", self.place, value=f"<p><em>{said}</em></p>")
 
-    def _form(self, run: Run, pending: dict[str, Any], *, beside: bool) -> QuestionForm:
+    def _form(self, run: Run, pending: dict[str, Any], *, printed: str | None = None) -> QuestionForm:
+        """The form of the question ``pending``, printed beside it, or in its header when ``printed`` is given."""
         place = f"{self.place}/{pending.get('question_id')}"
         form = QuestionForm(
-            run, pending, cell=self.cell, observer=self.observer, place=place, beside=beside, scope=self.place
+            run,
+            pending,
+            cell=self.cell,
+            observer=self.observer,
+            place=place,
+            beside=True,
+            scope=self.place,
+            printed=printed,
         )
-        self.current_form = form
+        self.current_form, self._asked = form, form.question_id
         return form
 
     def _went_on(self, run: Run) -> bool:
@@ -439,11 +467,16 @@ class RunView:
             return False
         if run.outcome.length <= self.shown.length:
             return False  # nothing new beyond what this view shows
+        with self._drawing, streams_flushed_once():
+            self._rest.void()
+            return self._caught_up(run, self.shown, run.outcome)
+
+    def _caught_up(self, run: Run, shown: Outcome, now: Outcome) -> bool:
         form, asked = self.current_form, self._asked
         if form is not None and not form.settled and (form.sent or run.answered_elsewhere):
             self.show(run)  # what the run asks now, or what became of it
             return run.status in ("done", "halt")
-        self.shown = self.shown.overtaken(run.outcome)
+        self.shown = shown.overtaken(now)
         self._draw_view(run.id, self.shown, question_above=False)
         if self.top is not None and (asked or form is not None):
             self.top.update(self._settled(self.shown, asked, newest=True), raw=True)

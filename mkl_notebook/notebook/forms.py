@@ -219,9 +219,10 @@ class QuestionForm:
     :class:`QuestionControl` (a reply of ``cell``'s form, its progress told to ``observer``).
 
     ``place`` names where the form stands (a cell and a run): its widgets' model ids derive from it and from
-    the question, so a notebook executed again saves the same ids. With ``beside`` the question is printed in
-    an output beside the form (readable where no widget draws): the form's header is kept but not shown for
-    it, so a live notebook shows the question once; a question the form asks later (:meth:`ask`) it shows.
+    the question, so a notebook executed again saves the same ids. Its header shows the question, or
+    ``printed`` (the question printed with the commands that answer it) when given; with ``beside`` the
+    question is printed in an output beside the form instead (readable where no widget draws), and the form
+    has no header (a live notebook shows the question once; every model is a message to every page).
     """
 
     def __init__(
@@ -234,6 +235,7 @@ class QuestionForm:
         place: str | None = None,
         beside: bool = False,
         scope: str | None = None,
+        printed: str | None = None,
     ) -> None:
         self.run = run
         self.run_id = run.id
@@ -242,20 +244,15 @@ class QuestionForm:
         self.place = place or unplaced()
         self.scope = scope or self.place  # where its layouts and styles are shared (a view's forms share them)
         self.status = made(widgets.HTML, f"{self.place}/status", self.scope, value="")
-        hidden = {"display": "none"} if beside else {}
-        self.header = made(widgets.HTML, f"{self.place}/header", self.scope, value=self._ready(pending), layout=hidden)
+        self.question_html = self._ready(pending)
+        self.header: widgets.HTML | None = None
+        if printed is not None or not beside:
+            shows = self.question_html if printed is None else printed
+            self.header = made(widgets.HTML, f"{self.place}/header", self.scope, value=shows)
         self.buttons = made(widgets.HBox, f"{self.place}/buttons", self.scope, children=self._row_children())
         self.widget = made(
             widgets.VBox, f"{self.place}/form", self.scope, children=self._children(), _dom_classes=[FORM_CLASS]
         )
-
-    def ask(self, pending: Pending) -> None:
-        """Show ``pending`` in this form's place, with controls of its own (those of an answered question leave
-        the page, so a click can only ever answer the question it was shown with)."""
-        self.header.value = self._ready(pending)
-        self.header.layout = shared(widgets.Layout, self.scope)  # no output beside prints this question: the form does
-        self.buttons.children = self._row_children()
-        self.widget.children = self._children()
 
     def _ready(self, pending: Pending) -> str:
         """Make the controls for ``pending`` (none is sent yet); its header's HTML."""
@@ -294,7 +291,7 @@ class QuestionForm:
         return [self.send] if model_asks else [self.approve, self.reject, self.send]
 
     def _children(self) -> list[widgets.Widget]:
-        return [self.header, self.reply, self.buttons, self.status]
+        return [*([self.header] if self.header is not None else []), self.reply, self.buttons, self.status]
 
     def _header_html(self, pending: Pending) -> str:
         return question_html(Asked.of(self.run_id, pending))
@@ -350,7 +347,8 @@ class QuestionForm:
 
     def parts(self) -> list[widgets.Widget]:
         """The widgets of this form (what :meth:`close` closes)."""
-        return [self.widget, self.header, self.buttons, self.status, *self.controls]
+        header = [self.header] if self.header is not None else []
+        return [self.widget, *header, self.buttons, self.status, *self.controls]
 
 
 def _status(said: str) -> str:

@@ -259,10 +259,12 @@ class KernelNotebook:
         there like one a magic shows, though nothing displays it."""
         if not isinstance(handle, NotebookRun):
             return
-        self.kept(handle)
         with self._followers_lock:
             followers = list(self._followers.get(handle.id, ()))
-        done = [follower for follower in followers if follower(handle)]
+        try:
+            done = [follower for follower in followers if follower(handle)]
+        finally:  # after the views: a page draws the next question first, then writes it into the metadata
+            self.kept(handle)
         with self._followers_lock:
             self._followers[handle.id] = [f for f in self._followers.get(handle.id, ()) if f not in done]
 
