@@ -13,7 +13,11 @@ click (a capturing ``click`` listener notes ``performance.now()``) until the nex
 gate the run's result, is in the page: a function polled on every animation frame, so on the first frame
 drawn with it (``page.wait_for_function(..., polling="raf")``, which returns that frame's
 ``performance.now()``). The first click of each page is a warm-up (the first message over the widget's
-comm) and is left out. Median and 90th percentile over all the other clicks.
+comm) and is left out. Median and 90th percentile over all the other clicks. Two paces: *as a person clicks*,
+each click once the page has drawn all the last click changed (it heard nothing over its websockets for
+``QUIET`` seconds: a kernel draws the trace and diagram a moment after the question, while the person reads it),
+and *back to back*, each click as soon as the question is drawn (the kernel then skips the trace it would have
+drawn in between).
 
 *Resume from a received notebook*: a run of ``RESUME_STEPS`` model steps that then waits at a gate, run by
 one person (their own key) with nbclient as JupyterLab runs it, the notebook saved. Another person (another
@@ -65,6 +69,20 @@ DRAWN = """([wanted, question]) => {
   return performance.now();
 }"""
 CLICK_CLOCK = "document.addEventListener('click', () => { window.__mklClickAt = performance.now(); }, true)"
+# When the page last heard from a kernel or the server (every message a websocket brings: the page's own clock).
+HEARD = """(() => {
+  const Socket = window.WebSocket;
+  window.WebSocket = function (...args) {
+    const socket = new Socket(...args);
+    socket.addEventListener('message', () => { window.__mklHeardAt = performance.now(); });
+    return socket;
+  };
+  window.WebSocket.prototype = Socket.prototype;
+  Object.assign(window.WebSocket, Socket);
+})();"""
+QUIET = 0.5  # seconds without a message after which the page has drawn all a click changed
+SETTLED = "(quiet) => performance.now() - (window.__mklHeardAt || 0) > quiet"
+PACES = ("as a person clicks", "back to back")
 
 
 def ask(gate: int, gates: int) -> str:
@@ -162,9 +180,10 @@ def shut_down_kernels(page: Any, base: str) -> None:
         time.sleep(0.2)
 
 
-def click_through(page: Any, base: str, name: str, gates: int) -> list[float]:
+def click_through(page: Any, base: str, name: str, gates: int, paced: bool) -> list[float]:
     """Open notebook ``name``, run all, and approve each of its ``gates`` questions: the milliseconds from each
-    click until the next question (or the result) is drawn."""
+    click until the next question (or the result) is drawn; ``paced``: each click once the page has drawn all the
+    last one changed."""
     from browser_support import kernel_idle
 
     # A workspace of its own (?reset): the last notebook's tab, restored, could take the Run All.
@@ -185,6 +204,8 @@ def click_through(page: Any, base: str, name: str, gates: int) -> list[float]:
         wanted, question = (ask(gate + 1, gates), True) if gate < gates else (RESULT, False)
         if page.evaluate(DRAWN, [wanted, False]):
             raise SystemExit(f"{wanted!r} is in the page before gate {gate} is approved: it cannot time the click")
+        if paced:  # a person reads the question: the page has heard nothing more for a while
+            page.wait_for_function(SETTLED, arg=QUIET * 1000, polling=100, timeout=60_000)
         approve.first.click()
         drawn_at = page.wait_for_function(DRAWN, arg=[wanted, question], polling="raf", timeout=60_000).json_value()
         taken.append(drawn_at - page.evaluate("window.__mklClickAt"))
@@ -194,7 +215,8 @@ def click_through(page: Any, base: str, name: str, gates: int) -> list[float]:
 EARLY, LATE = range(2, 6), range(15, 21)  # the gates whose clicks are set against each other
 
 
-def approval_times(gates: int, notebooks: int) -> list[list[float]]:
+def approval_times(gates: int, notebooks: int) -> dict[str, list[list[float]]]:
+    """Each pace's clicks, notebook by notebook and gate by gate (``notebooks`` notebooks at each pace, in turn)."""
     from browser_support import browser_page, lab_env, serve
 
     folder = Path(tempfile.mkdtemp(prefix="mkl-approval-"))
@@ -202,14 +224,17 @@ def approval_times(gates: int, notebooks: int) -> list[list[float]]:
     root.mkdir()
     (root / "gates.script.json").write_text(SCRIPT, encoding="utf-8")
     machine = gates_machine(gates)
-    for index in range(notebooks):
-        write_notebook(root / f"gates{index}.ipynb", f"gates-{index}", machine)
-    samples: list[list[float]] = []  # each notebook's clicks, gate by gate
+    turns = [(index, pace) for index in range(notebooks) for pace in PACES]  # the paces in turn, alike in load
+    for index, pace in turns:
+        write_notebook(root / f"gates{index}-{PACES.index(pace)}.ipynb", f"gates-{index}-{PACES.index(pace)}", machine)
+    samples: dict[str, list[list[float]]] = {pace: [] for pace in PACES}  # each notebook's clicks, gate by gate
     with serve(root, lab_env(folder), folder / "jupyter.log") as base, browser_page() as page:
-        for index in range(notebooks):
-            taken = click_through(page, base, f"gates{index}.ipynb", gates)
-            print(f"notebook {index}: " + ", ".join(f"{each:.0f}" for each in taken) + " ms", file=sys.stderr)
-            samples.append(taken)
+        page.add_init_script(HEARD)
+        for index, pace in turns:
+            name = f"gates{index}-{PACES.index(pace)}.ipynb"
+            taken = click_through(page, base, name, gates, paced=pace == PACES[0])
+            print(f"{name} ({pace}): " + ", ".join(f"{each:.0f}" for each in taken) + " ms", file=sys.stderr)
+            samples[pace].append(taken)
             shut_down_kernels(page, base)  # so that the next notebook's kernel is the only one to wait for
             page.goto("about:blank")
     return samples
@@ -319,10 +344,7 @@ def resume_times(rounds: int) -> dict[str, list[float]]:
 
 def report(gates: int, notebooks: int, rounds: int) -> str:
     load_before = uptime()
-    by_notebook = approval_times(gates, notebooks)
-    clicks = [each for taken in by_notebook for each in taken[1:]]  # the first click of a page warms up
-    early = [taken[gate - 1] for taken in by_notebook for gate in EARLY if gate <= len(taken)]
-    late = [taken[gate - 1] for taken in by_notebook for gate in LATE if gate <= len(taken)]
+    by_pace = approval_times(gates, notebooks)
     resumes = resume_times(rounds)
     load_after = uptime()
     import jupyterlab
@@ -341,26 +363,27 @@ def report(gates: int, notebooks: int, rounds: int) -> str:
         f"`{load_after}`. No peer publishes these two numbers. How each is taken is in the script's docstring.",
         "",
         f"**Approval to continue**: in JupyterLab, a run of {gates} gates one after another, {notebooks} notebooks "
-        "opened in turn; from the click on Approve until the next question (or the run's result) is drawn in the "
-        f"page, {len(clicks)} clicks (the first of each page left out). Until 2026-12-04 a click grew slower along "
-        "the run (about 60 ms at gate 2, 150-190 ms at gate 20, p90 136 ms on a quiet machine): every form shared "
-        "one layout model, and ipywidgets leaves a listener on a layout for each view ever drawn with it, so "
-        "removing a view scanned them all; forms now share layouts only among their own widgets. Until 2026-12-07 "
-        "the page also kept a view of the form per question asked (1.22x late/early at load under 1): JupyterLab "
-        "gives a redrawn output to the renderer that drew the last one, which ipywidgets' renderer answers with one "
-        "view more; the form's place is now blanked before it is redrawn, and the renderer goes with its views.",
-        "",
-        "| clicks | median | p90 | fastest | slowest |",
-        "|---|---|---|---|---|",
-        f"| {len(clicks)} | {ms(clicks):.0f} ms | {percentile(clicks, 0.9):.0f} ms | {min(clicks):.0f} ms | "
-        f"{max(clicks):.0f} ms |",
+        "at each pace opened in turn; from the click on Approve until the next question (or the run's result) is "
+        "drawn in the page (the first click of each page left out). *As a person clicks*: each click once the page "
+        f"has drawn all the last one changed (nothing heard for {QUIET} s); *back to back*: each as soon as the "
+        "question is drawn. Until 2026-12-04 "
+        "a click grew slower along the run (about 60 ms at gate 2, 150-190 ms at gate 20, p90 136 ms on a quiet "
+        "machine): every form shared one layout model, and ipywidgets leaves a listener on a layout for each view "
+        "ever drawn with it, so removing a view scanned them all; forms now share layouts only among their own "
+        "widgets. Until 2026-12-07 the page also kept a view of the form per question asked (1.22x late/early at "
+        "load under 1): JupyterLab gives a redrawn output to the renderer that drew the last one, which ipywidgets' "
+        "renderer answers with one view more; the form's place is now blanked before it is redrawn. Since "
+        "2026-12-07 a click's trace, diagram and redrawn form place follow its question by 0.15 s, so that the page "
+        "draws the question first (the code before it, measured on this machine in the same hour: median 77 ms, "
+        "p90 93 ms as a person clicks; 86 ms and 121 ms back to back), and "
+        "a batch of redraws waits once, not before each, for ipykernel to flush its output streams.",
         "",
         "Along the run (does a click cost more the longer the run is?): the median click at gates 2-5 and at gates "
         "15-20, and their ratio (1.0: a click costs the same throughout).",
         "",
-        "| gates 2-5 | gates 15-20 | late / early |",
-        "|---|---|---|",
-        f"| {ms(early):.0f} ms | {ms(late):.0f} ms | {ms(late) / ms(early):.2f}× |" if late else "| – | – | – |",
+        "| pace | clicks | median | p90 | fastest | slowest | gates 2-5 | gates 15-20 | late / early |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(pace_row(pace, by_notebook) for pace, by_notebook in by_pace.items()),
         "",
         f"**Resume from a received notebook**: a run of {RESUME_STEPS} model steps waiting at a gate, saved in a "
         "notebook by another person (another key), taken up from a fresh copy with no store, the reply "
@@ -376,6 +399,19 @@ def report(gates: int, notebooks: int, rounds: int) -> str:
         f"{ms(resumes['get_run + submit']) * 1e3:.0f} ms | {min(resumes['get_run + submit']) * 1e3:.0f} ms |",
     ]
     return "\n".join(lines)
+
+
+def pace_row(pace: str, by_notebook: list[list[float]]) -> str:
+    """A pace's line of the table: all its clicks (the first of each page left out), and along the run."""
+    ms = statistics.median
+    clicks = [each for taken in by_notebook for each in taken[1:]]  # the first click of a page warms up
+    early = [taken[gate - 1] for taken in by_notebook for gate in EARLY if gate <= len(taken)]
+    late = [taken[gate - 1] for taken in by_notebook for gate in LATE if gate <= len(taken)]
+    along = f"{ms(early):.0f} ms | {ms(late):.0f} ms | {ms(late) / ms(early):.2f}×" if late else "– | – | –"
+    return (
+        f"| {pace} | {len(clicks)} | {ms(clicks):.0f} ms | {percentile(clicks, 0.9):.0f} ms | {min(clicks):.0f} ms | "
+        f"{max(clicks):.0f} ms | {along} |"
+    )
 
 
 def write_section(text: str) -> None:
