@@ -221,3 +221,27 @@ def test_a_stores_channels_are_kept_by_every_kind_of_store_and_two_people_adding
     digest = store_channels(first)[0].channel.digest
     assert len(remove_from_store(first, [digest])) == len(hooks) - 1
     assert remove_from_store(first, ["all"]) == [] and store_channels(store_at()) == []
+
+
+def test_mkl_config_lists_the_folders_and_the_stores_channels_redacted_and_writes_nothing(
+    ip: Any, webhook: Webhook, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a run started here would announce on besides its own is in `%mkl config`: this folder's file's
+    channels and the store's, each redacted with where it was given; listing them makes no store."""
+    from mkl_notebook.app.channel_places import kept_in_store
+
+    monkeypatch.setenv("MKL_NOTIFY", "")
+    store = ip.tmp / ".mkl" / "runs.sqlite"
+    (ip.tmp / "mkl-notify.txt").write_text(f"# the team's\n{webhook.url}\n", encoding="utf-8")
+    ip.run("%mkl config")
+    said = capsys.readouterr().out
+    shown = webhook.url.split("/services/")[0] + "/…"
+    assert f"notify (mkl-notify.txt here) = {shown} ({ip.tmp / 'mkl-notify.txt'}, line 2)" in said
+    assert "notify (the store's) = none (no store yet)" in said and not store.exists()  # listing wrote nothing
+    kept_in_store(store, add=[f"mailto:{MAIL_TO}"])
+    (ip.tmp / "mkl-notify.txt").write_text("ftp://files.example.org/drop\n", encoding="utf-8")
+    ip.run("%mkl config")
+    said = capsys.readouterr().out
+    assert f"notify (the store's) = mailto:{MAIL_TO} (the notify setting of store .mkl/runs.sqlite)" in said
+    assert "notify (mkl-notify.txt here) = not read: " in said and "line 1" in said  # said, not a traceback
+    assert CANARY not in said

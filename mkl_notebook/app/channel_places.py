@@ -155,6 +155,23 @@ def of_run(ws: Any, machine: Machine) -> tuple[list[Channel], list[Channel]]:
     return placed_channels(folder, lambda: ws.store, ws.tell)
 
 
+def shown_beside(ws: Any) -> list[str]:
+    """The channels a run of a machine defined here would announce on besides its own, as ``%mkl config`` lists
+    them: this folder's file's (the kernel's working folder) and the store's, redacted, each with where it was
+    given. Reading writes nothing: a store not made yet is none; a file that is no channels says why."""
+
+    def said(found: Iterable[GivenChannel]) -> str:
+        return ", ".join(printable(f"{item.channel.redacted} ({item.source})") for item in found) or "none"
+
+    try:
+        in_folder = said(folder_channels(Path.cwd()))
+    except (UsageProblem, OSError) as problem:  # (a bad file stops a run that starts here; listed, it is said)
+        in_folder = printable(f"not read: {problem}")
+    with ws.reading() as store:
+        in_store = said(store_channels(store)) if store is not None else "none (no store yet)"
+    return [f"notify ({FOLDER_FILE} here) = {in_folder}", f"notify (the store's) = {in_store}"]
+
+
 def kept_in_store(location: Path | str, add: Iterable[str] = (), remove: Iterable[str] = ()) -> list[Channel]:
     """The channels of the store at ``location`` once those in ``add`` are kept there and those in ``remove``
     dropped (``mkl notify --set / --unset / --list``); only listing (neither given) writes and makes nothing."""

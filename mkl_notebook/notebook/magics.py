@@ -19,6 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 from traitlets import Unicode, observe
 
+from ..app.channel_places import shown_beside
 from ..app.checkpoints import batch_place
 from ..app.errors import USER_ERRORS, without_secrets
 from ..app.handle import Run
@@ -418,7 +419,7 @@ class MklMagics(ReadingCommands, Magics):
             settings.change(key, self.values.text(value))
             if key in ("store", "durability"):  # the store is opened again, as the settings now say
                 self.session.reset_store()
-        print("\n".join(settings.lines()))
+        print("\n".join([*settings.lines(), *shown_beside(self.session)]))
 
 
 def _progress_bar(description: str, total: int) -> Any:
