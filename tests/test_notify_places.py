@@ -237,7 +237,7 @@ def test_mkl_config_lists_the_folders_and_the_stores_channels_redacted_and_write
     said = capsys.readouterr().out
     shown = webhook.url.split("/services/")[0] + "/…"
     assert f"notify (mkl-notify.txt here) = {shown} ({ip.tmp / 'mkl-notify.txt'}, line 2)" in said
-    assert "notify (the store's) = none (no store yet)" in said and not store.exists()  # listing wrote nothing
+    assert "notify (the store's) = none\n" in said and not store.exists()  # listing wrote nothing
     kept_in_store(store, add=[f"mailto:{MAIL_TO}"])
     (ip.tmp / "mkl-notify.txt").write_text("ftp://files.example.org/drop\n", encoding="utf-8")
     ip.run("%mkl config")

@@ -168,7 +168,7 @@ def shown_beside(ws: Any) -> list[str]:
     except (UsageProblem, OSError) as problem:  # (a bad file stops a run that starts here; listed, it is said)
         in_folder = printable(f"not read: {problem}")
     with ws.reading() as store:
-        in_store = said(store_channels(store)) if store is not None else "none (no store yet)"
+        in_store = said(store_channels(store)) if store is not None else "none"  # (alike before a store is made)
     return [f"notify ({FOLDER_FILE} here) = {in_folder}", f"notify (the store's) = {in_store}"]
 
 
